@@ -1,0 +1,230 @@
+"""RunConfig: the one frozen record of a run's settings.
+
+Its field names are a contract: they are the CLI flags (in --kebab-case), the keys stored
+with every run in the history, and the CSV columns of an export. Importing this module
+must stay cheap (no torch): the GUI builds its form from it before the first paint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import multiprocessing
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Optional, get_args, get_type_hints
+
+if TYPE_CHECKING:
+    from workbench.engine.events import DeviceInfo
+
+Dataset = Literal["synthetic", "npz", "cifar10", "cifar100"]
+Model = Literal["small-cnn", "resnet18", "mobilenet_v3_small"]
+Pipeline = Literal["dataloader", "gpu-resident"]
+Augment = Literal["none", "cpu", "gpu"]
+StartMethod = Literal["fork", "forkserver", "spawn"]
+Precision = Literal["fp32", "fp16", "bf16"]
+Optimizer = Literal["sgd", "adamw"]
+DeviceChoice = Literal["auto", "cuda", "cpu"]
+
+
+class ConfigError(ValueError):
+    """Settings that cannot make a run; ``problems`` lists every one, in words."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    # Data
+    dataset: Dataset = "synthetic"
+    data_path: str = ""  # cifar: folder ("" = the datasets folder in the workbench home); npz: file
+    synthetic_size: int = 10_000  # training images for dataset=synthetic (test split: a fifth)
+    # Loader
+    pipeline: Pipeline = "dataloader"
+    augment: Augment = "gpu"
+    num_workers: int = 2
+    pin_memory: bool = True
+    non_blocking: bool = True
+    persistent_workers: bool = True
+    prefetch_factor: int = 2
+    worker_start_method: StartMethod = "fork"
+    # Model & optimiser
+    model: Model = "small-cnn"
+    optimizer: Optimizer = "sgd"
+    lr: float = 0.05
+    weight_decay: float = 5e-4
+    label_smoothing: float = 0.0
+    # Precision
+    precision: Precision = "fp32"
+    channels_last: bool = False
+    compile: bool = False
+    # Run
+    epochs: int = 2
+    max_steps: Optional[int] = None
+    batch_size: int = 128
+    accumulation_steps: int = 1
+    seed: int = 0
+    device: DeviceChoice = "auto"
+    log_every: int = 10
+
+    # -- derived -----------------------------------------------------------------
+    @property
+    def effective_batch_size(self) -> int:
+        return self.batch_size * self.accumulation_steps
+
+    # -- validation --------------------------------------------------------------
+    def validate(self, device: DeviceInfo | None = None) -> list[str]:
+        """Every problem with these settings, in words a user understands.
+
+        Hardware checks (CUDA present, fp16/bf16 support) run only when ``device`` is
+        given: probing it imports torch, which callers may want to keep off a hot path.
+        """
+        problems: list[str] = []
+        for name, allowed in CHOICES.items():
+            value = getattr(self, name)
+            if value not in allowed:
+                problems.append(f"{name} must be one of {', '.join(allowed)} (got {value!r})")
+        for name, (low, high) in RANGES.items():
+            value = getattr(self, name)
+            if value is None and name in OPTIONAL_FIELDS:
+                continue
+            if not (low <= value <= high):
+                problems.append(f"{name} must be between {_num(low)} and {_num(high)} (got {_num(value)})")
+        if not (self.lr > 0):
+            problems.append(f"lr must be greater than 0 (got {self.lr})")
+
+        if self.augment == "cpu" and self.pipeline != "dataloader":
+            problems.append("augment=cpu needs pipeline=dataloader (the workers do the CPU augmentation)")
+        if self.dataset == "npz":
+            if not self.data_path:
+                problems.append("dataset=npz needs data_path: the .npz file to train on")
+            elif not Path(self.data_path).expanduser().is_file():
+                problems.append(f"data_path {self.data_path!r} is not a file (dataset=npz needs an .npz file)")
+        if self.pipeline == "dataloader" and self.num_workers > 0:
+            available = multiprocessing.get_all_start_methods()
+            if self.worker_start_method in CHOICES["worker_start_method"] and self.worker_start_method not in available:
+                problems.append(
+                    f"worker_start_method={self.worker_start_method} is not available on this platform "
+                    f"(choose {', '.join(available)})"
+                )
+
+        if device is not None:
+            problems.extend(self.hardware_problems(device))
+        return problems
+
+    def hardware_problems(self, device: DeviceInfo) -> list[str]:
+        """Settings this machine cannot run: the reasons the GUI disables a choice."""
+        problems = []
+        if self.device == "cuda" and not device.cuda_available:
+            problems.append(f"device=cuda but no CUDA GPU was found ({device.cpu_fallback_reason})")
+        on_cuda = device.cuda_available and self.device != "cpu"
+        if self.precision == "fp16" and not on_cuda:
+            problems.append("fp16 needs a CUDA GPU")
+        if self.precision == "bf16":
+            if not on_cuda:
+                problems.append("bf16 needs a CUDA GPU with native bf16 (compute capability 8.0+)")
+            elif not device.bf16_supported:
+                problems.append(
+                    f"bf16 needs a GPU with native bf16 (compute capability 8.0+); "
+                    f"{device.name} is {device.compute_capability}"
+                )
+        return problems
+
+    def check(self, device: DeviceInfo | None = None) -> RunConfig:
+        """Return self, or raise ConfigError listing every problem."""
+        problems = self.validate(device)
+        if problems:
+            raise ConfigError(problems)
+        return self
+
+    # -- round trips -------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), **kwargs)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        """Build from a (possibly partial) dict; unknown keys and wrong types are refused by name."""
+        if not isinstance(data, dict):
+            raise ConfigError([f"settings must be a JSON object, not {type(data).__name__}"])
+        unknown = sorted(set(data) - set(FIELD_TYPES))
+        problems = [f"unknown setting{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}"] if unknown else []
+        values = {}
+        for name, value in data.items():
+            if name not in FIELD_TYPES:
+                continue
+            try:
+                values[name] = _coerce(name, value)
+            except ValueError as error:
+                problems.append(str(error))
+        if problems:
+            raise ConfigError(problems)
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunConfig:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ConfigError([f"settings are not valid JSON: {error}"]) from None
+        return cls.from_dict(data)
+
+    def replace(self, **changes: Any) -> RunConfig:
+        return dataclasses.replace(self, **changes)
+
+
+# Field facts derived from the dataclass, so adding a field needs no second list.
+FIELD_TYPES: dict[str, Any] = get_type_hints(RunConfig)
+FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(RunConfig))
+CHOICES: dict[str, tuple[str, ...]] = {
+    name: get_args(hint) for name, hint in FIELD_TYPES.items() if getattr(hint, "__origin__", None) is Literal
+}
+OPTIONAL_FIELDS = frozenset(name for name, hint in FIELD_TYPES.items() if type(None) in get_args(hint))
+RANGES: dict[str, tuple[float, float]] = {
+    "synthetic_size": (1, 10_000_000),
+    "num_workers": (0, 64),
+    "prefetch_factor": (1, 64),
+    "lr": (0.0, 10.0),
+    "weight_decay": (0.0, 1.0),
+    "label_smoothing": (0.0, 0.99),
+    "epochs": (1, 10_000),
+    "max_steps": (1, 100_000_000),
+    "batch_size": (1, 65_536),
+    "accumulation_steps": (1, 1024),
+    "seed": (0, 2**63 - 1),
+    "log_every": (1, 1_000_000),
+}
+
+
+def _num(value: float) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _coerce(name: str, value: Any) -> Any:
+    """Check a JSON value against the field's type; ints are accepted for floats."""
+    hint = FIELD_TYPES[name]
+    if name in OPTIONAL_FIELDS:
+        if value is None:
+            return None
+        hint = next(arg for arg in get_args(hint) if arg is not type(None))
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise ValueError(f"{name} must be true or false (got {value!r})")
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise ValueError(f"{name} must be a whole number (got {value!r})")
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ValueError(f"{name} must be a number (got {value!r})")
+    if isinstance(value, str):  # str and the Literal choices; validate() checks the choice
+        return value
+    raise ValueError(f"{name} must be text (got {value!r})")

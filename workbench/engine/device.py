@@ -1,0 +1,81 @@
+"""Which device a run uses, and what it can do."""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import sys
+
+import torch
+import torchvision
+
+from workbench.engine.events import DeviceInfo
+
+
+@functools.lru_cache(maxsize=None)
+def probe_device(requested: str = "auto") -> DeviceInfo:
+    """Describe the device a run with ``device=requested`` resolves to ("auto" prefers CUDA)."""
+    common = dict(
+        torch_version=torch.__version__,
+        torchvision_version=torchvision.__version__,
+        python_version=platform.python_version(),
+        cpu_count=os.cpu_count() or 1,
+        cuda_version=torch.version.cuda,
+    )
+    cuda_available = torch.cuda.is_available()
+    if requested == "cpu" or not cuda_available:
+        if requested == "cpu":
+            reason = "device=cpu was chosen"
+        elif torch.version.cuda is None:
+            reason = f"no CUDA GPU found: this torch {torch.__version__} is a CPU-only build"
+        else:
+            reason = "no CUDA GPU found"
+        return DeviceInfo(
+            type="cpu", name=cpu_name(), cuda_available=cuda_available, cpu_fallback_reason=reason, **common
+        )
+    index = torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(index)
+    return DeviceInfo(
+        type="cuda",
+        name=props.name,
+        cuda_available=True,
+        compute_capability=f"{props.major}.{props.minor}",
+        total_memory_bytes=props.total_memory,
+        # Only Ampere (8.0) and newer do bf16 natively; torch may emulate it on older cards.
+        bf16_supported=props.major >= 8,
+        driver_version=_driver_version(),
+        **common,
+    )
+
+
+def cpu_name() -> str:
+    name = platform.processor() or platform.machine()
+    if sys.platform.startswith("linux"):
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+                for line in cpuinfo:
+                    if line.startswith("model name"):
+                        name = line.split(":", 1)[1].strip()
+                        break
+        except OSError:
+            pass
+    return f"{name} ({os.cpu_count() or 1} cores)"
+
+
+def _driver_version() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            version = pynvml.nvmlSystemGetDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+        return version.decode() if isinstance(version, bytes) else version
+    except Exception:  # NVML missing or unusable: the driver version is a nicety
+        return None
+
+
+def resolve(info: DeviceInfo) -> torch.device:
+    return torch.device("cuda", torch.cuda.current_device()) if info.type == "cuda" else torch.device("cpu")

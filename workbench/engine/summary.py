@@ -1,0 +1,78 @@
+"""Fold a run's events into its RunSummary (pure Python: the engine, tests and history share it)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Optional
+
+from workbench.engine.events import (
+    EndStatus,
+    EpochStats,
+    Event,
+    FailureKind,
+    MemorySnapshot,
+    RunStarted,
+    RunSummary,
+    StepStats,
+)
+
+
+class SummaryBuilder:
+    def __init__(self) -> None:
+        self._began = time.perf_counter()
+        self._started: Optional[RunStarted] = None
+        self._throughputs: list[float] = []
+        self._data_wait = 0.0
+        self._window_time = 0.0
+        self._last_step: Optional[StepStats] = None
+        self._last_epoch: Optional[EpochStats] = None
+        self._peaks: dict[str, Optional[int]] = {"allocated": None, "reserved": None, "nvml": None}
+
+    def add(self, event: Event) -> None:
+        if isinstance(event, RunStarted):
+            self._started = event
+        elif isinstance(event, StepStats):
+            self._last_step = event
+            self._throughputs.append(event.images_per_sec)
+            self._data_wait += event.data_wait_seconds
+            self._window_time += event.window_seconds
+            self._track_peaks(event.memory)
+        elif isinstance(event, EpochStats):
+            self._last_epoch = event
+            self._track_peaks(event.memory)
+
+    def _track_peaks(self, memory: MemorySnapshot) -> None:
+        for key, value in (
+            ("allocated", memory.torch_peak_allocated),
+            ("reserved", memory.torch_peak_reserved),
+            ("nvml", memory.nvml_used),
+        ):
+            if value is not None:
+                current = self._peaks[key]
+                self._peaks[key] = value if current is None else max(current, value)
+
+    def build(
+        self, status: EndStatus, reason: Optional[str] = None, kind: Optional[FailureKind] = None
+    ) -> RunSummary:
+        started, step, epoch = self._started, self._last_step, self._last_epoch
+        return RunSummary(
+            status=status,
+            reason=reason,
+            failure_kind=kind,
+            test_accuracy=epoch.test_accuracy if epoch else None,
+            final_loss=step.loss if step else None,
+            images_per_sec_mean=statistics.fmean(self._throughputs) if self._throughputs else None,
+            images_per_sec_median=statistics.median(self._throughputs) if self._throughputs else None,
+            data_wait_fraction=self._data_wait / self._window_time if self._window_time > 0 else None,
+            peak_allocated_bytes=self._peaks["allocated"],
+            peak_reserved_bytes=self._peaks["reserved"],
+            peak_nvml_used_bytes=self._peaks["nvml"],
+            wall_seconds=time.perf_counter() - self._began,
+            steps=step.step if step else 0,
+            samples_seen=step.samples_seen if step else 0,
+            epochs_completed=epoch.epoch if epoch else 0,
+            device=started.device.type if started else None,
+            device_name=started.device.name if started else None,
+            torch_version=started.device.torch_version if started else None,
+        )

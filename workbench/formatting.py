@@ -1,0 +1,23 @@
+"""Human-readable figures shared by the CLI, the GUI and messages."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+def format_bytes(value: Optional[float]) -> str:
+    if value is None:
+        return "n/a"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(value) >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{int(value)} B"
+
+
+def format_duration(seconds: Optional[float]) -> str:
+    if seconds is None or seconds != seconds or seconds < 0:
+        return "--:--"
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"

@@ -1,0 +1,20 @@
+"""Where the workbench keeps things: one home folder (platformdirs), overridable by WORKBENCH_HOME."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+APP_NAME = "gpu-training-workbench"
+
+
+def workbench_home() -> Path:
+    """The run history and downloaded datasets live here (the GUI and the CLI share it)."""
+    override = os.environ.get("WORKBENCH_HOME")
+    return Path(override).expanduser() if override else Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+
+def default_datasets_dir() -> Path:
+    return workbench_home() / "datasets"
