@@ -1,0 +1,222 @@
+"""`workbench run`: one training run, headless, every RunConfig field a --kebab-case flag."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Optional
+
+from workbench.cli import UsageError
+from workbench.engine.events import EpochStats, RunEnded, RunStarted, StatusChanged, StepStats, RunSummary
+from workbench.config import CHOICES, FIELD_NAMES, FIELD_TYPES, OPTIONAL_FIELDS, ConfigError, RunConfig
+from workbench.formatting import format_bytes, format_duration
+
+# Exit codes: 0 finished, 1 the run failed (or was stopped), 2 bad input.
+BAD_INPUT_KINDS = ("config", "data")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="train once, headless",
+        description="Train once without the GUI. Every setting is a flag; --config FILE.json supplies a base.",
+        argument_default=argparse.SUPPRESS,  # only flags given on the command line override --config
+    )
+    parser.add_argument("--config", metavar="FILE.json", help="settings as a JSON object (RunConfig fields)")
+    parser.add_argument("--name", help="a name for this run in the history")
+    parser.add_argument("--json", action="store_true", help="print the run summary as JSON on the last line")
+    parser.add_argument("--no-history", action="store_true", help="do not record this run in the history")
+    defaults = RunConfig()
+    for name in FIELD_NAMES:
+        flag = "--" + name.replace("_", "-")
+        hint = FIELD_TYPES[name]
+        default = getattr(defaults, name)
+        if hint is bool:
+            parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, help=f"default: {default}")
+        elif name in CHOICES:
+            # Choices are checked by RunConfig.validate so the message matches the GUI's.
+            parser.add_argument(flag, dest=name, metavar="{" + ",".join(CHOICES[name]) + "}", help=f"default: {default}")
+        else:
+            base = int if (hint is int or name in OPTIONAL_FIELDS) else float if hint is float else str
+            parser.add_argument(flag, dest=name, type=base, metavar=name.upper(), help=f"default: {default}")
+    parser.set_defaults(handler=run_command)
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    values: dict[str, Any] = {}
+    config_file: Optional[str] = getattr(args, "config", None)
+    if config_file:
+        try:
+            values.update(json.loads(Path(config_file).read_text(encoding="utf-8")))
+        except OSError as error:
+            raise UsageError(f"workbench run: cannot read --config {config_file}: {error.strerror}") from None
+        except json.JSONDecodeError as error:
+            raise UsageError(f"workbench run: --config {config_file} is not valid JSON: {error}") from None
+        if not isinstance(values, dict):
+            raise UsageError(f"workbench run: --config {config_file} must hold a JSON object")
+    values.update({name: getattr(args, name) for name in FIELD_NAMES if hasattr(args, name)})
+    try:
+        return RunConfig.from_dict(values)
+    except ConfigError as error:
+        raise UsageError(f"workbench run: {error}") from None
+
+
+def run_command(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    from workbench.engine import probe_device, run  # torch is imported only now
+
+    problems = config.validate(probe_device(config.device))
+    if problems:
+        raise UsageError("workbench run: " + "; ".join(problems))
+
+    recorder = None
+    if not getattr(args, "no_history", False):
+        from workbench.history.store import HistoryStore
+
+        store = HistoryStore.open()
+        recorder = store.start_run(config, name=getattr(args, "name", None), source="cli")
+
+    progress = Progress(sys.stderr)
+    stop = threading.Event()
+    ended = None
+    previous_handler = signal.signal(signal.SIGINT, _stop_then_interrupt(stop, progress))
+    try:
+        for event in run(config, stop.is_set):
+            if recorder is not None:
+                recorder.record(event)
+            progress.show(event)
+            if isinstance(event, RunEnded):
+                ended = event
+    finally:
+        signal.signal(signal.SIGINT, previous_handler)
+        progress.close()
+        if recorder is not None and ended is None:
+            recorder.fail("the command was interrupted before the run ended")
+
+    assert ended is not None  # the engine always ends with RunEnded
+    if args.__dict__.get("json"):
+        print(json.dumps(summary_json(ended.summary)))
+    else:
+        print_summary(ended)
+    if ended.status == "finished":
+        return 0
+    if ended.status == "failed":
+        print(f"workbench run: {ended.reason}", file=sys.stderr)
+        return 2 if ended.kind in BAD_INPUT_KINDS else 1
+    return 1
+
+
+def _stop_then_interrupt(stop: threading.Event, progress: "Progress"):
+    """First Ctrl-C: stop at the next step (the run is kept as stopped). Second: abort."""
+
+    def handle(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        progress.message("stopping at the next step (Ctrl-C again to abort)…")
+
+    return handle
+
+
+def summary_json(summary: RunSummary) -> dict:
+    data = dataclasses.asdict(summary)
+    return {
+        "status": data["status"],
+        "reason": data["reason"],
+        "test_accuracy": data["test_accuracy"],
+        "final_loss": data["final_loss"],
+        "images_per_sec": {"mean": data["images_per_sec_mean"], "median": data["images_per_sec_median"]},
+        "data_wait_fraction": data["data_wait_fraction"],
+        "peak_memory_bytes": {
+            "torch_allocated": data["peak_allocated_bytes"],
+            "torch_reserved": data["peak_reserved_bytes"],
+            "nvml_used": data["peak_nvml_used_bytes"],
+        },
+        "wall_seconds": data["wall_seconds"],
+        "device": data["device"],
+        "device_name": data["device_name"],
+        "steps": data["steps"],
+        "epochs_completed": data["epochs_completed"],
+        "torch_version": data["torch_version"],
+    }
+
+
+def print_summary(ended: RunEnded) -> None:
+    s = ended.summary
+    rows = [
+        ("status", s.status + (f" ({s.reason})" if s.reason else "")),
+        ("device", f"{s.device_name} [{s.device}]" if s.device else "n/a"),
+        ("test accuracy", f"{s.test_accuracy:.1%}" if s.test_accuracy is not None else "n/a"),
+        ("final loss", f"{s.final_loss:.4f}" if s.final_loss is not None else "n/a"),
+        ("images/sec", f"mean {s.images_per_sec_mean:,.0f}, median {s.images_per_sec_median:,.0f}"
+         if s.images_per_sec_mean is not None else "n/a"),
+        ("data wait", f"{s.data_wait_fraction:.1%} of training time" if s.data_wait_fraction is not None else "n/a"),
+        ("peak memory", f"torch allocated {format_bytes(s.peak_allocated_bytes)}, reserved "
+         f"{format_bytes(s.peak_reserved_bytes)}, NVML used {format_bytes(s.peak_nvml_used_bytes)}"),
+        ("wall time", format_duration(s.wall_seconds)),
+    ]
+    for label, value in rows:
+        print(f"{label:>14}  {value}")
+
+
+class Progress:
+    """A one-line progress bar on a terminal; one line per epoch otherwise (logs stay readable)."""
+
+    WIDTH = 24
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+        self.tty = stream.isatty()
+        self._dirty = False
+
+    def show(self, event: Any) -> None:
+        if isinstance(event, StatusChanged):
+            self._line(event.message)
+        elif isinstance(event, RunStarted):
+            for note in event.notes:
+                self._print(f"note: {note}")
+            self._print(
+                f"{event.config.model} on {event.device.name} [{event.device.type}], {event.dataset_name}: "
+                f"{event.train_size:,} train / {event.test_size:,} test images, {event.total_steps:,} steps"
+            )
+        elif isinstance(event, StepStats):
+            if self.tty:
+                done = event.step / max(1, event.total_steps)
+                bar = "#" * int(done * self.WIDTH)
+                eta = event.elapsed_seconds / done - event.elapsed_seconds if done > 0 else None
+                self._line(
+                    f"epoch {event.epoch}/{event.epochs} [{bar:<{self.WIDTH}}] {event.step}/{event.total_steps} "
+                    f"loss {event.loss:.3f} {event.images_per_sec:,.0f} img/s "
+                    f"wait {event.data_wait_fraction:.0%} ETA {format_duration(eta)}"
+                )
+        elif isinstance(event, EpochStats):
+            self._print(
+                f"epoch {event.epoch}/{event.epochs}: train loss {event.train_loss:.3f}, "
+                f"test accuracy {event.test_accuracy:.1%}, {event.images_per_sec:,.0f} img/s, "
+                f"data wait {event.data_wait_fraction:.0%}"
+            )
+
+    def message(self, text: str) -> None:
+        self._print(text)
+
+    def _line(self, text: str) -> None:
+        if self.tty:
+            self.stream.write("\r\033[K" + text)
+            self.stream.flush()
+            self._dirty = True
+
+    def _print(self, text: str) -> None:
+        if self._dirty:
+            self.stream.write("\r\033[K")
+            self._dirty = False
+        print(text, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self._dirty:
+            self.stream.write("\n")
+            self._dirty = False

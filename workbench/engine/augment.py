@@ -1,0 +1,36 @@
+"""The same augmentation two ways: per sample in DataLoader workers (CPU) or batched on the device.
+
+Both are random-crop(32, padding 4, zero fill) + horizontal flip, on uint8 CHW images, so a
+user switching augment=cpu ↔ augment=gpu changes where the work runs, not what it does.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torchvision.transforms import v2
+
+PADDING = 4
+
+
+def per_sample_transform() -> v2.Compose:
+    """torchvision's classic CIFAR augmentation, run in the workers one image at a time."""
+    return v2.Compose([v2.RandomCrop(32, padding=PADDING), v2.RandomHorizontalFlip()])
+
+
+def random_crop_flip(images: torch.Tensor, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    """Batched crop + flip of uint8 images (B, C, H, W) wherever they live, one gather for the batch."""
+    batch, channels, height, width = images.shape
+    device = images.device
+    padded = F.pad(images, (PADDING, PADDING, PADDING, PADDING))
+    shifts = torch.randint(0, 2 * PADDING + 1, (2, batch), device=device, generator=generator)
+    flips = torch.rand(batch, device=device, generator=generator) < 0.5
+    rows = shifts[0, :, None] + torch.arange(height, device=device)  # (B, H)
+    cols = shifts[1, :, None] + torch.arange(width, device=device)  # (B, W)
+    # Flipping is reading the crop's columns back to front.
+    cols = torch.where(flips[:, None], cols.flip(1), cols)
+    batch_index = torch.arange(batch, device=device)[:, None, None, None]
+    channel_index = torch.arange(channels, device=device)[None, :, None, None]
+    return padded[batch_index, channel_index, rows[:, None, :, None], cols[:, None, None, :]]

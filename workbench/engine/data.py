@@ -1,0 +1,272 @@
+"""Dataset sources → uint8 tensors, and the two pipelines that batch them.
+
+Every source is loaded once into uint8 CHW tensors and cached in the process (airbench's
+habit), so a rerun from the GUI does not re-read the files. Batches stay uint8 until they
+reach the device: a quarter of the bytes of float32 cross the bus, and normalisation runs there.
+"""
+
+from __future__ import annotations
+
+import functools
+import urllib.error
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from workbench.config import RunConfig
+from workbench.engine.augment import per_sample_transform, random_crop_flip
+from workbench.paths import default_datasets_dir
+
+# CIFAR-10's per-channel mean and std on the training set (0..1 scale); close enough for CIFAR-100.
+CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR_STD = (0.2470, 0.2435, 0.2616)
+NPZ_KEYS = ("train_images", "train_labels", "test_images", "test_labels")
+
+
+class DataError(ValueError):
+    """The data cannot be had or is not what it should be; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class ImageArrays:
+    name: str
+    train_images: torch.Tensor  # uint8 (N, 3, 32, 32), CPU
+    train_labels: torch.Tensor  # int64 (N,)
+    test_images: torch.Tensor
+    test_labels: torch.Tensor
+    num_classes: int
+
+
+def load_arrays(config: RunConfig) -> ImageArrays:
+    """The run's dataset as uint8 tensors (cached per source)."""
+    if config.dataset == "synthetic":
+        return _synthetic(config.synthetic_size, config.seed)
+    if config.dataset == "npz":
+        path = Path(config.data_path).expanduser().resolve()
+        try:
+            stamp = path.stat().st_mtime_ns
+        except OSError:
+            raise DataError(f"npz file {path} does not exist") from None
+        return _npz(path, stamp)
+    root = Path(config.data_path).expanduser() if config.data_path else default_datasets_dir()
+    return _cifar(config.dataset, root.resolve())
+
+
+@functools.lru_cache(maxsize=2)
+def _synthetic(size: int, seed: int) -> ImageArrays:
+    """CIFAR-shaped images with learnable labels: each class is a blurred colour template plus noise,
+    so loss curves fall as they would on real data while the run stays offline."""
+    generator = torch.Generator().manual_seed(seed)
+    num_classes = 10
+    templates = torch.randint(0, 256, (num_classes, 3, 4, 4), generator=generator, dtype=torch.uint8)
+    templates = templates.repeat_interleave(8, dim=2).repeat_interleave(8, dim=3)
+
+    def split(count: int) -> tuple[torch.Tensor, torch.Tensor]:
+        labels = torch.randint(0, num_classes, (count,), generator=generator)
+        noise = torch.randint(0, 256, (count, 3, 32, 32), generator=generator, dtype=torch.uint8)
+        images = (templates[labels].to(torch.int16) + noise.to(torch.int16)) // 2
+        return images.to(torch.uint8), labels
+
+    train_images, train_labels = split(size)
+    test_images, test_labels = split(max(1, size // 5))
+    return ImageArrays("synthetic", train_images, train_labels, test_images, test_labels, num_classes)
+
+
+@functools.lru_cache(maxsize=2)
+def _npz(path: Path, _mtime_ns: int) -> ImageArrays:
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            missing = [key for key in NPZ_KEYS if key not in archive.files]
+            if missing:
+                raise DataError(
+                    f"npz file {path} lacks {', '.join(missing)} (it needs {', '.join(NPZ_KEYS)})"
+                )
+            arrays = {key: archive[key] for key in NPZ_KEYS}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
+        if isinstance(error, DataError):
+            raise
+        raise DataError(f"could not read {path} as an .npz file: {error}") from None
+
+    for split in ("train", "test"):
+        images, labels = arrays[f"{split}_images"], arrays[f"{split}_labels"]
+        if images.ndim != 4 or images.shape[1:] != (32, 32, 3) or images.dtype != np.uint8:
+            raise DataError(
+                f"npz file {path}: {split}_images is {images.dtype} {images.shape}; "
+                "expected uint8 images of shape (N, 32, 32, 3)"
+            )
+        if labels.ndim != 1 or labels.shape[0] != images.shape[0] or not np.issubdtype(labels.dtype, np.integer):
+            raise DataError(
+                f"npz file {path}: {split}_labels is {labels.dtype} {labels.shape}; "
+                f"expected {images.shape[0]} integer labels, one per image"
+            )
+        if labels.size and labels.min() < 0:
+            raise DataError(f"npz file {path}: {split}_labels has negative labels")
+        if images.shape[0] == 0:
+            raise DataError(f"npz file {path}: {split}_images is empty")
+    num_classes = int(max(arrays["train_labels"].max(), arrays["test_labels"].max())) + 1
+    return ImageArrays(
+        path.name,
+        _hwc_to_chw(arrays["train_images"]),
+        torch.from_numpy(arrays["train_labels"].astype(np.int64)),
+        _hwc_to_chw(arrays["test_images"]),
+        torch.from_numpy(arrays["test_labels"].astype(np.int64)),
+        num_classes,
+    )
+
+
+@functools.lru_cache(maxsize=2)
+def _cifar(name: str, root: Path) -> ImageArrays:
+    """torchvision's CIFAR-10/100, downloaded into ``root`` when not there yet."""
+    from torchvision import datasets
+
+    dataset_class = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
+    label = "CIFAR-10" if name == "cifar10" else "CIFAR-100"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        train = dataset_class(str(root), train=True, download=True)
+        test = dataset_class(str(root), train=False, download=False)
+    except (urllib.error.URLError, OSError, RuntimeError) as error:
+        reason = getattr(error, "reason", None) or error
+        raise DataError(
+            f"{label} is not in {root} and could not be downloaded ({reason}). "
+            f"Put {dataset_class.filename} in that folder, or choose dataset=synthetic"
+        ) from None
+    return ImageArrays(
+        name,
+        _hwc_to_chw(train.data),
+        torch.tensor(train.targets, dtype=torch.int64),
+        _hwc_to_chw(test.data),
+        torch.tensor(test.targets, dtype=torch.int64),
+        len(train.classes),
+    )
+
+
+def _hwc_to_chw(images: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2)))
+
+
+# -- pipelines -------------------------------------------------------------------------------
+
+
+class UInt8ImageDataset(Dataset):
+    """One uint8 CHW image and its label per index; the per-sample path DataLoader users know."""
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, augment: bool):
+        self.images = images
+        self.labels = labels
+        self.transform = per_sample_transform() if augment else None
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        image = self.images[index]
+        if self.transform is not None:
+            image = self.transform(image)
+        return image, self.labels[index]
+
+
+class LoaderBatches:
+    """pipeline=dataloader: torch's DataLoader with the user's worker settings; batches arrive on the host."""
+
+    def __init__(self, arrays: ImageArrays, config: RunConfig, pin_memory: bool):
+        dataset = UInt8ImageDataset(arrays.train_images, arrays.train_labels, augment=config.augment == "cpu")
+        options: dict = dict(
+            batch_size=config.batch_size,
+            shuffle=True,
+            drop_last=True,  # equal batches: accumulation and batch-norm see the sizes the user chose
+            num_workers=config.num_workers,
+            pin_memory=pin_memory,
+            generator=torch.Generator().manual_seed(config.seed),
+        )
+        if config.num_workers > 0:
+            options.update(
+                persistent_workers=config.persistent_workers,
+                prefetch_factor=config.prefetch_factor,
+                multiprocessing_context=config.worker_start_method,
+            )
+        self.loader = DataLoader(dataset, **options)
+        self.steps_per_epoch = len(self.loader)
+        self._iterator = None
+
+    def epoch(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        self._iterator = iter(self.loader)
+        return self._iterator
+
+    def close(self) -> None:
+        """Shut the workers down now, persistent ones included, instead of at garbage collection."""
+        for iterator in (self._iterator, getattr(self.loader, "_iterator", None)):
+            shutdown = getattr(iterator, "_shutdown_workers", None)
+            if shutdown is not None:
+                shutdown()
+        self._iterator = None
+        self.loader._iterator = None
+
+
+class ResidentBatches:
+    """pipeline=gpu-resident: the whole uint8 set on the device, shuffled there with randperm.
+
+    No workers and no host round trip per batch; on a CPU device it is simply memory-resident.
+    """
+
+    def __init__(self, arrays: ImageArrays, config: RunConfig, device: torch.device):
+        self.images = arrays.train_images.to(device)
+        self.labels = arrays.train_labels.to(device)
+        self.batch_size = config.batch_size
+        self.steps_per_epoch = len(self.labels) // config.batch_size
+        self.generator = torch.Generator(device=device).manual_seed(config.seed)
+
+    def epoch(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        order = torch.randperm(len(self.labels), device=self.images.device, generator=self.generator)
+        for step in range(self.steps_per_epoch):
+            index = order[step * self.batch_size : (step + 1) * self.batch_size]
+            yield self.images[index], self.labels[index]
+
+    def close(self) -> None:
+        self.images = self.labels = None  # type: ignore[assignment]
+
+
+class DevicePreparer:
+    """Host or device uint8 batch → normalised float batch on the device (+ GPU augmentation)."""
+
+    def __init__(self, config: RunConfig, device: torch.device, non_blocking: bool):
+        self.device = device
+        self.non_blocking = non_blocking
+        self.augment = config.augment == "gpu"
+        self.memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
+        self.mean = torch.tensor(CIFAR_MEAN, device=device).view(1, 3, 1, 1) * 255
+        self.std = torch.tensor(CIFAR_STD, device=device).view(1, 3, 1, 1) * 255
+        self.generator = torch.Generator(device=device).manual_seed(config.seed + 1)
+
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor, train: bool = True):
+        images = images.to(self.device, non_blocking=self.non_blocking)
+        labels = labels.to(self.device, non_blocking=self.non_blocking)
+        if train and self.augment:
+            images = random_crop_flip(images, self.generator)
+        return self.normalise(images), labels
+
+    def normalise(self, images: torch.Tensor) -> torch.Tensor:
+        images = (images.float() - self.mean) / self.std
+        return images.contiguous(memory_format=self.memory_format)
+
+
+def preview_batch(config: RunConfig, count: int = 32) -> np.ndarray:
+    """The first ``count`` images an epoch of this pipeline would feed the model, after augmentation
+    and before normalisation: uint8 (count, 32, 32, 3), for the GUI's sample-batch view."""
+    arrays = load_arrays(config)
+    generator = torch.Generator().manual_seed(config.seed)
+    count = min(count, len(arrays.train_labels))
+    index = torch.randperm(len(arrays.train_labels), generator=generator)[:count]
+    images = arrays.train_images[index]
+    if config.augment == "cpu":
+        transform = per_sample_transform()
+        images = torch.stack([transform(image) for image in images])
+    elif config.augment == "gpu":
+        images = random_crop_flip(images, generator)
+    return images.permute(0, 2, 3, 1).contiguous().numpy()
+
