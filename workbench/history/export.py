@@ -1,0 +1,162 @@
+"""Runs to CSV: one row per run, and the step metrics in long format (run_id, step, metric, value).
+
+The CLI and the GUI both call these functions, so their files are byte-identical. Files are
+written to a temporary file beside the target and renamed over it: a failed export leaves
+nothing half-written.
+"""
+
+from __future__ import annotations
+
+import csv
+import heapq
+import os
+import secrets
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Optional, Sequence
+
+from workbench.config import FIELD_NAMES
+from workbench.history.metrics import SUMMARY_METRICS, iso_utc
+from workbench.history.schema import EPOCH_COLUMNS, STEP_COLUMNS
+from workbench.history.store import HistoryError, HistoryStore, RunRecord
+
+RUN_IDENTITY_COLUMNS: tuple[str, ...] = ("run_id", "name", "status", "reason", "started_at", "finished_at")
+SUMMARY_EXPORT_COLUMNS: tuple[str, ...] = tuple(metric.name for metric in SUMMARY_METRICS)
+RUNS_CSV_COLUMNS: tuple[str, ...] = RUN_IDENTITY_COLUMNS + FIELD_NAMES + SUMMARY_EXPORT_COLUMNS
+STEPS_CSV_COLUMNS: tuple[str, ...] = ("run_id", "step", "metric", "value")
+# Per-epoch figures join the long file at the step they were taken, prefixed so "loss" stays unambiguous.
+EPOCH_METRIC_PREFIX = "epoch_"
+
+# A spreadsheet treats a cell starting with these as a formula (OWASP "CSV injection").
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+class ExportError(HistoryError):
+    """The file could not be written; the message names the file and the reason."""
+
+
+def export_runs_csv(store: HistoryStore, path: os.PathLike | str, run_ids: Optional[Sequence[int]] = None) -> int:
+    """Write one row per run (all runs when ``run_ids`` is None), oldest first; returns the row count."""
+    records = store.get_runs(run_ids)
+    _write_atomically(Path(path), RUNS_CSV_COLUMNS, (run_row(record) for record in records))
+    return len(records)
+
+
+def export_steps_csv(store: HistoryStore, path: os.PathLike | str, run_ids: Optional[Sequence[int]] = None) -> int:
+    """Write the runs' step (and epoch) metrics as run_id, step, metric, value rows; returns the row count."""
+    records = store.get_runs(run_ids)
+    counter = _Counter()
+    rows = counter.count(row for record in records for row in step_rows(store, record.id))
+    _write_atomically(Path(path), STEPS_CSV_COLUMNS, rows)
+    return counter.value
+
+
+def run_row(record: RunRecord) -> list[str]:
+    settings = record.config.to_dict()
+    values: list[Any] = [
+        record.id,
+        record.name,
+        record.status,
+        record.reason,
+        iso_utc(record.started_at),
+        iso_utc(record.finished_at),
+        *(settings[name] for name in FIELD_NAMES),
+        *(getattr(record, name) for name in SUMMARY_EXPORT_COLUMNS),
+    ]
+    return [cell(value) for value in values]
+
+
+def step_rows(store: HistoryStore, run_id: int) -> Iterator[list[str]]:
+    """One run's long-format rows in step order: each step's window metrics, then any epoch figures."""
+    windows = (
+        (row[0], 0, index, name, row[index + 1])
+        for row in store.iter_step_rows(run_id)
+        for index, name in enumerate(STEP_COLUMNS)
+    )
+    epochs = (
+        (row["step"], 1, index, EPOCH_METRIC_PREFIX + name, row[index + 1])
+        for row in store.iter_epoch_rows(run_id)
+        for index, name in enumerate(EPOCH_COLUMNS)
+        if name != "step"
+    )
+    for step, _, _, metric, value in heapq.merge(windows, epochs, key=_order):
+        if value is not None:  # long format: a figure that was never measured has no row
+            yield [cell(run_id), cell(step), metric, cell(value)]
+
+
+def _order(item: tuple) -> tuple:
+    return item[:3]  # step, windows before epochs, column order; never the value (it may be None)
+
+
+def cell(value: Any) -> str:
+    """A CSV cell: numbers as numbers (a negative one stays a number), text guarded against formulas."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value) if isinstance(value, float) else str(value)
+    text = str(value)
+    return "'" + text if text.startswith(_FORMULA_STARTS) else text
+
+
+def _write_atomically(path: Path, header: Sequence[str], rows: Iterable[list[str]]) -> None:
+    path = path.expanduser()
+    if path.is_dir():
+        raise ExportError(f"cannot write {path}: it is a folder; give a file name")
+    temporary = _create_temporary(path)
+    try:
+        with open(temporary, "w", encoding="utf-8", newline="") as file:
+            writer = csv.writer(file)
+            writer.writerow(header)
+            writer.writerows(rows)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except OSError as error:
+        _remove_quietly(temporary)
+        raise ExportError(f"cannot write {path}: {_reason(error)}") from error
+    except BaseException:
+        _remove_quietly(temporary)
+        raise
+
+
+def _create_temporary(path: Path) -> Path:
+    # os.open with 0o666 lets the umask decide the final file's permissions, as for any new file
+    # (tempfile's files are private 0o600, which would stick after the rename).
+    for _ in range(100):
+        temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        except OSError as error:
+            raise ExportError(f"cannot write {path}: {_reason(error)}") from error
+        return temporary
+    raise ExportError(f"cannot write {path}: no free temporary file name in {path.parent}")
+
+
+def _remove_quietly(path: Path) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _reason(error: OSError) -> str:
+    if isinstance(error, FileNotFoundError):
+        return "its folder does not exist"
+    if isinstance(error, PermissionError):
+        return "permission denied"
+    if isinstance(error, IsADirectoryError):
+        return "it is a folder; give a file name"
+    return (error.strerror or str(error)).lower()
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.value = 0
+
+    def count(self, items: Iterable) -> Iterator:
+        for item in items:
+            self.value += 1
+            yield item

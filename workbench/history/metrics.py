@@ -1,0 +1,76 @@
+"""The figures a run is compared by, and how each reads: one list for the CSV, the CLI and the GUI."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Literal, Optional
+
+from workbench.formatting import format_bytes, format_duration
+
+MetricKind = Literal["rate", "fraction", "bytes", "loss", "seconds", "text"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str  # RunRecord attribute and CSV column
+    label: str  # column header in the app and the CLI
+    kind: MetricKind
+
+
+# In CSV column order (the issue lists them in this order).
+SUMMARY_METRICS: tuple[Metric, ...] = (
+    Metric("images_per_sec_mean", "Img/s", "rate"),
+    Metric("images_per_sec_median", "Img/s (median)", "rate"),
+    Metric("data_wait_fraction", "Data wait", "fraction"),
+    Metric("peak_allocated_bytes", "Peak alloc", "bytes"),
+    Metric("peak_reserved_bytes", "Peak reserved", "bytes"),
+    Metric("peak_nvml_used_bytes", "Peak NVML", "bytes"),
+    Metric("final_loss", "Final loss", "loss"),
+    Metric("test_accuracy", "Test acc", "fraction"),
+    Metric("wall_seconds", "Train time", "seconds"),
+    Metric("device_name", "Device", "text"),
+    Metric("torch_version", "Torch", "text"),
+)
+METRICS_BY_NAME = {metric.name: metric for metric in SUMMARY_METRICS}
+
+
+def format_metric(kind: MetricKind, value: Any) -> str:
+    """A figure as people read it: 1,234 img/s, 12.5 %, 1.2 GiB; "" when unknown."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if kind == "rate":
+        return f"{value:,.0f}"
+    if kind == "fraction":
+        return f"{value * 100:.1f} %"
+    if kind == "bytes":
+        return format_bytes(value)
+    if kind == "loss":
+        return f"{value:.4f}"
+    if kind == "seconds":
+        return format_duration(value)
+    return str(value)
+
+
+def iso_utc(timestamp: Optional[float]) -> str:
+    """Unix seconds as ISO 8601 UTC text ("2024-05-01T12:00:00Z"); "" for None."""
+    if timestamp is None:
+        return ""
+    return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def local_time(timestamp: Optional[float]) -> str:
+    """Unix seconds as local wall time for tables ("2024-05-01 14:03")."""
+    if timestamp is None:
+        return ""
+    return datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
+
+
+def format_setting(value: Any) -> str:
+    """A RunConfig value as shown in tables: yes/no for switches, "none" for an unset limit."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)

@@ -1,0 +1,113 @@
+"""Writes one run's engine events to the history as the run goes.
+
+Step windows are buffered and written together at most ``flush_interval_s`` apart, and at every
+other event (a status change, an epoch, the end), so a process that dies loses about a second of
+metrics at most. Each write also stores the summary so far, so an interrupted run keeps its figures.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Optional
+
+from workbench.engine.events import EpochStats, Event, RunEnded, RunStarted, StepStats
+from workbench.engine.summary import SummaryBuilder
+from workbench.history.schema import EPOCH_COLUMNS, STEP_COLUMNS
+
+if TYPE_CHECKING:
+    from workbench.history.store import HistoryStore
+
+
+class RunRecorder:
+    def __init__(self, store: HistoryStore, run_id: int, flush_interval_s: float = 1.0):
+        self._store = store
+        self.run_id = run_id
+        self.flush_interval_s = flush_interval_s
+        self._summary = SummaryBuilder()
+        self._steps: list[tuple] = []
+        self._epochs: list[tuple] = []
+        self._last_flush = time.monotonic()
+        self.ended = False
+
+    def record(self, event: Event) -> None:
+        """Take every engine event, in order."""
+        if self.ended:
+            raise RuntimeError(f"run #{self.run_id} has already ended; it takes no more events")
+        self._summary.add(event)
+        if isinstance(event, StepStats):
+            self._steps.append(step_row(event))
+            if time.monotonic() - self._last_flush >= self.flush_interval_s:
+                self.flush()
+        elif isinstance(event, RunStarted):
+            self._store._write_started(self.run_id, event)
+            self.flush()
+        elif isinstance(event, EpochStats):
+            self._epochs.append(epoch_row(event))
+            self.flush()
+        elif isinstance(event, RunEnded):
+            reason = event.reason or event.summary.reason
+            kind = event.kind or event.summary.failure_kind
+            self._write(event.summary, end=(event.status, reason, kind))
+        else:  # a status change ("Evaluating…") may precede a long quiet spell: save what we have
+            self.flush()
+
+    def flush(self) -> None:
+        """Write buffered metrics now (a GUI may call this on a timer)."""
+        if not self.ended:
+            self._write(self._summary.build("finished"))
+
+    def fail(self, reason: str, kind: str = "error") -> None:
+        """End the run as failed when the caller's loop died without a RunEnded; no-op once ended."""
+        if not self.ended:
+            self._write(self._summary.build("failed", reason), end=("failed", reason, kind))
+
+    def _write(self, summary, end: Optional[tuple] = None) -> None:
+        self._store._write_progress(self.run_id, self._steps, self._epochs, summary, end)
+        self._steps, self._epochs = [], []
+        self._last_flush = time.monotonic()
+        if end is not None:
+            self.ended = True
+
+
+def step_row(stats: StepStats) -> tuple:
+    """(step, *STEP_COLUMNS) for one window."""
+    memory = stats.memory
+    values = {
+        "epoch": stats.epoch,
+        "samples_seen": stats.samples_seen,
+        "elapsed_seconds": stats.elapsed_seconds,
+        "loss": stats.loss,
+        "lr": stats.lr,
+        "images_per_sec": stats.images_per_sec,
+        "data_wait_fraction": stats.data_wait_fraction,
+        "data_wait_seconds": stats.data_wait_seconds,
+        "compute_seconds": stats.compute_seconds,
+        "window_seconds": stats.window_seconds,
+        "torch_allocated": memory.torch_allocated,
+        "torch_reserved": memory.torch_reserved,
+        "torch_peak_allocated": memory.torch_peak_allocated,
+        "torch_peak_reserved": memory.torch_peak_reserved,
+        "nvml_used": memory.nvml_used,
+        "gpu_utilization_percent": memory.gpu_utilization_percent,
+    }
+    return (stats.step, *(values[name] for name in STEP_COLUMNS))
+
+
+def epoch_row(stats: EpochStats) -> tuple:
+    """(epoch, *EPOCH_COLUMNS) for one epoch."""
+    memory = stats.memory
+    values = {
+        "step": stats.step,
+        "train_loss": stats.train_loss,
+        "train_accuracy": stats.train_accuracy,
+        "test_loss": stats.test_loss,
+        "test_accuracy": stats.test_accuracy,
+        "images_per_sec": stats.images_per_sec,
+        "data_wait_fraction": stats.data_wait_fraction,
+        "train_seconds": stats.train_seconds,
+        "eval_seconds": stats.eval_seconds,
+        "torch_peak_allocated": memory.torch_peak_allocated,
+        "torch_peak_reserved": memory.torch_peak_reserved,
+        "nvml_used": memory.nvml_used,
+    }
+    return (stats.epoch, *(values[name] for name in EPOCH_COLUMNS))

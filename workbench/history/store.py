@@ -1,0 +1,491 @@
+"""The run history: one SQLite database in the workbench home that every run, GUI or CLI, is written to.
+
+One connection per HistoryStore, used from one thread. WAL mode lets a GUI read while a CLI run
+in another process writes. Opening the store brings the schema up to date and marks runs whose
+process died as "interrupted". No Qt here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import sqlite3
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
+
+from workbench.config import FIELD_TYPES, ConfigError, RunConfig
+from workbench.history import processes
+from workbench.history.schema import EPOCH_COLUMNS, MIGRATIONS, SCHEMA_VERSION, STEP_COLUMNS, SUMMARY_COLUMNS
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from workbench.engine.events import DeviceInfo, RunStarted, RunSummary
+    from workbench.history.recorder import RunRecorder
+
+DATABASE_NAME = "history.sqlite3"
+# A run owned by another machine cannot be checked; after this long without a write it is presumed dead.
+FOREIGN_HOST_STALE_SECONDS = 24 * 3600
+
+
+class HistoryError(Exception):
+    """The history cannot do what was asked; the message says why, in words."""
+
+
+class HistorySchemaError(HistoryError):
+    """The database was written by a newer workbench, or is not a history database at all."""
+
+
+class RunNotFound(HistoryError, LookupError):
+    pass
+
+
+class RunInProgress(HistoryError):
+    """The run is still being written by a live process."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: int
+    name: str
+    note: str
+    status: str  # running, finished, stopped, failed, interrupted
+    reason: Optional[str]
+    failure_kind: Optional[str]
+    source: str  # cli, gui
+    started_at: float  # unix seconds
+    finished_at: Optional[float]
+    config: RunConfig
+    device: dict[str, Any] = field(default_factory=dict)  # DeviceInfo fields; empty until the run started
+    run_info: dict[str, Any] = field(default_factory=dict)  # dataset_name, train_size, total_steps, notes, ...
+    test_accuracy: Optional[float] = None
+    final_loss: Optional[float] = None
+    images_per_sec_mean: Optional[float] = None
+    images_per_sec_median: Optional[float] = None
+    data_wait_fraction: Optional[float] = None
+    peak_allocated_bytes: Optional[int] = None
+    peak_reserved_bytes: Optional[int] = None
+    peak_nvml_used_bytes: Optional[int] = None
+    wall_seconds: Optional[float] = None
+    steps: int = 0
+    samples_seen: int = 0
+    epochs_completed: int = 0
+    device_type: Optional[str] = None
+    device_name: Optional[str] = None
+    torch_version: Optional[str] = None
+    heartbeat_at: Optional[float] = None
+    pid: Optional[int] = None
+    hostname: Optional[str] = None
+    process_identity: Optional[str] = None
+    app_version: Optional[str] = None
+    # Stored settings this version does not know (or cannot read); the config uses defaults for them.
+    config_dropped: tuple[str, ...] = ()
+
+    @property
+    def duration_seconds(self) -> float:
+        """Wall time from start to end (to now, while running)."""
+        end = self.finished_at if self.finished_at is not None else time.time()
+        return max(0.0, end - self.started_at)
+
+    @property
+    def label(self) -> str:
+        return f"#{self.id} {self.name}"
+
+
+class HistoryStore:
+    def __init__(self, conn: sqlite3.Connection, path: Path):
+        self._conn = conn
+        self.path = path
+        self._local_writes = 0  # data_version only counts other connections' commits
+
+    # -- opening ---------------------------------------------------------------------
+    @classmethod
+    def open(cls, home: Optional[Path] = None) -> HistoryStore:
+        """Open (creating if needed) the history in ``home`` (default: the workbench home)."""
+        if home is None:
+            from workbench.paths import workbench_home
+
+            home = workbench_home()
+        home = Path(home).expanduser()
+        path = home / DATABASE_NAME
+        try:
+            home.mkdir(parents=True, exist_ok=True)
+            # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE), see _transaction.
+            conn = sqlite3.connect(path, timeout=10.0, isolation_level=None)
+        except (OSError, sqlite3.Error) as error:
+            raise HistoryError(f"cannot open the run history at {path}: {_words(error)}") from error
+        try:
+            conn.row_factory = sqlite3.Row
+            store = cls(conn, path)
+            store._prepare()
+            store.mark_interrupted_runs()
+        except BaseException:
+            conn.close()
+            raise
+        return store
+
+    def _prepare(self) -> None:
+        try:
+            version = self._user_version()
+        except sqlite3.DatabaseError as error:
+            raise HistorySchemaError(
+                f"{self.path} is not a workbench history database ({_words(error)}); move it aside to start afresh"
+            ) from error
+        self._refuse_newer(version)
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL keeps every commit through a process crash; only power loss can cost the last ones.
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            if version < SCHEMA_VERSION:
+                self._migrate()
+        except sqlite3.Error as error:
+            raise HistoryError(
+                f"cannot bring the run history at {self.path} up to schema {SCHEMA_VERSION}: {_words(error)}"
+            ) from error
+
+    def _user_version(self) -> int:
+        return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+
+    def _refuse_newer(self, version: int) -> None:
+        if version > SCHEMA_VERSION:
+            raise HistorySchemaError(
+                f"history database {self.path} was written by a newer workbench "
+                f"(schema {version}; this version reads up to {SCHEMA_VERSION}); update the workbench to open it"
+            )
+
+    def _migrate(self) -> None:
+        with self._transaction():
+            version = self._user_version()  # another process may have migrated while we waited for the lock
+            self._refuse_newer(version)
+            for migration in MIGRATIONS[version:]:
+                migration(self._conn)
+            self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> HistoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        # IMMEDIATE takes the write lock up front: a deferred transaction that later upgrades to a
+        # writer gets SQLITE_BUSY at once under WAL instead of waiting out the busy timeout.
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as error:
+            raise HistoryError(f"cannot write the run history at {self.path}: {_words(error)}") from error
+        try:
+            yield self._conn
+        except BaseException:
+            self._rollback()
+            raise
+        else:
+            try:
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as error:
+                self._rollback()
+                raise HistoryError(f"cannot write the run history at {self.path}: {_words(error)}") from error
+        self._local_writes += 1
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:  # some errors (a full disk) have rolled back already
+            self._conn.execute("ROLLBACK")
+
+    def change_token(self) -> tuple[int, int]:
+        """Changes whenever anyone (this connection or another process) commits: cheap polling for views."""
+        return int(self._conn.execute("PRAGMA data_version").fetchone()[0]), self._local_writes
+
+    # -- runs ------------------------------------------------------------------------
+    def start_run(self, config: RunConfig, name: Optional[str] = None, source: str = "cli") -> RunRecorder:
+        """Record a new run as "running" and return the recorder its events go to."""
+        from workbench.history.recorder import RunRecorder
+
+        pid = os.getpid()
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                "INSERT INTO runs (name, status, source, started_at, heartbeat_at, pid, hostname, "
+                "process_identity, app_version, config_json) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    name or "",
+                    source,
+                    time.time(),
+                    time.time(),
+                    pid,
+                    processes.hostname(),
+                    processes.process_identity(pid),
+                    _app_version(),
+                    json.dumps(config.to_dict(), sort_keys=True),
+                ),
+            )
+            run_id = int(cursor.lastrowid)
+            if not name:
+                conn.execute("UPDATE runs SET name = ? WHERE id = ?", (default_run_name(config, run_id), run_id))
+        return RunRecorder(self, run_id)
+
+    def list_runs(self) -> list[RunRecord]:
+        """Every run, newest first."""
+        return [_record(row) for row in self._conn.execute("SELECT * FROM runs ORDER BY id DESC")]
+
+    def get_run(self, run_id: int) -> RunRecord:
+        row = self._conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise RunNotFound(f"no run with id {run_id} in {self.path}")
+        return _record(row)
+
+    def get_runs(self, run_ids: Optional[Sequence[int]] = None) -> list[RunRecord]:
+        """The given runs (all when None), oldest first; unknown ids are refused all together."""
+        if run_ids is None:
+            return [_record(row) for row in self._conn.execute("SELECT * FROM runs ORDER BY id")]
+        wanted = sorted(set(int(run_id) for run_id in run_ids))
+        records = {}
+        for start in range(0, len(wanted), 500):  # stay under SQLite's bound-parameter limit
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in self._conn.execute(f"SELECT * FROM runs WHERE id IN ({marks})", chunk):
+                records[row["id"]] = _record(row)
+        missing = [run_id for run_id in wanted if run_id not in records]
+        if missing:
+            listed = ", ".join(str(run_id) for run_id in missing)
+            raise RunNotFound(f"no run with id{'s' if len(missing) > 1 else ''} {listed} in {self.path}")
+        return [records[run_id] for run_id in wanted]
+
+    def rename(self, run_id: int, name: str) -> None:
+        name = name.strip()
+        if not name:
+            raise HistoryError("a run's name cannot be empty")
+        self._update_one(run_id, "UPDATE runs SET name = ? WHERE id = ?", (name, run_id))
+
+    def set_note(self, run_id: int, note: str) -> None:
+        self._update_one(run_id, "UPDATE runs SET note = ? WHERE id = ?", (note, run_id))
+
+    def delete(self, run_id: int) -> None:
+        """Delete a run and its metrics; a run its live process is still writing is refused."""
+        record = self.get_run(run_id)
+        if record.status == "running" and self._owner_may_be_alive(record):
+            raise RunInProgress(f"run #{run_id} is still running (process {record.pid} on {record.hostname})")
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))  # metrics go by ON DELETE CASCADE
+
+    def _update_one(self, run_id: int, sql: str, params: tuple) -> None:
+        with self._transaction() as conn:
+            if conn.execute(sql, params).rowcount == 0:
+                raise RunNotFound(f"no run with id {run_id} in {self.path}")
+
+    # -- interrupted runs ------------------------------------------------------------
+    def mark_interrupted_runs(self) -> list[int]:
+        """Mark "running" runs whose process has died as "interrupted"; returns their ids.
+
+        A run whose process is still alive (a CLI run while the GUI opens) is left alone.
+        """
+        running = [_record(row) for row in self._conn.execute("SELECT * FROM runs WHERE status = 'running'")]
+        dead = [record for record in running if not self._owner_may_be_alive(record)]
+        if not dead:
+            return []
+        with self._transaction() as conn:
+            for record in dead:
+                conn.execute(
+                    "UPDATE runs SET status = 'interrupted', reason = ?, finished_at = ? "
+                    "WHERE id = ? AND status = 'running'",
+                    (
+                        f"the process running it (pid {record.pid} on {record.hostname}) ended without finishing it",
+                        record.heartbeat_at or record.started_at,  # the last sign of life is the best end time we have
+                        record.id,
+                    ),
+                )
+        return [record.id for record in dead]
+
+    def _owner_may_be_alive(self, record: RunRecord) -> bool:
+        if record.hostname != processes.hostname() or record.pid is None:
+            last_seen = record.heartbeat_at or record.started_at
+            return time.time() - last_seen < FOREIGN_HOST_STALE_SECONDS
+        return processes.process_alive(record.pid, record.process_identity)
+
+    # -- metrics ---------------------------------------------------------------------
+    def step_metrics(self, run_id: int) -> dict[str, np.ndarray]:
+        """The run's step windows as arrays: "step" plus every STEP_COLUMNS name; unknown values are NaN."""
+        return self._arrays("step_metrics", "step", STEP_COLUMNS, run_id)
+
+    def epoch_metrics(self, run_id: int) -> dict[str, np.ndarray]:
+        """Per-epoch figures as arrays: "epoch" plus every EPOCH_COLUMNS name."""
+        return self._arrays("epoch_metrics", "epoch", EPOCH_COLUMNS, run_id)
+
+    def _arrays(self, table: str, key: str, columns: tuple[str, ...], run_id: int) -> dict[str, np.ndarray]:
+        import numpy as np  # only views and exports need arrays; `workbench runs` stays quick
+
+        rows = self._conn.execute(
+            f"SELECT {key}, {', '.join(columns)} FROM {table} WHERE run_id = ? ORDER BY {key}", (run_id,)
+        ).fetchall()
+        arrays = {key: np.array([row[0] for row in rows], dtype=np.int64)}
+        for index, name in enumerate(columns, start=1):
+            arrays[name] = np.array([np.nan if row[index] is None else row[index] for row in rows], dtype=np.float64)
+        return arrays
+
+    def iter_step_rows(self, run_id: int) -> Iterator[sqlite3.Row]:
+        """Raw step rows (step, then STEP_COLUMNS), in step order: for streaming exports."""
+        return iter(
+            self._conn.execute(
+                f"SELECT step, {', '.join(STEP_COLUMNS)} FROM step_metrics WHERE run_id = ? ORDER BY step", (run_id,)
+            )
+        )
+
+    def iter_epoch_rows(self, run_id: int) -> Iterator[sqlite3.Row]:
+        """Raw epoch rows (epoch, then EPOCH_COLUMNS), in epoch order."""
+        return iter(
+            self._conn.execute(
+                f"SELECT epoch, {', '.join(EPOCH_COLUMNS)} FROM epoch_metrics WHERE run_id = ? ORDER BY epoch",
+                (run_id,),
+            )
+        )
+
+    # -- writes for RunRecorder --------------------------------------------------------
+    def _write_started(self, run_id: int, started: RunStarted) -> None:
+        device: DeviceInfo = started.device
+        run_info = {
+            "dataset_name": started.dataset_name,
+            "train_size": started.train_size,
+            "test_size": started.test_size,
+            "num_classes": started.num_classes,
+            "steps_per_epoch": started.steps_per_epoch,
+            "total_steps": started.total_steps,
+            "parameter_count": started.parameter_count,
+            "engine_started_at": started.started_at,
+            "notes": list(started.notes),
+        }
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE runs SET device_json = ?, run_info_json = ?, device_type = ?, device_name = ?, "
+                "torch_version = ?, heartbeat_at = ? WHERE id = ?",
+                (
+                    json.dumps(asdict(device), sort_keys=True),
+                    json.dumps(run_info, sort_keys=True),
+                    device.type,
+                    device.name,
+                    device.torch_version,
+                    time.time(),
+                    run_id,
+                ),
+            )
+
+    def _write_progress(
+        self,
+        run_id: int,
+        step_rows: list[tuple],
+        epoch_rows: list[tuple],
+        summary: RunSummary,
+        end: Optional[tuple[str, Optional[str], Optional[str]]] = None,
+    ) -> None:
+        """Buffered metrics, the summary so far, a heartbeat, and for the last write the run's end, at once."""
+        now = time.time()
+        with self._transaction() as conn:
+            if step_rows:
+                conn.executemany(
+                    f"INSERT OR REPLACE INTO step_metrics (run_id, step, {', '.join(STEP_COLUMNS)}) "
+                    f"VALUES ({', '.join('?' * (len(STEP_COLUMNS) + 2))})",
+                    [(run_id, *row) for row in step_rows],
+                )
+            if epoch_rows:
+                conn.executemany(
+                    f"INSERT OR REPLACE INTO epoch_metrics (run_id, epoch, {', '.join(EPOCH_COLUMNS)}) "
+                    f"VALUES ({', '.join('?' * (len(EPOCH_COLUMNS) + 2))})",
+                    [(run_id, *row) for row in epoch_rows],
+                )
+            assignments = ", ".join(f"{name} = ?" for name in SUMMARY_COLUMNS)
+            values = [getattr(summary, name) for name in SUMMARY_COLUMNS]
+            # Device facts come from RunStarted; a summary without them must not erase them.
+            sql = (
+                f"UPDATE runs SET {assignments}, device_type = COALESCE(?, device_type), "
+                "device_name = COALESCE(?, device_name), torch_version = COALESCE(?, torch_version), heartbeat_at = ?"
+            )
+            values += [summary.device, summary.device_name, summary.torch_version, now]
+            if end is not None:
+                sql += ", status = ?, reason = ?, failure_kind = ?, finished_at = ?"
+                values += [*end, now]
+            conn.execute(sql + " WHERE id = ?", (*values, run_id))
+
+
+def default_run_name(config: RunConfig, run_id: int) -> str:
+    return f"{config.model} bs{config.batch_size} {config.precision} #{run_id}"
+
+
+def _record(row: sqlite3.Row) -> RunRecord:
+    config, dropped = load_config(row["config_json"])
+    summary = {name: row[name] for name in SUMMARY_COLUMNS}
+    return RunRecord(
+        id=row["id"],
+        name=row["name"],
+        note=row["note"],
+        status=row["status"],
+        reason=row["reason"],
+        failure_kind=row["failure_kind"],
+        source=row["source"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        config=config,
+        device=_json_object(row["device_json"]),
+        run_info=_json_object(row["run_info_json"]),
+        device_type=row["device_type"],
+        device_name=row["device_name"],
+        torch_version=row["torch_version"],
+        heartbeat_at=row["heartbeat_at"],
+        pid=row["pid"],
+        hostname=row["hostname"],
+        process_identity=row["process_identity"],
+        app_version=row["app_version"],
+        config_dropped=dropped,
+        **summary,
+    )
+
+
+def load_config(text: Optional[str]) -> tuple[RunConfig, tuple[str, ...]]:
+    """A stored RunConfig, tolerant of history: settings this version lacks are dropped (and named),
+    settings it added take their defaults."""
+    data = _json_object(text)
+    dropped = [name for name in data if name not in FIELD_TYPES]
+    known = {name: value for name, value in data.items() if name in FIELD_TYPES}
+    try:
+        return RunConfig.from_dict(known), tuple(dropped)
+    except ConfigError:
+        usable = {}
+        for name, value in known.items():  # a setting whose type changed: keep the rest of the record
+            try:
+                RunConfig.from_dict({name: value})
+            except ConfigError:
+                dropped.append(name)
+            else:
+                usable[name] = value
+        return RunConfig.from_dict(usable), tuple(dropped)
+
+
+def _json_object(text: Optional[str]) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+@functools.lru_cache(maxsize=1)
+def _app_version() -> Optional[str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gpu-training-workbench")
+    except PackageNotFoundError:
+        return None
+
+
+def _words(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror.lower() if error.strerror[:1].isupper() else error.strerror
+    return str(error)
