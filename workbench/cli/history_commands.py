@@ -1,7 +1,115 @@
-"""`workbench runs` and `workbench export` (issue: run history). Placeholder until the history lands."""
+"""`workbench runs` lists the run history; `workbench export` writes it to CSV (the GUI's files, byte for byte)."""
 
 from __future__ import annotations
 
+import argparse
+import sys
+from typing import Sequence
+
+from workbench.cli import UsageError
+
 
 def register(subparsers) -> None:
-    pass
+    runs = subparsers.add_parser("runs", help="list recorded runs, newest first")
+    runs.add_argument("--limit", type=_positive_int, metavar="N", help="show only the N newest runs")
+    runs.set_defaults(handler=list_runs_command)
+
+    export = subparsers.add_parser(
+        "export",
+        help="write runs to CSV",
+        description="Write one row per run (settings and summary metrics) to a CSV file, or with --steps "
+        "the runs' step metrics in long format (run_id, step, metric, value).",
+    )
+    export.add_argument("--out", required=True, metavar="FILE", help="the CSV file to write (replaced if it exists)")
+    export.add_argument("--runs", type=_positive_int, nargs="+", metavar="ID", help="run ids to export (default: all)")
+    export.add_argument("--steps", action="store_true", help="write the step metrics instead of one row per run")
+    export.set_defaults(handler=export_command)
+
+
+def list_runs_command(args: argparse.Namespace) -> int:
+    from workbench.history.store import HistoryError, HistoryStore
+
+    try:
+        with HistoryStore.open() as store:
+            records = store.list_runs()
+            path = store.path
+    except HistoryError as error:
+        print(f"workbench runs: {error}", file=sys.stderr)
+        return 1
+    if not records:
+        print(f"No runs recorded yet in {path}.")
+        return 0
+    if args.limit is not None:
+        records = records[: args.limit]
+    print(format_runs_table(records))
+    return 0
+
+
+def export_command(args: argparse.Namespace) -> int:
+    from workbench.history.export import ExportError, export_runs_csv, export_steps_csv
+    from workbench.history.store import HistoryError, HistoryStore, RunNotFound
+
+    try:
+        with HistoryStore.open() as store:
+            if args.steps:
+                rows = export_steps_csv(store, args.out, args.runs)
+                what = f"{rows} step metric row{'s' if rows != 1 else ''}"
+            else:
+                rows = export_runs_csv(store, args.out, args.runs)
+                what = f"{rows} run{'s' if rows != 1 else ''}"
+    except (ExportError, RunNotFound) as error:
+        raise UsageError(f"workbench export: {error}") from error
+    except HistoryError as error:
+        print(f"workbench export: {error}", file=sys.stderr)
+        return 1
+    print(f"Wrote {what} to {args.out}")
+    return 0
+
+
+def format_runs_table(records: Sequence) -> str:
+    from workbench.formatting import format_duration
+    from workbench.history.metrics import format_metric, local_time
+
+    header = ("ID", "NAME", "STATUS", "FROM", "STARTED", "IMG/S", "DATA WAIT", "PEAK ALLOC", "FINAL LOSS", "TEST ACC",
+              "DURATION")
+    right_aligned = {0, 5, 6, 7, 8, 9, 10}
+    rows = [
+        (
+            str(record.id),
+            _clip(record.name, 36),
+            record.status,
+            record.source,
+            local_time(record.started_at),
+            format_metric("rate", record.images_per_sec_mean),
+            format_metric("fraction", record.data_wait_fraction),
+            format_metric("bytes", record.peak_allocated_bytes),
+            format_metric("loss", record.final_loss),
+            format_metric("fraction", record.test_accuracy),
+            format_duration(record.duration_seconds),
+        )
+        for record in records
+    ]
+    widths = [max(len(row[column]) for row in (header, *rows)) for column in range(len(header))]
+    lines = []
+    for row in (header, *rows):
+        cells = [
+            text.rjust(width) if column in right_aligned else text.ljust(width)
+            for column, (text, width) in enumerate(zip(row, widths))
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(text.split())  # a name with a newline must not break the table
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number from 1 up, got {value}")
+    return value
