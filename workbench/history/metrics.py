@@ -9,7 +9,7 @@ from typing import Any, Literal, Optional
 
 from workbench.formatting import format_bytes, format_duration
 
-MetricKind = Literal["rate", "fraction", "bytes", "loss", "seconds", "text"]
+MetricKind = Literal["rate", "count", "fraction", "bytes", "loss", "seconds", "text"]
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ def format_metric(kind: MetricKind, value: Any) -> str:
     """A figure as people read it: 1,234 img/s, 12.5 %, 1.2 GiB; "" when unknown."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
-    if kind == "rate":
+    if kind in ("rate", "count"):
         return f"{value:,.0f}"
     if kind == "fraction":
         return f"{value * 100:.1f} %"

@@ -1,0 +1,300 @@
+"""RunsView: the runs table, the side-by-side comparison, Load settings, and exports that match the CLI's."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before Qt is imported: no display needed
+
+import csv
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "history"))  # the hand-built engine events
+from fake_runs import GPU, record_complete_run, started, step, summary  # noqa: E402
+
+from workbench.cli import main  # noqa: E402
+from workbench.config import RunConfig  # noqa: E402
+from workbench.engine.events import MemorySnapshot, RunEnded  # noqa: E402
+from workbench.gui.runs_view import COLUMN_TITLES, DIFFERENCE_BACKGROUND, OVERLAY_KEYS, RunsView  # noqa: E402
+from workbench.history.store import HistoryStore  # noqa: E402
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "home"))  # put back after tests that call main()
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def store(home):
+    with HistoryStore.open(home) as opened:
+        yield opened
+
+
+@pytest.fixture
+def make_view(store, qtbot):
+    def make(auto_refresh_ms: int = 0) -> RunsView:
+        view = RunsView(store, auto_refresh_ms=auto_refresh_ms)
+        qtbot.addWidget(view)  # closed and deleted after the test
+        view.resize(1280, 720)
+        view.show()
+        return view
+
+    return make
+
+
+def record_gpu_run(store, config: RunConfig, images_per_sec=None, name=None, **summary_changes) -> int:
+    """A finished run with GPU memory figures."""
+    memory = MemorySnapshot(torch_allocated=2 * 2**30, torch_reserved=3 * 2**30, nvml_used=4 * 2**30)
+    recorder = store.start_run(config, name=name, source="gui")
+    recorder.record(started(config, device=GPU, total_steps=3))
+    for index in range(1, 4):
+        recorder.record(step(index, 3, memory=memory))
+    values = dict(
+        images_per_sec_mean=images_per_sec, peak_allocated_bytes=3 * 2**30, peak_reserved_bytes=int(3.5 * 2**30),
+        peak_nvml_used_bytes=int(4.25 * 2**30), test_accuracy=0.9123, data_wait_fraction=0.125,
+        device="cuda", device_name=GPU.name,
+    )
+    values.update(summary_changes)
+    recorder.record(RunEnded("finished", summary(3, **values)))
+    return recorder.run_id
+
+
+def column(view: RunsView, title: str) -> list[str]:
+    section = COLUMN_TITLES.index(title)
+    return [view.proxy.index(row, section).data() for row in range(view.proxy.rowCount())]
+
+
+def sort_by(view: RunsView, title: str, order: Qt.SortOrder) -> None:
+    view.table.sortByColumn(COLUMN_TITLES.index(title), order)
+
+
+def test_table_lists_runs_newest_first_with_readable_figures(make_view, store):
+    cpu_run = record_complete_run(store, RunConfig(device="cpu", batch_size=32), name="on the cpu")
+    gpu_run = record_gpu_run(store, RunConfig(batch_size=256, precision="bf16"), images_per_sec=12345.6)
+    view = make_view()
+
+    assert view.table.objectName() == "runsTable"
+    assert column(view, "ID") == [str(gpu_run), str(cpu_run)]
+    assert column(view, "Name") == [f"small-cnn bs256 bf16 #{gpu_run}", "on the cpu"]
+    assert column(view, "Status") == ["finished", "finished"]
+    assert column(view, "Batch") == ["256", "32"]
+    assert column(view, "Precision") == ["bf16", "fp32"]
+    assert column(view, "Img/s") == ["12,346", "1,006"]
+    assert column(view, "Data wait") == ["12.5 %", "25.0 %"]
+    assert column(view, "Peak alloc") == ["3.0 GiB", ""]
+    assert column(view, "Peak reserved") == ["3.5 GiB", ""]
+    assert column(view, "Peak NVML") == ["4.2 GiB", ""]  # nothing to measure on a CPU run
+    assert column(view, "Final loss") == ["0.2500", "0.2500"]
+    assert column(view, "Test acc") == ["91.2 %", "42.0 %"]
+    assert view.findChild(type(view.count_label), "runsCount").text() == "2 runs"
+    numeric = view.proxy.index(0, COLUMN_TITLES.index("Img/s")).data(Qt.ItemDataRole.TextAlignmentRole)
+    assert numeric & Qt.AlignmentFlag.AlignRight
+
+
+def test_numeric_columns_sort_as_numbers_with_unknowns_last(make_view, store):
+    ids = {
+        ips: record_gpu_run(store, RunConfig(), images_per_sec=ips)
+        for ips in (900.0, 10_000.0, None, 95.0)
+    }
+    view = make_view()
+    sort_by(view, "Img/s", Qt.SortOrder.AscendingOrder)
+    assert column(view, "Img/s") == ["95", "900", "10,000", ""]  # as text, "10,000" would come first
+    sort_by(view, "Img/s", Qt.SortOrder.DescendingOrder)
+    assert column(view, "Img/s") == ["10,000", "900", "95", ""]
+    assert column(view, "ID")[0] == str(ids[10_000.0])
+
+
+def test_comparison_highlights_what_differs_and_can_show_only_that(make_view, store, qtbot):
+    first = record_complete_run(store, RunConfig(device="cpu", batch_size=32))
+    second = record_complete_run(store, RunConfig(device="cpu", batch_size=64), images_per_sec=2000.0)
+    view = make_view()
+    comparison = view.findChild(type(view.comparison), "comparisonView")
+    check = view.findChild(type(comparison.differences_only), "differencesOnlyCheck")
+    assert not check.isEnabled()  # nothing to compare yet
+
+    view.select_runs([second, first])
+    assert view.selected_run_ids() == [first, second]
+    assert comparison.tree.headerItem().text(1).startswith(f"#{first} ")
+    assert comparison.tree.headerItem().text(2).startswith(f"#{second} ")
+    assert "1 setting differ" in comparison.title.text()
+    differing = comparison.differing_keys()
+    assert "batch_size" in differing and "images_per_sec_mean" in differing
+    assert "model" not in differing and "test_accuracy" not in differing
+    assert comparison.item_for("batch_size").background(1).color() == DIFFERENCE_BACKGROUND
+    assert comparison.item_for("model").background(1).color() != DIFFERENCE_BACKGROUND
+    assert comparison.visible_rows()["batch_size"] == ("32", "64")
+    assert "model" in comparison.visible_rows()  # every setting is listed
+
+    qtbot.mouseClick(check, Qt.MouseButton.LeftButton)
+    assert check.isChecked()
+    visible = comparison.visible_rows()
+    assert visible["batch_size"] == ("32", "64")
+    assert visible["images_per_sec_mean"] == ("1,006", "2,000")
+    assert "model" not in visible and "lr" not in visible and "test_accuracy" not in visible
+    assert comparison.item_for("model").isHidden()
+
+    qtbot.mouseClick(check, Qt.MouseButton.LeftButton)
+    assert "model" in comparison.visible_rows()
+
+
+def test_load_settings_sends_the_selected_runs_config(make_view, store, qtbot):
+    config = RunConfig(device="cpu", batch_size=48, lr=0.2, pipeline="gpu-resident", max_steps=7)
+    run_id = record_complete_run(store, config)
+    other = record_complete_run(store)
+    view = make_view()
+    button = view.findChild(type(view.load_settings_button), "loadSettingsButton")
+    assert not button.isEnabled()
+
+    view.select_runs([run_id, other])
+    assert not button.isEnabled()  # which one? load needs exactly one run
+    view.select_runs([run_id])
+    assert button.isEnabled()
+    with qtbot.waitSignal(view.loadSettingsRequested, timeout=1000) as received:
+        qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert received.args == [config]
+    assert "Loaded the settings" in view.status_label.text()
+
+
+def test_rename_and_note_go_to_the_store_and_the_table(make_view, store, qtbot, monkeypatch):
+    run_id = record_complete_run(store, name="before")
+    view = make_view()
+    view.select_runs([run_id])
+    answers = iter(["  after  ", "pinned memory on\nsecond line"])
+    monkeypatch.setattr(view, "_ask_text", lambda *args, **kwargs: next(answers))
+
+    qtbot.mouseClick(view.findChild(type(view.rename_button), "renameRunButton"), Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(view.findChild(type(view.note_button), "noteRunButton"), Qt.MouseButton.LeftButton)
+
+    record = store.get_run(run_id)
+    assert (record.name, record.note) == ("after", "pinned memory on\nsecond line")
+    assert column(view, "Name") == ["after"]
+    assert column(view, "Note") == ["pinned memory on"]
+    assert view.selected_run_ids() == [run_id]  # the refresh kept the selection
+
+
+def test_cancelled_rename_changes_nothing(make_view, store, qtbot, monkeypatch):
+    run_id = record_complete_run(store, name="kept")
+    view = make_view()
+    view.select_runs([run_id])
+    monkeypatch.setattr(view, "_ask_text", lambda *args, **kwargs: None)
+    qtbot.mouseClick(view.rename_button, Qt.MouseButton.LeftButton)
+    assert store.get_run(run_id).name == "kept"
+
+
+def test_delete_asks_first_and_refuses_a_running_run(make_view, store, qtbot, monkeypatch):
+    keep = record_complete_run(store)
+    doomed = record_complete_run(store)
+    running = store.start_run(RunConfig()).run_id  # owned by this live process
+    view = make_view()
+    button = view.findChild(type(view.delete_button), "deleteRunButton")
+    questions = []
+
+    view.select_runs([doomed])
+    monkeypatch.setattr(view, "_confirm", lambda text: questions.append(text) or False)
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert len(questions) == 1 and "cannot be undone" in questions[0]
+    assert {record.id for record in store.list_runs()} == {keep, doomed, running}
+
+    monkeypatch.setattr(view, "_confirm", lambda text: True)
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert {record.id for record in store.list_runs()} == {keep, running}
+    assert column(view, "ID") == [str(running), str(keep)]
+
+    view.select_runs([running, keep])
+    assert not button.isEnabled()
+    assert "still running" in button.toolTip()
+
+
+def test_gui_export_is_byte_identical_to_the_cli_export(make_view, store, home, tmp_path, qtbot, monkeypatch, capsys):
+    first = record_complete_run(store, RunConfig(device="cpu", batch_size=32), name='Größe, "quoted"\nline ✓')
+    record_complete_run(store, RunConfig(device="cpu", batch_size=64), name="=1+1")
+    third = record_gpu_run(store, RunConfig(batch_size=128), images_per_sec=5000.0)
+    view = make_view()
+    saved_to = iter([tmp_path / "gui-selected.csv", tmp_path / "gui-all.csv", tmp_path / "gui-steps.csv"])
+    monkeypatch.setattr(view, "_ask_save_path", lambda title, default_name: str(next(saved_to)))
+    export_button = view.findChild(type(view.export_csv_button), "exportCsvButton")
+
+    view.select_runs([third, first])
+    qtbot.mouseClick(export_button, Qt.MouseButton.LeftButton)
+    assert view.status_label.text() == f"Wrote 2 runs to {tmp_path / 'gui-selected.csv'}"
+    view.select_runs([])
+    qtbot.mouseClick(export_button, Qt.MouseButton.LeftButton)  # nothing selected: every run
+    view.select_runs([first, third])
+    qtbot.mouseClick(view.findChild(type(view.export_steps_button), "exportStepsButton"), Qt.MouseButton.LeftButton)
+
+    cli = ["--home", str(home), "export", "--out"]
+    assert main([*cli, str(tmp_path / "cli-selected.csv"), "--runs", str(first), str(third)]) == 0
+    assert main([*cli, str(tmp_path / "cli-all.csv")]) == 0
+    assert main([*cli, str(tmp_path / "cli-steps.csv"), "--runs", str(first), str(third), "--steps"]) == 0
+    capsys.readouterr()
+    for name in ("selected", "all", "steps"):
+        gui, cli_file = (tmp_path / f"gui-{name}.csv").read_bytes(), (tmp_path / f"cli-{name}.csv").read_bytes()
+        assert gui == cli_file, name
+    with open(tmp_path / "gui-all.csv", encoding="utf-8", newline="") as file:
+        assert [row[1] for row in csv.reader(file)][1:] == ['Größe, "quoted"\nline ✓', "'=1+1", store.get_run(third).name]
+
+
+def test_export_to_an_unwritable_path_says_why_in_the_view(make_view, store, tmp_path, qtbot, monkeypatch):
+    record_complete_run(store)
+    view = make_view()
+    target = tmp_path / "missing" / "runs.csv"
+    monkeypatch.setattr(view, "_ask_save_path", lambda title, default_name: str(target))
+    qtbot.mouseClick(view.export_csv_button, Qt.MouseButton.LeftButton)
+    assert "cannot write" in view.status_label.text() and "folder does not exist" in view.status_label.text()
+    assert "c62828" in view.status_label.styleSheet()
+    assert not target.parent.exists()
+
+
+def test_cancelled_export_writes_nothing(make_view, store, tmp_path, qtbot, monkeypatch):
+    record_complete_run(store)
+    view = make_view()
+    monkeypatch.setattr(view, "_ask_save_path", lambda title, default_name: None)
+    qtbot.mouseClick(view.export_csv_button, Qt.MouseButton.LeftButton)
+    assert view.status_label.text() == ""
+
+
+def test_selected_runs_curves_are_offered_for_overlay(make_view, store, qtbot):
+    first = record_complete_run(store, steps=4)
+    second = record_gpu_run(store, RunConfig(), images_per_sec=3000.0)
+    view = make_view()
+    with qtbot.waitSignal(view.overlayRequested, timeout=1000) as received:
+        view.select_runs([first, second])
+    overlays = received.args[0]
+    assert [label for label, _ in overlays] == [store.get_run(first).label, store.get_run(second).label]
+    first_curves, second_curves = overlays[0][1], overlays[1][1]
+    assert tuple(first_curves) == OVERLAY_KEYS
+    assert first_curves["step"].tolist() == [1, 2, 3, 4]
+    assert first_curves["loss"].tolist() == [2.5, 1.25, 2.5 / 3, 0.625]
+    assert np.isnan(first_curves["torch_allocated"]).all()  # CPU run: no device memory
+    assert second_curves["nvml_used"].tolist() == [4 * 2**30] * 3
+
+    with qtbot.waitSignal(view.overlayRequested, timeout=1000) as received:
+        view.select_runs([])
+    assert received.args == [[]]
+
+
+def test_runs_recorded_elsewhere_appear_without_a_restart(make_view, store, home, qtbot):
+    record_complete_run(store)
+    view = make_view(auto_refresh_ms=50)
+    with HistoryStore.open(home) as cli_process:  # another connection, as a `workbench run` would hold
+        record_complete_run(cli_process, name="from the terminal", source="cli")
+    qtbot.waitUntil(lambda: view.model.rowCount() == 2, timeout=3000)
+    assert column(view, "Name")[0] == "from the terminal"
+
+
+def test_refresh_marks_runs_of_dead_processes_interrupted(make_view, store):
+    import subprocess
+
+    recorder = store.start_run(RunConfig())
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with store._transaction() as conn:
+        conn.execute("UPDATE runs SET pid = ?, process_identity = NULL WHERE id = ?", (dead.pid, recorder.run_id))
+    view = make_view()
+    assert column(view, "Status") == ["interrupted"]

@@ -1,0 +1,63 @@
+"""Runs side by side, without a window: which rows differ. No Qt."""
+
+from __future__ import annotations
+
+import pytest
+from fake_runs import record_complete_run, summary
+
+from workbench.config import FIELD_NAMES, RunConfig
+from workbench.engine.events import RunEnded
+from workbench.history.compare import SECTIONS, compare_runs
+from workbench.history.store import HistoryStore
+
+
+@pytest.fixture
+def store(tmp_path):
+    with HistoryStore.open(tmp_path) as opened:
+        yield opened
+
+
+def rows_by_key(records):
+    return {(row.section, row.key): row for row in compare_runs(records)}
+
+
+def test_every_setting_is_listed_in_order_within_the_sections(store):
+    record = store.get_run(record_complete_run(store))
+    rows = compare_runs([record])
+    assert [row.key for row in rows if row.section == "Settings"] == list(FIELD_NAMES)
+    assert [row.section for row in rows] == sorted((row.section for row in rows), key=SECTIONS.index)
+    assert not any(row.differs for row in rows)  # one run differs from nothing
+
+
+def test_settings_that_differ_are_flagged_and_shown_readably(store):
+    first = record_complete_run(store, RunConfig(device="cpu", batch_size=32, pin_memory=True), images_per_sec=800.0)
+    second = record_complete_run(store, RunConfig(device="cpu", batch_size=64, pin_memory=False), images_per_sec=1500.0)
+    rows = rows_by_key(store.get_runs([first, second]))
+    differing_settings = [key for (section, key), row in rows.items() if section == "Settings" and row.differs]
+    assert differing_settings == ["pin_memory", "batch_size"]
+    assert rows["Settings", "batch_size"].texts == ("32", "64")
+    assert rows["Settings", "pin_memory"].texts == ("yes", "no")
+    assert rows["Settings", "max_steps"].texts == ("none", "none")
+    assert rows["Results", "images_per_sec_mean"].differs
+    assert rows["Results", "images_per_sec_mean"].texts == ("800", "1,500")
+    assert not rows["Results", "test_accuracy"].differs
+    assert rows["Results", "test_accuracy"].texts == ("42.0 %", "42.0 %")
+    assert rows["Environment", "device_name"].texts == ("Test CPU (2 cores)",) * 2
+    assert not rows["Environment", "torch_version"].differs
+
+
+def test_status_row_carries_the_reason(store):
+    recorder = store.start_run(RunConfig())
+    recorder.record(RunEnded("failed", summary(0, status="failed"), reason="CUDA out of memory", kind="out_of_memory"))
+    row = rows_by_key([store.get_run(recorder.run_id)])["Run", "status"]
+    assert row.texts == ("failed: CUDA out of memory",)
+
+
+def test_start_times_and_figures_that_read_the_same_are_not_flagged(store):
+    first = record_complete_run(store, images_per_sec=1000.2)
+    second = record_complete_run(store, images_per_sec=1000.4)
+    rows = rows_by_key(store.get_runs([first, second]))
+    assert rows["Results", "images_per_sec_mean"].texts == ("1,000", "1,000")
+    assert not rows["Results", "images_per_sec_mean"].differs
+    assert rows["Run", "started_at"].values[0] != rows["Run", "started_at"].values[1]
+    assert not rows["Run", "started_at"].differs

@@ -1,0 +1,89 @@
+"""Runs side by side: every setting, result and environment fact, and which of them differ. No Qt.
+
+The GUI's comparison view draws these rows; keeping the logic here lets it be tested without a window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from workbench.config import FIELD_NAMES
+from workbench.formatting import format_duration
+from workbench.history.metrics import SUMMARY_METRICS, Metric, format_metric, format_setting, local_time
+from workbench.history.store import RunRecord
+
+SECTIONS: tuple[str, ...] = ("Run", "Settings", "Results", "Environment")
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    section: str  # one of SECTIONS
+    key: str  # RunConfig field, RunRecord attribute or device fact: stable, for code and tests
+    label: str  # what the row header says
+    values: tuple[Any, ...]  # one per run, raw
+    texts: tuple[str, ...]  # one per run, as shown
+    compared: bool = True  # False for facts every run has its own of (start time, note): never "differs"
+
+    @property
+    def differs(self) -> bool:
+        # Compare what is shown: two results that read the same (1,006 img/s) are not flagged as different.
+        return self.compared and len(set(self.texts)) > 1
+
+
+def compare_runs(records: Sequence[RunRecord]) -> list[ComparisonRow]:
+    """Rows in SECTIONS order; with one run nothing differs, with none there are no values."""
+    rows: list[ComparisonRow] = []
+
+    def add(section: str, key: str, label: str, value: Callable[[RunRecord], Any], text: Callable[[Any], str],
+            compared: bool = True) -> None:
+        values = tuple(value(record) for record in records)
+        rows.append(ComparisonRow(section, key, label, values, tuple(text(v) for v in values), compared))
+
+    add("Run", "status", "status", lambda r: (r.status, r.reason), _status_text)
+    add("Run", "source", "started from", lambda r: r.source, str)
+    add("Run", "started_at", "started", lambda r: r.started_at, local_time, compared=False)
+    add("Run", "duration_seconds", "duration", lambda r: r.duration_seconds, format_duration, compared=False)
+    add("Run", "note", "note", lambda r: r.note, str, compared=False)
+
+    for name in FIELD_NAMES:
+        add("Settings", name, name, lambda r, name=name: getattr(r.config, name), format_setting)
+
+    for metric in (*(m for m in SUMMARY_METRICS if m.kind != "text"), *_COUNTS):
+        add("Results", metric.name, metric.label, lambda r, m=metric: getattr(r, m.name), _formatter(metric))
+
+    add("Environment", "device_name", "device", lambda r: r.device_name, _formatter(_TEXT))
+    for fact in _DEVICE_FACTS:
+        add("Environment", fact.name, fact.label, lambda r, key=fact.name: r.device.get(key), _formatter(fact))
+    add("Environment", "hostname", "machine", lambda r: r.hostname, _formatter(_TEXT))
+    add("Environment", "app_version", "workbench", lambda r: r.app_version, _formatter(_TEXT))
+    return rows
+
+
+_COUNTS = (
+    Metric("steps", "Steps", "count"),
+    Metric("samples_seen", "Images seen", "count"),
+    Metric("epochs_completed", "Epochs done", "count"),
+)
+_TEXT = Metric("", "", "text")
+# DeviceInfo fields, as stored with each run.
+_DEVICE_FACTS = (
+    Metric("type", "device type", "text"),
+    Metric("compute_capability", "compute capability", "text"),
+    Metric("total_memory_bytes", "device memory", "bytes"),
+    Metric("driver_version", "driver", "text"),
+    Metric("cuda_version", "CUDA (torch build)", "text"),
+    Metric("torch_version", "torch", "text"),
+    Metric("torchvision_version", "torchvision", "text"),
+    Metric("python_version", "Python", "text"),
+    Metric("cpu_count", "CPU cores", "text"),
+)
+
+
+def _formatter(metric: Metric) -> Callable[[Any], str]:
+    return lambda value: format_metric(metric.kind, value)
+
+
+def _status_text(value: tuple[str, Any]) -> str:
+    status, reason = value
+    return f"{status}: {reason}" if reason else status
