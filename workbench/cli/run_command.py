@@ -74,7 +74,7 @@ def run_command(args: argparse.Namespace) -> int:
     if problems:
         raise UsageError("workbench run: " + "; ".join(problems))
 
-    recorder = None
+    store = recorder = None
     if not getattr(args, "no_history", False):
         from workbench.history.store import HistoryStore
 
@@ -97,6 +97,8 @@ def run_command(args: argparse.Namespace) -> int:
         progress.close()
         if recorder is not None and ended is None:
             recorder.fail("the command was interrupted before the run ended")
+        if store is not None:
+            store.close()
 
     assert ended is not None  # the engine always ends with RunEnded
     if args.__dict__.get("json"):

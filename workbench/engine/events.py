@@ -127,7 +127,7 @@ class RunSummary:
     data_wait_fraction: Optional[float] = None
     peak_allocated_bytes: Optional[int] = None
     peak_reserved_bytes: Optional[int] = None
-    peak_nvml_used_bytes: Optional[int] = None
+    peak_nvml_used_bytes: Optional[int] = None  # highest NVML reading at log points (sampled, not a true peak)
     wall_seconds: float = 0.0
     steps: int = 0
     samples_seen: int = 0

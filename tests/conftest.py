@@ -1,0 +1,42 @@
+"""Suite-wide settings: Qt headless, each test in its own workbench home, GPU tests skip without CUDA."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+SUBSET_NPZ = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cifar10-subset.npz"
+
+
+@pytest.fixture(autouse=True)
+def isolated_workbench_home(tmp_path_factory, monkeypatch):
+    """Never read or write the user's real history or datasets folder."""
+    home = tmp_path_factory.mktemp("workbench-home")
+    monkeypatch.setenv("WORKBENCH_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def subset_npz() -> Path:
+    """The real CIFAR-10 slice beside the project; tests that need it skip where it is absent."""
+    path = Path(os.environ.get("WORKBENCH_SUBSET_NPZ", SUBSET_NPZ))
+    if not path.is_file():
+        pytest.skip(f"real CIFAR-10 subset not found at {path}")
+    return path
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        skip = pytest.mark.skip(reason="needs a CUDA GPU")
+        for item in gpu_items:
+            item.add_marker(skip)

@@ -1,0 +1,30 @@
+"""The core never imports Qt; the cheap modules never import torch."""
+
+import subprocess
+import sys
+
+import pytest
+
+
+def imported_after(code: str) -> set[str]:
+    script = f"{code}\nimport sys\nprint(' '.join(sorted(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    return set(result.stdout.split())
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import workbench.engine.trainer, workbench.engine.data, workbench.engine.memory",
+        "from workbench.cli import main, run_command",
+        "import workbench.history",
+    ],
+)
+def test_core_imports_no_qt(code):
+    modules = imported_after(code)
+    assert not {name for name in modules if name.startswith(("PySide6", "pyqtgraph", "shiboken6"))}
+
+
+def test_config_and_events_do_not_import_torch():
+    # The GUI builds its form from these before its first paint; torch would cost a second or more.
+    assert "torch" not in imported_after("import workbench.config, workbench.engine.events, workbench.engine")

@@ -1,0 +1,115 @@
+"""`workbench run`: flags for every field, one readable line for bad input, exit codes."""
+
+import json
+
+import pytest
+from engine_helpers import write_npz
+from torchvision import datasets
+
+from workbench.cli import main
+from workbench.config import FIELD_NAMES
+
+TINY = ["--dataset", "synthetic", "--synthetic-size", "128", "--batch-size", "32", "--max-steps", "3",
+        "--device", "cpu", "--num-workers", "0", "--no-history"]
+
+
+def run_cli(capsys, *args):
+    code = main(["run", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_summary_is_the_last_line_of_stdout(capsys):
+    code, out, err = run_cli(capsys, *TINY, "--json")
+    assert code == 0
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["status"] == "finished" and summary["device"] == "cpu"
+    assert set(summary) >= {"test_accuracy", "final_loss", "images_per_sec", "data_wait_fraction",
+                            "peak_memory_bytes", "wall_seconds"}
+    assert set(summary["images_per_sec"]) == {"mean", "median"}
+    assert summary["images_per_sec"]["median"] > 0
+
+
+def test_every_config_field_is_a_flag(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    help_text = capsys.readouterr().out
+    for name in FIELD_NAMES:
+        assert "--" + name.replace("_", "-") in help_text
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["--batch-size", "0"], "workbench run: batch_size must be between 1 and 65536 (got 0)"),
+        (["--model", "vgg"], "workbench run: model must be one of small-cnn, resnet18, mobilenet_v3_small (got 'vgg')"),
+        (["--batch-size", "many"], "workbench run: argument --batch-size: invalid int value: 'many'"),
+        (["--precision", "fp16"], "workbench run: fp16 needs a CUDA GPU"),
+        (["--dataset", "npz", "--data-path", "/nowhere/data.npz"],
+         "workbench run: data_path '/nowhere/data.npz' is not a file (dataset=npz needs an .npz file)"),
+        (["--colour", "red"], "workbench: unrecognized arguments: --colour red"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(capsys, args, line):
+    code, out, err = run_cli(capsys, *TINY, *args)
+    assert code == 2
+    assert err.strip() == line
+    assert "Traceback" not in err
+
+
+def test_npz_with_wrong_shapes_exits_2(capsys, tmp_path):
+    import numpy as np
+
+    path = write_npz(tmp_path / "bad.npz", train_images=np.zeros((64, 28, 28, 1), np.uint8))
+    code, out, err = run_cli(capsys, *TINY, "--dataset", "npz", "--data-path", str(path), "--json")
+    assert code == 2
+    assert err.strip().splitlines()[-1].startswith(f"workbench run: npz file {path}: train_images is uint8")
+    assert json.loads(out.strip().splitlines()[-1])["status"] == "failed"
+
+
+def test_cifar10_offline_exits_2_naming_the_folder(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(datasets.CIFAR10, "url", "http://127.0.0.1:9/cifar-10-python.tar.gz")
+    code, out, err = run_cli(capsys, *TINY, "--dataset", "cifar10", "--data-path", str(tmp_path))
+    assert code == 2
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"workbench run: CIFAR-10 is not in {tmp_path}") and "choose dataset=synthetic" in last
+
+
+def test_config_file_is_a_base_that_flags_override(capsys, tmp_path):
+    config_file = tmp_path / "run.json"
+    config_file.write_text(json.dumps({"batch_size": 16, "max_steps": 2, "model": "small-cnn"}))
+    code, out, err = run_cli(capsys, *TINY, "--config", str(config_file), "--max-steps", "1", "--json")
+    assert code == 0
+    assert json.loads(out.strip().splitlines()[-1])["steps"] == 1
+
+
+def test_config_file_with_unknown_keys_exits_2(capsys, tmp_path):
+    config_file = tmp_path / "run.json"
+    config_file.write_text(json.dumps({"batch_sise": 16}))
+    code, out, err = run_cli(capsys, "--config", str(config_file))
+    assert code == 2 and err.strip() == "workbench run: unknown setting: batch_sise"
+
+
+def test_a_failed_run_exits_1(capsys, monkeypatch):
+    from workbench.engine import trainer
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(trainer, "build_model", explode)
+    code, out, err = run_cli(capsys, *TINY)
+    assert code == 1 and err.strip().splitlines()[-1] == "workbench run: RuntimeError: boom"
+
+
+def test_cli_runs_are_recorded_in_the_history(capsys, isolated_workbench_home):
+    from workbench.history.store import HistoryStore
+
+    args = [arg for arg in TINY if arg != "--no-history"]
+    assert main(["run", *args, "--name", "first"]) == 0
+    capsys.readouterr()
+    store = HistoryStore.open(isolated_workbench_home)
+    try:
+        runs = store.list_runs()
+        assert [(r.name, r.status, r.source) for r in runs] == [("first", "finished", "cli")]
+    finally:
+        store.close()
