@@ -134,6 +134,8 @@ def summary_json(summary: RunSummary) -> dict:
         "final_loss": data["final_loss"],
         "images_per_sec": {"mean": data["images_per_sec_mean"], "median": data["images_per_sec_median"]},
         "data_wait_fraction": data["data_wait_fraction"],
+        "device_busy_fraction": data["device_busy_fraction"],
+        "verdict": summary.verdict,
         "peak_memory_bytes": {
             "torch_allocated": data["peak_allocated_bytes"],
             "torch_reserved": data["peak_reserved_bytes"],
@@ -161,6 +163,7 @@ def print_summary(ended: RunEnded) -> None:
         ("peak memory", f"torch allocated {format_bytes(s.peak_allocated_bytes)}, reserved "
          f"{format_bytes(s.peak_reserved_bytes)}, NVML used {format_bytes(s.peak_nvml_used_bytes)}"),
         ("wall time", format_duration(s.wall_seconds)),
+        ("verdict", s.verdict or "n/a"),
     ]
     for label, value in rows:
         print(f"{label:>14}  {value}")

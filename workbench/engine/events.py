@@ -125,6 +125,7 @@ class RunSummary:
     images_per_sec_mean: Optional[float] = None
     images_per_sec_median: Optional[float] = None
     data_wait_fraction: Optional[float] = None
+    device_busy_fraction: Optional[float] = None  # device time of the steps / wall time
     peak_allocated_bytes: Optional[int] = None
     peak_reserved_bytes: Optional[int] = None
     peak_nvml_used_bytes: Optional[int] = None  # highest NVML reading at log points (sampled, not a true peak)
@@ -135,6 +136,13 @@ class RunSummary:
     device: Optional[str] = None  # "cuda" or "cpu"
     device_name: Optional[str] = None
     torch_version: Optional[str] = None
+
+    @property
+    def verdict(self) -> Optional[str]:
+        """What bounds this run, in one plain sentence (None before any measurement)."""
+        from workbench.engine.verdict import bottleneck_verdict
+
+        return bottleneck_verdict(self.data_wait_fraction, self.device_busy_fraction, self.device)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ class SummaryBuilder:
         self._started: Optional[RunStarted] = None
         self._throughputs: list[float] = []
         self._data_wait = 0.0
+        self._compute_time = 0.0
         self._window_time = 0.0
         self._last_step: Optional[StepStats] = None
         self._last_epoch: Optional[EpochStats] = None
@@ -36,6 +37,7 @@ class SummaryBuilder:
             self._last_step = event
             self._throughputs.append(event.images_per_sec)
             self._data_wait += event.data_wait_seconds
+            self._compute_time += event.compute_seconds
             self._window_time += event.window_seconds
             self._track_peaks(event.memory)
         elif isinstance(event, EpochStats):
@@ -65,6 +67,7 @@ class SummaryBuilder:
             images_per_sec_mean=statistics.fmean(self._throughputs) if self._throughputs else None,
             images_per_sec_median=statistics.median(self._throughputs) if self._throughputs else None,
             data_wait_fraction=self._data_wait / self._window_time if self._window_time > 0 else None,
+            device_busy_fraction=min(1.0, self._compute_time / self._window_time) if self._window_time > 0 else None,
             peak_allocated_bytes=self._peaks["allocated"],
             peak_reserved_bytes=self._peaks["reserved"],
             peak_nvml_used_bytes=self._peaks["nvml"],

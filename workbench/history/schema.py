@@ -16,6 +16,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "images_per_sec_mean",
     "images_per_sec_median",
     "data_wait_fraction",
+    "device_busy_fraction",  # schema 2
     "peak_allocated_bytes",
     "peak_reserved_bytes",
     "peak_nvml_used_bytes",
@@ -131,5 +132,10 @@ def _is_integer(column: str) -> bool:
 
 
 # The column lists above describe the newest schema; a migration that adds a column appends it there too.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_v1,)
+def _add_device_busy_fraction_v2(conn: sqlite3.Connection) -> None:
+    """Schema 2: the device-busy fraction, which with data wait gives a run's bottleneck verdict."""
+    conn.execute("ALTER TABLE runs ADD COLUMN device_busy_fraction REAL")
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_v1, _add_device_busy_fraction_v2)
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -67,6 +67,7 @@ class RunRecord:
     images_per_sec_mean: Optional[float] = None
     images_per_sec_median: Optional[float] = None
     data_wait_fraction: Optional[float] = None
+    device_busy_fraction: Optional[float] = None
     peak_allocated_bytes: Optional[int] = None
     peak_reserved_bytes: Optional[int] = None
     peak_nvml_used_bytes: Optional[int] = None
@@ -90,6 +91,12 @@ class RunRecord:
         """Wall time from start to end (to now, while running)."""
         end = self.finished_at if self.finished_at is not None else time.time()
         return max(0.0, end - self.started_at)
+
+    @property
+    def verdict(self) -> Optional[str]:
+        from workbench.engine.verdict import bottleneck_verdict
+
+        return bottleneck_verdict(self.data_wait_fraction, self.device_busy_fraction, self.device_type)
 
     @property
     def label(self) -> str:
