@@ -22,7 +22,7 @@ from workbench.history.export import (
 from workbench.history.store import HistoryStore, RunNotFound
 
 SUMMARY_COLUMNS = [
-    "images_per_sec_mean", "images_per_sec_median", "data_wait_fraction", "peak_allocated_bytes",
+    "images_per_sec_mean", "images_per_sec_median", "data_wait_fraction", "device_busy_fraction", "peak_allocated_bytes",
     "peak_reserved_bytes", "peak_nvml_used_bytes", "final_loss", "test_accuracy", "wall_seconds",
     "device_name", "torch_version",
 ]
