@@ -1,0 +1,54 @@
+import json
+import os
+import tempfile
+
+# Before any Qt import: the tests run without a display (tests/conftest.py says so too) ...
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# ... on an offscreen screen the size of a desktop monitor: the default 800×800 one is smaller than
+# the main window's minimum size, so restoring a saved geometry would be clamped.
+if os.environ["QT_QPA_PLATFORM"] == "offscreen":
+    _SCREEN = os.path.join(tempfile.gettempdir(), "workbench-tests-screen-1920x1200.json")
+    with open(_SCREEN, "w", encoding="utf-8") as _file:
+        json.dump({"screens": [{"name": "test", "x": 0, "y": 0, "width": 1920, "height": 1200,
+                                "logicalDpi": 96, "logicalBaseDpi": 96, "dpr": 1}]}, _file)
+    os.environ["QT_QPA_PLATFORM"] = f"offscreen:configfile={_SCREEN}"
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def settings(tmp_path):
+    """A QSettings file of the test's own, so no test reads or writes the user's settings."""
+    from PySide6.QtCore import QSettings
+
+    return QSettings(str(tmp_path / "workbench.ini"), QSettings.Format.IniFormat)
+
+
+@pytest.fixture
+def make_window(qtbot, settings):
+    """MainWindow factory with fakes by default; every window's run and background calls are joined."""
+    from gui_fakes import FakeRun, fake_probe, fake_release
+
+    from workbench.gui.background import wait_for_background_calls
+    from workbench.gui.main_window import MainWindow
+
+    windows = []
+
+    def make(**kwargs):
+        kwargs.setdefault("settings", settings)
+        kwargs.setdefault("run_function", FakeRun())
+        kwargs.setdefault("probe_function", fake_probe())
+        kwargs.setdefault("release_function", fake_release)
+        kwargs.setdefault("preview_function", lambda config, count: np.zeros((count, 32, 32, 3), np.uint8))
+        window = MainWindow(**kwargs)
+        qtbot.addWidget(window)
+        windows.append(window)
+        return window
+
+    yield make
+    for window in windows:
+        window.session.request_stop()
+        assert window.session.wait(10_000), "the training thread did not end"
+        qtbot.waitUntil(lambda: not window.session.running)  # deliver the queued finished signal
+    wait_for_background_calls(10_000)

@@ -1,0 +1,84 @@
+"""Stand-ins for the engine's functions, so GUI tests control timing, failures and the device."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterator, Optional
+
+from workbench.config import RunConfig
+from workbench.engine.events import (
+    DeviceInfo,
+    EpochStats,
+    Event,
+    MemoryRelease,
+    MemorySnapshot,
+    RunEnded,
+    RunStarted,
+    RunSummary,
+    StatusChanged,
+    StepStats,
+)
+
+# A real run that takes a second or two on two CPU cores.
+TINY_RUN = RunConfig(dataset="synthetic", synthetic_size=256, batch_size=32, num_workers=0, device="cpu",
+                     epochs=1, log_every=2, augment="gpu")
+CPU_DEVICE = DeviceInfo(type="cpu", name="Test CPU (2 cores)", cuda_available=False,
+                        cpu_fallback_reason="no CUDA GPU found", torch_version="2.x", python_version="3.x")
+GPU_DEVICE = DeviceInfo(type="cuda", name="Test GPU", cuda_available=True, compute_capability="9.0",
+                        total_memory_bytes=80 * 2**30, bf16_supported=True, driver_version="580.1",
+                        cuda_version="13.0", torch_version="2.x", python_version="3.x")
+OLD_GPU_DEVICE = DeviceInfo(type="cuda", name="Old GPU", cuda_available=True, compute_capability="7.5",
+                            total_memory_bytes=16 * 2**30, bf16_supported=False, torch_version="2.x")
+GPU_MEMORY = MemorySnapshot(torch_allocated=2 * 2**30, torch_reserved=3 * 2**30, nvml_used=4 * 2**30,
+                            nvml_total=80 * 2**30)
+
+
+class FakeRun:
+    """A run function: ``steps`` StepStats, one EpochStats, then RunEnded; records what happened."""
+
+    def __init__(self, steps: int = 20, step_seconds: float = 0.0, raise_at: Optional[int] = None,
+                 memory: MemorySnapshot = MemorySnapshot(), device: DeviceInfo = CPU_DEVICE,
+                 end: bool = True):
+        self.steps, self.step_seconds, self.raise_at = steps, step_seconds, raise_at
+        self.memory, self.device, self.end = memory, device, end
+        self.closed = False
+        self.configs: list[RunConfig] = []
+
+    def __call__(self, config: RunConfig, stop: Callable[[], bool]) -> Iterator[Event]:
+        self.configs.append(config)
+        return self._events(config, stop)
+
+    def _events(self, config: RunConfig, stop: Callable[[], bool]) -> Iterator[Event]:
+        try:
+            yield StatusChanged("Loading synthetic data…")
+            yield RunStarted(config=config, device=self.device, dataset_name="synthetic", train_size=512,
+                             test_size=102, num_classes=10, steps_per_epoch=self.steps, total_steps=self.steps,
+                             parameter_count=1000, started_at=time.time(), notes=("a note",))
+            began = time.perf_counter()
+            for step in range(1, self.steps + 1):
+                if stop():
+                    yield RunEnded("stopped", RunSummary("stopped", steps=step - 1), f"stopped at step {step - 1}")
+                    return
+                if step == self.raise_at:
+                    raise RuntimeError(f"boom at step {step}")
+                if self.step_seconds:
+                    time.sleep(self.step_seconds)
+                yield StepStats(step=step, total_steps=self.steps, epoch=1, epochs=1, samples_seen=32 * step,
+                                loss=2.3 / step, lr=0.05, images_per_sec=1000.0 + step, data_wait_seconds=0.001,
+                                compute_seconds=0.004, window_seconds=0.005,
+                                elapsed_seconds=time.perf_counter() - began, memory=self.memory)
+            yield EpochStats(epoch=1, epochs=1, step=self.steps, train_loss=0.5, train_accuracy=0.8, test_loss=0.6,
+                             test_accuracy=0.75, images_per_sec=1000.0, data_wait_fraction=0.2, train_seconds=1.0,
+                             eval_seconds=0.1, memory=self.memory)
+            if self.end:
+                yield RunEnded("finished", RunSummary("finished", test_accuracy=0.75, steps=self.steps))
+        finally:
+            self.closed = True
+
+
+def fake_probe(device: DeviceInfo = CPU_DEVICE) -> Callable[[], DeviceInfo]:
+    return lambda: device
+
+
+def fake_release() -> MemoryRelease:
+    return MemoryRelease(3 * 2**30, 1 * 2**30, "reserved 3.0 GiB → 1.0 GiB")

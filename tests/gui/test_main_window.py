@@ -1,0 +1,191 @@
+"""The main window end to end: real tiny CPU runs, stop, failures, memory button, persistence, reruns."""
+
+import time
+
+import pytest
+from gui_fakes import CPU_DEVICE, GPU_DEVICE, GPU_MEMORY, TINY_RUN, FakeRun, fake_probe
+from PySide6.QtCore import QByteArray
+
+from workbench.config import RunConfig
+from workbench.gui.main_window import SETTINGS_CONFIG
+from workbench.gui.engine_calls import engine_run
+
+
+def curve_points(curve) -> int:
+    x, _ = curve.getData()
+    return 0 if x is None else len(x)
+
+
+def wait_for_device(qtbot, window):
+    qtbot.waitUntil(lambda: window._device is not None, timeout=30_000)
+
+
+def run_once(qtbot, window, config: RunConfig, timeout_ms: int = 60_000):
+    window.form.set_config(config)
+    assert window.start_button.isEnabled(), window.start_button.toolTip()
+    with qtbot.waitSignal(window.session.finished, timeout=timeout_ms):
+        window.start_button.click()
+    window.plots.redraw()
+
+
+def test_widgets_carry_stable_object_names(make_window):
+    window = make_window()
+    for name in ("startButton", "stopButton", "releaseMemoryButton", "lossPlot", "throughputPlot", "memoryPlot",
+                 "progressBar", "statusLine", "devicePanel", "batch_size", "num_workers", "runsTab"):
+        assert window.findChild(object, name) is not None, name
+
+
+def test_real_cpu_run_finishes_and_the_plots_hold_data(qtbot, make_window):
+    from workbench.engine import probe_device
+
+    window = make_window(run_function=engine_run, probe_function=lambda: probe_device("auto"))
+    window.show()
+    wait_for_device(qtbot, window)
+    ended = []
+    window.session.run_ended.connect(ended.append)
+    run_once(qtbot, window, TINY_RUN.replace(epochs=2))
+    assert [event.status for event in ended] == ["finished"], ended[0].reason
+    assert curve_points(window.plots.raw_loss_curve) == 8  # 256 // 32 = 8 steps per epoch, logged every 2
+    assert curve_points(window.plots.smooth_loss_curve) == 8
+    assert curve_points(window.plots.throughput_curve) == 8
+    assert curve_points(window.plots.data_wait_curve) == 8
+    assert len(window.plots.test_loss_points.data) == 2  # one test loss per epoch
+    # CPU: the memory plot stays empty and says why.
+    assert all(curve_points(curve) == 0 for curve in window.plots.memory_curves.values())
+    assert window.plots.memory_note.isVisible() and "CPU mode" in window.plots.memory_note.text()
+    assert window.progress.value() == window.progress.maximum() == 16
+    assert window.status_line.text().startswith("Finished: test accuracy")
+    assert window.start_button.isEnabled() and not window.stop_button.isEnabled() and window.form.isEnabled()
+
+
+def test_gpu_run_fills_the_memory_plot_with_the_device_total_as_limit(qtbot, make_window):
+    window = make_window(run_function=FakeRun(steps=30, memory=GPU_MEMORY, device=GPU_DEVICE),
+                         probe_function=fake_probe(GPU_DEVICE))
+    window.show()
+    wait_for_device(qtbot, window)
+    run_once(qtbot, window, TINY_RUN.replace(device="auto"))
+    for curve in window.plots.memory_curves.values():
+        assert curve_points(curve) == 30
+    x, y = window.plots.memory_curves["torch_reserved"].getData()
+    assert y[0] == pytest.approx(3.0)  # GiB
+    assert window.plots.device_total_line.isVisible() and window.plots.device_total_line.value() == 80
+    assert not window.plots.memory_note.isVisible()
+
+
+def test_stop_mid_run_stops_within_two_seconds(qtbot, make_window):
+    window = make_window(run_function=engine_run)
+    window.form.set_config(TINY_RUN.replace(synthetic_size=512, epochs=1000, log_every=1))
+    ended = []
+    window.session.run_ended.connect(ended.append)
+    with qtbot.waitSignal(window.session.steps, timeout=60_000):
+        window.start_button.click()
+    assert window.stop_button.isEnabled() and not window.start_button.isEnabled()
+    assert not window.form.isEnabled()
+    clicked = time.perf_counter()
+    with qtbot.waitSignal(window.session.finished, timeout=2_000):
+        window.stop_button.click()
+    assert time.perf_counter() - clicked < 2.0
+    assert [event.status for event in ended] == ["stopped"]
+    assert window.status_line.text().startswith("Stopped")
+    assert window.start_button.isEnabled()
+
+
+def test_worker_exception_shows_a_failed_run_with_its_reason(qtbot, make_window):
+    window = make_window(run_function=FakeRun(steps=10, raise_at=5))
+    run_once(qtbot, window, TINY_RUN)
+    assert window.run_message.isVisibleTo(window)
+    assert window.run_message.property("status") == "failed"
+    assert window.run_message.text() == "Run failed: RuntimeError: boom at step 5"
+    assert window.status_line.text() == "Run failed: RuntimeError: boom at step 5"
+    assert window.progress.format() == "Failed"
+    assert curve_points(window.plots.raw_loss_curve) == 4  # the steps before the failure stay on the plot
+    assert window.start_button.isEnabled()
+
+
+def test_invalid_settings_disable_start_with_the_reason(make_window):
+    window = make_window()
+    window.form.set_config(RunConfig(dataset="npz", data_path=""))
+    assert not window.start_button.isEnabled()
+    assert "dataset=npz needs data_path" in window.start_button.toolTip()
+    assert "dataset=npz needs data_path" in window.form.problems_label.text()
+    window.form.editor("dataset").setCurrentIndex(window.form.editor("dataset").findData("synthetic"))
+    assert window.start_button.isEnabled()
+
+
+def test_release_button_is_disabled_on_cpu_with_the_reason(qtbot, make_window):
+    window = make_window(probe_function=fake_probe(CPU_DEVICE))
+    assert not window.release_button.isEnabled()  # before the probe: the device is not known yet
+    window.show()
+    wait_for_device(qtbot, window)
+    assert not window.release_button.isEnabled()
+    assert "CPU mode" in window.release_button.toolTip()
+    assert window.device_panel.title.text() == "CPU mode: no CUDA GPU found"
+    assert window.device_panel.property("state") == "cpu"
+
+
+def test_release_button_on_a_gpu_shows_what_it_freed_and_marks_the_plot(qtbot, make_window):
+    window = make_window(probe_function=fake_probe(GPU_DEVICE))
+    window.show()
+    wait_for_device(qtbot, window)
+    assert window.release_button.isEnabled()
+    assert window.device_panel.title.text() == "GPU: Test GPU"
+    assert "compute capability 9.0" in window.device_panel.details.text()
+    window.release_button.click()
+    qtbot.waitUntil(lambda: window.release_result.text() == "reserved 3.0 GiB → 1.0 GiB")
+    assert "reserved 3.0 GiB → 1.0 GiB" in window.status_line.text()
+    window.plots.redraw()
+    _, reserved = window.plots.memory_curves["torch_reserved"].getData()
+    assert list(reserved) == [3.0, 1.0]  # the drop, in GiB
+    assert window.release_button.isEnabled()
+
+
+def test_rerun_keeps_the_previous_run_dimmed_and_named_by_what_changed(qtbot, make_window):
+    window = make_window(run_function=FakeRun(steps=12))
+    run_once(qtbot, window, TINY_RUN)
+    run_once(qtbot, window, TINY_RUN.replace(batch_size=64))
+    assert window.plots.overlay_labels() == ["#1 small-cnn, batch 32, fp32"]
+    legend = [label.text for _, label in window.plots.loss_legend.items]
+    assert "#1 small-cnn, batch 32, fp32" in legend and "#2 batch_size=64" in legend
+    window.plots.clear_overlays()
+    assert window.plots.overlay_labels() == []
+
+
+def test_settings_and_geometry_persist_between_launches(qtbot, make_window, settings):
+    first = make_window()
+    first.form.set_config(TINY_RUN.replace(batch_size=48, model="resnet18"))
+    first.resize(1111, 777)
+    first.show()
+    first.close()
+    second = make_window()
+    assert second.form.config() == TINY_RUN.replace(batch_size=48, model="resnet18")
+    assert (second.width(), second.height()) == (1111, 777)
+    assert isinstance(settings.value("window/geometry"), QByteArray)
+
+
+def test_stale_stored_settings_fall_back_to_the_defaults(make_window, settings):
+    settings.setValue(SETTINGS_CONFIG, '{"batch_size": 64, "renamed_knob": 3}')
+    window = make_window()
+    assert window.form.config() == RunConfig()
+    assert "reset to the defaults" in window.status_line.text()
+    settings.setValue(SETTINGS_CONFIG, "{not json")
+    assert make_window().form.config() == RunConfig()
+
+
+def test_closing_mid_run_stops_the_run_then_closes(qtbot, make_window):
+    window = make_window(run_function=FakeRun(steps=100_000, step_seconds=0.002))
+    window.show()
+    with qtbot.waitSignal(window.session.steps, timeout=10_000):
+        window.start_button.click()
+    with qtbot.waitSignal(window.session.finished, timeout=2_000):
+        assert not window.close()  # refused for now: the run must stop first
+    qtbot.waitUntil(lambda: not window.isVisible())
+    assert not window.session.running
+
+
+def test_runs_view_replaces_the_placeholder(make_window):
+    from PySide6.QtWidgets import QLabel
+
+    window = make_window()
+    window.set_runs_view(QLabel("runs table"))
+    assert window.runs_tab.layout().count() == 1
+    assert window.runs_tab.layout().itemAt(0).widget().text() == "runs table"

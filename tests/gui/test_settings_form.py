@@ -1,0 +1,121 @@
+"""The settings form: RunConfig ⇄ widgets both ways, inline problems, hardware-disabled choices."""
+
+from dataclasses import fields
+
+import pytest
+from gui_fakes import CPU_DEVICE, GPU_DEVICE, OLD_GPU_DEVICE
+from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLineEdit, QSpinBox, QWidget
+
+from workbench.config import FIELD_NAMES, RunConfig
+from workbench.gui.settings_form import SettingsForm
+
+# Every field away from its default, each value valid.
+CHANGED = RunConfig(
+    dataset="cifar100", data_path="/data/cifar", synthetic_size=777, pipeline="gpu-resident", augment="none",
+    num_workers=3, pin_memory=False, non_blocking=False, persistent_workers=False, prefetch_factor=5,
+    worker_start_method="spawn", model="resnet18", optimizer="adamw", lr=0.00125, weight_decay=0.0001,
+    label_smoothing=0.1, precision="bf16", channels_last=True, compile=True, epochs=7, max_steps=300,
+    batch_size=96, accumulation_steps=3, seed=1234, device="cuda", log_every=25,
+)
+
+
+@pytest.fixture
+def form(qtbot):
+    widget = SettingsForm()
+    qtbot.addWidget(widget)
+    return widget
+
+
+def test_every_field_has_a_named_widget_with_a_tooltip(form):
+    for name in FIELD_NAMES:
+        editor = form.findChild(QWidget, name)
+        assert isinstance(editor, (QComboBox, QCheckBox, QSpinBox, QDoubleSpinBox, QLineEdit)), name
+        assert editor is form.editor(name)
+        assert name in editor.toolTip() and len(editor.toolTip()) > 60
+
+
+def test_changed_config_moves_every_field_from_its_default():
+    assert all(getattr(CHANGED, f.name) != f.default for f in fields(RunConfig))
+
+
+@pytest.mark.parametrize("config", [RunConfig(), CHANGED, RunConfig(max_steps=None, lr=0.5, weight_decay=0.0)])
+def test_config_to_form_to_config(form, config):
+    form.set_config(config)
+    assert form.config() == config
+
+
+def test_form_edits_make_the_config(form, qtbot):
+    form.editor("batch_size").setValue(256)
+    form.editor("accumulation_steps").setValue(2)
+    form.editor("model").setCurrentIndex(form.editor("model").findData("mobilenet_v3_small"))
+    form.editor("channels_last").setChecked(True)
+    with qtbot.waitSignal(form.config_changed) as changed:
+        form.editor("max_steps").setValue(50)
+    assert changed.args[0] == form.config()
+    assert form.config() == RunConfig(batch_size=256, accumulation_steps=2, model="mobilenet_v3_small",
+                                      channels_last=True, max_steps=50)
+    form.editor("max_steps").setValue(0)  # the spin box's bottom is "no limit"
+    assert form.editor("max_steps").text() == "no limit" and form.config().max_steps is None
+
+
+def test_float_fields_show_short_numbers_and_accept_typed_ones(form, qtbot):
+    form.set_config(RunConfig(lr=0.05, weight_decay=5e-4))
+    assert form.editor("lr").text() == "0.05"
+    assert form.editor("weight_decay").text() == "0.0005"
+    lr = form.editor("lr")
+    lr.lineEdit().selectAll()
+    qtbot.keyClicks(lr.lineEdit(), "2e-3")
+    lr.interpretText()
+    assert form.config().lr == pytest.approx(0.002)
+
+
+def test_derived_facts_update_live(form):
+    form.set_config(RunConfig(synthetic_size=1000, batch_size=100, accumulation_steps=1, epochs=2))
+    assert "Effective batch 100" in form.derived_label.text()
+    assert "10 steps per epoch" in form.derived_label.text() and "20 steps in all" in form.derived_label.text()
+    form.editor("accumulation_steps").setValue(4)
+    assert "Effective batch 400 (100 × 4 accumulated)" in form.derived_label.text()
+
+
+def test_invalid_combination_is_shown_inline_and_marks_the_fields(form):
+    form.set_config(RunConfig(pipeline="gpu-resident", augment="cpu"))
+    assert form.problems() == ["augment=cpu needs pipeline=dataloader (the workers do the CPU augmentation)"]
+    assert not form.problems_label.isHidden()
+    assert "augment=cpu needs pipeline=dataloader" in form.problems_label.text()
+    assert form.editor("augment").property("invalid") and form.editor("pipeline").property("invalid")
+    assert not form.editor("batch_size").property("invalid")
+    form.editor("augment").setCurrentIndex(form.editor("augment").findData("gpu"))
+    assert form.problems() == [] and form.problems_label.isHidden()
+    assert not form.editor("augment").property("invalid")
+
+
+def test_fields_without_effect_are_greyed_with_the_reason(form):
+    form.set_config(RunConfig(dataset="synthetic", num_workers=0))
+    assert not form.editor("data_path").isEnabled()
+    assert not form.editor("prefetch_factor").isEnabled()
+    assert "needs num_workers ≥ 1" in form.editor("prefetch_factor").toolTip()
+    form.editor("num_workers").setValue(2)
+    assert form.editor("prefetch_factor").isEnabled()
+
+
+def test_cpu_disables_fp16_bf16_and_cuda_with_reasons(form):
+    form.set_device(CPU_DEVICE)
+    precision = form.editor("precision").model()
+    states = {precision.item(i).data(256): precision.item(i) for i in range(precision.rowCount())}
+    assert states["fp32"].isEnabled()
+    assert not states["fp16"].isEnabled() and "needs a CUDA GPU" in states["fp16"].toolTip()
+    assert not states["bf16"].isEnabled() and "bf16" in states["bf16"].toolTip()
+    device = form.editor("device").model()
+    assert [device.item(i).isEnabled() for i in range(device.rowCount())] == [True, False, True]
+    # A stored choice the machine cannot run stays selected and blocks the start, with the reason.
+    form.set_config(RunConfig(precision="fp16"))
+    assert form.config().precision == "fp16"
+    assert form.problems() == ["fp16 needs a CUDA GPU"]
+
+
+def test_gpu_without_native_bf16_disables_only_bf16(form):
+    form.set_device(OLD_GPU_DEVICE)
+    model = form.editor("precision").model()
+    assert [model.item(i).isEnabled() for i in range(model.rowCount())] == [True, True, False]
+    form.set_device(GPU_DEVICE)
+    assert all(model.item(i).isEnabled() for i in range(model.rowCount()))

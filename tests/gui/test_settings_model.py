@@ -1,0 +1,78 @@
+"""The form's logic without a window: groups, derived facts, greyed-out fields, hardware choices."""
+
+import numpy as np
+import pytest
+from gui_fakes import CPU_DEVICE, GPU_DEVICE, OLD_GPU_DEVICE
+
+from workbench.config import FIELD_NAMES, RunConfig
+from workbench.gui import settings_model
+
+
+def test_every_field_sits_in_exactly_one_group_and_has_a_tooltip():
+    grouped = [name for names in settings_model.GROUPS.values() for name in names]
+    assert sorted(grouped) == sorted(FIELD_NAMES)
+    assert set(settings_model.SPECS) == set(FIELD_NAMES)
+    assert all(len(spec.tooltip) > 30 for spec in settings_model.SPECS.values())
+
+
+def test_derived_facts_follow_batch_accumulation_and_max_steps():
+    config = RunConfig(synthetic_size=1000, batch_size=64, accumulation_steps=4, epochs=3)
+    facts = settings_model.derive(config)
+    assert (facts.effective_batch_size, facts.train_size, facts.steps_per_epoch, facts.total_steps) == (
+        256, 1000, 15, 45)  # the engine drops the last partial batch: 1000 // 64
+    assert "Effective batch 256 (64 × 4 accumulated)" in facts.describe(config)
+    assert settings_model.derive(config.replace(max_steps=10)).total_steps == 10
+
+
+def test_npz_size_is_read_from_the_header(tmp_path):
+    path = tmp_path / "tiny.npz"
+    images = np.zeros((70, 32, 32, 3), np.uint8)
+    np.savez(path, train_images=images, train_labels=np.zeros(70, np.uint8),
+             test_images=images[:10], test_labels=np.zeros(10, np.uint8))
+    assert settings_model.dataset_size(RunConfig(dataset="npz", data_path=str(path))) == 70
+    assert settings_model.dataset_size(RunConfig(dataset="npz", data_path=str(tmp_path / "missing.npz"))) is None
+    (tmp_path / "junk.npz").write_text("not a zip")
+    assert settings_model.dataset_size(RunConfig(dataset="npz", data_path=str(tmp_path / "junk.npz"))) is None
+
+
+def test_batch_larger_than_the_dataset_is_a_problem():
+    found = settings_model.problems(RunConfig(synthetic_size=100, batch_size=128), None)
+    assert found == ["batch_size 128 is larger than the training set (100 images)"]
+
+
+def test_hardware_choices_cpu_disables_cuda_fp16_and_bf16():
+    unavailable = settings_model.unavailable_choices(CPU_DEVICE)
+    assert set(unavailable["precision"]) == {"fp16", "bf16"}
+    assert "needs a CUDA GPU" in unavailable["precision"]["fp16"]
+    assert set(unavailable["device"]) == {"cuda"}
+    assert settings_model.unavailable_choices(None) == {}
+
+
+def test_hardware_choices_old_gpu_disables_only_bf16():
+    assert settings_model.unavailable_choices(GPU_DEVICE) == {}
+    unavailable = settings_model.unavailable_choices(OLD_GPU_DEVICE)
+    assert list(unavailable) == ["precision"] and list(unavailable["precision"]) == ["bf16"]
+    assert "7.5" in unavailable["precision"]["bf16"]
+
+
+@pytest.mark.parametrize(
+    "config, device, inactive, active",
+    [
+        (RunConfig(dataset="synthetic"), None, {"data_path"}, {"synthetic_size"}),
+        (RunConfig(dataset="npz"), None, {"synthetic_size"}, {"data_path"}),
+        (RunConfig(pipeline="gpu-resident"), None, {"num_workers", "pin_memory", "prefetch_factor"}, set()),
+        (RunConfig(num_workers=0), None, {"persistent_workers", "prefetch_factor"}, {"num_workers", "pin_memory"}),
+        (RunConfig(num_workers=2), CPU_DEVICE, {"pin_memory", "non_blocking"}, {"prefetch_factor"}),
+        (RunConfig(num_workers=2), GPU_DEVICE, set(), {"pin_memory", "non_blocking", "prefetch_factor"}),
+    ],
+)
+def test_inactive_fields(config, device, inactive, active):
+    found = settings_model.inactive_fields(config, device)
+    assert inactive <= set(found)
+    assert not active & set(found)
+
+
+def test_problem_sentences_name_their_fields():
+    assert settings_model.fields_named_in("augment=cpu needs pipeline=dataloader (the workers …)") == {
+        "augment", "pipeline"}
+    assert settings_model.fields_named_in("lr must be greater than 0 (got 0.0)") == {"lr"}

@@ -1,0 +1,77 @@
+"""`workbench` with no arguments: the QApplication, its look, the main window, and the exit code.
+
+Nothing here imports torch: the window paints first, and the device probe (which imports torch)
+starts in the background once it is shown.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Optional, Sequence
+
+from PySide6.QtCore import QCoreApplication, QTimer
+from PySide6.QtWidgets import QApplication
+
+from workbench.gui.background import wait_for_background_calls
+from workbench.gui.main_window import MainWindow
+
+ORGANIZATION = "gpu-training-workbench"
+APPLICATION = "workbench"
+# Benchmarks set this to time launch → first paint: the app prints the time and quits.
+EXIT_AFTER_SHOWN_ENV = "WORKBENCH_GUI_EXIT_AFTER_SHOWN"
+
+STYLESHEET = """
+#devicePanel { border-radius: 6px; border: 1px solid #c8c8c8; background: #f4f4f4; }
+#devicePanel[state="gpu"] { background: #eaf5ea; border-color: #8cc08c; }
+#devicePanel[state="cpu"] { background: #fff4dd; border-color: #e0b050; }
+#devicePanel[state="error"] { background: #fde8e8; border-color: #d08080; }
+#deviceTitle { font-size: 13pt; font-weight: 600; }
+#deviceDetails { color: #404040; }
+*[invalid="true"] { border: 1px solid #c62828; border-radius: 3px; }
+#problemsLabel { color: #b71c1c; background: #fdecea; border: 1px solid #f0b8b8; border-radius: 4px; padding: 6px; }
+#derivedFacts { color: #303030; background: #eef3f8; border-radius: 4px; padding: 6px; }
+#runMessage { border-radius: 4px; padding: 6px 8px; }
+#runMessage[status="finished"] { background: #eaf5ea; color: #1b5e20; }
+#runMessage[status="stopped"] { background: #fff4dd; color: #6d4c00; }
+#runMessage[status="failed"] { background: #fdecea; color: #b71c1c; font-weight: 600; }
+#runNotes { color: #5f5f5f; font-style: italic; }
+#startButton { font-weight: 600; padding: 5px 18px; }
+#stopButton { padding: 5px 14px; }
+QProgressBar { min-height: 22px; }
+"""
+
+
+def create_application(argv: Optional[Sequence[str]] = None) -> QApplication:
+    existing = QApplication.instance()
+    if isinstance(existing, QApplication):
+        return existing
+    QCoreApplication.setOrganizationName(ORGANIZATION)
+    QCoreApplication.setApplicationName(APPLICATION)
+    app = QApplication(list(argv) if argv is not None else sys.argv[:1])
+    app.setApplicationDisplayName("GPU Training Workbench")
+    app.setStyle("Fusion")  # the same look on every platform, and in the screenshots
+    app.setStyleSheet(STYLESHEET)
+    return app
+
+
+def main() -> int:
+    app = create_application()
+    return run_window(app, MainWindow())
+
+
+def run_window(app: QApplication, window: MainWindow) -> int:
+    """Show the window, run the event loop until it closes, and return the exit code.
+
+    Closing the window mid-run stops the run and joins its thread first (MainWindow.closeEvent);
+    here we only make sure nothing is left running if the loop ended some other way.
+    """
+    window.show()
+    if os.environ.get(EXIT_AFTER_SHOWN_ENV):
+        QTimer.singleShot(0, lambda: (print(f"shown_at={time.time():.6f}", flush=True), window.close()))
+    code = app.exec()
+    window.session.request_stop()
+    window.session.wait()
+    wait_for_background_calls()
+    return code

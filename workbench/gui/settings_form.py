@@ -1,0 +1,268 @@
+"""The settings form: RunConfig ⇄ widgets, one widget per field, objectName = the field's name.
+
+The form never owns the truth: ``config()`` reads a fresh RunConfig from the widgets and
+``set_config()`` writes one into them. What it shows besides the values (tooltips, derived facts,
+problems, greyed-out fields, disabled choices) comes from ``settings_model``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QStandardItemModel, QValidator
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QSpinBox,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.config import CHOICES, FIELD_NAMES, FIELD_TYPES, OPTIONAL_FIELDS, RANGES, RunConfig
+from workbench.engine.events import DeviceInfo
+from workbench.gui import settings_model
+from workbench.gui.settings_model import SPECS
+
+INT32_MAX = 2**31 - 1  # QSpinBox holds a C int; the seed's range is clamped to it
+NO_LIMIT = "no limit"
+
+
+class FloatSpinBox(QDoubleSpinBox):
+    """Shows 5e-04 and 0.05 rather than 0.000500 and 0.050000, and accepts either when typed."""
+
+    def __init__(self, parent: Optional[QWidget] = None):
+        super().__init__(parent)
+        self.setDecimals(10)  # the value's precision; the text is formatted by textFromValue
+        self.setStepType(QDoubleSpinBox.StepType.AdaptiveDecimalStepType)
+
+    def textFromValue(self, value: float) -> str:
+        return f"{value:.6g}"
+
+    def valueFromText(self, text: str) -> float:
+        try:
+            return float(text)
+        except ValueError:
+            return self.value()
+
+    def validate(self, text: str, position: int) -> object:
+        try:
+            value = float(text)
+        except ValueError:
+            return QValidator.State.Intermediate, text, position
+        state = (QValidator.State.Acceptable if self.minimum() <= value <= self.maximum()
+                 else QValidator.State.Intermediate)
+        return state, text, position
+
+
+class PathField(QWidget):
+    """A line edit with a Browse… button; the line edit carries the field's objectName."""
+
+    def __init__(self, name: str, parent: Optional[QWidget] = None):
+        super().__init__(parent)
+        self.edit = QLineEdit()
+        self.edit.setObjectName(name)
+        self.edit.setPlaceholderText("path to an .npz file, or a CIFAR folder")
+        self.edit.setClearButtonEnabled(True)
+        browse = QToolButton()
+        browse.setObjectName(f"{name}Browse")
+        browse.setText("Browse…")
+        browse.clicked.connect(self._browse)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.edit, 1)
+        layout.addWidget(browse)
+
+    def _browse(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Choose an .npz dataset", self.edit.text(),
+                                              "NumPy archives (*.npz);;All files (*)")
+        if path:
+            self.edit.setText(path)
+
+
+class SettingsForm(QWidget):
+    """Emits ``config_changed(RunConfig)`` after every edit; ``problems()`` says what blocks a run."""
+
+    config_changed = Signal(object)
+
+    def __init__(self, config: RunConfig = RunConfig(), parent: Optional[QWidget] = None):
+        super().__init__(parent)
+        self.setObjectName("settingsForm")
+        self._device: Optional[DeviceInfo] = None
+        self._editors: dict[str, QWidget] = {}  # the value-holding widget, named after the field
+        self._rows: dict[str, tuple[QLabel, QWidget]] = {}  # label and row widget, greyed together
+        self._tooltips: dict[str, str] = {}
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        for group, names in settings_model.GROUPS.items():
+            box = QGroupBox(group.replace("&", "&&"))  # a bare & would mark a keyboard mnemonic
+            box.setObjectName(f"group{''.join(word.capitalize() for word in group.split() if word.isalpha())}")
+            form = QFormLayout(box)
+            form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+            for name in names:
+                row_widget = self._make_editor(name)
+                label = QLabel(SPECS[name].label)
+                label.setBuddy(self._editors[name])
+                self._tooltips[name] = f"<b>{name}</b> (--{name.replace('_', '-')})<br>" + (
+                    SPECS[name].tooltip.replace("\n", "<br>"))
+                self._rows[name] = (label, row_widget)
+                form.addRow(label, row_widget)
+            layout.addWidget(box)
+
+        self.derived_label = QLabel()
+        self.derived_label.setObjectName("derivedFacts")
+        self.derived_label.setWordWrap(True)
+        self.derived_label.setToolTip("Worked out from the settings above as you change them.")
+        self.problems_label = QLabel()
+        self.problems_label.setObjectName("problemsLabel")
+        self.problems_label.setWordWrap(True)
+        self.problems_label.setTextFormat(Qt.TextFormat.RichText)
+        layout.addWidget(self.derived_label)
+        layout.addWidget(self.problems_label)
+        layout.addStretch(1)
+
+        self.set_config(config)
+
+    # -- the contract ------------------------------------------------------------------------
+    def config(self) -> RunConfig:
+        return RunConfig(**{name: self._read(name) for name in FIELD_NAMES})
+
+    def set_config(self, config: RunConfig) -> None:
+        for name in FIELD_NAMES:
+            editor = self._editors[name]
+            editor.blockSignals(True)
+            try:
+                self._write(name, getattr(config, name))
+            finally:
+                editor.blockSignals(False)
+        self.config_changed.emit(self._refresh())  # once, not once per field
+
+    def set_device(self, device: DeviceInfo) -> None:
+        """Once the device is known: disable choices it cannot run, grey out what has no effect."""
+        self._device = device
+        unavailable = settings_model.unavailable_choices(device)
+        for name in settings_model.HARDWARE_FIELDS:
+            combo = self._editors[name]
+            assert isinstance(combo, QComboBox)
+            model = combo.model()
+            assert isinstance(model, QStandardItemModel)
+            for index, choice in enumerate(CHOICES[name]):
+                reason = unavailable.get(name, {}).get(choice)
+                item = model.item(index)
+                item.setEnabled(reason is None)
+                item.setText(choice if reason is None else f"{choice} (unavailable)")
+                item.setToolTip(reason or "")
+        self._refresh()
+
+    def problems(self) -> list[str]:
+        return settings_model.problems(self.config(), self._device)
+
+    def editor(self, name: str) -> QWidget:
+        return self._editors[name]
+
+    # -- widgets per field type --------------------------------------------------------------
+    def _make_editor(self, name: str) -> QWidget:
+        """The widget for one field; returns the row widget (a PathField wraps the editor)."""
+        hint = FIELD_TYPES[name]
+        row: QWidget
+        if name == "data_path":
+            row = PathField(name)
+            editor: QWidget = row.edit
+            row.edit.textChanged.connect(self._on_edit)
+        elif name in CHOICES:
+            editor = row = QComboBox()
+            for choice in CHOICES[name]:
+                editor.addItem(choice, choice)
+            editor.currentIndexChanged.connect(self._on_edit)
+        elif hint is bool:
+            editor = row = QCheckBox()
+            editor.toggled.connect(self._on_edit)
+        elif hint is float:
+            editor = row = FloatSpinBox()
+            low, high = RANGES[name]
+            editor.setRange(low, high)
+            editor.valueChanged.connect(self._on_edit)
+        else:  # int, or Optional[int]: 0 below the range means None ("no limit")
+            editor = row = QSpinBox()
+            low, high = RANGES[name]
+            if name in OPTIONAL_FIELDS:
+                low -= 1
+                editor.setSpecialValueText(NO_LIMIT)
+            editor.setRange(int(low), int(min(high, INT32_MAX)))
+            editor.setGroupSeparatorShown(True)
+            editor.setAccelerated(True)
+            editor.valueChanged.connect(self._on_edit)
+        editor.setObjectName(name)
+        self._editors[name] = editor
+        return row
+
+    def _read(self, name: str) -> Any:
+        editor = self._editors[name]
+        if isinstance(editor, QComboBox):
+            return editor.currentData()
+        if isinstance(editor, QCheckBox):
+            return editor.isChecked()
+        if isinstance(editor, QLineEdit):
+            return editor.text().strip()
+        if isinstance(editor, QSpinBox) and name in OPTIONAL_FIELDS and editor.value() == editor.minimum():
+            return None
+        return editor.value()
+
+    def _write(self, name: str, value: Any) -> None:
+        editor = self._editors[name]
+        if isinstance(editor, QComboBox):
+            editor.setCurrentIndex(max(0, editor.findData(value)))
+        elif isinstance(editor, QCheckBox):
+            editor.setChecked(bool(value))
+        elif isinstance(editor, QLineEdit):
+            editor.setText(str(value))
+        elif isinstance(editor, QSpinBox) and value is None:
+            editor.setValue(editor.minimum())
+        else:
+            editor.setValue(value)  # a spin box clamps out-of-range values; validate() would refuse them
+
+    # -- live feedback -----------------------------------------------------------------------
+    def _on_edit(self, *_: object) -> None:
+        config = self._refresh()
+        self.config_changed.emit(config)
+
+    def _refresh(self) -> RunConfig:
+        config = self.config()
+        inactive = settings_model.inactive_fields(config, self._device)
+        found = settings_model.problems(config, self._device)
+        flagged = set().union(*(settings_model.fields_named_in(problem) for problem in found)) if found else set()
+        for name, (label, row) in self._rows.items():
+            reason = inactive.get(name)
+            label.setEnabled(reason is None)
+            row.setEnabled(reason is None)
+            tooltip = self._tooltips[name]
+            if reason:
+                tooltip += f"<br><br><i>Not used now: {reason}.</i>"
+            label.setToolTip(tooltip)
+            self._editors[name].setToolTip(tooltip)
+            editor = self._editors[name]
+            if bool(editor.property("invalid")) != (name in flagged):
+                editor.setProperty("invalid", name in flagged)
+                editor.style().unpolish(editor)  # re-apply the stylesheet's [invalid="true"] rule
+                editor.style().polish(editor)
+        self.derived_label.setText(settings_model.derive(config).describe(config))
+        if found:
+            items = "".join(f"<li>{_escape(problem)}</li>" for problem in found)
+            self.problems_label.setText(f"<b>Cannot start:</b><ul style='margin: 0'>{items}</ul>")
+        else:
+            self.problems_label.setText("")
+        self.problems_label.setVisible(bool(found))
+        return config
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
