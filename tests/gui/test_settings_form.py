@@ -111,6 +111,7 @@ def test_cpu_disables_fp16_bf16_and_cuda_with_reasons(form):
     form.set_config(RunConfig(precision="fp16"))
     assert form.config().precision == "fp16"
     assert form.problems() == ["fp16 needs a CUDA GPU"]
+    assert form.editor("precision").property("invalid")
 
 
 def test_gpu_without_native_bf16_disables_only_bf16(form):

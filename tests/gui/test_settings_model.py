@@ -73,6 +73,10 @@ def test_inactive_fields(config, device, inactive, active):
 
 
 def test_problem_sentences_name_their_fields():
-    assert settings_model.fields_named_in("augment=cpu needs pipeline=dataloader (the workers …)") == {
+    config = RunConfig(pipeline="gpu-resident", augment="cpu", device="cpu", precision="fp16")
+    assert settings_model.fields_named_in("augment=cpu needs pipeline=dataloader (the workers …)", config, None) == {
         "augment", "pipeline"}
-    assert settings_model.fields_named_in("lr must be greater than 0 (got 0.0)") == {"lr"}
+    assert settings_model.fields_named_in("lr must be greater than 0 (got 0.0)", config, None) == {"lr"}
+    # A hardware problem names the value, not the field: the field is marked when the machine lacks that choice.
+    assert settings_model.fields_named_in("fp16 needs a CUDA GPU", config, CPU_DEVICE) == {"precision"}
+    assert settings_model.fields_named_in("fp16 needs a CUDA GPU", config, None) == set()

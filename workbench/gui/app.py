@@ -32,11 +32,11 @@ STYLESHEET = """
 *[invalid="true"] { border: 1px solid #c62828; border-radius: 3px; }
 #problemsLabel { color: #b71c1c; background: #fdecea; border: 1px solid #f0b8b8; border-radius: 4px; padding: 6px; }
 #derivedFacts { color: #303030; background: #eef3f8; border-radius: 4px; padding: 6px; }
-#runMessage { border-radius: 4px; padding: 6px 8px; }
+#runMessage { border-radius: 4px; padding: 6px 8px; background: #f2f2f2; color: #404040; }
+#runMessage[status="running"] { background: #eef3f8; color: #303030; }
 #runMessage[status="finished"] { background: #eaf5ea; color: #1b5e20; }
 #runMessage[status="stopped"] { background: #fff4dd; color: #6d4c00; }
 #runMessage[status="failed"] { background: #fdecea; color: #b71c1c; font-weight: 600; }
-#runNotes { color: #5f5f5f; font-style: italic; }
 #startButton { font-weight: 600; padding: 5px 18px; }
 #stopButton { padding: 5px 14px; }
 QProgressBar { min-height: 22px; }

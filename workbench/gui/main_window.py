@@ -16,7 +16,6 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QProgressBar,
     QPushButton,
-    QScrollArea,
     QSplitter,
     QTabWidget,
     QVBoxLayout,
@@ -96,26 +95,20 @@ class MainWindow(QMainWindow):
 
     # -- assembly ----------------------------------------------------------------------------
     def _build_layout(self) -> None:
-        form_scroll = QScrollArea()
-        form_scroll.setObjectName("settingsScroll")
-        form_scroll.setWidget(self.form)
-        form_scroll.setWidgetResizable(True)
-        form_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        form_scroll.setMinimumWidth(360)
+        self.form.setMinimumWidth(370)
 
-        self.run_message = QLabel()
+        # One line of news above the plots: what is running (and the engine's notes), then the outcome.
+        # Its height stays fixed while a run goes: a relayout would repaint every plot at once.
+        self.run_message = QLabel("Press Start to train with these settings; the plots fill in as the run goes.")
         self.run_message.setObjectName("runMessage")
+        self.run_message.setProperty("status", "idle")
         self.run_message.setWordWrap(True)
         self.run_message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.run_message.hide()
-        self.run_notes = QLabel()
-        self.run_notes.setObjectName("runNotes")
-        self.run_notes.setWordWrap(True)
-        self.run_notes.hide()
+        self._message_height = 2 * self.run_message.fontMetrics().lineSpacing() + 14
+        self.run_message.setMinimumHeight(self._message_height)
         live = QWidget()
         live_layout = QVBoxLayout(live)
         live_layout.addWidget(self.run_message)
-        live_layout.addWidget(self.run_notes)
         live_layout.addWidget(self.plots, 1)
 
         self.runs_tab = QWidget()
@@ -143,7 +136,7 @@ class MainWindow(QMainWindow):
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.setObjectName("mainSplitter")
-        self.splitter.addWidget(form_scroll)
+        self.splitter.addWidget(self.form)
         self.splitter.addWidget(right)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([400, 1000])
@@ -261,8 +254,8 @@ class MainWindow(QMainWindow):
         self._previous_config = config
         self._save_config(config)
         self.plots.begin_run(label)
-        self.run_message.hide()
-        self.run_notes.hide()
+        self._show_run_message("running", f"Running {label}…")
+        self.run_message.setFixedHeight(self._message_height)
         self.progress.setRange(0, 0)  # busy until the run knows its length
         self.progress.setFormat("Starting…")
         self.status_line.setText(f"Starting run {label}…")
@@ -284,9 +277,8 @@ class MainWindow(QMainWindow):
         self.progress.setValue(0)
         self.progress.setFormat(f"Epoch 1/{event.config.epochs} · step 0/{event.total_steps:,}")
         self.status_line.setText(run_messages.started_text(event))
-        if event.notes:
-            self.run_notes.setText("Notes: " + " · ".join(event.notes))
-            self.run_notes.show()
+        notes = " · ".join(event.notes)
+        self._show_run_message("running", f"Running {self.plots.run_label}." + (f" Notes: {notes}" if notes else ""))
         if event.device.type == "cuda":
             self.plots.set_memory_context(event.device.total_memory_bytes, None)
 
@@ -309,11 +301,16 @@ class MainWindow(QMainWindow):
         self.progress.setFormat(event.status.capitalize())
         if event.status == "finished":
             self.progress.setValue(self.progress.maximum())
-        self.run_message.setProperty("status", event.status)
-        self.run_message.style().unpolish(self.run_message)
-        self.run_message.style().polish(self.run_message)
+        self.run_message.setMaximumHeight(16_777_215)  # QWIDGETSIZE_MAX: a long failure reason may wrap
+        self._show_run_message(event.status, text)
+
+    def _show_run_message(self, status: str, text: str) -> None:
+        if self.run_message.property("status") != status:
+            self.run_message.setProperty("status", status)
+            self.run_message.style().unpolish(self.run_message)  # re-apply the [status=…] style rule
+            self.run_message.style().polish(self.run_message)
         self.run_message.setText(text)
-        self.run_message.show()
+        self.run_message.setToolTip(text)
 
     def _on_session_finished(self) -> None:
         self._update_controls()

@@ -1,8 +1,8 @@
 """Live plots: loss, images/sec, memory and data-wait share, with past runs dimmed underneath.
 
 Steps are appended to growable buffers as they arrive; the curves (made once) are redrawn from
-those buffers by a ~20 Hz timer, and only when something changed, so a fast run never costs a
-redraw per step. Past runs stay as overlays: same colour as when they were live, dimmed.
+those buffers by a ~20 Hz timer, one changed plot per tick, so a fast run never costs a redraw
+per step and no single tick holds the GUI thread for long. Past runs stay as overlays: same colour as when they were live, dimmed.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ REDRAW_INTERVAL_MS = 50
 SMOOTHING_WEIGHT = 0.8
 MAX_OVERLAYS = 8
 BUFFER_KEYS = SERIES_KEYS + ("loss_smoothed",)
+PLOTS = ("loss", "throughput", "data_wait", "memory")  # the redraw order
 GIB = float(2**30)
 RUN_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 MEMORY_SERIES = {  # key → legend name, colour
@@ -32,6 +33,7 @@ MEMORY_SERIES = {  # key → legend name, colour
     "nvml_used": ("NVML device used", "#2ca02c"),
 }
 DIM_ALPHA = 90
+NEAR_LIMIT = 0.5  # above this share of the device total, the memory plot shows the total's line
 
 pg.setConfigOptions(background="w", foreground="#303030", antialias=True)
 
@@ -67,7 +69,7 @@ class PlotsPanel(QWidget):
         self._run_label = ""
         self._run_colour = RUN_COLOURS[0]
         self._runs_begun = 0
-        self._dirty = False
+        self._dirty: set[str] = set()  # the plots (PLOTS) whose curves are behind their buffers
 
         self.loss_plot = self._make_plot("lossPlot", "Training loss", "loss", "")
         self.throughput_plot = self._make_plot("throughputPlot", "Throughput", "images/s", "")
@@ -85,8 +87,7 @@ class PlotsPanel(QWidget):
 
         self.raw_loss_curve = self.loss_plot.plot()
         self.smooth_loss_curve = self.loss_plot.plot()
-        self.test_loss_points = pg.ScatterPlotItem(symbol="o", size=8, pen=pg.mkPen("#303030"), brush=None,
-                                                   name="test loss (per epoch)")
+        self.test_loss_points = pg.ScatterPlotItem(symbol="o", size=9, brush=pg.mkBrush(255, 255, 255))
         self.loss_plot.addItem(self.test_loss_points)
         self.throughput_curve = self.throughput_plot.plot()
         self.data_wait_curve = self.data_wait_plot.plot()
@@ -95,7 +96,7 @@ class PlotsPanel(QWidget):
         }
         self.device_total_line = pg.InfiniteLine(
             angle=0, movable=False, pen=_pen("#b00020", width=1.5, dashed=True),
-            label="", labelOpts=dict(position=0.02, color="#b00020", anchors=[(0, 1), (0, 1)]),
+            label="", labelOpts=dict(position=0.98, color="#b00020", anchors=[(1, 1), (1, 1)]),
         )
         self.device_total_line.setVisible(False)
         self.memory_plot.addItem(self.device_total_line, ignoreBounds=True)
@@ -120,14 +121,18 @@ class PlotsPanel(QWidget):
         self.memory_note.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.memory_note.setWordWrap(True)
         self.memory_note.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
-        self.memory_note.setStyleSheet("color: #6b6b6b; background: transparent; padding: 24px;")
+        self.memory_note.setMaximumWidth(420)
+        self.memory_note.setStyleSheet(
+            "color: #505050; background: rgba(255, 255, 255, 235); border: 1px solid #d0d0d0; border-radius: 6px;"
+            "padding: 12px;")
 
         grid = QGridLayout()
         grid.setSpacing(8)
         grid.addWidget(self.loss_plot, 0, 0)
         grid.addWidget(self.throughput_plot, 0, 1)
         grid.addWidget(self.memory_plot, 1, 0)
-        grid.addWidget(self.memory_note, 1, 0)  # same cell: the note sits over the empty plot
+        # Same cell, centred: the note sits over the middle of the empty plot.
+        grid.addWidget(self.memory_note, 1, 0, Qt.AlignmentFlag.AlignCenter)
         grid.addWidget(self.data_wait_plot, 1, 1)
         controls = QHBoxLayout()
         controls.addWidget(self.smooth_check)
@@ -141,7 +146,7 @@ class PlotsPanel(QWidget):
         self._apply_run_pens()
         self.redraw_timer = QTimer(self)
         self.redraw_timer.setInterval(REDRAW_INTERVAL_MS)
-        self.redraw_timer.timeout.connect(self.redraw)
+        self.redraw_timer.timeout.connect(self._redraw_next)
         self.redraw_timer.start()
 
     def _make_plot(self, object_name: str, title: str, y_label: str, y_units: str) -> pg.PlotWidget:
@@ -175,18 +180,20 @@ class PlotsPanel(QWidget):
             self.memory_plot.removeItem(marker)
         self._release_markers.clear()
         self._apply_run_pens()
-        self._dirty = True
+        self._dirty.update(PLOTS)
 
     def add_steps(self, steps: Sequence[StepStats]) -> None:
         for stats in steps:
             row = step_row(stats)
             row["loss_smoothed"] = self._ema.update(stats.loss)
             self._buffer.append(row)
-        self._dirty = True
+        self._dirty.update(("loss", "throughput", "data_wait"))
+        if any(stats.memory.torch_reserved is not None or stats.memory.nvml_used is not None for stats in steps):
+            self._dirty.add("memory")  # on a CPU it stays empty: no repaint for nothing
 
     def add_epoch(self, stats: EpochStats) -> None:
         self._test_points.append((stats.step, stats.test_loss))
-        self._dirty = True
+        self._dirty.add("loss")
 
     def set_memory_context(self, total_bytes: Optional[int], empty_reason: Optional[str]) -> None:
         """The device total (the limit line) and, when the plot must stay empty, why (CPU mode)."""
@@ -194,9 +201,8 @@ class PlotsPanel(QWidget):
         if total_bytes:
             self.device_total_line.setPos(total_bytes / GIB)
             self.device_total_line.label.setFormat(f"device total {format_bytes(total_bytes)}")
-            self.memory_plot.setYRange(0, total_bytes / GIB * 1.08, padding=0)
-            self.memory_plot.enableAutoRange(axis="y", enable=False)
         self.device_total_line.setVisible(bool(total_bytes))
+        self._fit_memory_range()
         self.memory_note.setText(empty_reason or "")
         self.memory_note.setVisible(bool(empty_reason))
         self.memory_legend.setVisible(not empty_reason)  # a legend of curves that cannot exist only confuses
@@ -211,11 +217,15 @@ class PlotsPanel(QWidget):
             self._buffer.append({"step": step, "torch_reserved": release.reserved_after})
         marker = pg.InfiniteLine(
             pos=step, angle=90, movable=False, pen=_pen("#6b6b6b", width=1, dashed=True),
-            label=release.message, labelOpts=dict(position=0.85, color="#303030", rotateAxis=(1, 0)),
+            label=release.message, labelOpts=dict(position=0.5, color="#303030", rotateAxis=(1, 0)),
         )
         self.memory_plot.addItem(marker, ignoreBounds=True)
         self._release_markers.append(marker)
-        self._dirty = True
+        self._dirty.add("memory")
+
+    @property
+    def run_label(self) -> str:
+        return self._run_label
 
     def current_series(self) -> dict[str, np.ndarray]:
         """The current run's SERIES_KEYS columns (copies), in the form add_overlay takes."""
@@ -294,7 +304,7 @@ class PlotsPanel(QWidget):
             self._remove_overlay(overlay)
             self._draw_overlay(overlay)
         self._apply_run_pens()
-        self._dirty = True
+        self._dirty.add("loss")
 
     def _apply_run_pens(self) -> None:
         smooth = self.smooth_check.isChecked()
@@ -303,34 +313,69 @@ class PlotsPanel(QWidget):
         self.smooth_loss_curve.setVisible(smooth)
         self.throughput_curve.setPen(_pen(self._run_colour))
         self.data_wait_curve.setPen(_pen(self._run_colour))
+        self.test_loss_points.setPen(_pen(self._run_colour, width=1.5))
         # The legend names the run by the curve that stands out: the smoothed one when smoothing.
-        for curve in (self.raw_loss_curve, self.smooth_loss_curve):
+        for curve in (self.raw_loss_curve, self.smooth_loss_curve, self.test_loss_points):
             self.loss_legend.removeItem(curve)
         self.throughput_legend.removeItem(self.throughput_curve)
         if self._run_label:
             self.loss_legend.addItem(self.smooth_loss_curve if smooth else self.raw_loss_curve, self._run_label)
+            self.loss_legend.addItem(self.test_loss_points, "test loss after each epoch")
             self.throughput_legend.addItem(self.throughput_curve, self._run_label)
 
     # -- drawing -----------------------------------------------------------------------------
     def redraw(self) -> None:
-        """Copy the buffers into the curves; a no-op unless something arrived since the last call."""
-        if not self._dirty:
-            return
-        self._dirty = False
+        """Bring every plot up to date now (tests, screenshots); the timer does it one plot per tick."""
+        for plot in PLOTS:
+            self._redraw_plot(plot)
+        self._dirty.clear()
+
+    def _redraw_next(self) -> None:
+        """One dirty plot per tick: Qt paints each tick's changes in one pass, and four plots repainted
+        together hold the GUI thread (while training competes for the cores and the GIL) two to four
+        times longer than one does, which a user feels as a stutter."""
+        for plot in PLOTS:
+            if plot in self._dirty:
+                self._dirty.discard(plot)
+                self._redraw_plot(plot)
+                return
+
+    def _redraw_plot(self, plot: str) -> None:
         buffer = self._buffer
         steps = buffer.column("step")
-        self._set(self.raw_loss_curve, steps, buffer.column("loss"))
-        if self.smooth_check.isChecked():
-            self._set(self.smooth_loss_curve, steps, buffer.column("loss_smoothed"))
-        self._set(self.throughput_curve, steps, buffer.column("images_per_sec"))
-        self._set(self.data_wait_curve, steps, buffer.column("data_wait_fraction") * 100.0)
-        for key, curve in self.memory_curves.items():
-            self._set(curve, steps, buffer.column(key) / GIB)
-        if self._test_points:
-            x, y = zip(*self._test_points)
-            self.test_loss_points.setData(x=list(x), y=list(y))
+        if plot == "loss":
+            self._set(self.raw_loss_curve, steps, buffer.column("loss"))
+            if self.smooth_check.isChecked():
+                self._set(self.smooth_loss_curve, steps, buffer.column("loss_smoothed"))
+            if self._test_points:
+                x, y = zip(*self._test_points)
+                self.test_loss_points.setData(x=list(x), y=list(y))
+            else:
+                self.test_loss_points.clear()
+        elif plot == "throughput":
+            self._set(self.throughput_curve, steps, buffer.column("images_per_sec"))
+        elif plot == "data_wait":
+            self._set(self.data_wait_curve, steps, buffer.column("data_wait_fraction") * 100.0)
         else:
-            self.test_loss_points.clear()
+            for key, curve in self.memory_curves.items():
+                self._set(curve, steps, buffer.column(key) / GIB)
+            self._fit_memory_range()
+
+    def _fit_memory_range(self) -> None:
+        """Show the device total only when usage comes near it: far below, the curves would be flat
+        lines at the bottom. The title always says how much of the device the run has used."""
+        total = self._device_total_bytes
+        columns = [self._buffer.column(key) for key in MEMORY_SERIES]
+        values = np.concatenate(columns) if len(self._buffer) else np.empty(0)
+        peak = float(np.nanmax(values)) if np.isfinite(values).any() else None
+        title = "Device memory"
+        if peak is not None and total:
+            title += f" · peak {format_bytes(peak)} of {format_bytes(total)} ({peak / total:.0%})"
+        self.memory_plot.setTitle(title, size="11pt")
+        if total and (peak is None or peak > NEAR_LIMIT * total):
+            self.memory_plot.setYRange(0, total / GIB * 1.08, padding=0)
+        elif peak is not None:
+            self.memory_plot.setYRange(0, peak / GIB * 1.25, padding=0)
 
     @staticmethod
     def _set(curve: pg.PlotDataItem, x: np.ndarray, y: np.ndarray) -> None:

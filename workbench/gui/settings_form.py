@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QScrollArea,
     QSpinBox,
     QToolButton,
     QVBoxLayout,
@@ -101,13 +102,16 @@ class SettingsForm(QWidget):
         self._rows: dict[str, tuple[QLabel, QWidget]] = {}  # label and row widget, greyed together
         self._tooltips: dict[str, str] = {}
 
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
+        fields_widget = QWidget()
+        fields_layout = QVBoxLayout(fields_widget)
+        fields_layout.setContentsMargins(0, 0, 4, 0)
+        fields_layout.setSpacing(6)
         for group, names in settings_model.GROUPS.items():
             box = QGroupBox(group.replace("&", "&&"))  # a bare & would mark a keyboard mnemonic
             box.setObjectName(f"group{''.join(word.capitalize() for word in group.split() if word.isalpha())}")
             form = QFormLayout(box)
             form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+            form.setVerticalSpacing(5)
             for name in names:
                 row_widget = self._make_editor(name)
                 label = QLabel(SPECS[name].label)
@@ -116,7 +120,14 @@ class SettingsForm(QWidget):
                     SPECS[name].tooltip.replace("\n", "<br>"))
                 self._rows[name] = (label, row_widget)
                 form.addRow(label, row_widget)
-            layout.addWidget(box)
+            fields_layout.addWidget(box)
+        fields_layout.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setObjectName("settingsScroll")
+        scroll.setWidget(fields_widget)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
 
         self.derived_label = QLabel()
         self.derived_label.setObjectName("derivedFacts")
@@ -126,9 +137,12 @@ class SettingsForm(QWidget):
         self.problems_label.setObjectName("problemsLabel")
         self.problems_label.setWordWrap(True)
         self.problems_label.setTextFormat(Qt.TextFormat.RichText)
+        # The fields scroll; what they add up to and what blocks a run stay in view below them.
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(scroll, 1)
         layout.addWidget(self.derived_label)
         layout.addWidget(self.problems_label)
-        layout.addStretch(1)
 
         self.set_config(config)
 
@@ -239,7 +253,9 @@ class SettingsForm(QWidget):
         config = self.config()
         inactive = settings_model.inactive_fields(config, self._device)
         found = settings_model.problems(config, self._device)
-        flagged = set().union(*(settings_model.fields_named_in(problem) for problem in found)) if found else set()
+        flagged: set[str] = set()
+        for problem in found:
+            flagged |= settings_model.fields_named_in(problem, config, self._device)
         for name, (label, row) in self._rows.items():
             reason = inactive.get(name)
             label.setEnabled(reason is None)

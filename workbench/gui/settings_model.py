@@ -265,10 +265,17 @@ def problems(config: RunConfig, device: Optional[DeviceInfo]) -> list[str]:
     return found
 
 
-def fields_named_in(problem: str) -> set[str]:
-    """The RunConfig fields a problem sentence mentions, to mark those widgets."""
-    words = set(re.findall(r"[a-z_]+", problem))
-    return {name for name in FIELD_NAMES if name in words}
+def fields_named_in(problem: str, config: RunConfig, device: Optional[DeviceInfo]) -> set[str]:
+    """The RunConfig fields a problem sentence is about, to mark those widgets: the ones it names,
+    and a hardware field whose chosen value it names when this machine cannot run that value
+    ("fp16 needs a CUDA GPU" is about precision)."""
+    words = set(re.findall(r"[a-z0-9_]+", problem))
+    named = {name for name in FIELD_NAMES if name in words}
+    for name, reasons in unavailable_choices(device).items():
+        value = getattr(config, name)
+        if value in reasons and value in words:
+            named.add(name)
+    return named
 
 
 def unavailable_choices(device: Optional[DeviceInfo]) -> dict[str, dict[str, str]]:
