@@ -1,0 +1,77 @@
+"""The sample-batch grid: real pipeline images, stale-until-shown refresh, readable errors."""
+
+import numpy as np
+import pytest
+from gui_fakes import TINY_RUN
+
+from workbench.engine.data import DataError
+from workbench.gui.background import wait_for_background_calls
+from workbench.gui.engine_calls import engine_preview
+from workbench.gui.sample_view import SampleView, mosaic
+
+
+@pytest.fixture
+def make_view(qtbot):
+    def make(preview_function):
+        view = SampleView(preview_function)
+        qtbot.addWidget(view)
+        return view
+
+    yield make
+    wait_for_background_calls(30_000)
+
+
+def test_mosaic_places_each_image_scaled_in_rows():
+    images = np.zeros((10, 32, 32, 3), np.uint8)
+    images[9] = 200
+    grid = mosaic(images, columns=4, scale=2, gap=4)
+    assert grid.shape == (3 * 64 + 2 * 4, 4 * 64 + 3 * 4, 3)
+    row, column = divmod(9, 4)
+    assert (grid[row * 68 : row * 68 + 64, column * 68 : column * 68 + 64] == 200).all()
+    assert (grid[:64, 64:68] == 255).all()  # the gap between images is white
+
+
+def test_the_real_pipeline_fills_the_grid_and_says_what_it_shows(qtbot, make_view):
+    view = make_view(engine_preview)
+    view.show()
+    view.set_config(TINY_RUN.replace(augment="gpu"))
+    qtbot.waitUntil(lambda: view.image.pixmap() is not None and not view.image.pixmap().isNull(), timeout=30_000)
+    assert (view.image.pixmap().width(), view.image.pixmap().height()) == (8 * 96 + 7 * 4, 4 * 96 + 3 * 4)
+    assert "32 synthetic training images" in view.caption.text()
+    assert "on the whole batch on the device (augment=gpu)" in view.caption.text()
+
+
+def test_settings_changes_wait_until_the_view_is_shown(qtbot, make_view):
+    calls = []
+
+    def preview(config, count):
+        calls.append(config)
+        return np.zeros((count, 32, 32, 3), np.uint8)
+
+    view = make_view(preview)
+    view.set_config(TINY_RUN)
+    qtbot.wait(400)
+    assert calls == []  # hidden: loading data for a view nobody sees would only cost time
+    view.show()
+    qtbot.waitUntil(lambda: len(calls) == 1)
+    view.set_config(TINY_RUN.replace(augment="none"))
+    qtbot.waitUntil(lambda: len(calls) == 2)
+    assert calls[-1].augment == "none"
+    qtbot.waitUntil(lambda: "after no augmentation" in view.caption.text())
+
+
+def test_a_data_error_is_shown_instead_of_the_grid(qtbot, make_view):
+    def preview(config, count):
+        raise DataError("npz file /nowhere.npz does not exist")
+
+    view = make_view(preview)
+    view.show()
+    view.set_config(TINY_RUN)
+    qtbot.waitUntil(lambda: view.caption.text() == "No sample batch: npz file /nowhere.npz does not exist")
+
+
+def test_the_real_cifar_subset_previews(qtbot, make_view, subset_npz):
+    view = make_view(engine_preview)
+    view.show()
+    view.set_config(TINY_RUN.replace(dataset="npz", data_path=str(subset_npz), augment="cpu"))
+    qtbot.waitUntil(lambda: "32 npz training images" in view.caption.text(), timeout=30_000)
