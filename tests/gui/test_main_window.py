@@ -55,7 +55,7 @@ def test_real_cpu_run_finishes_and_the_plots_hold_data(qtbot, make_window):
     assert window.plots.memory_note.isVisible() and "CPU mode" in window.plots.memory_note.text()
     assert window.progress.value() == window.progress.maximum() == 16
     assert window.status_line.text().startswith("Finished: test accuracy")
-    assert window.start_button.isEnabled() and not window.stop_button.isEnabled() and window.form.isEnabled()
+    assert window.start_button.isEnabled() and not window.stop_button.isEnabled() and window.form.editable
 
 
 def test_gpu_run_fills_the_memory_plot_with_the_device_total_as_limit(qtbot, make_window):
@@ -80,7 +80,7 @@ def test_stop_mid_run_stops_within_two_seconds(qtbot, make_window):
     with qtbot.waitSignal(window.session.steps, timeout=60_000):
         window.start_button.click()
     assert window.stop_button.isEnabled() and not window.start_button.isEnabled()
-    assert not window.form.isEnabled()
+    assert not window.form.editable
     clicked = time.perf_counter()
     with qtbot.waitSignal(window.session.finished, timeout=2_000):
         window.stop_button.click()
@@ -189,3 +189,54 @@ def test_runs_view_replaces_the_placeholder(make_window):
     window.set_runs_view(QLabel("runs table"))
     assert window.runs_tab.layout().count() == 1
     assert window.runs_tab.layout().itemAt(0).widget().text() == "runs table"
+
+
+class ListRecorder:
+    def __init__(self, config, fail_at=None):
+        self.config, self.events, self.fail_at = config, [], fail_at
+
+    def record(self, event):
+        if len(self.events) == self.fail_at:
+            raise OSError("disk full")
+        self.events.append(event)
+
+
+def test_recorder_gets_every_event_of_each_run_in_order(qtbot, make_window):
+    recorders = []
+    window = make_window(run_function=FakeRun(steps=7),
+                         recorder_factory=lambda config: recorders.append(ListRecorder(config)) or recorders[-1])
+    run_once(qtbot, window, TINY_RUN)
+    run_once(qtbot, window, TINY_RUN.replace(seed=1))
+    assert [recorder.config.seed for recorder in recorders] == [0, 1]
+    for recorder in recorders:
+        kinds = [type(event).__name__ for event in recorder.events]
+        assert kinds == ["StatusChanged", "RunStarted"] + ["StepStats"] * 7 + ["EpochStats", "RunEnded"]
+
+
+def test_a_failing_recorder_is_reported_and_the_run_goes_on(qtbot, make_window):
+    window = make_window(run_function=FakeRun(steps=7), recorder_factory=lambda config: ListRecorder(config, 3))
+    messages = []
+    window.session.steps.connect(lambda _steps: messages.append(window.status_line.text()))
+    ended = []
+    window.session.run_ended.connect(ended.append)
+    run_once(qtbot, window, TINY_RUN)
+    assert any("not being recorded in the history: OSError: disk full" in message for message in messages)
+    assert [event.status for event in ended] == ["finished"]
+    assert window.run_message.text().endswith("(not recorded in the history: OSError: disk full)")
+
+
+def test_real_npz_data_runs_from_the_form(qtbot, make_window, subset_npz):
+    window = make_window(run_function=engine_run)
+    form = window.form
+    form.set_config(TINY_RUN)
+    form.editor("dataset").setCurrentIndex(form.editor("dataset").findData("npz"))
+    assert not window.start_button.isEnabled()  # no file yet
+    form.editor("data_path").setText(str(subset_npz))
+    form.editor("max_steps").setValue(6)
+    assert "5,085 training images" in form.derived_label.text()
+    ended = []
+    window.session.run_ended.connect(ended.append)
+    with qtbot.waitSignal(window.session.finished, timeout=60_000):
+        window.start_button.click()
+    assert [(event.status, event.summary.steps) for event in ended] == [("finished", 6)]
+    assert 0.0 <= ended[0].summary.test_accuracy <= 1.0

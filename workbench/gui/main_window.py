@@ -6,9 +6,9 @@ RunSession trains it on a QThread, the plots draw what the session reports.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Optional, Protocol
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -23,7 +23,16 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.config import ConfigError, RunConfig
-from workbench.engine.events import DeviceInfo, EpochStats, MemoryRelease, RunEnded, RunStarted, StatusChanged
+from workbench.engine.events import (
+    DeviceInfo,
+    EpochStats,
+    Event,
+    MemoryRelease,
+    RunEnded,
+    RunStarted,
+    StatusChanged,
+    StepStats,
+)
 from workbench.gui import run_messages
 from workbench.gui.background import BackgroundCall
 from workbench.gui.device_panel import DevicePanel
@@ -53,11 +62,16 @@ def load_config(settings: QSettings) -> tuple[RunConfig, Optional[str]]:
         return RunConfig(), f"Saved settings were out of date and were reset to the defaults ({error})."
 
 
-class MainWindow(QMainWindow):
-    """``run_starting(RunConfig)`` fires on the GUI thread just before a run's thread starts (the place
-    to open a history record); the run's events then arrive through ``self.session``'s signals."""
+class Recorder(Protocol):
+    def record(self, event: Event) -> None: ...
 
-    run_starting = Signal(object)
+
+RecorderFactory = Callable[[RunConfig], Recorder]
+
+
+class MainWindow(QMainWindow):
+    """``recorder_factory(config)``, if given, is called as each run starts (e.g. the history store's
+    ``start_run``); the recorder then gets every event of that run, in order, on the GUI thread."""
 
     def __init__(
         self,
@@ -66,6 +80,7 @@ class MainWindow(QMainWindow):
         probe_function: ProbeFunction = engine_probe,
         release_function: ReleaseFunction = engine_release,
         preview_function: PreviewFunction = engine_preview,
+        recorder_factory: Optional[RecorderFactory] = None,
     ):
         super().__init__()
         self.setObjectName("mainWindow")
@@ -73,6 +88,9 @@ class MainWindow(QMainWindow):
         self._settings = settings if settings is not None else QSettings()
         self._probe_function = probe_function
         self._release_function = release_function
+        self._recorder_factory = recorder_factory
+        self._recorder: Optional[Recorder] = None
+        self._history_error: Optional[str] = None
         self._device: Optional[DeviceInfo] = None
         self._runs_started = 0
         self._previous_config: Optional[RunConfig] = None
@@ -153,6 +171,7 @@ class MainWindow(QMainWindow):
         self.progress.setTextVisible(True)
         self.progress.setFormat("No run yet")
         self.progress.setValue(0)
+        self.progress.setToolTip("Epoch, step, estimated time left and the latest images/sec of the current run")
         self.release_button = QPushButton("Release cached memory")
         self.release_button.setObjectName("releaseMemoryButton")
         self.release_result = QLabel()
@@ -206,6 +225,9 @@ class MainWindow(QMainWindow):
             view.overlayRequested.connect(lambda overlays: self.plots.set_overlays(overlays, source="history"))
         if hasattr(view, "loadSettingsRequested"):
             view.loadSettingsRequested.connect(self.load_settings)
+        if hasattr(view, "refresh"):  # show a run's row as it starts and its figures as it ends
+            self.session.run_started.connect(lambda _event: view.refresh())
+            self.session.finished.connect(view.refresh)
 
     def load_settings(self, config: RunConfig) -> None:
         """Fill the form with a run's settings (from the history); ignored while a run is going."""
@@ -259,7 +281,13 @@ class MainWindow(QMainWindow):
         self.progress.setRange(0, 0)  # busy until the run knows its length
         self.progress.setFormat("Starting…")
         self.status_line.setText(f"Starting run {label}…")
-        self.run_starting.emit(config)
+        self._recorder = None
+        self._history_error = None
+        if self._recorder_factory is not None:
+            try:
+                self._recorder = self._recorder_factory(config)
+            except Exception as error:  # the run still goes ahead; the user is told it is not recorded
+                self._history_failed(error)
         self.session.start(config)
         self._update_controls()
 
@@ -269,10 +297,26 @@ class MainWindow(QMainWindow):
             self.stop_button.setEnabled(False)
             self.status_line.setText("Stopping after the current step…")
 
+    def _record(self, events: list[Event]) -> None:
+        if self._recorder is None:
+            return
+        try:
+            for event in events:
+                self._recorder.record(event)
+        except Exception as error:
+            self._recorder = None  # one message, not one per event
+            self._history_failed(error)
+
+    def _history_failed(self, error: Exception) -> None:
+        self._history_error = f"{type(error).__name__}: {error}"
+        self.status_line.setText(f"This run is not being recorded in the history: {self._history_error}")
+
     def _on_status(self, event: StatusChanged) -> None:
+        self._record([event])
         self.status_line.setText(event.message)
 
     def _on_run_started(self, event: RunStarted) -> None:
+        self._record([event])
         self.progress.setRange(0, max(1, event.total_steps))
         self.progress.setValue(0)
         self.progress.setFormat(f"Epoch 1/{event.config.epochs} · step 0/{event.total_steps:,}")
@@ -282,7 +326,8 @@ class MainWindow(QMainWindow):
         if event.device.type == "cuda":
             self.plots.set_memory_context(event.device.total_memory_bytes, None)
 
-    def _on_steps(self, steps: list) -> None:
+    def _on_steps(self, steps: list[StepStats]) -> None:
+        self._record(steps)
         self.plots.add_steps(steps)
         last = steps[-1]
         self.progress.setMaximum(max(1, last.total_steps))
@@ -290,11 +335,16 @@ class MainWindow(QMainWindow):
         self.progress.setFormat(run_messages.progress_text(last))
 
     def _on_epoch(self, stats: EpochStats) -> None:
+        self._record([stats])
         self.plots.add_epoch(stats)
         self.status_line.setText(run_messages.epoch_text(stats))
 
     def _on_run_ended(self, event: RunEnded) -> None:
+        self._record([event])
+        self._recorder = None
         text = run_messages.ended_text(event)
+        if self._history_error:  # said once mid-run; repeated where it stays in view
+            text += f" (not recorded in the history: {self._history_error})"
         self.status_line.setText(text)
         if self.progress.maximum() == 0:  # ended before RunStarted: leave the busy state
             self.progress.setRange(0, 1)
@@ -346,7 +396,7 @@ class MainWindow(QMainWindow):
     def _update_controls(self) -> None:
         running = self.session.running
         problems = self.form.problems()
-        self.form.setEnabled(not running)
+        self.form.set_editable(not running)
         self.start_button.setEnabled(not running and not problems)
         if running:
             self.start_button.setToolTip("A run is in progress")

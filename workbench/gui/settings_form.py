@@ -76,6 +76,7 @@ class PathField(QWidget):
         browse = QToolButton()
         browse.setObjectName(f"{name}Browse")
         browse.setText("Browse…")
+        browse.setToolTip("Choose an .npz dataset file")
         browse.clicked.connect(self._browse)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -102,7 +103,7 @@ class SettingsForm(QWidget):
         self._rows: dict[str, tuple[QLabel, QWidget]] = {}  # label and row widget, greyed together
         self._tooltips: dict[str, str] = {}
 
-        fields_widget = QWidget()
+        self._fields = fields_widget = QWidget()
         fields_layout = QVBoxLayout(fields_widget)
         fields_layout.setContentsMargins(0, 0, 4, 0)
         fields_layout.setSpacing(6)
@@ -176,6 +177,14 @@ class SettingsForm(QWidget):
                 item.setText(choice if reason is None else f"{choice} (unavailable)")
                 item.setToolTip(reason or "")
         self._refresh()
+
+    def set_editable(self, editable: bool) -> None:
+        """Lock the fields during a run; they stay readable and the list still scrolls."""
+        self._fields.setEnabled(editable)
+
+    @property
+    def editable(self) -> bool:
+        return self._fields.isEnabled()
 
     def problems(self) -> list[str]:
         return settings_model.problems(self.config(), self._device)
