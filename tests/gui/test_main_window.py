@@ -72,9 +72,10 @@ def test_gpu_run_fills_the_memory_plot_with_the_device_total_as_limit(qtbot, mak
     assert not window.plots.memory_note.isVisible()
 
 
-def test_stop_mid_run_stops_within_two_seconds(qtbot, make_window):
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_stop_mid_run_stops_within_two_seconds(qtbot, make_window, num_workers):
     window = make_window(run_function=engine_run)
-    window.form.set_config(TINY_RUN.replace(synthetic_size=512, epochs=1000, log_every=1))
+    window.form.set_config(TINY_RUN.replace(synthetic_size=512, epochs=1000, log_every=1, num_workers=num_workers))
     ended = []
     window.session.run_ended.connect(ended.append)
     with qtbot.waitSignal(window.session.steps, timeout=60_000):

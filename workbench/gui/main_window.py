@@ -36,8 +36,8 @@ from workbench.engine.events import (
 from workbench.gui import run_messages
 from workbench.gui.background import BackgroundCall
 from workbench.gui.device_panel import DevicePanel
-from workbench.gui.plots import PlotsPanel
 from workbench.gui.engine_calls import engine_preview, engine_probe, engine_release, engine_run
+from workbench.gui.plots import PlotsPanel
 from workbench.gui.sample_view import PreviewFunction, SampleView
 from workbench.gui.settings_form import SettingsForm
 from workbench.gui.worker import RunFunction, RunSession
@@ -47,7 +47,6 @@ ReleaseFunction = Callable[[], MemoryRelease]
 
 SETTINGS_CONFIG = "run/config"
 SETTINGS_GEOMETRY = "window/geometry"
-SETTINGS_STATE = "window/state"
 SETTINGS_SPLITTER = "window/splitter"
 
 
@@ -262,8 +261,8 @@ class MainWindow(QMainWindow):
         if device.type == "cuda":
             self.plots.set_memory_context(device.total_memory_bytes, None)
         else:
-            self.plots.set_memory_context(None, "CPU mode: no GPU memory to plot.\n"
-                                                "torch's CUDA allocator and NVML are not in use without a CUDA GPU.")
+            self.plots.set_memory_context(None, "<b>CPU mode: no GPU memory to plot</b><br>"
+                                                "torch's CUDA allocator and NVML are only in use on a CUDA GPU.")
         self._update_controls()
 
     # -- running -----------------------------------------------------------------------------
@@ -319,7 +318,8 @@ class MainWindow(QMainWindow):
         self._record([event])
         self.progress.setRange(0, max(1, event.total_steps))
         self.progress.setValue(0)
-        self.progress.setFormat(f"Epoch 1/{event.config.epochs} · step 0/{event.total_steps:,}")
+        epochs = -(-event.total_steps // max(1, event.steps_per_epoch))  # max_steps may end it early
+        self.progress.setFormat(f"Epoch 1/{epochs} · step 0/{event.total_steps:,}")
         self.status_line.setText(run_messages.started_text(event))
         notes = " · ".join(event.notes)
         self._show_run_message("running", f"Running {self.plots.run_label}." + (f" Notes: {notes}" if notes else ""))
@@ -434,9 +434,6 @@ class MainWindow(QMainWindow):
         else:
             available = self.screen().availableGeometry()
             self.resize(min(1440, available.width() - 40), min(900, available.height() - 60))
-        state = self._settings.value(SETTINGS_STATE)
-        if isinstance(state, QByteArray) and not state.isEmpty():
-            self.restoreState(state)
         splitter = self._settings.value(SETTINGS_SPLITTER)
         if isinstance(splitter, QByteArray) and not splitter.isEmpty():
             self.splitter.restoreState(splitter)
@@ -444,7 +441,6 @@ class MainWindow(QMainWindow):
     def save_settings(self) -> None:
         self._save_config(self.form.config())
         self._settings.setValue(SETTINGS_GEOMETRY, self.saveGeometry())
-        self._settings.setValue(SETTINGS_STATE, self.saveState())
         self._settings.setValue(SETTINGS_SPLITTER, self.splitter.saveState())
         self._settings.sync()
 

@@ -121,6 +121,7 @@ class PlotsPanel(QWidget):
         self.memory_note.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.memory_note.setWordWrap(True)
         self.memory_note.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self.memory_note.setMinimumWidth(300)
         self.memory_note.setMaximumWidth(420)
         self.memory_note.setStyleSheet(
             "color: #505050; background: rgba(255, 255, 255, 235); border: 1px solid #d0d0d0; border-radius: 6px;"
@@ -205,6 +206,7 @@ class PlotsPanel(QWidget):
         self._fit_memory_range()
         self.memory_note.setText(empty_reason or "")
         self.memory_note.setVisible(bool(empty_reason))
+        self.memory_plot.getAxis("left").setStyle(showValues=not empty_reason)  # no scale for nothing
         self.memory_legend.setVisible(not empty_reason)  # a legend of curves that cannot exist only confuses
 
     def mark_release(self, release: MemoryRelease) -> None:
