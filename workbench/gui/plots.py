@@ -76,7 +76,6 @@ class PlotsPanel(QWidget):
         self.memory_plot = self._make_plot("memoryPlot", "Device memory", "memory", "GiB")
         self.data_wait_plot = self._make_plot("dataWaitPlot", "Time waiting for data", "share of step time", "%")
         self.data_wait_plot.setYRange(0, 100, padding=0.02)
-        self.data_wait_plot.getViewBox().setAutoVisible(y=False)
         self.data_wait_plot.enableAutoRange(axis="y", enable=False)
 
         self.loss_legend = self.loss_plot.addLegend(offset=(-8, 8), labelTextSize="9pt")
@@ -206,7 +205,8 @@ class PlotsPanel(QWidget):
         self._fit_memory_range()
         self.memory_note.setText(empty_reason or "")
         self.memory_note.setVisible(bool(empty_reason))
-        self.memory_plot.getAxis("left").setStyle(showValues=not empty_reason)  # no scale for nothing
+        for side in ("left", "bottom"):  # no scale for nothing
+            self.memory_plot.getAxis(side).setStyle(showValues=not empty_reason)
         self.memory_legend.setVisible(not empty_reason)  # a legend of curves that cannot exist only confuses
 
     def mark_release(self, release: MemoryRelease) -> None:
