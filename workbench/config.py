@@ -195,7 +195,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "max_steps": (1, 100_000_000),
     "batch_size": (1, 65_536),
     "accumulation_steps": (1, 1024),
-    "seed": (0, 2**63 - 1),
+    "seed": (0, 2**31 - 1),  # fits a Qt spin box and every RNG the engine seeds
     "log_every": (1, 1_000_000),
 }
 

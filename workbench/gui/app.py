@@ -12,7 +12,7 @@ import time
 from typing import Optional, Sequence
 
 from PySide6.QtCore import QCoreApplication, QTimer
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QMessageBox
 
 from workbench.gui.background import wait_for_background_calls
 from workbench.gui.main_window import MainWindow
@@ -58,7 +58,37 @@ def create_application(argv: Optional[Sequence[str]] = None) -> QApplication:
 
 def main() -> int:
     app = create_application()
-    return run_window(app, MainWindow())
+    store, history_problem = open_history()
+    window = build_window(store)
+    if history_problem:
+        # Training still works without a history; say why runs are not being kept.
+        QTimer.singleShot(0, lambda: QMessageBox.warning(window, "Run history unavailable", history_problem))
+    try:
+        return run_window(app, window)
+    finally:
+        if store is not None:
+            store.close()
+
+
+def build_window(store, **window_options) -> MainWindow:
+    """The main window; with a history store, GUI runs are recorded there and listed in the Runs tab."""
+    if store is None:
+        return MainWindow(**window_options)
+    from workbench.gui.runs_view import RunsView
+
+    window = MainWindow(recorder_factory=lambda config: store.start_run(config, source="gui"), **window_options)
+    window.set_runs_view(RunsView(store))
+    return window
+
+
+def open_history():
+    """The run history shared with the CLI, or (None, why not)."""
+    from workbench.history.store import HistoryError, HistoryStore
+
+    try:
+        return HistoryStore.open(), None
+    except (HistoryError, OSError) as error:
+        return None, f"Runs will not be recorded: {error}"
 
 
 def run_window(app: QApplication, window: MainWindow) -> int:

@@ -343,16 +343,17 @@ class MainWindow(QMainWindow):
         self._record([event])
         self._recorder = None
         text = run_messages.ended_text(event)
-        if self._history_error:  # said once mid-run; repeated where it stays in view
-            text += f" (not recorded in the history: {self._history_error})"
-        self.status_line.setText(text)
+        history_note = f" (not recorded in the history: {self._history_error})" if self._history_error else ""
+        self.status_line.setText(text + history_note)
         if self.progress.maximum() == 0:  # ended before RunStarted: leave the busy state
             self.progress.setRange(0, 1)
         self.progress.setFormat(event.status.capitalize())
         if event.status == "finished":
             self.progress.setValue(self.progress.maximum())
         self.run_message.setMaximumHeight(16_777_215)  # QWIDGETSIZE_MAX: a long failure reason may wrap
-        self._show_run_message(event.status, text)
+        # The verdict says what bounded the run: the one line a user should read first after the figures.
+        verdict = f"\n{event.summary.verdict}" if event.status != "failed" and event.summary.verdict else ""
+        self._show_run_message(event.status, text + verdict + history_note)
 
     def _show_run_message(self, status: str, text: str) -> None:
         if self.run_message.property("status") != status:

@@ -42,14 +42,13 @@ from PySide6.QtWidgets import (
 
 from workbench.formatting import format_duration
 from workbench.history.compare import SECTIONS, ComparisonRow, compare_runs
+from workbench.gui.series import SERIES_KEYS
 from workbench.history.export import export_runs_csv, export_steps_csv
 from workbench.history.metrics import METRICS_BY_NAME, format_metric, local_time
 from workbench.history.store import HistoryError, HistoryStore, RunRecord
 
 # The step curves the main window's plots overlay (PlotsPanel.add_overlay takes exactly these).
-OVERLAY_KEYS: tuple[str, ...] = (
-    "step", "loss", "images_per_sec", "data_wait_fraction", "torch_allocated", "torch_reserved", "nvml_used",
-)
+OVERLAY_KEYS: tuple[str, ...] = SERIES_KEYS
 MAX_OVERLAY_RUNS = 8
 SORT_ROLE = Qt.ItemDataRole.UserRole
 RUN_ID_ROLE = Qt.ItemDataRole.UserRole + 1

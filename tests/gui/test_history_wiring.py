@@ -1,0 +1,45 @@
+"""The app as main() assembles it: GUI runs go into the same history as CLI runs and show in the Runs tab."""
+
+from gui_fakes import TINY_RUN
+
+from workbench.cli import main as cli_main
+from workbench.engine import probe_device
+from workbench.gui.app import build_window
+from workbench.gui.engine_calls import engine_run
+from workbench.gui.runs_view import RunsView
+from workbench.history.store import HistoryStore
+
+
+def test_a_gui_run_and_a_cli_run_share_one_history(qtbot, settings, isolated_workbench_home, capsys):
+    store = HistoryStore.open()
+    window = build_window(store, settings=settings, run_function=engine_run,
+                          probe_function=lambda: probe_device("auto"))
+    qtbot.addWidget(window)
+    try:
+        window.show()
+        qtbot.waitUntil(lambda: window._device is not None, timeout=30_000)
+        window.form.set_config(TINY_RUN)
+        with qtbot.waitSignal(window.session.finished, timeout=60_000):
+            window.start_button.click()
+
+        assert cli_main(["run", "--dataset", "synthetic", "--synthetic-size", "256", "--batch-size", "32",
+                         "--max-steps", "3", "--device", "cpu", "--num-workers", "0", "--name", "from the CLI"]) == 0
+        capsys.readouterr()
+
+        runs = sorted(store.list_runs(), key=lambda run: run.id)
+        assert [(run.source, run.status) for run in runs] == [("gui", "finished"), ("cli", "finished")]
+        assert runs[0].config == window.form.config() and runs[0].steps > 0
+        assert runs[0].verdict and runs[1].verdict  # both measured data wait and device busy
+
+        view = window.findChild(RunsView)
+        assert view is not None
+        view.refresh()
+        table = view.findChild(object, "runsTable")
+        assert table.model().rowCount() == 2
+        assert window.status_line.text().startswith("Finished: test accuracy")
+        assert "bound" in window.run_message.text()  # the verdict is shown with the result
+    finally:
+        window.session.request_stop()
+        window.session.wait(10_000)
+        window.close()
+        store.close()
