@@ -124,8 +124,8 @@ class RunSummary:
     final_loss: Optional[float] = None
     images_per_sec_mean: Optional[float] = None
     images_per_sec_median: Optional[float] = None
-    data_wait_fraction: Optional[float] = None
-    device_busy_fraction: Optional[float] = None  # device time of the steps / wall time
+    data_wait_fraction: Optional[float] = None  # of training wall time, after the first (warm-up) log window
+    device_busy_fraction: Optional[float] = None  # device time of the steps / wall time, likewise
     peak_allocated_bytes: Optional[int] = None
     peak_reserved_bytes: Optional[int] = None
     peak_nvml_used_bytes: Optional[int] = None  # highest NVML reading at log points (sampled, not a true peak)

@@ -23,6 +23,9 @@ class SummaryBuilder:
         self._began = time.perf_counter()
         self._started: Optional[RunStarted] = None
         self._throughputs: list[float] = []
+        # Fractions of time (data wait, device busy) are over the steady state: the first log window
+        # holds one-off costs (cuDNN autotuning, worker start-up, compilation) unless it is the only one.
+        self._warmup: Optional[StepStats] = None
         self._data_wait = 0.0
         self._compute_time = 0.0
         self._window_time = 0.0
@@ -36,9 +39,12 @@ class SummaryBuilder:
         elif isinstance(event, StepStats):
             self._last_step = event
             self._throughputs.append(event.images_per_sec)
-            self._data_wait += event.data_wait_seconds
-            self._compute_time += event.compute_seconds
-            self._window_time += event.window_seconds
+            if self._warmup is None:
+                self._warmup = event
+            else:
+                self._data_wait += event.data_wait_seconds
+                self._compute_time += event.compute_seconds
+                self._window_time += event.window_seconds
             self._track_peaks(event.memory)
         elif isinstance(event, EpochStats):
             self._last_epoch = event
@@ -58,6 +64,10 @@ class SummaryBuilder:
         self, status: EndStatus, reason: Optional[str] = None, kind: Optional[FailureKind] = None
     ) -> RunSummary:
         started, step, epoch = self._started, self._last_step, self._last_epoch
+        wait, busy, window = self._data_wait, self._compute_time, self._window_time
+        if window == 0 and self._warmup is not None:  # a single window: it is all there is
+            wait, busy, window = (self._warmup.data_wait_seconds, self._warmup.compute_seconds,
+                                  self._warmup.window_seconds)
         return RunSummary(
             status=status,
             reason=reason,
@@ -66,8 +76,8 @@ class SummaryBuilder:
             final_loss=step.loss if step else None,
             images_per_sec_mean=statistics.fmean(self._throughputs) if self._throughputs else None,
             images_per_sec_median=statistics.median(self._throughputs) if self._throughputs else None,
-            data_wait_fraction=self._data_wait / self._window_time if self._window_time > 0 else None,
-            device_busy_fraction=min(1.0, self._compute_time / self._window_time) if self._window_time > 0 else None,
+            data_wait_fraction=wait / window if window > 0 else None,
+            device_busy_fraction=min(1.0, busy / window) if window > 0 else None,
             peak_allocated_bytes=self._peaks["allocated"],
             peak_reserved_bytes=self._peaks["reserved"],
             peak_nvml_used_bytes=self._peaks["nvml"],
