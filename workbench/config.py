@@ -132,13 +132,6 @@ class RunConfig:
                 )
         return problems
 
-    def check(self, device: DeviceInfo | None = None) -> RunConfig:
-        """Return self, or raise ConfigError listing every problem."""
-        problems = self.validate(device)
-        if problems:
-            raise ConfigError(problems)
-        return self
-
     # -- round trips -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -186,3 +186,16 @@ def test_the_real_cifar10_subset_learns(subset_npz):
     assert accuracies[-1] >= 0.45  # chance is 0.10; 10 epochs reach ~0.65
     losses = [e.loss for e in events if isinstance(e, StepStats)]
     assert losses[-1] < losses[0] * 0.8
+
+
+def test_out_of_memory_is_a_failed_run_with_advice_and_frees_the_run(monkeypatch):
+    from workbench.engine import trainer
+
+    def out_of_memory(self, images, labels):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(trainer.TrainStep, "__call__", out_of_memory)
+    ended = run_to_end(tiny_config(num_workers=2, persistent_workers=True, batch_size=64))[-1]
+    assert ended.status == "failed" and ended.kind == "out_of_memory"
+    assert ended.reason.startswith("CUDA out of memory with small-cnn at batch_size=64, fp32: try a smaller batch")
+    assert multiprocessing.active_children() == []

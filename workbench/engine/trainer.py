@@ -7,6 +7,7 @@ tensors and CUDA events time each step; all of it is read once per ``log_every``
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import time
 from typing import Callable, Iterator, Optional
@@ -84,8 +85,11 @@ def run(config: RunConfig, stop: Callable[[], bool] = _never) -> Iterator[Event]
     except DataError as error:
         yield ended("failed", str(error), "data")
     except torch.cuda.OutOfMemoryError:
+        # Drop the model, optimizer and data before reporting, so the cache can really be returned.
         if session is not None:
             session.close()
+            session = None
+        gc.collect()
         torch.cuda.empty_cache()
         yield ended(
             "failed",

@@ -33,7 +33,7 @@ from workbench.engine.events import DeviceInfo
 from workbench.gui import settings_model
 from workbench.gui.settings_model import SPECS
 
-INT32_MAX = 2**31 - 1  # QSpinBox holds a C int; the seed's range is clamped to it
+INT32_MAX = 2**31 - 1  # QSpinBox holds a C int: a RunConfig range past it would be cut here
 NO_LIMIT = "no limit"
 
 
