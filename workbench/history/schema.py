@@ -1,13 +1,19 @@
 """The history database's tables, and the migrations that bring an older file up to date.
 
-``PRAGMA user_version`` holds the schema version. ``MIGRATIONS[n]`` takes a database from
-version n to n + 1, so schema version 2 is one more function appended to the list.
+``PRAGMA user_version`` holds the schema version. ``MIGRATIONS[n]`` takes a database from version
+n to n + 1. Each migration is frozen SQL: once a version has shipped, its statements never change,
+because databases in the wild were made by exactly those statements. A new column is one more
+migration (``ALTER TABLE … ADD COLUMN``) appended to ``MIGRATIONS``, plus its name appended to the
+column list below that the store reads and writes; ``tests/history/test_history_schema.py`` checks
+that a fresh database and every upgrade path end with the same tables, and that they match the lists.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from typing import Callable
+
+# -- what the newest schema holds (the store reads and writes these names) -------------------------
 
 # Summary figures stored as columns of `runs` (names match RunSummary and the CSV).
 SUMMARY_COLUMNS: tuple[str, ...] = (
@@ -62,80 +68,108 @@ EPOCH_COLUMNS: tuple[str, ...] = (
     "nvml_used",
 )
 
+# -- the frozen history of the schema: never edit a shipped version, append a new one ----------------
 
-def _create_v1(conn: sqlite3.Connection) -> None:
-    conn.execute(
-        """
-        CREATE TABLE runs (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            name TEXT NOT NULL,
-            note TEXT NOT NULL DEFAULT '',
-            status TEXT NOT NULL,            -- running, finished, stopped, failed, interrupted
-            reason TEXT,
-            failure_kind TEXT,
-            source TEXT NOT NULL,            -- cli, gui
-            started_at REAL NOT NULL,        -- unix seconds
-            finished_at REAL,
-            heartbeat_at REAL,               -- last write by the owning process
-            pid INTEGER,
-            hostname TEXT,
-            process_identity TEXT,           -- guards against pid reuse where the OS tells us
-            app_version TEXT,
-            config_json TEXT NOT NULL,       -- RunConfig.to_dict()
-            device_json TEXT,                -- DeviceInfo fields, from RunStarted
-            run_info_json TEXT,              -- dataset, sizes, steps, parameter count, notes
-            test_accuracy REAL,
-            final_loss REAL,
-            images_per_sec_mean REAL,
-            images_per_sec_median REAL,
-            data_wait_fraction REAL,
-            peak_allocated_bytes INTEGER,
-            peak_reserved_bytes INTEGER,
-            peak_nvml_used_bytes INTEGER,
-            wall_seconds REAL,
-            steps INTEGER NOT NULL DEFAULT 0,
-            samples_seen INTEGER NOT NULL DEFAULT 0,
-            epochs_completed INTEGER NOT NULL DEFAULT 0,
-            device_type TEXT,
-            device_name TEXT,
-            torch_version TEXT
-        )
-        """
+_V1 = (
+    """
+    CREATE TABLE runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        name TEXT NOT NULL,
+        note TEXT NOT NULL DEFAULT '',
+        status TEXT NOT NULL,            -- running, finished, stopped, failed, interrupted
+        reason TEXT,
+        failure_kind TEXT,
+        source TEXT NOT NULL,            -- cli, gui
+        started_at REAL NOT NULL,        -- unix seconds
+        finished_at REAL,
+        heartbeat_at REAL,               -- last write by the owning process
+        pid INTEGER,
+        hostname TEXT,
+        process_identity TEXT,           -- guards against pid reuse where the OS tells us
+        app_version TEXT,
+        config_json TEXT NOT NULL,       -- RunConfig.to_dict()
+        device_json TEXT,                -- DeviceInfo fields, from RunStarted
+        run_info_json TEXT,              -- dataset, sizes, steps, parameter count, notes
+        test_accuracy REAL,
+        final_loss REAL,
+        images_per_sec_mean REAL,
+        images_per_sec_median REAL,
+        data_wait_fraction REAL,
+        peak_allocated_bytes INTEGER,
+        peak_reserved_bytes INTEGER,
+        peak_nvml_used_bytes INTEGER,
+        wall_seconds REAL,
+        steps INTEGER NOT NULL DEFAULT 0,
+        samples_seen INTEGER NOT NULL DEFAULT 0,
+        epochs_completed INTEGER NOT NULL DEFAULT 0,
+        device_type TEXT,
+        device_name TEXT,
+        torch_version TEXT
     )
-    conn.execute("CREATE INDEX runs_by_status ON runs(status)")
-    step_columns = ",\n".join(f"{name} {'INTEGER' if _is_integer(name) else 'REAL'}" for name in STEP_COLUMNS)
-    conn.execute(
-        f"""
-        CREATE TABLE step_metrics (
-            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-            step INTEGER NOT NULL,
-            {step_columns},
-            PRIMARY KEY (run_id, step)
-        ) WITHOUT ROWID
-        """
-    )
-    epoch_columns = ",\n".join(f"{name} {'INTEGER' if _is_integer(name) else 'REAL'}" for name in EPOCH_COLUMNS)
-    conn.execute(
-        f"""
-        CREATE TABLE epoch_metrics (
-            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-            epoch INTEGER NOT NULL,
-            {epoch_columns},
-            PRIMARY KEY (run_id, epoch)
-        ) WITHOUT ROWID
-        """
-    )
+    """,
+    "CREATE INDEX runs_by_status ON runs(status)",
+    """
+    CREATE TABLE step_metrics (
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        step INTEGER NOT NULL,
+        epoch INTEGER,
+        samples_seen INTEGER,
+        elapsed_seconds REAL,
+        loss REAL,
+        lr REAL,
+        images_per_sec REAL,
+        data_wait_fraction REAL,
+        data_wait_seconds REAL,
+        compute_seconds REAL,
+        window_seconds REAL,
+        torch_allocated INTEGER,
+        torch_reserved INTEGER,
+        torch_peak_allocated INTEGER,
+        torch_peak_reserved INTEGER,
+        nvml_used INTEGER,
+        gpu_utilization_percent REAL,
+        PRIMARY KEY (run_id, step)
+    ) WITHOUT ROWID
+    """,
+    """
+    CREATE TABLE epoch_metrics (
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        epoch INTEGER NOT NULL,
+        step INTEGER,
+        train_loss REAL,
+        train_accuracy REAL,
+        test_loss REAL,
+        test_accuracy REAL,
+        images_per_sec REAL,
+        data_wait_fraction REAL,
+        train_seconds REAL,
+        eval_seconds REAL,
+        torch_peak_allocated INTEGER,
+        torch_peak_reserved INTEGER,
+        nvml_used INTEGER,
+        PRIMARY KEY (run_id, epoch)
+    ) WITHOUT ROWID
+    """,
+)
+
+# Schema 2: the device-busy fraction, which with data wait gives a run's bottleneck verdict.
+_V2 = ("ALTER TABLE runs ADD COLUMN device_busy_fraction REAL",)
+
+# Append new versions here, each a tuple of statements (a function of the connection where SQL
+# alone cannot do it), and never edit one that has shipped.
+_VERSIONS: tuple[tuple[str, ...] | Callable[[sqlite3.Connection], None], ...] = (_V1, _V2)
 
 
-def _is_integer(column: str) -> bool:
-    return column in {"epoch", "step", "samples_seen"} or column.startswith(("torch_", "nvml_"))
+def _migration(step: tuple[str, ...] | Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Connection], None]:
+    if callable(step):
+        return step
+
+    def apply(conn: sqlite3.Connection) -> None:
+        for statement in step:  # execute(), not executescript(): that would commit mid-transaction
+            conn.execute(statement)
+
+    return apply
 
 
-# The column lists above describe the newest schema; a migration that adds a column appends it there too.
-def _add_device_busy_fraction_v2(conn: sqlite3.Connection) -> None:
-    """Schema 2: the device-busy fraction, which with data wait gives a run's bottleneck verdict."""
-    conn.execute("ALTER TABLE runs ADD COLUMN device_busy_fraction REAL")
-
-
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_create_v1, _add_device_busy_fraction_v2)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = tuple(_migration(step) for step in _VERSIONS)
 SCHEMA_VERSION = len(MIGRATIONS)
