@@ -12,10 +12,9 @@ import json
 import multiprocessing
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Optional, get_args, get_type_hints
+from typing import Any, Literal, Optional, get_args, get_type_hints
 
-if TYPE_CHECKING:
-    from workbench.engine.events import DeviceInfo
+from workbench.device_info import DeviceInfo
 
 Dataset = Literal["synthetic", "npz", "cifar10", "cifar100"]
 Model = Literal["small-cnn", "resnet18", "mobilenet_v3_small"]

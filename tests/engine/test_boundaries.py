@@ -28,3 +28,19 @@ def test_core_imports_no_qt(code):
 def test_config_and_events_do_not_import_torch():
     # The GUI builds its form from these before its first paint; torch would cost a second or more.
     assert "torch" not in imported_after("import workbench.config, workbench.engine.events, workbench.engine")
+
+
+
+@pytest.mark.parametrize("module", ["config", "device_info"])
+def test_settings_depend_on_nothing_in_the_engine(module):
+    # Settings are plain data: what validate() needs about the device lives beside the config.
+    # Read the source, not sys.modules, so an import under TYPE_CHECKING counts too.
+    import ast
+    from pathlib import Path
+
+    import workbench
+
+    tree = ast.parse((Path(workbench.__file__).parent / f"{module}.py").read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert not {name for name in imported if name.startswith("workbench.engine")}

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from workbench.config import FIELD_NAMES, ConfigError, RunConfig
-from workbench.engine.events import DeviceInfo
+from workbench.device_info import DeviceInfo
 
 CPU = DeviceInfo(type="cpu", name="test cpu", cuda_available=False, cpu_fallback_reason="no CUDA GPU found")
 OLD_GPU = DeviceInfo(type="cuda", name="Tesla T4", cuda_available=True, compute_capability="7.5", bf16_supported=False)

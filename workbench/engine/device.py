@@ -10,7 +10,7 @@ import sys
 import torch
 import torchvision
 
-from workbench.engine.events import DeviceInfo
+from workbench.device_info import DeviceInfo
 
 
 @functools.lru_cache(maxsize=None)

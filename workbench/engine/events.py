@@ -13,30 +13,12 @@ from dataclasses import dataclass, field
 from typing import Literal, Optional, Union
 
 from workbench.config import RunConfig
+from workbench.device_info import DeviceInfo  # re-exported: events carry it
 
 EndStatus = Literal["finished", "stopped", "failed"]
 # Why a run failed: "config" and "data" are the user's input (the CLI exits 2 for them);
 # the rest are the run's own trouble (exit 1).
 FailureKind = Literal["config", "data", "out_of_memory", "diverged", "error"]
-
-
-@dataclass(frozen=True)
-class DeviceInfo:
-    """The device a run resolves to, and what the machine offers."""
-
-    type: Literal["cuda", "cpu"]
-    name: str  # "NVIDIA H100 80GB HBM3", or the CPU model
-    cuda_available: bool
-    cpu_fallback_reason: Optional[str] = None  # why this is not a GPU run, in words
-    compute_capability: Optional[str] = None  # "9.0"
-    total_memory_bytes: Optional[int] = None
-    bf16_supported: bool = False
-    driver_version: Optional[str] = None
-    cuda_version: Optional[str] = None  # the CUDA torch was built with
-    torch_version: str = ""
-    torchvision_version: str = ""
-    python_version: str = ""
-    cpu_count: int = 1
 
 
 @dataclass(frozen=True)

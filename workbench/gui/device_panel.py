@@ -6,7 +6,7 @@ from typing import Optional
 
 from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
 
-from workbench.engine.events import DeviceInfo
+from workbench.device_info import DeviceInfo
 from workbench.formatting import format_bytes
 
 

@@ -14,7 +14,8 @@ from typing import Callable, Iterator
 import numpy as np
 
 from workbench.config import RunConfig
-from workbench.engine.events import DeviceInfo, Event, MemoryRelease
+from workbench.device_info import DeviceInfo
+from workbench.engine.events import Event, MemoryRelease
 
 _import_lock = threading.Lock()
 _ENGINE_MODULES = ("workbench.engine.device", "workbench.engine.memory", "workbench.engine.data",

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.config import CHOICES, FIELD_NAMES, FIELD_TYPES, OPTIONAL_FIELDS, RANGES, RunConfig
-from workbench.engine.events import DeviceInfo
+from workbench.device_info import DeviceInfo
 from workbench.gui import settings_model
 from workbench.gui.settings_model import SPECS
 

@@ -17,7 +17,7 @@ from typing import Optional
 import numpy as np
 
 from workbench.config import CHOICES, FIELD_NAMES, RunConfig
-from workbench.engine.events import DeviceInfo
+from workbench.device_info import DeviceInfo
 
 
 @dataclass(frozen=True)

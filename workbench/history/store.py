@@ -24,7 +24,8 @@ from workbench.history.schema import EPOCH_COLUMNS, MIGRATIONS, SCHEMA_VERSION, 
 if TYPE_CHECKING:
     import numpy as np
 
-    from workbench.engine.events import DeviceInfo, RunStarted, RunSummary
+    from workbench.device_info import DeviceInfo
+    from workbench.engine.events import RunStarted, RunSummary
     from workbench.history.recorder import RunRecorder
 
 DATABASE_NAME = "history.sqlite3"
