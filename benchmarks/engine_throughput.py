@@ -62,7 +62,7 @@ def measure(config: RunConfig) -> dict:
         "images_per_sec_median": statistics.median(s.images_per_sec for s in settled) if settled else None,
         "data_wait_fraction": sum(s.data_wait_seconds for s in settled) / sum(s.window_seconds for s in settled)
         if settled else None,
-        "device_busy_fraction": sum(s.compute_seconds for s in settled) / sum(s.window_seconds for s in settled)
+        "device_span_fraction": sum(s.device_span_seconds for s in settled) / sum(s.window_seconds for s in settled)
         if settled else None,
         "peak_allocated_bytes": ended.summary.peak_allocated_bytes,
         "peak_reserved_bytes": ended.summary.peak_reserved_bytes,
@@ -102,7 +102,7 @@ def main() -> None:
             continue
         print(f"{c['pipeline']:<13}{c['augment']:<8}{c['num_workers']:>8}{c['precision']:>10}"
               f"{'yes' if c['channels_last'] else 'no':>8}{row['images_per_sec_median']:>10,.0f}"
-              f"{row['data_wait_fraction']:>7.0%}{row['device_busy_fraction']:>7.0%}"
+              f"{row['data_wait_fraction']:>7.0%}{row['device_span_fraction']:>7.0%}"
               f"{format_bytes(row['peak_allocated_bytes']):>12}{format_bytes(row['peak_reserved_bytes']):>11}"
               f"{format_bytes(row['peak_nvml_used_bytes']):>11}")
     out = args.out or RESULTS / f"engine_throughput-{device.type}.json"

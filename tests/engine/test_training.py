@@ -79,7 +79,7 @@ def test_event_stream_of_a_finished_run():
     for stats in steps:
         assert stats.images_per_sec > 0 and stats.window_seconds > 0 and stats.loss > 0
         assert 0 <= stats.data_wait_seconds <= stats.window_seconds
-        assert 0 < stats.compute_seconds <= stats.window_seconds
+        assert 0 < stats.device_span_seconds <= stats.window_seconds
         assert stats.memory.torch_allocated is None and stats.memory.nvml_unavailable_reason
     epochs = [e for e in events if isinstance(e, EpochStats)]
     assert [e.epoch for e in epochs] == [1, 2]

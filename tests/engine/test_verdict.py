@@ -8,15 +8,15 @@ def test_input_bound_comes_first():
 
 
 def test_host_bound_gpu_when_data_is_ready_but_the_gpu_idles():
-    assert bottleneck_verdict(0.02, 0.45, "cuda").startswith("Host-bound: data was ready, yet the GPU was busy only 45%")
+    assert bottleneck_verdict(0.02, 0.45, "cuda").startswith("Host-bound: data was ready, yet the steps spanned only 45% of the time on the GPU")
 
 
 def test_compute_bound():
-    assert bottleneck_verdict(0.01, 0.98, "cuda").startswith("Compute-bound: the GPU was busy 98%")
+    assert bottleneck_verdict(0.01, 0.98, "cuda").startswith("Compute-bound: the steps spanned 98% of the time on the GPU")
     assert "A CUDA GPU" in bottleneck_verdict(0.01, 0.5, "cpu")  # a CPU has no launch gap to speak of
 
 
 def test_no_verdict_without_measurements():
     assert bottleneck_verdict(None, 0.5, "cuda") is None
     assert RunSummary(status="failed").verdict is None
-    assert RunSummary(status="finished", data_wait_fraction=0.3, device_busy_fraction=0.7, device="cuda").verdict
+    assert RunSummary(status="finished", data_wait_fraction=0.3, device_span_fraction=0.7, device="cuda").verdict

@@ -65,7 +65,7 @@ class FakeRun:
                     time.sleep(self.step_seconds)
                 yield StepStats(step=step, total_steps=self.steps, epoch=1, epochs=1, samples_seen=32 * step,
                                 loss=2.3 / step, lr=0.05, images_per_sec=1000.0 + step, data_wait_seconds=0.001,
-                                compute_seconds=0.004, window_seconds=0.005,
+                                device_span_seconds=0.004, window_seconds=0.005,
                                 elapsed_seconds=time.perf_counter() - began, memory=self.memory)
             yield EpochStats(epoch=1, epochs=1, step=self.steps, train_loss=0.5, train_accuracy=0.8, test_loss=0.6,
                              test_accuracy=0.75, images_per_sec=1000.0, data_wait_fraction=0.2, train_seconds=1.0,

@@ -56,7 +56,7 @@ def record_gpu_run(store, config: RunConfig, images_per_sec=None, name=None, **s
     for index in range(1, 4):
         recorder.record(step(index, 3, memory=memory))
     values = dict(
-        images_per_sec_mean=images_per_sec, peak_allocated_bytes=3 * 2**30, peak_reserved_bytes=int(3.5 * 2**30),
+        images_per_sec=images_per_sec, peak_allocated_bytes=3 * 2**30, peak_reserved_bytes=int(3.5 * 2**30),
         peak_nvml_used_bytes=int(4.25 * 2**30), test_accuracy=0.9123, data_wait_fraction=0.125,
         device="cuda", device_name=GPU.name,
     )
@@ -124,7 +124,7 @@ def test_comparison_highlights_what_differs_and_can_show_only_that(make_view, st
     assert comparison.tree.headerItem().text(2).startswith(f"#{second} ")
     assert "1 setting differ" in comparison.title.text()
     differing = comparison.differing_keys()
-    assert "batch_size" in differing and "images_per_sec_mean" in differing
+    assert "batch_size" in differing and "images_per_sec" in differing
     assert "model" not in differing and "test_accuracy" not in differing
     assert comparison.item_for("batch_size").background(1).color() == DIFFERENCE_BACKGROUND
     assert comparison.item_for("model").background(1).color() != DIFFERENCE_BACKGROUND
@@ -135,7 +135,7 @@ def test_comparison_highlights_what_differs_and_can_show_only_that(make_view, st
     assert check.isChecked()
     visible = comparison.visible_rows()
     assert visible["batch_size"] == ("32", "64")
-    assert visible["images_per_sec_mean"] == ("1,006", "2,000")
+    assert visible["images_per_sec"] == ("1,006", "2,000")
     assert "model" not in visible and "lr" not in visible and "test_accuracy" not in visible
     assert comparison.item_for("model").isHidden()
 

@@ -39,7 +39,7 @@ def step(index: int, total: int = 10, loss: float | None = None, memory: MemoryS
     return StepStats(
         step=index, total_steps=total, epoch=1, epochs=1, samples_seen=index * 32,
         loss=2.5 / index if loss is None else loss, lr=0.05, images_per_sec=1000.0 + index,
-        data_wait_seconds=0.01, compute_seconds=0.03, window_seconds=0.04, elapsed_seconds=0.04 * index,
+        data_wait_seconds=0.01, device_span_seconds=0.03, window_seconds=0.04, elapsed_seconds=0.04 * index,
         memory=memory or MemorySnapshot(),
     )
 
@@ -54,8 +54,8 @@ def epoch(at_step: int, test_accuracy: float = 0.42) -> EpochStats:
 
 def summary(steps: int = 10, test_accuracy: float = 0.42, images_per_sec: float = 1005.5, **changes) -> RunSummary:
     values = dict(
-        status="finished", test_accuracy=test_accuracy, final_loss=0.25, images_per_sec_mean=images_per_sec,
-        images_per_sec_median=images_per_sec - 0.5, data_wait_fraction=0.25, wall_seconds=1.25, steps=steps,
+        status="finished", test_accuracy=test_accuracy, final_loss=0.25, images_per_sec=images_per_sec,
+        images_per_sec_median=None if images_per_sec is None else images_per_sec - 0.5, data_wait_fraction=0.25, wall_seconds=1.25, steps=steps,
         samples_seen=steps * 32, epochs_completed=1, device="cpu", device_name=CPU.name, torch_version="2.14.1",
     )
     values.update(changes)

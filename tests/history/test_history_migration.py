@@ -14,9 +14,9 @@ def test_schema_1_database_is_migrated_in_place(tmp_path):
     MIGRATIONS[0](conn)  # exactly what version 1 created
     conn.execute(
         "INSERT INTO runs (name, status, source, started_at, finished_at, config_json, images_per_sec_mean,"
-        " data_wait_fraction, device_type) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " images_per_sec_median, data_wait_fraction, device_type) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         ("old run", "finished", "cli", 1.0e9, 1.0e9 + 60, json.dumps(RunConfig(batch_size=64).to_dict()),
-         1234.0, 0.3, "cuda"),
+         1234.0, 1200.0, 0.3, "cuda"),
     )
     conn.execute("PRAGMA user_version = 1")
     conn.commit()
@@ -26,10 +26,12 @@ def test_schema_1_database_is_migrated_in_place(tmp_path):
     try:
         [record] = store.list_runs()
         assert record.name == "old run" and record.config.batch_size == 64
-        assert record.images_per_sec_mean == 1234.0 and record.device_busy_fraction is None
+        # Schema 1 stored a mean of window rates, not the steady-state samples ÷ seconds: not shown as one.
+        assert record.images_per_sec is None and record.images_per_sec_median == 1200.0
+        assert record.data_wait_fraction == 0.3 and record.device_span_fraction is None
         assert record.verdict is None  # not measured by schema 1
     finally:
         store.close()
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     conn.close()

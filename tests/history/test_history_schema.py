@@ -19,6 +19,7 @@ TABLES = ("runs", "step_metrics", "epoch_metrics")
 SHIPPED_VERSION_ADDS = {
     1: {"runs": 32, "step_metrics": 2 + 16, "epoch_metrics": 2 + 12},
     2: {"runs": ["device_busy_fraction"]},
+    3: {"runs": ["device_span_fraction", "images_per_sec"], "step_metrics": ["device_span_seconds"]},
 }
 
 

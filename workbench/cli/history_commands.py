@@ -80,7 +80,7 @@ def format_runs_table(records: Sequence) -> str:
             record.status,
             record.source,
             local_time(record.started_at),
-            format_metric("rate", record.images_per_sec_mean),
+            format_metric("rate", record.images_per_sec),
             format_metric("fraction", record.data_wait_fraction),
             format_metric("bytes", record.peak_allocated_bytes),
             format_metric("loss", record.final_loss),

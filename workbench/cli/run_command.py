@@ -132,9 +132,10 @@ def summary_json(summary: RunSummary) -> dict:
         "reason": data["reason"],
         "test_accuracy": data["test_accuracy"],
         "final_loss": data["final_loss"],
-        "images_per_sec": {"mean": data["images_per_sec_mean"], "median": data["images_per_sec_median"]},
+        # "mean" is samples ÷ seconds over the steady state (time-weighted), "median" the median window.
+        "images_per_sec": {"mean": data["images_per_sec"], "median": data["images_per_sec_median"]},
         "data_wait_fraction": data["data_wait_fraction"],
-        "device_busy_fraction": data["device_busy_fraction"],
+        "device_span_fraction": data["device_span_fraction"],
         "verdict": summary.verdict,
         "peak_memory_bytes": {
             "torch_allocated": data["peak_allocated_bytes"],
@@ -157,8 +158,8 @@ def print_summary(ended: RunEnded) -> None:
         ("device", f"{s.device_name} [{s.device}]" if s.device else "n/a"),
         ("test accuracy", f"{s.test_accuracy:.1%}" if s.test_accuracy is not None else "n/a"),
         ("final loss", f"{s.final_loss:.4f}" if s.final_loss is not None else "n/a"),
-        ("images/sec", f"mean {s.images_per_sec_mean:,.0f}, median {s.images_per_sec_median:,.0f}"
-         if s.images_per_sec_mean is not None else "n/a"),
+        ("images/sec", f"{s.images_per_sec:,.0f} steady state (median window {s.images_per_sec_median:,.0f})"
+         if s.images_per_sec is not None else "n/a"),
         ("data wait", f"{s.data_wait_fraction:.1%} of training time" if s.data_wait_fraction is not None else "n/a"),
         ("peak memory", f"torch allocated {format_bytes(s.peak_allocated_bytes)}, reserved "
          f"{format_bytes(s.peak_reserved_bytes)}, NVML used {format_bytes(s.peak_nvml_used_bytes)}"),

@@ -69,7 +69,9 @@ class StepStats:
     lr: float
     images_per_sec: float  # window samples / window wall seconds
     data_wait_seconds: float  # host time blocked waiting for the next batch in the window
-    compute_seconds: float  # device time of the window's steps (CUDA events; host clock on CPU)
+    # Span of the window's steps on the device stream (CUDA event pairs; host clock on a CPU). A span
+    # includes the idle gaps between kernels: it is not GPU busy time (the profiler sample measures that).
+    device_span_seconds: float
     window_seconds: float  # wall time of the window
     elapsed_seconds: float  # since training started
     memory: MemorySnapshot = field(default_factory=MemorySnapshot)
@@ -104,10 +106,12 @@ class RunSummary:
     failure_kind: Optional[FailureKind] = None
     test_accuracy: Optional[float] = None
     final_loss: Optional[float] = None
-    images_per_sec_mean: Optional[float] = None
-    images_per_sec_median: Optional[float] = None
-    data_wait_fraction: Optional[float] = None  # of training wall time, after the first (warm-up) log window
-    device_busy_fraction: Optional[float] = None  # device time of the steps / wall time, likewise
+    # Steady state = every log window after the first (cuDNN autotuning, worker start-up, compilation),
+    # unless the first is the only one. Throughput is samples ÷ seconds over it, on the windows' clock.
+    images_per_sec: Optional[float] = None
+    images_per_sec_median: Optional[float] = None  # median of the steady windows' rates, for spread
+    data_wait_fraction: Optional[float] = None  # of the steady state's wall time
+    device_span_fraction: Optional[float] = None  # event-pair spans of the steps / wall time, likewise
     peak_allocated_bytes: Optional[int] = None
     peak_reserved_bytes: Optional[int] = None
     peak_nvml_used_bytes: Optional[int] = None  # highest NVML reading at log points (sampled, not a true peak)
@@ -124,7 +128,7 @@ class RunSummary:
         """What bounds this run, in one plain sentence (None before any measurement)."""
         from workbench.engine.verdict import bottleneck_verdict
 
-        return bottleneck_verdict(self.data_wait_fraction, self.device_busy_fraction, self.device)
+        return bottleneck_verdict(self.data_wait_fraction, self.device_span_fraction, self.device)
 
 
 @dataclass(frozen=True)

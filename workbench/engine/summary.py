@@ -22,13 +22,12 @@ class SummaryBuilder:
     def __init__(self) -> None:
         self._began = time.perf_counter()
         self._started: Optional[RunStarted] = None
-        self._throughputs: list[float] = []
-        # Fractions of time (data wait, device busy) are over the steady state: the first log window
-        # holds one-off costs (cuDNN autotuning, worker start-up, compilation) unless it is the only one.
+        # Figures are over the steady state: the first log window holds one-off costs (cuDNN
+        # autotuning, worker start-up, compilation) unless it is the only one.
         self._warmup: Optional[StepStats] = None
-        self._data_wait = 0.0
-        self._compute_time = 0.0
-        self._window_time = 0.0
+        self._warmup_samples = 0
+        self._steady = _Windows()
+        self._previous_samples = 0
         self._last_step: Optional[StepStats] = None
         self._last_epoch: Optional[EpochStats] = None
         self._peaks: dict[str, Optional[int]] = {"allocated": None, "reserved": None, "nvml": None}
@@ -38,13 +37,12 @@ class SummaryBuilder:
             self._started = event
         elif isinstance(event, StepStats):
             self._last_step = event
-            self._throughputs.append(event.images_per_sec)
+            samples, self._previous_samples = event.samples_seen - self._previous_samples, event.samples_seen
             if self._warmup is None:
                 self._warmup = event
+                self._warmup_samples = samples
             else:
-                self._data_wait += event.data_wait_seconds
-                self._compute_time += event.compute_seconds
-                self._window_time += event.window_seconds
+                self._steady.add(event, samples)
             self._track_peaks(event.memory)
         elif isinstance(event, EpochStats):
             self._last_epoch = event
@@ -64,20 +62,21 @@ class SummaryBuilder:
         self, status: EndStatus, reason: Optional[str] = None, kind: Optional[FailureKind] = None
     ) -> RunSummary:
         started, step, epoch = self._started, self._last_step, self._last_epoch
-        wait, busy, window = self._data_wait, self._compute_time, self._window_time
-        if window == 0 and self._warmup is not None:  # a single window: it is all there is
-            wait, busy, window = (self._warmup.data_wait_seconds, self._warmup.compute_seconds,
-                                  self._warmup.window_seconds)
+        steady = self._steady
+        if steady.seconds == 0 and self._warmup is not None:  # a single window: it is all there is
+            steady = _Windows()
+            steady.add(self._warmup, self._warmup_samples)
+        window = steady.seconds
         return RunSummary(
             status=status,
             reason=reason,
             failure_kind=kind,
             test_accuracy=epoch.test_accuracy if epoch else None,
             final_loss=step.loss if step else None,
-            images_per_sec_mean=statistics.fmean(self._throughputs) if self._throughputs else None,
-            images_per_sec_median=statistics.median(self._throughputs) if self._throughputs else None,
-            data_wait_fraction=wait / window if window > 0 else None,
-            device_busy_fraction=min(1.0, busy / window) if window > 0 else None,
+            images_per_sec=steady.samples / window if window > 0 else None,
+            images_per_sec_median=statistics.median(steady.rates) if steady.rates else None,
+            data_wait_fraction=steady.data_wait / window if window > 0 else None,
+            device_span_fraction=min(1.0, steady.device_span / window) if window > 0 else None,
             peak_allocated_bytes=self._peaks["allocated"],
             peak_reserved_bytes=self._peaks["reserved"],
             peak_nvml_used_bytes=self._peaks["nvml"],
@@ -89,3 +88,21 @@ class SummaryBuilder:
             device_name=started.device.name if started else None,
             torch_version=started.device.torch_version if started else None,
         )
+
+
+class _Windows:
+    """Sums over a run of log windows, all on the windows' own wall clock."""
+
+    def __init__(self) -> None:
+        self.samples = 0
+        self.seconds = 0.0
+        self.data_wait = 0.0
+        self.device_span = 0.0
+        self.rates: list[float] = []
+
+    def add(self, stats: StepStats, samples: int) -> None:
+        self.samples += samples
+        self.seconds += stats.window_seconds
+        self.data_wait += stats.data_wait_seconds
+        self.device_span += stats.device_span_seconds
+        self.rates.append(stats.images_per_sec)

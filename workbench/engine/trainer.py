@@ -360,7 +360,7 @@ class _TrainingSession:
             lr=self.train_step.lr,
             images_per_sec=window_samples / window_seconds if window_seconds > 0 else 0.0,
             data_wait_seconds=window_wait,
-            compute_seconds=self.timer.read_seconds(),
+            device_span_seconds=self.timer.read_seconds(),
             window_seconds=window_seconds,
             elapsed_seconds=now - training_began,
             memory=self.memory.snapshot(),

@@ -92,7 +92,7 @@ COLUMNS: tuple[Column, ...] = (
     _setting("Workers", "num_workers", numeric=True),
     _setting("Batch", "batch_size", numeric=True),
     _setting("Precision", "precision"),
-    _metric("images_per_sec_mean"),
+    _metric("images_per_sec"),
     _metric("data_wait_fraction"),
     _metric("peak_allocated_bytes"),
     _metric("peak_reserved_bytes"),
@@ -104,7 +104,7 @@ COLUMNS: tuple[Column, ...] = (
 )
 COLUMN_TITLES = tuple(column.title for column in COLUMNS)
 _TOOLTIPS = {
-    "Img/s": "mean training images per second over the run's logging windows",
+    "Img/s": "training images per second over the steady state (every logging window after the first)",
     "Data wait": "share of training time spent waiting for the next batch",
     "Peak alloc": "peak memory held by tensors (torch.cuda.max_memory_allocated)",
     "Peak reserved": "peak memory held by PyTorch's caching allocator (torch.cuda.max_memory_reserved)",

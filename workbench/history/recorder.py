@@ -81,7 +81,7 @@ def step_row(stats: StepStats) -> tuple:
         "images_per_sec": stats.images_per_sec,
         "data_wait_fraction": stats.data_wait_fraction,
         "data_wait_seconds": stats.data_wait_seconds,
-        "compute_seconds": stats.compute_seconds,
+        "device_span_seconds": stats.device_span_seconds,
         "window_seconds": stats.window_seconds,
         "torch_allocated": memory.torch_allocated,
         "torch_reserved": memory.torch_reserved,

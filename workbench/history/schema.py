@@ -19,10 +19,10 @@ from typing import Callable
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "test_accuracy",
     "final_loss",
-    "images_per_sec_mean",
+    "images_per_sec",  # schema 3 (images_per_sec_mean, a mean of window rates, is no longer written)
     "images_per_sec_median",
     "data_wait_fraction",
-    "device_busy_fraction",  # schema 2
+    "device_span_fraction",  # schema 2 (as device_busy_fraction), renamed in 3
     "peak_allocated_bytes",
     "peak_reserved_bytes",
     "peak_nvml_used_bytes",
@@ -42,7 +42,7 @@ STEP_COLUMNS: tuple[str, ...] = (
     "images_per_sec",
     "data_wait_fraction",
     "data_wait_seconds",
-    "compute_seconds",
+    "device_span_seconds",  # renamed from compute_seconds in schema 3
     "window_seconds",
     "torch_allocated",
     "torch_reserved",
@@ -155,9 +155,18 @@ _V1 = (
 # Schema 2: the device-busy fraction, which with data wait gives a run's bottleneck verdict.
 _V2 = ("ALTER TABLE runs ADD COLUMN device_busy_fraction REAL",)
 
+# Schema 3: names that say what the figures are. A CUDA-event pair spans idle gaps too, so the
+# "device busy" figure is an event span; the steady-state throughput (samples ÷ seconds after the
+# warm-up window) replaces the mean of per-window rates, which stays in old rows but is not read.
+_V3 = (
+    "ALTER TABLE runs RENAME COLUMN device_busy_fraction TO device_span_fraction",
+    "ALTER TABLE step_metrics RENAME COLUMN compute_seconds TO device_span_seconds",
+    "ALTER TABLE runs ADD COLUMN images_per_sec REAL",
+)
+
 # Append new versions here, each a tuple of statements (a function of the connection where SQL
 # alone cannot do it), and never edit one that has shipped.
-_VERSIONS: tuple[tuple[str, ...] | Callable[[sqlite3.Connection], None], ...] = (_V1, _V2)
+_VERSIONS: tuple[tuple[str, ...] | Callable[[sqlite3.Connection], None], ...] = (_V1, _V2, _V3)
 
 
 def _migration(step: tuple[str, ...] | Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Connection], None]:

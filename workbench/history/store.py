@@ -65,10 +65,10 @@ class RunRecord:
     run_info: dict[str, Any] = field(default_factory=dict)  # dataset_name, train_size, total_steps, notes, ...
     test_accuracy: Optional[float] = None
     final_loss: Optional[float] = None
-    images_per_sec_mean: Optional[float] = None
+    images_per_sec: Optional[float] = None
     images_per_sec_median: Optional[float] = None
     data_wait_fraction: Optional[float] = None
-    device_busy_fraction: Optional[float] = None
+    device_span_fraction: Optional[float] = None
     peak_allocated_bytes: Optional[int] = None
     peak_reserved_bytes: Optional[int] = None
     peak_nvml_used_bytes: Optional[int] = None
@@ -97,7 +97,7 @@ class RunRecord:
     def verdict(self) -> Optional[str]:
         from workbench.engine.verdict import bottleneck_verdict
 
-        return bottleneck_verdict(self.data_wait_fraction, self.device_busy_fraction, self.device_type)
+        return bottleneck_verdict(self.data_wait_fraction, self.device_span_fraction, self.device_type)
 
     @property
     def label(self) -> str:
