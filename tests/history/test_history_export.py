@@ -22,7 +22,7 @@ from workbench.history.export import (
 from workbench.history.store import HistoryStore, RunNotFound
 
 SUMMARY_COLUMNS = [
-    "images_per_sec", "images_per_sec_median", "data_wait_fraction", "device_span_fraction", "peak_allocated_bytes",
+    "images_per_sec_mean", "images_per_sec_median", "data_wait_fraction", "device_span_fraction", "peak_allocated_bytes",
     "peak_reserved_bytes", "peak_nvml_used_bytes", "final_loss", "test_accuracy", "wall_seconds",
     "device_name", "torch_version",
 ]
@@ -61,7 +61,7 @@ def test_runs_csv_row_holds_settings_metrics_and_utc_times(store, tmp_path):
     assert values["started_at"] <= values["finished_at"]
     assert (values["batch_size"], values["lr"], values["max_steps"], values["pin_memory"]) == ("64", "0.1", "", "false")
     assert values["device"] == "cpu" and values["model"] == "small-cnn"
-    assert values["images_per_sec"] == repr(record.images_per_sec)
+    assert values["images_per_sec_mean"] == repr(record.images_per_sec)
     assert values["peak_allocated_bytes"] == "123456789"
     assert values["peak_nvml_used_bytes"] == ""  # not measured on a CPU run
     assert (values["test_accuracy"], values["final_loss"]) == ("0.42", "0.25")

@@ -20,7 +20,7 @@ from workbench.history.schema import EPOCH_COLUMNS, STEP_COLUMNS
 from workbench.history.store import HistoryError, HistoryStore, RunRecord
 
 RUN_IDENTITY_COLUMNS: tuple[str, ...] = ("run_id", "name", "status", "reason", "started_at", "finished_at")
-SUMMARY_EXPORT_COLUMNS: tuple[str, ...] = tuple(metric.name for metric in SUMMARY_METRICS)
+SUMMARY_EXPORT_COLUMNS: tuple[str, ...] = tuple(metric.csv_column for metric in SUMMARY_METRICS)
 RUNS_CSV_COLUMNS: tuple[str, ...] = RUN_IDENTITY_COLUMNS + FIELD_NAMES + SUMMARY_EXPORT_COLUMNS
 STEPS_CSV_COLUMNS: tuple[str, ...] = ("run_id", "step", "metric", "value")
 # Per-epoch figures join the long file at the step they were taken, prefixed so "loss" stays unambiguous.
@@ -60,7 +60,7 @@ def run_row(record: RunRecord) -> list[str]:
         iso_utc(record.started_at),
         iso_utc(record.finished_at),
         *(settings[name] for name in FIELD_NAMES),
-        *(getattr(record, name) for name in SUMMARY_EXPORT_COLUMNS),
+        *(getattr(record, metric.name) for metric in SUMMARY_METRICS),
     ]
     return [cell(value) for value in values]
 
