@@ -120,3 +120,27 @@ def test_gpu_without_native_bf16_disables_only_bf16(form):
     assert [model.item(i).isEnabled() for i in range(model.rowCount())] == [True, True, False]
     form.set_device(GPU_DEVICE)
     assert all(model.item(i).isEnabled() for i in range(model.rowCount()))
+
+
+@pytest.mark.parametrize("contents, words", [
+    ("text", "is not a valid npz archive"),
+    ("wrong keys", "has images, labels; it needs train_images"),
+])
+def test_a_bad_npz_is_refused_from_its_headers_before_start(form, tmp_path, contents, words):
+    """Checked as the path is typed, without loading the arrays: the form says why and marks the field."""
+    import numpy as np
+
+    path = tmp_path / "data.npz"
+    if contents == "text":
+        path.write_text("not an archive")
+    else:
+        np.savez(path, images=np.zeros((8, 32, 32, 3), np.uint8), labels=np.zeros(8, np.uint8))
+    form.set_config(RunConfig(dataset="npz", data_path=str(path), batch_size=4))
+    [problem] = form.problems()
+    assert words in problem
+    assert not form.problems_label.isHidden() and words in form.problems_label.text()
+    assert form.editor("data_path").property("invalid") is True
+    np.savez(path, train_images=np.zeros((8, 32, 32, 3), np.uint8), train_labels=np.zeros(8, np.uint8),
+             test_images=np.zeros((2, 32, 32, 3), np.uint8), test_labels=np.zeros(2, np.uint8))
+    form.editor("data_path").setText(str(path) + " ")  # an edit re-checks the (now good) file
+    assert form.problems() == [] and form.editor("data_path").property("invalid") is False

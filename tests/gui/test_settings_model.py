@@ -22,6 +22,7 @@ def test_derived_facts_follow_batch_accumulation_and_max_steps():
         256, 1000, 15, 45)  # the engine drops the last partial batch: 1000 // 64
     assert "Effective batch 256 (64 × 4 accumulated)" in facts.describe(config)
     assert settings_model.derive(config.replace(max_steps=10)).total_steps == 10
+    assert settings_model.derive(config.replace(max_steps=100)).total_steps == 100  # past the epochs too
 
 
 def test_npz_size_is_read_from_the_header(tmp_path):
@@ -64,6 +65,8 @@ def test_hardware_choices_old_gpu_disables_only_bf16():
         (RunConfig(num_workers=0), None, {"persistent_workers", "prefetch_factor"}, {"num_workers", "pin_memory"}),
         (RunConfig(num_workers=2), CPU_DEVICE, {"pin_memory", "non_blocking"}, {"prefetch_factor"}),
         (RunConfig(num_workers=2), GPU_DEVICE, set(), {"pin_memory", "non_blocking", "prefetch_factor"}),
+        (RunConfig(max_steps=200), None, {"epochs"}, {"max_steps"}),  # max_steps is the run's length
+        (RunConfig(max_steps=None), None, set(), {"epochs"}),
     ],
 )
 def test_inactive_fields(config, device, inactive, active):

@@ -1,0 +1,189 @@
+"""What each RunConfig field is called and what it does, in words: one source for the form and the CLI.
+
+``help`` is one line: it is `workbench run --help`'s text for the flag and the first line of the
+form's tooltip. ``details`` (optional) follows it in the tooltip only. Importing this module is
+cheap (no Qt, no torch, no numpy): the CLI builds its parser from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    label: str  # the form's row label
+    help: str  # one line: the CLI flag's help and the tooltip's first line
+    details: str = ""  # more lines for the tooltip
+
+    @property
+    def tooltip(self) -> str:
+        return self.help + ("\n" + self.details if self.details else "")
+
+
+SPECS: dict[str, FieldSpec] = {
+    "dataset": FieldSpec(
+        "Dataset",
+        "Where the training images come from: synthetic, npz, cifar10 or cifar100.",
+        "• synthetic: CIFAR-shaped images made in memory (learnable colour templates plus noise): fast, "
+        "offline, good for measuring the pipeline.\n"
+        "• npz: a .npz file with train_images, train_labels, test_images, test_labels (uint8, N×32×32×3); "
+        "`workbench make-npz` writes one from an image folder or the CIFAR-10 tarball.\n"
+        "• cifar10 / cifar100: the torchvision datasets, from the data folder.",
+    ),
+    "data_path": FieldSpec(
+        "Data file / folder",
+        "The .npz file (dataset=npz) or the CIFAR folder (empty = the datasets folder in the workbench home).",
+    ),
+    "synthetic_size": FieldSpec(
+        "Synthetic images",
+        "How many synthetic training images to make; the test split is a fifth of this.",
+    ),
+    "pipeline": FieldSpec(
+        "Pipeline",
+        "How batches reach the model: a DataLoader on the host, or the whole set resident on the device.",
+        "• dataloader: a torch DataLoader prepares batches on the host (in worker processes when "
+        "num_workers > 0) and each batch is copied to the device. The usual setup.\n"
+        "• gpu-resident: the whole dataset is copied to the device once and batches are sliced there: no "
+        "workers, no per-step copies. The fastest choice when the dataset fits in device memory.",
+    ),
+    "augment": FieldSpec(
+        "Augmentation",
+        "Where random crop + flip runs: per image in the CPU workers, on whole batches on the GPU, or none.",
+        "• cpu: per image in the DataLoader workers. Costs CPU time for every image and can leave a fast "
+        "GPU waiting for data.\n"
+        "• gpu: on whole batches on the device after the copy. Frees the CPU; usually far cheaper.\n"
+        "• none: no augmentation, the baseline that shows what augmentation costs.\n"
+        "The Sample batch tab shows what the model sees.",
+    ),
+    "num_workers": FieldSpec(
+        "Loader workers",
+        "DataLoader worker processes preparing batches while the model trains (0 = in the training thread).",
+        "0 is simple, but the device waits for every batch. More workers help until the CPU cores are busy; "
+        "beyond the core count they only compete with each other.\n"
+        "If the data-wait plot is high, add workers or move augmentation to the GPU.",
+    ),
+    "pin_memory": FieldSpec(
+        "Pin memory",
+        "Put batches in page-locked host memory for faster, asynchronous copies to a CUDA GPU.",
+        "Copies from pinned memory can overlap with compute (see non_blocking). No effect without a CUDA GPU.",
+    ),
+    "non_blocking": FieldSpec(
+        "Non-blocking copies",
+        "Copy batches to the GPU with non_blocking=True, so copies from pinned memory overlap with compute.",
+        "Needs pin_memory to help; no effect without a CUDA GPU.",
+    ),
+    "persistent_workers": FieldSpec(
+        "Persistent workers",
+        "Keep the DataLoader workers alive between epochs instead of starting new ones each epoch.",
+        "Starting workers costs seconds with big datasets or the spawn start method. Needs num_workers ≥ 1.",
+    ),
+    "prefetch_factor": FieldSpec(
+        "Prefetch per worker",
+        "Batches each DataLoader worker prepares ahead (needs num_workers ≥ 1).",
+        "Higher values smooth out uneven loading at the cost of host memory.",
+    ),
+    "worker_start_method": FieldSpec(
+        "Worker start method",
+        "How DataLoader worker processes start: fork, forkserver or spawn.",
+        "• fork: fastest to start; the worker is a copy of this process (Linux).\n"
+        "• spawn / forkserver: a fresh interpreter per worker: slower to start, safe with threads and CUDA. "
+        "Matters most when persistent_workers is off.",
+    ),
+    "model": FieldSpec(
+        "Model",
+        "The network to train: small-cnn, resnet18 (CIFAR stem) or mobilenet_v3_small.",
+        "• small-cnn: a few convolution layers; quick, so the input pipeline shows clearly.\n"
+        "• resnet18 (CIFAR stem): a real workload of about 11 M parameters.\n"
+        "• mobilenet_v3_small: light, many small kernels: often limited by launch overhead, not compute.",
+    ),
+    "optimizer": FieldSpec(
+        "Optimiser",
+        "sgd (Nesterov momentum 0.9) or adamw (wants a smaller learning rate, about 1e-3).",
+    ),
+    "lr": FieldSpec(
+        "Learning rate",
+        "Peak learning rate: linear warm-up over the first tenth of the optimiser steps, then linear decay to 0.",
+        "About 0.05–0.1 suits sgd, 1e-3 adamw; scale it with the effective batch.",
+    ),
+    "weight_decay": FieldSpec(
+        "Weight decay",
+        "Pulls weights towards zero each step (decoupled for adamw); 5e-4 is typical for CIFAR, 0 turns it off.",
+    ),
+    "label_smoothing": FieldSpec(
+        "Label smoothing",
+        "Share of each target's probability spread over the other classes (0.1 is common, 0 turns it off).",
+        "Mild regularisation. Test loss is always plain cross-entropy.",
+    ),
+    "precision": FieldSpec(
+        "Precision",
+        "fp32, or mixed precision with fp16 (gradient scaler) or bf16 (compute capability 8.0+); AMP needs CUDA.",
+        "• fp32: full precision everywhere.\n"
+        "• fp16: mixed precision (autocast) with a gradient scaler: on tensor-core GPUs often 2–3× faster "
+        "with about half the activation memory.\n"
+        "• bf16: mixed precision with fp32's range, so no scaler; needs native support (Ampere or newer).",
+    ),
+    "channels_last": FieldSpec(
+        "Channels last",
+        "Store images and activations as NHWC, which tensor cores prefer for fp16/bf16 convolutions.",
+        "Often 10–30 % faster with AMP; little effect in fp32 or on a CPU.",
+    ),
+    "compile": FieldSpec(
+        "torch.compile",
+        "Compile the model into fused kernels: slow first steps, faster later ones.",
+        "Compiling takes tens of seconds: worth it for long runs, not for quick experiments.",
+    ),
+    "epochs": FieldSpec(
+        "Epochs",
+        "Passes over the training set, each ending with an evaluation on the test split (ignored when max "
+        "steps is set).",
+        "The evaluations are the circles on the loss plot.",
+    ),
+    "max_steps": FieldSpec(
+        "Max steps",
+        "Train exactly this many steps (micro-batches), for as many epochs as that takes; unset = use epochs.",
+        "Handy for short timing runs. The last epoch may be partial; an evaluation still ends it.",
+    ),
+    "batch_size": FieldSpec(
+        "Batch size",
+        "Images per step (per micro-batch).",
+        "Bigger batches keep a GPU busier until memory runs out; the learning rate usually scales with the "
+        "batch.",
+    ),
+    "accumulation_steps": FieldSpec(
+        "Accumulation steps",
+        "Micro-batches whose gradients add up before each optimiser step (effective batch = batch × this).",
+        "The optimisation of a large batch with the memory of a small one, but no faster.",
+    ),
+    "seed": FieldSpec(
+        "Seed",
+        "Seeds the weights, the data order, augmentation and synthetic data, so runs stay comparable.",
+        "The same seed makes a change of one setting show its own effect.",
+    ),
+    "device": FieldSpec(
+        "Device",
+        "auto (the CUDA GPU if there is one, else the CPU), cuda (the GPU or fail), or cpu.",
+    ),
+    "log_every": FieldSpec(
+        "Measure every",
+        "Report every this many steps: one point on the plots.",
+        "Reading the loss waits for the GPU to finish, so very small values slow a fast GPU down.",
+    ),
+}
+
+
+def cli_help(name: str, default: object) -> str:
+    """The flag's help in `workbench run --help`: the field's one line and its default."""
+    spec = SPECS.get(name)
+    text = spec.help if spec is not None else name.replace("_", " ")
+    return f"{text} (default: {_default_text(default)})".replace("%", "%%")  # argparse formats help with %
+
+
+def _default_text(value: object) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value == "":
+        return "empty"
+    return str(value)
