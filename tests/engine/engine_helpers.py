@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+import tarfile
 from pathlib import Path
 
 import numpy as np
@@ -40,3 +42,24 @@ def write_npz(path: Path, train: int = 64, test: int = 32, classes: int = 10, **
     arrays = {key: value for key, value in arrays.items() if value is not None}
     np.savez(path, **arrays)
     return path
+
+
+def write_cifar10_archive(folder, per_batch=20, test=30):
+    """cifar-10-python.tar.gz as the real one is laid out: pickled dicts of (N, 3072) uint8 rows."""
+    rng = np.random.default_rng(0)
+    source = folder / "src" / "cifar-10-batches-py"
+    source.mkdir(parents=True)
+    batches = {}
+    for name, count in [*[(f"data_batch_{i}", per_batch) for i in range(1, 6)], ("test_batch", test)]:
+        data = rng.integers(0, 256, (count, 3072), dtype=np.uint8)
+        labels = rng.integers(0, 10, count).tolist()
+        with open(source / name, "wb") as handle:
+            pickle.dump({"batch_label": name, "data": data, "labels": labels}, handle)
+        batches[name] = (data, labels)
+    with open(source / "batches.meta", "wb") as handle:
+        pickle.dump({"label_names": ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
+                                     "ship", "truck"]}, handle)
+    archive = folder / "cifar-10-python.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(source, arcname="cifar-10-batches-py")
+    return archive, source, batches

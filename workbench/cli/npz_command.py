@@ -1,0 +1,58 @@
+"""`workbench make-npz SOURCE --out FILE`: a dataset file for `--dataset npz` from CIFAR's tarball or an image folder."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from workbench.cli import UsageError
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "make-npz",
+        help="write a dataset .npz from the CIFAR-10/100 tarball or an image folder",
+        description="Write an .npz that `workbench run --dataset npz --data-path FILE` trains on: "
+        "train_images / test_images (uint8, N×32×32×3), train_labels / test_labels, class_names. "
+        "SOURCE is cifar-10-python.tar.gz (or cifar-100-python.tar.gz, or its extracted folder), or a folder "
+        "with one sub-folder of images per class (train/ and test/ inside it keep that split; otherwise "
+        "--test-fraction of the images is held out). Images are cropped to their centre square and "
+        "scaled to 32×32.",
+    )
+    parser.add_argument("source", metavar="SOURCE", help="CIFAR tarball or folder, or a folder of class folders")
+    parser.add_argument("--out", required=True, metavar="FILE.npz", help="the file to write (replaced if it exists)")
+    parser.add_argument("--test-fraction", type=float, default=0.2, metavar="F",
+                        help="share of an image folder held out for test when it has no test/ folder (default: 0.2)")
+    parser.add_argument("--max-train", type=_positive_int, metavar="N", help="keep only the first N training images")
+    parser.add_argument("--max-test", type=_positive_int, metavar="N", help="keep only the first N test images")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the train/test split of an image folder "
+                        "(default: 0)")
+    parser.set_defaults(handler=make_npz_command)
+
+
+def make_npz_command(args: argparse.Namespace) -> int:
+    from workbench.npz.make import MakeNpzError, make_image_set
+
+    try:
+        image_set = make_image_set(args.source, args.test_fraction, args.seed).limited(args.max_train, args.max_test)
+        out = image_set.save(args.out)
+    except MakeNpzError as error:
+        raise UsageError(f"workbench make-npz: {error}") from None
+    names = ", ".join(image_set.class_names[:10]) + (", …" if len(image_set.class_names) > 10 else "")
+    print(
+        f"Wrote {out}: {len(image_set.train_labels):,} training and {len(image_set.test_labels):,} test images, "
+        f"{len(image_set.class_names)} classes ({names}) from the {image_set.source}.\n"
+        f"Train on it: workbench run --dataset npz --data-path {out}",
+        file=sys.stdout,
+    )
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number from 1 up, got {value}")
+    return value

@@ -1,0 +1,221 @@
+"""Write a workbench .npz dataset from the CIFAR-10/100 python tarball or from a folder of images.
+
+The file holds train_images / test_images (uint8, N×32×32×3), train_labels / test_labels (int64)
+and class_names, the layout `--dataset npz` trains on. No torch: numpy, the standard library,
+and Pillow (a torchvision dependency) for image files.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+SIDE = 32
+
+
+class MakeNpzError(ValueError):
+    """The source cannot become a dataset; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class ImageSet:
+    train_images: np.ndarray  # uint8 (N, 32, 32, 3)
+    train_labels: np.ndarray  # int64 (N,)
+    test_images: np.ndarray
+    test_labels: np.ndarray
+    class_names: tuple[str, ...]
+    source: str  # "CIFAR-10 tarball", "image folder (train/ and test/)", ...
+
+    def limited(self, max_train: Optional[int], max_test: Optional[int]) -> ImageSet:
+        """The first ``max_train`` / ``max_test`` images of each split (CIFAR's batches are already shuffled)."""
+        return ImageSet(
+            self.train_images[:max_train], self.train_labels[:max_train],
+            self.test_images[:max_test], self.test_labels[:max_test], self.class_names, self.source,
+        )
+
+    def save(self, out: Path | str) -> Path:
+        """Write the .npz atomically (a temporary file renamed over the target)."""
+        out = Path(out).expanduser()
+        if out.suffix != ".npz":
+            out = out.with_name(out.name + ".npz")  # np.savez would add it anyway; say the real name
+        temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp.npz")
+        try:
+            np.savez(
+                temporary,
+                train_images=self.train_images, train_labels=self.train_labels,
+                test_images=self.test_images, test_labels=self.test_labels,
+                class_names=np.array(self.class_names, dtype=str),
+            )
+            os.replace(temporary, out)
+        except OSError as error:
+            temporary.unlink(missing_ok=True)
+            raise MakeNpzError(f"cannot write {out}: {(error.strerror or str(error)).lower()}") from None
+        return out
+
+
+def make_image_set(source: Path | str, test_fraction: float = 0.2, seed: int = 0) -> ImageSet:
+    """Read ``source``: a CIFAR-10/100 python tarball, an extracted CIFAR folder, or an image folder."""
+    source = Path(source).expanduser()
+    if source.is_file():
+        if tarfile.is_tarfile(source):
+            return _from_cifar_tarball(source)
+        raise MakeNpzError(
+            f"{source} is not a tar archive: give cifar-10-python.tar.gz (or cifar-100-python.tar.gz) "
+            "or a folder of images"
+        )
+    if not source.is_dir():
+        raise MakeNpzError(f"{source} does not exist")
+    for folder in (source, source / "cifar-10-batches-py", source / "cifar-100-python"):
+        if (folder / "test_batch").is_file() or (folder / "test").is_file():
+            return _from_cifar_folder(folder)
+    return _from_image_folder(source, test_fraction, seed)
+
+
+# -- CIFAR's python format: pickled dicts of (N, 3072) uint8 rows, channel-major ----------------------
+
+_CIFAR_LAYOUTS = {
+    # tarball top folder: (train members, test member, meta member, label key, names key)
+    "cifar-10-batches-py": ([f"data_batch_{i}" for i in range(1, 6)], "test_batch", "batches.meta",
+                            "labels", "label_names"),
+    "cifar-100-python": (["train"], "test", "meta", "fine_labels", "fine_label_names"),
+}
+
+
+def _from_cifar_tarball(path: Path) -> ImageSet:
+    try:
+        with tarfile.open(path) as tar:
+            members = {member.name: member for member in tar.getmembers() if member.isfile()}
+            for top, layout in _CIFAR_LAYOUTS.items():
+                if f"{top}/{layout[1]}" in members:
+                    def read(name: str, tar=tar, top=top) -> dict:
+                        handle = tar.extractfile(members[f"{top}/{name}"])
+                        assert handle is not None
+                        return _unpickle(handle.read(), f"{path}:{top}/{name}")
+
+                    return _cifar_set(read, layout, f"{'CIFAR-10' if '10' in top else 'CIFAR-100'} tarball")
+    except (tarfile.TarError, OSError, EOFError) as error:
+        raise MakeNpzError(f"cannot read {path}: {error}") from None
+    raise MakeNpzError(
+        f"{path} holds neither cifar-10-batches-py/ nor cifar-100-python/: it is not a CIFAR python tarball"
+    )
+
+
+def _from_cifar_folder(folder: Path) -> ImageSet:
+    top = "cifar-100-python" if (folder / "test").is_file() else "cifar-10-batches-py"
+
+    def read(name: str) -> dict:
+        try:
+            return _unpickle((folder / name).read_bytes(), str(folder / name))
+        except OSError as error:
+            raise MakeNpzError(f"cannot read {folder / name}: {(error.strerror or str(error)).lower()}") from None
+
+    return _cifar_set(read, _CIFAR_LAYOUTS[top], f"extracted {'CIFAR-10' if '10' in top else 'CIFAR-100'} folder")
+
+
+def _cifar_set(read: Callable[[str], dict], layout: tuple, source: str) -> ImageSet:
+    train_names, test_name, meta_name, label_key, names_key = layout
+    train = [read(name) for name in train_names]
+    test = read(test_name)
+    try:
+        class_names = tuple(str(name) for name in read(meta_name)[names_key])
+    except (MakeNpzError, KeyError):
+        class_names = ()
+    train_images = np.concatenate([_cifar_images(batch) for batch in train])
+    train_labels = np.concatenate([np.asarray(batch[label_key], dtype=np.int64) for batch in train])
+    if not class_names:
+        class_names = tuple(str(index) for index in range(int(train_labels.max()) + 1))
+    return ImageSet(train_images, train_labels, _cifar_images(test),
+                    np.asarray(test[label_key], dtype=np.int64), class_names, source)
+
+
+def _unpickle(data: bytes, where: str) -> dict:
+    # CIFAR's batches were pickled by Python 2; latin1 turns their byte-string keys into str (as torchvision does).
+    try:
+        batch = pickle.loads(data, encoding="latin1")
+    except Exception as error:  # a damaged pickle can raise almost anything
+        raise MakeNpzError(f"{where} is not a CIFAR batch ({type(error).__name__}: {error})") from None
+    if not isinstance(batch, dict):
+        raise MakeNpzError(f"{where} is not a CIFAR batch (a {type(batch).__name__}, not a dict)")
+    return {key.decode("latin1") if isinstance(key, bytes) else key: value for key, value in batch.items()}
+
+
+def _cifar_images(batch: dict) -> np.ndarray:
+    data = np.asarray(batch["data"], dtype=np.uint8)
+    return np.ascontiguousarray(data.reshape(-1, 3, SIDE, SIDE).transpose(0, 2, 3, 1))
+
+
+# -- a folder of images, one sub-folder per class ---------------------------------------------------
+
+
+def _from_image_folder(root: Path, test_fraction: float, seed: int) -> ImageSet:
+    """root/train/<class>/* and root/test/<class>/*, or root/<class>/* split by ``test_fraction``."""
+    if (root / "train").is_dir() and (root / "test").is_dir():
+        classes = _class_names(root / "train")
+        train = _read_class_folders(root / "train", classes)
+        test = _read_class_folders(root / "test", classes)
+        return ImageSet(*train, *test, tuple(classes), "image folder (train/ and test/)")
+    if not 0 < test_fraction < 1:
+        raise MakeNpzError(f"test fraction must be between 0 and 1 (got {test_fraction:g})")
+    classes = _class_names(root)
+    images, labels = _read_class_folders(root, classes)
+    order = np.random.default_rng(seed).permutation(len(labels))
+    test_count = max(1, round(len(labels) * test_fraction))
+    if test_count >= len(labels):
+        raise MakeNpzError(f"{root} has {len(labels)} images: too few to split into train and test")
+    test, train = order[:test_count], order[test_count:]
+    return ImageSet(images[train], labels[train], images[test], labels[test], tuple(classes),
+                    f"image folder, {test_fraction:.0%} held out for test")
+
+
+def _class_names(folder: Path) -> list[str]:
+    classes = sorted(entry.name for entry in folder.iterdir() if entry.is_dir() and not entry.name.startswith("."))
+    if not classes:
+        raise MakeNpzError(
+            f"{folder} has no class folders: put each class's images in a sub-folder named after it "
+            "(cat/, dog/, …), or give cifar-10-python.tar.gz"
+        )
+    return classes
+
+
+def _read_class_folders(folder: Path, classes: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    from PIL import Image, UnidentifiedImageError  # Pillow comes with torchvision
+
+    images, labels = [], []
+    for label, name in enumerate(classes):
+        class_folder = folder / name
+        if not class_folder.is_dir():
+            continue  # a class with no test images is allowed
+        for path in sorted(class_folder.rglob("*")):
+            if path.suffix.lower() not in IMAGE_SUFFIXES or not path.is_file():
+                continue
+            try:
+                with Image.open(path) as image:
+                    images.append(_to_32x32(image))
+            except (UnidentifiedImageError, OSError) as error:
+                raise MakeNpzError(f"cannot read {path} as an image ({error})") from None
+            labels.append(label)
+    if not images:
+        raise MakeNpzError(f"{folder} has no images ({', '.join(IMAGE_SUFFIXES)}) in its class folders")
+    return np.stack(images), np.asarray(labels, dtype=np.int64)
+
+
+def _to_32x32(image) -> np.ndarray:
+    """RGB, the centre square, scaled to 32×32: the shape every workbench model takes."""
+    from PIL import Image
+
+    image = image.convert("RGB")
+    width, height = image.size
+    side = min(width, height)
+    left, top = (width - side) // 2, (height - side) // 2
+    image = image.crop((left, top, left + side, top + side))
+    if side != SIDE:
+        image = image.resize((SIDE, SIDE), Image.Resampling.BILINEAR, reducing_gap=3.0)
+    return np.asarray(image, dtype=np.uint8)
+
