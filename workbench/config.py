@@ -117,7 +117,14 @@ class RunConfig:
         """Settings this machine cannot run: the reasons the GUI disables a choice."""
         problems = []
         if self.device == "cuda" and not device.cuda_available:
-            problems.append(f"device=cuda but no CUDA GPU was found ({device.cpu_fallback_reason})")
+            # The probe's reason starts with the same words; say them once, then what it adds and what to do.
+            detail = (device.cpu_fallback_reason or "").removeprefix("no CUDA GPU found").lstrip(": ")
+            cpu_build = "CPU-only build" in detail
+            problems.append(
+                "device=cuda but no CUDA GPU was found" + (f" ({detail})" if detail else "")
+                + ": choose device=auto or device=cpu to train on the CPU"
+                + (", or install a CUDA build of torch" if cpu_build else "")
+            )
         on_cuda = device.cuda_available and self.device != "cpu"
         if self.precision == "fp16" and not on_cuda:
             problems.append("fp16 needs a CUDA GPU")

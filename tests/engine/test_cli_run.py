@@ -47,7 +47,9 @@ def test_every_config_field_is_a_flag(capsys):
         (["--precision", "fp16"], "workbench run: fp16 needs a CUDA GPU"),
         (["--dataset", "npz", "--data-path", "/nowhere/data.npz"],
          "workbench run: data_path '/nowhere/data.npz' is not a file (dataset=npz needs an .npz file)"),
-        (["--colour", "red"], "workbench: unrecognized arguments: --colour red"),
+        (["--colour", "red"], "workbench run: unknown flag --colour (see `workbench run --help`)"),
+        (["--batchsize", "64"], "workbench run: unknown flag --batchsize (did you mean --batch-size?)"),
+        (["--num_workers=2"], "workbench run: unknown flag --num_workers (did you mean --num-workers?)"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(capsys, args, line):
@@ -57,14 +59,15 @@ def test_bad_input_exits_2_with_one_line(capsys, args, line):
     assert "Traceback" not in err
 
 
-def test_npz_with_wrong_shapes_exits_2(capsys, tmp_path):
+def test_npz_with_wrong_shapes_exits_2_with_one_line_and_no_summary(capsys, tmp_path):
     import numpy as np
 
     path = write_npz(tmp_path / "bad.npz", train_images=np.zeros((64, 28, 28, 1), np.uint8))
     code, out, err = run_cli(capsys, *TINY, "--dataset", "npz", "--data-path", str(path), "--json")
     assert code == 2
-    assert err.strip().splitlines()[-1].startswith(f"workbench run: npz file {path}: train_images is uint8")
-    assert json.loads(out.strip().splitlines()[-1])["status"] == "failed"
+    assert err.strip() == (f"workbench run: npz file {path}: train_images is uint8 (64, 28, 28, 1); "
+                           "expected uint8 images of shape (N, 32, 32, 3)")
+    assert out == ""  # nothing ran: no summary, no JSON
 
 
 def test_cifar10_offline_exits_2_naming_the_folder(capsys, tmp_path, monkeypatch):

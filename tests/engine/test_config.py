@@ -6,6 +6,8 @@ from workbench.config import FIELD_NAMES, ConfigError, RunConfig
 from workbench.device_info import DeviceInfo
 
 CPU = DeviceInfo(type="cpu", name="test cpu", cuda_available=False, cpu_fallback_reason="no CUDA GPU found")
+CPU_ONLY_TORCH = DeviceInfo(type="cpu", name="test cpu", cuda_available=False,
+                            cpu_fallback_reason="no CUDA GPU found: this torch 2.x+cpu is a CPU-only build")
 OLD_GPU = DeviceInfo(type="cuda", name="Tesla T4", cuda_available=True, compute_capability="7.5", bf16_supported=False)
 NEW_GPU = DeviceInfo(type="cuda", name="H100", cuda_available=True, compute_capability="9.0", bf16_supported=True)
 
@@ -29,7 +31,11 @@ def test_validate_reports_every_problem_at_once():
         (dict(precision="fp16"), CPU, "fp16 needs a CUDA GPU"),
         (dict(precision="bf16"), CPU, "bf16 needs a CUDA GPU with native bf16 (compute capability 8.0+)"),
         (dict(precision="bf16"), OLD_GPU, "bf16 needs a GPU with native bf16 (compute capability 8.0+); Tesla T4 is 7.5"),
-        (dict(device="cuda"), CPU, "device=cuda but no CUDA GPU was found (no CUDA GPU found)"),
+        (dict(device="cuda"), CPU,
+         "device=cuda but no CUDA GPU was found: choose device=auto or device=cpu to train on the CPU"),
+        (dict(device="cuda"), CPU_ONLY_TORCH,
+         "device=cuda but no CUDA GPU was found (this torch 2.x+cpu is a CPU-only build): choose device=auto or "
+         "device=cpu to train on the CPU, or install a CUDA build of torch"),
         (dict(precision="fp16", device="cpu"), NEW_GPU, "fp16 needs a CUDA GPU"),
     ],
 )

@@ -199,3 +199,31 @@ def test_out_of_memory_is_a_failed_run_with_advice_and_frees_the_run(monkeypatch
     assert ended.status == "failed" and ended.kind == "out_of_memory"
     assert ended.reason.startswith("CUDA out of memory with small-cnn at batch_size=64, fp32: try a smaller batch")
     assert multiprocessing.active_children() == []
+
+
+def test_a_stop_mid_window_reports_the_steps_done_once():
+    """"stopped by the user at step 5" and the summary's steps are the same count (log points every 4)."""
+    config = tiny_config(synthetic_size=512, epochs=2, max_steps=None, log_every=4)
+    seen = 0
+
+    def stop_after_five() -> bool:
+        nonlocal seen
+        seen += 1
+        return seen > 5  # the loop asks before each step: steps 1-5 run
+
+    events = run_to_end(config, stop_after_five)
+    ended = events[-1]
+    steps = [event for event in events if isinstance(event, StepStats)]
+    assert ended.status == "stopped" and ended.reason == "stopped by the user at step 5"
+    assert ended.summary.steps == 5 and steps[-1].step == 5
+    assert ended.summary.samples_seen == 5 * config.batch_size
+
+
+def test_max_steps_is_the_runs_length_even_past_the_epochs():
+    """`--max-steps 12` runs 12 steps although one epoch is only 8 (README examples do what they say)."""
+    events = run_to_end(tiny_config(synthetic_size=256, batch_size=32, epochs=1, max_steps=12, log_every=4))
+    started = next(event for event in events if isinstance(event, RunStarted))
+    ended = events[-1]
+    assert started.total_steps == 12 and started.steps_per_epoch == 8
+    assert ended.status == "finished" and ended.summary.steps == 12
+    assert ended.summary.epochs_completed == 2  # the second, partial epoch ends with its evaluation too

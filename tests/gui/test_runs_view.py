@@ -81,7 +81,7 @@ def test_table_lists_runs_newest_first_with_readable_figures(make_view, store):
 
     assert view.table.objectName() == "runsTable"
     assert column(view, "ID") == [str(gpu_run), str(cpu_run)]
-    assert column(view, "Name") == [f"small-cnn bs256 bf16 #{gpu_run}", "on the cpu"]
+    assert column(view, "Name") == ["synthetic: precision=bf16, batch_size=256, device=auto", "on the cpu"]
     assert column(view, "Status") == ["finished", "finished"]
     assert column(view, "Batch") == ["256", "32"]
     assert column(view, "Precision") == ["bf16", "fp32"]

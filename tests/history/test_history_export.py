@@ -43,9 +43,20 @@ def test_runs_csv_columns_are_identity_then_every_setting_then_the_summary(store
     record_complete_run(store)
     export_runs_csv(store, tmp_path / "runs.csv")
     header = read_csv(tmp_path / "runs.csv")[0]
-    assert header == ["run_id", "name", "status", "reason", "started_at", "finished_at", *FIELD_NAMES,
-                      *SUMMARY_COLUMNS]
+    assert header == ["run_id", "name", "note", "source", "status", "reason", "started_at", "finished_at",
+                      *FIELD_NAMES, *SUMMARY_COLUMNS, "steps", "samples_seen", "epochs_completed"]
     assert tuple(header) == RUNS_CSV_COLUMNS
+
+
+def test_runs_csv_holds_the_note_the_source_and_how_far_the_run_got(store, tmp_path):
+    """What the Runs tab and --json already show: the note, gui or cli, steps and epochs done."""
+    run_id = record_complete_run(store, source="gui", steps=7)
+    store.set_note(run_id, "workers=0 to see the data wait")
+    export_runs_csv(store, tmp_path / "runs.csv")
+    header, row = read_csv(tmp_path / "runs.csv")
+    values = dict(zip(header, row))
+    assert (values["note"], values["source"]) == ("workers=0 to see the data wait", "gui")
+    assert (values["steps"], values["samples_seen"], values["epochs_completed"]) == ("7", "224", "1")
 
 
 def test_runs_csv_row_holds_settings_metrics_and_utc_times(store, tmp_path):

@@ -89,9 +89,9 @@ def test_step_and_epoch_metrics_round_trip_with_missing_memory_as_nan(store):
     assert epochs["step"].tolist() == [3] and epochs["test_accuracy"].tolist() == [0.5]
 
 
-def test_default_name_says_model_batch_precision_and_id(store):
+def test_default_name_says_data_model_batch_precision(store):
     recorder = store.start_run(RunConfig(model="resnet18", batch_size=256, precision="fp16"))
-    assert store.get_run(recorder.run_id).name == f"resnet18 bs256 fp16 #{recorder.run_id}"
+    assert store.get_run(recorder.run_id).name == "synthetic: resnet18, batch 256, fp16"
 
 
 def test_list_runs_is_newest_first(store):

@@ -15,6 +15,7 @@ from workbench.cli import UsageError
 from workbench.engine.events import EpochStats, RunEnded, RunStarted, StatusChanged, StepStats, RunSummary
 from workbench.config import CHOICES, FIELD_NAMES, FIELD_TYPES, OPTIONAL_FIELDS, ConfigError, RunConfig
 from workbench.formatting import format_bytes, format_duration
+from workbench.settings_help import cli_help
 
 # Exit codes: 0 finished, 1 the run failed (or was stopped), 2 bad input.
 BAD_INPUT_KINDS = ("config", "data")
@@ -35,15 +36,15 @@ def register(subparsers: Any) -> None:
     for name in FIELD_NAMES:
         flag = "--" + name.replace("_", "-")
         hint = FIELD_TYPES[name]
-        default = getattr(defaults, name)
+        help_text = cli_help(name, getattr(defaults, name))  # the form's tooltip starts with the same line
         if hint is bool:
-            parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, help=f"default: {default}")
+            parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, help=help_text)
         elif name in CHOICES:
             # Choices are checked by RunConfig.validate so the message matches the GUI's.
-            parser.add_argument(flag, dest=name, metavar="{" + ",".join(CHOICES[name]) + "}", help=f"default: {default}")
+            parser.add_argument(flag, dest=name, metavar="{" + ",".join(CHOICES[name]) + "}", help=help_text)
         else:
             base = int if (hint is int or name in OPTIONAL_FIELDS) else float if hint is float else str
-            parser.add_argument(flag, dest=name, type=base, metavar=name.upper(), help=f"default: {default}")
+            parser.add_argument(flag, dest=name, type=base, metavar=name.upper(), help=help_text)
     parser.set_defaults(handler=run_command)
 
 
@@ -60,19 +61,45 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         if not isinstance(values, dict):
             raise UsageError(f"workbench run: --config {config_file} must hold a JSON object")
     values.update({name: getattr(args, name) for name in FIELD_NAMES if hasattr(args, name)})
+    _dataset_for_data_path(args, values)
     try:
         return RunConfig.from_dict(values)
     except ConfigError as error:
         raise UsageError(f"workbench run: {error}") from None
 
 
+def _dataset_for_data_path(args: argparse.Namespace, values: dict[str, Any]) -> None:
+    """--data-path without --dataset would train on synthetic data and ignore the file: infer npz from the
+    suffix (and say so), or refuse, naming what to add."""
+    path = getattr(args, "data_path", None)
+    if not path or values.get("dataset", "synthetic") != "synthetic":
+        return
+    if hasattr(args, "dataset"):
+        raise UsageError(
+            "workbench run: --data-path is not used with --dataset synthetic: drop it, or choose "
+            "--dataset npz (an .npz file) or cifar10/cifar100 (a CIFAR folder)"
+        )
+    if str(path).lower().endswith(".npz"):
+        values["dataset"] = "npz"
+        # Said once the settings pass their checks (bad input gets one line).
+        args.notes = [*getattr(args, "notes", []), f"{path} is an .npz file: training on it (--dataset npz)"]
+        return
+    raise UsageError(
+        "workbench run: --data-path needs --dataset: npz for an .npz file, cifar10 or cifar100 for a CIFAR folder"
+    )
+
+
 def run_command(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    from workbench.data_check import data_problems
     from workbench.engine import probe_device, run  # torch is imported only now
 
-    problems = config.validate(probe_device(config.device))
+    # Bad input starts nothing and stores nothing: settings and the cheap data checks come first.
+    problems = config.validate(probe_device(config.device)) or data_problems(config)
     if problems:
         raise UsageError("workbench run: " + "; ".join(problems))
+    for note in getattr(args, "notes", []):
+        print(f"workbench run: {note}", file=sys.stderr)
 
     store = recorder = None
     if not getattr(args, "no_history", False):
@@ -84,12 +111,14 @@ def run_command(args: argparse.Namespace) -> int:
     progress = Progress(sys.stderr)
     stop = threading.Event()
     ended = None
+    started = False
     previous_handler = signal.signal(signal.SIGINT, _stop_then_interrupt(stop, progress))
     try:
         for event in run(config, stop.is_set):
             if recorder is not None:
                 recorder.record(event)
             progress.show(event)
+            started = started or isinstance(event, RunStarted)
             if isinstance(event, RunEnded):
                 ended = event
     finally:
@@ -101,8 +130,12 @@ def run_command(args: argparse.Namespace) -> int:
             store.close()
 
     assert ended is not None  # the engine always ends with RunEnded
+    if ended.status == "failed" and ended.kind in BAD_INPUT_KINDS and not started:
+        # Refused before training (found only by loading the data): one line, nothing recorded.
+        raise UsageError(f"workbench run: {ended.reason}")
+    run_id = recorder.run_id if recorder is not None else None
     if args.__dict__.get("json"):
-        print(json.dumps(summary_json(ended.summary)))
+        print(json.dumps(summary_json(ended.summary, run_id=run_id, config=config)))
     else:
         print_summary(ended)
     if ended.status == "finished":
@@ -125,9 +158,13 @@ def _stop_then_interrupt(stop: threading.Event, progress: "Progress"):
     return handle
 
 
-def summary_json(summary: RunSummary) -> dict:
+def summary_json(summary: RunSummary, run_id: Optional[int] = None, config: Optional[RunConfig] = None) -> dict:
+    """The --json object: what ran (run_id in the history, None with --no-history; the whole RunConfig)
+    and what came of it."""
     data = dataclasses.asdict(summary)
     return {
+        "run_id": run_id,
+        "config": config.to_dict() if config is not None else None,
         "status": data["status"],
         "reason": data["reason"],
         "test_accuracy": data["test_accuracy"],

@@ -50,7 +50,7 @@ class RunStarted:
     test_size: int
     num_classes: int
     steps_per_epoch: int
-    total_steps: int  # micro-batch steps the run will take (epochs × steps/epoch, capped by max_steps)
+    total_steps: int  # micro-batch steps the run will take (max_steps when set, else epochs × steps/epoch)
     parameter_count: int
     started_at: float  # time.time()
     notes: tuple[str, ...] = ()  # settings that had no effect here, and why ("pin_memory ignored: …")

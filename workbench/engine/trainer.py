@@ -241,9 +241,8 @@ class _TrainingSession:
         self.parameter_count = parameter_count(self.model)
         self.forward = torch.compile(self.model) if config.compile else self.model
         self.steps_per_epoch = self.batches.steps_per_epoch
-        self.total_steps = config.epochs * self.steps_per_epoch
-        if config.max_steps is not None:
-            self.total_steps = min(self.total_steps, config.max_steps)
+        # max_steps, when set, is the run's length: as many epochs as it takes (the last may be partial).
+        self.total_steps = config.max_steps if config.max_steps is not None else config.epochs * self.steps_per_epoch
         self.train_step = TrainStep(
             self.forward,
             build_optimizer(config, self.model),
@@ -319,9 +318,11 @@ class _TrainingSession:
                     window_samples = window_steps = 0
                     window_wait = 0.0
                     window_began = time.perf_counter()
-            if window_steps:  # stopped mid-window: count what was done, report nothing partial
-                self._synchronize()
-                self.timer.read_seconds()
+            if window_steps:  # stopped mid-window: report the steps done, so every count of them agrees
+                yield self._step_stats(
+                    step, epoch, epochs, samples + window_samples, window_loss, window_steps,
+                    window_samples, window_wait, window_began, training_began,
+                )
                 epoch_loss += window_loss
                 epoch_samples += window_samples
                 samples += window_samples

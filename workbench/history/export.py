@@ -19,9 +19,14 @@ from workbench.history.metrics import SUMMARY_METRICS, iso_utc
 from workbench.history.schema import EPOCH_COLUMNS, STEP_COLUMNS
 from workbench.history.store import HistoryError, HistoryStore, RunRecord
 
-RUN_IDENTITY_COLUMNS: tuple[str, ...] = ("run_id", "name", "status", "reason", "started_at", "finished_at")
+# What the run is and where it came from (source: gui or cli), as the Runs tab shows it.
+RUN_IDENTITY_COLUMNS: tuple[str, ...] = (
+    "run_id", "name", "note", "source", "status", "reason", "started_at", "finished_at",
+)
 SUMMARY_EXPORT_COLUMNS: tuple[str, ...] = tuple(metric.csv_column for metric in SUMMARY_METRICS)
-RUNS_CSV_COLUMNS: tuple[str, ...] = RUN_IDENTITY_COLUMNS + FIELD_NAMES + SUMMARY_EXPORT_COLUMNS
+# How far the run got (the names --json uses).
+PROGRESS_COLUMNS: tuple[str, ...] = ("steps", "samples_seen", "epochs_completed")
+RUNS_CSV_COLUMNS: tuple[str, ...] = RUN_IDENTITY_COLUMNS + FIELD_NAMES + SUMMARY_EXPORT_COLUMNS + PROGRESS_COLUMNS
 STEPS_CSV_COLUMNS: tuple[str, ...] = ("run_id", "step", "metric", "value")
 # Per-epoch figures join the long file at the step they were taken, prefixed so "loss" stays unambiguous.
 EPOCH_METRIC_PREFIX = "epoch_"
@@ -55,12 +60,15 @@ def run_row(record: RunRecord) -> list[str]:
     values: list[Any] = [
         record.id,
         record.name,
+        record.note,
+        record.source,
         record.status,
         record.reason,
         iso_utc(record.started_at),
         iso_utc(record.finished_at),
         *(settings[name] for name in FIELD_NAMES),
         *(getattr(record, metric.name) for metric in SUMMARY_METRICS),
+        *(getattr(record, name) for name in PROGRESS_COLUMNS),
     ]
     return [cell(value) for value in values]
 

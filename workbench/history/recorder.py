@@ -1,6 +1,7 @@
 """Writes one run's engine events to the history as the run goes.
 
-Step windows are buffered and written together at most ``flush_interval_s`` apart, and at every
+Only runs that started training are history: a run refused for bad settings or data before its
+RunStarted is removed again. Step windows are buffered and written together at most ``flush_interval_s`` apart, and at every
 other event (a status change, an epoch, the end), so a process that dies loses about a second of
 metrics at most. Each write also stores the summary so far, so an interrupted run keeps its figures.
 """
@@ -13,6 +14,9 @@ from typing import TYPE_CHECKING, Optional
 from workbench.engine.events import EpochStats, Event, RunEnded, RunStarted, StepStats
 from workbench.engine.summary import SummaryBuilder
 from workbench.history.schema import EPOCH_COLUMNS, STEP_COLUMNS
+
+# Failures caused by the user's settings or data (the CLI exits 2 for them).
+BAD_INPUT_KINDS = ("config", "data")
 
 if TYPE_CHECKING:
     from workbench.history.store import HistoryStore
@@ -27,7 +31,9 @@ class RunRecorder:
         self._steps: list[tuple] = []
         self._epochs: list[tuple] = []
         self._last_flush = time.monotonic()
+        self._started = False
         self.ended = False
+        self.discarded = False  # True when the run was refused for bad input before it started
 
     def record(self, event: Event) -> None:
         """Take every engine event, in order."""
@@ -39,6 +45,7 @@ class RunRecorder:
             if time.monotonic() - self._last_flush >= self.flush_interval_s:
                 self.flush()
         elif isinstance(event, RunStarted):
+            self._started = True
             self._store._write_started(self.run_id, event)
             self.flush()
         elif isinstance(event, EpochStats):
@@ -47,6 +54,11 @@ class RunRecorder:
         elif isinstance(event, RunEnded):
             reason = event.reason or event.summary.reason
             kind = event.kind or event.summary.failure_kind
+            if event.status == "failed" and kind in BAD_INPUT_KINDS and not self._started:
+                # Refused before training for the user's input: nothing ran, so it is not history.
+                self._store._discard_unstarted(self.run_id)
+                self.ended = self.discarded = True
+                return
             self._write(event.summary, end=(event.status, reason, kind))
         else:  # a status change ("Evaluating…") may precede a long quiet spell: save what we have
             self.flush()

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
 from workbench.config import FIELD_TYPES, ConfigError, RunConfig
 from workbench.history import processes
+from workbench.history.naming import run_name
 from workbench.history.schema import EPOCH_COLUMNS, MIGRATIONS, SCHEMA_VERSION, STEP_COLUMNS, SUMMARY_COLUMNS
 
 if TYPE_CHECKING:
@@ -236,7 +237,11 @@ class HistoryStore:
             )
             run_id = int(cursor.lastrowid)
             if not name:
-                conn.execute("UPDATE runs SET name = ? WHERE id = ?", (default_run_name(config, run_id), run_id))
+                previous = conn.execute(
+                    "SELECT config_json FROM runs WHERE id < ? ORDER BY id DESC LIMIT 1", (run_id,)
+                ).fetchone()
+                previous_config = load_config(previous[0])[0] if previous is not None else None
+                conn.execute("UPDATE runs SET name = ? WHERE id = ?", (run_name(config, previous_config), run_id))
         return RunRecorder(self, run_id)
 
     def list_runs(self) -> list[RunRecord]:
@@ -282,6 +287,11 @@ class HistoryStore:
             raise RunInProgress(f"run #{run_id} is still running (process {record.pid} on {record.hostname})")
         with self._transaction() as conn:
             conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))  # metrics go by ON DELETE CASCADE
+
+    def _discard_unstarted(self, run_id: int) -> None:
+        """Remove a run that never started training (its recorder's call; no metrics exist yet)."""
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM runs WHERE id = ? AND device_json IS NULL", (run_id,))
 
     def _update_one(self, run_id: int, sql: str, params: tuple) -> None:
         with self._transaction() as conn:
@@ -418,10 +428,6 @@ class HistoryStore:
                 sql += ", status = ?, reason = ?, failure_kind = ?, finished_at = ?"
                 values += [*end, now]
             conn.execute(sql + " WHERE id = ?", (*values, run_id))
-
-
-def default_run_name(config: RunConfig, run_id: int) -> str:
-    return f"{config.model} bs{config.batch_size} {config.precision} #{run_id}"
 
 
 def _record(row: sqlite3.Row) -> RunRecord:

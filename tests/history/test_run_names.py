@@ -1,0 +1,44 @@
+"""Run names say what distinguishes a run: its data and what changed against the run before. No Qt."""
+
+from __future__ import annotations
+
+from fake_runs import record_complete_run
+
+from workbench.config import RunConfig
+from workbench.history.naming import run_name
+from workbench.history.store import HistoryStore
+
+
+def test_a_first_run_is_named_by_its_data_and_main_settings():
+    assert run_name(RunConfig()) == "synthetic: small-cnn, batch 128, fp32"
+    npz = RunConfig(dataset="npz", data_path="/data/cifar10-subset.npz", model="resnet18")
+    assert run_name(npz) == "cifar10-subset: resnet18, batch 128, fp32"
+
+
+def test_a_rerun_is_named_by_what_changed():
+    base = RunConfig()
+    assert run_name(base.replace(num_workers=0, epochs=6), base) == "synthetic: num_workers=0, epochs=6"
+    assert run_name(base.replace(pin_memory=False, lr=0.1), base) == "synthetic: pin_memory=off, lr=0.1"
+    assert run_name(base, base) == "synthetic: same settings"
+    many = base.replace(num_workers=0, model="resnet18", lr=0.1, epochs=3, seed=4)
+    assert run_name(many, base) == "synthetic: num_workers=0, model=resnet18, lr=0.1 (+2 more)"
+
+
+def test_a_change_of_data_is_said_once_at_the_front():
+    base = RunConfig()
+    npz = base.replace(dataset="npz", data_path="/d/mine.npz")
+    assert run_name(npz, base) == "mine: small-cnn, batch 128, fp32"
+    assert run_name(npz.replace(batch_size=64), base) == "mine: batch_size=64"
+
+
+def test_the_store_names_each_run_against_the_one_before_and_the_number_is_said_once(tmp_path):
+    with HistoryStore.open(tmp_path) as store:
+        first = record_complete_run(store, RunConfig(device="cpu"))
+        second = record_complete_run(store, RunConfig(device="cpu", num_workers=0))
+        named = record_complete_run(store, RunConfig(device="cpu"), name="my baseline")
+        records = {record.id: record for record in store.list_runs()}
+    assert records[first].name == "synthetic: small-cnn, batch 128, fp32"
+    assert records[second].name == "synthetic: num_workers=0"
+    assert records[second].label == f"#{second} synthetic: num_workers=0"
+    assert records[named].name == "my baseline"
+    assert all(record.label.count("#") == 1 for record in records.values())

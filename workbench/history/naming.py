@@ -1,0 +1,56 @@
+"""Run names that say what distinguishes a run: its data, and the settings that changed against the run before.
+
+"synthetic: num_workers=0, epochs=6" tells an experiment apart in a legend, a table or a CSV where
+"small-cnn bs128 fp32 #7" does not. The run's number is not part of its name: views show it once,
+as "#7 <name>" (RunRecord.label). No Qt, no torch.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+from typing import Optional
+
+from workbench.config import FIELD_NAMES, RunConfig
+
+MAX_CHANGES_IN_NAME = 3
+# The name starts with the data; these are said there, not again as changes.
+_DATA_FIELDS = ("dataset", "data_path")
+
+
+def dataset_label(config: RunConfig) -> str:
+    """"synthetic", "cifar10", or an .npz file's stem ("cifar10-subset")."""
+    if config.dataset == "npz" and config.data_path:
+        return PurePath(config.data_path).stem or "npz"
+    return config.dataset
+
+
+def run_name(config: RunConfig, previous: Optional[RunConfig] = None) -> str:
+    """The run's data, then what changed against ``previous`` (the run before it), or its main settings."""
+    data = dataset_label(config)
+    changes = changed_settings(config, previous) if previous is not None else None
+    if not changes:
+        if previous is not None and dataset_label(previous) == data:
+            return f"{data}: same settings"
+        return f"{data}: {config.model}, batch {config.batch_size}, {config.precision}"
+    shown = ", ".join(changes[:MAX_CHANGES_IN_NAME])
+    more = len(changes) - MAX_CHANGES_IN_NAME
+    return f"{data}: {shown}" + (f" (+{more} more)" if more > 0 else "")
+
+
+def changed_settings(config: RunConfig, previous: RunConfig) -> list[str]:
+    """"name=value" for each setting (other than the data) that differs from ``previous``, in field order."""
+    return [
+        f"{name}={_value(getattr(config, name))}"
+        for name in FIELD_NAMES
+        if name not in _DATA_FIELDS and getattr(config, name) != getattr(previous, name)
+    ]
+
+
+def _value(value: object) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
