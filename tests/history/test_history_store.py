@@ -358,3 +358,11 @@ def test_importing_the_history_leaves_qt_out():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_polling_a_closed_store_is_a_history_error(tmp_path):
+    """A view's refresh timer may fire once after the store closed; it gets an error it handles."""
+    store = HistoryStore.open(tmp_path)
+    store.close()
+    with pytest.raises(HistoryError, match="cannot read the run history"):
+        store.change_token()

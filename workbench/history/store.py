@@ -211,7 +211,10 @@ class HistoryStore:
 
     def change_token(self) -> tuple[int, int]:
         """Changes whenever anyone (this connection or another process) commits: cheap polling for views."""
-        return int(self._conn.execute("PRAGMA data_version").fetchone()[0]), self._local_writes
+        try:
+            return int(self._conn.execute("PRAGMA data_version").fetchone()[0]), self._local_writes
+        except sqlite3.Error as error:  # closed, or the file went away: a polling view skips a beat
+            raise HistoryError(f"cannot read the run history at {self.path}: {_words(error)}") from error
 
     # -- runs ------------------------------------------------------------------------
     def start_run(self, config: RunConfig, name: Optional[str] = None, source: str = "cli") -> RunRecorder:
