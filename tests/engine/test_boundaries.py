@@ -44,3 +44,20 @@ def test_settings_depend_on_nothing_in_the_engine(module):
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     assert not {name for name in imported if name.startswith("workbench.engine")}
+
+
+def test_the_training_engine_imports_torchvision_only_on_use():
+    # Every distributed rank is a fresh process: torchvision's import doubled each one's start-up.
+    modules = imported_after(
+        "from workbench.engine.trainer import run\nfrom workbench.engine.device import probe_device\n"
+        "assert probe_device('cpu').torchvision_version"
+    )
+    assert "torch" in modules and "torchvision" not in modules
+
+
+def test_the_probed_torchvision_version_is_the_installed_one():
+    import torchvision
+
+    from workbench.engine.device import _torchvision_version
+
+    assert _torchvision_version() == torchvision.__version__

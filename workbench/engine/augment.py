@@ -6,17 +6,22 @@ user switching augment=cpu ↔ augment=gpu changes where the work runs, not what
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import torch
 import torch.nn.functional as F
-from torchvision.transforms import v2
+
+if TYPE_CHECKING:
+    from torchvision.transforms import v2
 
 PADDING = 4
 
 
 def per_sample_transform() -> v2.Compose:
     """torchvision's classic CIFAR augmentation, run in the workers one image at a time."""
+    # Imported on use: torchvision doubles a process's start-up time (every distributed rank pays it).
+    from torchvision.transforms import v2
+
     return v2.Compose([v2.RandomCrop(32, padding=PADDING), v2.RandomHorizontalFlip()])
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import platform
+import re
 import sys
+from pathlib import Path
 
 import torch
-import torchvision
 
 from workbench.device_info import DeviceInfo
 
@@ -18,7 +20,7 @@ def probe_device(requested: str = "auto") -> DeviceInfo:
     """Describe the device a run with ``device=requested`` resolves to ("auto" prefers CUDA)."""
     common = dict(
         torch_version=torch.__version__,
-        torchvision_version=torchvision.__version__,
+        torchvision_version=_torchvision_version(),
         python_version=platform.python_version(),
         cpu_count=os.cpu_count() or 1,
         cuda_version=torch.version.cuda,
@@ -61,6 +63,24 @@ def cpu_name() -> str:
         except OSError:
             pass
     return f"{name} ({os.cpu_count() or 1} cores)"
+
+
+def _torchvision_version() -> str:
+    """torchvision's version, read from its version.py without importing the package: the import
+    doubles a process's start-up time, and every distributed rank probes its device."""
+    module = sys.modules.get("torchvision")
+    if module is None:
+        spec = importlib.util.find_spec("torchvision")
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            try:
+                text = (Path(folder) / "version.py").read_text(encoding="utf-8")
+            except OSError:
+                continue
+            match = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", text, re.MULTILINE)
+            if match:
+                return match.group(1)
+        import torchvision as module
+    return module.__version__
 
 
 def _driver_version() -> str | None:

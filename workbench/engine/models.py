@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torchvision import models as tv_models
 
 
 def small_cnn(num_classes: int) -> nn.Module:
@@ -32,6 +31,8 @@ def small_cnn(num_classes: int) -> nn.Module:
 def resnet18_cifar(num_classes: int) -> nn.Module:
     """torchvision's resnet18 with the CIFAR stem: a 3×3 stride-1 first conv and no max-pool,
     so 32×32 inputs are not shrunk to 8×8 before the first residual block."""
+    from torchvision import models as tv_models  # imported on use: it doubles a process's start-up time
+
     model = tv_models.resnet18(weights=None, num_classes=num_classes)
     model.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
     model.maxpool = nn.Identity()
@@ -39,6 +40,8 @@ def resnet18_cifar(num_classes: int) -> nn.Module:
 
 
 def mobilenet_v3_small(num_classes: int) -> nn.Module:
+    from torchvision import models as tv_models
+
     return tv_models.mobilenet_v3_small(weights=None, num_classes=num_classes)
 
 
