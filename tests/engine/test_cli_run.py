@@ -94,12 +94,12 @@ def test_config_file_with_unknown_keys_exits_2(capsys, tmp_path):
 
 
 def test_a_failed_run_exits_1(capsys, monkeypatch):
-    from workbench.engine import trainer
+    from workbench.engine import session as trainer_session
 
     def explode(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(trainer, "build_model", explode)
+    monkeypatch.setattr(trainer_session, "build_model", explode)
     code, out, err = run_cli(capsys, *TINY)
     assert code == 1 and err.strip().splitlines()[-1] == "workbench run: RuntimeError: boom"
 

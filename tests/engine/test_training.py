@@ -11,7 +11,7 @@ from torch import nn
 from workbench.config import CHOICES
 from workbench.engine import run
 from workbench.engine.events import EpochStats, RunEnded, RunStarted, StatusChanged, StepStats
-from workbench.engine.trainer import TrainStep, warmup_linear_decay
+from workbench.engine.train_step import TrainStep, warmup_linear_decay
 
 
 def linear_model() -> nn.Module:
@@ -164,12 +164,12 @@ def test_divergence_fails_the_run_with_advice():
 
 
 def test_an_exception_in_training_is_a_failed_run_with_its_reason(monkeypatch):
-    from workbench.engine import trainer
+    from workbench.engine import session as trainer_session
 
     def explode(*args, **kwargs):
         raise RuntimeError("model exploded")
 
-    monkeypatch.setattr(trainer, "build_model", explode)
+    monkeypatch.setattr(trainer_session, "build_model", explode)
     ended = run_to_end(tiny_config())[-1]
     assert ended.status == "failed" and ended.kind == "error"
     assert ended.reason == "RuntimeError: model exploded"
@@ -189,12 +189,12 @@ def test_the_real_cifar10_subset_learns(subset_npz):
 
 
 def test_out_of_memory_is_a_failed_run_with_advice_and_frees_the_run(monkeypatch):
-    from workbench.engine import trainer
+    from workbench.engine import train_step
 
     def out_of_memory(self, images, labels):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    monkeypatch.setattr(trainer.TrainStep, "__call__", out_of_memory)
+    monkeypatch.setattr(train_step.TrainStep, "__call__", out_of_memory)
     ended = run_to_end(tiny_config(num_workers=2, persistent_workers=True, batch_size=64))[-1]
     assert ended.status == "failed" and ended.kind == "out_of_memory"
     assert ended.reason.startswith("CUDA out of memory with small-cnn at batch_size=64, fp32: try a smaller batch")

@@ -1,0 +1,265 @@
+"""One run's training session: the pieces it trains with, and the step loop that yields its events.
+
+The hot loop never syncs the device: the loss and correct counts accumulate as device tensors and
+CUDA events time each step; all of it is read once per ``log_every`` steps (``_step_stats``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable, Iterator, Optional
+
+import torch
+from torch import nn
+
+from workbench.config import RunConfig
+from workbench.engine.data import DevicePreparer, ImageArrays, LoaderBatches, ResidentBatches
+from workbench.engine.device import resolve
+from workbench.engine.events import DeviceInfo, EpochStats, Event, RunStarted, StatusChanged, StepStats
+from workbench.engine.memory import MemoryProbe
+from workbench.engine.models import build_model, parameter_count, to_memory_format
+from workbench.engine.step_timer import StepTimer
+from workbench.engine.train_step import TrainStep, build_optimizer, warmup_linear_decay
+
+EVAL_BATCH_SIZE = 1000
+
+
+class Diverged(RuntimeError):
+    pass
+
+
+class _Window:
+    """What one log window accumulates; the loss stays a device tensor until the log point."""
+
+    def __init__(self, device: torch.device):
+        self.loss = torch.zeros((), device=device)
+        self.steps = 0
+        self.samples = 0
+        self.data_wait = 0.0
+        self.began = time.perf_counter()
+
+
+class _EpochTotals:
+    """What one epoch accumulates (from its windows, and the correct count per step on the device)."""
+
+    def __init__(self, device: torch.device):
+        self.loss = torch.zeros((), device=device)
+        self.correct = torch.zeros((), device=device, dtype=torch.int64)
+        self.samples = 0
+        self.data_wait = 0.0
+        self.began = time.perf_counter()
+
+    def add(self, window: _Window) -> None:
+        self.loss += window.loss
+        self.samples += window.samples
+        self.data_wait += window.data_wait
+
+
+class TrainingSession:
+    """Builds the model, optimizer and pipeline for one run; ``events(stop)`` trains and reports."""
+
+    def __init__(self, config: RunConfig, device_info: DeviceInfo, arrays: ImageArrays):
+        self.config = config
+        self.device_info = device_info
+        self.device = resolve(device_info)
+        self.arrays = arrays
+        self.stopped_at: Optional[int] = None
+        self.notes = ineffective_settings(config, device_info)
+        on_cuda = self.device.type == "cuda"
+        torch.manual_seed(config.seed)
+        if on_cuda:
+            torch.cuda.reset_peak_memory_stats(self.device)
+            torch.backends.cudnn.benchmark = True
+
+        if config.pipeline == "gpu-resident":
+            self.batches = ResidentBatches(arrays, config, self.device)
+        else:
+            self.batches = LoaderBatches(arrays, config, pin_memory=config.pin_memory and on_cuda)
+        self.prepare = DevicePreparer(config, self.device, non_blocking=config.non_blocking and on_cuda)
+        self.test_images = arrays.test_images.to(self.device)
+        self.test_labels = arrays.test_labels.to(self.device)
+
+        model = build_model(config.model, arrays.num_classes).to(self.device)
+        self.model = to_memory_format(model, config.channels_last)
+        self.parameter_count = parameter_count(self.model)
+        # What the step calls: the model itself, or its compiled form (distributed wrapping goes here too).
+        self.forward = torch.compile(self.model) if config.compile else self.model
+        self.steps_per_epoch = self.batches.steps_per_epoch
+        # max_steps, when set, is the run's length: as many epochs as it takes (the last may be partial).
+        self.total_steps = config.max_steps if config.max_steps is not None else config.epochs * self.steps_per_epoch
+        self.epochs = math.ceil(self.total_steps / self.steps_per_epoch)
+        self.train_step = TrainStep(
+            self.forward,
+            build_optimizer(config, self.model),
+            nn.CrossEntropyLoss(label_smoothing=config.label_smoothing),
+            self.device.type,
+            config.precision,
+            config.accumulation_steps,
+            warmup_linear_decay(config.lr, self.total_steps // config.accumulation_steps),
+        )
+        self.memory = MemoryProbe(self.device)
+        self.timer = StepTimer(self.device)
+        self.step = 0  # micro-batches done
+        self.samples = 0  # images in the windows reported so far
+        self._training_began = 0.0
+
+    # -- the run -------------------------------------------------------------------------------
+    def events(self, stop: Callable[[], bool]) -> Iterator[Event]:
+        yield self._run_started()
+        if self.config.compile:
+            yield StatusChanged("Compiling the model: the first steps are slow")
+        self._training_began = time.perf_counter()
+        for epoch in range(1, self.epochs + 1):
+            totals = _EpochTotals(self.device)
+            yield from self._train_epoch(epoch, totals, stop)
+            if self.stopped_at is not None or totals.samples == 0:
+                break
+            train_seconds = time.perf_counter() - totals.began
+            yield StatusChanged(f"Evaluating epoch {epoch}…")
+            yield self._epoch_stats(epoch, totals, train_seconds)
+
+    def _train_epoch(self, epoch: int, totals: _EpochTotals, stop: Callable[[], bool]) -> Iterator[StepStats]:
+        """Steps until the epoch's batches or the run's steps run out, or ``stop()``; a StepStats per window."""
+        self.model.train()
+        window = _Window(self.device)
+        batches = self.batches.epoch()
+        while self.step < self.total_steps:
+            if stop():
+                self.stopped_at = self.step
+                break
+            waited_from = time.perf_counter()
+            batch = next(batches, None)
+            waited = time.perf_counter() - waited_from
+            if batch is None:
+                break
+            self._train_on(batch, window, totals)
+            window.data_wait += waited
+            at_epoch_end = self.step % self.steps_per_epoch == 0 or self.step == self.total_steps
+            if self.step % self.config.log_every == 0 or at_epoch_end:
+                yield self._close_window(window, totals, epoch)
+                window = _Window(self.device)
+        if window.steps:  # stopped mid-window: report the steps done, so every count of them agrees
+            yield self._close_window(window, totals, epoch)
+
+    def _train_on(self, batch: tuple[torch.Tensor, torch.Tensor], window: _Window, totals: _EpochTotals) -> None:
+        """One step on one batch, timed on the device; its figures stay on the device (no sync here)."""
+        self.timer.start()
+        images, labels = self.prepare(*batch)
+        loss, logits = self.train_step(images, labels)
+        window.loss += loss.float()
+        totals.correct += (logits.argmax(dim=1) == labels).sum()
+        self.timer.stop()
+        self.step += 1
+        window.steps += 1
+        window.samples += len(labels)
+
+    def _close_window(self, window: _Window, totals: _EpochTotals, epoch: int) -> StepStats:
+        stats = self._step_stats(window, epoch)
+        totals.add(window)
+        self.samples += window.samples
+        return stats
+
+    # -- figures, read at log points -----------------------------------------------------------
+    def _run_started(self) -> RunStarted:
+        return RunStarted(
+            config=self.config,
+            device=self.device_info,
+            dataset_name=self.arrays.name,
+            train_size=len(self.arrays.train_labels),
+            test_size=len(self.arrays.test_labels),
+            num_classes=self.arrays.num_classes,
+            steps_per_epoch=self.steps_per_epoch,
+            total_steps=self.total_steps,
+            parameter_count=self.parameter_count,
+            started_at=time.time(),
+            notes=tuple(self.notes),
+        )
+
+    def _synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _step_stats(self, window: _Window, epoch: int) -> StepStats:
+        self._synchronize()  # the one sync of the window: the loss and events become readable
+        now = time.perf_counter()
+        loss = window.loss.item() / window.steps
+        if not math.isfinite(loss):
+            raise Diverged(
+                f"loss became {loss} at step {self.step}: try a lower lr (now {self.config.lr:g})"
+                + (" or bf16/fp32 instead of fp16" if self.config.precision == "fp16" else "")
+            )
+        window_seconds = now - window.began
+        return StepStats(
+            step=self.step,
+            total_steps=self.total_steps,
+            epoch=epoch,
+            epochs=self.epochs,
+            samples_seen=self.samples + window.samples,
+            loss=loss,
+            lr=self.train_step.lr,
+            images_per_sec=window.samples / window_seconds if window_seconds > 0 else 0.0,
+            data_wait_seconds=window.data_wait,
+            device_span_seconds=self.timer.read_seconds(),
+            window_seconds=window_seconds,
+            elapsed_seconds=now - self._training_began,
+            memory=self.memory.snapshot(),
+        )
+
+    def _epoch_stats(self, epoch: int, totals: _EpochTotals, train_seconds: float) -> EpochStats:
+        steps_done = totals.samples // self.config.batch_size
+        train_loss = totals.loss.item() / max(1, steps_done)
+        train_accuracy = totals.correct.item() / totals.samples
+        eval_began = time.perf_counter()
+        test_loss, test_accuracy = self.evaluate()
+        return EpochStats(
+            epoch=epoch,
+            epochs=self.epochs,
+            step=self.step,
+            train_loss=train_loss,
+            train_accuracy=train_accuracy,
+            test_loss=test_loss,
+            test_accuracy=test_accuracy,
+            images_per_sec=totals.samples / train_seconds if train_seconds > 0 else 0.0,
+            data_wait_fraction=totals.data_wait / train_seconds if train_seconds > 0 else 0.0,
+            train_seconds=train_seconds,
+            eval_seconds=time.perf_counter() - eval_began,
+            memory=self.memory.snapshot(),
+        )
+
+    @torch.no_grad()
+    def evaluate(self) -> tuple[float, float]:
+        """Loss and accuracy on the test split (plain cross-entropy, no label smoothing)."""
+        self.model.eval()
+        loss_sum = torch.zeros((), device=self.device)
+        correct = torch.zeros((), device=self.device, dtype=torch.int64)
+        for begin in range(0, len(self.test_labels), EVAL_BATCH_SIZE):
+            images = self.prepare.normalise(self.test_images[begin : begin + EVAL_BATCH_SIZE])
+            labels = self.test_labels[begin : begin + EVAL_BATCH_SIZE]
+            with self.train_step.autocast():
+                logits = self.forward(images)
+            loss_sum += nn.functional.cross_entropy(logits.float(), labels, reduction="sum")
+            correct += (logits.argmax(dim=1) == labels).sum()
+        self.model.train()
+        count = len(self.test_labels)
+        return loss_sum.item() / count, correct.item() / count
+
+    def close(self) -> None:
+        self.batches.close()
+        self.memory.close()
+
+
+def ineffective_settings(config: RunConfig, device: DeviceInfo) -> list[str]:
+    """Settings that do nothing in this run, said once instead of silently ignored."""
+    notes = []
+    if device.type == "cpu":
+        notes.append(f"CPU mode: {device.cpu_fallback_reason}")
+        if config.pipeline == "dataloader" and (config.pin_memory or config.non_blocking):
+            notes.append("pin_memory and non_blocking have no effect without a CUDA device")
+    if config.pipeline == "gpu-resident":
+        notes.append("num_workers, pin_memory, prefetch_factor and persistent_workers have no effect "
+                     "with pipeline=gpu-resident (no DataLoader)")
+    elif config.num_workers == 0:
+        notes.append("persistent_workers and prefetch_factor need num_workers ≥ 1: batches load in the "
+                     "training thread")
+    return notes
