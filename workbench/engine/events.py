@@ -2,8 +2,9 @@
 
 A run yields, in order: zero or more ``StatusChanged`` (what it is doing before training),
 ``RunStarted`` (once settings, device and data are known), then ``StepStats`` every
-``log_every`` steps and ``EpochStats`` after each epoch, and always exactly one final
-``RunEnded`` (finished, stopped or failed, with the run's summary).
+``log_every`` steps, ``EpochStats`` after each epoch and a ``ProfileSample`` after each
+profiler-sampled window, and always exactly one final ``RunEnded`` (finished, stopped or
+failed, with the run's summary).
 Importing this module must stay cheap (no torch): the GUI and the history use it.
 """
 
@@ -54,6 +55,8 @@ class RunStarted:
     parameter_count: int
     started_at: float  # time.time()
     notes: tuple[str, ...] = ()  # settings that had no effect here, and why ("pin_memory ignored: …")
+    # The compute ceiling measured earlier for these settings on this device (`workbench ceiling`), if any.
+    ceiling_images_per_sec: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,99 @@ class EpochStats:
 
 
 @dataclass(frozen=True)
+class NamedTime:
+    """A kernel or host op and the time it took, summed over its calls."""
+
+    name: str
+    seconds: float
+    count: int
+
+
+@dataclass(frozen=True)
+class ProfileSample:
+    """One profiler-sampled stretch of steps: where the GPU's time went, from its own timeline.
+
+    The *timeline window* (``steps`` steps) records the device's kernels, copies and fills, the
+    runtime calls that launched them and the loop's own annotations, but no host ops, so the profiler
+    barely slows the host; the *ops window* right after it (``ops_steps`` steps) records every host
+    op for ``top_ops``. On a CPU there is one window with every host op, and the GPU figures are None.
+    Seconds are over the timeline window's wall time (first step's start to the GPU's end).
+    """
+
+    first_step: int  # the first step the sample touched (a warm-up step runs before the timeline window)
+    last_step: int  # the last step of the sample
+    device: str  # "cuda" or "cpu"
+    steps: int  # steps in the timeline window
+    window_seconds: float
+    images_per_sec: float  # inside the timeline window (the profiler's cost slows it a little)
+    host_data_wait_seconds: float  # the host blocked in next(batch), busy GPU or not
+    top_ops: tuple[NamedTime, ...] = ()  # host ops by self time over the ops window
+    ops_steps: int = 0
+    kernel_busy_seconds: Optional[float] = None  # union of kernel intervals, all streams merged
+    memcpy_seconds: Optional[float] = None  # copies not hidden behind a kernel
+    memset_seconds: Optional[float] = None  # fills not hidden behind a kernel or a copy
+    idle_waiting_for_data_seconds: Optional[float] = None  # GPU idle while the host fetched the next batch
+    idle_waiting_for_host_seconds: Optional[float] = None  # GPU idle until the host launched more work
+    idle_other_seconds: Optional[float] = None  # GPU idle for anything else (syncs, dependencies)
+    kernels: Optional[int] = None
+    launches: Optional[int] = None  # runtime calls that put a kernel, copy or fill on the device
+    median_kernel_seconds: Optional[float] = None
+    top_kernels: tuple[NamedTime, ...] = ()
+    gpu_unavailable_reason: Optional[str] = None  # why the GPU figures are None
+    trace_path: Optional[str] = None  # the timeline window's Chrome trace (.json.gz, opens in Perfetto)
+    ops_trace_path: Optional[str] = None  # the ops window's trace (every host op and kernel)
+    trace_unavailable_reason: Optional[str] = None
+    overhead_seconds: float = 0.0  # wall time the sampler added between steps (syncs, start/stop, analysis, files)
+    # True where this torch could not keep host ops out of the timeline window: recording them slows the
+    # host, so the GPU's wait for the host reads higher than it is without the profiler.
+    timeline_host_ops_recorded: bool = False
+
+    def fraction(self, seconds: Optional[float]) -> Optional[float]:
+        if seconds is None or self.window_seconds <= 0:
+            return None
+        return seconds / self.window_seconds
+
+    @property
+    def kernels_per_step(self) -> Optional[float]:
+        return self.kernels / self.steps if self.kernels is not None and self.steps else None
+
+    @property
+    def launches_per_step(self) -> Optional[float]:
+        return self.launches / self.steps if self.launches is not None and self.steps else None
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What bounds a run, or what it leaves unused, and the one setting to change for it.
+
+    ``figure`` is the measured value that triggered the finding (named by ``figure_name``) and
+    ``threshold`` the value it was held against; ``field``/``value`` is the RunConfig setting to
+    change (None when no setting helps). ``headline`` is the problem in one sentence; ``text`` adds
+    the remedy.
+    """
+
+    kind: str  # input-bound, launch-bound, compute-bound, memory-headroom, unmeasured, balanced
+    headline: str
+    text: str
+    figure: Optional[float]
+    figure_name: str
+    threshold: Optional[float] = None
+    field: Optional[str] = None
+    value: Union[str, int, float, bool, None] = None
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": self.kind, "headline": self.headline, "text": self.text, "figure": self.figure,
+            "figure_name": self.figure_name, "threshold": self.threshold, "field": self.field, "value": self.value,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Finding":
+        return cls(**{name: data.get(name) for name in (
+            "kind", "headline", "text", "figure", "figure_name", "threshold", "field", "value")})
+
+
+@dataclass(frozen=True)
 class RunSummary:
     """The figures a run is compared by: printed by the CLI, stored in the history, exported to CSV."""
 
@@ -122,13 +218,31 @@ class RunSummary:
     device: Optional[str] = None  # "cuda" or "cpu"
     device_name: Optional[str] = None
     torch_version: Optional[str] = None
+    # The profiler-sampled timeline, over every sample's timeline window (see ProfileSample). The GPU
+    # figures are None without a sample, and on a CPU (gpu_timeline_unavailable_reason says why).
+    profile_samples: int = 0
+    kernel_busy_fraction: Optional[float] = None
+    memcpy_fraction: Optional[float] = None
+    memset_fraction: Optional[float] = None
+    idle_waiting_for_data_fraction: Optional[float] = None
+    idle_waiting_for_host_fraction: Optional[float] = None
+    idle_other_fraction: Optional[float] = None
+    kernels_per_step: Optional[float] = None
+    launches_per_step: Optional[float] = None
+    median_kernel_seconds: Optional[float] = None  # the median of the samples' medians
+    gpu_timeline_unavailable_reason: Optional[str] = None
+    top_ops: tuple[NamedTime, ...] = ()
+    top_kernels: tuple[NamedTime, ...] = ()
+    trace_paths: tuple[str, ...] = ()
+    # The compute ceiling for these settings (model on on-device batches) and images_per_sec ÷ it.
+    ceiling_images_per_sec: Optional[float] = None
+    pipeline_efficiency: Optional[float] = None
+    findings: tuple[Finding, ...] = ()  # ranked, most costly first
 
     @property
     def verdict(self) -> Optional[str]:
-        """What bounds this run, in one plain sentence (None before any measurement)."""
-        from workbench.engine.verdict import bottleneck_verdict
-
-        return bottleneck_verdict(self.data_wait_fraction, self.device_span_fraction, self.device)
+        """What bounds this run, in one plain sentence: the first finding's headline (None before any)."""
+        return self.findings[0].headline if self.findings else None
 
 
 @dataclass(frozen=True)
@@ -139,7 +253,7 @@ class RunEnded:
     kind: Optional[FailureKind] = None
 
 
-Event = Union[StatusChanged, RunStarted, StepStats, EpochStats, RunEnded]
+Event = Union[StatusChanged, RunStarted, StepStats, EpochStats, ProfileSample, RunEnded]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,75 @@
+"""Kineto's profiler events → timeline activities (no torch: the records are plain dicts).
+
+``record(event)`` reads one ``torch.profiler`` Kineto event (``prof.profiler.kineto_results.events()``)
+into the dict form the test fixtures hold: name, device_type ("DeviceType.CPU" / "DeviceType.CUDA"),
+start_ns, end_ns, device_index, device_resource_id (the CUDA stream, or the host thread),
+correlation_id. ``activities(records, device_index)`` classifies them:
+
+- device side, by name, as CUPTI names them: "Memcpy HtoD (Pinned -> Device)" is a copy,
+  "Memset (Device)" a fill, anything else a kernel, except the GPU-row copies of host annotations;
+- host side: "cuda…"/"cu…" calls are the runtime/driver API (their correlation id is the one
+  CUPTI gives the device work they launched), "ProfilerStep#N" a training step,
+  "workbench.data_wait" the loop's wait for the next batch, the rest host ops. The profiler's
+  own bookkeeping ("Activity Buffer Request", on no thread) is left out.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Optional
+
+from workbench.engine.timeline import CPU_OP, DATA_WAIT, KERNEL, MEMCPY, MEMSET, RUNTIME, STEP, Activity
+
+DATA_WAIT_ANNOTATION = "workbench.data_wait"
+STEP_PREFIX = "ProfilerStep#"
+# Host records that are the profiler's own work, not the program's.
+PROFILER_RECORDS = frozenset({"Activity Buffer Request"})
+_FIELDS = ("name", "device_type", "start_ns", "end_ns", "device_index", "device_resource_id", "correlation_id")
+
+
+def record(event: Any) -> dict[str, Any]:
+    """One torch Kineto event as a plain dict (the fields ``activities`` reads)."""
+    return {name: _plain(getattr(event, name)()) for name in _FIELDS}
+
+
+def _plain(value: Any) -> Any:
+    return value if isinstance(value, (int, float, str, bool, type(None))) else str(value)
+
+
+def activities(records: Iterable[Mapping[str, Any]], device_index: Optional[int] = None) -> list[Activity]:
+    """Timeline activities from Kineto records; device work of other GPUs than ``device_index`` is dropped."""
+    records = list(records)
+    # Kineto mirrors each host annotation onto the GPU row it launched work on ("gpu_user_annotation":
+    # same name, same correlation id as the host record). It is a label over kernels, not device work.
+    host_labels = {(r["name"], r.get("correlation_id")) for r in records if not _is_device(r.get("device_type"))}
+    result: list[Activity] = []
+    for r in records:
+        name = str(r["name"])
+        start, end = int(r["start_ns"]), int(r["end_ns"])
+        stream = int(r.get("device_resource_id") or 0)
+        correlation = int(r.get("correlation_id") or 0)
+        if _is_device(r.get("device_type")):
+            if (name, r.get("correlation_id")) in host_labels:
+                continue
+            if device_index is not None and int(r.get("device_index", device_index)) != device_index:
+                continue
+            kind = MEMCPY if name.startswith("Memcpy") else MEMSET if name.startswith("Memset") else KERNEL
+        else:
+            if name in PROFILER_RECORDS:
+                continue
+            kind = _host_kind(name)
+        result.append(Activity(start, end, kind, stream, name, correlation))
+    return result
+
+
+def _is_device(device_type: Any) -> bool:
+    return str(device_type).rsplit(".", 1)[-1].upper() == "CUDA"
+
+
+def _host_kind(name: str) -> str:
+    if name == DATA_WAIT_ANNOTATION:
+        return DATA_WAIT
+    if name.startswith(STEP_PREFIX):
+        return STEP
+    if name.startswith("cuda") or (name.startswith("cu") and name[2:3].isupper()):
+        return RUNTIME
+    return CPU_OP

@@ -1,0 +1,270 @@
+"""Where a sampled window's time went, from its activity records: pure Python (no torch, no pandas).
+
+The definitions follow Holistic Trace Analysis (``hta/analyzers/breakdown_analysis.py``), over the
+window's wall time and with every CUDA stream merged:
+
+- kernel-busy: the union of kernel intervals (two kernels overlapping on two streams count once);
+- memcpy / memset: copy and fill time *not* hidden behind a kernel (a copy overlapped by compute
+  costs nothing);
+- idle: the rest, each gap attributed by what the host was doing:
+  - waiting for data: the part of the gap the host spent blocked fetching the next batch (inside a
+    ``workbench.data_wait`` annotation);
+  - waiting for the host: the GPU had finished everything it was given and the next activity's
+    launch call began after that (HTA's "host wait": launch and Python overhead);
+  - other: the next activity had been launched before the gap began yet started late (a sync, a
+    dependency between streams, a kernel-to-kernel delay), the tail after the last activity, or
+    activities whose launch the window does not hold.
+
+Host op time is "self" time (an op's time minus the ops nested in it on the same thread), as the
+profiler's own tables count it, so nested ops are not counted twice.
+"""
+
+from __future__ import annotations
+
+import bisect
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Iterable, Optional, Sequence
+
+from workbench.engine.events import NamedTime
+
+# Activity kinds. Device side:
+KERNEL, MEMCPY, MEMSET = "kernel", "memcpy", "memset"
+# Host side: a CUDA runtime/driver call (cudaLaunchKernel, cudaMemcpyAsync, ...), any other host op,
+# the loop's annotation around next(batch), and a profiler step (one training step).
+RUNTIME, CPU_OP, DATA_WAIT, STEP = "runtime", "cpu_op", "data_wait", "step"
+DEVICE_KINDS = frozenset({KERNEL, MEMCPY, MEMSET})
+HOST_KINDS = frozenset({RUNTIME, CPU_OP, DATA_WAIT, STEP})
+# Our own annotations are markers, not ops: they never appear among the top ops.
+ANNOTATION_PREFIX = "workbench."
+
+TOP_COUNT = 10
+
+Interval = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Activity:
+    """One record from a profiler timeline; times in nanoseconds on the profiler's clock."""
+
+    start_ns: int
+    end_ns: int
+    kind: str  # one of the kinds above
+    stream: int  # the CUDA stream of a device activity; the host thread of a host one
+    name: str
+    correlation: int = 0  # a device activity and the runtime call that launched it share this id
+
+
+@dataclass(frozen=True)
+class TimelineBreakdown:
+    """A window's time, in seconds. The device figures are None when the window has no GPU timeline."""
+
+    window_seconds: float
+    steps: int
+    host_data_wait_seconds: float  # the host blocked in next(batch), whether or not the GPU was idle then
+    top_ops: tuple[NamedTime, ...]  # by host self time
+    kernel_busy_seconds: Optional[float] = None
+    memcpy_seconds: Optional[float] = None  # not hidden behind a kernel
+    memset_seconds: Optional[float] = None  # not hidden behind a kernel or a copy
+    idle_waiting_for_data_seconds: Optional[float] = None
+    idle_waiting_for_host_seconds: Optional[float] = None
+    idle_other_seconds: Optional[float] = None
+    kernels: Optional[int] = None
+    launches: Optional[int] = None  # runtime calls that put a kernel, copy or fill on the device
+    median_kernel_seconds: Optional[float] = None
+    top_kernels: tuple[NamedTime, ...] = ()
+
+
+def analyse(
+    activities: Iterable[Activity],
+    window: Optional[Interval] = None,
+    steps: Optional[int] = None,
+    gpu: bool = True,
+    top: int = TOP_COUNT,
+) -> TimelineBreakdown:
+    """Break a window down. ``window`` defaults to the span of the STEP activities (or of everything);
+    ``steps`` to their count. ``gpu=False`` leaves the device figures None (a CPU run)."""
+    activities = [a for a in activities if a.end_ns >= a.start_ns]
+    step_spans = [(a.start_ns, a.end_ns) for a in activities if a.kind == STEP]
+    if window is None:
+        spans = step_spans or [(a.start_ns, a.end_ns) for a in activities]
+        window = (min(s for s, _ in spans), max(e for _, e in spans)) if spans else (0, 0)
+    if steps is None:
+        steps = len(step_spans)
+    begin, end = window
+    host_data_wait = clip(union((a.start_ns, a.end_ns) for a in activities if a.kind == DATA_WAIT), begin, end)
+    top_ops = _top_ops(activities, begin, end, top)
+    base = dict(
+        window_seconds=_seconds(end - begin),
+        steps=max(0, steps),
+        host_data_wait_seconds=_seconds(total(host_data_wait)),
+        top_ops=top_ops,
+    )
+    if not gpu:
+        return TimelineBreakdown(**base)
+    device = [a for a in activities if a.kind in DEVICE_KINDS and a.end_ns > begin and a.start_ns < end]
+    kernels = union((a.start_ns, a.end_ns) for a in device if a.kind == KERNEL)
+    copies = union((a.start_ns, a.end_ns) for a in device if a.kind == MEMCPY)
+    fills = union((a.start_ns, a.end_ns) for a in device if a.kind == MEMSET)
+    kernels, copies, fills = (clip(x, begin, end) for x in (kernels, copies, fills))
+    visible_copies = subtract(copies, kernels)
+    visible_fills = subtract(subtract(fills, kernels), copies)
+    busy = union([*kernels, *copies, *fills])
+    data, host, other = _attribute_idle(device, activities, gaps(busy, begin, end), host_data_wait)
+    kernel_records = [a for a in device if a.kind == KERNEL]
+    durations = [a.end_ns - a.start_ns for a in kernel_records]
+    return TimelineBreakdown(
+        **base,
+        kernel_busy_seconds=_seconds(total(kernels)),
+        memcpy_seconds=_seconds(total(visible_copies)),
+        memset_seconds=_seconds(total(visible_fills)),
+        idle_waiting_for_data_seconds=_seconds(data),
+        idle_waiting_for_host_seconds=_seconds(host),
+        idle_other_seconds=_seconds(other),
+        kernels=len(kernel_records),
+        launches=len(_launches(device, activities)),
+        median_kernel_seconds=_seconds(statistics.median(durations)) if durations else None,
+        top_kernels=_top_by_name(((a.name, a.end_ns - a.start_ns) for a in kernel_records), top),
+    )
+
+
+# -- idle attribution ----------------------------------------------------------------------------
+
+
+def _launches(device: Sequence[Activity], activities: Sequence[Activity]) -> dict[int, int]:
+    """Correlation id → start of the runtime call that launched a device activity of the window."""
+    wanted = {a.correlation for a in device}
+    launches: dict[int, int] = {}
+    for a in activities:
+        if a.kind == RUNTIME and a.correlation in wanted:
+            launches[a.correlation] = min(a.start_ns, launches.get(a.correlation, a.start_ns))
+    return launches
+
+
+def _attribute_idle(
+    device: Sequence[Activity], activities: Sequence[Activity], idle: Sequence[Interval], data_wait: Sequence[Interval]
+) -> tuple[int, int, int]:
+    """(waiting for data, waiting for the host, other) in ns over the idle gaps."""
+    launched_at = _launches(device, activities)
+    # For each start time, the earliest launch of an activity starting then (None: launch unknown).
+    first_launch: dict[int, Optional[int]] = {}
+    for a in device:
+        launch = launched_at.get(a.correlation)
+        known = first_launch.get(a.start_ns, launch)
+        first_launch[a.start_ns] = None if launch is None or known is None else min(launch, known)
+    data = host = other = 0
+    for gap_start, gap_end in idle:
+        waiting_for_data = overlap(gap_start, gap_end, data_wait)
+        rest = gap_end - gap_start - waiting_for_data
+        data += waiting_for_data
+        launch = first_launch.get(gap_end)  # the activity that ends the gap (none: the window's tail)
+        if launch is not None and launch >= gap_start:
+            host += rest
+        else:
+            other += rest
+    return data, host, other
+
+
+# -- host ops ------------------------------------------------------------------------------------
+
+
+def _top_ops(activities: Sequence[Activity], begin: int, end: int, top: int) -> tuple[NamedTime, ...]:
+    """Host ops by self time within the window (children on the same thread subtracted)."""
+    by_thread: dict[int, list[Activity]] = defaultdict(list)
+    for a in activities:
+        if a.kind in HOST_KINDS and a.end_ns > begin and a.start_ns < end:
+            by_thread[a.stream].append(a)
+    self_times: list[tuple[str, int]] = []
+    for events in by_thread.values():
+        events.sort(key=lambda a: (a.start_ns, -a.end_ns))
+        stack: list[list] = []  # [activity, clipped duration, children's time]
+        for a in events:
+            while stack and stack[-1][0].end_ns <= a.start_ns:
+                self_times.append(_self_time(stack.pop()))
+            duration = min(a.end_ns, end) - max(a.start_ns, begin)
+            if stack:  # a child's time is not its parent's own (capped where nesting is not clean)
+                parent = stack[-1]
+                parent[2] += max(0, min(a.end_ns, parent[0].end_ns, end) - max(a.start_ns, begin))
+            stack.append([a, duration, 0])
+        while stack:
+            self_times.append(_self_time(stack.pop()))
+    ops = ((name, ns) for name, ns in self_times if name is not None)
+    return _top_by_name(ops, top)
+
+
+def _self_time(entry: list) -> tuple[Optional[str], int]:
+    activity, duration, children = entry
+    if activity.kind in (DATA_WAIT, STEP) or activity.name.startswith(ANNOTATION_PREFIX):
+        return None, 0
+    return activity.name, max(0, duration - children)
+
+
+def _top_by_name(items: Iterable[tuple[str, int]], top: int) -> tuple[NamedTime, ...]:
+    sums: dict[str, int] = defaultdict(int)
+    counts: dict[str, int] = defaultdict(int)
+    for name, ns in items:
+        sums[name] += ns
+        counts[name] += 1
+    ranked = sorted(sums, key=lambda name: (-sums[name], name))[:top]
+    return tuple(NamedTime(name, _seconds(sums[name]), counts[name]) for name in ranked)
+
+
+# -- interval arithmetic on sorted, disjoint [start, end) lists -----------------------------------
+
+
+def union(intervals: Iterable[Interval]) -> list[Interval]:
+    merged: list[Interval] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            if end > merged[-1][1]:
+                merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def clip(intervals: Sequence[Interval], begin: int, end: int) -> list[Interval]:
+    return [(max(s, begin), min(e, end)) for s, e in intervals if e > begin and s < end]
+
+
+def subtract(intervals: Sequence[Interval], cover: Sequence[Interval]) -> list[Interval]:
+    """The parts of ``intervals`` that ``cover`` does not cover (both sorted and disjoint)."""
+    result: list[Interval] = []
+    index = 0
+    for start, end in intervals:
+        while index < len(cover) and cover[index][1] <= start:
+            index += 1
+        cursor, probe = start, index
+        while probe < len(cover) and cover[probe][0] < end:
+            if cover[probe][0] > cursor:
+                result.append((cursor, cover[probe][0]))
+            cursor = max(cursor, cover[probe][1])
+            probe += 1
+        if cursor < end:
+            result.append((cursor, end))
+    return result
+
+
+def gaps(busy: Sequence[Interval], begin: int, end: int) -> list[Interval]:
+    """The idle stretches of [begin, end) between the busy intervals."""
+    return subtract([(begin, end)], busy) if end > begin else []
+
+
+def overlap(start: int, end: int, intervals: Sequence[Interval]) -> int:
+    """How much of [start, end) the sorted, disjoint ``intervals`` cover."""
+    index = max(0, bisect.bisect_right(intervals, (start, start)) - 1)
+    covered = 0
+    for s, e in intervals[index:]:
+        if s >= end:
+            break
+        covered += max(0, min(e, end) - max(s, start))
+    return covered
+
+
+def total(intervals: Iterable[Interval]) -> int:
+    return sum(end - start for start, end in intervals)
+
+
+def _seconds(ns: float) -> float:
+    return ns / 1e9
