@@ -67,6 +67,9 @@ class RunConfig:
     seed: int = 0
     device: DeviceChoice = "auto"
     log_every: int = 10
+    # Measurement
+    profile: bool = False  # profiler-sampled GPU timeline (workbench.engine.profiling)
+    profile_every: int = 1000
 
     # -- derived -----------------------------------------------------------------
     @property
@@ -196,6 +199,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "accumulation_steps": (1, 1024),
     "seed": (0, 2**31 - 1),  # fits a Qt spin box and every RNG the engine seeds
     "log_every": (1, 1_000_000),
+    "profile_every": (20, 100_000_000),  # a sample spans about a dozen steps
 }
 
 

@@ -169,6 +169,19 @@ SPECS: dict[str, FieldSpec] = {
         "Report every this many steps: one point on the plots.",
         "Reading the loss waits for the GPU to finish, so very small values slow a fast GPU down.",
     ),
+    "profile": FieldSpec(
+        "Profile GPU time",
+        "Sample the kernel timeline with torch.profiler: GPU busy, copies, and what the idle time waited for.",
+        "A sample is a few steps after warm-up, then one every profile_every steps: the GPU's own timeline "
+        "says how much of the time kernels ran and whether the idle time waited for data or for the host "
+        "to launch the next kernel (an event span around a step cannot tell). Each sample keeps its Chrome "
+        "trace (opens in Perfetto). The sampled steps run a little slower and are left out of images/sec.",
+    ),
+    "profile_every": FieldSpec(
+        "Profile every",
+        "Steps between two profiler samples when profile is on.",
+        "A sample costs about a dozen slower steps plus a fraction of a second to analyse and save.",
+    ),
 }
 
 

@@ -15,10 +15,13 @@ from torch import nn
 
 from workbench.config import RunConfig
 from workbench.engine.data import DevicePreparer, ImageArrays, LoaderBatches, ResidentBatches
+from workbench.engine.ceiling_cache import cached_ceiling
 from workbench.engine.device import resolve
 from workbench.engine.events import DeviceInfo, EpochStats, Event, RunStarted, StatusChanged, StepStats
 from workbench.engine.memory import MemoryProbe
 from workbench.engine.models import build_model, parameter_count, to_memory_format
+from workbench.engine.profiling import sampler_for_run
+from workbench.engine.requests import ProfileRequests
 from workbench.engine.step_timer import StepTimer
 from workbench.engine.train_step import TrainStep, build_optimizer, warmup_linear_decay
 
@@ -59,7 +62,10 @@ class _EpochTotals:
 class TrainingSession:
     """Builds the model, optimizer and pipeline for one run; ``events(stop)`` trains and reports."""
 
-    def __init__(self, config: RunConfig, device_info: DeviceInfo, arrays: ImageArrays):
+    def __init__(
+        self, config: RunConfig, device_info: DeviceInfo, arrays: ImageArrays,
+        profile_requests: Optional[ProfileRequests] = None,
+    ):
         self.config = config
         self.device_info = device_info
         self.device = resolve(device_info)
@@ -100,6 +106,7 @@ class TrainingSession:
         )
         self.memory = MemoryProbe(self.device)
         self.timer = StepTimer(self.device)
+        self.sampler = sampler_for_run(config, self.device, self.steps_per_epoch, self.total_steps, profile_requests)
         self.step = 0  # micro-batches done
         self.samples = 0  # images in the windows reported so far
         self._training_began = 0.0
@@ -119,8 +126,9 @@ class TrainingSession:
             yield StatusChanged(f"Evaluating epoch {epoch}…")
             yield self._epoch_stats(epoch, totals, train_seconds)
 
-    def _train_epoch(self, epoch: int, totals: _EpochTotals, stop: Callable[[], bool]) -> Iterator[StepStats]:
-        """Steps until the epoch's batches or the run's steps run out, or ``stop()``; a StepStats per window."""
+    def _train_epoch(self, epoch: int, totals: _EpochTotals, stop: Callable[[], bool]) -> Iterator[Event]:
+        """Steps until the epoch's batches or the run's steps run out, or ``stop()``; a StepStats per window
+        and a ProfileSample per profiler sample."""
         self.model.train()
         window = _Window(self.device)
         batches = self.batches.epoch()
@@ -128,6 +136,10 @@ class TrainingSession:
             if stop():
                 self.stopped_at = self.step
                 break
+            if self.step >= self.sampler.next_step:  # one int compare per step: all sampling happens in here
+                batches, sample = self.sampler.at_step(self.step, batches)
+                if sample is not None:
+                    yield sample
             waited_from = time.perf_counter()
             batch = next(batches, None)
             waited = time.perf_counter() - waited_from
@@ -174,6 +186,7 @@ class TrainingSession:
             parameter_count=self.parameter_count,
             started_at=time.time(),
             notes=tuple(self.notes),
+            ceiling_images_per_sec=_known_ceiling(self.config, self.device_info, self.arrays.num_classes),
         )
 
     def _synchronize(self) -> None:
@@ -245,8 +258,14 @@ class TrainingSession:
         return loss_sum.item() / count, correct.item() / count
 
     def close(self) -> None:
+        self.sampler.close()
         self.batches.close()
         self.memory.close()
+
+
+def _known_ceiling(config: RunConfig, device: DeviceInfo, num_classes: int) -> Optional[float]:
+    ceiling = cached_ceiling(config, device, num_classes)
+    return ceiling.images_per_sec if ceiling is not None else None
 
 
 def ineffective_settings(config: RunConfig, device: DeviceInfo) -> list[str]:

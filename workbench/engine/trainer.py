@@ -1,4 +1,4 @@
-"""run(config, stop): one run's lifecycle, from settings to exactly one RunEnded.
+"""run(config, stop, profile_requests): one run's lifecycle, from settings to exactly one RunEnded.
 
 It checks the settings, loads the data, builds a TrainingSession (session.py: the step loop),
 yields its events, and turns whatever ended the run into a RunEnded with a summary.
@@ -16,6 +16,7 @@ from workbench.config import RunConfig
 from workbench.engine.data import DataError, load_arrays
 from workbench.engine.device import probe_device
 from workbench.engine.events import Event, RunEnded, StatusChanged
+from workbench.engine.requests import ProfileRequests
 from workbench.engine.session import Diverged, TrainingSession
 from workbench.engine.summary import SummaryBuilder
 
@@ -24,8 +25,12 @@ def _never() -> bool:
     return False
 
 
-def run(config: RunConfig, stop: Callable[[], bool] = _never) -> Iterator[Event]:
-    """Train as ``config`` says; yield StatusChanged*, RunStarted, StepStats/EpochStats*, RunEnded.
+def run(
+    config: RunConfig, stop: Callable[[], bool] = _never, profile_requests: Optional[ProfileRequests] = None
+) -> Iterator[Event]:
+    """Train as ``config`` says; yield StatusChanged*, RunStarted, StepStats/EpochStats/ProfileSample*, RunEnded.
+
+    ``profile_requests`` lets another thread ask for a profiler sample while the run goes.
 
     Every outcome ends in exactly one RunEnded: bad settings and data are failures of kind
     "config"/"data", anything else raised in training a failure with its reason.
@@ -54,7 +59,7 @@ def run(config: RunConfig, stop: Callable[[], bool] = _never) -> Iterator[Event]
                 f"batch_size {config.batch_size} is larger than the training set ({len(arrays.train_labels)} images)"
             )
         yield StatusChanged(f"Building {config.model} on {device_info.type}…")
-        session = TrainingSession(config, device_info, arrays)
+        session = TrainingSession(config, device_info, arrays, profile_requests)
         with contextlib.closing(session.events(stop)) as events:
             for event in events:
                 summary.add(event)

@@ -28,6 +28,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "Model & optimiser": ("model", "optimizer", "lr", "weight_decay", "label_smoothing"),
     "Precision": ("precision", "channels_last", "compile"),
     "Run": ("epochs", "max_steps", "batch_size", "accumulation_steps", "seed", "device", "log_every"),
+    "Measurement": ("profile", "profile_every"),
 }
 
 # Fields whose choices depend on the hardware (their reasons come from RunConfig.hardware_problems).

@@ -1,0 +1,47 @@
+"""Requests a GUI or CLI makes to a running engine from another thread (no torch, no Qt).
+
+The stop flag is a plain callable; a profile sample on demand needs one more thing: the engine must
+notice it without checking a flag every step. ``ProfileRequests.request()`` sets the flag and wakes the
+engine's sampler, which lowers the step number its training loop compares against, so the loop's
+only cost outside a sample stays one integer comparison per step.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable, Optional
+
+
+class ProfileRequests:
+    """Thread-safe "take a profile sample now" requests; one pending request at most."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()  # the sampler schedules under it too, so no wake-up is lost
+        self._pending = False
+        self._wake: Optional[Callable[[], None]] = None
+
+    def request(self) -> None:
+        """Ask for a sample as soon as one fits (any thread). A sample already under way counts."""
+        with self.lock:
+            self._pending = True
+            if self._wake is not None:
+                self._wake()
+
+    @property
+    def pending(self) -> bool:
+        return self._pending
+
+    # -- the engine's side (called with ``lock`` held where it says so) ---------------------------------
+    def attach(self, wake: Callable[[], None]) -> None:
+        with self.lock:
+            self._wake = wake
+            if self._pending:
+                wake()
+
+    def detach(self) -> None:
+        with self.lock:
+            self._wake = None
+
+    def clear(self) -> None:
+        """The engine took a sample: the request is answered. Call with ``lock`` held."""
+        self._pending = False
