@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Optional
+from collections import defaultdict
+from typing import Iterable, Optional
 
 from workbench.engine.events import (
     EndStatus,
@@ -12,10 +13,15 @@ from workbench.engine.events import (
     Event,
     FailureKind,
     MemorySnapshot,
+    NamedTime,
+    ProfileSample,
     RunStarted,
     RunSummary,
     StepStats,
 )
+from workbench.engine.findings import RunFacts, find
+
+TOP_COUNT = 10
 
 
 class SummaryBuilder:
@@ -23,14 +29,18 @@ class SummaryBuilder:
         self._began = time.perf_counter()
         self._started: Optional[RunStarted] = None
         # Figures are over the steady state: the first log window holds one-off costs (cuDNN
-        # autotuning, worker start-up, compilation) unless it is the only one.
+        # autotuning, worker start-up, compilation) unless it is the only one. Windows that hold a
+        # profiler sample are left out too (the profiler slows them), unless nothing else is left.
         self._warmup: Optional[StepStats] = None
         self._warmup_samples = 0
-        self._steady = _Windows()
+        self._windows: list[tuple[int, int, StepStats, int]] = []  # (first step, last step, stats, samples)
         self._previous_samples = 0
+        self._previous_step = 0
         self._last_step: Optional[StepStats] = None
         self._last_epoch: Optional[EpochStats] = None
         self._peaks: dict[str, Optional[int]] = {"allocated": None, "reserved": None, "nvml": None}
+        self._training_peak: Optional[int] = None  # torch's peak before the first evaluation
+        self._samples: list[ProfileSample] = []
 
     def add(self, event: Event) -> None:
         if isinstance(event, RunStarted):
@@ -38,15 +48,20 @@ class SummaryBuilder:
         elif isinstance(event, StepStats):
             self._last_step = event
             samples, self._previous_samples = event.samples_seen - self._previous_samples, event.samples_seen
+            first, self._previous_step = self._previous_step + 1, event.step
             if self._warmup is None:
                 self._warmup = event
                 self._warmup_samples = samples
             else:
-                self._steady.add(event, samples)
+                self._windows.append((first, event.step, event, samples))
             self._track_peaks(event.memory)
+            if self._last_epoch is None and event.memory.torch_peak_allocated is not None:
+                self._training_peak = event.memory.torch_peak_allocated  # a running peak: the last is the max
         elif isinstance(event, EpochStats):
             self._last_epoch = event
             self._track_peaks(event.memory)
+        elif isinstance(event, ProfileSample):
+            self._samples.append(event)
 
     def _track_peaks(self, memory: MemorySnapshot) -> None:
         for key, value in (
@@ -58,22 +73,33 @@ class SummaryBuilder:
                 current = self._peaks[key]
                 self._peaks[key] = value if current is None else max(current, value)
 
+    def _steady(self) -> _Windows:
+        # A sample slows its steps, and writing it out lands in the window of the step after it.
+        spans = [(sample.first_step, sample.last_step + 1) for sample in self._samples]
+        steady = _Windows()
+        kept = [w for w in self._windows if not any(first <= w[1] and w[0] <= last for first, last in spans)]
+        for _, _, stats, samples in kept or self._windows:
+            steady.add(stats, samples)
+        if steady.seconds == 0 and self._warmup is not None:  # a single window: it is all there is
+            steady = _Windows()
+            steady.add(self._warmup, self._warmup_samples)
+        return steady
+
     def build(
         self, status: EndStatus, reason: Optional[str] = None, kind: Optional[FailureKind] = None
     ) -> RunSummary:
         started, step, epoch = self._started, self._last_step, self._last_epoch
-        steady = self._steady
-        if steady.seconds == 0 and self._warmup is not None:  # a single window: it is all there is
-            steady = _Windows()
-            steady.add(self._warmup, self._warmup_samples)
+        steady = self._steady()
         window = steady.seconds
-        return RunSummary(
+        images_per_sec = steady.samples / window if window > 0 else None
+        ceiling = started.ceiling_images_per_sec if started is not None else None
+        summary = RunSummary(
             status=status,
             reason=reason,
             failure_kind=kind,
             test_accuracy=epoch.test_accuracy if epoch else None,
             final_loss=step.loss if step else None,
-            images_per_sec=steady.samples / window if window > 0 else None,
+            images_per_sec=images_per_sec,
             images_per_sec_median=statistics.median(steady.rates) if steady.rates else None,
             data_wait_fraction=steady.data_wait / window if window > 0 else None,
             device_span_fraction=min(1.0, steady.device_span / window) if window > 0 else None,
@@ -87,7 +113,79 @@ class SummaryBuilder:
             device=started.device.type if started else None,
             device_name=started.device.name if started else None,
             torch_version=started.device.torch_version if started else None,
+            ceiling_images_per_sec=ceiling,
+            pipeline_efficiency=images_per_sec / ceiling if images_per_sec and ceiling else None,
+            **profile_figures(self._samples, profiled=started is not None and started.config.profile),
         )
+        if started is None or images_per_sec is None:
+            return summary
+        facts = RunFacts.of(summary, started.config, started.device, started, self._training_peak)
+        return _replace(summary, findings=find(facts))
+
+
+def profile_figures(samples: Iterable[ProfileSample], profiled: bool = True) -> dict:
+    """The RunSummary fields of a run's profiler samples: seconds summed over every timeline window."""
+    samples = list(samples)
+    usable = [s for s in samples if s.steps > 0 and s.window_seconds > 0]
+    figures: dict = {"profile_samples": len(usable)}
+    if not usable:
+        reasons = [s.gpu_unavailable_reason for s in samples if s.gpu_unavailable_reason]
+        if reasons:
+            figures["gpu_timeline_unavailable_reason"] = reasons[-1]
+        elif profiled:
+            figures["gpu_timeline_unavailable_reason"] = (
+                "no profile sample was taken: the run ended before a sample fit in an epoch"
+            )
+        return figures
+    figures["top_ops"] = merge_times((s.top_ops for s in usable), TOP_COUNT)
+    figures["trace_paths"] = tuple(s.trace_path for s in usable if s.trace_path)
+    gpu = [s for s in usable if s.kernel_busy_seconds is not None]
+    if not gpu:
+        figures["gpu_timeline_unavailable_reason"] = next(
+            (s.gpu_unavailable_reason for s in usable if s.gpu_unavailable_reason), "no GPU timeline was recorded"
+        )
+        return figures
+    window = sum(s.window_seconds for s in gpu)
+    steps = sum(s.steps for s in gpu)
+
+    def share(name: str) -> float:
+        return sum(getattr(s, name) or 0.0 for s in gpu) / window
+
+    figures.update(
+        kernel_busy_fraction=share("kernel_busy_seconds"),
+        memcpy_fraction=share("memcpy_seconds"),
+        memset_fraction=share("memset_seconds"),
+        idle_waiting_for_data_fraction=share("idle_waiting_for_data_seconds"),
+        idle_waiting_for_host_fraction=share("idle_waiting_for_host_seconds"),
+        idle_other_fraction=share("idle_other_seconds"),
+        kernels_per_step=sum(s.kernels or 0 for s in gpu) / steps if steps else None,
+        launches_per_step=sum(s.launches or 0 for s in gpu) / steps if steps else None,
+        median_kernel_seconds=_median(s.median_kernel_seconds for s in gpu),
+        top_kernels=merge_times((s.top_kernels for s in gpu), TOP_COUNT),
+    )
+    return figures
+
+
+def merge_times(lists: Iterable[Iterable[NamedTime]], top: int) -> tuple[NamedTime, ...]:
+    seconds: dict[str, float] = defaultdict(float)
+    counts: dict[str, int] = defaultdict(int)
+    for items in lists:
+        for item in items:
+            seconds[item.name] += item.seconds
+            counts[item.name] += item.count
+    ranked = sorted(seconds, key=lambda name: (-seconds[name], name))[:top]
+    return tuple(NamedTime(name, seconds[name], counts[name]) for name in ranked)
+
+
+def _median(values: Iterable[Optional[float]]) -> Optional[float]:
+    known = [value for value in values if value is not None]
+    return statistics.median(known) if known else None
+
+
+def _replace(summary: RunSummary, **changes) -> RunSummary:
+    import dataclasses
+
+    return dataclasses.replace(summary, **changes)
 
 
 class _Windows:

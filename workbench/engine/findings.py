@@ -1,0 +1,336 @@
+"""What bounds a run and which setting to change: ranked findings from its measured figures.
+
+Each finding carries the figure that triggered it, the threshold it was held against, and the
+RunConfig ``field``/``value`` to try (None where no setting helps), so the GUI can offer "Apply".
+A problem with several remedies gives one finding per remedy, best first; the first finding's
+headline is the run's one-sentence verdict. Pure Python (no torch): the history reads it too.
+
+Which GPU figures are trusted: the profiler-sampled kernel timeline when there is one (kernel-busy,
+and what the idle time waited for); without one, a CUDA-event span cannot tell busy from idle, so
+the findings say so instead of guessing, and judge compute-bound only by the compute ceiling.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+from workbench.config import RANGES, RunConfig
+from workbench.engine.events import Finding
+
+# Waiting for data a sixth of the time is worth fixing first: the remedies (GPU augmentation, a
+# resident dataset, more workers) are cheap and usually remove the wait entirely.
+INPUT_BOUND_WAIT = 0.15
+# The GPU idle a fifth of the time because the host had not launched the next kernel yet: steps made
+# of many short kernels (CIFAR-size batches); fewer, larger kernels recover most of it.
+LAUNCH_BOUND_HOST_WAIT = 0.20
+# Kernels running this much of the sampled time leave the pipeline little to win: only faster math helps.
+COMPUTE_BOUND_BUSY = 0.80
+# Without a timeline, a run at this share of the model-alone ceiling is compute-bound as well.
+COMPUTE_BOUND_EFFICIENCY = 0.85
+# A batch that could at least double is worth saying; less is within what tuning the lr would eat.
+MEMORY_HEADROOM_FACTOR = 2
+# Plan with this share of the device's memory: fragmentation and cuDNN workspaces need the rest.
+USABLE_MEMORY_FRACTION = 0.85
+BYTES_PER_IMAGE = 3 * 32 * 32  # uint8 CHW, as the data sits on the device
+REMEDIES_PER_PROBLEM = 3
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the rules read about one run: its settings, its device, and its measured figures."""
+
+    config: RunConfig
+    device_type: Optional[str]
+    images_per_sec: Optional[float] = None
+    data_wait_fraction: Optional[float] = None  # host time blocked in next(batch)
+    device_span_fraction: Optional[float] = None
+    profile_samples: int = 0
+    kernel_busy_fraction: Optional[float] = None
+    idle_waiting_for_data_fraction: Optional[float] = None
+    idle_waiting_for_host_fraction: Optional[float] = None
+    idle_other_fraction: Optional[float] = None
+    kernels_per_step: Optional[float] = None
+    median_kernel_seconds: Optional[float] = None
+    ceiling_images_per_sec: Optional[float] = None
+    pipeline_efficiency: Optional[float] = None
+    training_peak_allocated_bytes: Optional[int] = None  # torch's peak before the first evaluation
+    total_memory_bytes: Optional[int] = None
+    bf16_supported: bool = False
+    cuda_available: bool = False
+    cpu_count: int = 1
+    parameter_count: Optional[int] = None
+    train_size: Optional[int] = None
+    test_size: Optional[int] = None
+
+    @classmethod
+    def of(cls, figures: Any, config: RunConfig, device: Any, run_info: Any = None,
+           training_peak_allocated_bytes: Optional[int] = None) -> RunFacts:
+        """From a RunSummary or RunRecord (``figures``), a DeviceInfo or its dict, and a RunStarted or
+        the history's run-info dict."""
+        device_facts = _mapping(device)
+        info = _mapping(run_info)
+        names = ("images_per_sec", "data_wait_fraction", "device_span_fraction", "kernel_busy_fraction",
+                 "idle_waiting_for_data_fraction", "idle_waiting_for_host_fraction", "idle_other_fraction",
+                 "kernels_per_step", "median_kernel_seconds", "ceiling_images_per_sec", "pipeline_efficiency")
+        return cls(
+            config=config,
+            device_type=device_facts.get("type") or getattr(figures, "device", None),
+            profile_samples=getattr(figures, "profile_samples", 0) or 0,
+            training_peak_allocated_bytes=training_peak_allocated_bytes,
+            total_memory_bytes=device_facts.get("total_memory_bytes"),
+            bf16_supported=bool(device_facts.get("bf16_supported")),
+            cuda_available=bool(device_facts.get("cuda_available")),
+            cpu_count=int(device_facts.get("cpu_count") or 1),
+            parameter_count=info.get("parameter_count"),
+            train_size=info.get("train_size"),
+            test_size=info.get("test_size"),
+            **{name: getattr(figures, name, None) for name in names},
+        )
+
+    @property
+    def has_timeline(self) -> bool:
+        return self.kernel_busy_fraction is not None
+
+
+def find(facts: RunFacts) -> tuple[Finding, ...]:
+    """The ranked findings (empty when nothing was measured)."""
+    if facts.images_per_sec is None and facts.data_wait_fraction is None:
+        return ()
+    problems: list[tuple[float, list[Finding]]] = []  # (how much of the time it costs, its findings)
+    for rule in (_input_bound, _launch_bound):
+        result = rule(facts)
+        if result:
+            problems.append(result)
+    problems.sort(key=lambda item: -item[0])
+    findings = [finding for _, group in problems for finding in group]
+    compute = _compute_bound(facts)
+    if compute and not problems:
+        findings += compute
+    elif not problems and not compute:
+        findings += _unmeasured_or_balanced(facts)
+    findings += _memory_headroom(facts)
+    return tuple(findings)
+
+
+def headline(findings: tuple[Finding, ...]) -> Optional[str]:
+    return findings[0].headline if findings else None
+
+
+# -- the rules --------------------------------------------------------------------------------------
+
+
+def _input_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
+    config = facts.config
+    if facts.has_timeline:
+        wait, name = facts.idle_waiting_for_data_fraction, "idle_waiting_for_data_fraction"
+        said = f"the GPU sat idle waiting for data {_pct(wait)} of the sampled time"
+    else:
+        wait, name = facts.data_wait_fraction, "data_wait_fraction"
+        said = f"training waited for the next batch {_pct(wait)} of the time"
+    if wait is None or wait < INPUT_BOUND_WAIT:
+        return None
+    head = f"Input-bound: {said} (threshold {_pct(INPUT_BOUND_WAIT)})."
+    remedies: list[tuple[str, Any, str]] = []
+    if config.augment == "cpu":
+        remedies.append(("augment", "gpu", "augmentation runs on whole batches on the GPU, not per image in the workers"))
+    if config.pipeline == "dataloader" and _dataset_fits(facts):
+        remedies.append(("pipeline", "gpu-resident", "the whole dataset sits on the device: no loader, no copies"))
+    if config.pipeline == "dataloader" and config.num_workers < facts.cpu_count:
+        workers = min(facts.cpu_count, max(2, config.num_workers * 2))
+        remedies.append(("num_workers", workers, f"{workers} loader processes prepare batches in parallel"))
+    if config.pipeline == "dataloader" and not config.pin_memory and facts.device_type == "cuda":
+        remedies.append(("pin_memory", True, "page-locked batches copy to the GPU faster and asynchronously"))
+    return wait, _with_remedies("input-bound", head, wait, name, INPUT_BOUND_WAIT, remedies,
+                                "no setting here removes it: a faster disk or a simpler pipeline would")
+
+
+def _launch_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
+    wait = facts.idle_waiting_for_host_fraction
+    if facts.device_type != "cuda" or wait is None or wait < LAUNCH_BOUND_HOST_WAIT:
+        return None
+    config = facts.config
+    detail = []
+    if facts.kernels_per_step is not None:
+        detail.append(f"{facts.kernels_per_step:,.0f} kernels per step")
+    if facts.median_kernel_seconds is not None:
+        detail.append(f"median {facts.median_kernel_seconds * 1e6:,.0f} µs")
+    head = (f"Launch-bound: the GPU sat idle waiting for the host to launch work {_pct(wait)} of the sampled "
+            f"time" + (f" ({', '.join(detail)})" if detail else "") + f" (threshold {_pct(LAUNCH_BOUND_HOST_WAIT)}).")
+    remedies: list[tuple[str, Any, str]] = []
+    larger = _larger_batch(facts, config.batch_size * 2)
+    if larger is not None:
+        remedies.append(("batch_size", larger, "each kernel does more work per launch (scale lr with it)"))
+    if not config.compile:
+        remedies.append(("compile", True, "torch.compile fuses small elementwise kernels: fewer launches per step"))
+    if not config.channels_last:
+        remedies.append(("channels_last", True, "cuDNN no longer adds layout-conversion kernels around each conv"))
+    return wait, _with_remedies("launch-bound", head, wait, "idle_waiting_for_host_fraction",
+                                LAUNCH_BOUND_HOST_WAIT, remedies, "fewer, larger operations in the model would help")
+
+
+def _compute_bound(facts: RunFacts) -> list[Finding]:
+    config = facts.config
+    efficiency = facts.pipeline_efficiency
+    at_ceiling = f", at {_pct(efficiency)} of its compute ceiling" if efficiency is not None else ""
+    if facts.device_type == "cpu":
+        wait = facts.data_wait_fraction
+        if wait is None:
+            return []
+        head = f"CPU-bound: the training thread computed {_pct(1 - wait)} of the time{at_ceiling}."
+        remedies = []
+        if facts.cuda_available and config.device == "cpu":
+            remedies.append(("device", "auto", "train on the CUDA GPU this machine has"))
+        return _with_remedies("compute-bound", head, 1 - wait, "host_compute_fraction", 1 - INPUT_BOUND_WAIT,
+                              remedies, "a CUDA GPU, or a smaller model, is what would help")
+    if facts.has_timeline:
+        busy = facts.kernel_busy_fraction
+        if busy < COMPUTE_BOUND_BUSY:
+            return []
+        head = f"Compute-bound: kernels ran {_pct(busy)} of the sampled time{at_ceiling}."
+        figure, name, threshold = busy, "kernel_busy_fraction", COMPUTE_BOUND_BUSY
+    else:
+        if efficiency is None or efficiency < COMPUTE_BOUND_EFFICIENCY:
+            return []
+        head = f"Compute-bound: the run reaches {_pct(efficiency)} of its compute ceiling."
+        figure, name, threshold = efficiency, "pipeline_efficiency", COMPUTE_BOUND_EFFICIENCY
+    remedies = []
+    if config.precision == "fp32":
+        if facts.bf16_supported:
+            remedies.append(("precision", "bf16", "tensor-core math at half the bytes, no loss scaling"))
+        else:
+            remedies.append(("precision", "fp16", "tensor-core math at half the bytes"))
+    if not config.channels_last:
+        remedies.append(("channels_last", True, "convolutions run in the layout tensor cores want"))
+    if not config.compile:
+        remedies.append(("compile", True, "torch.compile fuses the elementwise work between the big kernels"))
+    return _with_remedies("compute-bound", head, figure, name, threshold, remedies,
+                          "only a smaller model or a faster GPU is left")
+
+
+def _unmeasured_or_balanced(facts: RunFacts) -> list[Finding]:
+    if facts.device_type != "cuda":
+        return []
+    if not facts.has_timeline:
+        span = facts.device_span_fraction
+        at_ceiling = (f"; the run reaches {_pct(facts.pipeline_efficiency)} of its compute ceiling"
+                      if facts.pipeline_efficiency is not None else "")
+        head = ("GPU time unmeasured: the steps' CUDA-event span"
+                + (f" ({_pct(span)})" if span is not None else "")
+                + f" includes idle gaps between kernels, so it cannot tell busy from waiting{at_ceiling}.")
+        return [Finding("unmeasured", head, head + " Try profile=true: it samples the kernel timeline.",
+                        span, "device_span_fraction", None, "profile", True)]
+    head = (f"No single bottleneck: kernels ran {_pct(facts.kernel_busy_fraction)} of the sampled time; the GPU "
+            f"waited for the host {_pct(facts.idle_waiting_for_host_fraction)} and for data "
+            f"{_pct(facts.idle_waiting_for_data_fraction)}.")
+    return [Finding("balanced", head, head, facts.kernel_busy_fraction, "kernel_busy_fraction", COMPUTE_BOUND_BUSY)]
+
+
+def _memory_headroom(facts: RunFacts) -> list[Finding]:
+    estimate = max_batch_estimate(facts)
+    batch = facts.config.batch_size
+    if estimate is None or estimate < MEMORY_HEADROOM_FACTOR * batch:
+        return []
+    value = _larger_batch(facts, MEMORY_HEADROOM_FACTOR * batch, as_large_as_fits=True)
+    if value is None:
+        return []
+    per_sample = _per_sample_bytes(facts)
+    head = (f"Memory headroom: {_bytes(facts.training_peak_allocated_bytes)} of {_bytes(facts.total_memory_bytes)} "
+            f"at batch {batch:,} (about {_bytes(per_sample)} per sample): the batch could grow to about {estimate:,}.")
+    text = head + f" Try batch_size={value:,} (scale lr with it)."
+    return [Finding("memory-headroom", head, text, float(estimate), "max_batch_estimate",
+                    float(MEMORY_HEADROOM_FACTOR * batch), "batch_size", value)]
+
+
+# -- helpers -------------------------------------------------------------------------------------------
+
+
+def _with_remedies(kind: str, head: str, figure: float, figure_name: str, threshold: Optional[float],
+                   remedies: list[tuple[str, Any, str]], otherwise: str) -> list[Finding]:
+    if not remedies:
+        return [Finding(kind, head, f"{head} {otherwise[0].upper()}{otherwise[1:]}.", figure, figure_name, threshold)]
+    findings = []
+    for field, value, why in remedies[:REMEDIES_PER_PROBLEM]:
+        text = f"{head} Try {field}={_setting(value)}: {why}."
+        findings.append(Finding(kind, head, text, figure, figure_name, threshold, field, value))
+    return findings
+
+
+def _fixed_bytes(facts: RunFacts) -> Optional[int]:
+    """Memory a run holds whatever its batch: weights, gradients and optimizer state (fp32), the
+    test split on the device, and the training set when it is resident there."""
+    if facts.parameter_count is None:
+        return None
+    states = 2 if facts.config.optimizer == "adamw" else 1
+    fixed = facts.parameter_count * 4 * (2 + states)
+    fixed += (facts.test_size or 0) * BYTES_PER_IMAGE
+    if facts.config.pipeline == "gpu-resident":
+        fixed += (facts.train_size or 0) * BYTES_PER_IMAGE
+    return fixed
+
+
+def _per_sample_bytes(facts: RunFacts) -> Optional[float]:
+    fixed = _fixed_bytes(facts)
+    peak = facts.training_peak_allocated_bytes
+    if fixed is None or peak is None or peak <= fixed:
+        return None
+    return (peak - fixed) / facts.config.batch_size
+
+
+def max_batch_estimate(facts: RunFacts) -> Optional[int]:
+    """About how large the batch could grow at the measured bytes per sample (None where unknown)."""
+    per_sample = _per_sample_bytes(facts)
+    if facts.device_type != "cuda" or per_sample is None or not facts.total_memory_bytes:
+        return None
+    room = facts.total_memory_bytes * USABLE_MEMORY_FRACTION - (_fixed_bytes(facts) or 0)
+    return max(0, int(room // per_sample))
+
+
+def _larger_batch(facts: RunFacts, wanted: int, as_large_as_fits: bool = False) -> Optional[int]:
+    """A power-of-two batch: the largest that fits (as_large_as_fits), else ``wanted`` if it fits."""
+    limit = int(RANGES["batch_size"][1])
+    estimate = max_batch_estimate(facts)
+    if as_large_as_fits:
+        if estimate is None:
+            return None
+        value = 2 ** int(math.log2(max(1, min(estimate, limit))))
+        return value if value >= wanted else None
+    if wanted > limit or (estimate is not None and wanted > estimate):
+        return None
+    return wanted
+
+
+def _dataset_fits(facts: RunFacts) -> bool:
+    """The training set would take at most a quarter of the device's memory (unknown sizes: assume so)."""
+    if facts.device_type != "cuda" or not facts.total_memory_bytes or facts.train_size is None:
+        return True
+    return facts.train_size * BYTES_PER_IMAGE <= facts.total_memory_bytes / 4
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return value
+    import dataclasses
+
+    if dataclasses.is_dataclass(value):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    return {}
+
+
+def _pct(value: Optional[float]) -> str:
+    return "n/a" if value is None else f"{value:.0%}"
+
+
+def _setting(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _bytes(value: Optional[float]) -> str:
+    from workbench.formatting import format_bytes
+
+    return format_bytes(value)
