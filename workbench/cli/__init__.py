@@ -62,13 +62,14 @@ def _with_suggestion(message: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from workbench.cli import history_commands, npz_command, run_command
+    from workbench.cli import ceiling_command, history_commands, npz_command, run_command
 
     parser = _Parser(prog="workbench", description="GPU training workbench: see why your GPU is idle.")
     parser.add_argument("--home", help="workbench home folder (run history, datasets); default: $WORKBENCH_HOME "
                         "or the per-user data folder")
     subparsers = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
     run_command.register(subparsers)
+    ceiling_command.register(subparsers)
     history_commands.register(subparsers)
     npz_command.register(subparsers)
     return parser

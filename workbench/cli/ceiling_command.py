@@ -1,0 +1,96 @@
+"""`workbench ceiling`: the compute ceiling for a run's settings (the model alone, on on-device batches).
+
+Takes the same flags as `workbench run`. A ceiling measured before for the same device, model,
+precision, batch, memory format, compile setting and torch version is read from the cache unless
+--refresh; a new measurement is cached, and every later run with those settings reports its pipeline
+efficiency against it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from workbench.cli import UsageError
+
+
+def register(subparsers: Any) -> None:
+    from workbench.cli.run_command import add_config_flags
+
+    parser = subparsers.add_parser(
+        "ceiling",
+        help="measure the compute ceiling for run settings",
+        description="Images/sec the chosen model reaches on a batch already on the device (no loader, no "
+        "augmentation, no host round trip): the most any pipeline can feed it. Takes `workbench run`'s flags.",
+        argument_default=argparse.SUPPRESS,
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON on the last line")
+    parser.add_argument("--refresh", action="store_true", help="measure again even when a ceiling is cached")
+    parser.add_argument("--budget", type=float, metavar="SECONDS",
+                        help="most seconds to spend timing before reporting an unsteady rate (default: 30)")
+    add_config_flags(parser)
+    parser.set_defaults(handler=ceiling_command)
+
+
+def ceiling_command(args: argparse.Namespace) -> int:
+    from workbench.cli.run_command import config_from_args
+
+    config = config_from_args(args, "workbench ceiling")
+    from workbench.data_check import data_problems
+    from workbench.engine import probe_device
+    from workbench.engine.ceiling_cache import cache_path, cached_ceiling, num_classes_of, store_ceiling
+
+    device = probe_device(config.device)
+    problems = config.validate(device) or data_problems(config)
+    if problems:
+        raise UsageError("workbench ceiling: " + "; ".join(problems))
+    budget = getattr(args, "budget", None)
+    if budget is not None and budget <= 0:
+        raise UsageError("workbench ceiling: --budget must be more than 0 seconds")
+    num_classes = num_classes_of(config)
+    if num_classes is None:
+        from workbench.engine.data import DataError, load_arrays
+
+        try:
+            num_classes = load_arrays(config).num_classes
+        except DataError as error:
+            raise UsageError(f"workbench ceiling: {error}") from None
+
+    ceiling = None if getattr(args, "refresh", False) else cached_ceiling(config, device, num_classes)
+    if ceiling is None:
+        import torch
+
+        from workbench.engine.ceiling import DEFAULT_BUDGET_SECONDS, measure_ceiling
+
+        def say(message: str) -> None:
+            print(f"workbench ceiling: {message}", file=sys.stderr, flush=True)
+
+        try:
+            ceiling = measure_ceiling(config, device, num_classes,
+                                      budget_seconds=budget or DEFAULT_BUDGET_SECONDS, progress=say)
+        except torch.cuda.OutOfMemoryError:
+            print(f"workbench ceiling: CUDA out of memory with {config.model} at batch_size={config.batch_size}, "
+                  f"{config.precision}", file=sys.stderr)
+            return 1
+        store_ceiling(ceiling)
+    where = "cached" if ceiling.cached else "measured now"
+    steady = "steady" if ceiling.steady else "not steady within the time budget (median of the timed chunks)"
+    if getattr(args, "json", False):
+        print(json.dumps({
+            "ceiling_images_per_sec": ceiling.images_per_sec,
+            "steady": ceiling.steady,
+            "cached": ceiling.cached,
+            "timed_steps": ceiling.timed_steps,
+            "timed_seconds": ceiling.timed_seconds,
+            "measured_at": ceiling.measured_at,
+            "key": ceiling.key,
+            "cache_path": str(cache_path()),
+        }))
+    else:
+        key = ceiling.key
+        print(f"ceiling  {ceiling.images_per_sec:,.0f} images/s: {key['model']}, batch {key['batch_size']}, "
+              f"{key['precision']}, {key['memory_format']}{', compiled' if key['compile'] else ''} on "
+              f"{key['device']} ({steady}; {where}, {ceiling.timed_steps} steps in {ceiling.timed_seconds:.1f} s)")
+    return 0

@@ -1,0 +1,113 @@
+"""The compute ceiling: how fast the chosen model trains when data costs nothing.
+
+The probe trains the run's own model, precision, memory format, compile setting and batch size
+(the loop's own TrainStep, with its optimizer and accumulation) on one batch that already sits on the
+device: no loader, no augmentation, no host round trip. After a warm-up (cuDNN autotuning,
+compilation) it times chunks of steps between two synchronisations, each at least
+``MIN_CHUNK_SECONDS`` long, until two chunks in a row agree within ``STEADY_TOLERANCE``. A run's
+pipeline efficiency is its steady-state images/sec ÷ this ceiling: what its data path, augmentation
+and logging leave of what the model could do.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from typing import Callable, Optional
+
+import torch
+from torch import nn
+
+from workbench.config import RunConfig
+from workbench.device_info import DeviceInfo
+from workbench.engine.ceiling_cache import Ceiling, ceiling_key, num_classes_of
+
+WARMUP_STEPS = 5  # cuDNN picks its algorithms on the first step of a shape; compile on the first call
+# Timing chunks shorter than this are dominated by the two synchronisations around them.
+MIN_CHUNK_SECONDS = 0.25
+STEADY_TOLERANCE = 0.03  # two chunks within 3 %: the rate has settled
+DEFAULT_BUDGET_SECONDS = 30.0
+
+
+def _never() -> bool:
+    return False
+
+
+def measure_ceiling(
+    config: RunConfig,
+    device: DeviceInfo,
+    num_classes: Optional[int] = None,
+    budget_seconds: float = DEFAULT_BUDGET_SECONDS,
+    stop: Callable[[], bool] = _never,
+    progress: Optional[Callable[[str], None]] = None,
+) -> Ceiling:
+    """Measure (never read the cache): the model's images/sec on on-device batches, for these settings."""
+    from workbench.engine.device import resolve
+    from workbench.engine.models import build_model, to_memory_format
+    from workbench.engine.trainer import TrainStep, build_optimizer
+
+    if num_classes is None:
+        num_classes = num_classes_of(config)
+        if num_classes is None:
+            from workbench.engine.data import load_arrays
+
+            num_classes = load_arrays(config).num_classes
+    say = progress or (lambda message: None)
+    target = resolve(device)
+    cuda = target.type == "cuda"
+    torch.manual_seed(config.seed)
+    if cuda:
+        torch.backends.cudnn.benchmark = True
+    model = to_memory_format(build_model(config.model, num_classes).to(target), config.channels_last)
+    forward = torch.compile(model) if config.compile else model
+    step = TrainStep(
+        forward, build_optimizer(config, model), nn.CrossEntropyLoss(label_smoothing=config.label_smoothing),
+        target.type, config.precision, config.accumulation_steps,
+    )
+    memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
+    images = torch.randn(config.batch_size, 3, 32, 32, device=target).contiguous(memory_format=memory_format)
+    labels = torch.randint(0, num_classes, (config.batch_size,), device=target)
+
+    def synchronize() -> None:
+        if cuda:
+            torch.cuda.synchronize(target)
+
+    try:
+        say(f"warming up {config.model} (batch {config.batch_size}, {config.precision}) on {device.name}…")
+        began = time.perf_counter()
+        for _ in range(WARMUP_STEPS):
+            step(images, labels)
+        synchronize()
+        budget_end = time.perf_counter() + max(0.0, budget_seconds - (time.perf_counter() - began) / 2)
+        chunk, rates, timed_steps, timed_seconds, steady = 1, [], 0, 0.0, False
+        while not stop():
+            start = time.perf_counter()
+            for _ in range(chunk):
+                step(images, labels)
+            synchronize()
+            seconds = time.perf_counter() - start
+            if seconds < MIN_CHUNK_SECONDS and time.perf_counter() < budget_end:
+                chunk *= 2  # too short to time well: longer chunks, and this one does not count
+                continue
+            rates.append(chunk * config.batch_size / seconds)
+            timed_steps += chunk
+            timed_seconds += seconds
+            say(f"{rates[-1]:,.0f} images/s over {chunk} steps")
+            if len(rates) >= 2 and abs(rates[-1] - rates[-2]) <= STEADY_TOLERANCE * max(rates[-1], rates[-2]):
+                steady = True
+                break
+            if time.perf_counter() >= budget_end:
+                break
+        if not rates:
+            raise RuntimeError("the ceiling probe was stopped before it timed a step")
+        value = (rates[-1] + rates[-2]) / 2 if steady else statistics.median(rates)
+        return Ceiling(
+            images_per_sec=value, steady=steady, timed_steps=timed_steps, timed_seconds=timed_seconds,
+            key=ceiling_key(config, device, num_classes), measured_at=time.time(),
+        )
+    finally:
+        del step, forward, model, images, labels
+        gc.collect()
+        if cuda:
+            torch.cuda.empty_cache()

@@ -1,0 +1,118 @@
+"""Measured compute ceilings, kept in the workbench home (no torch: a run only looks one up).
+
+One JSON file, ``ceilings.json``: each entry is keyed by everything that sets how fast the model
+itself can train (device, model, classes, precision, batch, accumulation, optimizer, memory format,
+compile, torch version), so a ceiling is only ever compared with runs it describes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from workbench.config import RunConfig
+from workbench.device_info import DeviceInfo
+
+FILE_NAME = "ceilings.json"
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """What the model alone can do on this device: images/sec on a batch already on the device."""
+
+    images_per_sec: float
+    steady: bool  # two timed chunks in a row agreed; False when the time budget ran out first
+    timed_steps: int
+    timed_seconds: float
+    key: dict[str, Any]
+    measured_at: float  # unix seconds
+    cached: bool = False  # read from the cache rather than measured now
+
+
+def num_classes_of(config: RunConfig) -> Optional[int]:
+    """Classes the model is built for, where the settings alone say (None: the data must be read)."""
+    if config.dataset == "cifar100":
+        return 100
+    if config.dataset in ("cifar10", "synthetic"):
+        return 10
+    return None
+
+
+def ceiling_key(config: RunConfig, device: DeviceInfo, num_classes: int) -> dict[str, Any]:
+    return {
+        "device": device.name,
+        "device_type": device.type,
+        "model": config.model,
+        "num_classes": num_classes,
+        "precision": config.precision,
+        "batch_size": config.batch_size,
+        "accumulation_steps": config.accumulation_steps,
+        "optimizer": config.optimizer,
+        "memory_format": "channels_last" if config.channels_last else "contiguous",
+        "compile": config.compile,
+        "torch_version": device.torch_version,
+    }
+
+
+def _key_text(key: dict[str, Any]) -> str:
+    return json.dumps(key, sort_keys=True)
+
+
+def cache_path(home: Optional[Path] = None) -> Path:
+    if home is None:
+        from workbench.paths import workbench_home
+
+        home = workbench_home()
+    return Path(home) / FILE_NAME
+
+
+def _entries(path: Path) -> dict[str, dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # none yet, or unreadable: a ceiling is an extra, never a reason to fail
+    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("entries"), dict):
+        return {}
+    return data["entries"]
+
+
+def cached_ceiling(config: RunConfig, device: DeviceInfo, num_classes: int, home: Optional[Path] = None) -> Optional[Ceiling]:
+    key = ceiling_key(config, device, num_classes)
+    entry = _entries(cache_path(home)).get(_key_text(key))
+    if not isinstance(entry, dict):
+        return None
+    try:
+        return Ceiling(
+            images_per_sec=float(entry["images_per_sec"]),
+            steady=bool(entry["steady"]),
+            timed_steps=int(entry["timed_steps"]),
+            timed_seconds=float(entry["timed_seconds"]),
+            key=key,
+            measured_at=float(entry["measured_at"]),
+            cached=True,
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def store_ceiling(ceiling: Ceiling, home: Optional[Path] = None) -> Path:
+    """Add or replace this ceiling's entry; written to a temporary file and renamed over the old one."""
+    path = cache_path(home)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entries = _entries(path)
+    record = asdict(ceiling)
+    record.pop("key")
+    record.pop("cached")
+    entries[_key_text(ceiling.key)] = record
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    try:
+        temporary.write_text(json.dumps({"format": FORMAT, "entries": entries}, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return path
