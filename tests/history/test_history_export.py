@@ -24,7 +24,9 @@ from workbench.history.store import HistoryStore, RunNotFound
 SUMMARY_COLUMNS = [
     "images_per_sec_mean", "images_per_sec_median", "data_wait_fraction", "device_span_fraction", "peak_allocated_bytes",
     "peak_reserved_bytes", "peak_nvml_used_bytes", "final_loss", "test_accuracy", "wall_seconds",
-    "device_name", "torch_version",
+    "device_name", "torch_version", "kernel_busy_fraction", "memcpy_fraction", "idle_waiting_for_data_fraction",
+    "idle_waiting_for_host_fraction", "idle_other_fraction", "kernels_per_step", "ceiling_images_per_sec",
+    "pipeline_efficiency", "verdict",
 ]
 
 

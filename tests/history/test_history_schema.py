@@ -10,10 +10,18 @@ import pytest
 
 from workbench.history import schema
 from workbench.history import store as store_module
-from workbench.history.schema import EPOCH_COLUMNS, MIGRATIONS, SCHEMA_VERSION, STEP_COLUMNS, SUMMARY_COLUMNS
+from workbench.history.schema import (
+    EPOCH_COLUMNS,
+    MIGRATIONS,
+    PROFILE_SAMPLE_COLUMNS,
+    PROFILE_SAMPLE_LISTS,
+    SCHEMA_VERSION,
+    STEP_COLUMNS,
+    SUMMARY_COLUMNS,
+)
 from workbench.history.store import HistoryStore
 
-TABLES = ("runs", "step_metrics", "epoch_metrics")
+TABLES = ("runs", "step_metrics", "epoch_metrics", "profile_samples")
 
 # The columns each shipped version had: a migration may add a version, never change one of these.
 SHIPPED_VERSION_ADDS = {
@@ -44,6 +52,10 @@ def test_fresh_database_matches_the_column_lists_the_store_writes(tmp_path):
     assert set(SUMMARY_COLUMNS) <= set(runs)
     assert [name for name, _ in tables["step_metrics"]] == ["run_id", "step", *STEP_COLUMNS]
     assert [name for name, _ in tables["epoch_metrics"]] == ["run_id", "epoch", *EPOCH_COLUMNS]
+    assert [name for name, _ in tables["profile_samples"]] == [
+        "run_id", "first_step", *PROFILE_SAMPLE_COLUMNS, *(name + "_json" for name in PROFILE_SAMPLE_LISTS)
+    ]
+    assert "findings_json" in runs
 
 
 @pytest.mark.parametrize("version", range(1, SCHEMA_VERSION))
@@ -61,7 +73,7 @@ def test_every_upgrade_path_ends_with_the_fresh_schema(tmp_path, version):
 def test_shipped_versions_are_unchanged(tmp_path):
     conn = sqlite3.connect(":memory:")
     MIGRATIONS[0](conn)
-    assert {table: len(cols) for table, cols in columns(conn).items()} == SHIPPED_VERSION_ADDS[1]
+    assert {table: len(cols) for table, cols in columns(conn).items() if cols} == SHIPPED_VERSION_ADDS[1]
     for version in range(2, max(SHIPPED_VERSION_ADDS) + 1):
         before = columns(conn)
         MIGRATIONS[version - 1](conn)

@@ -39,6 +39,18 @@ SUMMARY_METRICS: tuple[Metric, ...] = (
     Metric("wall_seconds", "Train time", "seconds"),
     Metric("device_name", "Device", "text"),
     Metric("torch_version", "Torch", "text"),
+    # Schema 4, appended so earlier columns keep their places: the profiler-sampled GPU timeline (what
+    # the GPU did, what its idle time waited for), the compute ceiling, and the verdict (the first
+    # finding's headline).
+    Metric("kernel_busy_fraction", "Kernel busy", "fraction"),
+    Metric("memcpy_fraction", "Memcpy", "fraction"),
+    Metric("idle_waiting_for_data_fraction", "Idle: data", "fraction"),
+    Metric("idle_waiting_for_host_fraction", "Idle: host", "fraction"),
+    Metric("idle_other_fraction", "Idle: other", "fraction"),
+    Metric("kernels_per_step", "Kernels/step", "count"),
+    Metric("ceiling_images_per_sec", "Ceiling img/s", "rate"),
+    Metric("pipeline_efficiency", "Efficiency", "fraction"),
+    Metric("verdict", "Verdict", "text"),
 )
 METRICS_BY_NAME = {metric.name: metric for metric in SUMMARY_METRICS}
 

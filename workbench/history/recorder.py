@@ -8,12 +8,13 @@ metrics at most. Each write also stores the summary so far, so an interrupted ru
 
 from __future__ import annotations
 
+import json
 import time
 from typing import TYPE_CHECKING, Optional
 
-from workbench.engine.events import EpochStats, Event, RunEnded, RunStarted, StepStats
+from workbench.engine.events import EpochStats, Event, ProfileSample, RunEnded, RunStarted, StepStats
 from workbench.engine.summary import SummaryBuilder
-from workbench.history.schema import EPOCH_COLUMNS, STEP_COLUMNS
+from workbench.history.schema import EPOCH_COLUMNS, PROFILE_SAMPLE_COLUMNS, PROFILE_SAMPLE_LISTS, STEP_COLUMNS
 
 # Failures caused by the user's settings or data (the CLI exits 2 for them).
 BAD_INPUT_KINDS = ("config", "data")
@@ -30,6 +31,7 @@ class RunRecorder:
         self._summary = SummaryBuilder()
         self._steps: list[tuple] = []
         self._epochs: list[tuple] = []
+        self._samples: list[tuple] = []
         self._last_flush = time.monotonic()
         self._started = False
         self.ended = False
@@ -50,6 +52,9 @@ class RunRecorder:
             self.flush()
         elif isinstance(event, EpochStats):
             self._epochs.append(epoch_row(event))
+            self.flush()
+        elif isinstance(event, ProfileSample):
+            self._samples.append(sample_row(event))
             self.flush()
         elif isinstance(event, RunEnded):
             reason = event.reason or event.summary.reason
@@ -74,8 +79,8 @@ class RunRecorder:
             self._write(self._summary.build("failed", reason), end=("failed", reason, kind))
 
     def _write(self, summary, end: Optional[tuple] = None) -> None:
-        self._store._write_progress(self.run_id, self._steps, self._epochs, summary, end)
-        self._steps, self._epochs = [], []
+        self._store._write_progress(self.run_id, self._steps, self._epochs, summary, end, self._samples)
+        self._steps, self._epochs, self._samples = [], [], []
         self._last_flush = time.monotonic()
         if end is not None:
             self.ended = True
@@ -123,3 +128,13 @@ def epoch_row(stats: EpochStats) -> tuple:
         "nvml_used": memory.nvml_used,
     }
     return (stats.epoch, *(values[name] for name in EPOCH_COLUMNS))
+
+
+def sample_row(sample: ProfileSample) -> tuple:
+    """(first_step, *PROFILE_SAMPLE_COLUMNS, *lists as JSON) for one profiler sample."""
+    values = [getattr(sample, name) for name in PROFILE_SAMPLE_COLUMNS]
+    lists = [
+        json.dumps([{"name": item.name, "seconds": item.seconds, "count": item.count} for item in getattr(sample, name)])
+        for name in PROFILE_SAMPLE_LISTS
+    ]
+    return (sample.first_step, *values, *lists)

@@ -30,6 +30,21 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "steps",
     "samples_seen",
     "epochs_completed",
+    # schema 4: the profiler-sampled GPU timeline (over every sample's timeline window), the compute
+    # ceiling and the share of it the run reached
+    "profile_samples",
+    "kernel_busy_fraction",
+    "memcpy_fraction",
+    "memset_fraction",
+    "idle_waiting_for_data_fraction",
+    "idle_waiting_for_host_fraction",
+    "idle_other_fraction",
+    "kernels_per_step",
+    "launches_per_step",
+    "median_kernel_seconds",
+    "gpu_timeline_unavailable_reason",
+    "ceiling_images_per_sec",
+    "pipeline_efficiency",
 )
 
 # One row per StepStats window; the long step CSV names its metrics after these columns.
@@ -67,6 +82,34 @@ EPOCH_COLUMNS: tuple[str, ...] = (
     "torch_peak_reserved",
     "nvml_used",
 )
+
+# One row per ProfileSample (schema 4), keyed by (run_id, first_step); its top kernels and ops are JSON
+# lists of {name, seconds, count} in the two *_json columns after these.
+PROFILE_SAMPLE_COLUMNS: tuple[str, ...] = (
+    "last_step",
+    "device",
+    "steps",
+    "window_seconds",
+    "images_per_sec",
+    "host_data_wait_seconds",
+    "ops_steps",
+    "kernel_busy_seconds",
+    "memcpy_seconds",
+    "memset_seconds",
+    "idle_waiting_for_data_seconds",
+    "idle_waiting_for_host_seconds",
+    "idle_other_seconds",
+    "kernels",
+    "launches",
+    "median_kernel_seconds",
+    "gpu_unavailable_reason",
+    "trace_path",
+    "ops_trace_path",
+    "trace_unavailable_reason",
+    "overhead_seconds",
+    "timeline_host_ops_recorded",
+)
+PROFILE_SAMPLE_LISTS: tuple[str, ...] = ("top_kernels", "top_ops")
 
 # -- the frozen history of the schema: never edit a shipped version, append a new one ----------------
 
@@ -164,9 +207,60 @@ _V3 = (
     "ALTER TABLE runs ADD COLUMN images_per_sec REAL",
 )
 
+# Schema 4 (not shipped yet: every addition of this release goes into this one tuple).
+# The profiler-sampled timeline breakdown per run and per sample, the compute ceiling and pipeline
+# efficiency, and the ranked findings (a JSON list of Finding dicts) that replace the verdict.
+_V4 = (
+    "ALTER TABLE runs ADD COLUMN profile_samples INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN kernel_busy_fraction REAL",
+    "ALTER TABLE runs ADD COLUMN memcpy_fraction REAL",
+    "ALTER TABLE runs ADD COLUMN memset_fraction REAL",
+    "ALTER TABLE runs ADD COLUMN idle_waiting_for_data_fraction REAL",
+    "ALTER TABLE runs ADD COLUMN idle_waiting_for_host_fraction REAL",
+    "ALTER TABLE runs ADD COLUMN idle_other_fraction REAL",
+    "ALTER TABLE runs ADD COLUMN kernels_per_step REAL",
+    "ALTER TABLE runs ADD COLUMN launches_per_step REAL",
+    "ALTER TABLE runs ADD COLUMN median_kernel_seconds REAL",
+    "ALTER TABLE runs ADD COLUMN gpu_timeline_unavailable_reason TEXT",
+    "ALTER TABLE runs ADD COLUMN ceiling_images_per_sec REAL",
+    "ALTER TABLE runs ADD COLUMN pipeline_efficiency REAL",
+    "ALTER TABLE runs ADD COLUMN findings_json TEXT",
+    """
+    CREATE TABLE profile_samples (
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        first_step INTEGER NOT NULL,
+        last_step INTEGER,
+        device TEXT,
+        steps INTEGER,
+        window_seconds REAL,
+        images_per_sec REAL,
+        host_data_wait_seconds REAL,
+        ops_steps INTEGER,
+        kernel_busy_seconds REAL,
+        memcpy_seconds REAL,
+        memset_seconds REAL,
+        idle_waiting_for_data_seconds REAL,
+        idle_waiting_for_host_seconds REAL,
+        idle_other_seconds REAL,
+        kernels INTEGER,
+        launches INTEGER,
+        median_kernel_seconds REAL,
+        gpu_unavailable_reason TEXT,
+        trace_path TEXT,
+        ops_trace_path TEXT,
+        trace_unavailable_reason TEXT,
+        overhead_seconds REAL,
+        timeline_host_ops_recorded INTEGER,
+        top_kernels_json TEXT,
+        top_ops_json TEXT,
+        PRIMARY KEY (run_id, first_step)
+    ) WITHOUT ROWID
+    """,
+)
+
 # Append new versions here, each a tuple of statements (a function of the connection where SQL
 # alone cannot do it), and never edit one that has shipped.
-_VERSIONS: tuple[tuple[str, ...] | Callable[[sqlite3.Connection], None], ...] = (_V1, _V2, _V3)
+_VERSIONS: tuple[tuple[str, ...] | Callable[[sqlite3.Connection], None], ...] = (_V1, _V2, _V3, _V4)
 
 
 def _migration(step: tuple[str, ...] | Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Connection], None]:

@@ -20,13 +20,21 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 from workbench.config import FIELD_TYPES, ConfigError, RunConfig
 from workbench.history import processes
 from workbench.history.naming import run_name
-from workbench.history.schema import EPOCH_COLUMNS, MIGRATIONS, SCHEMA_VERSION, STEP_COLUMNS, SUMMARY_COLUMNS
+from workbench.history.schema import (
+    EPOCH_COLUMNS,
+    MIGRATIONS,
+    PROFILE_SAMPLE_COLUMNS,
+    PROFILE_SAMPLE_LISTS,
+    SCHEMA_VERSION,
+    STEP_COLUMNS,
+    SUMMARY_COLUMNS,
+)
 
 if TYPE_CHECKING:
     import numpy as np
 
     from workbench.device_info import DeviceInfo
-    from workbench.engine.events import RunStarted, RunSummary
+    from workbench.engine.events import Finding, ProfileSample, RunStarted, RunSummary
     from workbench.history.recorder import RunRecorder
 
 DATABASE_NAME = "history.sqlite3"
@@ -80,6 +88,21 @@ class RunRecord:
     device_type: Optional[str] = None
     device_name: Optional[str] = None
     torch_version: Optional[str] = None
+    # schema 4: the profiler-sampled timeline, the compute ceiling, the findings the run ended with
+    profile_samples: int = 0
+    kernel_busy_fraction: Optional[float] = None
+    memcpy_fraction: Optional[float] = None
+    memset_fraction: Optional[float] = None
+    idle_waiting_for_data_fraction: Optional[float] = None
+    idle_waiting_for_host_fraction: Optional[float] = None
+    idle_other_fraction: Optional[float] = None
+    kernels_per_step: Optional[float] = None
+    launches_per_step: Optional[float] = None
+    median_kernel_seconds: Optional[float] = None
+    gpu_timeline_unavailable_reason: Optional[str] = None
+    ceiling_images_per_sec: Optional[float] = None
+    pipeline_efficiency: Optional[float] = None
+    findings: tuple[Finding, ...] = ()  # ranked; empty for runs recorded before schema 4
     heartbeat_at: Optional[float] = None
     pid: Optional[int] = None
     hostname: Optional[str] = None
@@ -96,9 +119,8 @@ class RunRecord:
 
     @property
     def verdict(self) -> Optional[str]:
-        from workbench.engine.verdict import bottleneck_verdict
-
-        return bottleneck_verdict(self.data_wait_fraction, self.device_span_fraction, self.device_type)
+        """The first finding's headline: what bounded the run, in one sentence (None before schema 4)."""
+        return self.findings[0].headline if self.findings else None
 
     @property
     def label(self) -> str:
@@ -350,6 +372,26 @@ class HistoryStore:
             arrays[name] = np.array([np.nan if row[index] is None else row[index] for row in rows], dtype=np.float64)
         return arrays
 
+    def profile_samples(self, run_id: int) -> list[ProfileSample]:
+        """The run's profiler samples, in step order, as the engine yielded them."""
+        from workbench.engine.events import NamedTime, ProfileSample
+
+        rows = self._conn.execute(
+            f"SELECT first_step, {', '.join(PROFILE_SAMPLE_COLUMNS)}, "
+            f"{', '.join(name + '_json' for name in PROFILE_SAMPLE_LISTS)} "
+            "FROM profile_samples WHERE run_id = ? ORDER BY first_step",
+            (run_id,),
+        ).fetchall()
+        samples = []
+        for row in rows:
+            values = {name: row[name] for name in ("first_step", *PROFILE_SAMPLE_COLUMNS)}
+            values["timeline_host_ops_recorded"] = bool(values["timeline_host_ops_recorded"])
+            for name in PROFILE_SAMPLE_LISTS:
+                items = json.loads(row[name + "_json"] or "[]")
+                values[name] = tuple(NamedTime(item["name"], item["seconds"], item["count"]) for item in items)
+            samples.append(ProfileSample(**values))
+        return samples
+
     def iter_step_rows(self, run_id: int) -> Iterator[sqlite3.Row]:
         """Raw step rows (step, then STEP_COLUMNS), in step order: for streaming exports."""
         return iter(
@@ -403,10 +445,18 @@ class HistoryStore:
         epoch_rows: list[tuple],
         summary: RunSummary,
         end: Optional[tuple[str, Optional[str], Optional[str]]] = None,
+        sample_rows: Sequence[tuple] = (),
     ) -> None:
         """Buffered metrics, the summary so far, a heartbeat, and for the last write the run's end, at once."""
         now = time.time()
         with self._transaction() as conn:
+            if sample_rows:
+                names = ("first_step", *PROFILE_SAMPLE_COLUMNS, *(name + "_json" for name in PROFILE_SAMPLE_LISTS))
+                conn.executemany(
+                    f"INSERT OR REPLACE INTO profile_samples (run_id, {', '.join(names)}) "
+                    f"VALUES ({', '.join('?' * (len(names) + 1))})",
+                    [(run_id, *row) for row in sample_rows],
+                )
             if step_rows:
                 conn.executemany(
                     f"INSERT OR REPLACE INTO step_metrics (run_id, step, {', '.join(STEP_COLUMNS)}) "
@@ -419,8 +469,9 @@ class HistoryStore:
                     f"VALUES ({', '.join('?' * (len(EPOCH_COLUMNS) + 2))})",
                     [(run_id, *row) for row in epoch_rows],
                 )
-            assignments = ", ".join(f"{name} = ?" for name in SUMMARY_COLUMNS)
+            assignments = ", ".join(f"{name} = ?" for name in SUMMARY_COLUMNS) + ", findings_json = ?"
             values = [getattr(summary, name) for name in SUMMARY_COLUMNS]
+            values.append(json.dumps([finding.to_dict() for finding in summary.findings]) if summary.findings else None)
             # Device facts come from RunStarted; a summary without them must not erase them.
             sql = (
                 f"UPDATE runs SET {assignments}, device_type = COALESCE(?, device_type), "
@@ -458,8 +509,19 @@ def _record(row: sqlite3.Row) -> RunRecord:
         process_identity=row["process_identity"],
         app_version=row["app_version"],
         config_dropped=dropped,
+        findings=_findings(row["findings_json"]),
         **summary,
     )
+
+
+def _findings(text: Optional[str]) -> tuple[Finding, ...]:
+    from workbench.engine.events import Finding
+
+    try:
+        items = json.loads(text) if text else []
+    except ValueError:
+        return ()
+    return tuple(Finding.from_dict(item) for item in items if isinstance(item, dict))
 
 
 def load_config(text: Optional[str]) -> tuple[RunConfig, tuple[str, ...]]:
