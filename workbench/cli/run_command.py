@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from workbench.cli import UsageError
-from workbench.engine.events import EpochStats, RunEnded, RunStarted, StatusChanged, StepStats, RunSummary
+from workbench.cli import timeline_report
+from workbench.engine.events import EpochStats, ProfileSample, RunEnded, RunStarted, StatusChanged, StepStats, RunSummary
 from workbench.config import CHOICES, FIELD_NAMES, FIELD_TYPES, OPTIONAL_FIELDS, ConfigError, RunConfig
 from workbench.formatting import format_bytes, format_duration
 from workbench.settings_help import cli_help
@@ -28,10 +29,16 @@ def register(subparsers: Any) -> None:
         description="Train once without the GUI. Every setting is a flag; --config FILE.json supplies a base.",
         argument_default=argparse.SUPPRESS,  # only flags given on the command line override --config
     )
-    parser.add_argument("--config", metavar="FILE.json", help="settings as a JSON object (RunConfig fields)")
     parser.add_argument("--name", help="a name for this run in the history")
     parser.add_argument("--json", action="store_true", help="print the run summary as JSON on the last line")
     parser.add_argument("--no-history", action="store_true", help="do not record this run in the history")
+    add_config_flags(parser)
+    parser.set_defaults(handler=run_command)
+
+
+def add_config_flags(parser: argparse.ArgumentParser) -> None:
+    """--config FILE.json and one --kebab-case flag per RunConfig field (parser needs argument_default=SUPPRESS)."""
+    parser.add_argument("--config", metavar="FILE.json", help="settings as a JSON object (RunConfig fields)")
     defaults = RunConfig()
     for name in FIELD_NAMES:
         flag = "--" + name.replace("_", "-")
@@ -45,27 +52,26 @@ def register(subparsers: Any) -> None:
         else:
             base = int if (hint is int or name in OPTIONAL_FIELDS) else float if hint is float else str
             parser.add_argument(flag, dest=name, type=base, metavar=name.upper(), help=help_text)
-    parser.set_defaults(handler=run_command)
 
 
-def config_from_args(args: argparse.Namespace) -> RunConfig:
+def config_from_args(args: argparse.Namespace, command: str = "workbench run") -> RunConfig:
     values: dict[str, Any] = {}
     config_file: Optional[str] = getattr(args, "config", None)
     if config_file:
         try:
             values.update(json.loads(Path(config_file).read_text(encoding="utf-8")))
         except OSError as error:
-            raise UsageError(f"workbench run: cannot read --config {config_file}: {error.strerror}") from None
+            raise UsageError(f"{command}: cannot read --config {config_file}: {error.strerror}") from None
         except json.JSONDecodeError as error:
-            raise UsageError(f"workbench run: --config {config_file} is not valid JSON: {error}") from None
+            raise UsageError(f"{command}: --config {config_file} is not valid JSON: {error}") from None
         if not isinstance(values, dict):
-            raise UsageError(f"workbench run: --config {config_file} must hold a JSON object")
+            raise UsageError(f"{command}: --config {config_file} must hold a JSON object")
     values.update({name: getattr(args, name) for name in FIELD_NAMES if hasattr(args, name)})
     _dataset_for_data_path(args, values)
     try:
         return RunConfig.from_dict(values)
     except ConfigError as error:
-        raise UsageError(f"workbench run: {error}") from None
+        raise UsageError(f"{command}: {error}") from None
 
 
 def _dataset_for_data_path(args: argparse.Namespace, values: dict[str, Any]) -> None:
@@ -108,13 +114,17 @@ def run_command(args: argparse.Namespace) -> int:
         store = HistoryStore.open()
         recorder = store.start_run(config, name=getattr(args, "name", None), source="cli")
 
+    from workbench.engine.requests import ProfileRequests
+
     progress = Progress(sys.stderr)
     stop = threading.Event()
+    requests = ProfileRequests()
     ended = None
     started = False
     previous_handler = signal.signal(signal.SIGINT, _stop_then_interrupt(stop, progress))
+    previous_usr1 = _on_sample_request(requests, progress)
     try:
-        for event in run(config, stop.is_set):
+        for event in run(config, stop.is_set, profile_requests=requests):
             if recorder is not None:
                 recorder.record(event)
             progress.show(event)
@@ -123,6 +133,8 @@ def run_command(args: argparse.Namespace) -> int:
                 ended = event
     finally:
         signal.signal(signal.SIGINT, previous_handler)
+        if previous_usr1 is not None:
+            signal.signal(signal.SIGUSR1, previous_usr1)
         progress.close()
         if recorder is not None and ended is None:
             recorder.fail("the command was interrupted before the run ended")
@@ -137,7 +149,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.__dict__.get("json"):
         print(json.dumps(summary_json(ended.summary, run_id=run_id, config=config)))
     else:
-        print_summary(ended)
+        print_summary(ended, config)
     if ended.status == "finished":
         return 0
     if ended.status == "failed":
@@ -158,6 +170,18 @@ def _stop_then_interrupt(stop: threading.Event, progress: "Progress"):
     return handle
 
 
+def _on_sample_request(requests: Any, progress: "Progress") -> Any:
+    """SIGUSR1 (`kill -USR1 <pid>`) asks the run for a profiler sample; returns the previous handler."""
+    if not hasattr(signal, "SIGUSR1"):
+        return None
+
+    def handle(signum: int, frame: Any) -> None:
+        requests.request()
+        progress.message("profile sample requested: taken at the next steps that fit")
+
+    return signal.signal(signal.SIGUSR1, handle)
+
+
 def summary_json(summary: RunSummary, run_id: Optional[int] = None, config: Optional[RunConfig] = None) -> dict:
     """The --json object: what ran (run_id in the history, None with --no-history; the whole RunConfig)
     and what came of it."""
@@ -174,6 +198,10 @@ def summary_json(summary: RunSummary, run_id: Optional[int] = None, config: Opti
         "data_wait_fraction": data["data_wait_fraction"],
         "device_span_fraction": data["device_span_fraction"],
         "verdict": summary.verdict,
+        "findings": timeline_report.findings_json(summary),
+        "profile": timeline_report.profile_json(summary, config),
+        "ceiling_images_per_sec": data["ceiling_images_per_sec"],
+        "pipeline_efficiency": data["pipeline_efficiency"],
         "peak_memory_bytes": {
             "torch_allocated": data["peak_allocated_bytes"],
             "torch_reserved": data["peak_reserved_bytes"],
@@ -188,7 +216,7 @@ def summary_json(summary: RunSummary, run_id: Optional[int] = None, config: Opti
     }
 
 
-def print_summary(ended: RunEnded) -> None:
+def print_summary(ended: RunEnded, config: Optional[RunConfig] = None) -> None:
     s = ended.summary
     rows = [
         ("status", s.status + (f" ({s.reason})" if s.reason else "")),
@@ -201,10 +229,16 @@ def print_summary(ended: RunEnded) -> None:
         ("peak memory", f"torch allocated {format_bytes(s.peak_allocated_bytes)}, reserved "
          f"{format_bytes(s.peak_reserved_bytes)}, NVML used {format_bytes(s.peak_nvml_used_bytes)}"),
         ("wall time", format_duration(s.wall_seconds)),
+        *timeline_report.summary_rows(s, config),
         ("verdict", s.verdict or "n/a"),
     ]
     for label, value in rows:
         print(f"{label:>14}  {value}")
+    lines = timeline_report.finding_lines(s)
+    if lines:
+        print(f"{'findings':>14}")
+        for line in lines:
+            print(f"{'':>14}  {line}")
 
 
 class Progress:
@@ -237,6 +271,8 @@ class Progress:
                     f"loss {event.loss:.3f} {event.images_per_sec:,.0f} img/s "
                     f"wait {event.data_wait_fraction:.0%} ETA {format_duration(eta)}"
                 )
+        elif isinstance(event, ProfileSample):
+            self._print(timeline_report.sample_line(event))
         elif isinstance(event, EpochStats):
             self._print(
                 f"epoch {event.epoch}/{event.epochs}: train loss {event.train_loss:.3f}, "
