@@ -116,3 +116,32 @@ def test_cli_runs_are_recorded_in_the_history(capsys, isolated_workbench_home):
         assert [(r.name, r.status, r.source) for r in runs] == [("first", "finished", "cli")]
     finally:
         store.close()
+
+
+def test_profile_json_on_a_cpu_has_top_ops_and_says_why_gpu_figures_are_none(capsys):
+    code, out, err = run_cli(capsys, "--dataset", "synthetic", "--synthetic-size", "320", "--batch-size", "32",
+                             "--epochs", "1", "--device", "cpu", "--num-workers", "0", "--no-history", "--profile",
+                             "--json")
+    assert code == 0
+    summary = json.loads(out.strip().splitlines()[-1])
+    profile = summary["profile"]
+    assert profile["samples"] == 1
+    assert profile["top_ops"] and all(set(op) >= {"name", "host_seconds"} for op in profile["top_ops"])
+    for name in ("kernel_busy_fraction", "memcpy_fraction", "idle_waiting_for_data_fraction",
+                 "idle_waiting_for_host_fraction", "idle_other_fraction", "kernels_per_step"):
+        assert profile[name] is None
+    assert profile["gpu_unavailable_reason"] == "a CPU run has no GPU timeline"
+    assert profile["trace_path"].endswith(".trace.json.gz")
+    assert "profile sample, steps 7-9" in err and profile["trace_path"] in err
+    assert summary["pipeline_efficiency"] is None  # no ceiling measured in this home
+    assert summary["findings"] and all(set(f) >= {"text", "figure", "field", "value"} for f in summary["findings"])
+    assert summary["verdict"] == summary["findings"][0]["headline"]
+
+
+def test_without_profile_the_json_profile_is_null_and_findings_are_listed(capsys):
+    code, out, err = run_cli(capsys, *TINY)
+    assert code == 0
+    assert "findings" in out and "1. CPU-bound" in out
+    code, out, err = run_cli(capsys, *TINY, "--json")
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["profile"] is None

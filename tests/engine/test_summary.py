@@ -47,3 +47,77 @@ def test_throughput_is_samples_over_seconds_not_a_mean_of_window_rates():
     # A mean of the two windows' rates would say (320 + 106.7) / 2 = 213; the run did 640 in 4 s.
     assert summary.images_per_sec == pytest.approx(160.0)
     assert summary.images_per_sec_median == pytest.approx((320 + 320 / 3) / 2)
+
+
+# -- profile samples, the ceiling and findings ------------------------------------------------------------
+
+import time  # noqa: E402
+
+from workbench.config import RunConfig  # noqa: E402
+from workbench.device_info import DeviceInfo  # noqa: E402
+from workbench.engine.events import NamedTime, ProfileSample, RunStarted  # noqa: E402
+
+GPU = DeviceInfo(type="cuda", name="Test GPU", cuda_available=True, total_memory_bytes=80 * 2**30, bf16_supported=True)
+
+
+def gpu_sample(first, window=0.1, busy=0.03, host=0.05, data=0.01, other=0.01, kernels=900, steps=10, median=3e-6,
+               ops=(("aten::conv2d", 0.01),), trace=None):
+    return ProfileSample(
+        first_step=first, last_step=first + 10, device="cuda", steps=steps, window_seconds=window,
+        images_per_sec=1000.0, host_data_wait_seconds=data, top_ops=tuple(NamedTime(n, s, 2) for n, s in ops),
+        ops_steps=2, kernel_busy_seconds=busy, memcpy_seconds=0.0, memset_seconds=0.0,
+        idle_waiting_for_data_seconds=data, idle_waiting_for_host_seconds=host, idle_other_seconds=other,
+        kernels=kernels, launches=kernels, median_kernel_seconds=median,
+        top_kernels=(NamedTime("sm90_gemm", busy, kernels),), trace_path=trace,
+    )
+
+
+def gpu_run(*samples, ceiling=None, config=RunConfig(profile=True)):
+    builder = SummaryBuilder()
+    builder.add(RunStarted(config=config, device=GPU, dataset_name="synthetic", train_size=10_000, test_size=2_000,
+                           num_classes=10, steps_per_epoch=100, total_steps=100, parameter_count=1_000_000,
+                           started_at=time.time(), ceiling_images_per_sec=ceiling))
+    for step in range(10, 101, 10):
+        builder.add(window(step, wait=0.0, busy=0.9, seconds=3.0 if step in (30, 40) else 1.0))
+    for sample in samples:
+        builder.add(sample)
+    return builder.build("finished")
+
+
+def test_sampled_windows_leave_the_steady_state():
+    # A sample over steps 21-31 slows the windows ending at 30 and 40 (three times slower here).
+    summary = gpu_run(gpu_sample(21))
+    assert summary.images_per_sec == pytest.approx(320.0)  # windows 20 and 50..100 (20 ends before the sample)
+    unsampled = gpu_run()
+    assert unsampled.images_per_sec < 320.0
+
+
+def test_profile_figures_are_time_weighted_over_the_samples():
+    summary = gpu_run(gpu_sample(21, window=0.1, busy=0.03, host=0.05, kernels=900, median=2e-6,
+                                 ops=(("aten::conv2d", 0.01), ("aten::add_", 0.002)), trace="a.trace.json.gz"),
+                      gpu_sample(61, window=0.3, busy=0.21, host=0.05, data=0.02, other=0.02, kernels=900, median=4e-6,
+                                 ops=(("aten::add_", 0.02),), trace="b.trace.json.gz"))
+    assert summary.profile_samples == 2
+    assert summary.kernel_busy_fraction == pytest.approx(0.24 / 0.4)
+    assert summary.idle_waiting_for_host_fraction == pytest.approx(0.10 / 0.4)
+    assert summary.idle_waiting_for_data_fraction == pytest.approx(0.03 / 0.4)
+    assert summary.kernels_per_step == pytest.approx(90.0)
+    assert summary.median_kernel_seconds == pytest.approx(3e-6)
+    assert [(op.name, op.seconds) for op in summary.top_ops] == [("aten::add_", pytest.approx(0.022)),
+                                                                 ("aten::conv2d", pytest.approx(0.01))]
+    assert summary.trace_paths == ("a.trace.json.gz", "b.trace.json.gz")
+    assert summary.findings[0].kind == "launch-bound" and summary.verdict.startswith("Launch-bound")
+
+
+def test_efficiency_is_images_per_sec_over_the_ceiling_of_these_settings():
+    summary = gpu_run(ceiling=640.0)
+    assert summary.ceiling_images_per_sec == 640.0
+    assert summary.pipeline_efficiency == pytest.approx(summary.images_per_sec / 640.0)
+    assert gpu_run().pipeline_efficiency is None
+
+
+def test_a_profiled_run_without_a_sample_says_why():
+    summary = gpu_run()
+    assert summary.profile_samples == 0 and summary.kernel_busy_fraction is None
+    assert "no profile sample was taken" in summary.gpu_timeline_unavailable_reason
+    assert gpu_run(config=RunConfig()).gpu_timeline_unavailable_reason is None  # not asked for

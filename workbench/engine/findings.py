@@ -178,7 +178,8 @@ def _compute_bound(facts: RunFacts) -> list[Finding]:
         wait = facts.data_wait_fraction
         if wait is None:
             return []
-        head = f"CPU-bound: the training thread computed {_pct(1 - wait)} of the time{at_ceiling}."
+        head = (f"CPU-bound: the training thread spent {_pct(1 - wait)} of the time in its steps and "
+                f"{_pct(wait)} waiting for data{at_ceiling}.")
         remedies = []
         if facts.cuda_available and config.device == "cpu":
             remedies.append(("device", "auto", "train on the CUDA GPU this machine has"))

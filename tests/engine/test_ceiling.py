@@ -1,0 +1,64 @@
+"""The compute ceiling on a CPU: measured, cached per settings, and a run's efficiency against it."""
+
+import json
+
+import pytest
+from engine_helpers import run_to_end, tiny_config
+
+from workbench.cli import main
+from workbench.engine import probe_device
+from workbench.engine.ceiling import measure_ceiling
+from workbench.engine.ceiling_cache import cache_path, cached_ceiling, ceiling_key, store_ceiling
+
+CPU_FLAGS = ["--device", "cpu", "--batch-size", "8", "--budget", "1"]
+
+
+def test_the_ceiling_probe_runs_on_a_cpu_and_is_cached_per_settings(isolated_workbench_home):
+    config = tiny_config(batch_size=8)
+    device = probe_device("cpu")
+    ceiling = measure_ceiling(config, device, budget_seconds=1.0)
+    assert ceiling.images_per_sec > 0 and ceiling.timed_steps >= 1 and not ceiling.cached
+    assert ceiling.key == ceiling_key(config, device, 10)
+    assert ceiling.key["memory_format"] == "contiguous" and ceiling.key["torch_version"] == device.torch_version
+    store_ceiling(ceiling)
+    assert cache_path() == isolated_workbench_home / "ceilings.json"
+    again = cached_ceiling(config, device, 10)
+    assert again.cached and again.images_per_sec == ceiling.images_per_sec
+    # Another batch, precision or memory format is another ceiling.
+    assert cached_ceiling(config.replace(batch_size=16), device, 10) is None
+    assert cached_ceiling(config.replace(channels_last=True), device, 10) is None
+
+
+def test_a_run_reports_its_efficiency_once_a_ceiling_is_known():
+    config = tiny_config(batch_size=32, max_steps=6)
+    device = probe_device("cpu")
+    assert run_to_end(config)[-1].summary.pipeline_efficiency is None
+    ceiling = measure_ceiling(config, device, budget_seconds=0.5)
+    store_ceiling(ceiling)
+    summary = run_to_end(config)[-1].summary
+    assert summary.ceiling_images_per_sec == ceiling.images_per_sec
+    assert summary.pipeline_efficiency == pytest.approx(summary.images_per_sec / ceiling.images_per_sec)
+
+
+def test_an_unreadable_cache_is_no_ceiling(isolated_workbench_home):
+    cache_path().write_text("{not json", encoding="utf-8")
+    assert cached_ceiling(tiny_config(), probe_device("cpu"), 10) is None
+
+
+def test_workbench_ceiling_json_last_line_then_cached(capsys):
+    assert main(["ceiling", *CPU_FLAGS, "--json"]) == 0
+    out, err = capsys.readouterr()
+    first = json.loads(out.strip().splitlines()[-1])
+    assert first["ceiling_images_per_sec"] > 0 and first["cached"] is False
+    assert first["key"]["batch_size"] == 8 and first["key"]["model"] == "small-cnn"
+    assert "warming up small-cnn" in err
+    assert main(["ceiling", *CPU_FLAGS, "--json"]) == 0
+    second = json.loads(capsys.readouterr()[0].strip().splitlines()[-1])
+    assert second["cached"] is True and second["ceiling_images_per_sec"] == first["ceiling_images_per_sec"]
+    assert main(["ceiling", *CPU_FLAGS]) == 0
+    assert capsys.readouterr()[0].startswith("ceiling  ")
+
+
+def test_workbench_ceiling_refuses_bad_settings_in_one_line(capsys):
+    assert main(["ceiling", "--device", "cpu", "--precision", "fp16"]) == 2
+    assert capsys.readouterr()[1].strip() == "workbench ceiling: fp16 needs a CUDA GPU"

@@ -1,0 +1,164 @@
+"""The findings rules, fed synthetic figures: each fires on the case it describes and names its setting."""
+
+import pytest
+
+from workbench.config import FIELD_NAMES, RunConfig
+from workbench.engine import findings as rules
+from workbench.engine.events import RunSummary
+from workbench.engine.findings import RunFacts, find
+
+GIB = 2**30
+
+
+def facts(config=None, **figures):
+    base = dict(config=config or RunConfig(), device_type="cuda", images_per_sec=10_000.0, data_wait_fraction=0.01,
+                device_span_fraction=0.99, cpu_count=16, bf16_supported=True, cuda_available=True,
+                total_memory_bytes=80 * GIB)
+    base.update(figures)
+    return RunFacts(**base)
+
+
+def timeline(**figures):
+    """A profiled CUDA run: kernel-busy and what the idle time waited for."""
+    base = dict(profile_samples=2, kernel_busy_fraction=0.5, idle_waiting_for_data_fraction=0.0,
+                idle_waiting_for_host_fraction=0.0, idle_other_fraction=0.0, kernels_per_step=90.0,
+                median_kernel_seconds=3e-6)
+    base.update(figures)
+    return base
+
+
+def kinds(found):
+    return [finding.kind for finding in found]
+
+
+def test_every_finding_names_a_real_setting_or_none():
+    cases = [
+        facts(data_wait_fraction=0.4, config=RunConfig(augment="cpu", pin_memory=False, num_workers=1)),
+        facts(**timeline(kernel_busy_fraction=0.3, idle_waiting_for_host_fraction=0.6)),
+        facts(**timeline(kernel_busy_fraction=0.95)),
+        facts(device_type="cpu", data_wait_fraction=0.01),
+        facts(),
+    ]
+    for case in cases:
+        found = find(case)
+        assert found
+        for finding in found:
+            assert finding.field is None or finding.field in FIELD_NAMES
+            assert finding.figure_name and finding.headline and finding.text.startswith(finding.headline)
+            if finding.field is not None:  # the value is one RunConfig accepts for that field
+                assert not RunConfig().replace(**{finding.field: finding.value}).validate()
+
+
+def test_input_bound_from_the_gpu_timeline_names_gpu_augmentation_first():
+    config = RunConfig(augment="cpu", pipeline="dataloader", num_workers=2)
+    found = find(facts(config, **timeline(kernel_busy_fraction=0.4, idle_waiting_for_data_fraction=0.42)))
+    assert kinds(found)[:3] == ["input-bound"] * 3
+    first = found[0]
+    assert first.headline.startswith("Input-bound: the GPU sat idle waiting for data 42% of the sampled time")
+    assert (first.figure, first.figure_name, first.threshold) == (0.42, "idle_waiting_for_data_fraction", 0.15)
+    assert [(f.field, f.value) for f in found[:3]] == [("augment", "gpu"), ("pipeline", "gpu-resident"),
+                                                       ("num_workers", 4)]
+
+
+def test_without_a_timeline_input_bound_reads_the_host_data_wait():
+    found = find(facts(RunConfig(pipeline="gpu-resident", augment="gpu"), data_wait_fraction=0.3))
+    assert found[0].kind == "input-bound" and found[0].figure_name == "data_wait_fraction"
+    assert found[0].field is None  # nothing left to change in this pipeline
+
+
+def test_a_busy_host_waiting_for_data_is_not_input_bound_when_the_gpu_was_busy_meanwhile():
+    # The host blocked on next(batch) 30 % of the time, but the GPU ran kernels all along: prefetching works.
+    found = find(facts(data_wait_fraction=0.3, **timeline(kernel_busy_fraction=0.9, idle_waiting_for_data_fraction=0.02)))
+    assert "input-bound" not in kinds(found)
+    assert found[0].kind == "compute-bound"
+
+
+def test_launch_bound_names_batch_compile_and_channels_last_and_is_not_compute_bound():
+    found = find(facts(**timeline(kernel_busy_fraction=0.25, idle_waiting_for_host_fraction=0.62, kernels_per_step=92,
+                                  median_kernel_seconds=9e-6), pipeline_efficiency=0.95))
+    assert kinds(found)[:3] == ["launch-bound"] * 3
+    assert "compute-bound" not in kinds(found)  # a launch-bound ceiling probe does not make it compute-bound
+    assert found[0].headline.startswith(
+        "Launch-bound: the GPU sat idle waiting for the host to launch work 62% of the sampled time "
+        "(92 kernels per step, median 9 µs)")
+    assert [(f.field, f.value) for f in found[:3]] == [("batch_size", 256), ("compile", True), ("channels_last", True)]
+
+
+def test_the_larger_problem_comes_first():
+    found = find(facts(**timeline(kernel_busy_fraction=0.2, idle_waiting_for_data_fraction=0.25,
+                                  idle_waiting_for_host_fraction=0.5)))
+    assert found[0].kind == "launch-bound" and "input-bound" in kinds(found)
+
+
+def test_compute_bound_offers_faster_math_it_does_not_use_yet():
+    found = find(facts(**timeline(kernel_busy_fraction=0.93), pipeline_efficiency=0.91))
+    assert found[0].headline == "Compute-bound: kernels ran 93% of the sampled time, at 91% of its compute ceiling."
+    assert [(f.field, f.value) for f in found] == [("precision", "bf16"), ("channels_last", True), ("compile", True)]
+    old_gpu = find(facts(bf16_supported=False, **timeline(kernel_busy_fraction=0.93)))
+    assert old_gpu[0].value == "fp16"
+    done = find(facts(RunConfig(precision="bf16", channels_last=True, compile=True), **timeline(kernel_busy_fraction=0.9)))
+    assert len(done) == 1 and done[0].field is None and "faster GPU" in done[0].text
+
+
+def test_without_a_timeline_compute_bound_needs_the_ceiling():
+    assert find(facts(pipeline_efficiency=0.9))[0].kind == "compute-bound"
+    unmeasured = find(facts(pipeline_efficiency=0.6))
+    assert unmeasured[0].kind == "unmeasured"
+    assert (unmeasured[0].field, unmeasured[0].value) == ("profile", True)
+    assert "60% of its compute ceiling" in unmeasured[0].headline
+
+
+def test_an_unprofiled_gpu_run_is_never_called_compute_bound_from_its_event_span():
+    # The old verdict said "compute-bound" for a 99 % event span: the span includes the idle gaps.
+    found = find(facts(device_span_fraction=0.99))
+    assert kinds(found) == ["unmeasured"]
+    assert "cannot tell busy from waiting" in found[0].headline
+
+
+def test_a_cpu_run_is_cpu_bound_and_points_at_the_gpu_it_left_unused():
+    found = find(facts(RunConfig(device="cpu"), device_type="cpu", data_wait_fraction=0.05))
+    assert found[0].headline.startswith("CPU-bound: the training thread spent 95% of the time in its steps")
+    assert (found[0].field, found[0].value) == ("device", "auto")
+    no_gpu = find(facts(RunConfig(device="cpu"), device_type="cpu", cuda_available=False))
+    assert no_gpu[0].field is None
+
+
+def test_memory_headroom_from_the_measured_bytes_per_sample():
+    # 1 M parameters (16 MB of weights, gradients and momentum), a 2,000-image test split on the device,
+    # and a training peak of 2 GiB at batch 128: about 16 MiB per sample, room for about 4,300 in 68 GiB.
+    config = RunConfig(batch_size=128)
+    f = facts(config, training_peak_allocated_bytes=2 * GIB, parameter_count=1_000_000, train_size=50_000,
+              test_size=2_000, **timeline(kernel_busy_fraction=0.9))
+    estimate = rules.max_batch_estimate(f)
+    fixed = 1_000_000 * 4 * 3 + 2_000 * 3072
+    assert estimate == int((80 * GIB * 0.85 - fixed) // ((2 * GIB - fixed) / 128))
+    [headroom] = [finding for finding in find(f) if finding.kind == "memory-headroom"]
+    assert (headroom.field, headroom.value) == ("batch_size", 4096)
+    assert headroom.figure == estimate and headroom.threshold == 256
+    assert f"grow to about {estimate:,}" in headroom.headline
+    tight = facts(config, training_peak_allocated_bytes=50 * GIB, parameter_count=1_000_000, train_size=50_000,
+                  test_size=2_000)
+    assert "memory-headroom" not in kinds(find(tight))
+
+
+def test_a_launch_bound_run_is_not_offered_a_batch_that_would_not_fit():
+    f = facts(RunConfig(batch_size=4096), training_peak_allocated_bytes=60 * GIB, parameter_count=1_000_000,
+              train_size=50_000, test_size=2_000, **timeline(kernel_busy_fraction=0.3, idle_waiting_for_host_fraction=0.5))
+    assert "batch_size" not in [finding.field for finding in find(f)]
+
+
+def test_nothing_measured_no_findings_and_no_verdict():
+    assert find(facts(images_per_sec=None, data_wait_fraction=None)) == ()
+    assert RunSummary(status="failed").verdict is None
+
+
+@pytest.mark.parametrize("threshold", ["INPUT_BOUND_WAIT", "LAUNCH_BOUND_HOST_WAIT", "COMPUTE_BOUND_BUSY"])
+def test_thresholds_are_exact_boundaries(threshold):
+    value = getattr(rules, threshold)
+    figure = {"INPUT_BOUND_WAIT": "idle_waiting_for_data_fraction",
+              "LAUNCH_BOUND_HOST_WAIT": "idle_waiting_for_host_fraction",
+              "COMPUTE_BOUND_BUSY": "kernel_busy_fraction"}[threshold]
+    kind = {"INPUT_BOUND_WAIT": "input-bound", "LAUNCH_BOUND_HOST_WAIT": "launch-bound",
+            "COMPUTE_BOUND_BUSY": "compute-bound"}[threshold]
+    assert kind in kinds(find(facts(**timeline(**{figure: value}))))
+    assert kind not in kinds(find(facts(**timeline(**{figure: value - 0.01}))))

@@ -1,0 +1,80 @@
+"""Profile samples, timeline figures, the ceiling and the findings are stored with the run (schema 4)."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+from fake_runs import GPU, epoch, started, step, summary
+
+from workbench.config import RunConfig
+from workbench.engine.events import Finding, NamedTime, ProfileSample, RunEnded
+from workbench.history.export import export_runs_csv
+from workbench.history.store import HistoryStore
+
+SAMPLE = ProfileSample(
+    first_step=21, last_step=31, device="cuda", steps=8, window_seconds=0.2, images_per_sec=1280.0,
+    host_data_wait_seconds=0.01, top_ops=(NamedTime("aten::convolution_backward", 0.004, 8),), ops_steps=2,
+    kernel_busy_seconds=0.05, memcpy_seconds=0.001, memset_seconds=0.0, idle_waiting_for_data_seconds=0.009,
+    idle_waiting_for_host_seconds=0.13, idle_other_seconds=0.01, kernels=720, launches=740,
+    median_kernel_seconds=2.5e-6, top_kernels=(NamedTime("void at::native::elementwise", 0.01, 300),),
+    trace_path="/home/traces/step-0000022.trace.json.gz", ops_trace_path="/home/traces/step-0000022-ops.trace.json.gz",
+    overhead_seconds=0.3,
+)
+FINDING = Finding("launch-bound", "Launch-bound: the GPU sat idle waiting for the host 65% of the sampled time.",
+                  "Launch-bound: … Try batch_size=256: each kernel does more work per launch.", 0.65,
+                  "idle_waiting_for_host_fraction", 0.2, "batch_size", 256)
+
+
+@pytest.fixture
+def store(tmp_path):
+    with HistoryStore.open(tmp_path) as opened:
+        yield opened
+
+
+def record_profiled_run(store) -> int:
+    config = RunConfig(profile=True)
+    recorder = store.start_run(config)
+    recorder.record(started(config, GPU, total_steps=40))
+    for index in range(1, 41):
+        recorder.record(step(index, 40))
+        if index == 31:
+            recorder.record(SAMPLE)
+    recorder.record(epoch(40))
+    recorder.record(RunEnded("finished", summary(
+        40, device="cuda", profile_samples=1, kernel_busy_fraction=0.25, memcpy_fraction=0.005,
+        idle_waiting_for_data_fraction=0.045, idle_waiting_for_host_fraction=0.65, idle_other_fraction=0.05,
+        kernels_per_step=90.0, launches_per_step=92.5, median_kernel_seconds=2.5e-6, ceiling_images_per_sec=2000.0,
+        pipeline_efficiency=0.5, findings=(FINDING,),
+    )))
+    return recorder.run_id
+
+
+def test_samples_round_trip(store):
+    run_id = record_profiled_run(store)
+    assert store.profile_samples(run_id) == [SAMPLE]
+
+
+def test_the_run_keeps_its_timeline_figures_ceiling_and_findings(store):
+    record = store.get_run(record_profiled_run(store))
+    assert record.kernel_busy_fraction == 0.25 and record.idle_waiting_for_host_fraction == 0.65
+    assert record.kernels_per_step == 90.0 and record.profile_samples == 1
+    assert record.ceiling_images_per_sec == 2000.0 and record.pipeline_efficiency == 0.5
+    assert record.findings == (FINDING,)
+    assert record.verdict == FINDING.headline
+
+
+def test_deleting_a_run_deletes_its_samples(store):
+    run_id = record_profiled_run(store)
+    store.delete(run_id)
+    assert store.profile_samples(run_id) == []
+
+
+def test_the_csv_has_the_timeline_efficiency_and_verdict(store, tmp_path):
+    record_profiled_run(store)
+    export_runs_csv(store, tmp_path / "runs.csv")
+    with open(tmp_path / "runs.csv", encoding="utf-8", newline="") as file:
+        row = next(csv.DictReader(file))
+    assert row["kernel_busy_fraction"] == "0.25" and row["idle_waiting_for_host_fraction"] == "0.65"
+    assert row["ceiling_images_per_sec"] == "2000.0" and row["pipeline_efficiency"] == "0.5"
+    assert row["verdict"] == FINDING.headline
