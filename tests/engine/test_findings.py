@@ -80,7 +80,7 @@ def test_launch_bound_names_batch_compile_and_channels_last_and_is_not_compute_b
     assert "compute-bound" not in kinds(found)  # a launch-bound ceiling probe does not make it compute-bound
     assert found[0].headline.startswith(
         "Launch-bound: the GPU sat idle waiting for the host to launch work 62% of the sampled time "
-        "(92 kernels per step, median 9 µs)")
+        "(92 kernels per step, median 9.0 µs)")
     assert [(f.field, f.value) for f in found[:3]] == [("batch_size", 256), ("compile", True), ("channels_last", True)]
 
 

@@ -143,7 +143,7 @@ def _input_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
     if config.pipeline == "dataloader" and not config.pin_memory and facts.device_type == "cuda":
         remedies.append(("pin_memory", True, "page-locked batches copy to the GPU faster and asynchronously"))
     return wait, _with_remedies("input-bound", head, wait, name, INPUT_BOUND_WAIT, remedies,
-                                "no setting here removes it: a faster disk or a simpler pipeline would")
+                                "no loader setting is left to change: the data path itself must get cheaper")
 
 
 def _launch_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
@@ -155,7 +155,7 @@ def _launch_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
     if facts.kernels_per_step is not None:
         detail.append(f"{facts.kernels_per_step:,.0f} kernels per step")
     if facts.median_kernel_seconds is not None:
-        detail.append(f"median {facts.median_kernel_seconds * 1e6:,.0f} µs")
+        detail.append(f"median {_microseconds(facts.median_kernel_seconds)}")
     head = (f"Launch-bound: the GPU sat idle waiting for the host to launch work {_pct(wait)} of the sampled "
             f"time" + (f" ({', '.join(detail)})" if detail else "") + f" (threshold {_pct(LAUNCH_BOUND_HOST_WAIT)}).")
     remedies: list[tuple[str, Any, str]] = []
@@ -319,6 +319,11 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     if dataclasses.is_dataclass(value):
         return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     return {}
+
+
+def _microseconds(seconds: float) -> str:
+    micro = seconds * 1e6
+    return f"{micro:.1f} µs" if micro < 10 else f"{micro:,.0f} µs"
 
 
 def _pct(value: Optional[float]) -> str:

@@ -289,37 +289,19 @@ class _Sample:
                 ops_trace_path = _save(ops, sampler.trace_dir / f"step-{first:07d}-ops.trace.json.gz")
         except OSError as error:
             reason = f"could not write the trace to {sampler.trace_dir}: {error.strerror or error}"
-        window = breakdown.window_seconds
         gpu_reason = None if sampler.cuda else "a CPU run has no GPU timeline"
         if sampler.cuda and not breakdown.kernels:
             # CUPTI gave nothing (no permission to profile, another profiler holds it): no figures, not zeros.
             gpu_reason = ("the profiler recorded no GPU activity (CUPTI unavailable?); run with KINETO_LOG_LEVEL=0 "
                           "to see its messages")
-            breakdown = timeline.TimelineBreakdown(
-                window_seconds=window, steps=breakdown.steps, host_data_wait_seconds=breakdown.host_data_wait_seconds,
-                top_ops=breakdown.top_ops,
-            )
+            breakdown = timeline.TimelineBreakdown(breakdown.window_seconds, breakdown.steps,
+                                                   breakdown.host_data_wait_seconds, breakdown.top_ops)
         overhead = self.overhead + (time.perf_counter() - began)
-        return ProfileSample(
-            first_step=self.start + 1,
-            last_step=self.end,
-            device=sampler.device.type,
+        return timeline.to_sample(
+            breakdown, self.start + 1, self.end, sampler.device.type, sampler.batch_size,
             steps=steps,
-            window_seconds=window,
-            images_per_sec=steps * sampler.batch_size / window if window > 0 else 0.0,
-            host_data_wait_seconds=breakdown.host_data_wait_seconds,
             top_ops=top_ops,
             ops_steps=ops_steps,
-            kernel_busy_seconds=breakdown.kernel_busy_seconds,
-            memcpy_seconds=breakdown.memcpy_seconds,
-            memset_seconds=breakdown.memset_seconds,
-            idle_waiting_for_data_seconds=breakdown.idle_waiting_for_data_seconds,
-            idle_waiting_for_host_seconds=breakdown.idle_waiting_for_host_seconds,
-            idle_other_seconds=breakdown.idle_other_seconds,
-            kernels=breakdown.kernels,
-            launches=breakdown.launches,
-            median_kernel_seconds=breakdown.median_kernel_seconds,
-            top_kernels=breakdown.top_kernels,
             gpu_unavailable_reason=gpu_reason,
             trace_path=trace_path,
             ops_trace_path=ops_trace_path,

@@ -27,7 +27,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
-from workbench.engine.events import NamedTime
+from workbench.engine.events import NamedTime, ProfileSample
 
 # Activity kinds. Device side:
 KERNEL, MEMCPY, MEMSET = "kernel", "memcpy", "memset"
@@ -127,6 +127,35 @@ def analyse(
         median_kernel_seconds=_seconds(statistics.median(durations)) if durations else None,
         top_kernels=_top_by_name(((a.name, a.end_ns - a.start_ns) for a in kernel_records), top),
     )
+
+
+def to_sample(
+    breakdown: TimelineBreakdown, first_step: int, last_step: int, device: str, batch_size: int, **extra
+) -> ProfileSample:
+    """The ProfileSample event of a timeline window; ``extra`` sets the rest (top_ops, trace paths, ...)."""
+    window = breakdown.window_seconds
+    fields = dict(
+        first_step=first_step,
+        last_step=last_step,
+        device=device,
+        steps=breakdown.steps,
+        window_seconds=window,
+        host_data_wait_seconds=breakdown.host_data_wait_seconds,
+        top_ops=breakdown.top_ops,
+        kernel_busy_seconds=breakdown.kernel_busy_seconds,
+        memcpy_seconds=breakdown.memcpy_seconds,
+        memset_seconds=breakdown.memset_seconds,
+        idle_waiting_for_data_seconds=breakdown.idle_waiting_for_data_seconds,
+        idle_waiting_for_host_seconds=breakdown.idle_waiting_for_host_seconds,
+        idle_other_seconds=breakdown.idle_other_seconds,
+        kernels=breakdown.kernels,
+        launches=breakdown.launches,
+        median_kernel_seconds=breakdown.median_kernel_seconds,
+        top_kernels=breakdown.top_kernels,
+    )
+    fields.update(extra)
+    fields.setdefault("images_per_sec", fields["steps"] * batch_size / window if window > 0 else 0.0)
+    return ProfileSample(**fields)
 
 
 # -- idle attribution ----------------------------------------------------------------------------
