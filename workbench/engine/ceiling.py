@@ -45,7 +45,7 @@ def measure_ceiling(
     """Measure (never read the cache): the model's images/sec on on-device batches, for these settings."""
     from workbench.engine.device import resolve
     from workbench.engine.models import build_model, to_memory_format
-    from workbench.engine.trainer import TrainStep, build_optimizer
+    from workbench.engine.train_step import TrainStep, build_optimizer
 
     if num_classes is None:
         num_classes = num_classes_of(config)
