@@ -144,3 +144,4 @@ def test_a_request_wakes_the_loop_at_once():
     assert s.next_step == 0  # the loop's next compare calls at_step
     s.close()
     assert requests._wake is None
+

@@ -330,12 +330,13 @@ class _Recording:
         self.scopes = {RecordScope.USER_SCOPE} if timeline_mode else set()
         self.all_host_ops = not timeline_mode
         self.config = ProfilerConfig(ProfilerState.KINETO, False, False, False, False, False, _ExperimentalConfig())
-        self.enabled = False
+        self.prepared = self.enabled = False
 
     def prepare(self) -> None:
         from torch._C._autograd import _prepare_profiler
 
         _prepare_profiler(self.config, self.activities)
+        self.prepared = True
 
     def start(self) -> None:
         from torch._C._autograd import _enable_profiler
@@ -354,6 +355,11 @@ class _Recording:
         return _disable_profiler()
 
     def abandon(self) -> None:
+        """Leave Kineto idle. A recording prepared but never started (a stop in a GPU sample's warm-up
+        step) is started and stopped too, as torch.profiler does, so no prepared trace lingers into the
+        next run in this process (untested here: a CPU-only Kineto does not mind either way)."""
+        if self.prepared and not self.enabled:
+            self.start()
         if self.enabled:
             self.stop()
 
