@@ -57,7 +57,7 @@ def sample_line(sample: ProfileSample) -> str:
             f"idle: data {f(sample.idle_waiting_for_data_seconds):.0%}, host "
             f"{f(sample.idle_waiting_for_host_seconds):.0%}, other {f(sample.idle_other_seconds):.0%}",
             f"{sample.kernels_per_step:,.0f} kernels/step"
-            + (f" (median {sample.median_kernel_seconds * 1e6:,.0f} µs)" if sample.median_kernel_seconds else ""),
+            + (f" (median {sample.median_kernel_seconds * 1e6:,.1f} µs)" if sample.median_kernel_seconds else ""),
         ]
     else:
         parts = [f"data wait {sample.fraction(sample.host_data_wait_seconds):.0%}"]

@@ -356,7 +356,7 @@ class _Recording:
 
     def abandon(self) -> None:
         """Leave Kineto idle. A recording prepared but never started (a stop in a GPU sample's warm-up
-        step) is started and stopped too, as torch.profiler does, so no prepared trace lingers into the
+        step) is started and stopped too, so no prepared trace lingers into the
         next run in this process (untested here: a CPU-only Kineto does not mind either way)."""
         if self.prepared and not self.enabled:
             self.start()

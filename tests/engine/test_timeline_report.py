@@ -1,0 +1,39 @@
+"""The CLI's lines for a GPU sample and a profiled GPU summary (the CPU ones run in test_cli_run)."""
+
+from workbench.cli import timeline_report
+from workbench.config import RunConfig
+from workbench.engine.events import Finding, NamedTime, ProfileSample, RunSummary
+
+SAMPLE = ProfileSample(
+    first_step=21, last_step=31, device="cuda", steps=8, window_seconds=0.1, images_per_sec=2560.0,
+    host_data_wait_seconds=0.01, top_ops=(NamedTime("cudaLaunchKernel", 0.02, 700),), ops_steps=2,
+    kernel_busy_seconds=0.025, memcpy_seconds=0.001, memset_seconds=0.0, idle_waiting_for_data_seconds=0.01,
+    idle_waiting_for_host_seconds=0.06, idle_other_seconds=0.004, kernels=696, launches=712,
+    median_kernel_seconds=2.4e-6, trace_path="/h/traces/step-0000022.trace.json.gz",
+)
+
+
+def test_a_gpu_sample_line():
+    assert timeline_report.sample_line(SAMPLE) == (
+        "profile sample, steps 21-31: kernels 25% · memcpy 1% · idle: data 10%, host 60%, other 4% · "
+        "87 kernels/step (median 2.4 µs) · trace /h/traces/step-0000022.trace.json.gz")
+
+
+def test_a_profiled_gpu_summary():
+    summary = RunSummary(
+        status="finished", images_per_sec=2000.0, profile_samples=2, kernel_busy_fraction=0.25, memcpy_fraction=0.01,
+        memset_fraction=0.0, idle_waiting_for_data_fraction=0.1, idle_waiting_for_host_fraction=0.6,
+        idle_other_fraction=0.04, kernels_per_step=87.0, launches_per_step=89.0, median_kernel_seconds=2.4e-6,
+        top_ops=SAMPLE.top_ops, trace_paths=("a", "b"), ceiling_images_per_sec=4000.0, pipeline_efficiency=0.5,
+        findings=(Finding("launch-bound", "Launch-bound: x.", "Launch-bound: x. Try compile=true: y.", 0.6,
+                          "idle_waiting_for_host_fraction", 0.2, "compile", True),),
+    )
+    rows = dict(timeline_report.summary_rows(summary, RunConfig(profile=True)))
+    assert rows["GPU timeline"] == ("kernels 25%, memcpy 1%, idle waiting for data 10%, for the host 60%, "
+                                    "other 4% (2 samples)")
+    assert rows["kernels"] == "87 per step, median 2.4 µs, 89 launches per step"
+    assert rows["efficiency"] == "50% of the ceiling" and rows["trace"] == "b"
+    assert timeline_report.finding_lines(summary) == ["1. Launch-bound: x. Try compile=true: y."]
+    profile = timeline_report.profile_json(summary, RunConfig(profile=True))
+    assert profile["trace_path"] == "b" and profile["kernel_busy_fraction"] == 0.25
+    assert profile["top_ops"] == [{"name": "cudaLaunchKernel", "host_seconds": 0.02, "calls": 700}]
