@@ -46,6 +46,7 @@ def test_runs_csv_columns_are_identity_then_every_setting_then_the_summary(store
     export_runs_csv(store, tmp_path / "runs.csv")
     header = read_csv(tmp_path / "runs.csv")[0]
     assert header == ["run_id", "name", "note", "source", "status", "reason", "started_at", "finished_at",
+                      "sweep_id", "sweep_name",
                       *FIELD_NAMES, *SUMMARY_COLUMNS, "steps", "samples_seen", "epochs_completed"]
     assert tuple(header) == RUNS_CSV_COLUMNS
 

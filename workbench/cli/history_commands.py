@@ -70,15 +70,16 @@ def format_runs_table(records: Sequence) -> str:
     from workbench.formatting import format_duration
     from workbench.history.metrics import format_metric, local_time
 
-    header = ("ID", "NAME", "STATUS", "FROM", "STARTED", "IMG/S", "DATA WAIT", "PEAK ALLOC", "FINAL LOSS", "TEST ACC",
-              "DURATION")
-    right_aligned = {0, 5, 6, 7, 8, 9, 10}
+    header = ("ID", "NAME", "STATUS", "FROM", "SWEEP", "STARTED", "IMG/S", "DATA WAIT", "PEAK ALLOC", "FINAL LOSS",
+              "TEST ACC", "DURATION")
+    right_aligned = {0, 6, 7, 8, 9, 10, 11}
     rows = [
         (
             str(record.id),
             _clip(record.name, 36),
             record.status,
             record.source,
+            _sweep_label(record),
             local_time(record.started_at),
             format_metric("rate", record.images_per_sec),
             format_metric("fraction", record.data_wait_fraction),
@@ -98,6 +99,13 @@ def format_runs_table(records: Sequence) -> str:
         ]
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)
+
+
+def _sweep_label(record) -> str:
+    """"3 num_workers × precision": the sequence a run was a member of ("" for a lone run)."""
+    if record.sweep_id is None:
+        return ""
+    return _clip(f"{record.sweep_id} {record.sweep_name or ''}".strip(), 28)
 
 
 def _clip(text: str, width: int) -> str:

@@ -19,9 +19,10 @@ from workbench.history.metrics import SUMMARY_METRICS, iso_utc
 from workbench.history.schema import EPOCH_COLUMNS, STEP_COLUMNS
 from workbench.history.store import HistoryError, HistoryStore, RunRecord
 
-# What the run is and where it came from (source: gui or cli), as the Runs tab shows it.
+# What the run is and where it came from (source: gui or cli), as the Runs tab shows it, and the
+# sequence of runs (sweep, tune, max-batch) it was a member of.
 RUN_IDENTITY_COLUMNS: tuple[str, ...] = (
-    "run_id", "name", "note", "source", "status", "reason", "started_at", "finished_at",
+    "run_id", "name", "note", "source", "status", "reason", "started_at", "finished_at", "sweep_id", "sweep_name",
 )
 SUMMARY_EXPORT_COLUMNS: tuple[str, ...] = tuple(metric.csv_column for metric in SUMMARY_METRICS)
 # How far the run got (the names --json uses).
@@ -66,6 +67,8 @@ def run_row(record: RunRecord) -> list[str]:
         record.reason,
         iso_utc(record.started_at),
         iso_utc(record.finished_at),
+        record.sweep_id,
+        record.sweep_name,
         *(settings[name] for name in FIELD_NAMES),
         *(getattr(record, metric.name) for metric in SUMMARY_METRICS),
         *(getattr(record, name) for name in PROGRESS_COLUMNS),

@@ -256,6 +256,19 @@ _V4 = (
         PRIMARY KEY (run_id, first_step)
     ) WITHOUT ROWID
     """,
+    # Sequences of runs (a sweep, a search for faster settings, a max-batch search): each member is an
+    # ordinary run that points at its sequence, so it compares and exports like any run.
+    """
+    CREATE TABLE sweeps (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL,              -- sweep, tune, max_batch
+        name TEXT NOT NULL,
+        created_at REAL NOT NULL,        -- unix seconds
+        plan_json TEXT                   -- what was asked: the swept settings and values, the base settings
+    )
+    """,
+    "ALTER TABLE runs ADD COLUMN sweep_id INTEGER REFERENCES sweeps(id) ON DELETE SET NULL",
+    "CREATE INDEX runs_by_sweep ON runs(sweep_id)",
 )
 
 # Append new versions here, each a tuple of statements (a function of the connection where SQL

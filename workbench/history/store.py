@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from workbench.history.recorder import RunRecorder
 
 DATABASE_NAME = "history.sqlite3"
+# Every read of a run: its row, and the name of the sequence (sweep) it belongs to, if any.
+_RUNS = "SELECT runs.*, sweeps.name AS sweep_name FROM runs LEFT JOIN sweeps ON sweeps.id = runs.sweep_id"
 # A run owned by another machine cannot be checked; after this long without a write it is presumed dead.
 FOREIGN_HOST_STALE_SECONDS = 24 * 3600
 
@@ -110,6 +112,9 @@ class RunRecord:
     app_version: Optional[str] = None
     # Stored settings this version does not know (or cannot read); the config uses defaults for them.
     config_dropped: tuple[str, ...] = ()
+    # The sequence of runs (sweep, tune, max-batch) this run belongs to; None for a lone run.
+    sweep_id: Optional[int] = None
+    sweep_name: Optional[str] = None
 
     @property
     def duration_seconds(self) -> float:
@@ -239,15 +244,19 @@ class HistoryStore:
             raise HistoryError(f"cannot read the run history at {self.path}: {_words(error)}") from error
 
     # -- runs ------------------------------------------------------------------------
-    def start_run(self, config: RunConfig, name: Optional[str] = None, source: str = "cli") -> RunRecorder:
-        """Record a new run as "running" and return the recorder its events go to."""
+    def start_run(
+        self, config: RunConfig, name: Optional[str] = None, source: str = "cli", sweep_id: Optional[int] = None
+    ) -> RunRecorder:
+        """Record a new run as "running" and return the recorder its events go to.
+
+        ``sweep_id`` (from ``create_sweep``) makes the run a member of that sequence of runs."""
         from workbench.history.recorder import RunRecorder
 
         pid = os.getpid()
         with self._transaction() as conn:
             cursor = conn.execute(
                 "INSERT INTO runs (name, status, source, started_at, heartbeat_at, pid, hostname, "
-                "process_identity, app_version, config_json) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
+                "process_identity, app_version, config_json, sweep_id) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     name or "",
                     source,
@@ -258,6 +267,7 @@ class HistoryStore:
                     processes.process_identity(pid),
                     _app_version(),
                     json.dumps(config.to_dict(), sort_keys=True),
+                    sweep_id,
                 ),
             )
             run_id = int(cursor.lastrowid)
@@ -269,12 +279,26 @@ class HistoryStore:
                 conn.execute("UPDATE runs SET name = ? WHERE id = ?", (run_name(config, previous_config), run_id))
         return RunRecorder(self, run_id)
 
+    def create_sweep(self, kind: str, name: str, plan: Optional[dict[str, Any]] = None) -> int:
+        """Record a new sequence of runs (kind: sweep, tune or max_batch); returns its id for ``start_run``."""
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                "INSERT INTO sweeps (kind, name, created_at, plan_json) VALUES (?, ?, ?, ?)",
+                (kind, name, time.time(), json.dumps(plan, sort_keys=True) if plan is not None else None),
+            )
+        return int(cursor.lastrowid)
+
+    def sweep_runs(self, sweep_id: int) -> list[RunRecord]:
+        """The runs of one sequence, in the order they ran."""
+        return [_record(row) for row in self._conn.execute(f"{_RUNS} WHERE runs.sweep_id = ? ORDER BY runs.id",
+                                                           (sweep_id,))]
+
     def list_runs(self) -> list[RunRecord]:
         """Every run, newest first."""
-        return [_record(row) for row in self._conn.execute("SELECT * FROM runs ORDER BY id DESC")]
+        return [_record(row) for row in self._conn.execute(f"{_RUNS} ORDER BY runs.id DESC")]
 
     def get_run(self, run_id: int) -> RunRecord:
-        row = self._conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        row = self._conn.execute(f"{_RUNS} WHERE runs.id = ?", (run_id,)).fetchone()
         if row is None:
             raise RunNotFound(f"no run with id {run_id} in {self.path}")
         return _record(row)
@@ -282,13 +306,13 @@ class HistoryStore:
     def get_runs(self, run_ids: Optional[Sequence[int]] = None) -> list[RunRecord]:
         """The given runs (all when None), oldest first; unknown ids are refused all together."""
         if run_ids is None:
-            return [_record(row) for row in self._conn.execute("SELECT * FROM runs ORDER BY id")]
+            return [_record(row) for row in self._conn.execute(f"{_RUNS} ORDER BY runs.id")]
         wanted = sorted(set(int(run_id) for run_id in run_ids))
         records = {}
         for start in range(0, len(wanted), 500):  # stay under SQLite's bound-parameter limit
             chunk = wanted[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for row in self._conn.execute(f"SELECT * FROM runs WHERE id IN ({marks})", chunk):
+            for row in self._conn.execute(f"{_RUNS} WHERE runs.id IN ({marks})", chunk):
                 records[row["id"]] = _record(row)
         missing = [run_id for run_id in wanted if run_id not in records]
         if missing:
@@ -329,7 +353,7 @@ class HistoryStore:
 
         A run whose process is still alive (a CLI run while the GUI opens) is left alone.
         """
-        running = [_record(row) for row in self._conn.execute("SELECT * FROM runs WHERE status = 'running'")]
+        running = [_record(row) for row in self._conn.execute(f"{_RUNS} WHERE runs.status = 'running'")]
         dead = [record for record in running if not self._owner_may_be_alive(record)]
         if not dead:
             return []
@@ -510,6 +534,8 @@ def _record(row: sqlite3.Row) -> RunRecord:
         app_version=row["app_version"],
         config_dropped=dropped,
         findings=_findings(row["findings_json"]),
+        sweep_id=row["sweep_id"],
+        sweep_name=row["sweep_name"],
         **summary,
     )
 
