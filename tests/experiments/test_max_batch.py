@@ -1,0 +1,115 @@
+"""The max-batch search against a fake memory limit and a fake allocator: exactly the largest batch that
+fits, memory released after every failure, refused on a CPU."""
+
+import pytest
+from experiment_fakes import CPU, GPU, FakeAllocator, probe_of, tiny
+
+from workbench.experiments.events import BatchTrial, SequenceEnded
+from workbench.experiments.max_batch import MaxBatchPlan, next_batch, run_max_batch
+
+GIB = 2**30
+
+
+def search(allocator, plan, release=None, stop=lambda: False):
+    return list(run_max_batch(plan, stop, run_function=allocator, probe=probe_of(GPU),
+                              release=release or allocator.release))
+
+
+@pytest.mark.parametrize("limit_images", [1, 2, 3, 127, 128, 129, 1000, 4095, 4096, 10_007])
+def test_finds_exactly_the_largest_batch_that_fits(limit_images):
+    allocator = FakeAllocator(limit_bytes=GIB + limit_images * 1000, fixed_bytes=GIB, bytes_per_image=1000)
+    events = search(allocator, MaxBatchPlan(tiny(device="auto", batch_size=128)))
+    ended = events[-1]
+    assert ended.status == "finished" and ended.result.max_batch_size == limit_images
+    assert ended.result.limited_by == "memory"
+    trials = {trial.batch_size: trial.fits for trial in ended.result.trials}
+    assert trials[limit_images] is True and trials[limit_images + 1] is False  # proven on both sides
+    best = ended.result.best
+    assert best.peak_allocated_bytes == allocator.needed(limit_images) and best.images_per_sec == 1000.0
+
+
+def test_memory_is_released_before_every_trial_after_a_failure():
+    allocator = FakeAllocator(limit_bytes=GIB + 300 * 1000, fixed_bytes=GIB, bytes_per_image=1000)
+    events = search(allocator, MaxBatchPlan(tiny(device="auto", batch_size=64)))
+    assert events[-1].result.max_batch_size == 300
+    assert sum(not trial.fits for trial in events[-1].result.trials) >= 2
+    assert allocator.reserved_at_trial_start == [0] * len(allocator.sizes)
+    assert allocator.releases == len(allocator.sizes) + 1  # before each trial, and once at the end
+    assert allocator.reserved == 0
+
+
+def test_without_the_release_the_leaked_cache_would_spoil_the_answer():
+    """What the release is for: the fake allocator keeps a failed trial's memory until released."""
+    allocator = FakeAllocator(limit_bytes=GIB + 300 * 1000, fixed_bytes=GIB, bytes_per_image=1000)
+    events = search(allocator, MaxBatchPlan(tiny(device="auto", batch_size=64)), release=lambda: None)
+    assert events[-1].result.max_batch_size != 300
+
+
+def test_the_search_doubles_then_bisects_as_lightning_binsearch_does():
+    allocator = FakeAllocator(limit_bytes=GIB + 300 * 1000, fixed_bytes=GIB, bytes_per_image=1000)
+    search(allocator, MaxBatchPlan(tiny(device="auto", batch_size=64)))
+    assert allocator.sizes == [64, 128, 256, 512, 384, 320, 288, 304, 296, 300, 302, 301]
+    assert next_batch(256, None, 1000) == 512 and next_batch(256, 512, 1000) == 384
+    assert next_batch(300, 301, 1000) is None and next_batch(1000, None, 1000) is None
+
+
+def test_a_memory_budget_counts_as_the_limit():
+    allocator = FakeAllocator(limit_bytes=80 * GIB, fixed_bytes=GIB, bytes_per_image=1000)
+    plan = MaxBatchPlan(tiny(device="auto", batch_size=128), memory_budget_bytes=GIB + 5000 * 1000)
+    ended = search(allocator, plan)[-1]
+    assert ended.result.max_batch_size == 5000 and ended.result.limited_by == "memory budget"
+    over = [trial for trial in ended.result.trials if not trial.fits]
+    assert over and all(trial.reason.startswith("peak reserved ") and "> budget" in trial.reason for trial in over)
+
+
+def test_the_training_set_caps_the_batch_of_real_data(tmp_path):
+    import numpy as np
+
+    path = tmp_path / "small.npz"
+    np.savez(path, train_images=np.zeros((100, 32, 32, 3), np.uint8), train_labels=np.zeros(100, np.uint8),
+             test_images=np.zeros((10, 32, 32, 3), np.uint8), test_labels=np.zeros(10, np.uint8))
+    allocator = FakeAllocator(limit_bytes=80 * GIB, fixed_bytes=GIB, bytes_per_image=1000)
+    ended = search(allocator, MaxBatchPlan(tiny(device="auto", dataset="npz", data_path=str(path), batch_size=32)))[-1]
+    assert allocator.sizes == [32, 64, 100]
+    assert ended.result.max_batch_size == 100 and ended.result.limited_by == "training set"
+
+
+def test_synthetic_data_grows_with_the_trial():
+    allocator = FakeAllocator(limit_bytes=GIB + 3000 * 1000, fixed_bytes=GIB, bytes_per_image=1000)
+    search(allocator, MaxBatchPlan(tiny(device="auto", batch_size=1024, synthetic_size=1024)))
+    assert allocator.sizes[:3] == [1024, 2048, 4096]
+    assert all(config.synthetic_size == max(1024, config.batch_size) for config in allocator.configs)
+
+
+def test_refused_on_a_cpu_with_the_reason():
+    allocator = FakeAllocator(limit_bytes=GIB, fixed_bytes=0, bytes_per_image=1)
+    events = list(run_max_batch(MaxBatchPlan(tiny()), lambda: False, run_function=allocator, probe=probe_of(CPU),
+                                release=allocator.release))
+    assert [type(e) for e in events] == [SequenceEnded] and allocator.sizes == []
+    assert events[0].status == "failed"
+    assert events[0].reason.startswith("the largest batch that fits is found on a CUDA GPU, and this run would "
+                                       "train on the CPU (no CUDA GPU found)")
+
+
+def test_nothing_fits_says_so():
+    allocator = FakeAllocator(limit_bytes=GIB, fixed_bytes=2 * GIB, bytes_per_image=1)
+    ended = search(allocator, MaxBatchPlan(tiny(device="auto", batch_size=8)))[-1]
+    assert ended.status == "finished" and ended.result.max_batch_size is None and ended.result.best is None
+    assert allocator.sizes == [8, 4, 2, 1]
+
+
+def test_stop_ends_the_search_with_what_it_found():
+    allocator = FakeAllocator(limit_bytes=GIB + 10_000 * 1000, fixed_bytes=GIB, bytes_per_image=1000)
+    trials = []
+
+    def stop():
+        return len(trials) >= 3
+
+    events = []
+    for event in run_max_batch(MaxBatchPlan(tiny(device="auto", batch_size=64)), stop, run_function=allocator,
+                               probe=probe_of(GPU), release=allocator.release):
+        events.append(event)
+        if isinstance(event, BatchTrial):
+            trials.append(event)
+    ended = events[-1]
+    assert ended.status == "stopped" and ended.result.max_batch_size == 256 and len(allocator.sizes) == 3

@@ -1,0 +1,119 @@
+"""Sweeps: members are ordinary runs tagged with one sweep id; bad values start nothing; stop ends the sweep."""
+
+import csv
+import threading
+
+from experiment_fakes import CPU, GPU, TimedRuns, probe_of, tiny
+
+from workbench.engine.events import RunEnded, RunStarted, StepStats
+from workbench.experiments.events import MemberEnded, MemberStarted, SequenceEnded, SequenceStarted
+from workbench.experiments.recording import HistoryRecording
+from workbench.experiments.sweep import SweepAxis, SweepPlan, plan_problems, run_sweep
+from workbench.history.export import export_runs_csv
+from workbench.history.store import HistoryStore
+
+
+def test_three_tiny_cpu_members_land_three_runs_with_one_sweep_id(tmp_path, isolated_workbench_home):
+    plan = SweepPlan(tiny(max_steps=4, log_every=2), (SweepAxis("batch_size", (16, 32, 64)),))
+    with HistoryRecording() as recording:
+        events = list(run_sweep(plan, lambda: False, recording))  # the real engine, on the CPU
+
+    started = [e for e in events if isinstance(e, SequenceStarted)]
+    ended = events[-1]
+    assert len(started) == 1 and isinstance(ended, SequenceEnded) and ended.status == "finished"
+    members = ended.result.members
+    assert [m.status for m in members] == ["finished"] * 3
+    assert [m.values for m in members] == [(("batch_size", 16),), (("batch_size", 32),), (("batch_size", 64),)]
+    # Each member's own engine events come between its MemberStarted and MemberEnded.
+    kinds = [type(e) for e in events]
+    assert kinds.count(RunStarted) == kinds.count(RunEnded) == 3
+    first_member = kinds.index(MemberStarted)
+    assert kinds[first_member + 1:].index(MemberEnded) > kinds[first_member + 1:].index(StepStats)
+
+    with HistoryStore.open() as store:
+        runs = store.sweep_runs(ended.sweep_id)
+        assert [run.id for run in runs] == [m.run_id for m in members]
+        assert {run.sweep_id for run in runs} == {ended.sweep_id}
+        assert [run.config.batch_size for run in runs] == [16, 32, 64]
+        assert all(run.status == "finished" and run.images_per_sec for run in runs)
+        assert runs[0].sweep_name == "sweep batch_size" and runs[1].name == "synthetic: batch_size=32"
+        export_runs_csv(store, tmp_path / "runs.csv")
+    with open(tmp_path / "runs.csv", encoding="utf-8", newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert [(row["sweep_id"], row["sweep_name"]) for row in rows] == [(str(ended.sweep_id), "sweep batch_size")] * 3
+
+
+def test_one_invalid_member_value_starts_nothing_and_every_problem_is_listed(isolated_workbench_home):
+    runs = TimedRuns(lambda config: 100.0, device=CPU)
+    plan = SweepPlan(tiny(), (SweepAxis("precision", ("fp32", "fp16")), SweepAxis("num_workers", (0, 99))))
+    with HistoryRecording() as recording:
+        events = list(run_sweep(plan, lambda: False, recording, run_function=runs, probe=probe_of(CPU)))
+    assert len(events) == 1 and isinstance(events[0], SequenceEnded)
+    assert events[0].status == "failed" and events[0].result is None
+    assert events[0].problems == (
+        "num_workers must be between 0 and 64 (got 99) (num_workers=99)",
+        "fp16 needs a CUDA GPU (precision=fp16)",
+    )
+    assert runs.configs == []
+    with HistoryStore.open() as store:
+        assert store.list_runs() == []
+        assert store._conn.execute("SELECT COUNT(*) FROM sweeps").fetchone()[0] == 0
+
+
+def test_plan_problems_name_unknown_and_repeated_settings():
+    plan = SweepPlan(tiny(), (SweepAxis("num_worker", (0,)), SweepAxis("num_worker", (1, 1))))
+    assert plan_problems(plan, probe_of(CPU)) == [
+        "num_worker is swept twice: give a second, different setting",
+        "num_worker is not a setting (did you mean num_workers?)",
+        "num_worker is not a setting (did you mean num_workers?)",
+        "num_worker lists 1 more than once",
+    ]
+    assert plan_problems(SweepPlan(tiny(), ()), probe_of(CPU)) == ["a sweep needs a setting to vary and its values"]
+
+
+def test_a_grid_runs_every_combination_first_setting_slowest():
+    runs = TimedRuns(lambda config: 100.0 * (1 + config.num_workers), device=GPU)
+    plan = SweepPlan(tiny(device="auto"), (SweepAxis("precision", ("fp32", "bf16")), SweepAxis("num_workers", (0, 2))))
+    ended = list(run_sweep(plan, lambda: False, run_function=runs, probe=probe_of(GPU)))[-1]
+    assert [(c.precision, c.num_workers) for c in runs.configs] == [("fp32", 0), ("fp32", 2), ("bf16", 0), ("bf16", 2)]
+    assert [m.images_per_sec > 250 for m in ended.result.members] == [False, True, False, True]
+    assert all(m.run_id is None for m in ended.result.members)  # no recording asked for
+
+
+def test_a_failed_member_is_marked_failed_and_the_sweep_goes_on():
+    runs = TimedRuns(lambda config: 100.0, device=GPU,
+                     fail=lambda config: "out_of_memory" if config.batch_size == 64 else None)
+    plan = SweepPlan(tiny(device="auto"), (SweepAxis("batch_size", (32, 64, 96)),))
+    ended = list(run_sweep(plan, lambda: False, run_function=runs, probe=probe_of(GPU)))[-1]
+    assert ended.status == "finished"
+    assert [(m.status, m.kind) for m in ended.result.members] == [
+        ("finished", None), ("failed", "out_of_memory"), ("finished", None)]
+
+
+def test_stop_ends_the_whole_sweep(isolated_workbench_home):
+    stop = threading.Event()
+    plan = SweepPlan(tiny(max_steps=40, log_every=1), (SweepAxis("num_workers", (0, 1, 2)),))
+    events = []
+    with HistoryRecording() as recording:
+        for event in run_sweep(plan, stop.is_set, recording):  # the real engine: it checks stop between steps
+            events.append(event)
+            if isinstance(event, StepStats) and event.step == 2:
+                stop.set()
+    ended = events[-1]
+    assert ended.status == "stopped" and "during member 1 of 3" in ended.reason
+    assert [m.status for m in ended.result.members] == ["stopped"]
+    assert sum(isinstance(e, MemberStarted) for e in events) == 1
+    with HistoryStore.open() as store:
+        assert [run.status for run in store.sweep_runs(ended.sweep_id)] == ["stopped"]
+
+
+def test_closing_the_sequence_mid_member_fails_that_run_in_the_history(isolated_workbench_home):
+    plan = SweepPlan(tiny(max_steps=40, log_every=1), (SweepAxis("num_workers", (0, 1)),))
+    with HistoryRecording() as recording:
+        sequence = run_sweep(plan, lambda: False, recording)
+        for event in sequence:
+            if isinstance(event, StepStats):
+                break
+        sequence.close()
+        runs = recording.store.list_runs()
+    assert [(run.status, run.reason) for run in runs] == [("failed", "the sequence was closed before this run ended")]

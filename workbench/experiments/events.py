@@ -1,0 +1,181 @@
+"""What a sequence of runs yields besides each member's own engine events: small frozen dataclasses.
+
+A sequence (a sweep, a search for faster settings, a max-batch search) yields, in order:
+``SequenceStarted``; for each member ``MemberStarted``, that run's engine events (StatusChanged,
+RunStarted, StepStats, EpochStats, RunEnded, exactly as ``engine.run`` yields them) and
+``MemberEnded``; the search's own findings as they land (``TrialResult``, ``BestSoFar``,
+``BatchTrial``); and always exactly one final ``SequenceEnded`` with the result.
+No torch, no Qt: the GUI and the CLI read these alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional, Union
+
+from workbench.config import RunConfig
+from workbench.engine.events import Event, RunSummary
+
+SequenceKind = Literal["sweep", "tune", "max_batch"]
+# finished: ran to its end; stopped: the user stopped it; failed: refused before anything ran (bad input),
+# or ended by an error that is not one member's own trouble.
+SequenceStatus = Literal["finished", "stopped", "failed"]
+
+# A member's settings that distinguish it: (field, value) pairs in the order they were swept or changed.
+Values = tuple[tuple[str, Any], ...]
+
+
+def values_label(values: Values) -> str:
+    """"num_workers=2, precision=bf16"."""
+    return ", ".join(f"{name}={_text(value)}" for name, value in values)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class SequenceStarted:
+    kind: SequenceKind
+    sweep_id: Optional[int]  # the sequence's id in the history (None when not recorded)
+    name: str
+    base: RunConfig
+    planned_members: Optional[int] = None  # known for a sweep; a search decides as it goes
+    fields: tuple[str, ...] = ()  # the settings a sweep varies (for the view's columns)
+
+
+@dataclass(frozen=True)
+class MemberStarted:
+    index: int  # 0-based, in the order the members run
+    config: RunConfig
+    values: Values
+    run_id: Optional[int]  # in the history (None when not recorded)
+    purpose: str = ""  # "", or for a search what the run is for: "calibration", "start", "trial", "repeat"
+
+
+@dataclass(frozen=True)
+class MemberEnded:
+    index: int
+    config: RunConfig
+    values: Values
+    run_id: Optional[int]  # None when not recorded, or when the run was refused before it started
+    status: str  # finished, stopped, failed
+    summary: RunSummary
+    reason: Optional[str] = None
+    kind: Optional[str] = None  # the failure kind: out_of_memory, diverged, error, config, data
+    purpose: str = ""
+
+    @property
+    def images_per_sec(self) -> Optional[float]:
+        return self.summary.images_per_sec
+
+    @property
+    def whole_epochs(self) -> bool:
+        """The member ran whole epochs (no max_steps), so its test accuracy compares with the others'."""
+        return self.config.max_steps is None and self.summary.epochs_completed > 0
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """One setting tried by the search for faster settings, decided."""
+
+    trial: int  # 1-based
+    knob: str  # "num_workers", "placement", ...
+    changes: dict[str, Any]  # the settings this trial changed against the best so far
+    images_per_sec: Optional[float]  # mean of its measurements; None when it failed
+    measurements: tuple[float, ...]
+    run_ids: tuple[Optional[int], ...]
+    outcome: Literal["start", "kept", "slower", "within noise", "failed"]
+    best_images_per_sec: float  # the best after this trial
+    reason: Optional[str] = None  # why it failed
+
+
+@dataclass(frozen=True)
+class BestSoFar:
+    config: RunConfig
+    images_per_sec: float
+    changes: dict[str, Any]  # against where the search started
+    speedup: float  # images_per_sec ÷ the start's
+
+
+@dataclass(frozen=True)
+class BatchTrial:
+    """One batch size tried by the max-batch search."""
+
+    batch_size: int
+    fits: bool
+    reason: Optional[str]  # why it did not fit: "CUDA out of memory", "peak reserved 21 GiB > budget 20 GiB"
+    run_id: Optional[int]
+    images_per_sec: Optional[float]
+    peak_allocated_bytes: Optional[int]
+    peak_reserved_bytes: Optional[int]
+    peak_nvml_used_bytes: Optional[int]
+
+
+# -- results ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    members: tuple[MemberEnded, ...]
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    start_config: RunConfig
+    start_images_per_sec: Optional[float]
+    best_config: RunConfig
+    best_images_per_sec: Optional[float]
+    trials: tuple[TrialResult, ...]
+    noise_fraction: Optional[float]  # the measured run-to-run spread the decisions allowed for
+    passes: int
+    stop_reason: str  # why the search ended: "a full pass gained 1.2 % (< 3 %)", "time budget of 300 s spent"
+    trial_steps: Optional[int] = None
+
+    @property
+    def speedup(self) -> Optional[float]:
+        if self.start_images_per_sec and self.best_images_per_sec:
+            return self.best_images_per_sec / self.start_images_per_sec
+        return None
+
+    @property
+    def best_changes(self) -> dict[str, Any]:
+        return changed_fields(self.start_config, self.best_config)
+
+
+@dataclass(frozen=True)
+class MaxBatchResult:
+    max_batch_size: Optional[int]  # None when not even the smallest batch tried fits
+    limited_by: str  # "memory", "memory budget", "training set", "largest batch setting", "trials"
+    best: Optional[BatchTrial]
+    trials: tuple[BatchTrial, ...] = field(default_factory=tuple)
+
+
+SequenceResult = Union[SweepResult, TuneResult, MaxBatchResult]
+
+
+@dataclass(frozen=True)
+class SequenceEnded:
+    kind: SequenceKind
+    sweep_id: Optional[int]
+    status: SequenceStatus
+    result: Optional[SequenceResult]  # None when refused before anything ran
+    reason: Optional[str] = None  # why it stopped or failed, in words
+    problems: tuple[str, ...] = ()  # bad input: every problem, nothing ran
+
+
+SequenceEvent = Union[SequenceStarted, MemberStarted, MemberEnded, TrialResult, BestSoFar, BatchTrial, SequenceEnded]
+# What a sequence generator yields: the engine's events of each member, and its own.
+AnyEvent = Union[Event, SequenceEvent]
+
+
+def changed_fields(before: RunConfig, after: RunConfig) -> dict[str, Any]:
+    """{field: new value} for every setting that differs."""
+    old, new = before.to_dict(), after.to_dict()
+    return {name: value for name, value in new.items() if old[name] != value}

@@ -1,0 +1,87 @@
+"""One member of a sequence: an ordinary engine run, recorded, between MemberStarted and MemberEnded.
+
+Every sequence runs its members through ``run_member``, so each is a normal run in the history
+(tagged with the sequence), its engine events reach the caller unchanged (the GUI plots them live),
+and the stop flag the caller passed reaches the engine. No Qt; torch only inside the engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Generator, Iterator, Optional
+
+from workbench.config import RunConfig
+from workbench.engine.events import Event, RunEnded, RunSummary
+from workbench.experiments.events import AnyEvent, MemberEnded, MemberStarted, Values
+from workbench.experiments.recording import RecorderFactory
+from workbench.history.naming import dataset_label
+
+RunFunction = Callable[[RunConfig, Callable[[], bool]], Iterator[Event]]
+StopFlag = Callable[[], bool]
+
+
+def engine_run() -> RunFunction:
+    """The real engine's ``run`` (imported on use: it imports torch)."""
+    from workbench.engine import run
+
+    return run
+
+
+def member_name(config: RunConfig, label: str) -> str:
+    """A member's run name: its data, then what distinguishes it ("synthetic: num_workers=2")."""
+    return f"{dataset_label(config)}: {label}"
+
+
+class MemberRunner:
+    """Runs the members of one sequence: numbers them, names them, records them."""
+
+    def __init__(self, run_function: RunFunction, recorders: RecorderFactory, sweep_id: Optional[int]):
+        self.run_function = run_function
+        self.recorders = recorders
+        self.sweep_id = sweep_id
+        self.count = 0
+
+    def run(
+        self, config: RunConfig, values: Values, stop: StopFlag, label: str, purpose: str = ""
+    ) -> Generator[AnyEvent, None, MemberEnded]:
+        """Yield MemberStarted, the run's engine events, MemberEnded; return the MemberEnded."""
+        index, self.count = self.count, self.count + 1
+        recorder = self.recorders.start_run(config, member_name(config, label), self.sweep_id)
+        run_id = recorder.run_id if recorder is not None else None
+        yield MemberStarted(index, config, values, run_id, purpose)
+        ended: Optional[RunEnded] = None
+        try:
+            with contextlib.closing(self.run_function(config, stop)) as events:  # type: ignore[arg-type]
+                for event in events:
+                    if recorder is not None:
+                        recorder.record(event)
+                    if isinstance(event, RunEnded):
+                        ended = event
+                    yield event
+        finally:
+            if recorder is not None and ended is None:
+                recorder.fail("the sequence was closed before this run ended")
+        if ended is None:  # a run function that ends without saying how is a failed run, never a silent one
+            reason = "the run stopped without saying how it ended"
+            ended = RunEnded("failed", RunSummary(status="failed", reason=reason, failure_kind="error"), reason,
+                             "error")
+        if recorder is not None and recorder.discarded:
+            run_id = None  # refused before it started: not history
+        member = MemberEnded(
+            index=index,
+            config=config,
+            values=values,
+            run_id=run_id,
+            status=ended.status,
+            summary=ended.summary,
+            reason=ended.reason,
+            kind=ended.kind,
+            purpose=purpose,
+        )
+        yield member
+        return member
+
+
+def plan_dict(base: RunConfig, **extra: Any) -> dict[str, Any]:
+    """What a sequence stores as its plan: the base settings and what it was asked to do."""
+    return {"base": base.to_dict(), **extra}

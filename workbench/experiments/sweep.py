@@ -1,0 +1,157 @@
+"""Sweeps: one setting over a list of values (or two, as a grid), each member an ordinary run.
+
+Every member is checked before the first starts: one bad value and nothing runs, with every
+problem listed. Members run one after another with the caller's stop flag: stop ends the whole
+sweep; a member that fails (out of memory, diverged) is marked failed and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Optional
+
+from workbench.config import ConfigError, RunConfig
+from workbench.device_info import DeviceInfo
+from workbench.experiments.events import (
+    AnyEvent,
+    MemberEnded,
+    SequenceEnded,
+    SequenceStarted,
+    SweepResult,
+    Values,
+    values_label,
+)
+from workbench.experiments.members import MemberRunner, RunFunction, StopFlag, engine_run, plan_dict
+from workbench.experiments.recording import NoRecording, RecorderFactory
+from workbench.experiments.values import field_problem
+
+MAX_AXES = 2
+Probe = Callable[[str], DeviceInfo]
+
+
+@dataclass(frozen=True)
+class SweepAxis:
+    field: str
+    values: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    base: RunConfig  # every member's settings except the swept ones; its length (epochs or max_steps) is theirs
+    axes: tuple[SweepAxis, ...]
+    name: str = ""
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return tuple(axis.field for axis in self.axes)
+
+    @property
+    def display_name(self) -> str:
+        return self.name or "sweep " + " × ".join(self.fields)
+
+    def members(self) -> list[tuple[Values, RunConfig]]:
+        """(values, settings) of every member, the first setting varying slowest."""
+        members = []
+        for combination in itertools.product(*(axis.values for axis in self.axes)):
+            values: Values = tuple(zip(self.fields, combination))
+            members.append((values, self.base.replace(**dict(values))))
+        return members
+
+    def to_plan_dict(self) -> dict[str, Any]:
+        return plan_dict(self.base, axes=[{"field": axis.field, "values": list(axis.values)} for axis in self.axes])
+
+
+def plan_problems(plan: SweepPlan, probe: Optional[Probe] = None) -> list[str]:
+    """Every problem with the sweep and with each of its members, in words; [] when all can run.
+
+    A problem every member shares is said once; one that only some have names them by their values.
+    """
+    problems: list[str] = []
+    if not plan.axes:
+        problems.append("a sweep needs a setting to vary and its values")
+    if len(plan.axes) > MAX_AXES:
+        problems.append(f"a sweep varies at most {MAX_AXES} settings (got {len(plan.axes)})")
+    fields = [axis.field for axis in plan.axes]
+    for name in sorted({name for name in fields if fields.count(name) > 1}):
+        problems.append(f"{name} is swept twice: give a second, different setting")
+    for axis in plan.axes:
+        problem = field_problem(axis.field)
+        if problem:
+            problems.append(problem)
+        if not axis.values:
+            problems.append(f"{axis.field}: no values given")
+        repeated = sorted({str(value) for value in axis.values if list(axis.values).count(value) > 1})
+        if repeated:
+            problems.append(f"{axis.field} lists {', '.join(repeated)} more than once")
+    if problems:
+        return problems
+
+    from workbench.data_check import data_problems
+
+    probe = probe or _probe_device
+    found: dict[str, list[int]] = {}
+    members = plan.members()
+    for index, (values, config) in enumerate(members):
+        try:
+            RunConfig.from_dict(config.to_dict())  # the values' types, as a stored run would be read back
+            member_problems = config.validate(probe(config.device)) or data_problems(config)
+        except ConfigError as error:
+            member_problems = error.problems
+        for problem in member_problems:
+            found.setdefault(problem, []).append(index)
+    for problem, indices in found.items():
+        problems.append(problem if len(indices) == len(members) else f"{problem} ({_which(indices, members)})")
+    return problems
+
+
+def _which(indices: list[int], members: list[tuple[Values, RunConfig]]) -> str:
+    """The members with a problem in the fewest words: "precision=fp16" when that value is what they
+    share, else each member's values."""
+    for axis in range(len(members[0][0])):
+        name = members[0][0][axis][0]
+        shared: list[Any] = []
+        for index in indices:
+            value = members[index][0][axis][1]
+            if value not in shared:
+                shared.append(value)
+        if [i for i, (values, _) in enumerate(members) if values[axis][1] in shared] == indices:
+            return ", ".join(values_label(((name, value),)) for value in shared)
+    return "; ".join(values_label(members[index][0]) for index in indices)
+
+
+def run_sweep(
+    plan: SweepPlan,
+    stop: StopFlag,
+    recorders: Optional[RecorderFactory] = None,
+    run_function: Optional[RunFunction] = None,
+    probe: Optional[Probe] = None,
+) -> Iterator[AnyEvent]:
+    """Run every member of ``plan``; yield the sequence's events and each member's engine events."""
+    recorders = recorders or NoRecording()
+    problems = plan_problems(plan, probe)
+    if problems:
+        yield SequenceEnded("sweep", None, "failed", None, "; ".join(problems), tuple(problems))
+        return
+    members = plan.members()
+    sweep_id = recorders.begin_sequence("sweep", plan.display_name, plan.to_plan_dict())
+    yield SequenceStarted("sweep", sweep_id, plan.display_name, plan.base, len(members), plan.fields)
+    runner = MemberRunner(run_function or engine_run(), recorders, sweep_id)
+    done: list[MemberEnded] = []
+    status, reason = "finished", None
+    for values, config in members:
+        if stop():
+            status, reason = "stopped", f"stopped by the user after {len(done)} of {len(members)} members"
+            break
+        member = yield from runner.run(config, values, stop, values_label(values))
+        done.append(member)
+        if member.status == "stopped":
+            status, reason = "stopped", f"stopped by the user during member {len(done)} of {len(members)}"
+            break
+    yield SequenceEnded("sweep", sweep_id, status, SweepResult(tuple(done)), reason)
+
+
+def _probe_device(requested: str) -> DeviceInfo:
+    from workbench.engine import probe_device
+
+    return probe_device(requested)
