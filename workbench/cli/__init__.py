@@ -62,7 +62,15 @@ def _with_suggestion(message: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from workbench.cli import ceiling_command, history_commands, npz_command, run_command
+    from workbench.cli import (
+        ceiling_command,
+        history_commands,
+        max_batch_command,
+        npz_command,
+        run_command,
+        sweep_command,
+        tune_command,
+    )
 
     parser = _Parser(prog="workbench", description="GPU training workbench: see why your GPU is idle.")
     parser.add_argument("--home", help="workbench home folder (run history, datasets); default: $WORKBENCH_HOME "
@@ -72,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     ceiling_command.register(subparsers)
     history_commands.register(subparsers)
     npz_command.register(subparsers)
+    sweep_command.register(subparsers)
+    tune_command.register(subparsers)
+    max_batch_command.register(subparsers)
     return parser
 
 

@@ -17,7 +17,7 @@ from workbench.cli import UsageError
 
 
 def register(subparsers: Any) -> None:
-    from workbench.cli.run_command import add_config_flags
+    from workbench.cli.run_command import add_setting_flags
 
     parser = subparsers.add_parser(
         "ceiling",
@@ -30,7 +30,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--refresh", action="store_true", help="measure again even when a ceiling is cached")
     parser.add_argument("--budget", type=float, metavar="SECONDS",
                         help="most seconds to spend timing before reporting an unsteady rate (default: 30)")
-    add_config_flags(parser)
+    add_setting_flags(parser)
     parser.set_defaults(handler=ceiling_command)
 
 

@@ -32,12 +32,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--name", help="a name for this run in the history")
     parser.add_argument("--json", action="store_true", help="print the run summary as JSON on the last line")
     parser.add_argument("--no-history", action="store_true", help="do not record this run in the history")
-    add_config_flags(parser)
+    add_setting_flags(parser)
     parser.set_defaults(handler=run_command)
 
 
-def add_config_flags(parser: argparse.ArgumentParser) -> None:
-    """--config FILE.json and one --kebab-case flag per RunConfig field (parser needs argument_default=SUPPRESS)."""
+def add_setting_flags(parser: argparse.ArgumentParser) -> None:
+    """--config FILE.json and one --kebab-case flag per RunConfig field (the parser must use
+    ``argument_default=argparse.SUPPRESS``, so only flags given override --config and the defaults)."""
     parser.add_argument("--config", metavar="FILE.json", help="settings as a JSON object (RunConfig fields)")
     defaults = RunConfig()
     for name in FIELD_NAMES:
@@ -54,27 +55,28 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(flag, dest=name, type=base, metavar=name.upper(), help=help_text)
 
 
-def config_from_args(args: argparse.Namespace, command: str = "workbench run") -> RunConfig:
+def config_from_args(args: argparse.Namespace, prog: str = "workbench run") -> RunConfig:
+    """The settings the flags and --config give; UsageError (one line, starting with ``prog``) when they cannot."""
     values: dict[str, Any] = {}
     config_file: Optional[str] = getattr(args, "config", None)
     if config_file:
         try:
             values.update(json.loads(Path(config_file).read_text(encoding="utf-8")))
         except OSError as error:
-            raise UsageError(f"{command}: cannot read --config {config_file}: {error.strerror}") from None
+            raise UsageError(f"{prog}: cannot read --config {config_file}: {error.strerror}") from None
         except json.JSONDecodeError as error:
-            raise UsageError(f"{command}: --config {config_file} is not valid JSON: {error}") from None
+            raise UsageError(f"{prog}: --config {config_file} is not valid JSON: {error}") from None
         if not isinstance(values, dict):
-            raise UsageError(f"{command}: --config {config_file} must hold a JSON object")
+            raise UsageError(f"{prog}: --config {config_file} must hold a JSON object")
     values.update({name: getattr(args, name) for name in FIELD_NAMES if hasattr(args, name)})
-    _dataset_for_data_path(args, values)
+    _dataset_for_data_path(args, values, prog)
     try:
         return RunConfig.from_dict(values)
     except ConfigError as error:
-        raise UsageError(f"{command}: {error}") from None
+        raise UsageError(f"{prog}: {error}") from None
 
 
-def _dataset_for_data_path(args: argparse.Namespace, values: dict[str, Any]) -> None:
+def _dataset_for_data_path(args: argparse.Namespace, values: dict[str, Any], prog: str) -> None:
     """--data-path without --dataset would train on synthetic data and ignore the file: infer npz from the
     suffix (and say so), or refuse, naming what to add."""
     path = getattr(args, "data_path", None)
@@ -82,7 +84,7 @@ def _dataset_for_data_path(args: argparse.Namespace, values: dict[str, Any]) -> 
         return
     if hasattr(args, "dataset"):
         raise UsageError(
-            "workbench run: --data-path is not used with --dataset synthetic: drop it, or choose "
+            f"{prog}: --data-path is not used with --dataset synthetic: drop it, or choose "
             "--dataset npz (an .npz file) or cifar10/cifar100 (a CIFAR folder)"
         )
     if str(path).lower().endswith(".npz"):
@@ -91,7 +93,7 @@ def _dataset_for_data_path(args: argparse.Namespace, values: dict[str, Any]) -> 
         args.notes = [*getattr(args, "notes", []), f"{path} is an .npz file: training on it (--dataset npz)"]
         return
     raise UsageError(
-        "workbench run: --data-path needs --dataset: npz for an .npz file, cifar10 or cifar100 for a CIFAR folder"
+        f"{prog}: --data-path needs --dataset: npz for an .npz file, cifar10 or cifar100 for a CIFAR folder"
     )
 
 
@@ -104,8 +106,7 @@ def run_command(args: argparse.Namespace) -> int:
     problems = config.validate(probe_device(config.device)) or data_problems(config)
     if problems:
         raise UsageError("workbench run: " + "; ".join(problems))
-    for note in getattr(args, "notes", []):
-        print(f"workbench run: {note}", file=sys.stderr)
+    print_notes(args, "workbench run")
 
     store = recorder = None
     if not getattr(args, "no_history", False):
@@ -156,6 +157,12 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"workbench run: {ended.reason}", file=sys.stderr)
         return 2 if ended.kind in BAD_INPUT_KINDS else 1
     return 1
+
+
+def print_notes(args: argparse.Namespace, prog: str) -> None:
+    """What the flags implied (said once the settings pass their checks)."""
+    for note in getattr(args, "notes", []):
+        print(f"{prog}: {note}", file=sys.stderr)
 
 
 def _stop_then_interrupt(stop: threading.Event, progress: "Progress"):

@@ -27,10 +27,10 @@ Values = tuple[tuple[str, Any], ...]
 
 def values_label(values: Values) -> str:
     """"num_workers=2, precision=bf16"."""
-    return ", ".join(f"{name}={_text(value)}" for name, value in values)
+    return ", ".join(f"{name}={value_text(value)}" for name, value in values)
 
 
-def _text(value: Any) -> str:
+def value_text(value: Any) -> str:
     if value is None:
         return "none"
     if isinstance(value, bool):

@@ -48,6 +48,12 @@ class NoRecording:
     def close(self) -> None:
         pass
 
+    def __enter__(self) -> NoRecording:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
 
 class HistoryRecording:
     """Records every member in the run history, tagged with its sequence."""

@@ -1,0 +1,99 @@
+"""`workbench sweep | tune | max-batch` as a user runs them: a process, exit codes, the --json last line."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["--dataset", "synthetic", "--synthetic-size", "256", "--max-steps", "4", "--log-every", "2",
+        "--device", "cpu", "--num-workers", "0"]
+
+
+def workbench(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=ROOT)
+
+
+def last_json(out: str) -> dict:
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_sweep_of_three_members_prints_a_table_and_json_and_lands_in_history_and_csv(tmp_path):
+    done = workbench("sweep", "--param", "batch_size", "--values", "16,32,64", *TINY, "--json")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[0].split()[:3] == ["BATCH_SIZE", "RUN", "STATUS"] and len(lines) == 5
+    result = last_json(done.stdout)
+    assert isinstance(result["sweep_id"], int) and result["status"] == "finished"
+    members = result["members"]
+    assert [m["batch_size"] for m in members] == [16, 32, 64]
+    assert [m["values"] for m in members] == [{"batch_size": 16}, {"batch_size": 32}, {"batch_size": 64}]
+    for member in members:
+        assert member["status"] == "finished" and member["images_per_sec"] > 0
+        assert set(member) >= {"run_id", "data_wait_fraction", "peak_memory_bytes", "test_accuracy"}
+        assert member["peak_memory_bytes"] == {"torch_allocated": None, "torch_reserved": None, "nvml_used": None}
+
+    exported = workbench("export", "--out", str(tmp_path / "runs.csv"))
+    assert exported.returncode == 0, exported.stderr
+    with open(tmp_path / "runs.csv", encoding="utf-8", newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert [(int(r["run_id"]), r["sweep_id"], r["sweep_name"]) for r in rows] == [
+        (m["run_id"], str(result["sweep_id"]), "sweep batch_size") for m in members]
+    listed = workbench("runs")
+    assert "SWEEP" in listed.stdout.splitlines()[0] and listed.stdout.count(f"{result['sweep_id']} sweep batch_size") == 3
+
+
+@pytest.mark.parametrize("args, line", [
+    (["sweep", "--param", "precision", "--values", "fp32,fp16", *TINY],
+     "workbench sweep: fp16 needs a CUDA GPU (precision=fp16)"),
+    (["sweep", "--param", "num_workers", "--values", "0,two", *TINY],
+     "workbench sweep: num_workers takes whole numbers (got 'two')"),
+    (["sweep", "--param", "num-workers", "--values", "0", "--param2", "batch_size", *TINY],
+     "workbench sweep: --param2 and --values2 go together"),
+    (["sweep", "--param", "batchsize", "--values", "8", *TINY],
+     "workbench sweep: batchsize is not a setting (did you mean batch_size?)"),
+    (["tune", *TINY, "--knobs", "turbo"],
+     "workbench tune: turbo is not a knob the search can try (knobs: placement, precision, channels_last, "
+     "num_workers, pin_memory, non_blocking, persistent_workers, prefetch_factor, compile, batch_size, "
+     "accumulation_steps)"),
+    (["tune", *TINY, "--batch-size", "0"], "workbench tune: batch_size must be between 1 and 65536 (got 0)"),
+    (["max-batch", *TINY, "--memory-budget-gib", "0"], "workbench max-batch: --memory-budget-gib must be more "
+     "than 0 (got 0)"),
+])
+def test_bad_input_exits_2_with_one_line_and_records_nothing(capsys, args, line):
+    from workbench.cli import main
+    from workbench.history.store import HistoryStore
+
+    code = main(args)  # in this process: the same code path as the command, without a second torch import
+    out, err = capsys.readouterr()
+    assert (code, err.strip(), out) == (2, line, "")
+    with HistoryStore.open() as store:
+        assert store.list_runs() == []
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the refusal is for machines without CUDA")
+def test_max_batch_on_a_cpu_exits_2_with_the_reason():
+    done = workbench("max-batch", "--model", "resnet18", "--json")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().startswith("workbench max-batch: the largest batch that fits is found on a CUDA GPU, "
+                                          "and this run would train on the CPU")
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_tune_prints_its_trials_and_the_json_contract():
+    done = workbench("tune", *TINY, "--batch-size", "32", "--trial-steps", "4", "--knobs", "channels_last", "--json")
+    assert done.returncode == 0, done.stderr
+    result = last_json(done.stdout)
+    assert set(result) >= {"start_images_per_sec", "best_images_per_sec", "speedup", "best_config", "trials",
+                           "sweep_id"}
+    assert result["start_images_per_sec"] > 0 and result["speedup"] > 0
+    assert result["best_config"]["max_steps"] == 4  # the user's settings, not the trials' length
+    assert result["trials"][0]["knob"] == "start" and result["trials"][1]["changes"] == {"channels_last": True}
+    assert all(isinstance(t["images_per_sec"], float) for t in result["trials"])
+    assert "TRIAL" in done.stdout.splitlines()[0]

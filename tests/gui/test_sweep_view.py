@@ -1,0 +1,107 @@
+"""SweepView: fed a sequence's events, it fills its bar charts and its table."""
+
+import pytest
+
+from workbench.config import RunConfig
+from workbench.engine.events import RunEnded, RunSummary, StepStats
+from workbench.experiments.events import MemberEnded, MemberStarted, SequenceEnded, SequenceStarted, SweepResult
+from workbench.experiments.sweep import SweepAxis, SweepPlan, run_sweep
+from workbench.gui.sweep_view import SweepView
+
+GIB = 2**30
+BASE = RunConfig(dataset="synthetic", synthetic_size=256, batch_size=32, epochs=1, num_workers=0, device="cpu",
+                 log_every=2)
+
+
+@pytest.fixture
+def view(qtbot):
+    widget = SweepView()
+    qtbot.addWidget(widget)
+    widget.resize(1200, 700)
+    return widget
+
+
+def member_events(index, workers, rate, status="finished", kind=None, epochs_completed=1, accuracy=0.5,
+                  config=BASE):
+    config = config.replace(num_workers=workers)
+    values = (("num_workers", workers),)
+    summary = RunSummary(status=status, failure_kind=kind, images_per_sec=rate, data_wait_fraction=0.25 * workers,
+                         peak_allocated_bytes=GIB * (index + 1), peak_reserved_bytes=2 * GIB * (index + 1),
+                         test_accuracy=accuracy if status == "finished" else None, epochs_completed=epochs_completed)
+    step = StepStats(step=2, total_steps=8, epoch=1, epochs=1, samples_seen=64, loss=1.0, lr=0.1,
+                     images_per_sec=rate or 1.0, data_wait_seconds=0.0, device_span_seconds=0.0, window_seconds=0.1,
+                     elapsed_seconds=0.2)
+    return [
+        MemberStarted(index, config, values, run_id=10 + index),
+        step,
+        step,
+        RunEnded(status, summary, "CUDA out of memory" if kind else None, kind),
+        MemberEnded(index, config, values, 10 + index, status, summary, "CUDA out of memory" if kind else None, kind),
+    ]
+
+
+def feed(view, events):
+    for event in events:
+        view.handle(event)
+    view.redraw()
+
+
+def cell(view, row, header):
+    headers = [view.table.horizontalHeaderItem(c).text() for c in range(view.table.columnCount())]
+    return view.table.item(row, headers.index(header)).text()
+
+
+def test_members_fill_the_charts_and_the_table(view):
+    feed(view, [
+        SequenceStarted("sweep", 7, "sweep num_workers", BASE, planned_members=3, fields=("num_workers",)),
+        *member_events(0, 0, 400.0),
+        *member_events(1, 1, None, status="failed", kind="out_of_memory"),
+        *member_events(2, 2, 1000.0),
+        SequenceEnded("sweep", 7, "finished", SweepResult(())),
+    ])
+    assert view.title.text() == "sweep num_workers (sweep 7)"
+    assert view.bar_heights("images_per_sec") == [400.0, None, 1000.0]
+    assert view.bar_heights("data_wait") == [0.0, None, 50.0]
+    assert view.bar_heights("peak_memory") == [1.0, None, 3.0]
+    assert view.bar_heights("test_accuracy") == [50.0, None, 50.0]
+    assert view.plots["test_accuracy"].isVisibleTo(view)  # whole epochs: accuracy compares
+    assert view.table.rowCount() == 3
+    assert [cell(view, row, "num_workers") for row in range(3)] == ["0", "1", "2"]
+    assert [cell(view, row, "Status") for row in range(3)] == ["finished", "failed (out_of_memory)", "finished"]
+    assert [cell(view, row, "Run") for row in range(3)] == ["#10", "#11", "#12"]
+    assert cell(view, 2, "Img/s") == "1,000" and cell(view, 2, "Peak alloc") == "3.0 GiB"
+    assert view.status.text() == ("Sweep finished: 3 of 3 members done, 1 failed. "
+                                  "Fastest: 2 at 1,000 images/s (2.50× the slowest)")
+    bars = [item for item in view.plots["images_per_sec"].items() if type(item).__name__ == "BarGraphItem"]
+    assert len(bars) == 1 and list(bars[0].opts["width"]) == [400.0, 1000.0]
+
+
+def test_the_running_member_grows_from_its_steps_after_the_warm_up_window(view):
+    events = member_events(0, 2, 900.0)
+    feed(view, [SequenceStarted("sweep", None, "sweep num_workers", BASE, 2, ("num_workers",)), *events[:2]])
+    assert view.bar_heights("images_per_sec") == [None]  # the first window is warm-up
+    feed(view, [events[2]])
+    assert view.bar_heights("images_per_sec") == [900.0]
+    assert "running 2" in view.status.text()
+
+
+def test_members_of_fixed_steps_hide_the_accuracy_chart(view):
+    steps = BASE.replace(max_steps=20)
+    feed(view, [SequenceStarted("sweep", 1, "s", steps, 1, ("num_workers",)),
+                *member_events(0, 0, 100.0, config=steps)])
+    assert not view.plots["test_accuracy"].isVisibleTo(view)
+    assert view.bar_heights("test_accuracy") == [None]
+
+
+def test_a_refused_sweep_says_nothing_ran(view):
+    feed(view, [SequenceEnded("sweep", None, "failed", None, "fp16 needs a CUDA GPU", ("fp16 needs a CUDA GPU",))])
+    assert view.status.text() == "Nothing ran: fp16 needs a CUDA GPU"
+
+
+def test_a_real_sweep_on_the_cpu_fills_chart_and_table(view, qtbot):
+    """The whole path a GUI will take: run_sweep's events, as the training thread will yield them."""
+    plan = SweepPlan(BASE.replace(max_steps=4), (SweepAxis("batch_size", (16, 32)),))
+    feed(view, run_sweep(plan, lambda: False))
+    assert view.table.rowCount() == 2
+    assert all(height and height > 0 for height in view.bar_heights("images_per_sec"))
+    assert view.status.text().startswith("Sweep finished: 2 of 2 members done")

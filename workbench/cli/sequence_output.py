@@ -1,0 +1,129 @@
+"""What `workbench sweep | tune | max-batch` share: driving a sequence with Ctrl-C as its stop flag,
+one progress line per member on stderr, the recorder factory, tables and JSON figures."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+from workbench.cli.run_command import Progress, _stop_then_interrupt
+from workbench.engine.events import RunStarted
+from workbench.experiments.events import (
+    BatchTrial,
+    MemberEnded,
+    MemberStarted,
+    SequenceEnded,
+    SequenceStarted,
+    TrialResult,
+    values_label,
+)
+from workbench.experiments.recording import HistoryRecording, NoRecording
+from workbench.formatting import format_bytes
+from workbench.history.metrics import format_metric
+
+
+def add_sequence_flags(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--name", help=f"a name for this {what} in the history")
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON object on the last line")
+    parser.add_argument("--no-history", action="store_true", help="do not record the runs in the history")
+
+
+def recording_for(args: argparse.Namespace) -> HistoryRecording | NoRecording:
+    return NoRecording() if getattr(args, "no_history", False) else HistoryRecording(source="cli")
+
+
+def drive(sequence: Callable[[Callable[[], bool]], Iterator[Any]]) -> SequenceEnded:
+    """Iterate a sequence to its end; the first Ctrl-C stops it at the next step, a second aborts."""
+    stop = threading.Event()
+    progress = SequenceProgress(sys.stderr)
+    previous_handler = signal.signal(signal.SIGINT, _stop_then_interrupt(stop, progress.progress))
+    ended: Optional[SequenceEnded] = None
+    try:
+        for event in sequence(stop.is_set):
+            progress.show(event)
+            if isinstance(event, SequenceEnded):
+                ended = event
+    finally:
+        signal.signal(signal.SIGINT, previous_handler)
+        progress.close()
+    assert ended is not None  # every sequence ends with SequenceEnded
+    return ended
+
+
+class SequenceProgress:
+    """One line per member and per finding on stderr; the run's own progress bar on a terminal."""
+
+    def __init__(self, stream: Any):
+        self.progress = Progress(stream)
+        self.planned: Optional[int] = None
+        self.notes_shown = False
+
+    def show(self, event: Any) -> None:
+        say = self.progress.message
+        if isinstance(event, SequenceStarted):
+            self.planned = event.planned_members
+            where = f" (sweep {event.sweep_id} in the history)" if event.sweep_id is not None else ""
+            say(f"{event.name}{where}")
+        elif isinstance(event, MemberStarted):
+            label = values_label(event.values) or "start settings"
+            run = f" run #{event.run_id}" if event.run_id is not None else ""
+            say(f"{self._position(event.index)} {event.purpose + ': ' if event.purpose else ''}{label}{run}")
+        elif isinstance(event, RunStarted):
+            if not self.notes_shown:  # the members share their device and data: say it once
+                self.progress.show(event)
+                self.notes_shown = True
+        elif isinstance(event, MemberEnded):
+            rate = format_metric("rate", event.images_per_sec)
+            figures = f", {rate} img/s" if rate else ""
+            wait = format_metric("fraction", event.summary.data_wait_fraction)
+            figures += f", data wait {wait}" if wait else ""
+            why = f" ({event.reason})" if event.status != "finished" and event.reason else ""
+            say(f"{self._position(event.index)} {event.status}{why}{figures}")
+        elif isinstance(event, TrialResult):
+            rate = format_metric("rate", event.images_per_sec) or "n/a"
+            change = values_label(tuple(event.changes.items())) or "start settings"
+            say(f"  trial {event.trial} {change}: {rate} img/s, {event.outcome} "
+                f"(best {format_metric('rate', event.best_images_per_sec)} img/s)")
+        elif isinstance(event, BatchTrial):
+            verdict = "fits" if event.fits else f"does not fit: {event.reason}"
+            say(f"  batch {event.batch_size:,} {verdict}"
+                + (f", peak allocated {format_bytes(event.peak_allocated_bytes)}" if event.fits else ""))
+        elif not isinstance(event, SequenceEnded):
+            self.progress.show(event)  # StepStats: the bar on a terminal
+
+    def _position(self, index: int) -> str:
+        return f"[{index + 1}/{self.planned}]" if self.planned else f"[{index + 1}]"
+
+    def close(self) -> None:
+        self.progress.close()
+
+
+def peaks(source: Any) -> dict[str, Optional[int]]:
+    """The three peak figures, named as `workbench run --json` names them."""
+    return {
+        "torch_allocated": source.peak_allocated_bytes,
+        "torch_reserved": source.peak_reserved_bytes,
+        "nvml_used": source.peak_nvml_used_bytes,
+    }
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], right_aligned: set[int]) -> str:
+    widths = [max(len(row[column]) for row in (header, *rows)) for column in range(len(header))]
+    lines = []
+    for row in (header, *rows):
+        cells = [
+            text.rjust(width) if column in right_aligned else text.ljust(width)
+            for column, (text, width) in enumerate(zip(row, widths))
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def refuse(prog: str, ended: SequenceEnded) -> None:
+    """A sequence refused before anything ran: bad input, one line, exit 2."""
+    from workbench.cli import UsageError
+
+    raise UsageError(f"{prog}: {'; '.join(ended.problems) or ended.reason}")

@@ -1,0 +1,165 @@
+"""`workbench tune`: search for faster settings from the given ones (coordinate descent, short trials)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from typing import Any
+
+from workbench.cli import UsageError
+from workbench.cli.run_command import add_setting_flags, config_from_args, print_notes
+from workbench.cli.sequence_output import add_sequence_flags, drive, recording_for, refuse, table
+from workbench.config import RunConfig
+from workbench.experiments.events import SequenceEnded, TrialResult, TuneResult, value_text, values_label
+from workbench.history.metrics import format_metric
+
+PROG = "workbench tune"
+
+
+def register(subparsers: Any) -> None:
+    from workbench.experiments.tune import ALLOWABLE, KNOBS, OPTIONAL_KNOBS
+
+    parser = subparsers.add_parser(
+        "tune",
+        help="search for faster settings that train the same model the same way",
+        description="From the given settings, try each speed knob's values with the others fixed (short runs "
+        "measuring steady-state images/sec), keep a change only when it beats the best by more than the "
+        "measured noise, and stop when a full pass gains less than 3 %%. Batch size, lr and accumulation are "
+        "left alone unless --allow names them. Every trial is a run in the history. Every other flag is a "
+        "setting, as for `workbench run`.",
+        argument_default=argparse.SUPPRESS,
+    )
+    parser.add_argument("--budget-seconds", type=float, metavar="N", help="start no trial after N seconds")
+    parser.add_argument("--trial-steps", type=int, metavar="N",
+                        help="steps per trial (default: sized by a first short run to --trial-seconds)")
+    parser.add_argument("--trial-seconds", type=float, metavar="S", help="how long a trial trains (default 4)")
+    parser.add_argument("--knobs", metavar="K1,K2,...",
+                        help=f"search only these knobs (default: every one that applies: {', '.join(KNOBS)})")
+    parser.add_argument("--allow", metavar="SETTING,...",
+                        help=f"also search settings that change what is learned: {', '.join(ALLOWABLE)} "
+                        f"(lr follows batch_size)")
+    parser.add_argument("--max-passes", type=int, metavar="N", help="passes over the knobs at most (default 3)")
+    add_sequence_flags(parser, "search")
+    add_setting_flags(parser)
+    parser.set_defaults(handler=tune_command)
+
+
+def plan_from_args(args: argparse.Namespace):
+    from workbench.experiments.tune import TunePlan
+
+    base = config_from_args(args, PROG)
+    options: dict[str, Any] = {}
+    for name in ("budget_seconds", "trial_steps", "trial_seconds", "max_passes", "name"):
+        if hasattr(args, name):
+            options[name] = getattr(args, name)
+    if hasattr(args, "knobs"):
+        options["knobs"] = tuple(_names(args.knobs))
+    if hasattr(args, "allow"):
+        options["allow"] = frozenset(_names(args.allow))
+    if options.get("max_passes", 1) < 1:
+        raise UsageError(f"{PROG}: --max-passes must be at least 1 (got {options['max_passes']})")
+    return TunePlan(base, **options)
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip().replace("-", "_") for name in text.split(",") if name.strip()]
+
+
+def tune_command(args: argparse.Namespace) -> int:
+    plan = plan_from_args(args)
+    from workbench.engine import probe_device
+    from workbench.experiments.tune import plan_problems, run_tune
+
+    problems = plan_problems(plan, probe_device(plan.base.device))
+    if problems:
+        raise UsageError(f"{PROG}: " + "; ".join(problems))
+    print_notes(args, PROG)
+    with recording_for(args) as recording:
+        ended = drive(lambda stop: run_tune(plan, stop, recording))
+    if ended.result is None:
+        refuse(PROG, ended)
+    result: TuneResult = ended.result  # type: ignore[assignment]
+    print(trials_table(result.trials))
+    print(summary_text(result))
+    if getattr(args, "json", False):
+        print(json.dumps(tune_json(ended, result)))
+    return 0 if ended.status == "finished" else 1
+
+
+def trials_table(trials: tuple[TrialResult, ...]) -> str:
+    header = ("TRIAL", "KNOB", "CHANGE", "IMG/S", "RUNS", "OUTCOME", "BEST IMG/S")
+    rows = [
+        (
+            str(trial.trial),
+            trial.knob,
+            values_label(tuple(trial.changes.items())) or "(start settings)",
+            format_metric("rate", trial.images_per_sec),
+            " ".join(f"#{run_id}" for run_id in trial.run_ids if run_id is not None),
+            trial.outcome + (f": {trial.reason}" if trial.reason else ""),
+            format_metric("rate", trial.best_images_per_sec),
+        )
+        for trial in trials
+    ]
+    return table(header, rows, right_aligned={0, 3, 6})
+
+
+def summary_text(result: TuneResult) -> str:
+    lines = [
+        f"start: {format_metric('rate', result.start_images_per_sec) or 'n/a'} img/s; "
+        f"best: {format_metric('rate', result.best_images_per_sec) or 'n/a'} img/s"
+        + (f" ({result.speedup:.2f}× faster)" if result.speedup else ""),
+        f"noise allowed for: {format_metric('fraction', result.noise_fraction) or 'n/a'}; "
+        f"trials of {result.trial_steps or 'n/a'} steps; {result.stop_reason}",
+    ]
+    changes = result.best_changes
+    if changes:
+        lines.append("best changes: " + values_label(tuple(changes.items())))
+        lines.append("train with them: " + run_command_line(result.best_config))
+    else:
+        lines.append("no change beat the start settings by more than the noise")
+    return "\n".join(lines)
+
+
+def run_command_line(config: RunConfig) -> str:
+    """`workbench run` with every setting that differs from the defaults."""
+    defaults = RunConfig().to_dict()
+    words = ["workbench", "run"]
+    for name, value in config.to_dict().items():
+        if value == defaults[name]:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            words.append(flag if value else "--no-" + flag[2:])
+        else:
+            words += [flag, value_text(value)]
+    return shlex.join(words)
+
+
+def tune_json(ended: SequenceEnded, result: TuneResult) -> dict[str, Any]:
+    return {
+        "sweep_id": ended.sweep_id,
+        "status": ended.status,
+        "stop_reason": result.stop_reason,
+        "start_images_per_sec": result.start_images_per_sec,
+        "best_images_per_sec": result.best_images_per_sec,
+        "speedup": result.speedup,
+        "best_config": result.best_config.to_dict(),
+        "best_changes": result.best_changes,
+        "noise_fraction": result.noise_fraction,
+        "passes": result.passes,
+        "trial_steps": result.trial_steps,
+        "trials": [
+            {
+                "trial": trial.trial,
+                "knob": trial.knob,
+                "changes": trial.changes,
+                "images_per_sec": trial.images_per_sec,
+                "measurements": list(trial.measurements),
+                "run_ids": list(trial.run_ids),
+                "outcome": trial.outcome,
+                "reason": trial.reason,
+            }
+            for trial in result.trials
+        ],
+    }

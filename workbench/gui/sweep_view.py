@@ -1,0 +1,303 @@
+"""The sweep view: one bar per member for steady-state images/sec, data-wait share, peak memory and
+(when the members ran whole epochs) test accuracy, above a table of the members.
+
+The charts are small multiples: horizontal bars, one row per member in the same order in every
+chart, the members' values written once down the left of the first.
+
+A view only: it is fed the events a sequence generator yields (``handle``), in order, on the GUI
+thread, and draws them. The running member's bar grows from its live step windows; a failed member
+shows as failed, without a bar. Redraws are coalesced on a short timer, never one per event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.engine.events import StepStats
+from workbench.experiments.events import (
+    MemberEnded,
+    MemberStarted,
+    SequenceEnded,
+    SequenceStarted,
+    value_text,
+)
+from workbench.history.metrics import format_metric
+
+REDRAW_DELAY_MS = 100
+GIB = float(2**30)
+BAR_COLOUR = "#1f77b4"
+BEST_COLOUR = "#0b4f8a"
+RUNNING_COLOUR = "#9ecae1"
+FAILED_COLOUR = "#c62828"
+CHARTS = (  # key → title, unit
+    ("images_per_sec", "Images/sec (steady state)", ""),
+    ("data_wait", "Time waiting for data", "%"),
+    ("peak_memory", "Peak allocated (torch)", "GiB"),
+    ("test_accuracy", "Test accuracy", "%"),
+)
+COLUMNS_AFTER_VALUES = ("Run", "Status", "Img/s", "Data wait", "Peak alloc", "Peak reserved", "Test acc")
+
+pg.setConfigOptions(background="w", foreground="#303030", antialias=True)  # as the main window's plots
+
+
+@dataclass
+class _Member:
+    label: str
+    values: tuple
+    run_id: Optional[int] = None
+    status: str = "running"
+    live_images_per_sec: Optional[float] = None
+    windows: int = 0
+    ended: Optional[MemberEnded] = None
+
+
+class SweepView(QWidget):
+    def __init__(self, parent: Optional[QWidget] = None):
+        super().__init__(parent)
+        self.setObjectName("sweepView")
+        self._members: list[_Member] = []
+        self._fields: tuple[str, ...] = ()
+        self._planned: Optional[int] = None
+        self._ended: Optional[SequenceEnded] = None
+        self._name = ""
+
+        self.title = QLabel("No sweep yet")
+        self.title.setObjectName("sweepTitle")
+        font = self.title.font()
+        font.setBold(True)
+        self.title.setFont(font)
+        self.status = QLabel("")
+        self.status.setObjectName("sweepStatus")
+        self.status.setWordWrap(True)
+
+        self.plots: dict[str, pg.PlotWidget] = {}
+        charts = QWidget()
+        row = QHBoxLayout(charts)
+        row.setContentsMargins(0, 0, 0, 0)
+        for key, title, unit in CHARTS:
+            plot = pg.PlotWidget()
+            plot.setObjectName(f"sweep_{key}_plot")
+            plot.setTitle(title, size="10pt")
+            plot.setMenuEnabled(False)
+            plot.setMouseEnabled(x=False, y=False)
+            plot.hideButtons()
+            plot.showGrid(x=True, alpha=0.2)
+            plot.invertY(True)  # the first member on top, as in the table
+            if unit:
+                plot.setLabel("bottom", units=unit)
+            if key != CHARTS[0][0]:
+                plot.getAxis("left").setStyle(showValues=False)  # the rows are the first chart's
+                plot.getAxis("left").setWidth(4)
+            row.addWidget(plot, stretch=2 if key == "images_per_sec" else 1)
+            self.plots[key] = plot
+        self.plots["test_accuracy"].hide()  # shown once a member has run whole epochs
+
+        self.table = QTableWidget(0, 0)
+        self.table.setObjectName("sweepTable")
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.verticalHeader().hide()
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(charts)
+        splitter.addWidget(self.table)
+        splitter.setStretchFactor(0, 3)
+        splitter.setStretchFactor(1, 2)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.title)
+        layout.addWidget(self.status)
+        layout.addWidget(splitter, stretch=1)
+
+        self._redraw_timer = QTimer(self)
+        self._redraw_timer.setSingleShot(True)
+        self._redraw_timer.setInterval(REDRAW_DELAY_MS)
+        self._redraw_timer.timeout.connect(self.redraw)
+
+    # -- feeding -----------------------------------------------------------------------------------
+    def handle(self, event: Any) -> None:
+        """Take any event of a sequence, in order (engine events of members included)."""
+        if isinstance(event, SequenceStarted):
+            self._begin(event)
+        elif isinstance(event, MemberStarted):
+            label = ", ".join(value_text(value) for _, value in event.values) or f"#{event.index + 1}"
+            self._members.append(_Member(label, event.values, event.run_id))
+            self._add_row(self._members[-1])
+        elif isinstance(event, StepStats) and self._members and self._members[-1].ended is None:
+            member = self._members[-1]
+            member.windows += 1
+            if member.windows > 1:  # the first window is the warm-up, as in the run's summary
+                member.live_images_per_sec = event.images_per_sec
+        elif isinstance(event, MemberEnded) and self._members:
+            member = self._members[-1]
+            member.ended, member.status, member.run_id = event, event.status, event.run_id
+            self._fill_row(len(self._members) - 1, member)
+        elif isinstance(event, SequenceEnded):
+            self._ended = event
+            if event.problems:
+                self.status.setText("Nothing ran: " + "; ".join(event.problems))
+        else:
+            return
+        self._schedule()
+
+    def handle_steps(self, steps: list[StepStats]) -> None:
+        """The worker's batched step windows (only the last one matters here)."""
+        if steps:
+            self.handle(steps[-1])
+
+    def _begin(self, event: SequenceStarted) -> None:
+        self._members, self._ended = [], None
+        self._fields, self._planned, self._name = event.fields, event.planned_members, event.name
+        where = f" (sweep {event.sweep_id})" if event.sweep_id is not None else ""
+        self.title.setText(event.name + where)
+        headers = [*self._fields, *COLUMNS_AFTER_VALUES] if self._fields else ["Member", *COLUMNS_AFTER_VALUES]
+        self.table.clear()
+        self.table.setRowCount(0)
+        self.table.setColumnCount(len(headers))
+        self.table.setHorizontalHeaderLabels(headers)
+
+    # -- table -------------------------------------------------------------------------------------
+    def _add_row(self, member: _Member) -> None:
+        row = self.table.rowCount()
+        self.table.insertRow(row)
+        values = [value_text(value) for _, value in member.values] if self._fields else [member.label]
+        for column, text in enumerate(values):
+            self.table.setItem(row, column, QTableWidgetItem(text))
+        self._fill_row(row, member)
+
+    def _fill_row(self, row: int, member: _Member) -> None:
+        first = len(self._fields) if self._fields else 1
+        summary = member.ended.summary if member.ended else None
+        status = member.status + (f" ({member.ended.kind})" if member.ended and member.ended.kind else "")
+        cells = [
+            f"#{member.run_id}" if member.run_id is not None else "",
+            status,
+            format_metric("rate", summary.images_per_sec if summary else member.live_images_per_sec),
+            format_metric("fraction", summary.data_wait_fraction if summary else None),
+            format_metric("bytes", summary.peak_allocated_bytes if summary else None),
+            format_metric("bytes", summary.peak_reserved_bytes if summary else None),
+            format_metric("fraction", summary.test_accuracy if summary else None),
+        ]
+        for offset, text in enumerate(cells):
+            item = QTableWidgetItem(text)
+            if offset >= 2:
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            if offset == 1 and member.status == "failed":
+                item.setForeground(QBrush(QColor(FAILED_COLOUR)))
+                if member.ended and member.ended.reason:
+                    item.setToolTip(member.ended.reason)
+            self.table.setItem(row, first + offset, item)
+
+    # -- charts ------------------------------------------------------------------------------------
+    def _schedule(self) -> None:
+        if not self._redraw_timer.isActive():
+            self._redraw_timer.start()
+
+    def bar_heights(self, key: str) -> list[Optional[float]]:
+        """Each member's figure on chart ``key`` (None: no bar), as drawn."""
+        heights: list[Optional[float]] = []
+        for member in self._members:
+            summary = member.ended.summary if member.ended else None
+            if member.status == "failed":
+                heights.append(None)
+            elif key == "images_per_sec":
+                heights.append(summary.images_per_sec if summary else member.live_images_per_sec)
+            elif summary is None:
+                heights.append(None)
+            elif key == "data_wait":
+                heights.append(None if summary.data_wait_fraction is None else summary.data_wait_fraction * 100)
+            elif key == "peak_memory":
+                heights.append(None if summary.peak_allocated_bytes is None else summary.peak_allocated_bytes / GIB)
+            else:
+                whole = member.ended is not None and member.ended.whole_epochs
+                heights.append(summary.test_accuracy * 100 if whole and summary.test_accuracy is not None else None)
+        return heights
+
+    def redraw(self) -> None:
+        self._redraw_timer.stop()
+        ticks = [[(index, member.label) for index, member in enumerate(self._members)]]
+        rates = [h for h in self.bar_heights("images_per_sec") if h is not None]
+        best = max(rates) if rates else None
+        whole_epochs = any(m.ended is not None and m.ended.whole_epochs for m in self._members)
+        self.plots["test_accuracy"].setVisible(whole_epochs)
+        for key, _, _ in CHARTS:
+            plot = self.plots[key]
+            plot.clear()
+            plot.getAxis("left").setTicks(ticks)
+            heights = self.bar_heights(key)
+            rows = [i for i, h in enumerate(heights) if h is not None]
+            if key in ("data_wait", "test_accuracy"):
+                top = 100.0
+            else:
+                top = max([h for h in heights if h is not None], default=1.0) or 1.0
+            if rows:
+                brushes = [self._brush(key, self._members[i], heights[i], best) for i in rows]
+                plot.addItem(pg.BarGraphItem(x0=0, y=rows, width=[heights[i] for i in rows], height=0.6,
+                                             brushes=brushes, pen=pg.mkPen(None)))
+                for i in rows:
+                    plot.addItem(self._label(key, heights[i], i))
+            for index, member in enumerate(self._members):
+                if member.status == "failed":
+                    text = pg.TextItem("failed", color=FAILED_COLOUR, anchor=(0.0, 0.5))
+                    text.setPos(0, index)
+                    plot.addItem(text)
+            if key == "peak_memory" and not rows and self._members and self._members[0].ended is not None:
+                note = pg.TextItem("no CUDA memory\non a CPU", color="#707070", anchor=(0.5, 0.5))
+                note.setPos(0.5, (len(self._members) - 1) / 2)
+                plot.addItem(note)
+            plot.setYRange(-0.6, max(0, len(self._members) - 1) + 0.6, padding=0)
+            plot.setXRange(0, top * 1.3, padding=0)  # room for the figure at the end of the longest bar
+        self.status.setText(self._status_text())
+
+    def _brush(self, key: str, member: _Member, height: float, best: Optional[float]) -> QBrush:
+        if member.ended is None:
+            return pg.mkBrush(RUNNING_COLOUR)
+        if key == "images_per_sec" and best is not None and height == best and len(self._members) > 1:
+            return pg.mkBrush(BEST_COLOUR)
+        return pg.mkBrush(BAR_COLOUR)
+
+    def _label(self, key: str, height: float, row: int) -> pg.TextItem:
+        text = {
+            "images_per_sec": f"{height:,.0f}",
+            "data_wait": f"{height:.0f} %",
+            "peak_memory": f"{height:.2f}",
+            "test_accuracy": f"{height:.1f} %",
+        }[key]
+        label = pg.TextItem(text, color="#303030", anchor=(0.0, 0.5))
+        label.setPos(height, row)
+        return label
+
+    def _status_text(self) -> str:
+        done = sum(member.ended is not None for member in self._members)
+        planned = f" of {self._planned}" if self._planned else ""
+        failed = sum(member.status == "failed" for member in self._members)
+        text = f"{done}{planned} members done" + (f", {failed} failed" if failed else "")
+        if self._ended is not None:
+            if self._ended.problems:
+                return "Nothing ran: " + "; ".join(self._ended.problems)
+            text = f"Sweep {self._ended.status}: " + text + (f" ({self._ended.reason})" if self._ended.reason else "")
+        elif self._members and self._members[-1].ended is None:
+            text += f"; running {self._members[-1].label}"
+        rates = [(h, m.label) for h, m in zip(self.bar_heights("images_per_sec"), self._members)
+                 if h is not None and m.ended is not None]
+        if len(rates) > 1:
+            best, label = max(rates)
+            slowest = min(rate for rate, _ in rates)
+            text += f". Fastest: {label} at {best:,.0f} images/s ({best / slowest:.2f}× the slowest)"
+        return text
