@@ -122,3 +122,19 @@ def test_preview_batch_shows_what_the_model_is_fed(augment):
         assert np.array_equal(preview, plain)
     else:
         assert not np.array_equal(preview, plain)
+
+
+def test_batched_augmentation_is_each_image_own_crop_and_flip_from_the_same_draws():
+    """The gather reads exactly the pixels that indexing the padded batch by rows and columns reads."""
+    import torch.nn.functional as F
+
+    images = torch.randint(0, 256, (64, 3, 32, 32), dtype=torch.uint8)
+    augmented = random_crop_flip(images, torch.Generator().manual_seed(5))
+    draws = torch.Generator().manual_seed(5)
+    shifts = torch.randint(0, 2 * PADDING + 1, (2, 64), generator=draws)
+    flips = torch.rand(64, generator=draws) < 0.5
+    padded = F.pad(images, (PADDING,) * 4)
+    for index in range(64):
+        dy, dx = shifts[:, index].tolist()
+        crop = padded[index, :, dy : dy + 32, dx : dx + 32]
+        assert torch.equal(augmented[index], crop.flip(-1) if flips[index] else crop)

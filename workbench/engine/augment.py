@@ -30,12 +30,16 @@ def random_crop_flip(images: torch.Tensor, generator: Optional[torch.Generator] 
     batch, channels, height, width = images.shape
     device = images.device
     padded = F.pad(images, (PADDING, PADDING, PADDING, PADDING))
+    padded_width = width + 2 * PADDING
     shifts = torch.randint(0, 2 * PADDING + 1, (2, batch), device=device, generator=generator)
     flips = torch.rand(batch, device=device, generator=generator) < 0.5
     rows = shifts[0, :, None] + torch.arange(height, device=device)  # (B, H)
     cols = shifts[1, :, None] + torch.arange(width, device=device)  # (B, W)
     # Flipping is reading the crop's columns back to front.
     cols = torch.where(flips[:, None], cols.flip(1), cols)
-    batch_index = torch.arange(batch, device=device)[:, None, None, None]
-    channel_index = torch.arange(channels, device=device)[None, :, None, None]
-    return padded[batch_index, channel_index, rows[:, None, :, None], cols[:, None, None, :]]
+    # One gather along each image's flattened pixels: on a CPU several times faster than indexing
+    # with four broadcast index tensors, which computes every element's offset from all four.
+    pixels = (rows[:, :, None] * padded_width + cols[:, None, :]).view(batch, 1, height * width)
+    return padded.flatten(2).gather(2, pixels.expand(batch, channels, height * width)).view(
+        batch, channels, height, width
+    )
