@@ -1,0 +1,133 @@
+"""How fast can each input pipeline deliver augmented, normalised batches, with no model at all?
+
+Three ways the engine feeds a run, measured with the engine's own classes, from uint8 images to a
+normalised float batch on the device (random crop + flip in all three):
+  per-sample    DataLoader workers run torchvision's per-image transforms (augment=cpu)
+  batched       DataLoader workers only index and collate; crop + flip run once per batch (augment=gpu)
+  gpu-resident  the whole set on the device, batches by randperm, batched crop + flip (no DataLoader)
+for workers 0/1/2 and batch 128/512. images/sec = images ÷ seconds over the batches after the first
+few (worker start-up left out), the device synchronised before the clock stops. Target on a CPU: the
+batched pipeline ≥ 10× per-sample at equal workers.
+
+    python benchmarks/loader_throughput.py --quick     # a smoke run
+    python benchmarks/loader_throughput.py             # the full grid (the device: CUDA when present)
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+from _common import RESULTS, Deadline, machine, write_results
+
+from workbench.config import RunConfig
+from workbench.engine import probe_device
+from workbench.engine.data import DevicePreparer, LoaderBatches, ResidentBatches, load_arrays
+from workbench.engine.device import resolve
+
+TARGET = 10.0
+PIPELINES = ("per-sample", "batched", "gpu-resident")
+
+
+def measure(pipeline: str, workers: int, batch: int, batches: int, warmup: int, device_info, size: int) -> float:
+    device = resolve(device_info)
+    on_cuda = device.type == "cuda"
+    config = RunConfig(
+        dataset="synthetic", synthetic_size=size, batch_size=batch, num_workers=workers, persistent_workers=True,
+        pipeline="gpu-resident" if pipeline == "gpu-resident" else "dataloader",
+        augment="cpu" if pipeline == "per-sample" else "gpu", device=device_info.type,
+    )
+    arrays = load_arrays(config)
+    if pipeline == "gpu-resident":
+        source = ResidentBatches(arrays, config, device)
+    else:
+        source = LoaderBatches(arrays, config, pin_memory=on_cuda)
+    prepare = DevicePreparer(config, device, non_blocking=on_cuda)
+    try:
+        done = 0
+        began = None
+        while done < warmup + batches:
+            for images, labels in source.epoch():
+                if done == warmup:
+                    if on_cuda:
+                        torch.cuda.synchronize()
+                    began = time.perf_counter()
+                prepare(images, labels)
+                done += 1
+                if done == warmup + batches:
+                    break
+        if on_cuda:
+            torch.cuda.synchronize()
+        return batches * batch / (time.perf_counter() - began)
+    finally:
+        source.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer batches, one repeat")
+    parser.add_argument("--workers", default="0,1,2")
+    parser.add_argument("--batch-sizes", default="128,512")
+    parser.add_argument("--batches", type=int, default=None, help="timed batches per measurement")
+    parser.add_argument("--repeats", type=int, default=None, help="measurements per cell (the median is kept)")
+    parser.add_argument("--budget-seconds", type=float, default=540)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+
+    device = probe_device("auto")
+    workers_list = [int(value) for value in args.workers.split(",")]
+    batch_sizes = [int(value) for value in args.batch_sizes.split(",")]
+    batches = args.batches or (6 if args.quick else 30)
+    repeats = args.repeats or (1 if args.quick else 3)
+    warmup = 3
+    deadline = Deadline(args.budget_seconds)
+    rows = []
+    for batch in batch_sizes:
+        size = batch * (warmup + batches + 1)
+        for workers in workers_list:
+            for pipeline in PIPELINES:
+                if pipeline == "gpu-resident" and workers != workers_list[0]:
+                    continue  # no DataLoader: workers do not apply
+                if deadline.passed():
+                    break
+                rates = [measure(pipeline, workers, batch, batches, warmup, device, size) for _ in range(repeats)]
+                rows.append({"pipeline": pipeline, "workers": None if pipeline == "gpu-resident" else workers,
+                             "batch_size": batch, "images_per_sec": statistics.median(rates), "rates": rates})
+                print(f"{pipeline:<13} workers {workers if pipeline != 'gpu-resident' else '-'}  batch {batch:>4}: "
+                      f"{statistics.median(rates):>12,.0f} img/s", flush=True)
+
+    print(f"\nLoader-only throughput on {device.name} [{device.type}], torch {device.torch_version}; "
+          f"{batches} timed batches after {warmup}, median of {repeats}")
+    print(f"{'batch':>5}  {'workers':>7}  {'per-sample':>12}  {'batched':>12}  {'gpu-resident':>12}  {'batched ÷ per-sample':>20}")
+    ratios = []
+    for batch in batch_sizes:
+        resident = next((r["images_per_sec"] for r in rows if r["batch_size"] == batch
+                         and r["pipeline"] == "gpu-resident"), None)
+        for workers in workers_list:
+            cell = {r["pipeline"]: r["images_per_sec"] for r in rows
+                    if r["batch_size"] == batch and r["workers"] == workers}
+            if not cell:
+                continue
+            ratio = cell["batched"] / cell["per-sample"] if "batched" in cell and "per-sample" in cell else None
+            if ratio is not None:
+                ratios.append({"batch_size": batch, "workers": workers, "ratio": ratio})
+            print(f"{batch:>5}  {workers:>7}  {cell.get('per-sample', float('nan')):>12,.0f}  "
+                  f"{cell.get('batched', float('nan')):>12,.0f}  "
+                  f"{resident if resident is not None else float('nan'):>12,.0f}  "
+                  f"{ratio if ratio is not None else float('nan'):>19.1f}×")
+    if ratios:
+        worst = min(r["ratio"] for r in ratios)
+        print(f"smallest batched ÷ per-sample ratio {worst:.1f}× ({'meets' if worst >= TARGET else 'misses'} "
+              f"the target ≥ {TARGET:g}× at equal workers)")
+    out = write_results(
+        RESULTS / (args.out or f"loader_throughput-{device.type}{'-quick' if args.quick else ''}.json"),
+        {"machine": machine(device), "batches": batches, "warmup": warmup, "repeats": repeats, "rows": rows,
+         "ratios": ratios, "target": TARGET},
+    )
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
