@@ -112,7 +112,8 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="default: resnet18 on a GPU, small-cnn on a CPU")
     parser.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "bf16"))
     parser.add_argument("--pipeline", default="dataloader", choices=("dataloader", "gpu-resident"))
-    parser.add_argument("--workers", type=int, default=None, help="DataLoader workers (default: 8 on a GPU, 0 on a CPU)")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="DataLoader workers (default: 8 on a GPU, 0 on a CPU)")
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None, help="steps per run, warm-up included")
     parser.add_argument("--repeats", type=int, default=None, help="engine/plain pairs")

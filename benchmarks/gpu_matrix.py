@@ -131,7 +131,8 @@ def main() -> None:
                 for pin in ((True, False) if pipeline == "dataloader" else (False,)):
                     config = base.replace(precision=precision, pipeline=pipeline, augment=augment, pin_memory=pin,
                                           num_workers=workers if pipeline == "dataloader" else 0)
-                    label = f"{precision} {name}" + (f" pin={'on' if pin else 'off'}" if pipeline == "dataloader" else "")
+                    pin_text = f" pin={'on' if pin else 'off'}" if pipeline == "dataloader" else ""
+                    label = f"{precision} {name}{pin_text}"
                     cell(label, config, role="matrix")
         cell("preset: gpu-resident + channels_last", preset(base, device), role="preset")
 

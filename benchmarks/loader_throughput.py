@@ -100,7 +100,8 @@ def main() -> None:
 
     print(f"\nLoader-only throughput on {device.name} [{device.type}], torch {device.torch_version}; "
           f"{batches} timed batches after {warmup}, median of {repeats}")
-    print(f"{'batch':>5}  {'workers':>7}  {'per-sample':>12}  {'batched':>12}  {'gpu-resident':>12}  {'batched ÷ per-sample':>20}")
+    print(f"{'batch':>5}  {'workers':>7}  {'per-sample':>12}  {'batched':>12}  {'gpu-resident':>12}  "
+          f"{'batched ÷ per-sample':>20}")
     ratios = []
     for batch in batch_sizes:
         resident = next((r["images_per_sec"] for r in rows if r["batch_size"] == batch

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 
 def format_bytes(value: Optional[float]) -> str:
@@ -21,3 +21,16 @@ def format_duration(seconds: Optional[float]) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[str]], right_aligned: set[int]) -> str:
+    """Plain-text columns two spaces apart; the columns in ``right_aligned`` (numbers) flush right."""
+    widths = [max(len(row[column]) for row in (header, *rows)) for column in range(len(header))]
+    lines = []
+    for row in (header, *rows):
+        cells = [
+            text.rjust(width) if column in right_aligned else text.ljust(width)
+            for column, (text, width) in enumerate(zip(row, widths))
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)

@@ -18,6 +18,7 @@ def imported_after(code: str) -> set[str]:
         "import workbench.engine.trainer, workbench.engine.data, workbench.engine.memory",
         "from workbench.cli import main, run_command",
         "import workbench.history",
+        "import workbench.experiments.sweep, workbench.experiments.tune, workbench.experiments.max_batch",
     ],
 )
 def test_core_imports_no_qt(code):
@@ -37,6 +38,13 @@ def test_the_timeline_analysis_findings_and_ceiling_cache_need_no_torch_or_panda
         "workbench.engine.summary, workbench.engine.ceiling_cache, workbench.engine.requests"
     )
     assert not {name for name in modules if name.split(".")[0] in ("torch", "pandas", "numpy")}
+
+
+def test_sequences_import_torch_only_when_they_run():
+    # A GUI validates a sweep's values while the user types them: the plans and their checks stay cheap.
+    assert "torch" not in imported_after(
+        "import workbench.experiments.sweep, workbench.experiments.tune, workbench.experiments.max_batch, "
+        "workbench.experiments.recording")
 
 
 

@@ -67,7 +67,7 @@ def export_command(args: argparse.Namespace) -> int:
 
 
 def format_runs_table(records: Sequence) -> str:
-    from workbench.formatting import format_duration
+    from workbench.formatting import format_duration, format_table
     from workbench.history.metrics import format_metric, local_time
 
     header = ("ID", "NAME", "STATUS", "FROM", "SWEEP", "STARTED", "IMG/S", "DATA WAIT", "PEAK ALLOC", "FINAL LOSS",
@@ -90,15 +90,7 @@ def format_runs_table(records: Sequence) -> str:
         )
         for record in records
     ]
-    widths = [max(len(row[column]) for row in (header, *rows)) for column in range(len(header))]
-    lines = []
-    for row in (header, *rows):
-        cells = [
-            text.rjust(width) if column in right_aligned else text.ljust(width)
-            for column, (text, width) in enumerate(zip(row, widths))
-        ]
-        lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines)
+    return format_table(header, rows, right_aligned)
 
 
 def _sweep_label(record) -> str:

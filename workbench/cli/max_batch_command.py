@@ -8,9 +8,9 @@ from typing import Any
 
 from workbench.cli import UsageError
 from workbench.cli.run_command import add_setting_flags, config_from_args, print_notes
-from workbench.cli.sequence_output import add_sequence_flags, drive, peaks, recording_for, refuse, table
+from workbench.cli.sequence_output import add_sequence_flags, drive, peaks, recording_for, refuse
 from workbench.experiments.events import BatchTrial, MaxBatchResult, SequenceEnded
-from workbench.formatting import format_bytes
+from workbench.formatting import format_bytes, format_table
 from workbench.history.metrics import format_metric
 
 PROG = "workbench max-batch"
@@ -88,7 +88,7 @@ def trials_table(trials: tuple[BatchTrial, ...]) -> str:
         )
         for trial in trials
     ]
-    return table(header, rows, right_aligned={0, 3, 4, 5, 6})
+    return format_table(header, rows, right_aligned={0, 3, 4, 5, 6})
 
 
 def summary_text(ended: SequenceEnded, result: MaxBatchResult) -> str:

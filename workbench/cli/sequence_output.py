@@ -7,7 +7,7 @@ import argparse
 import signal
 import sys
 import threading
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional
 
 from workbench.cli.run_command import Progress, _stop_then_interrupt
 from workbench.engine.events import RunStarted
@@ -108,18 +108,6 @@ def peaks(source: Any) -> dict[str, Optional[int]]:
         "torch_reserved": source.peak_reserved_bytes,
         "nvml_used": source.peak_nvml_used_bytes,
     }
-
-
-def table(header: Sequence[str], rows: Sequence[Sequence[str]], right_aligned: set[int]) -> str:
-    widths = [max(len(row[column]) for row in (header, *rows)) for column in range(len(header))]
-    lines = []
-    for row in (header, *rows):
-        cells = [
-            text.rjust(width) if column in right_aligned else text.ljust(width)
-            for column, (text, width) in enumerate(zip(row, widths))
-        ]
-        lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines)
 
 
 def refuse(prog: str, ended: SequenceEnded) -> None:

@@ -8,8 +8,9 @@ from typing import Any
 
 from workbench.cli import UsageError
 from workbench.cli.run_command import add_setting_flags, config_from_args, print_notes
-from workbench.cli.sequence_output import add_sequence_flags, drive, peaks, recording_for, refuse, table
+from workbench.cli.sequence_output import add_sequence_flags, drive, peaks, recording_for, refuse
 from workbench.experiments.events import MemberEnded, SequenceEnded, value_text
+from workbench.formatting import format_table
 from workbench.history.metrics import format_metric
 
 PROG = "workbench sweep"
@@ -97,7 +98,7 @@ def sweep_table(fields: tuple[str, ...], members: tuple[MemberEnded, ...]) -> st
         )
         for member in members
     ]
-    return table(header, rows, right_aligned={first, *range(first + 2, first + 7)})
+    return format_table(header, rows, right_aligned={first, *range(first + 2, first + 7)})
 
 
 def sweep_json(ended: SequenceEnded, fields: tuple[str, ...]) -> dict[str, Any]:

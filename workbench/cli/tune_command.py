@@ -9,16 +9,28 @@ from typing import Any
 
 from workbench.cli import UsageError
 from workbench.cli.run_command import add_setting_flags, config_from_args, print_notes
-from workbench.cli.sequence_output import add_sequence_flags, drive, recording_for, refuse, table
+from workbench.cli.sequence_output import (
+    add_sequence_flags,
+    drive,
+    recording_for,
+    refuse,
+)
 from workbench.config import RunConfig
-from workbench.experiments.events import SequenceEnded, TrialResult, TuneResult, value_text, values_label
+from workbench.experiments.events import (
+    SequenceEnded,
+    TrialResult,
+    TuneResult,
+    value_text,
+    values_label,
+)
+from workbench.formatting import format_table
 from workbench.history.metrics import format_metric
 
 PROG = "workbench tune"
 
 
 def register(subparsers: Any) -> None:
-    from workbench.experiments.tune import ALLOWABLE, KNOBS, OPTIONAL_KNOBS
+    from workbench.experiments.tune import ALLOWABLE, KNOBS
 
     parser = subparsers.add_parser(
         "tune",
@@ -101,7 +113,7 @@ def trials_table(trials: tuple[TrialResult, ...]) -> str:
         )
         for trial in trials
     ]
-    return table(header, rows, right_aligned={0, 3, 6})
+    return format_table(header, rows, right_aligned={0, 3, 6})
 
 
 def summary_text(result: TuneResult) -> str:

@@ -25,14 +25,20 @@ from workbench.experiments.events import (
     SequenceEnded,
     SequenceStarted,
 )
-from workbench.experiments.members import MemberRunner, RunFunction, StopFlag, engine_run, plan_dict
+from workbench.experiments.members import (
+    MemberRunner,
+    RunFunction,
+    StopFlag,
+    engine_run,
+    plan_dict,
+    probe_device,
+)
 from workbench.experiments.recording import NoRecording, RecorderFactory
 from workbench.formatting import format_bytes
 
 Probe = Callable[[str], DeviceInfo]
 Release = Callable[[], object]
 LARGEST_BATCH_SETTING = int(RANGES["batch_size"][1])
-
 
 @dataclass(frozen=True)
 class MaxBatchPlan:
@@ -46,9 +52,8 @@ class MaxBatchPlan:
     @property
     def display_name(self) -> str:
         base = self.base
-        return self.name or f"max-batch {base.model} {base.precision}" + (" channels_last" if base.channels_last else "") \
-            + (" compiled" if base.compile else "")
-
+        extras = (" channels_last" if base.channels_last else "") + (" compiled" if base.compile else "")
+        return self.name or f"max-batch {base.model} {base.precision}{extras}"
 
 def cpu_refusal(device: DeviceInfo) -> Optional[str]:
     """Why the search cannot run on this device (None on a CUDA GPU)."""
@@ -59,7 +64,6 @@ def cpu_refusal(device: DeviceInfo) -> Optional[str]:
         f"the largest batch that fits is found on a CUDA GPU, and this run would train on the CPU{why}: "
         "a CPU does not run out of memory at a batch size, it swaps"
     )
-
 
 def plan_problems(plan: MaxBatchPlan, device: DeviceInfo) -> list[str]:
     refusal = cpu_refusal(device)
@@ -74,7 +78,6 @@ def plan_problems(plan: MaxBatchPlan, device: DeviceInfo) -> list[str]:
         problems.append(f"max trials must be at least 1 (got {plan.max_trials})")
     return problems
 
-
 def batch_cap(config: RunConfig) -> tuple[int, str]:
     """The largest batch a trial may use, and what sets it: the training set, or the batch_size setting's range.
 
@@ -86,7 +89,6 @@ def batch_cap(config: RunConfig) -> tuple[int, str]:
         return size, "training set"
     return LARGEST_BATCH_SETTING, "largest batch setting"
 
-
 def next_batch(low: int, high: Optional[int], cap: int) -> Optional[int]:
     """The next size to try, given the largest success ``low`` (0: none yet) and the smallest failure
     ``high`` (None: none yet); None when the search is done."""
@@ -96,7 +98,6 @@ def next_batch(low: int, high: Optional[int], cap: int) -> Optional[int]:
     if high - low <= 1:
         return None
     return (low + high) // 2
-
 
 class _BatchSearch:
     def __init__(self, plan: MaxBatchPlan, stop: StopFlag, runner: MemberRunner, release: Release):
@@ -182,10 +183,8 @@ class _BatchSearch:
             trials=tuple(self.trials),
         )
 
-
 class _TrialError(Exception):
     """A trial failed for a reason other than memory: the search cannot tell what fits."""
-
 
 def run_max_batch(
     plan: MaxBatchPlan,
@@ -197,7 +196,7 @@ def run_max_batch(
 ) -> Iterator[AnyEvent]:
     """Find the largest batch of ``plan.base`` that fits; yield every trial's run and its BatchTrial."""
     recorders = recorders or NoRecording()
-    device = (probe or _probe_device)(plan.base.device)
+    device = (probe or probe_device)(plan.base.device)
     problems = plan_problems(plan, device)
     if problems:
         yield SequenceEnded("max_batch", None, "failed", None, "; ".join(problems), tuple(problems))
@@ -217,13 +216,6 @@ def run_max_batch(
     finally:
         (release or _release_cached_memory)()
     yield SequenceEnded("max_batch", sweep_id, status, search.result(limited_by), reason)  # type: ignore[arg-type]
-
-
-def _probe_device(requested: str) -> DeviceInfo:
-    from workbench.engine import probe_device
-
-    return probe_device(requested)
-
 
 def _release_cached_memory() -> object:
     from workbench.engine import release_cached_memory

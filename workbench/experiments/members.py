@@ -11,6 +11,7 @@ import contextlib
 from typing import Any, Callable, Generator, Iterator, Optional
 
 from workbench.config import RunConfig
+from workbench.device_info import DeviceInfo
 from workbench.engine.events import Event, RunEnded, RunSummary
 from workbench.experiments.events import AnyEvent, MemberEnded, MemberStarted, Values
 from workbench.experiments.recording import RecorderFactory
@@ -25,6 +26,13 @@ def engine_run() -> RunFunction:
     from workbench.engine import run
 
     return run
+
+
+def probe_device(requested: str) -> DeviceInfo:
+    """The engine's device probe (imported on use: it imports torch)."""
+    from workbench.engine import probe_device as probe
+
+    return probe(requested)
 
 
 def member_name(config: RunConfig, label: str) -> str:

@@ -22,7 +22,14 @@ from workbench.experiments.events import (
     Values,
     values_label,
 )
-from workbench.experiments.members import MemberRunner, RunFunction, StopFlag, engine_run, plan_dict
+from workbench.experiments.members import (
+    MemberRunner,
+    RunFunction,
+    StopFlag,
+    engine_run,
+    plan_dict,
+    probe_device,
+)
 from workbench.experiments.recording import NoRecording, RecorderFactory
 from workbench.experiments.values import field_problem
 
@@ -89,7 +96,7 @@ def plan_problems(plan: SweepPlan, probe: Optional[Probe] = None) -> list[str]:
 
     from workbench.data_check import data_problems
 
-    probe = probe or _probe_device
+    probe = probe or probe_device
     found: dict[str, list[int]] = {}
     members = plan.members()
     for index, (values, config) in enumerate(members):
@@ -149,9 +156,3 @@ def run_sweep(
             status, reason = "stopped", f"stopped by the user during member {len(done)} of {len(members)}"
             break
     yield SequenceEnded("sweep", sweep_id, status, SweepResult(tuple(done)), reason)
-
-
-def _probe_device(requested: str) -> DeviceInfo:
-    from workbench.engine import probe_device
-
-    return probe_device(requested)

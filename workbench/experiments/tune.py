@@ -30,7 +30,14 @@ from workbench.experiments.events import (
     changed_fields,
     values_label,
 )
-from workbench.experiments.members import MemberRunner, RunFunction, StopFlag, engine_run, plan_dict
+from workbench.experiments.members import (
+    MemberRunner,
+    RunFunction,
+    StopFlag,
+    engine_run,
+    plan_dict,
+    probe_device,
+)
 from workbench.experiments.recording import NoRecording, RecorderFactory
 
 # The knobs, in the order a pass tries them: where the input work runs first (usually the largest
@@ -352,7 +359,7 @@ def run_tune(
 ) -> Iterator[AnyEvent]:
     """Search for faster settings from ``plan.base``; yield every trial's run and the search's findings."""
     recorders = recorders or NoRecording()
-    device = (probe or _probe_device)(plan.base.device)
+    device = (probe or probe_device)(plan.base.device)
     problems = plan_problems(plan, device)
     if problems:
         yield SequenceEnded("tune", None, "failed", None, "; ".join(problems), tuple(problems))
@@ -370,9 +377,3 @@ def run_tune(
     except _StopSearch as ended:
         status, stop_reason = ended.status, ended.reason
     yield SequenceEnded("tune", sweep_id, status, search.result(stop_reason), stop_reason)  # type: ignore[arg-type]
-
-
-def _probe_device(requested: str) -> DeviceInfo:
-    from workbench.engine import probe_device
-
-    return probe_device(requested)

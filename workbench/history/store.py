@@ -256,7 +256,8 @@ class HistoryStore:
         with self._transaction() as conn:
             cursor = conn.execute(
                 "INSERT INTO runs (name, status, source, started_at, heartbeat_at, pid, hostname, "
-                "process_identity, app_version, config_json, sweep_id) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "process_identity, app_version, config_json, sweep_id) "
+                "VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     name or "",
                     source,
