@@ -71,7 +71,8 @@ def test_finished_run_round_trips_config_device_and_summary(store):
 def test_step_and_epoch_metrics_round_trip_with_missing_memory_as_nan(store):
     recorder = store.start_run(RunConfig(device="cpu"))
     recorder.record(started(RunConfig(device="cpu"), total_steps=3))
-    recorder.record(step(1, 3, memory=MemorySnapshot(torch_allocated=100, torch_reserved=200, nvml_used=300)))
+    recorder.record(step(1, 3, memory=MemorySnapshot(torch_allocated=100, torch_reserved=200, nvml_used=300,
+                                                     process_rss=400)))
     recorder.record(step(2, 3))
     recorder.record(step(3, 3, loss=0.5))
     recorder.record(epoch(3, test_accuracy=0.5))
@@ -84,6 +85,7 @@ def test_step_and_epoch_metrics_round_trip_with_missing_memory_as_nan(store):
     assert steps["data_wait_fraction"][0] == pytest.approx(0.25)
     assert steps["torch_allocated"][0] == 100 and math.isnan(steps["torch_allocated"][1])
     assert steps["nvml_used"][0] == 300
+    assert steps["process_rss"][0] == 400 and math.isnan(steps["process_rss"][1])
     epochs = store.epoch_metrics(recorder.run_id)
     assert epochs["epoch"].tolist() == [1]
     assert epochs["step"].tolist() == [3] and epochs["test_accuracy"].tolist() == [0.5]

@@ -42,3 +42,12 @@ def test_the_store_names_each_run_against_the_one_before_and_the_number_is_said_
     assert records[second].label == f"#{second} synthetic: num_workers=0"
     assert records[named].name == "my baseline"
     assert all(record.label.count("#") == 1 for record in records.values())
+
+
+def test_the_recorder_knows_the_name_the_store_gave_so_the_window_shows_the_same(tmp_path):
+    with HistoryStore.open(tmp_path) as store:
+        store.start_run(RunConfig(device="cpu"))
+        recorder = store.start_run(RunConfig(device="cpu", num_workers=0))
+        named = store.start_run(RunConfig(device="cpu"), name="my baseline")
+        assert recorder.label == store.get_run(recorder.run_id).label == f"#{recorder.run_id} synthetic: num_workers=0"
+        assert named.label == f"#{named.run_id} my baseline"

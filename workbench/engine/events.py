@@ -35,6 +35,9 @@ class MemorySnapshot:
     gpu_utilization_percent: Optional[float] = None
     torch_unavailable_reason: Optional[str] = None
     nvml_unavailable_reason: Optional[str] = None
+    # This process's resident set size (host RAM; DataLoader worker processes not included).
+    process_rss: Optional[int] = None
+    process_rss_unavailable_reason: Optional[str] = None
 
 
 @dataclass(frozen=True)

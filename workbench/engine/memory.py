@@ -1,8 +1,9 @@
-"""All three memory figures: torch allocated, torch reserved, NVML device used/total."""
+"""The memory figures: torch allocated, torch reserved, NVML device used/total, this process's RSS."""
 
 from __future__ import annotations
 
 import gc
+import mmap
 from typing import Any, Optional
 
 import torch
@@ -58,7 +59,8 @@ class MemoryProbe:
                 )
             except Exception as error:
                 nvml_figures = dict(nvml_unavailable_reason=f"NVML read failed: {error}")
-        return MemorySnapshot(**torch_figures, **nvml_figures)
+        rss, rss_reason = process_resident_bytes()
+        return MemorySnapshot(**torch_figures, **nvml_figures, process_rss=rss, process_rss_unavailable_reason=rss_reason)
 
     def close(self) -> None:
         if self._nvml is not None:
@@ -73,6 +75,19 @@ class MemoryProbe:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def process_resident_bytes() -> tuple[Optional[int], Optional[str]]:
+    """This process's resident set size in bytes, or None and why: one small read of /proc/self/statm
+    (Linux), cheap enough for every log point and needing no extra dependency."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            resident_pages = int(statm.read().split()[1])
+    except FileNotFoundError:
+        return None, "resident memory is read from /proc/self/statm, which this system does not have"
+    except (OSError, ValueError, IndexError) as error:
+        return None, f"cannot read /proc/self/statm: {error}"
+    return resident_pages * mmap.PAGESIZE, None
 
 
 def _nvml_handle(pynvml: Any, device: torch.device) -> Any:

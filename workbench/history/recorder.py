@@ -24,9 +24,10 @@ if TYPE_CHECKING:
 
 
 class RunRecorder:
-    def __init__(self, store: HistoryStore, run_id: int, flush_interval_s: float = 1.0):
+    def __init__(self, store: HistoryStore, run_id: int, flush_interval_s: float = 1.0, name: str = ""):
         self._store = store
         self.run_id = run_id
+        self.name = name  # as the store named it: views show the run as ``label``
         self.flush_interval_s = flush_interval_s
         self._summary = SummaryBuilder()
         self._steps: list[tuple] = []
@@ -36,6 +37,11 @@ class RunRecorder:
         self._started = False
         self.ended = False
         self.discarded = False  # True when the run was refused for bad input before it started
+
+    @property
+    def label(self) -> str:
+        """"#7 synthetic: num_workers=0": the run's number and name, as every view shows it (RunRecord.label)."""
+        return f"#{self.run_id} {self.name}".rstrip()
 
     def record(self, event: Event) -> None:
         """Take every engine event, in order."""
@@ -106,6 +112,7 @@ def step_row(stats: StepStats) -> tuple:
         "torch_peak_reserved": memory.torch_peak_reserved,
         "nvml_used": memory.nvml_used,
         "gpu_utilization_percent": memory.gpu_utilization_percent,
+        "process_rss": memory.process_rss,
     }
     return (stats.step, *(values[name] for name in STEP_COLUMNS))
 

@@ -65,6 +65,7 @@ STEP_COLUMNS: tuple[str, ...] = (
     "torch_peak_reserved",
     "nvml_used",
     "gpu_utilization_percent",
+    "process_rss",  # schema 4
 )
 
 # One row per EpochStats.
@@ -269,6 +270,8 @@ _V4 = (
     """,
     "ALTER TABLE runs ADD COLUMN sweep_id INTEGER REFERENCES sweeps(id) ON DELETE SET NULL",
     "CREATE INDEX runs_by_sweep ON runs(sweep_id)",
+    # This process's resident memory at each log point: the memory plot's figure on a CPU.
+    "ALTER TABLE step_metrics ADD COLUMN process_rss INTEGER",
 )
 
 # Append new versions here, each a tuple of statements (a function of the connection where SQL

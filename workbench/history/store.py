@@ -277,8 +277,9 @@ class HistoryStore:
                     "SELECT config_json FROM runs WHERE id < ? ORDER BY id DESC LIMIT 1", (run_id,)
                 ).fetchone()
                 previous_config = load_config(previous[0])[0] if previous is not None else None
-                conn.execute("UPDATE runs SET name = ? WHERE id = ?", (run_name(config, previous_config), run_id))
-        return RunRecorder(self, run_id)
+                name = run_name(config, previous_config)
+                conn.execute("UPDATE runs SET name = ? WHERE id = ?", (name, run_id))
+        return RunRecorder(self, run_id, name=name)
 
     def create_sweep(self, kind: str, name: str, plan: Optional[dict[str, Any]] = None) -> int:
         """Record a new sequence of runs (kind: sweep, tune or max_batch); returns its id for ``start_run``."""
