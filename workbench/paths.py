@@ -18,3 +18,8 @@ def workbench_home() -> Path:
 
 def default_datasets_dir() -> Path:
     return workbench_home() / "datasets"
+
+
+def gui_settings_file() -> Path:
+    """The desktop app's settings (last run's settings, window layout): kept with the history it belongs to."""
+    return workbench_home() / "gui-settings.ini"

@@ -46,13 +46,17 @@ def test_real_cpu_run_finishes_and_the_plots_hold_data(qtbot, make_window):
     run_once(qtbot, window, TINY_RUN.replace(epochs=2))
     assert [event.status for event in ended] == ["finished"], ended[0].reason
     assert curve_points(window.plots.raw_loss_curve) == 8  # 256 // 32 = 8 steps per epoch, logged every 2
-    assert curve_points(window.plots.smooth_loss_curve) == 8
+    assert curve_points(window.plots.smooth_loss_curve) == 0  # 8 points: too few to smooth, drawn raw
     assert curve_points(window.plots.throughput_curve) == 8
     assert curve_points(window.plots.data_wait_curve) == 8
     assert len(window.plots.test_loss_points.data) == 2  # one test loss per epoch
-    # CPU: the memory plot stays empty and says why.
-    assert all(curve_points(curve) == 0 for curve in window.plots.memory_curves.values())
-    assert window.plots.memory_note.isVisible() and "CPU mode" in window.plots.memory_note.text()
+    # CPU: the memory plot shows this process's resident memory, and says the GPU figures need CUDA.
+    assert curve_points(window.plots.memory_curves["process_rss"]) == 8
+    assert all(curve_points(window.plots.memory_curves[key]) == 0
+               for key in ("torch_allocated", "torch_reserved", "nvml_used"))
+    caption = window.plots.memory_caption
+    assert caption.isVisible() and "resident memory (RSS) of this process" in caption.text()
+    assert "CPU mode" in caption.text() and "need a CUDA GPU" in caption.text()
     assert window.progress.value() == window.progress.maximum() == 16
     assert window.status_line.text().startswith("Finished: test accuracy")
     assert window.start_button.isEnabled() and not window.stop_button.isEnabled() and window.form.editable
@@ -64,12 +68,14 @@ def test_gpu_run_fills_the_memory_plot_with_the_device_total_as_limit(qtbot, mak
     window.show()
     wait_for_device(qtbot, window)
     run_once(qtbot, window, TINY_RUN.replace(device="auto"))
-    for curve in window.plots.memory_curves.values():
-        assert curve_points(curve) == 30
+    for key in ("torch_allocated", "torch_reserved", "nvml_used"):
+        assert curve_points(window.plots.memory_curves[key]) == 30
+    assert curve_points(window.plots.memory_curves["process_rss"]) == 0  # host memory: not on the GPU's axis
     x, y = window.plots.memory_curves["torch_reserved"].getData()
     assert y[0] == pytest.approx(3.0)  # GiB
     assert window.plots.device_total_line.isVisible() and window.plots.device_total_line.value() == 80
-    assert not window.plots.memory_note.isVisible()
+    assert "NVML used (device-wide: all processes" in window.plots.memory_caption.text()
+    assert "CPU mode" not in window.plots.memory_caption.text()
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
@@ -120,6 +126,8 @@ def test_release_button_is_disabled_on_cpu_with_the_reason(qtbot, make_window):
     wait_for_device(qtbot, window)
     assert not window.release_button.isEnabled()
     assert "CPU mode" in window.release_button.toolTip()
+    # The reason is on screen, not only in a tooltip a disabled button may never show.
+    assert window.release_result.isVisible() and window.release_result.text() == "No CUDA cache on a CPU"
     assert window.device_panel.title.text() == "CPU mode: no CUDA GPU found"
     assert window.device_panel.property("state") == "cpu"
 
@@ -140,26 +148,29 @@ def test_release_button_on_a_gpu_shows_what_it_freed_and_marks_the_plot(qtbot, m
     assert window.release_button.isEnabled()
 
 
-def test_rerun_keeps_the_previous_run_dimmed_and_named_by_what_changed(qtbot, make_window):
+def test_rerun_keeps_the_previous_run_and_names_it_by_its_data_and_what_changed(qtbot, make_window):
+    """Without a history the window names runs as the history would (history.naming)."""
     window = make_window(run_function=FakeRun(steps=12))
     run_once(qtbot, window, TINY_RUN)
     run_once(qtbot, window, TINY_RUN.replace(batch_size=64))
-    assert window.plots.overlay_labels() == ["#1 small-cnn, batch 32, fp32"]
-    legend = [label.text for _, label in window.plots.loss_legend.items]
-    assert "#1 small-cnn, batch 32, fp32" in legend and "#2 batch_size=64" in legend
+    assert window.plots.overlay_labels() == ["#1 synthetic: small-cnn, batch 32, fp32"]
+    assert window.plots.legend_labels() == ["#1 synthetic: small-cnn, batch 32, fp32", "#2 synthetic: batch_size=64"]
     window.plots.clear_overlays()
     assert window.plots.overlay_labels() == []
+    assert window.plots.legend_labels() == ["#2 synthetic: batch_size=64"]
 
 
 def test_settings_and_geometry_persist_between_launches(qtbot, make_window, settings):
     first = make_window()
     first.form.set_config(TINY_RUN.replace(batch_size=48, model="resnet18"))
+    first.plots.set_x_axis("samples_seen")
     first.resize(1111, 777)
     first.show()
     first.close()
     second = make_window()
     assert second.form.config() == TINY_RUN.replace(batch_size=48, model="resnet18")
     assert (second.width(), second.height()) == (1111, 777)
+    assert second.plots.x_axis == "samples_seen"
     assert isinstance(settings.value("window/geometry"), QByteArray)
 
 

@@ -143,6 +143,22 @@ def test_comparison_highlights_what_differs_and_can_show_only_that(make_view, st
     assert "model" in comparison.visible_rows()
 
 
+def test_after_the_selection_is_cleared_the_comparison_shows_no_old_run_names(make_view, store):
+    first = record_complete_run(store, RunConfig(device="cpu", batch_size=32))
+    second = record_complete_run(store, RunConfig(device="cpu", batch_size=64))
+    view = make_view()
+    tree = view.comparison.tree
+    view.select_runs([first, second])
+    assert tree.columnCount() == 3
+    view.select_runs([])
+    header = tree.headerItem()
+    assert tree.columnCount() == 1
+    assert [header.text(column) for column in range(tree.columnCount())] == ["Setting"]
+    assert "Select runs" in view.comparison.title.text()
+    view.select_runs([first])  # one run: its column only, no leftover second column
+    assert tree.columnCount() == 2 and header.text(1) == store.get_run(first).label
+
+
 def test_load_settings_sends_the_selected_runs_config(make_view, store, qtbot):
     config = RunConfig(device="cpu", batch_size=48, lr=0.2, pipeline="gpu-resident", max_steps=7)
     run_id = record_complete_run(store, config)
@@ -266,8 +282,9 @@ def test_selected_runs_curves_are_offered_for_overlay(make_view, store, qtbot):
     with qtbot.waitSignal(view.overlayRequested, timeout=1000) as received:
         view.select_runs([first, second])
     overlays = received.args[0]
-    assert [label for label, _ in overlays] == [store.get_run(first).label, store.get_run(second).label]
-    first_curves, second_curves = overlays[0][1], overlays[1][1]
+    assert [(run_id, label) for run_id, label, _ in overlays] == [
+        (first, store.get_run(first).label), (second, store.get_run(second).label)]
+    first_curves, second_curves = overlays[0][2], overlays[1][2]
     assert tuple(first_curves) == OVERLAY_KEYS
     assert first_curves["step"].tolist() == [1, 2, 3, 4]
     assert first_curves["loss"].tolist() == [2.5, 1.25, 2.5 / 3, 0.625]

@@ -144,3 +144,40 @@ def test_a_bad_npz_is_refused_from_its_headers_before_start(form, tmp_path, cont
              test_images=np.zeros((2, 32, 32, 3), np.uint8), test_labels=np.zeros(2, np.uint8))
     form.editor("data_path").setText(str(path) + " ")  # an edit re-checks the (now good) file
     assert form.problems() == [] and form.editor("data_path").property("invalid") is False
+
+
+def test_typing_past_the_maximum_is_said_and_set_to_the_maximum_never_cut(form, qtbot):
+    """A plain spin box drops the keystroke that goes past 65,536: 70000 silently became 7,000."""
+    from PySide6.QtCore import Qt
+
+    form.show()
+    qtbot.waitExposed(form)
+    batch = form.editor("batch_size")
+    batch.setFocus()
+    batch.selectAll()
+    qtbot.keyClicks(batch, "70000")
+    assert batch.text() == "70000"  # what was typed stays in view ...
+    assert form.range_notices == ["Batch size: 70,000 is above the largest allowed, 65,536; it will be set to 65,536."]
+    assert form.range_notice_label.isVisible() and batch.property("outOfRange") is True
+    qtbot.keyClick(batch, Qt.Key.Key_Return)
+    assert batch.value() == 65_536 and form.config().batch_size == 65_536  # ... then the maximum, said
+    assert form.range_notices == ["Batch size: 70,000 is above the largest allowed, 65,536: set to 65,536."]
+    assert batch.property("outOfRange") is False
+    batch.selectAll()
+    qtbot.keyClicks(batch, "256")  # a good number clears the notice
+    assert form.range_notices == [] and form.range_notice_label.isHidden()
+    assert form.config().batch_size == 256
+
+
+def test_a_float_typed_out_of_range_is_set_to_the_limit_with_a_message_not_reverted(form, qtbot):
+    from PySide6.QtCore import Qt
+
+    form.show()
+    qtbot.waitExposed(form)
+    lr = form.editor("lr")
+    lr.setFocus()
+    lr.selectAll()
+    qtbot.keyClicks(lr, "20")
+    qtbot.keyClick(lr, Qt.Key.Key_Return)
+    assert lr.value() == 10.0
+    assert form.range_notices == ["Learning rate: 20 is above the largest allowed, 10: set to 10."]

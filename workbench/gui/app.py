@@ -30,6 +30,8 @@ STYLESHEET = """
 #deviceTitle { font-size: 13pt; font-weight: 600; }
 #deviceDetails { color: #404040; }
 *[invalid="true"] { border: 1px solid #c62828; border-radius: 3px; }
+*[outOfRange="true"] { border: 1px solid #c77700; border-radius: 3px; background: #fff4dd; }
+#rangeNotice { color: #6d4c00; background: #fff4dd; border: 1px solid #e0b050; border-radius: 4px; padding: 6px; }
 #problemsLabel { color: #b71c1c; background: #fdecea; border: 1px solid #f0b8b8; border-radius: 4px; padding: 6px; }
 #derivedFacts { color: #303030; background: #eef3f8; border-radius: 4px; padding: 6px; }
 #runMessage { border-radius: 4px; padding: 6px 8px; background: #f2f2f2; color: #404040; }
@@ -39,7 +41,14 @@ STYLESHEET = """
 #runMessage[status="failed"] { background: #fdecea; color: #b71c1c; font-weight: 600; }
 #startButton { font-weight: 600; padding: 5px 18px; }
 #stopButton { padding: 5px 14px; }
-QProgressBar { min-height: 22px; }
+/* A light fill under dark text: the text reads the same on both sides of where the fill ends. */
+#progressBar { border: 1px solid #a8a8a8; border-radius: 4px; background: #fbfbfb; color: #1a1a1a;
+               text-align: center; min-height: 22px; }
+#progressBar::chunk { background: #a8cdee; border-radius: 3px; }
+#progressBar[status="finished"]::chunk { background: #b5dcb5; }
+#progressBar[status="stopped"]::chunk { background: #f3dc9c; }
+#progressBar[status="failed"]::chunk { background: #f4b6b2; }
+#releaseResult { color: #505050; font-size: 9pt; }
 """
 
 

@@ -1,13 +1,22 @@
-"""What the run will train on: the GPU's facts, or a banner that says this is CPU mode and why."""
+"""What the run will train on: the GPU's facts, or a banner that says this is CPU mode and why.
+
+While the device is being probed (importing torch takes seconds on a cold start) the panel says so,
+with a busy bar and the seconds so far, so a user sees the app working; the form is usable meanwhile.
+"""
 
 from __future__ import annotations
 
+import time
 from typing import Optional
 
-from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QVBoxLayout, QWidget
 
 from workbench.device_info import DeviceInfo
 from workbench.formatting import format_bytes
+
+PROBING_DETAILS = "Importing PyTorch and looking for a CUDA GPU (a few seconds on the first start). " \
+                  "You can set up the run meanwhile."
 
 
 class DevicePanel(QFrame):
@@ -21,12 +30,37 @@ class DevicePanel(QFrame):
         self.details = QLabel()
         self.details.setObjectName("deviceDetails")
         self.details.setWordWrap(True)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(12, 8, 12, 8)
-        layout.setSpacing(2)
-        layout.addWidget(self.title)
-        layout.addWidget(self.details)
-        self._set("probing", "Checking the device…", "Importing torch and looking for a CUDA GPU.")
+        self.busy = QProgressBar()
+        self.busy.setObjectName("deviceProbeBusy")
+        self.busy.setRange(0, 0)  # indeterminate: torch's import reports no progress
+        self.busy.setTextVisible(False)
+        self.busy.setMaximumHeight(6)
+        self._text = QVBoxLayout()
+        self._text.setSpacing(2)
+        self._text.addWidget(self.title)
+        self._text.addWidget(self.details)
+        self._text.addWidget(self.busy)
+        self._layout = QHBoxLayout(self)
+        self._layout.setContentsMargins(12, 6, 12, 6)
+        self._layout.addLayout(self._text, 1)
+        self._probe_started = time.monotonic()
+        self._elapsed_timer = QTimer(self)
+        self._elapsed_timer.setInterval(1000)
+        self._elapsed_timer.timeout.connect(self._show_elapsed)
+        self.show_probing()
+
+    def add_side_widget(self, widget: QWidget) -> None:
+        """A widget at the panel's right (the release-memory control: it belongs with the device)."""
+        self._layout.addWidget(widget)
+
+    def show_probing(self) -> None:
+        self._probe_started = time.monotonic()
+        self._set("probing", "Checking the device…", PROBING_DETAILS)
+        self._elapsed_timer.start()
+
+    def _show_elapsed(self) -> None:
+        seconds = int(time.monotonic() - self._probe_started)
+        self.details.setText(f"{PROBING_DETAILS} ({seconds} s)")
 
     def show_device(self, device: DeviceInfo) -> None:
         versions = f"torch {device.torch_version}"
@@ -48,14 +82,17 @@ class DevicePanel(QFrame):
                 "cpu",
                 title,
                 (f"{extra[0].upper()}{extra[1:]}. " if extra else "")
-                + f"Training runs on {device.name}; the GPU memory plot stays empty and fp16/bf16 are "
-                f"unavailable. {versions}",
+                + f"Training runs on {device.name}; the memory plot shows this process's resident memory and "
+                f"fp16/bf16 are unavailable. {versions}",
             )
 
     def show_error(self, message: str) -> None:
         self._set("error", "Could not query the device", message)
 
     def _set(self, state: str, title: str, details: str) -> None:
+        if state != "probing":
+            self._elapsed_timer.stop()
+        self.busy.setVisible(state == "probing")
         self.setProperty("state", state)
         self.style().unpolish(self)
         self.style().polish(self)

@@ -34,20 +34,40 @@ from workbench.engine.events import (
     StepStats,
 )
 from workbench.gui import run_messages
+from workbench.history.naming import run_name
+from workbench.paths import gui_settings_file
 from workbench.gui.background import BackgroundCall
 from workbench.gui.device_panel import DevicePanel
 from workbench.gui.engine_calls import engine_preview, engine_probe, engine_release, engine_run
 from workbench.gui.plots import PlotsPanel
+from workbench.gui.series import X_AXES
 from workbench.gui.sample_view import PreviewFunction, SampleView
 from workbench.gui.settings_form import SettingsForm
 from workbench.gui.worker import RunFunction, RunSession
 
 ProbeFunction = Callable[[], DeviceInfo]
+CPU_MEMORY_NOTE = "<b>CPU mode:</b> the GPU figures (torch, NVML) need a CUDA GPU."
 ReleaseFunction = Callable[[], MemoryRelease]
 
 SETTINGS_CONFIG = "run/config"
 SETTINGS_GEOMETRY = "window/geometry"
 SETTINGS_SPLITTER = "window/splitter"
+SETTINGS_X_AXIS = "plots/x_axis"
+
+# Why the release button is disabled, in words shown beside it (short) and in its tooltip (whole).
+RELEASE_CHECKING = ("Checking the device…", "Checking the device…")
+RELEASE_ON_CPU = ("No CUDA cache on a CPU",
+                  "CPU mode: there is no CUDA cache to release (torch's caching allocator is only used on a GPU)")
+RELEASE_DURING_RUN = ("Disabled while training",
+                      "Disabled while a run trains: a release synchronises the GPU and stalls that log window, "
+                      "so its images/sec and data-wait figures would not mean what they say, and the running "
+                      "training takes the memory straight back. Release it after the run.")
+
+
+def home_settings() -> QSettings:
+    """The GUI's own settings (last run's config, window geometry), kept in the workbench home: a fresh
+    --home or WORKBENCH_HOME starts fresh, as its history does."""
+    return QSettings(str(gui_settings_file()), QSettings.Format.IniFormat)
 
 
 def load_config(settings: QSettings) -> tuple[RunConfig, Optional[str]]:
@@ -84,7 +104,7 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.setObjectName("mainWindow")
         self.setWindowTitle("GPU Training Workbench")
-        self._settings = settings if settings is not None else QSettings()
+        self._settings = settings if settings is not None else home_settings()
         self._probe_function = probe_function
         self._release_function = release_function
         self._recorder_factory = recorder_factory
@@ -112,7 +132,7 @@ class MainWindow(QMainWindow):
 
     # -- assembly ----------------------------------------------------------------------------
     def _build_layout(self) -> None:
-        self.form.setMinimumWidth(370)
+        self.form.setMinimumWidth(330)
 
         # One line of news above the plots: what is running (and the engine's notes), then the outcome.
         # Its height stays fixed while a run goes: a relayout would repaint every plot at once.
@@ -156,7 +176,7 @@ class MainWindow(QMainWindow):
         self.splitter.addWidget(self.form)
         self.splitter.addWidget(right)
         self.splitter.setStretchFactor(1, 1)
-        self.splitter.setSizes([400, 1000])
+        self.splitter.setSizes([350, 1000])
         self.splitter.setChildrenCollapsible(False)
 
         self.start_button = QPushButton("Start")
@@ -171,16 +191,28 @@ class MainWindow(QMainWindow):
         self.progress.setFormat("No run yet")
         self.progress.setValue(0)
         self.progress.setToolTip("Epoch, step, estimated time left and the latest images/sec of the current run")
+        self.progress.setProperty("status", "idle")
+        # The release control sits with the device it acts on; why it is disabled is said beside it.
         self.release_button = QPushButton("Release cached memory")
         self.release_button.setObjectName("releaseMemoryButton")
         self.release_result = QLabel()
         self.release_result.setObjectName("releaseResult")
+        self.release_result.setWordWrap(True)
+        self.release_result.setMaximumWidth(190)
+        self.release_result.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop)
+        release_box = QWidget()
+        release_box.setObjectName("releaseBox")
+        release_layout = QVBoxLayout(release_box)
+        release_layout.setContentsMargins(0, 0, 0, 0)
+        release_layout.setSpacing(2)
+        release_layout.addWidget(self.release_button)
+        release_layout.addWidget(self.release_result)
+        release_layout.addStretch(1)
+        self.device_panel.add_side_widget(release_box)
         controls = QHBoxLayout()
         controls.addWidget(self.start_button)
         controls.addWidget(self.stop_button)
         controls.addWidget(self.progress, 1)
-        controls.addWidget(self.release_result)
-        controls.addWidget(self.release_button)
 
         central = QWidget()
         layout = QVBoxLayout(central)
@@ -211,7 +243,7 @@ class MainWindow(QMainWindow):
     def set_runs_view(self, view: QWidget) -> None:
         """Host the run-history view in the Runs tab (replaces the placeholder).
 
-        If the view offers them, its ``overlayRequested([(label, series), …])`` draws the selected
+        If the view offers them, its ``overlayRequested([(run id, label, series), …])`` draws the selected
         runs on the plots and its ``loadSettingsRequested(RunConfig)`` fills the form.
         """
         layout = self.runs_tab.layout()
@@ -258,12 +290,14 @@ class MainWindow(QMainWindow):
         self._device = device
         self.device_panel.show_device(device)
         self.form.set_device(device)
-        if device.type == "cuda":
-            self.plots.set_memory_context(device.total_memory_bytes, None)
-        else:
-            self.plots.set_memory_context(None, "<b>CPU mode: no GPU memory to plot</b><br>"
-                                                "torch's CUDA allocator and NVML are only in use on a CUDA GPU.")
+        self._set_memory_context(device)
         self._update_controls()
+
+    def _set_memory_context(self, device: DeviceInfo) -> None:
+        if device.type == "cuda":
+            self.plots.set_memory_context(device.total_memory_bytes)
+        else:
+            self.plots.set_memory_context(None, CPU_MEMORY_NOTE)
 
     # -- running -----------------------------------------------------------------------------
     def start_run(self) -> None:
@@ -271,15 +305,6 @@ class MainWindow(QMainWindow):
             return
         config = self.form.config()
         self._runs_started += 1
-        label = run_messages.run_label(self._runs_started, config, self._previous_config)
-        self._previous_config = config
-        self._save_config(config)
-        self.plots.begin_run(label)
-        self._show_run_message("running", f"Running {label}…")
-        self.run_message.setFixedHeight(self._message_height)
-        self.progress.setRange(0, 0)  # busy until the run knows its length
-        self.progress.setFormat("Starting…")
-        self.status_line.setText(f"Starting run {label}…")
         self._recorder = None
         self._history_error = None
         if self._recorder_factory is not None:
@@ -287,8 +312,27 @@ class MainWindow(QMainWindow):
                 self._recorder = self._recorder_factory(config)
             except Exception as error:  # the run still goes ahead; the user is told it is not recorded
                 self._history_failed(error)
+        label, key = self._name_run(config)
+        self._previous_config = config
+        self._save_config(config)
+        self.plots.begin_run(label, key)
+        self._show_run_message("running", f"Running {label}…")
+        self.run_message.setFixedHeight(self._message_height)
+        self.progress.setRange(0, 0)  # busy until the run knows its length
+        self.progress.setFormat("Starting…")
+        self._set_progress_status("running")
+        if self._history_error is None:
+            self.status_line.setText(f"Starting run {label}…")
         self.session.start(config)
         self._update_controls()
+
+    def _name_run(self, config: RunConfig) -> tuple[str, object]:
+        """The run's label and plot key: the history's ("#7 synthetic: num_workers=0", run id 7) when it is
+        recorded, so the plots, the Runs tab and the CSV say the same; else named the same way in this window."""
+        label, run_id = getattr(self._recorder, "label", None), getattr(self._recorder, "run_id", None)
+        if label and run_id is not None:
+            return label, run_id
+        return f"#{self._runs_started} {run_name(config, self._previous_config)}", f"window run {self._runs_started}"
 
     def stop_run(self) -> None:
         if self.session.running:
@@ -323,8 +367,7 @@ class MainWindow(QMainWindow):
         self.status_line.setText(run_messages.started_text(event))
         notes = " · ".join(event.notes)
         self._show_run_message("running", f"Running {self.plots.run_label}." + (f" Notes: {notes}" if notes else ""))
-        if event.device.type == "cuda":
-            self.plots.set_memory_context(event.device.total_memory_bytes, None)
+        self._set_memory_context(event.device)
 
     def _on_steps(self, steps: list[StepStats]) -> None:
         self._record(steps)
@@ -347,13 +390,20 @@ class MainWindow(QMainWindow):
         self.status_line.setText(text + history_note)
         if self.progress.maximum() == 0:  # ended before RunStarted: leave the busy state
             self.progress.setRange(0, 1)
+            self.progress.setValue(0)  # a value below the range would hide the text
         self.progress.setFormat(event.status.capitalize())
+        self._set_progress_status(event.status)
         if event.status == "finished":
             self.progress.setValue(self.progress.maximum())
         self.run_message.setMaximumHeight(16_777_215)  # QWIDGETSIZE_MAX: a long failure reason may wrap
         # The verdict says what bounded the run: the one line a user should read first after the figures.
         verdict = f"\n{event.summary.verdict}" if event.status != "failed" and event.summary.verdict else ""
         self._show_run_message(event.status, text + verdict + history_note)
+
+    def _set_progress_status(self, status: str) -> None:
+        self.progress.setProperty("status", status)  # the stylesheet colours the fill by it
+        self.progress.style().unpolish(self.progress)
+        self.progress.style().polish(self.progress)
 
     def _show_run_message(self, status: str, text: str) -> None:
         if self.run_message.property("status") != status:
@@ -412,17 +462,26 @@ class MainWindow(QMainWindow):
 
         releasing = self._release_call is not None and self._release_call.running
         if self._device is None:
-            self.release_button.setEnabled(False)
-            self.release_button.setToolTip("Checking the device…")
+            disabled = RELEASE_CHECKING
         elif not self._device.cuda_available:
-            self.release_button.setEnabled(False)
-            self.release_button.setToolTip(
-                "CPU mode: there is no CUDA cache to release (torch's caching allocator is only used on a GPU)")
+            disabled = RELEASE_ON_CPU
+        elif running:
+            disabled = RELEASE_DURING_RUN
         else:
-            self.release_button.setEnabled(not releasing)
+            disabled = None
+        self.release_button.setEnabled(disabled is None and not releasing)
+        if disabled is not None:
+            self.release_result.setText(disabled[0])
+            self.release_button.setToolTip(disabled[1])
+            self.release_result.setToolTip(disabled[1])
+        else:
+            if self.release_result.text() in {reason[0] for reason in (RELEASE_CHECKING, RELEASE_ON_CPU,
+                                                                        RELEASE_DURING_RUN)}:
+                self.release_result.setText("")  # the reason no longer holds; a release's outcome stays
+            self.release_result.setToolTip("")
             self.release_button.setToolTip(
                 "Give the blocks torch's CUDA allocator keeps cached back to the driver (torch.cuda.empty_cache). "
-                "Frees memory for other processes; a running training fills the cache again.")
+                "Frees memory for other processes; a new run fills the cache again.")
 
     # -- persistence and closing -------------------------------------------------------------
     def _save_config(self, config: RunConfig) -> None:
@@ -438,11 +497,15 @@ class MainWindow(QMainWindow):
         splitter = self._settings.value(SETTINGS_SPLITTER)
         if isinstance(splitter, QByteArray) and not splitter.isEmpty():
             self.splitter.restoreState(splitter)
+        x_axis = self._settings.value(SETTINGS_X_AXIS)
+        if isinstance(x_axis, str) and x_axis in X_AXES:
+            self.plots.set_x_axis(x_axis)
 
     def save_settings(self) -> None:
         self._save_config(self.form.config())
         self._settings.setValue(SETTINGS_GEOMETRY, self.saveGeometry())
         self._settings.setValue(SETTINGS_SPLITTER, self.splitter.saveState())
+        self._settings.setValue(SETTINGS_X_AXIS, self.plots.x_axis)
         self._settings.sync()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt's name)

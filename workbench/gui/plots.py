@@ -1,88 +1,116 @@
-"""Live plots: loss, images/sec, memory and data-wait share, with past runs dimmed underneath.
+"""Live plots: loss, images/sec, data-wait share and memory, with earlier runs drawn beside the current one.
 
 Steps are appended to growable buffers as they arrive; the curves (made once) are redrawn from
 those buffers by a ~20 Hz timer, one changed plot per tick, so a fast run never costs a redraw
-per step and no single tick holds the GUI thread for long. Past runs stay as overlays: same colour as when they were live, dimmed.
+per step and no single tick holds the GUI thread for long.
+
+Every run on the plots is keyed (by its history run id when it is recorded), so a run is drawn
+once, named once in the legend strip above the plots, and keeps one colour on all four plots:
+the runs of this window and those selected in the Runs tab are the same runs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Hashable, Optional, Sequence, Union
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QFont
-from PySide6.QtWidgets import QCheckBox, QGridLayout, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from workbench.engine.events import EpochStats, MemoryRelease, StepStats
 from workbench.formatting import format_bytes
-from workbench.gui.series import SERIES_KEYS, Ema, SeriesBuffer, finite_xy, smoothed, step_row
+from workbench.gui import memory_figures
+from workbench.gui.run_legend import OVERLAY_ALPHA, RUN_COLOURS, ColourBook, LegendEntry, RunLegend
+from workbench.gui.series import (
+    SERIES_KEYS,
+    X_AXES,
+    SeriesBuffer,
+    finite_xy,
+    has_data,
+    smoothed,
+    smoothing_half_width,
+    step_row,
+)
 
 REDRAW_INTERVAL_MS = 50
-SMOOTHING_WEIGHT = 0.8
 MAX_OVERLAYS = 8
-BUFFER_KEYS = SERIES_KEYS + ("loss_smoothed",)
 PLOTS = ("loss", "throughput", "data_wait", "memory")  # the redraw order
 GIB = float(2**30)
-RUN_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
-MEMORY_SERIES = {  # key → legend name, colour
-    "torch_allocated": ("torch allocated", "#1f77b4"),
-    "torch_reserved": ("torch reserved", "#ff7f0e"),
-    "nvml_used": ("NVML device used", "#2ca02c"),
-}
-DIM_ALPHA = 90
 NEAR_LIMIT = 0.5  # above this share of the device total, the memory plot shows the total's line
+CURRENT_WIDTH = 2.4
+OVERLAY_WIDTH = 1.4
+
+LINE_STYLES = {"solid": Qt.PenStyle.SolidLine, "dash": Qt.PenStyle.DashLine, "dot": Qt.PenStyle.DotLine}
+MEMORY_KEYS = tuple(figure.key for figure in memory_figures.ALL_FIGURES)
+GPU_MEMORY_KEYS = tuple(figure.key for figure in memory_figures.GPU_FIGURES)
+PLOTTED_KEYS = ("loss", "images_per_sec", "data_wait_fraction", *MEMORY_KEYS)
+
+# An overlay: (key, label, series), or (label, series) keyed by its label.
+OverlaySpec = Union[tuple[Hashable, str, dict], tuple[str, dict]]
 
 pg.setConfigOptions(background="w", foreground="#303030", antialias=True)
 
 
-def _pen(colour: str, width: float = 2.0, alpha: int = 255, dashed: bool = False) -> pg.QtGui.QPen:
+def _pen(colour: str, width: float = 2.0, alpha: int = 255,
+         style: Qt.PenStyle = Qt.PenStyle.SolidLine) -> pg.QtGui.QPen:
     qcolour = QColor(colour)
     qcolour.setAlpha(alpha)
     pen = pg.mkPen(qcolour, width=width)
-    if dashed:
-        pen.setStyle(Qt.PenStyle.DashLine)
+    pen.setStyle(style)
     return pen
 
 
 @dataclass
 class _Overlay:
+    key: Hashable
     label: str
     series: dict[str, np.ndarray]
     colour: str
-    source: str  # "session": an earlier run in this window; "history": chosen in the Runs tab
-    items: list = field(default_factory=list)  # the curves drawn for it, removed on clear
+    sources: set[str]  # "session": an earlier run in this window; "history": chosen in the Runs tab
+    items: list = field(default_factory=list)  # (plot, curve) drawn for it, removed on clear
 
 
 class PlotsPanel(QWidget):
-    """Four plots in a grid plus a smoothing toggle; fed by the GUI thread, redrawn on a timer."""
+    """Four plots in a grid, the run legend above them, display choices below."""
 
     def __init__(self, parent: Optional[QWidget] = None):
         super().__init__(parent)
         self.setObjectName("plotsPanel")
-        self._buffer = SeriesBuffer(BUFFER_KEYS)
-        self._ema = Ema(SMOOTHING_WEIGHT)
-        self._test_points: list[tuple[float, float]] = []
-        self._overlays: list[_Overlay] = []
+        self._buffer = SeriesBuffer(SERIES_KEYS)
+        self._test_points: list[tuple[float, float]] = []  # (step, test loss)
+        self._overlays: dict[Hashable, _Overlay] = {}  # oldest first
+        self._colours = ColourBook()
+        self._run_key: Optional[Hashable] = None
         self._run_label = ""
         self._run_colour = RUN_COLOURS[0]
-        self._runs_begun = 0
+        self._run_has_data = False
+        self._x_key = "step"
+        self._memory_context: Optional[str] = None  # "gpu" or "cpu" once the device is known
+        self._drawn_memory_mode = ""
+        self._cpu_note = ""
+        self._rss_reason: Optional[str] = None
+        self._loss_smoothing_shown: Optional[bool] = None
         self._dirty: set[str] = set()  # the plots (PLOTS) whose curves are behind their buffers
 
+        self.legend = RunLegend()
         self.loss_plot = self._make_plot("lossPlot", "Training loss", "loss", "")
         self.throughput_plot = self._make_plot("throughputPlot", "Throughput", "images/s", "")
-        self.memory_plot = self._make_plot("memoryPlot", "Device memory", "memory", "GiB")
+        self.memory_plot = self._make_plot("memoryPlot", "Memory", "memory", "GiB")
         self.data_wait_plot = self._make_plot("dataWaitPlot", "Time waiting for data", "share of step time", "%")
         self.data_wait_plot.setYRange(0, 100, padding=0.02)
         self.data_wait_plot.enableAutoRange(axis="y", enable=False)
-
-        self.loss_legend = self.loss_plot.addLegend(offset=(-8, 8), labelTextSize="9pt")
-        self.throughput_legend = self.throughput_plot.addLegend(offset=(-8, -8), labelTextSize="9pt")
-        self.memory_legend = self.memory_plot.addLegend(offset=(8, 8), labelTextSize="9pt")
-        for legend in (self.loss_legend, self.throughput_legend, self.memory_legend):
-            legend.setBrush(pg.mkBrush(255, 255, 255, 210))
 
         self.raw_loss_curve = self.loss_plot.plot()
         self.smooth_loss_curve = self.loss_plot.plot()
@@ -90,60 +118,77 @@ class PlotsPanel(QWidget):
         self.loss_plot.addItem(self.test_loss_points)
         self.throughput_curve = self.throughput_plot.plot()
         self.data_wait_curve = self.data_wait_plot.plot()
-        self.memory_curves = {
-            key: self.memory_plot.plot(name=name, pen=_pen(colour)) for key, (name, colour) in MEMORY_SERIES.items()
-        }
+        self.memory_curves = {key: self.memory_plot.plot() for key in MEMORY_KEYS}
+        for curve in (self.raw_loss_curve, self.smooth_loss_curve, self.test_loss_points, self.throughput_curve,
+                      self.data_wait_curve, *self.memory_curves.values()):
+            curve.setZValue(10)  # the current run over the earlier ones
         self.device_total_line = pg.InfiniteLine(
-            angle=0, movable=False, pen=_pen("#b00020", width=1.5, dashed=True),
+            angle=0, movable=False, pen=_pen("#b00020", width=1.5, style=Qt.PenStyle.DashLine),
             label="", labelOpts=dict(position=0.98, color="#b00020", anchors=[(1, 1), (1, 1)]),
         )
         self.device_total_line.setVisible(False)
         self.memory_plot.addItem(self.device_total_line, ignoreBounds=True)
-        self._release_markers: list[pg.InfiniteLine] = []
+        self._release_markers: list[tuple[pg.InfiniteLine, dict[str, float]]] = []
         self._device_total_bytes: Optional[int] = None
+
+        # What the memory plot's lines are, and why a figure is missing: below the plot, never over it.
+        self.memory_caption = QLabel()
+        self.memory_caption.setObjectName("memoryCaption")
+        self.memory_caption.setWordWrap(True)
+        self.memory_caption.setTextFormat(Qt.TextFormat.RichText)
+        self.memory_caption.setStyleSheet("color: #404040; font-size: 9pt;")
 
         self.smooth_check = QCheckBox("Smooth loss")
         self.smooth_check.setObjectName("smoothLossCheck")
         self.smooth_check.setChecked(True)
         self.smooth_check.setToolTip(
-            "Show an exponential moving average of the loss over the raw, noisy per-window values "
-            f"(weight {SMOOTHING_WEIGHT}); the raw curve stays, faint.")
-        self.smooth_check.toggled.connect(self._on_smoothing_toggled)
+            "Draw a centred moving average of the loss (about a tenth of the points wide, narrower at the ends, "
+            "so it does not lag the data) over the faint raw values. Runs with fewer than 10 logged "
+            "points are drawn raw.")
+        self.smooth_check.toggled.connect(self._on_display_changed)
+        self.x_axis_combo = QComboBox()
+        self.x_axis_combo.setObjectName("xAxisCombo")
+        for key, label in X_AXES.items():
+            self.x_axis_combo.addItem(label.split(" since")[0], key)
+        self.x_axis_combo.setToolTip(
+            "What the plots' x-axis counts. Runs with different batch sizes or accumulation line up on "
+            "samples seen, not on steps; wall time shows what a setting costs in time.")
+        self.x_axis_combo.currentIndexChanged.connect(self._on_x_axis_changed)
+        x_axis_label = QLabel("x-axis:")
+        x_axis_label.setBuddy(self.x_axis_combo)
         self.clear_button = QPushButton("Clear past runs")
         self.clear_button.setObjectName("clearOverlaysButton")
-        self.clear_button.setToolTip("Remove the dimmed curves of earlier runs from every plot.")
+        self.clear_button.setToolTip("Remove the earlier runs' curves from every plot.")
         self.clear_button.clicked.connect(self.clear_overlays)
         self.clear_button.setEnabled(False)
-
-        self.memory_note = QLabel("Memory figures appear here during a run.")
-        self.memory_note.setObjectName("memoryNote")
-        self.memory_note.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.memory_note.setWordWrap(True)
-        self.memory_note.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
-        self.memory_note.setMinimumWidth(300)
-        self.memory_note.setMaximumWidth(420)
-        self.memory_note.setStyleSheet(
-            "color: #505050; background: rgba(255, 255, 255, 235); border: 1px solid #d0d0d0; border-radius: 6px;"
-            "padding: 12px;")
 
         grid = QGridLayout()
         grid.setSpacing(8)
         grid.addWidget(self.loss_plot, 0, 0)
         grid.addWidget(self.throughput_plot, 0, 1)
         grid.addWidget(self.memory_plot, 1, 0)
-        # Same cell, centred: the note sits over the middle of the empty plot.
-        grid.addWidget(self.memory_note, 1, 0, Qt.AlignmentFlag.AlignCenter)
         grid.addWidget(self.data_wait_plot, 1, 1)
+        grid.addWidget(self.memory_caption, 2, 0)  # a row of its own: the four plots keep one size
+        for index in (0, 1):
+            grid.setRowStretch(index, 1)
+            grid.setColumnStretch(index, 1)
+        grid.setVerticalSpacing(4)
         controls = QHBoxLayout()
         controls.addWidget(self.smooth_check)
+        controls.addSpacing(16)
+        controls.addWidget(x_axis_label)
+        controls.addWidget(self.x_axis_combo)
         controls.addStretch(1)
         controls.addWidget(self.clear_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(4)
+        layout.addWidget(self.legend)
         layout.addLayout(grid, 1)
         layout.addLayout(controls)
 
         self._apply_run_pens()
+        self._update_memory_caption()
         self.redraw_timer = QTimer(self)
         self.redraw_timer.setInterval(REDRAW_INTERVAL_MS)
         self.redraw_timer.timeout.connect(self._redraw_next)
@@ -152,13 +197,13 @@ class PlotsPanel(QWidget):
     def _make_plot(self, object_name: str, title: str, y_label: str, y_units: str) -> pg.PlotWidget:
         plot = pg.PlotWidget()
         plot.setObjectName(object_name)
-        plot.setMinimumSize(280, 200)
-        plot.setTitle(title, size="11pt")
-        plot.setLabel("bottom", "step")
+        plot.setMinimumSize(240, 150)
+        plot.setTitle(title, size="10pt")
+        plot.setLabel("bottom", X_AXES["step"])
         plot.setLabel("left", y_label, units=y_units or None)
         for side in ("left", "bottom"):
             plot.getAxis(side).enableAutoSIPrefix(False)
-            plot.getAxis(side).setTickFont(QFont(self.font().family(), 9))
+            plot.getAxis(side).setTickFont(QFont(self.font().family(), 8))
         plot.showGrid(x=True, y=True, alpha=0.15)
         plot.setDownsampling(mode="peak", auto=True)
         plot.setClipToView(True)
@@ -166,166 +211,292 @@ class PlotsPanel(QWidget):
         return plot
 
     # -- the current run ---------------------------------------------------------------------
-    def begin_run(self, label: str) -> None:
-        """A new run: the previous one (if it drew anything) becomes a dimmed overlay."""
-        if len(self._buffer):
-            self.add_overlay(self._run_label, self.current_series(), colour=self._run_colour)
-        self._buffer = SeriesBuffer(BUFFER_KEYS)
-        self._ema = Ema(SMOOTHING_WEIGHT)
+    def begin_run(self, label: str, key: Optional[Hashable] = None) -> None:
+        """A new run, keyed by ``key`` (its history run id; default: its label). The previous run, if
+        it drew anything, stays on the plots as an earlier run, in its colour."""
+        previous, self._run_key = self._run_key, None
+        if previous is not None and len(self._buffer):
+            self.add_overlay(self._run_label, self.current_series(), colour=self._run_colour, key=previous)
+        if previous is not None and previous not in self._overlays:
+            self._colours.release(previous)  # it drew nothing: its colour is free again
+        self._run_key = key if key is not None else label
+        existing = self._overlays.get(self._run_key)
+        if existing is not None:  # e.g. selected in the Runs tab before: it is drawn live now
+            self._remove_overlay(existing)
+        self._buffer = SeriesBuffer(SERIES_KEYS)
         self._test_points = []
         self._run_label = label
-        self._run_colour = RUN_COLOURS[self._runs_begun % len(RUN_COLOURS)]
-        self._runs_begun += 1
-        for marker in self._release_markers:
+        self._run_colour = self._colours.colour(self._run_key)
+        self._run_has_data = False
+        self._rss_reason = None
+        for marker, _ in self._release_markers:
             self.memory_plot.removeItem(marker)
         self._release_markers.clear()
         self._apply_run_pens()
+        self._update_legend()
+        self._update_memory_caption()
         self._dirty.update(PLOTS)
 
     def add_steps(self, steps: Sequence[StepStats]) -> None:
+        reason = self._rss_reason
         for stats in steps:
-            row = step_row(stats)
-            row["loss_smoothed"] = self._ema.update(stats.loss)
-            self._buffer.append(row)
-        self._dirty.update(("loss", "throughput", "data_wait"))
-        if any(stats.memory.torch_reserved is not None or stats.memory.nvml_used is not None for stats in steps):
-            self._dirty.add("memory")  # on a CPU it stays empty: no repaint for nothing
+            self._buffer.append(step_row(stats))
+            if stats.memory.process_rss is None and stats.memory.process_rss_unavailable_reason:
+                reason = stats.memory.process_rss_unavailable_reason
+        if reason != self._rss_reason:
+            self._rss_reason = reason
+            self._update_memory_caption()
+        self._dirty.update(PLOTS)
+        if not self._run_has_data and any(has_data(self._buffer.column(key)) for key in PLOTTED_KEYS):
+            self._run_has_data = True
+            self._update_legend()
+            self._update_memory_caption()
 
     def add_epoch(self, stats: EpochStats) -> None:
         self._test_points.append((stats.step, stats.test_loss))
         self._dirty.add("loss")
+        self._update_legend()
 
-    def set_memory_context(self, total_bytes: Optional[int], empty_reason: Optional[str]) -> None:
-        """The device total (the limit line) and, when the plot must stay empty, why (CPU mode)."""
+    def set_memory_context(self, total_bytes: Optional[int], cpu_note: Optional[str] = None) -> None:
+        """The device total (the limit line) on a GPU; on a CPU (``total_bytes`` None with a note) the
+        plot shows this process's resident memory and the note says what only a GPU would show."""
         self._device_total_bytes = total_bytes
+        self._memory_context = "gpu" if total_bytes else ("cpu" if cpu_note else None)
+        self._cpu_note = cpu_note or ""
         if total_bytes:
             self.device_total_line.setPos(total_bytes / GIB)
             self.device_total_line.label.setFormat(f"device total {format_bytes(total_bytes)}")
         self.device_total_line.setVisible(bool(total_bytes))
+        self._sync_memory_mode()
+        self._update_memory_caption()
         self._fit_memory_range()
-        self.memory_note.setText(empty_reason or "")
-        self.memory_note.setVisible(bool(empty_reason))
-        for side in ("left", "bottom"):  # no scale for nothing
-            self.memory_plot.getAxis(side).setStyle(showValues=not empty_reason)
-        self.memory_legend.setVisible(not empty_reason)  # a legend of curves that cannot exist only confuses
 
     def mark_release(self, release: MemoryRelease) -> None:
         """Show a release-cached-memory click: a marked line and the reserved figure's drop."""
-        step = self._buffer.last("step") if len(self._buffer) else 0.0
-        if step != step:  # NaN: the last row was itself a release
-            step = 0.0
+        at = {key: self._buffer.last(key) if len(self._buffer) else 0.0 for key in X_AXES}
+        at = {key: 0.0 if value != value else value for key, value in at.items()}  # NaN: nothing yet
         if release.reserved_before is not None and release.reserved_after is not None:
-            self._buffer.append({"step": step, "torch_reserved": release.reserved_before})
-            self._buffer.append({"step": step, "torch_reserved": release.reserved_after})
+            self._buffer.append({**at, "torch_reserved": release.reserved_before})
+            self._buffer.append({**at, "torch_reserved": release.reserved_after})
         marker = pg.InfiniteLine(
-            pos=step, angle=90, movable=False, pen=_pen("#6b6b6b", width=1, dashed=True),
+            pos=at[self._x_key], angle=90, movable=False, pen=_pen("#6b6b6b", width=1, style=Qt.PenStyle.DashLine),
             label=release.message, labelOpts=dict(position=0.5, color="#303030", rotateAxis=(1, 0)),
         )
         self.memory_plot.addItem(marker, ignoreBounds=True)
-        self._release_markers.append(marker)
+        self._release_markers.append((marker, at))
         self._dirty.add("memory")
 
     @property
     def run_label(self) -> str:
         return self._run_label
 
+    @property
+    def run_key(self) -> Optional[Hashable]:
+        return self._run_key
+
     def current_series(self) -> dict[str, np.ndarray]:
         """The current run's SERIES_KEYS columns (copies), in the form add_overlay takes."""
-        columns = self._buffer.to_dict()
-        return {key: columns[key] for key in SERIES_KEYS}
+        return self._buffer.to_dict()
 
-    # -- past runs ---------------------------------------------------------------------------
+    # -- earlier runs --------------------------------------------------------------------------
     def add_overlay(self, label: str, series: dict[str, np.ndarray], colour: Optional[str] = None,
-                    source: str = "session") -> None:
-        """Draw a past run dimmed under the current one. ``series`` holds "step" and any of the other
-        SERIES_KEYS (loss, images_per_sec, data_wait_fraction as 0..1, memory in bytes); NaN = gap."""
+                    source: str = "session", key: Optional[Hashable] = None) -> None:
+        """Draw an earlier run beside the current one. ``series`` holds "step" and any of the other
+        SERIES_KEYS (loss, images_per_sec, data_wait_fraction as 0..1, memory in bytes); NaN = gap.
+        A run already on the plots (same ``key``) is not drawn twice; a run with no data is not drawn."""
         unknown = set(series) - set(SERIES_KEYS)
         if unknown or "step" not in series:
             raise ValueError(f"overlay series needs 'step' and only {', '.join(SERIES_KEYS)}; got {sorted(series)}")
-        colour = colour or RUN_COLOURS[(self._runs_begun + len(self._overlays)) % len(RUN_COLOURS)]
-        overlay = _Overlay(label, {key: np.asarray(value, dtype=float) for key, value in series.items()}, colour,
-                           source)
-        if len(self._overlays) >= MAX_OVERLAYS:
-            self._remove_overlay(self._overlays.pop(0))
-        self._overlays.append(overlay)
+        key = key if key is not None else label
+        if key == self._run_key:  # the current run: drawn live already (a rename still shows)
+            if label != self._run_label:
+                self._run_label = label
+                self._update_legend()
+            return
+        existing = self._overlays.get(key)
+        if existing is not None:
+            existing.sources.add(source)
+            if existing.label != label:
+                existing.label = label
+                self._update_legend()
+            return
+        arrays = {name: np.asarray(value, dtype=float) for name, value in series.items()}
+        if not any(has_data(arrays[name]) for name in PLOTTED_KEYS if name in arrays):
+            return  # e.g. a run that failed before its first step: nothing to draw, nothing to name
+        while len(self._overlays) >= MAX_OVERLAYS:
+            session_only = [overlay for overlay in self._overlays.values() if overlay.sources == {"session"}]
+            self._remove_overlay(session_only[0] if session_only else next(iter(self._overlays.values())))
+        overlay = _Overlay(key, label, arrays, colour or self._colours.colour(key), {source})
+        self._overlays[key] = overlay
         self._draw_overlay(overlay)
+        self._update_legend()
         self.clear_button.setEnabled(True)
 
-    def set_overlays(self, overlays: Sequence[tuple[str, dict[str, np.ndarray]]], source: str = "history") -> None:
-        """Replace the overlays of one source (e.g. the runs selected in the Runs tab) with these."""
-        for overlay in [overlay for overlay in self._overlays if overlay.source == source]:
-            self._remove_overlay(overlay)
-            self._overlays.remove(overlay)
-        for label, series in overlays:
-            self.add_overlay(label, series, source=source)
+    def set_overlays(self, overlays: Sequence[OverlaySpec], source: str = "history") -> None:
+        """Make the runs from one source (e.g. those selected in the Runs tab) exactly these."""
+        wanted = [spec if len(spec) == 3 else (spec[0], spec[0], spec[1]) for spec in overlays]
+        keys = {key for key, _, _ in wanted}
+        for overlay in list(self._overlays.values()):
+            if source in overlay.sources and overlay.key not in keys:
+                overlay.sources.discard(source)
+                if not overlay.sources:
+                    self._remove_overlay(overlay)
+        for key, label, series in wanted:
+            self.add_overlay(label, series, source=source, key=key)
         self.clear_button.setEnabled(bool(self._overlays))
 
     def clear_overlays(self) -> None:
-        for overlay in self._overlays:
+        for overlay in list(self._overlays.values()):
             self._remove_overlay(overlay)
-        self._overlays.clear()
         self.clear_button.setEnabled(False)
 
     def overlay_labels(self) -> list[str]:
-        return [overlay.label for overlay in self._overlays]
+        return [overlay.label for overlay in self._overlays.values()]
+
+    def overlay_keys(self) -> list[Hashable]:
+        return list(self._overlays)
+
+    def legend_labels(self) -> list[str]:
+        """The runs the legend names, earlier runs first, the current run last."""
+        return self.legend.labels()
+
+    def colour_of(self, key: Hashable) -> Optional[str]:
+        if key == self._run_key:
+            return self._run_colour
+        overlay = self._overlays.get(key)
+        return overlay.colour if overlay is not None else None
+
+    def _remove_overlay(self, overlay: _Overlay) -> None:
+        self._undraw_overlay(overlay)
+        self._overlays.pop(overlay.key, None)
+        if overlay.key != self._run_key:
+            self._colours.release(overlay.key)
+        self._update_legend()
+        self.clear_button.setEnabled(bool(self._overlays))
+
+    def _undraw_overlay(self, overlay: _Overlay) -> None:
+        for plot, curve in overlay.items:
+            plot.removeItem(curve)
+        overlay.items.clear()
 
     def _draw_overlay(self, overlay: _Overlay) -> None:
-        steps = overlay.series["step"]
-        pen = _pen(overlay.colour, width=1.5, alpha=DIM_ALPHA)
+        x_values = overlay.series.get(self._x_key)
+        if x_values is None:
+            return  # this run has no such axis (an overlay given only steps)
 
-        def add(plot: pg.PlotWidget, key: str, scale: float = 1.0, name: Optional[str] = None,
-                pen: pg.QtGui.QPen = pen, transform=None) -> None:
-            if key not in overlay.series:
+        def add(plot: pg.PlotWidget, values: Optional[np.ndarray], style: Qt.PenStyle = Qt.PenStyle.SolidLine) -> None:
+            if values is None:
                 return
-            values = overlay.series[key] * scale
-            if transform is not None:
-                values = transform(values)
-            x, y = finite_xy(steps, values)
+            x, y = finite_xy(x_values, values)
             if len(x) == 0:
                 return
-            curve = pg.PlotDataItem(x, y, pen=pen, name=name)
+            curve = pg.PlotDataItem(x, y, pen=_pen(overlay.colour, width=OVERLAY_WIDTH, alpha=OVERLAY_ALPHA,
+                                                   style=style))
             curve.setZValue(-10)  # under the current run
             plot.addItem(curve)
             overlay.items.append((plot, curve))
 
-        loss_transform = (lambda values: smoothed(values, SMOOTHING_WEIGHT)) if self.smooth_check.isChecked() else None
-        add(self.loss_plot, "loss", name=overlay.label, transform=loss_transform)
-        add(self.throughput_plot, "images_per_sec", name=overlay.label)
-        add(self.data_wait_plot, "data_wait_fraction", scale=100.0)
-        for key, (name, colour) in MEMORY_SERIES.items():
-            add(self.memory_plot, key, scale=1 / GIB, pen=_pen(colour, width=1.5, alpha=DIM_ALPHA, dashed=True),
-                name=f"{name}: {overlay.label}" if key == "torch_reserved" else None)
+        series = overlay.series
+        loss = series.get("loss")
+        if loss is not None and self._smoothing_applies(loss):
+            loss = smoothed(loss)
+        add(self.loss_plot, loss)
+        add(self.throughput_plot, series.get("images_per_sec"))
+        wait = series.get("data_wait_fraction")
+        add(self.data_wait_plot, None if wait is None else wait * 100.0)
+        for figure in self._memory_figures():
+            values = series.get(figure.key)
+            add(self.memory_plot, None if values is None else values / GIB, LINE_STYLES[figure.line])
 
-    def _remove_overlay(self, overlay: _Overlay) -> None:
-        for plot, curve in overlay.items:
-            plot.removeItem(curve)  # also drops its legend entry
-        overlay.items.clear()
-
-    def _on_smoothing_toggled(self) -> None:
-        for overlay in self._overlays:  # overlays are drawn once; redraw them with the new loss transform
-            self._remove_overlay(overlay)
+    def _redraw_overlays(self) -> None:
+        for overlay in self._overlays.values():
+            self._undraw_overlay(overlay)
             self._draw_overlay(overlay)
-        self._apply_run_pens()
+
+    def _update_legend(self) -> None:
+        entries = [LegendEntry(overlay.label, overlay.colour) for overlay in self._overlays.values()]
+        if self._run_has_data:
+            entries.append(LegendEntry(self._run_label, self._run_colour, current=True))
+        hint = "○ test loss (each epoch)" if self._test_points and self._run_has_data else ""
+        self.legend.set_entries(entries, hint)
+
+    # -- display choices -------------------------------------------------------------------------
+    @property
+    def x_axis(self) -> str:
+        return self._x_key
+
+    def set_x_axis(self, key: str) -> None:
+        index = self.x_axis_combo.findData(key)
+        if index < 0:
+            raise ValueError(f"unknown x-axis {key!r}; choose {', '.join(X_AXES)}")
+        self.x_axis_combo.setCurrentIndex(index)
+
+    def _on_x_axis_changed(self) -> None:
+        self._x_key = self.x_axis_combo.currentData()
+        for plot in (self.loss_plot, self.throughput_plot, self.memory_plot, self.data_wait_plot):
+            plot.setLabel("bottom", X_AXES[self._x_key])
+            plot.enableAutoRange(axis="x", enable=True)
+        for marker, at in self._release_markers:
+            marker.setPos(at[self._x_key])
+        self._redraw_overlays()
+        self._dirty.update(PLOTS)
+
+    def _on_display_changed(self) -> None:
+        self._redraw_overlays()
+        self._loss_smoothing_shown = None
         self._dirty.add("loss")
 
-    def _apply_run_pens(self) -> None:
-        smooth = self.smooth_check.isChecked()
-        self.raw_loss_curve.setPen(_pen(self._run_colour, width=1.2 if smooth else 2, alpha=80 if smooth else 255))
-        self.smooth_loss_curve.setPen(_pen(self._run_colour, width=2.2))
-        self.smooth_loss_curve.setVisible(smooth)
-        self.throughput_curve.setPen(_pen(self._run_colour))
-        self.data_wait_curve.setPen(_pen(self._run_colour))
-        self.test_loss_points.setPen(_pen(self._run_colour, width=1.5))
-        # The legend names the run by the curve that stands out: the smoothed one when smoothing.
-        for curve in (self.raw_loss_curve, self.smooth_loss_curve, self.test_loss_points):
-            self.loss_legend.removeItem(curve)
-        self.throughput_legend.removeItem(self.throughput_curve)
-        if self._run_label:
-            self.loss_legend.addItem(self.smooth_loss_curve if smooth else self.raw_loss_curve, self._run_label)
-            self.loss_legend.addItem(self.test_loss_points, "test loss after each epoch")
-            self.throughput_legend.addItem(self.throughput_curve, self._run_label)
+    def _smoothing_applies(self, loss: np.ndarray) -> bool:
+        return self.smooth_check.isChecked() and smoothing_half_width(int(np.isfinite(loss).sum())) > 0
 
-    # -- drawing -----------------------------------------------------------------------------
+    def _apply_run_pens(self) -> None:
+        self._set_loss_pens(False)
+        self.throughput_curve.setPen(_pen(self._run_colour, width=CURRENT_WIDTH))
+        self.data_wait_curve.setPen(_pen(self._run_colour, width=CURRENT_WIDTH))
+        self.test_loss_points.setPen(_pen(self._run_colour, width=1.5))
+        for figure in memory_figures.ALL_FIGURES:
+            self.memory_curves[figure.key].setPen(_pen(self._run_colour, width=2.0, style=LINE_STYLES[figure.line]))
+
+    def _set_loss_pens(self, smoothing: bool) -> None:
+        """The smoothed line is the bold one only when it is drawn; otherwise the raw values are."""
+        if smoothing == self._loss_smoothing_shown:
+            return
+        self._loss_smoothing_shown = smoothing
+        if smoothing:
+            self.raw_loss_curve.setPen(_pen(self._run_colour, width=1.2, alpha=80))
+        else:
+            self.raw_loss_curve.setPen(_pen(self._run_colour, width=CURRENT_WIDTH))
+        self.smooth_loss_curve.setPen(_pen(self._run_colour, width=CURRENT_WIDTH))
+        self.smooth_loss_curve.setVisible(smoothing)
+
+    # -- memory ------------------------------------------------------------------------------------
+    def memory_mode(self) -> str:
+        """"gpu" (torch and NVML figures) or "cpu" (this process's resident memory)."""
+        if self._memory_context is not None:
+            return self._memory_context
+        return "gpu" if any(has_data(self._buffer.column(key)) for key in GPU_MEMORY_KEYS) else "cpu"
+
+    def _memory_figures(self) -> tuple[memory_figures.MemoryFigure, ...]:
+        return memory_figures.figures(self.memory_mode())
+
+    def _sync_memory_mode(self) -> None:
+        mode = self.memory_mode()
+        if mode != self._drawn_memory_mode:
+            self._drawn_memory_mode = mode
+            self._redraw_overlays()
+            self._update_memory_caption()
+            self._dirty.add("memory")
+
+    def _update_memory_caption(self) -> None:
+        if self._memory_context is None and not self._run_has_data:
+            self.memory_caption.setText(memory_figures.BEFORE_A_RUN)
+            self.memory_caption.setToolTip("")
+            return
+        mode = self.memory_mode()
+        self.memory_caption.setText(memory_figures.caption_html(mode, self._cpu_note, self._rss_reason))
+        self.memory_caption.setToolTip(memory_figures.TOOLTIPS[mode])
+
+    # -- drawing -----------------------------------------------------------------------------------
     def redraw(self) -> None:
         """Bring every plot up to date now (tests, screenshots); the timer does it one plot per tick."""
         for plot in PLOTS:
@@ -344,37 +515,50 @@ class PlotsPanel(QWidget):
 
     def _redraw_plot(self, plot: str) -> None:
         buffer = self._buffer
-        steps = buffer.column("step")
+        x = buffer.column(self._x_key)
         if plot == "loss":
-            self._set(self.raw_loss_curve, steps, buffer.column("loss"))
-            if self.smooth_check.isChecked():
-                self._set(self.smooth_loss_curve, steps, buffer.column("loss_smoothed"))
-            if self._test_points:
-                x, y = zip(*self._test_points)
-                self.test_loss_points.setData(x=list(x), y=list(y))
+            loss = buffer.column("loss")
+            smoothing = self._smoothing_applies(loss)
+            self._set_loss_pens(smoothing)
+            self._set(self.raw_loss_curve, x, loss)
+            if smoothing:
+                self._set(self.smooth_loss_curve, x, smoothed(loss))
             else:
-                self.test_loss_points.clear()
+                self.smooth_loss_curve.clear()
+            self._draw_test_points()
         elif plot == "throughput":
-            self._set(self.throughput_curve, steps, buffer.column("images_per_sec"))
+            self._set(self.throughput_curve, x, buffer.column("images_per_sec"))
         elif plot == "data_wait":
-            self._set(self.data_wait_curve, steps, buffer.column("data_wait_fraction") * 100.0)
+            self._set(self.data_wait_curve, x, buffer.column("data_wait_fraction") * 100.0)
         else:
+            self._sync_memory_mode()
+            shown = {figure.key for figure in self._memory_figures()}
             for key, curve in self.memory_curves.items():
-                self._set(curve, steps, buffer.column(key) / GIB)
+                if key in shown:
+                    self._set(curve, x, buffer.column(key) / GIB)
+                else:
+                    curve.clear()
             self._fit_memory_range()
+
+    def _draw_test_points(self) -> None:
+        steps, x = finite_xy(self._buffer.column("step"), self._buffer.column(self._x_key))
+        points = [(step, loss) for step, loss in self._test_points if loss == loss]
+        if not points or not len(steps):
+            self.test_loss_points.clear()
+            return
+        at_steps, losses = zip(*points)
+        # Epochs end on a step; on another axis the point sits where that step is on it.
+        self.test_loss_points.setData(x=list(np.interp(at_steps, steps, x)), y=list(losses))
 
     def _fit_memory_range(self) -> None:
         """Show the device total only when usage comes near it: far below, the curves would be flat
-        lines at the bottom. The title always says how much of the device the run has used."""
+        lines at the bottom. The title always says how much the run has used."""
         total = self._device_total_bytes
-        columns = [self._buffer.column(key) for key in MEMORY_SERIES]
-        values = np.concatenate(columns) if len(self._buffer) else np.empty(0)
-        peak = float(np.nanmax(values)) if np.isfinite(values).any() else None
-        title = "Device memory"
-        if peak is not None and total:
-            title += f" · peak {format_bytes(peak)} of {format_bytes(total)} ({peak / total:.0%})"
-        self.memory_plot.setTitle(title, size="11pt")
-        if total and (peak is None or peak > NEAR_LIMIT * total):
+        keys = [figure.key for figure in self._memory_figures()]
+        values = np.concatenate([self._buffer.column(key) for key in keys]) if len(self._buffer) else np.empty(0)
+        peak = float(np.nanmax(values)) if has_data(values) else None
+        self.memory_plot.setTitle(memory_figures.title(self.memory_mode(), peak, total), size="10pt")
+        if total and self.memory_mode() == "gpu" and (peak is None or peak > NEAR_LIMIT * total):
             self.memory_plot.setYRange(0, total / GIB * 1.08, padding=0)
         elif peak is not None:
             self.memory_plot.setYRange(0, peak / GIB * 1.25, padding=0)
@@ -386,3 +570,4 @@ class PlotsPanel(QWidget):
             curve.setData(x, y)
         else:
             curve.clear()
+

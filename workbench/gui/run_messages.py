@@ -1,38 +1,13 @@
-"""The words the window shows about a run (no Qt): labels that say what changed, progress, outcomes."""
+"""The words the window shows about a run (no Qt): progress and outcomes. Runs are named by
+workbench.history.naming, the same in the window, the Runs tab and the CSV."""
 
 from __future__ import annotations
 
 import math
 from typing import Optional
 
-from workbench.config import FIELD_NAMES, RunConfig
 from workbench.engine.events import EpochStats, RunEnded, RunStarted, StepStats
 from workbench.formatting import format_duration
-
-MAX_CHANGES_IN_LABEL = 3
-
-
-def run_label(number: int, config: RunConfig, previous: Optional[RunConfig]) -> str:
-    """"#2 num_workers=4" — a rerun is named by what changed, so the legend shows the experiment."""
-    if previous is None:
-        return f"#{number} {config.model}, batch {config.batch_size}, {config.precision}"
-    changes = [f"{name}={_value(getattr(config, name))}" for name in FIELD_NAMES
-               if getattr(config, name) != getattr(previous, name)]
-    if not changes:
-        return f"#{number} same settings"
-    shown = ", ".join(changes[:MAX_CHANGES_IN_LABEL])
-    more = len(changes) - MAX_CHANGES_IN_LABEL
-    return f"#{number} {shown}" + (f" (+{more} more)" if more > 0 else "")
-
-
-def _value(value: object) -> str:
-    if value is None:
-        return "none"
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, str) and "/" in value:
-        return value.rsplit("/", 1)[-1]  # a path: its file name is enough in a legend
-    return str(value)
 
 
 def eta_seconds(stats: StepStats) -> Optional[float]:

@@ -258,6 +258,7 @@ class ComparisonView(QWidget):
         self._rows = compare_runs(records) if records else []
         if not records:
             self.title.setText(empty_text or "Select runs in the table to compare their settings and results.")
+            self.tree.setColumnCount(1)  # setHeaderLabels alone never removes columns: old runs' names would stay
             self.tree.setHeaderLabels(["Setting"])
             self.differences_only.setEnabled(False)
             return
@@ -269,6 +270,7 @@ class ComparisonView(QWidget):
                 f"<b>Comparing {len(records)} runs</b> — {differing} setting{'s' if differing != 1 else ''} differ"
             )
         self.differences_only.setEnabled(len(records) > 1)
+        self.tree.setColumnCount(len(records) + 1)
         self.tree.setHeaderLabels(["", *(record.label for record in records)])
         for column, record in enumerate(records, start=1):
             self.tree.headerItem().setToolTip(column, f"{record.label}\n{record.note}".strip())
@@ -325,7 +327,7 @@ class RunsView(QWidget):
     """The history tab: runs table on top, comparison of the selected runs below, actions in a bar."""
 
     loadSettingsRequested = Signal(object)  # RunConfig of the selected run
-    overlayRequested = Signal(object)  # list of (label, {OVERLAY_KEYS: numpy array}) for the selected runs
+    overlayRequested = Signal(object)  # list of (run id, label, {OVERLAY_KEYS: numpy array}) for the selected runs
 
     def __init__(self, store: HistoryStore, parent: Optional[QWidget] = None, auto_refresh_ms: int = AUTO_REFRESH_MS):
         super().__init__(parent)
@@ -499,7 +501,7 @@ class RunsView(QWidget):
             return  # nothing new to draw: a refresh while the same runs stay selected
         self._overlay_key = key
         try:
-            overlays = [(record.label, self._curves(record.id)) for record in records]
+            overlays = [(record.id, record.label, self._curves(record.id)) for record in records]
         except HistoryError as error:
             self._show_status(str(error), error=True)
             return

@@ -1,4 +1,4 @@
-"""A run's plotted series: growable numpy columns filled from StepStats (no Qt).
+"""A run's plotted series: growable numpy columns filled from StepStats, the x-axes, smoothing (no Qt).
 
 The buffer doubles its capacity when full, so appending is amortised O(1) and the plots read
 views of the filled part without copying. A figure that could not be measured is NaN.
@@ -7,22 +7,38 @@ views of the filled part without copying. A figure that could not be measured is
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping, Optional
+from typing import Mapping, Optional
 
 import numpy as np
 
 from workbench.engine.events import StepStats
 
-# The keys of a run's series, shared with the overlay API (PlotsPanel.add_overlay) and the history.
+# The keys of a run's series, shared with the overlay API (PlotsPanel.add_overlay) and the history
+# (each is a step_metrics column of that name, so a past run's curves come straight from the store).
 SERIES_KEYS: tuple[str, ...] = (
     "step",
+    "samples_seen",
+    "elapsed_seconds",
     "loss",
     "images_per_sec",
     "data_wait_fraction",
     "torch_allocated",
     "torch_reserved",
     "nvml_used",
+    "process_rss",
 )
+
+# What the plots can put on their x-axis: series key → axis label. Runs that differ in batch size or
+# accumulation only line up on samples seen; wall time shows what a setting costs in minutes.
+X_AXES: dict[str, str] = {
+    "step": "step",
+    "samples_seen": "samples seen",
+    "elapsed_seconds": "wall time since training started (s)",
+}
+
+# Below this many points a smoothed line says nothing the raw points do not: it is not drawn.
+SMOOTH_MIN_POINTS = 10
+SMOOTH_MAX_HALF_WIDTH = 25
 
 
 class SeriesBuffer:
@@ -64,12 +80,15 @@ def step_row(stats: StepStats) -> dict[str, Optional[float]]:
     memory = stats.memory
     return {
         "step": stats.step,
+        "samples_seen": stats.samples_seen,
+        "elapsed_seconds": stats.elapsed_seconds,
         "loss": stats.loss,
         "images_per_sec": stats.images_per_sec,
         "data_wait_fraction": stats.data_wait_fraction,
         "torch_allocated": memory.torch_allocated,
         "torch_reserved": memory.torch_reserved,
         "nvml_used": memory.nvml_used,
+        "process_rss": memory.process_rss,
     }
 
 
@@ -79,22 +98,36 @@ def finite_xy(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x[mask], y[mask]
 
 
-class Ema:
-    """Debiased exponential moving average (TensorBoard's smoothing), fed one value at a time."""
-
-    def __init__(self, weight: float):
-        self.weight = weight
-        self._value = 0.0
-        self._count = 0
-
-    def update(self, value: float) -> float:
-        if not math.isfinite(value):
-            return math.nan
-        self._count += 1
-        self._value = self.weight * self._value + (1 - self.weight) * value
-        return self._value / (1 - self.weight**self._count)
+def has_data(values: np.ndarray) -> bool:
+    return bool(np.isfinite(values).any())
 
 
-def smoothed(values: Iterable[float], weight: float) -> np.ndarray:
-    ema = Ema(weight)
-    return np.array([ema.update(float(value)) for value in values], dtype=float)
+def smoothing_half_width(count: int) -> int:
+    """Points each side of the centre: 0 (no smoothing) for a short series, then about 5% of the points."""
+    if count < SMOOTH_MIN_POINTS:
+        return 0
+    return min(SMOOTH_MAX_HALF_WIDTH, max(1, round(0.05 * count)))
+
+
+def smoothed(values: np.ndarray) -> np.ndarray:
+    """A centred moving mean whose window narrows symmetrically towards the ends.
+
+    Centred, it has no lag: a trailing average (an EMA) draws a falling loss above the data, by
+    more the faster it falls. Narrowing at the ends keeps it centred there too, so the last point
+    is the last value itself. NaNs are left out of the means and stay NaN.
+    """
+    values = np.asarray(values, dtype=float)
+    count = len(values)
+    half = smoothing_half_width(count)
+    if half == 0:
+        return values.copy()
+    finite = np.isfinite(values)
+    sums = np.concatenate(([0.0], np.cumsum(np.where(finite, values, 0.0))))
+    counts = np.concatenate(([0], np.cumsum(finite)))
+    index = np.arange(count)
+    reach = np.minimum(half, np.minimum(index, count - 1 - index))
+    low, high = index - reach, index + reach + 1
+    window_counts = counts[high] - counts[low]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = (sums[high] - sums[low]) / window_counts
+    return np.where(finite & (window_counts > 0), means, np.nan)

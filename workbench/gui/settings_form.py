@@ -10,11 +10,10 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QStandardItemModel, QValidator
+from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
     QGroupBox,
@@ -32,36 +31,10 @@ from workbench.config import CHOICES, FIELD_NAMES, FIELD_TYPES, OPTIONAL_FIELDS,
 from workbench.device_info import DeviceInfo
 from workbench.gui import settings_model
 from workbench.gui.settings_model import SPECS
+from workbench.gui.spin_boxes import FloatSpinBox, IntSpinBox
 
 INT32_MAX = 2**31 - 1  # QSpinBox holds a C int: a RunConfig range past it would be cut here
 NO_LIMIT = "no limit"
-
-
-class FloatSpinBox(QDoubleSpinBox):
-    """Shows 5e-04 and 0.05 rather than 0.000500 and 0.050000, and accepts either when typed."""
-
-    def __init__(self, parent: Optional[QWidget] = None):
-        super().__init__(parent)
-        self.setDecimals(10)  # the value's precision; the text is formatted by textFromValue
-        self.setStepType(QDoubleSpinBox.StepType.AdaptiveDecimalStepType)
-
-    def textFromValue(self, value: float) -> str:
-        return f"{value:.6g}"
-
-    def valueFromText(self, text: str) -> float:
-        try:
-            return float(text)
-        except ValueError:
-            return self.value()
-
-    def validate(self, text: str, position: int) -> object:
-        try:
-            value = float(text)
-        except ValueError:
-            return QValidator.State.Intermediate, text, position
-        state = (QValidator.State.Acceptable if self.minimum() <= value <= self.maximum()
-                 else QValidator.State.Intermediate)
-        return state, text, position
 
 
 class PathField(QWidget):
@@ -134,6 +107,12 @@ class SettingsForm(QWidget):
         self.derived_label.setObjectName("derivedFacts")
         self.derived_label.setWordWrap(True)
         self.derived_label.setToolTip("Worked out from the settings above as you change them.")
+        # A number typed out of range: said at once, and what it was set to when editing ended.
+        self.range_notice_label = QLabel()
+        self.range_notice_label.setObjectName("rangeNotice")
+        self.range_notice_label.setWordWrap(True)
+        self.range_notice_label.setVisible(False)
+        self._range_notices: dict[str, str] = {}
         self.problems_label = QLabel()
         self.problems_label.setObjectName("problemsLabel")
         self.problems_label.setWordWrap(True)
@@ -142,6 +121,7 @@ class SettingsForm(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(scroll, 1)
+        layout.addWidget(self.range_notice_label)
         layout.addWidget(self.derived_label)
         layout.addWidget(self.problems_label)
 
@@ -210,12 +190,14 @@ class SettingsForm(QWidget):
             editor = row = QCheckBox()
             editor.toggled.connect(self._on_edit)
         elif hint is float:
-            editor = row = FloatSpinBox()
+            editor = row = FloatSpinBox(SPECS[name].label)
             low, high = RANGES[name]
             editor.setRange(low, high)
             editor.valueChanged.connect(self._on_edit)
+            editor.range_notice.connect(lambda notice, name=name: self._on_range_notice(name, notice))
         else:  # int, or Optional[int]: 0 below the range means None ("no limit")
-            editor = row = QSpinBox()
+            editor = row = IntSpinBox(SPECS[name].label)
+            editor.range_notice.connect(lambda notice, name=name: self._on_range_notice(name, notice))
             low, high = RANGES[name]
             if name in OPTIONAL_FIELDS:
                 low -= 1
@@ -254,6 +236,24 @@ class SettingsForm(QWidget):
             editor.setValue(value)  # a spin box clamps out-of-range values; validate() would refuse them
 
     # -- live feedback -----------------------------------------------------------------------
+    def _on_range_notice(self, name: str, notice: str) -> None:
+        if notice:
+            self._range_notices[name] = notice
+        else:
+            self._range_notices.pop(name, None)
+        self.range_notice_label.setText("\n".join(self._range_notices.values()))
+        self.range_notice_label.setVisible(bool(self._range_notices))
+        editor = self._editors[name]
+        typing = bool(getattr(editor, "out_of_range_typed", False))
+        if bool(editor.property("outOfRange")) != typing:  # marked while the typed number cannot be kept
+            editor.setProperty("outOfRange", typing)
+            editor.style().unpolish(editor)
+            editor.style().polish(editor)
+
+    @property
+    def range_notices(self) -> list[str]:
+        return list(self._range_notices.values())
+
     def _on_edit(self, *_: object) -> None:
         config = self._refresh()
         self.config_changed.emit(config)

@@ -18,16 +18,17 @@ from workbench.device_info import DeviceInfo
 from workbench.settings_help import SPECS, FieldSpec  # noqa: F401 (the form reads them from here)
 
 
-# Groups in the order the form shows them; every RunConfig field sits in exactly one.
+# Groups in the order the form shows them, the most-used settings first (what a user changes between
+# two runs sits above the fold); every RunConfig field sits in exactly one.
 GROUPS: dict[str, tuple[str, ...]] = {
+    "Run": ("epochs", "batch_size", "device", "max_steps", "accumulation_steps", "seed", "log_every"),
     "Data": ("dataset", "data_path", "synthetic_size"),
     "Loader": (
         "pipeline", "augment", "num_workers", "pin_memory", "non_blocking", "persistent_workers",
         "prefetch_factor", "worker_start_method",
     ),
-    "Model & optimiser": ("model", "optimizer", "lr", "weight_decay", "label_smoothing"),
     "Precision": ("precision", "channels_last", "compile"),
-    "Run": ("epochs", "max_steps", "batch_size", "accumulation_steps", "seed", "device", "log_every"),
+    "Model & optimiser": ("model", "optimizer", "lr", "weight_decay", "label_smoothing"),
     "Measurement": ("profile", "profile_every"),
 }
 
