@@ -9,6 +9,7 @@ import pytest
 from gui_fakes import CPU_DEVICE, GPU_DEVICE, TINY_RUN, FakeRun, fake_probe
 from PySide6.QtCore import QPoint, QRect
 from PySide6.QtGui import QColor
+from test_main_window import run_once
 
 from workbench.config import RunConfig
 from workbench.engine.events import RunEnded, RunSummary, StatusChanged
@@ -16,14 +17,6 @@ from workbench.gui.app import STYLESHEET, build_window
 from workbench.gui.runs_view import RunsView
 from workbench.history.export import export_runs_csv
 from workbench.history.store import HistoryStore
-
-
-def run_once(qtbot, window, config: RunConfig, timeout_ms: int = 30_000):
-    window.form.set_config(config)
-    assert window.start_button.isEnabled(), window.start_button.toolTip()
-    with qtbot.waitSignal(window.session.finished, timeout=timeout_ms):
-        window.start_button.click()
-    window.plots.redraw()
 
 
 @pytest.fixture
@@ -51,7 +44,7 @@ def test_a_run_is_named_once_and_the_same_in_the_plots_the_runs_tab_and_the_csv(
         assert (first.label, second.label) == (f"#{first.id} synthetic: small-cnn, batch 32, fp32",
                                                f"#{second.id} synthetic: batch_size=64")
         assert window.plots.legend_labels() == [first.label, second.label]
-        assert window.run_message.text().startswith(f"Finished")
+        assert window.run_message.text().startswith("Finished")
 
         view = window.findChild(RunsView)
         view.refresh()

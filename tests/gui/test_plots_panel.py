@@ -240,7 +240,7 @@ def test_the_x_axis_can_be_samples_seen_or_wall_time(panel, axis, expected):
     earlier = [item for item in curves_on(panel.throughput_plot) if item is not panel.throughput_curve]
     assert list(earlier[0].getData()[0]) == [value * (0.5 if axis == "samples_seen" else 1.0) for value in expected]
     assert list(panel.test_loss_points.getData()[0]) == [expected[1]]  # the epoch's step, on this axis
-    assert panel.loss_plot.getAxis("bottom").labelText.startswith("samples" if axis == "samples_seen" else "wall")
+    assert panel.data_wait_plot.getAxis("bottom").labelText.startswith("samples" if axis == "samples_seen" else "wall")
 
 
 def test_release_marks_the_plot_and_drops_the_reserved_curve(panel):

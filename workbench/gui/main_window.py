@@ -34,8 +34,6 @@ from workbench.engine.events import (
     StepStats,
 )
 from workbench.gui import run_messages
-from workbench.history.naming import run_name
-from workbench.paths import gui_settings_file
 from workbench.gui.background import BackgroundCall
 from workbench.gui.device_panel import DevicePanel
 from workbench.gui.engine_calls import engine_preview, engine_probe, engine_release, engine_run
@@ -44,10 +42,12 @@ from workbench.gui.series import X_AXES
 from workbench.gui.sample_view import PreviewFunction, SampleView
 from workbench.gui.settings_form import SettingsForm
 from workbench.gui.worker import RunFunction, RunSession
+from workbench.history.naming import run_name
+from workbench.paths import gui_settings_file
 
 ProbeFunction = Callable[[], DeviceInfo]
-CPU_MEMORY_NOTE = "<b>CPU mode:</b> the GPU figures (torch, NVML) need a CUDA GPU."
 ReleaseFunction = Callable[[], MemoryRelease]
+CPU_MEMORY_NOTE = "<b>CPU mode:</b> the GPU figures (torch, NVML) need a CUDA GPU."
 
 SETTINGS_CONFIG = "run/config"
 SETTINGS_GEOMETRY = "window/geometry"
@@ -116,6 +116,7 @@ class MainWindow(QMainWindow):
         self._close_when_finished = False
         self._probe_call: Optional[BackgroundCall] = None
         self._release_call: Optional[BackgroundCall] = None
+        self._release_outcome = ""  # what the last release did, shown beside the button when it is usable
 
         config, settings_note = load_config(self._settings)
         self.session = RunSession(run_function, parent=self)
@@ -423,20 +424,21 @@ class MainWindow(QMainWindow):
         if self._release_call is not None and self._release_call.running:
             return
         self.release_button.setEnabled(False)
-        self.release_result.setText("Releasing…")
+        self._release_outcome = "Releasing…"
+        self.release_result.setText(self._release_outcome)
         self._release_call = BackgroundCall(self._release_function)
         self._release_call.succeeded.connect(self._on_released)
         self._release_call.failed.connect(self._on_release_failed)
         self._release_call.start()
 
     def _on_released(self, release: MemoryRelease) -> None:
-        self.release_result.setText(release.message)
+        self._release_outcome = release.message
         self.status_line.setText(f"Released cached memory: {release.message}")
         self.plots.mark_release(release)
         self._update_controls()
 
     def _on_release_failed(self, error: Exception) -> None:
-        self.release_result.setText(f"Release failed: {error}")
+        self._release_outcome = f"Release failed: {error}"
         self._update_controls()
 
     # -- state -------------------------------------------------------------------------------
@@ -475,9 +477,7 @@ class MainWindow(QMainWindow):
             self.release_button.setToolTip(disabled[1])
             self.release_result.setToolTip(disabled[1])
         else:
-            if self.release_result.text() in {reason[0] for reason in (RELEASE_CHECKING, RELEASE_ON_CPU,
-                                                                        RELEASE_DURING_RUN)}:
-                self.release_result.setText("")  # the reason no longer holds; a release's outcome stays
+            self.release_result.setText(self._release_outcome)
             self.release_result.setToolTip("")
             self.release_button.setToolTip(
                 "Give the blocks torch's CUDA allocator keeps cached back to the driver (torch.cuda.empty_cache). "

@@ -187,6 +187,8 @@ class PlotsPanel(QWidget):
         layout.addLayout(grid, 1)
         layout.addLayout(controls)
 
+        for plot in self._bottom_row():  # the top row shares their x-axis: its label is said once, below
+            plot.setLabel("bottom", X_AXES[self._x_key])
         self._apply_run_pens()
         self._update_memory_caption()
         self.redraw_timer = QTimer(self)
@@ -199,7 +201,6 @@ class PlotsPanel(QWidget):
         plot.setObjectName(object_name)
         plot.setMinimumSize(240, 150)
         plot.setTitle(title, size="10pt")
-        plot.setLabel("bottom", X_AXES["step"])
         plot.setLabel("left", y_label, units=y_units or None)
         for side in ("left", "bottom"):
             plot.getAxis(side).enableAutoSIPrefix(False)
@@ -431,10 +432,14 @@ class PlotsPanel(QWidget):
             raise ValueError(f"unknown x-axis {key!r}; choose {', '.join(X_AXES)}")
         self.x_axis_combo.setCurrentIndex(index)
 
+    def _bottom_row(self) -> tuple[pg.PlotWidget, pg.PlotWidget]:
+        return self.memory_plot, self.data_wait_plot
+
     def _on_x_axis_changed(self) -> None:
         self._x_key = self.x_axis_combo.currentData()
-        for plot in (self.loss_plot, self.throughput_plot, self.memory_plot, self.data_wait_plot):
+        for plot in self._bottom_row():
             plot.setLabel("bottom", X_AXES[self._x_key])
+        for plot in (self.loss_plot, self.throughput_plot, self.memory_plot, self.data_wait_plot):
             plot.enableAutoRange(axis="x", enable=True)
         for marker, at in self._release_markers:
             marker.setPos(at[self._x_key])

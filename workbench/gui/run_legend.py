@@ -91,7 +91,7 @@ class RunLegend(QWidget):
         self.setVisible(count > 0)
         html = "&nbsp;&nbsp; ".join(self._entry_html(entry) for entry in self._entries)
         if hint:
-            html += f"&nbsp;&nbsp; <span style='color:#707070'>{_escape(hint).replace(' ', '&nbsp;')}</span>"
+            html += f"&nbsp;&nbsp; <span style='color:#707070; white-space:nowrap'>{_escape(hint)}</span>"
         self.entries_label.setText(html)
         self.entries_label.setToolTip("\n".join(entry.label for entry in self._entries))
         self._apply_expanded(self.toggle.isChecked())
@@ -115,8 +115,9 @@ class RunLegend(QWidget):
         weight = "bold" if entry.current else "normal"
         swatch = f"<span style='color:{entry.colour}; font-weight:bold'>━━</span>"
         label = entry.label if len(entry.label) <= LEGEND_LABEL_CHARS else entry.label[: LEGEND_LABEL_CHARS - 1] + "…"
-        # Lines break between entries, never inside one.
-        return f"{swatch}&nbsp;<span style='font-weight:{weight}'>{_escape(label).replace(' ', '&nbsp;')}</span>"
+        # Lines break between entries, never inside one (nor at a hyphen in a file name).
+        return (f"<span style='white-space:nowrap'>{swatch}&nbsp;"
+                f"<span style='font-weight:{weight}'>{_escape(label)}</span></span>")
 
 
 def _escape(text: str) -> str:
