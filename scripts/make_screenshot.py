@@ -1,11 +1,17 @@
-"""Make assets/screenshot.png: the real app after two real short runs, the second changing one thing.
+"""Make the README's screenshots: the real app after five real short runs, each changing one thing.
 
-    python scripts/make_screenshot.py                                   # synthetic data
-    python scripts/make_screenshot.py --data ../shared/data/cifar10-subset.npz   # real CIFAR-10 images
+    python scripts/make_screenshot.py                                           # synthetic data
+    python scripts/make_screenshot.py --data ../shared/data/cifar10-subset.npz  # real CIFAR-10 images
 
-Run 1 loads batches in the training thread with per-image CPU augmentation; run 2 uses two loader
-workers and batched augmentation: the dimmed curves of run 1 stay underneath, so the effect shows.
-Uses its own settings file and workbench home, so your own settings and history are untouched.
+Writes, under assets/:
+  screenshot.png              the Live tab after five runs, two of them selected in the Runs tab
+  screenshot-runs.png         the Runs tab: the table and the comparison of the two selected runs
+  screenshot-1024x700.png     the whole window at 1024×700 (a small laptop screen), Live tab
+
+Run 1 loads batches in the training thread with per-image CPU augmentation; the next runs change
+one setting each (loader workers, where augmentation runs, the batch size, the learning rate), so
+each run's name says what changed. The plots' x-axis is "samples seen", where runs with different
+batch sizes line up. Uses its own settings file and workbench home: your settings and history are untouched.
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, help="an .npz dataset (e.g. the CIFAR-10 subset); default: synthetic")
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--out", type=Path, default=ROOT / "assets" / "screenshot.png")
-    parser.add_argument("--size", default="1440x900", help="window size, WIDTHxHEIGHT")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--out-dir", type=Path, default=ROOT / "assets")
+    parser.add_argument("--size", default="1440x900", help="window size of the first two pictures, WIDTHxHEIGHT")
+    parser.add_argument("--small-size", default="1024x700", help="window size of the third picture")
+    parser.add_argument("--select", default="2,3", help="the runs to select in the Runs tab (run numbers)")
     args = parser.parse_args()
 
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -34,8 +42,9 @@ def main() -> int:
     from PySide6.QtCore import QSettings, QTimer
 
     from workbench.config import RunConfig
-    from workbench.gui.app import create_application, run_window
-    from workbench.gui.main_window import MainWindow
+    from workbench.gui.app import build_window, create_application, run_window
+    from workbench.gui.runs_view import RunsView
+    from workbench.history.store import HistoryStore
 
     if args.data:
         base = RunConfig(dataset="npz", data_path=str(args.data.resolve()), epochs=args.epochs, batch_size=64,
@@ -43,17 +52,26 @@ def main() -> int:
     else:
         base = RunConfig(dataset="synthetic", synthetic_size=4096, epochs=args.epochs, batch_size=64, lr=0.02,
                          log_every=5, device="auto")
-    runs = [base.replace(num_workers=0, augment="cpu"), base.replace(num_workers=2, augment="gpu")]
+    first = base.replace(num_workers=0, augment="cpu")
+    runs = [first]
+    for change in (dict(num_workers=2), dict(augment="gpu"), dict(batch_size=128), dict(lr=base.lr * 2)):
+        runs.append(runs[-1].replace(**change))
 
     app = create_application()
-    window = MainWindow(settings=QSettings(str(scratch / "settings.ini"), QSettings.Format.IniFormat))
-    width, height = (int(value) for value in args.size.split("x"))
-    window.resize(width, height)
+    store = HistoryStore.open()
+    window = build_window(store, settings=QSettings(str(scratch / "settings.ini"), QSettings.Format.IniFormat))
+    view = window.findChild(RunsView)
+    big = tuple(int(value) for value in args.size.split("x"))
+    small = tuple(int(value) for value in args.small_size.split("x"))
+    window.resize(*big)
     outcomes: list[str] = []
+    args.out_dir.mkdir(parents=True, exist_ok=True)
 
     def start_next() -> None:
-        config = runs[len(outcomes)]
-        window.form.set_config(config)
+        if window._device is None:  # the form knows the hardware once the probe has answered
+            QTimer.singleShot(200, start_next)
+            return
+        window.form.set_config(runs[len(outcomes)])
         if not window.start_button.isEnabled():
             print(f"cannot start: {window.start_button.toolTip()}", file=sys.stderr)
             window.close()
@@ -64,27 +82,42 @@ def main() -> int:
         outcomes.append(event.status)
         print(f"run {len(outcomes)}: {event.status} {event.reason or ''}", flush=True)
 
-    def on_finished() -> None:  # the thread has ended: the next run may start, or the picture be taken
+    def on_finished() -> None:  # the thread has ended: the next run may start, or the pictures be taken
         if outcomes and outcomes[-1] != "finished":
             window.close()
         elif len(outcomes) < len(runs):
             QTimer.singleShot(200, start_next)
         else:
-            QTimer.singleShot(300, take_screenshot)
+            QTimer.singleShot(300, take_screenshots)
 
-    def take_screenshot() -> None:
-        window.tabs.setCurrentIndex(0)
+    def grab(name: str) -> None:
         window.plots.redraw()
         app.processEvents()
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        window.grab().save(str(args.out))
-        print(f"wrote {args.out}", flush=True)
-        window.close()
+        path = args.out_dir / name
+        window.grab().save(str(path))
+        print(f"wrote {path}", flush=True)
+
+    def take_screenshots() -> None:
+        ids = sorted(record.id for record in store.list_runs())
+        view.refresh()
+        view.select_runs([ids[int(number) - 1] for number in args.select.split(",")])
+        view.comparison.differences_only.setChecked(True)
+        window.plots.set_x_axis("samples_seen")
+        window.tabs.setCurrentIndex(0)
+        grab("screenshot.png")
+        window.tabs.setCurrentIndex(2)
+        grab("screenshot-runs.png")
+        window.resize(*small)
+        window.tabs.setCurrentIndex(0)
+        QTimer.singleShot(300, lambda: (grab(f"screenshot-{small[0]}x{small[1]}.png"), window.close()))
 
     window.session.run_ended.connect(on_ended)
     window.session.finished.connect(on_finished)
-    QTimer.singleShot(2500, start_next)  # after the device probe: the form knows the hardware
-    code = run_window(app, window)
+    QTimer.singleShot(500, start_next)
+    try:
+        code = run_window(app, window)
+    finally:
+        store.close()
     return code if outcomes == ["finished"] * len(runs) else 1
 
 

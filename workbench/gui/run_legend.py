@@ -91,7 +91,7 @@ class RunLegend(QWidget):
         self.setVisible(count > 0)
         html = "&nbsp;&nbsp; ".join(self._entry_html(entry) for entry in self._entries)
         if hint:
-            html += f"&nbsp;&nbsp; <span style='color:#707070; white-space:nowrap'>{_escape(hint)}</span>"
+            html += f"&nbsp;&nbsp; <span style='color:#707070'>{_unbreakable(hint)}</span>"
         self.entries_label.setText(html)
         self.entries_label.setToolTip("\n".join(entry.label for entry in self._entries))
         self._apply_expanded(self.toggle.isChecked())
@@ -115,9 +115,13 @@ class RunLegend(QWidget):
         weight = "bold" if entry.current else "normal"
         swatch = f"<span style='color:{entry.colour}; font-weight:bold'>━━</span>"
         label = entry.label if len(entry.label) <= LEGEND_LABEL_CHARS else entry.label[: LEGEND_LABEL_CHARS - 1] + "…"
-        # Lines break between entries, never inside one (nor at a hyphen in a file name).
-        return (f"<span style='white-space:nowrap'>{swatch}&nbsp;"
-                f"<span style='font-weight:{weight}'>{_escape(label)}</span></span>")
+        return f"{swatch}&nbsp;<span style='font-weight:{weight}'>{_unbreakable(label)}</span>"
+
+
+def _unbreakable(text: str) -> str:
+    """Lines break between entries, never inside one: no-break spaces, and no-break hyphens (U+2011)
+    for file names such as "cifar10-subset" (Qt's rich text ignores white-space: nowrap on a span)."""
+    return _escape(text).replace(" ", "&nbsp;").replace("-", "\u2011")
 
 
 def _escape(text: str) -> str:
