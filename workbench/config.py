@@ -17,7 +17,7 @@ from typing import Any, Literal, Optional, get_args, get_type_hints
 from workbench.device_info import DeviceInfo
 
 Dataset = Literal["synthetic", "npz", "cifar10", "cifar100"]
-Model = Literal["small-cnn", "resnet18", "mobilenet_v3_small"]
+Model = Literal["small-cnn", "small-cnn-gn", "resnet18", "mobilenet_v3_small"]
 Pipeline = Literal["dataloader", "gpu-resident"]
 Augment = Literal["none", "cpu", "gpu"]
 StartMethod = Literal["fork", "forkserver", "spawn"]
@@ -66,6 +66,7 @@ class RunConfig:
     accumulation_steps: int = 1
     seed: int = 0
     device: DeviceChoice = "auto"
+    devices: int = 1  # processes, one per GPU (DistributedDataParallel); 0 = every visible GPU
     log_every: int = 10
     # Measurement
     profile: bool = False  # profiler-sampled GPU timeline (workbench.engine.profiling)
@@ -73,8 +74,12 @@ class RunConfig:
 
     # -- derived -----------------------------------------------------------------
     @property
-    def effective_batch_size(self) -> int:
-        return self.batch_size * self.accumulation_steps
+    def effective_batch_size(self) -> Optional[int]:
+        """Images per optimiser step: batch × devices × accumulation; None for devices=0 (every visible
+        GPU), whose count only the machine knows (RunStarted.effective_batch_size has it)."""
+        if self.devices == 0:
+            return None
+        return self.batch_size * self.devices * self.accumulation_steps
 
     # -- validation --------------------------------------------------------------
     def validate(self, device: DeviceInfo | None = None) -> list[str]:
@@ -129,6 +134,7 @@ class RunConfig:
                 + (", or install a CUDA build of torch" if cpu_build else "")
             )
         on_cuda = device.cuda_available and self.device != "cpu"
+        problems.extend(self._devices_problems(device, on_cuda))
         if self.precision == "fp16" and not on_cuda:
             problems.append("fp16 needs a CUDA GPU")
         if self.precision == "bf16":
@@ -140,6 +146,25 @@ class RunConfig:
                     f"{device.name} is {device.compute_capability}"
                 )
         return problems
+
+    def _devices_problems(self, device: DeviceInfo, on_cuda: bool) -> list[str]:
+        if self.devices == 1 or (self.device == "cuda" and not device.cuda_available):  # the latter said above
+            return []
+        if not device.distributed_backends:
+            return [f"devices={self.devices} needs torch.distributed, which this torch build lacks: use devices=1"]
+        if not on_cuda:
+            if self.devices == 0:
+                return ["devices=0 means every visible GPU, and this run is on the CPU: give a number of "
+                        "processes instead (devices=2 trains in 2 CPU processes over gloo), or 1"]
+            if "gloo" not in device.distributed_backends:
+                return [f"devices={self.devices} on the CPU needs the gloo backend, which this torch build "
+                        "lacks: use devices=1"]
+            return []
+        if self.devices > device.gpu_count:
+            visible = f"only {device.gpu_count} CUDA GPU{' is' if device.gpu_count == 1 else 's are'} visible"
+            return [f"devices={self.devices} but {visible} (CUDA_VISIBLE_DEVICES decides which): choose "
+                    f"devices between 1 and {device.gpu_count}, or 0 for every visible GPU"]
+        return []
 
     # -- round trips -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -197,7 +222,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "max_steps": (1, 100_000_000),
     "batch_size": (1, 65_536),
     "accumulation_steps": (1, 1024),
-    "seed": (0, 2**31 - 1),  # fits a Qt spin box and every RNG the engine seeds
+    "seed": (0, 2**31 - 1),
+    "devices": (0, 1024),  # fits a Qt spin box and every RNG the engine seeds
     "log_every": (1, 1_000_000),
     "profile_every": (20, 100_000_000),  # a sample spans about a dozen steps
 }

@@ -36,4 +36,7 @@ def data_problems(config: RunConfig) -> list[str]:
     size = train_size(config)
     if size is not None and size < config.batch_size:
         return [f"batch_size {config.batch_size:,} is larger than the training set ({size:,} images)"]
+    if size is not None and config.devices > 1 and size < config.batch_size * config.devices:
+        return [f"batch_size {config.batch_size:,} × devices {config.devices} is larger than the training set "
+                f"({size:,} images): each process takes batch_size images per step"]
     return []

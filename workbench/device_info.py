@@ -28,3 +28,6 @@ class DeviceInfo:
     torchvision_version: str = ""
     python_version: str = ""
     cpu_count: int = 1
+    gpu_count: int = 0  # CUDA GPUs visible to this process (torch.cuda.device_count())
+    # torch.distributed backends this torch build has ("nccl", "gloo"); () without torch.distributed
+    distributed_backends: tuple[str, ...] = ()

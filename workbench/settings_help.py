@@ -92,8 +92,11 @@ SPECS: dict[str, FieldSpec] = {
     ),
     "model": FieldSpec(
         "Model",
-        "The network to train: small-cnn, resnet18 (CIFAR stem) or mobilenet_v3_small.",
+        "The network to train: small-cnn, small-cnn-gn, resnet18 (CIFAR stem) or mobilenet_v3_small.",
         "• small-cnn: a few convolution layers; quick, so the input pipeline shows clearly.\n"
+        "• small-cnn-gn: the same with GroupNorm instead of BatchNorm: its result does not depend on how "
+        "the batch is split, so N devices train exactly as one device on the whole batch (BatchNorm "
+        "normalises each device's slice on its own); also the choice for very small batches.\n"
         "• resnet18 (CIFAR stem): a real workload of about 11 M parameters.\n"
         "• mobilenet_v3_small: light, many small kernels: often limited by launch overhead, not compute.",
     ),
@@ -163,6 +166,15 @@ SPECS: dict[str, FieldSpec] = {
     "device": FieldSpec(
         "Device",
         "auto (the CUDA GPU if there is one, else the CPU), cuda (the GPU or fail), or cpu.",
+    ),
+    "devices": FieldSpec(
+        "Devices (processes)",
+        "Train data-parallel in this many processes, one per GPU (0 = every visible GPU); 1 = one process.",
+        "Each process trains on its own share of every batch with PyTorch's DistributedDataParallel and the "
+        "gradients are averaged after each backward pass (NCCL between GPUs, gloo on the CPU), so the "
+        "effective batch is batch × devices × accumulation. Rank 0 evaluates.\n"
+        "On the CPU, several processes share the same cores: it checks a multi-process setup, it is not "
+        "faster. Under torchrun the processes come from torchrun and this setting follows them.",
     ),
     "log_every": FieldSpec(
         "Measure every",

@@ -42,7 +42,7 @@ def test_every_config_field_is_a_flag(capsys):
     "args, line",
     [
         (["--batch-size", "0"], "workbench run: batch_size must be between 1 and 65536 (got 0)"),
-        (["--model", "vgg"], "workbench run: model must be one of small-cnn, resnet18, mobilenet_v3_small (got 'vgg')"),
+        (["--model", "vgg"], "workbench run: model must be one of small-cnn, small-cnn-gn, resnet18, mobilenet_v3_small (got 'vgg')"),
         (["--batch-size", "many"], "workbench run: argument --batch-size: invalid int value: 'many'"),
         (["--precision", "fp16"], "workbench run: fp16 needs a CUDA GPU"),
         (["--dataset", "npz", "--data-path", "/nowhere/data.npz"],

@@ -26,8 +26,9 @@ SUMMARY_COLUMNS = [
     "peak_reserved_bytes", "peak_nvml_used_bytes", "final_loss", "test_accuracy", "wall_seconds",
     "device_name", "torch_version", "kernel_busy_fraction", "memcpy_fraction", "idle_waiting_for_data_fraction",
     "idle_waiting_for_host_fraction", "idle_other_fraction", "kernels_per_step", "ceiling_images_per_sec",
-    "pipeline_efficiency", "verdict",
+    "pipeline_efficiency", "verdict", "world_size",
 ]
+RANK_PEAK_COLUMNS = ["rank_peak_allocated_bytes", "rank_peak_reserved_bytes", "rank_peak_nvml_used_bytes"]
 
 
 @pytest.fixture
@@ -47,7 +48,8 @@ def test_runs_csv_columns_are_identity_then_every_setting_then_the_summary(store
     header = read_csv(tmp_path / "runs.csv")[0]
     assert header == ["run_id", "name", "note", "source", "status", "reason", "started_at", "finished_at",
                       "sweep_id", "sweep_name",
-                      *FIELD_NAMES, *SUMMARY_COLUMNS, "steps", "samples_seen", "epochs_completed"]
+                      *FIELD_NAMES, *SUMMARY_COLUMNS, "steps", "samples_seen", "epochs_completed",
+                      *RANK_PEAK_COLUMNS]
     assert tuple(header) == RUNS_CSV_COLUMNS
 
 

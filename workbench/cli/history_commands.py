@@ -70,9 +70,9 @@ def format_runs_table(records: Sequence) -> str:
     from workbench.formatting import format_duration, format_table
     from workbench.history.metrics import format_metric, local_time
 
-    header = ("ID", "NAME", "STATUS", "FROM", "SWEEP", "STARTED", "IMG/S", "DATA WAIT", "PEAK ALLOC", "FINAL LOSS",
-              "TEST ACC", "DURATION")
-    right_aligned = {0, 6, 7, 8, 9, 10, 11}
+    header = ("ID", "NAME", "STATUS", "FROM", "SWEEP", "STARTED", "WORLD SIZE", "IMG/S", "DATA WAIT", "PEAK ALLOC",
+              "FINAL LOSS", "TEST ACC", "DURATION")
+    right_aligned = {0, 6, 7, 8, 9, 10, 11, 12}
     rows = [
         (
             str(record.id),
@@ -81,6 +81,7 @@ def format_runs_table(records: Sequence) -> str:
             record.source,
             _sweep_label(record),
             local_time(record.started_at),
+            str(record.world_size),
             format_metric("rate", record.images_per_sec),
             format_metric("fraction", record.data_wait_fraction),
             format_metric("bytes", record.peak_allocated_bytes),

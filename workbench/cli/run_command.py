@@ -99,11 +99,20 @@ def _dataset_for_data_path(args: argparse.Namespace, values: dict[str, Any], pro
 
 def run_command(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    from workbench.engine.distributed.world import launched_world
+
+    world = launched_world()
+    if world is not None:  # under torchrun: one rank of world.world_size; rank 0 speaks for the run
+        config = launched_config(args, config, world)
+        if world.rank != 0:
+            return run_quietly(config, world.rank)
     from workbench.data_check import data_problems
     from workbench.engine import probe_device, run  # torch is imported only now
 
     # Bad input starts nothing and stores nothing: settings and the cheap data checks come first.
-    problems = config.validate(probe_device(config.device)) or data_problems(config)
+    # Under torchrun the processes on this machine are what its GPUs must hold.
+    local = config.replace(devices=world.local_world_size or world.world_size) if world is not None else config
+    problems = local.validate(probe_device(config.device)) or data_problems(config)
     if problems:
         raise UsageError("workbench run: " + "; ".join(problems))
     print_notes(args, "workbench run")
@@ -165,6 +174,40 @@ def print_notes(args: argparse.Namespace, prog: str) -> None:
         print(f"{prog}: {note}", file=sys.stderr)
 
 
+def launched_config(args: argparse.Namespace, config: RunConfig, world: Any) -> RunConfig:
+    """Under torchrun the processes are torchrun's: --devices may only repeat their number. The run is
+    recorded with devices = the world size, so its settings say how many processes trained."""
+    if config.devices not in (0, 1, world.world_size):
+        raise UsageError(
+            f"workbench run: --devices {config.devices} under torchrun, which started {world.world_size} "
+            "processes: drop --devices (torchrun's --nproc-per-node and --nnodes decide)"
+        )
+    if config.device != "cpu":
+        from workbench.engine.distributed.rank import claim_local_gpu
+
+        claim_local_gpu(world)  # before anything touches CUDA: each rank's context on its own GPU
+    return config.replace(devices=world.world_size)
+
+
+def run_quietly(config: RunConfig, rank: int) -> int:
+    """A torchrun rank other than 0: train, print nothing but a failure, record nothing."""
+    from workbench.engine import run
+
+    stop = threading.Event()
+    previous_handler = signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
+    ended = None
+    try:
+        for event in run(config, stop.is_set):
+            if isinstance(event, RunEnded):
+                ended = event
+    finally:
+        signal.signal(signal.SIGINT, previous_handler)
+    if ended is not None and ended.status == "failed":
+        print(f"workbench run: rank {rank}: {ended.reason}", file=sys.stderr)
+        return 2 if ended.kind in BAD_INPUT_KINDS else 1
+    return 0 if ended is not None and ended.status == "finished" else 1
+
+
 def _stop_then_interrupt(stop: threading.Event, progress: "Progress"):
     """First Ctrl-C: stop at the next step (the run is kept as stopped). Second: abort."""
 
@@ -220,6 +263,15 @@ def summary_json(summary: RunSummary, run_id: Optional[int] = None, config: Opti
         "steps": data["steps"],
         "epochs_completed": data["epochs_completed"],
         "torch_version": data["torch_version"],
+        "world_size": data["world_size"],
+        # Each rank's peaks, by rank ([] for a one-process run).
+        "rank_peak_memory_bytes": [
+            {"rank": rank, "torch_allocated": allocated, "torch_reserved": reserved, "nvml_used": nvml}
+            for rank, (allocated, reserved, nvml) in enumerate(
+                zip(data["rank_peak_allocated_bytes"], data["rank_peak_reserved_bytes"],
+                    data["rank_peak_nvml_used_bytes"])
+            )
+        ],
     }
 
 
@@ -235,6 +287,7 @@ def print_summary(ended: RunEnded, config: Optional[RunConfig] = None) -> None:
         ("data wait", f"{s.data_wait_fraction:.1%} of training time" if s.data_wait_fraction is not None else "n/a"),
         ("peak memory", f"torch allocated {format_bytes(s.peak_allocated_bytes)}, reserved "
          f"{format_bytes(s.peak_reserved_bytes)}, NVML used {format_bytes(s.peak_nvml_used_bytes)}"),
+        *_rank_rows(s),
         ("wall time", format_duration(s.wall_seconds)),
         *timeline_report.summary_rows(s, config),
         ("verdict", s.verdict or "n/a"),
@@ -246,6 +299,16 @@ def print_summary(ended: RunEnded, config: Optional[RunConfig] = None) -> None:
         print(f"{'findings':>14}")
         for line in lines:
             print(f"{'':>14}  {line}")
+
+
+def _rank_rows(s: RunSummary) -> list[tuple[str, str]]:
+    if s.world_size == 1:
+        return []
+    rows = [("processes", f"{s.world_size} (images/sec and data wait above are over all of them)")]
+    for rank, (allocated, reserved) in enumerate(zip(s.rank_peak_allocated_bytes, s.rank_peak_reserved_bytes)):
+        if allocated is not None or reserved is not None:
+            rows.append((f"rank {rank} peak", f"allocated {format_bytes(allocated)}, reserved {format_bytes(reserved)}"))
+    return rows
 
 
 class Progress:
@@ -264,9 +327,11 @@ class Progress:
         elif isinstance(event, RunStarted):
             for note in event.notes:
                 self._print(f"note: {note}")
+            processes = f" × {event.world_size} processes" if event.world_size > 1 else ""
             self._print(
-                f"{event.config.model} on {event.device.name} [{event.device.type}], {event.dataset_name}: "
-                f"{event.train_size:,} train / {event.test_size:,} test images, {event.total_steps:,} steps"
+                f"{event.config.model} on {event.device.name} [{event.device.type}]{processes}, {event.dataset_name}: "
+                f"{event.train_size:,} train / {event.test_size:,} test images, {event.total_steps:,} steps, "
+                f"effective batch {event.effective_batch_size:,}"
             )
         elif isinstance(event, StepStats):
             if self.tty:

@@ -12,11 +12,11 @@ import urllib.error
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from workbench.config import RunConfig
 from workbench.engine.augment import per_sample_transform, random_crop_flip
@@ -26,6 +26,9 @@ from workbench.paths import default_datasets_dir
 # CIFAR-10's per-channel mean and std on the training set (0..1 scale); close enough for CIFAR-100.
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2470, 0.2435, 0.2616)
+
+
+Shard = tuple[int, int]  # (rank, world_size): one data-parallel process's share of the training set
 
 
 class DataError(ValueError):
@@ -155,18 +158,30 @@ class UInt8ImageDataset(Dataset):
 
 
 class LoaderBatches:
-    """pipeline=dataloader: torch's DataLoader with the user's worker settings; batches arrive on the host."""
+    """pipeline=dataloader: torch's DataLoader with the user's worker settings; batches arrive on the host.
 
-    def __init__(self, arrays: ImageArrays, config: RunConfig, pin_memory: bool):
+    ``shard=(rank, world_size)``: one data-parallel process's share, from torch's DistributedSampler.
+    """
+
+    def __init__(self, arrays: ImageArrays, config: RunConfig, pin_memory: bool, shard: Optional[Shard] = None):
         dataset = UInt8ImageDataset(arrays.train_images, arrays.train_labels, augment=config.augment == "cpu")
+        rank = shard[0] if shard else 0
         options: dict = dict(
             batch_size=config.batch_size,
             shuffle=True,
             drop_last=True,  # equal batches: accumulation and batch-norm see the sizes the user chose
             num_workers=config.num_workers,
             pin_memory=pin_memory,
-            generator=torch.Generator().manual_seed(config.seed),
+            generator=torch.Generator().manual_seed(config.seed + rank),  # per rank: workers' own augmentation
         )
+        self.sampler: Optional[DistributedSampler] = None
+        if shard is not None:
+            # The same seed on every rank: one permutation per epoch (set_epoch), each rank its strided share.
+            self.sampler = DistributedSampler(
+                dataset, num_replicas=shard[1], rank=rank, shuffle=True, seed=config.seed, drop_last=True
+            )
+            options.update(shuffle=False, sampler=self.sampler)
+        self._epochs_started = 0
         if config.num_workers > 0:
             options.update(
                 persistent_workers=config.persistent_workers,
@@ -178,6 +193,9 @@ class LoaderBatches:
         self._iterator = None
 
     def epoch(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        if self.sampler is not None:
+            self.sampler.set_epoch(self._epochs_started)
+        self._epochs_started += 1
         self._iterator = iter(self.loader)
         return self._iterator
 
@@ -195,17 +213,26 @@ class ResidentBatches:
     """pipeline=gpu-resident: the whole uint8 set on the device, shuffled there with randperm.
 
     No workers and no host round trip per batch; on a CPU device it is simply memory-resident.
+    ``shard=(rank, world_size)``: each data-parallel rank holds the whole set and takes its share of
+    every epoch's permutation exactly as DistributedSampler does (the same seed on every rank; rank r
+    takes every world_size-th index from r), so the ranks' batches together are one process's batch
+    of batch × world_size.
     """
 
-    def __init__(self, arrays: ImageArrays, config: RunConfig, device: torch.device):
+    def __init__(self, arrays: ImageArrays, config: RunConfig, device: torch.device, shard: Optional[Shard] = None):
         self.images = arrays.train_images.to(device)
         self.labels = arrays.train_labels.to(device)
         self.batch_size = config.batch_size
-        self.steps_per_epoch = len(self.labels) // config.batch_size
+        self.shard = shard
+        per_rank = len(self.labels) // shard[1] if shard else len(self.labels)
+        self.steps_per_epoch = per_rank // config.batch_size
         self.generator = torch.Generator(device=device).manual_seed(config.seed)
 
     def epoch(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         order = torch.randperm(len(self.labels), device=self.images.device, generator=self.generator)
+        if self.shard is not None:
+            rank, world_size = self.shard
+            order = order[: len(order) // world_size * world_size][rank::world_size]
         for step in range(self.steps_per_epoch):
             index = order[step * self.batch_size : (step + 1) * self.batch_size]
             yield self.images[index], self.labels[index]
@@ -217,14 +244,14 @@ class ResidentBatches:
 class DevicePreparer:
     """Host or device uint8 batch → normalised float batch on the device (+ GPU augmentation)."""
 
-    def __init__(self, config: RunConfig, device: torch.device, non_blocking: bool):
+    def __init__(self, config: RunConfig, device: torch.device, non_blocking: bool, rank: int = 0):
         self.device = device
         self.non_blocking = non_blocking
         self.augment = config.augment == "gpu"
         self.memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
         self.mean = torch.tensor(CIFAR_MEAN, device=device).view(1, 3, 1, 1) * 255
         self.std = torch.tensor(CIFAR_STD, device=device).view(1, 3, 1, 1) * 255
-        self.generator = torch.Generator(device=device).manual_seed(config.seed + 1)
+        self.generator = torch.Generator(device=device).manual_seed(config.seed + 1 + rank)  # own crops per rank
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor, train: bool = True):
         images = images.to(self.device, non_blocking=self.non_blocking)

@@ -24,6 +24,8 @@ def probe_device(requested: str = "auto") -> DeviceInfo:
         python_version=platform.python_version(),
         cpu_count=os.cpu_count() or 1,
         cuda_version=torch.version.cuda,
+        gpu_count=torch.cuda.device_count(),
+        distributed_backends=_distributed_backends(),
     )
     cuda_available = torch.cuda.is_available()
     if requested == "cpu" or not cuda_available:
@@ -63,6 +65,16 @@ def cpu_name() -> str:
         except OSError:
             pass
     return f"{name} ({os.cpu_count() or 1} cores)"
+
+
+def _distributed_backends() -> tuple[str, ...]:
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return ()
+    return tuple(
+        name for name, present in (("nccl", dist.is_nccl_available()), ("gloo", dist.is_gloo_available())) if present
+    )
 
 
 def _torchvision_version() -> str:

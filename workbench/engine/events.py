@@ -60,11 +60,36 @@ class RunStarted:
     notes: tuple[str, ...] = ()  # settings that had no effect here, and why ("pin_memory ignored: …")
     # The compute ceiling measured earlier for these settings on this device (`workbench ceiling`), if any.
     ceiling_images_per_sec: Optional[float] = None
+    world_size: int = 1  # processes training together (DistributedDataParallel ranks); 1 = one process
+
+    @property
+    def effective_batch_size(self) -> int:
+        """Images per optimiser step over all processes: batch × world size × accumulation."""
+        return self.config.batch_size * self.world_size * self.config.accumulation_steps
+
+
+@dataclass(frozen=True)
+class RankStepStats:
+    """One process's own figures for a StepStats window of a multi-process (data-parallel) run."""
+
+    rank: int
+    samples: int  # images this rank trained on in the window
+    images_per_sec: float  # this rank's samples / its window seconds
+    data_wait_seconds: float
+    device_span_seconds: float  # includes the time the rank waited in the gradient all-reduce
+    window_seconds: float
+    memory: MemorySnapshot = field(default_factory=MemorySnapshot)  # this rank's device (NVML: its whole GPU)
 
 
 @dataclass(frozen=True)
 class StepStats:
-    """Measurements over the window of steps since the previous StepStats."""
+    """Measurements over the window of steps since the previous StepStats.
+
+    In a multi-process run the figures are over all ranks (``ranks`` holds each one's own): samples and
+    images/sec are the sum of the ranks' samples over the window's wall time (the slowest rank's);
+    data wait, device span and every memory figure are the highest rank's (in synchronous data
+    parallelism every rank waits for the slowest at each all-reduce); loss is the mean over the ranks.
+    """
 
     step: int  # micro-batches done in the run so far (1-based)
     total_steps: int
@@ -81,6 +106,11 @@ class StepStats:
     window_seconds: float  # wall time of the window
     elapsed_seconds: float  # since training started
     memory: MemorySnapshot = field(default_factory=MemorySnapshot)
+    ranks: tuple[RankStepStats, ...] = ()  # each rank's own figures, by rank; () for a one-process run
+
+    @property
+    def world_size(self) -> int:
+        return max(1, len(self.ranks))
 
     @property
     def data_wait_fraction(self) -> float:
@@ -100,7 +130,8 @@ class EpochStats:
     data_wait_fraction: float
     train_seconds: float
     eval_seconds: float
-    memory: MemorySnapshot = field(default_factory=MemorySnapshot)
+    memory: MemorySnapshot = field(default_factory=MemorySnapshot)  # multi-process: each figure the highest rank's
+    rank_memory: tuple[MemorySnapshot, ...] = ()  # each rank's own, by rank; () for a one-process run
 
 
 @dataclass(frozen=True)
@@ -241,6 +272,11 @@ class RunSummary:
     ceiling_images_per_sec: Optional[float] = None
     pipeline_efficiency: Optional[float] = None
     findings: tuple[Finding, ...] = ()  # ranked, most costly first
+    world_size: int = 1  # processes that trained together; the peaks above are then the highest rank's
+    # Each rank's own peaks, by rank (() for a one-process run); None where a rank's figure was unreadable.
+    rank_peak_allocated_bytes: tuple[Optional[int], ...] = ()
+    rank_peak_reserved_bytes: tuple[Optional[int], ...] = ()
+    rank_peak_nvml_used_bytes: tuple[Optional[int], ...] = ()
 
     @property
     def verdict(self) -> Optional[str]:

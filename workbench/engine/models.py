@@ -6,13 +6,18 @@ import torch
 from torch import nn
 
 
-def small_cnn(num_classes: int) -> nn.Module:
-    """A few conv-BN-ReLU-pool blocks: fast enough to learn CIFAR on a laptop CPU."""
+def small_cnn(num_classes: int, norm: str = "batch") -> nn.Module:
+    """A few conv-norm-ReLU-pool blocks: fast enough to learn CIFAR on a laptop CPU.
+
+    ``norm="group"`` uses GroupNorm (8 groups), which normalises each image on its own: the result does
+    not depend on the batch, so a batch split over N data-parallel devices trains exactly as the whole
+    batch on one device (BatchNorm computes its statistics over each device's slice).
+    """
 
     def block(cin: int, cout: int) -> nn.Sequential:
         return nn.Sequential(
             nn.Conv2d(cin, cout, kernel_size=3, padding=1, bias=False),
-            nn.BatchNorm2d(cout),
+            nn.BatchNorm2d(cout) if norm == "batch" else nn.GroupNorm(8, cout),
             nn.ReLU(inplace=True),
             nn.MaxPool2d(2),
         )
@@ -47,6 +52,7 @@ def mobilenet_v3_small(num_classes: int) -> nn.Module:
 
 BUILDERS = {
     "small-cnn": small_cnn,
+    "small-cnn-gn": lambda num_classes: small_cnn(num_classes, norm="group"),
     "resnet18": resnet18_cifar,
     "mobilenet_v3_small": mobilenet_v3_small,
 }

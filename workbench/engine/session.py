@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 from torch import nn
@@ -64,9 +64,11 @@ class TrainingSession:
 
     def __init__(
         self, config: RunConfig, device_info: DeviceInfo, arrays: ImageArrays,
-        profile_requests: Optional[ProfileRequests] = None,
+        profile_requests: Optional[ProfileRequests] = None, world: Optional[Any] = None,
     ):
         self.config = config
+        self.world = world  # None: the one process; else this rank's RankWorld (DDP, its data shard)
+        shard = (world.rank, world.world_size) if world is not None else None
         self.device_info = device_info
         self.device = resolve(device_info)
         self.arrays = arrays
@@ -79,18 +81,24 @@ class TrainingSession:
             torch.backends.cudnn.benchmark = True
 
         if config.pipeline == "gpu-resident":
-            self.batches = ResidentBatches(arrays, config, self.device)
+            self.batches = ResidentBatches(arrays, config, self.device, shard)
         else:
-            self.batches = LoaderBatches(arrays, config, pin_memory=config.pin_memory and on_cuda)
-        self.prepare = DevicePreparer(config, self.device, non_blocking=config.non_blocking and on_cuda)
+            self.batches = LoaderBatches(arrays, config, pin_memory=config.pin_memory and on_cuda, shard=shard)
+        self.prepare = DevicePreparer(
+            config, self.device, non_blocking=config.non_blocking and on_cuda, rank=shard[0] if shard else 0
+        )
         self.test_images = arrays.test_images.to(self.device)
         self.test_labels = arrays.test_labels.to(self.device)
 
         model = build_model(config.model, arrays.num_classes).to(self.device)
         self.model = to_memory_format(model, config.channels_last)
         self.parameter_count = parameter_count(self.model)
-        # What the step calls: the model itself, or its compiled form (distributed wrapping goes here too).
-        self.forward = torch.compile(self.model) if config.compile else self.model
+        # What the step calls: the model itself or, as one rank of several, wrapped in DDP; maybe compiled.
+        trained = world.wrap_model(self.model, self.device) if world is not None else self.model
+        self.forward = torch.compile(trained) if config.compile else trained
+        # Only rank 0 evaluates, with the bare model: a DDP forward on one rank alone would wait for the others.
+        self.evaluates = world is None or world.rank == 0
+        self.eval_forward = self.forward if world is None else self.model
         self.steps_per_epoch = self.batches.steps_per_epoch
         # max_steps, when set, is the run's length: as many epochs as it takes (the last may be partial).
         self.total_steps = config.max_steps if config.max_steps is not None else config.epochs * self.steps_per_epoch
@@ -103,6 +111,7 @@ class TrainingSession:
             config.precision,
             config.accumulation_steps,
             warmup_linear_decay(config.lr, self.total_steps // config.accumulation_steps),
+            no_sync=getattr(trained, "no_sync", None),
         )
         self.memory = MemoryProbe(self.device)
         self.timer = StepTimer(self.device)
@@ -187,6 +196,7 @@ class TrainingSession:
             started_at=time.time(),
             notes=tuple(self.notes),
             ceiling_images_per_sec=_known_ceiling(self.config, self.device_info, self.arrays.num_classes),
+            world_size=self.world.world_size if self.world is not None else 1,
         )
 
     def _synchronize(self) -> None:
@@ -224,7 +234,8 @@ class TrainingSession:
         train_loss = totals.loss.item() / max(1, steps_done)
         train_accuracy = totals.correct.item() / totals.samples
         eval_began = time.perf_counter()
-        test_loss, test_accuracy = self.evaluate()
+        # Other ranks leave the test figures to rank 0 (NaN here, never shown: the ranks' epochs are merged).
+        test_loss, test_accuracy = self.evaluate() if self.evaluates else (math.nan, math.nan)
         return EpochStats(
             epoch=epoch,
             epochs=self.epochs,
@@ -250,7 +261,7 @@ class TrainingSession:
             images = self.prepare.normalise(self.test_images[begin : begin + EVAL_BATCH_SIZE])
             labels = self.test_labels[begin : begin + EVAL_BATCH_SIZE]
             with self.train_step.autocast():
-                logits = self.forward(images)
+                logits = self.eval_forward(images)
             loss_sum += nn.functional.cross_entropy(logits.float(), labels, reduction="sum")
             correct += (logits.argmax(dim=1) == labels).sum()
         self.model.train()

@@ -41,6 +41,7 @@ class SummaryBuilder:
         self._peaks: dict[str, Optional[int]] = {"allocated": None, "reserved": None, "nvml": None}
         self._training_peak: Optional[int] = None  # torch's peak before the first evaluation
         self._samples: list[ProfileSample] = []
+        self._rank_peaks: list[dict[str, Optional[int]]] = []  # multi-process runs: one per rank
 
     def add(self, event: Event) -> None:
         if isinstance(event, RunStarted):
@@ -54,24 +55,33 @@ class SummaryBuilder:
                 self._warmup_samples = samples
             else:
                 self._windows.append((first, event.step, event, samples))
-            self._track_peaks(event.memory)
+            self._track_peaks(self._peaks, event.memory)
+            self._track_rank_peaks([rank.memory for rank in event.ranks])
             if self._last_epoch is None and event.memory.torch_peak_allocated is not None:
                 self._training_peak = event.memory.torch_peak_allocated  # a running peak: the last is the max
         elif isinstance(event, EpochStats):
             self._last_epoch = event
-            self._track_peaks(event.memory)
+            self._track_peaks(self._peaks, event.memory)
+            self._track_rank_peaks(list(event.rank_memory))
         elif isinstance(event, ProfileSample):
             self._samples.append(event)
 
-    def _track_peaks(self, memory: MemorySnapshot) -> None:
+    def _track_rank_peaks(self, memories: list[MemorySnapshot]) -> None:
+        while len(self._rank_peaks) < len(memories):
+            self._rank_peaks.append({"allocated": None, "reserved": None, "nvml": None})
+        for peaks, memory in zip(self._rank_peaks, memories):
+            self._track_peaks(peaks, memory)
+
+    @staticmethod
+    def _track_peaks(peaks: dict[str, Optional[int]], memory: MemorySnapshot) -> None:
         for key, value in (
             ("allocated", memory.torch_peak_allocated),
             ("reserved", memory.torch_peak_reserved),
             ("nvml", memory.nvml_used),
         ):
             if value is not None:
-                current = self._peaks[key]
-                self._peaks[key] = value if current is None else max(current, value)
+                current = peaks[key]
+                peaks[key] = value if current is None else max(current, value)
 
     def _steady(self) -> _Windows:
         # A sample slows its steps, and writing it out lands in the window of the step after it.
@@ -116,6 +126,10 @@ class SummaryBuilder:
             ceiling_images_per_sec=ceiling,
             pipeline_efficiency=images_per_sec / ceiling if images_per_sec and ceiling else None,
             **profile_figures(self._samples, profiled=started is not None and started.config.profile),
+            world_size=started.world_size if started else 1,
+            rank_peak_allocated_bytes=tuple(peaks["allocated"] for peaks in self._rank_peaks),
+            rank_peak_reserved_bytes=tuple(peaks["reserved"] for peaks in self._rank_peaks),
+            rank_peak_nvml_used_bytes=tuple(peaks["nvml"] for peaks in self._rank_peaks),
         )
         if started is None or images_per_sec is None:
             return summary

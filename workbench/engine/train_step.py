@@ -7,7 +7,7 @@ back from the device: the step stays free of host syncs.
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Optional
+from typing import Callable, ContextManager, Optional
 
 import torch
 from torch import nn
@@ -32,10 +32,13 @@ class TrainStep:
         precision: str = "fp32",
         accumulation_steps: int = 1,
         lr_at: Optional[Callable[[int], float]] = None,
+        no_sync: Optional[Callable[[], ContextManager]] = None,
     ):
         self.model, self.optimizer, self.criterion = model, optimizer, criterion
         self.accumulation_steps = accumulation_steps
         self.lr_at = lr_at
+        # DistributedDataParallel's no_sync: micro-batches that do not step skip the gradient all-reduce.
+        self.no_sync = no_sync
         amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
         self.autocast = (
             (lambda: torch.autocast(device_type, dtype=amp_dtype)) if amp_dtype else contextlib.nullcontext
@@ -55,10 +58,12 @@ class TrainStep:
                 group["lr"] = self.lr_at(self.optimizer_steps)
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        with self.autocast():
-            logits = self.model(images)
-            loss = self.criterion(logits, labels)
-        self.scaler.scale(loss / self.accumulation_steps).backward()
+        steps = (self.micro_batches + 1) % self.accumulation_steps == 0
+        with self.no_sync() if self.no_sync is not None and not steps else contextlib.nullcontext():
+            with self.autocast():
+                logits = self.model(images)
+                loss = self.criterion(logits, labels)
+            self.scaler.scale(loss / self.accumulation_steps).backward()
         self.micro_batches += 1
         if self.micro_batches % self.accumulation_steps == 0:
             self._optimizer_step()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from typing import Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 
@@ -33,8 +33,26 @@ def run(
     ``profile_requests`` lets another thread ask for a profiler sample while the run goes.
 
     Every outcome ends in exactly one RunEnded: bad settings and data are failures of kind
-    "config"/"data", anything else raised in training a failure with its reason.
+    "config"/"data", anything else raised in training a failure with its reason. With devices ≠ 1,
+    or under torchrun, the same events come from all processes together (workbench.engine.distributed).
     """
+    from workbench.engine.distributed.world import launched_world
+
+    if config.devices != 1 or launched_world() is not None:
+        from workbench.engine.distributed import run_distributed
+
+        yield from run_distributed(config, stop)  # (profile requests do not reach spawned ranks)
+        return
+    yield from run_one(config, stop, profile_requests)
+
+
+def run_one(
+    config: RunConfig,
+    stop: Callable[[], bool] = _never,
+    profile_requests: Optional[ProfileRequests] = None,
+    world: Optional[Any] = None,
+) -> Iterator[Event]:
+    """One process's run; ``world`` (a distributed.rank.RankWorld) when it is one rank of several."""
     summary = SummaryBuilder()
 
     def ended(status, reason=None, kind=None) -> RunEnded:
@@ -45,7 +63,8 @@ def run(
     except Exception as error:
         yield ended("failed", f"could not query the device: {type(error).__name__}: {error}", "error")
         return
-    problems = config.validate(device_info)
+    # A rank is one process: how many the world holds was checked where it was started.
+    problems = (config if world is None else config.replace(devices=1)).validate(device_info)
     if problems:
         yield ended("failed", "; ".join(problems), "config")
         return
@@ -54,12 +73,12 @@ def run(
     try:
         yield StatusChanged(f"Loading {config.dataset} data…")
         arrays = load_arrays(config)
-        if len(arrays.train_labels) < config.batch_size:
-            raise DataError(
-                f"batch_size {config.batch_size} is larger than the training set ({len(arrays.train_labels)} images)"
-            )
+        world_size = world.world_size if world is not None else 1
+        if len(arrays.train_labels) < config.batch_size * world_size:
+            per_step = f"batch_size {config.batch_size}" + (f" × {world_size} processes" if world_size > 1 else "")
+            raise DataError(f"{per_step} is larger than the training set ({len(arrays.train_labels)} images)")
         yield StatusChanged(f"Building {config.model} on {device_info.type}…")
-        session = TrainingSession(config, device_info, arrays, profile_requests)
+        session = TrainingSession(config, device_info, arrays, profile_requests, world=world)
         with contextlib.closing(session.events(stop)) as events:
             for event in events:
                 summary.add(event)

@@ -171,9 +171,11 @@ class RunsTableModel(QAbstractTableModel):
             return f"{record.status}: {record.reason}"
         if column.title in ("Name", "Note") and record.note:
             return record.note
-        if column.title == "Batch" and record.config.accumulation_steps > 1:
-            return f"{record.config.batch_size} × {record.config.accumulation_steps} accumulation steps " \
-                   f"= {record.config.effective_batch_size} per optimiser step"
+        if column.title == "Batch" and (record.config.accumulation_steps > 1 or record.world_size > 1):
+            processes = f" × {record.world_size} processes" if record.world_size > 1 else ""
+            effective = record.config.batch_size * record.world_size * record.config.accumulation_steps
+            return f"{record.config.batch_size}{processes} × {record.config.accumulation_steps} accumulation steps " \
+                   f"= {effective} per optimiser step"
         if column.title == "Started":
             return f"started {local_time(record.started_at)} from the {record.source.upper()}"
         return None

@@ -21,7 +21,7 @@ from workbench.settings_help import SPECS, FieldSpec  # noqa: F401 (the form rea
 # Groups in the order the form shows them, the most-used settings first (what a user changes between
 # two runs sits above the fold); every RunConfig field sits in exactly one.
 GROUPS: dict[str, tuple[str, ...]] = {
-    "Run": ("epochs", "batch_size", "device", "max_steps", "accumulation_steps", "seed", "log_every"),
+    "Run": ("epochs", "batch_size", "device", "devices", "max_steps", "accumulation_steps", "seed", "log_every"),
     "Data": ("dataset", "data_path", "synthetic_size"),
     "Loader": (
         "pipeline", "augment", "num_workers", "pin_memory", "non_blocking", "persistent_workers",
@@ -38,30 +38,40 @@ HARDWARE_FIELDS = ("device", "precision")
 
 @dataclass(frozen=True)
 class DerivedFacts:
-    effective_batch_size: int
+    effective_batch_size: Optional[int]  # None with devices=0: it depends on the GPUs the run finds
     train_size: Optional[int]  # None when it cannot be known without loading the data
     steps_per_epoch: Optional[int]
     total_steps: Optional[int]
 
     def describe(self, config: RunConfig) -> str:
-        batch = f"Effective batch {self.effective_batch_size:,}"
+        factors = [f"{config.batch_size:,}"]
+        if config.devices != 1:
+            factors.append(f"{config.devices} devices" if config.devices else "every visible GPU")
         if config.accumulation_steps > 1:
-            batch += f" ({config.batch_size:,} × {config.accumulation_steps} accumulated)"
+            factors.append(f"{config.accumulation_steps} accumulated")
+        if self.effective_batch_size is None:
+            batch = "Effective batch " + " × ".join(factors)
+        else:
+            batch = f"Effective batch {self.effective_batch_size:,}"
+            if len(factors) > 1:
+                batch += f" ({' × '.join(factors)})"
         parts = [batch]
         if self.train_size is None:
             parts.append("dataset size known once the data loads")
         else:
             parts.append(f"{self.train_size:,} training images")
-            parts.append(f"{self.steps_per_epoch:,} steps per epoch")
-            parts.append(f"{self.total_steps:,} steps in all")
+            if self.steps_per_epoch is not None and self.total_steps is not None:
+                parts.append(f"{self.steps_per_epoch:,} steps per epoch")
+                parts.append(f"{self.total_steps:,} steps in all")
         return " · ".join(parts)
 
 
 def derive(config: RunConfig) -> DerivedFacts:
     train_size = dataset_size(config)
     steps_per_epoch = total_steps = None
-    if train_size is not None:
-        steps_per_epoch = train_size // config.batch_size  # the engine drops the last partial batch
+    if train_size is not None and config.devices >= 1:  # devices=0: each GPU's share is known at run time
+        # Each process takes its share of the data; the engine drops the last partial batch.
+        steps_per_epoch = train_size // config.devices // config.batch_size
         total_steps = config.max_steps if config.max_steps is not None else config.epochs * steps_per_epoch
     return DerivedFacts(config.effective_batch_size, train_size, steps_per_epoch, total_steps)
 

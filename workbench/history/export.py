@@ -16,7 +16,7 @@ from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from workbench.config import FIELD_NAMES
 from workbench.history.metrics import SUMMARY_METRICS, iso_utc
-from workbench.history.schema import EPOCH_COLUMNS, STEP_COLUMNS
+from workbench.history.schema import EPOCH_COLUMNS, RANK_PEAK_FIGURES, STEP_COLUMNS
 from workbench.history.store import HistoryError, HistoryStore, RunRecord
 
 # What the run is and where it came from (source: gui or cli), as the Runs tab shows it, and the
@@ -27,7 +27,11 @@ RUN_IDENTITY_COLUMNS: tuple[str, ...] = (
 SUMMARY_EXPORT_COLUMNS: tuple[str, ...] = tuple(metric.csv_column for metric in SUMMARY_METRICS)
 # How far the run got (the names --json uses).
 PROGRESS_COLUMNS: tuple[str, ...] = ("steps", "samples_seen", "epochs_completed")
-RUNS_CSV_COLUMNS: tuple[str, ...] = RUN_IDENTITY_COLUMNS + FIELD_NAMES + SUMMARY_EXPORT_COLUMNS + PROGRESS_COLUMNS
+# Each rank's peak of a multi-process run, by rank, in one cell: "1073741824;1073741824" (empty for one process).
+RANK_PEAK_COLUMNS: tuple[str, ...] = tuple("rank_" + name for name in RANK_PEAK_FIGURES)
+RUNS_CSV_COLUMNS: tuple[str, ...] = (
+    RUN_IDENTITY_COLUMNS + FIELD_NAMES + SUMMARY_EXPORT_COLUMNS + PROGRESS_COLUMNS + RANK_PEAK_COLUMNS
+)
 STEPS_CSV_COLUMNS: tuple[str, ...] = ("run_id", "step", "metric", "value")
 # Per-epoch figures join the long file at the step they were taken, prefixed so "loss" stays unambiguous.
 EPOCH_METRIC_PREFIX = "epoch_"
@@ -73,7 +77,9 @@ def run_row(record: RunRecord) -> list[str]:
         *(getattr(record, metric.name) for metric in SUMMARY_METRICS),
         *(getattr(record, name) for name in PROGRESS_COLUMNS),
     ]
-    return [cell(value) for value in values]
+    return [cell(value) for value in values] + [
+        ";".join(cell(value) for value in getattr(record, name)) for name in RANK_PEAK_COLUMNS
+    ]
 
 
 def step_rows(store: HistoryStore, run_id: int) -> Iterator[list[str]]:

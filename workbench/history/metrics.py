@@ -51,6 +51,7 @@ SUMMARY_METRICS: tuple[Metric, ...] = (
     Metric("ceiling_images_per_sec", "Ceiling img/s", "rate"),
     Metric("pipeline_efficiency", "Efficiency", "fraction"),
     Metric("verdict", "Verdict", "text"),
+    Metric("world_size", "Processes", "count"),  # data-parallel ranks (the CSV contract name: world_size)
 )
 METRICS_BY_NAME = {metric.name: metric for metric in SUMMARY_METRICS}
 

@@ -31,7 +31,8 @@ def run_name(config: RunConfig, previous: Optional[RunConfig] = None) -> str:
     if not changes:
         if previous is not None and dataset_label(previous) == data:
             return f"{data}: same settings"
-        return f"{data}: {config.model}, batch {config.batch_size}, {config.precision}"
+        devices = "" if config.devices == 1 else f" × {config.devices or 'every GPU'}"
+        return f"{data}: {config.model}, batch {config.batch_size}{devices}, {config.precision}"
     shown = ", ".join(changes[:MAX_CHANGES_IN_NAME])
     more = len(changes) - MAX_CHANGES_IN_NAME
     return f"{data}: {shown}" + (f" (+{more} more)" if more > 0 else "")

@@ -45,7 +45,12 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "gpu_timeline_unavailable_reason",
     "ceiling_images_per_sec",
     "pipeline_efficiency",
+    "world_size",  # schema 4: processes that trained together (data-parallel ranks)
 )
+
+# Each rank's peak memory in a multi-process run, stored as JSON in runs.rank_peaks_json (schema 4):
+# {"peak_allocated_bytes": [rank 0, rank 1, …], "peak_reserved_bytes": […], "peak_nvml_used_bytes": […]}.
+RANK_PEAK_FIGURES: tuple[str, ...] = ("peak_allocated_bytes", "peak_reserved_bytes", "peak_nvml_used_bytes")
 
 # One row per StepStats window; the long step CSV names its metrics after these columns.
 STEP_COLUMNS: tuple[str, ...] = (
@@ -272,6 +277,9 @@ _V4 = (
     "CREATE INDEX runs_by_sweep ON runs(sweep_id)",
     # This process's resident memory at each log point: the memory plot's figure on a CPU.
     "ALTER TABLE step_metrics ADD COLUMN process_rss INTEGER",
+    # Data-parallel runs: how many processes trained together, and each one's peak memory.
+    "ALTER TABLE runs ADD COLUMN world_size INTEGER NOT NULL DEFAULT 1",
+    "ALTER TABLE runs ADD COLUMN rank_peaks_json TEXT",
 )
 
 # Append new versions here, each a tuple of statements (a function of the connection where SQL

@@ -25,6 +25,7 @@ from workbench.history.schema import (
     MIGRATIONS,
     PROFILE_SAMPLE_COLUMNS,
     PROFILE_SAMPLE_LISTS,
+    RANK_PEAK_FIGURES,
     SCHEMA_VERSION,
     STEP_COLUMNS,
     SUMMARY_COLUMNS,
@@ -87,6 +88,11 @@ class RunRecord:
     steps: int = 0
     samples_seen: int = 0
     epochs_completed: int = 0
+    world_size: int = 1  # processes that trained together; the peaks above are then the highest rank's
+    # Each rank's peaks, by rank (() for a one-process run), as in RunSummary.
+    rank_peak_allocated_bytes: tuple[Optional[int], ...] = ()
+    rank_peak_reserved_bytes: tuple[Optional[int], ...] = ()
+    rank_peak_nvml_used_bytes: tuple[Optional[int], ...] = ()
     device_type: Optional[str] = None
     device_name: Optional[str] = None
     torch_version: Optional[str] = None
@@ -495,9 +501,10 @@ class HistoryStore:
                     f"VALUES ({', '.join('?' * (len(EPOCH_COLUMNS) + 2))})",
                     [(run_id, *row) for row in epoch_rows],
                 )
-            assignments = ", ".join(f"{name} = ?" for name in SUMMARY_COLUMNS) + ", findings_json = ?"
+            assignments = ", ".join(f"{name} = ?" for name in SUMMARY_COLUMNS) + ", findings_json = ?, rank_peaks_json = ?"
             values = [getattr(summary, name) for name in SUMMARY_COLUMNS]
             values.append(json.dumps([finding.to_dict() for finding in summary.findings]) if summary.findings else None)
+            values.append(_rank_peaks_json(summary))
             # Device facts come from RunStarted; a summary without them must not erase them.
             sql = (
                 f"UPDATE runs SET {assignments}, device_type = COALESCE(?, device_type), "
@@ -510,9 +517,25 @@ class HistoryStore:
             conn.execute(sql + " WHERE id = ?", (*values, run_id))
 
 
+def _rank_peaks_json(summary: RunSummary) -> Optional[str]:
+    peaks = {name: list(getattr(summary, "rank_" + name)) for name in RANK_PEAK_FIGURES}
+    return json.dumps(peaks) if any(peaks.values()) else None
+
+
+def _rank_peaks(text: Optional[str]) -> dict[str, tuple[Optional[int], ...]]:
+    stored = _json_object(text)
+    peaks = {}
+    for name in RANK_PEAK_FIGURES:
+        values = stored.get(name)
+        if isinstance(values, list):
+            peaks["rank_" + name] = tuple(value if isinstance(value, int) else None for value in values)
+    return peaks
+
+
 def _record(row: sqlite3.Row) -> RunRecord:
     config, dropped = load_config(row["config_json"])
     summary = {name: row[name] for name in SUMMARY_COLUMNS}
+    summary.update(_rank_peaks(row["rank_peaks_json"]))
     return RunRecord(
         id=row["id"],
         name=row["name"],

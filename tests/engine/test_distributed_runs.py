@@ -1,0 +1,169 @@
+"""Data-parallel runs on this CPU: two gloo processes spawned on localhost, as PyTorch's own
+test_c10d_spawn_gloo.py tests DDP. Each spawned rank imports torch (a few seconds here), so the runs
+are tiny; every test checks that no process outlives its run."""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from engine_helpers import run_to_end, tiny_config
+from process_tree import descendants, leftovers
+
+import distributed_entries
+from workbench.engine import models, run
+from workbench.engine.distributed.launcher import spawn_run
+from workbench.engine.events import EpochStats, RunEnded, RunStarted, StatusChanged, StepStats
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def no_process_outlives_its_run():
+    before = descendants()
+    yield
+    left = leftovers(before)
+    assert not left, f"processes outlived the run: {left}"
+
+
+def two_process_config(**changes):
+    return tiny_config(devices=2, **changes)
+
+
+def test_two_processes_train_as_one_process_on_the_global_batch(tmp_path, monkeypatch):
+    # small-cnn-gn: GroupNorm does not depend on how the batch is split (BatchNorm would normalise
+    # each rank's half on its own). gpu-resident: each rank takes every second index of the same
+    # permutation, so the ranks' micro-batches together are the one process's. Two micro-batches per
+    # optimiser step: the first runs under no_sync.
+    common = dict(model="small-cnn-gn", pipeline="gpu-resident", augment="none", synthetic_size=256,
+                  accumulation_steps=2, max_steps=6, log_every=2, epochs=1)
+    built = []
+    build = models.BUILDERS["small-cnn-gn"]
+    monkeypatch.setitem(models.BUILDERS, "small-cnn-gn", lambda classes: built.append(build(classes)) or built[-1])
+    one = run_to_end(tiny_config(batch_size=32, **common))
+    assert one[-1].status == "finished", one[-1].reason
+
+    entry = functools.partial(distributed_entries.instrumented, folder=str(tmp_path))
+    two = list(spawn_run(tiny_config(batch_size=16, devices=2, **common), lambda: False, 2, rank_entry=entry))
+    assert two[-1].status == "finished", two[-1].reason
+
+    expected = built[0].state_dict()
+    for rank in (0, 1):
+        trained = torch.load(tmp_path / f"rank{rank}.pt")
+        for name, value in expected.items():
+            torch.testing.assert_close(trained[name], value, rtol=1e-4, atol=1e-5, msg=f"rank {rank}: {name}")
+        # 6 micro-batches, 3 optimiser steps: the micro-batches that do not step skip the all-reduce.
+        assert (tmp_path / f"rank{rank}.txt").read_text() == "3"
+    # The same losses too: each window's mean over both ranks is the one process's mean.
+    one_losses = [event.loss for event in one if isinstance(event, StepStats)]
+    two_losses = [event.loss for event in two if isinstance(event, StepStats)]
+    assert two_losses == pytest.approx(one_losses, rel=1e-5)
+
+
+def test_events_arrive_merged_in_order_with_each_ranks_figures():
+    config = two_process_config(synthetic_size=256, batch_size=16, max_steps=None, epochs=2, log_every=3,
+                                num_workers=1, augment="cpu")  # the dataloader pipeline: DistributedSampler
+    events = run_to_end(config)
+    kinds = [type(event) for event in events]
+    assert kinds[0] is StatusChanged and kinds.count(RunStarted) == 1 and kinds[-1] is RunEnded
+    started = next(event for event in events if isinstance(event, RunStarted))
+    assert started.world_size == 2 and started.effective_batch_size == 32
+    assert started.steps_per_epoch == 8  # 256 images / 2 ranks / 16 per batch
+    assert any("2 processes, data-parallel" in note for note in started.notes)
+
+    steps = [event for event in events if isinstance(event, StepStats)]
+    assert [event.step for event in steps] == [3, 6, 8, 9, 12, 15, 16]  # every log_every steps, and epoch ends
+    previous = 0
+    for event in steps:
+        assert [rank.rank for rank in event.ranks] == [0, 1] and event.world_size == 2
+        assert sum(rank.samples for rank in event.ranks) == event.samples_seen - previous
+        assert event.ranks[0].samples == event.ranks[1].samples
+        assert event.window_seconds == max(rank.window_seconds for rank in event.ranks)
+        assert event.images_per_sec == pytest.approx((event.samples_seen - previous) / event.window_seconds)
+        assert event.data_wait_seconds == max(rank.data_wait_seconds for rank in event.ranks)
+        previous = event.samples_seen
+    assert steps[-1].samples_seen == 16 * 16 * 2  # 16 steps of 16 images on each of 2 ranks
+
+    epochs = [event for event in events if isinstance(event, EpochStats)]
+    assert [event.epoch for event in epochs] == [1, 2]
+    assert all(len(event.rank_memory) == 2 and 0 <= event.test_accuracy <= 1 for event in epochs)
+    # Each epoch's figures follow its last window, never precede it.
+    assert events.index(steps[2]) < events.index(epochs[0]) < events.index(steps[3])
+
+    end = events[-1]
+    assert end.status == "finished", end.reason
+    assert end.summary.world_size == 2 and end.summary.steps == 16 and end.summary.samples_seen == 512
+    assert end.summary.test_accuracy == epochs[-1].test_accuracy
+    assert len(end.summary.rank_peak_allocated_bytes) == 2  # None on a CPU, one per rank
+
+
+def test_stop_mid_run_ends_both_ranks_at_the_same_step():
+    config = two_process_config(synthetic_size=512, batch_size=16, max_steps=100_000, log_every=1)
+    seen = []
+    asked = []
+
+    def stop() -> bool:
+        if len(seen) >= 3 and not asked:
+            asked.append(time.monotonic())
+        return bool(asked)
+
+    events = []
+    for event in run(config, stop):
+        events.append(event)
+        if isinstance(event, StepStats):
+            seen.append(event)
+    end = events[-1]
+    assert end.status == "stopped", end.reason
+    assert time.monotonic() - asked[0] < 5.0
+    assert "stopped by the user at step" in end.reason
+    # Both ranks reported the last window (it was merged), so they stopped at the same step.
+    assert end.summary.steps == seen[-1].step and len(seen[-1].ranks) == 2
+    assert end.summary.steps < 100
+
+
+def test_stop_while_the_processes_start_ends_at_once():
+    began = time.monotonic()
+    events = list(run(two_process_config(max_steps=100_000), lambda: True))
+    assert events[-1].status == "stopped" and "before training started" in events[-1].reason
+    assert time.monotonic() - began < 10.0
+
+
+@pytest.mark.parametrize("how, words", [("raise", "RuntimeError: injected fault in forward pass 3"),
+                                        ("die", "the process died: killed by SIGKILL")])
+def test_a_failing_rank_fails_the_run_naming_the_rank(how, words):
+    entry = functools.partial(distributed_entries.fail_on_rank, rank=1, at_forward=3, how=how)
+    config = two_process_config(synthetic_size=512, batch_size=16, max_steps=100_000, log_every=1)
+    began = time.monotonic()
+    events = list(spawn_run(config, lambda: False, 2, rank_entry=entry))
+    end = events[-1]
+    assert isinstance(end, RunEnded) and end.status == "failed"
+    assert end.reason.startswith(f"rank 1: {words}"), end.reason
+    assert end.summary.steps == 2  # the windows both ranks finished are kept
+    assert time.monotonic() - began < 60.0  # start-up included: bounded, not a collective's 30-minute timeout
+
+
+def test_torchrun_runs_the_same_engine_and_rank_0_records_one_run(tmp_path, isolated_workbench_home):
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+               "-m", "workbench", "run", "--device", "cpu", "--synthetic-size", "256", "--batch-size", "16",
+               "--max-steps", "6", "--log-every", "2", "--num-workers", "0", "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert len(lines) == 1  # only rank 0 writes --json
+    summary = json.loads(lines[0])
+    assert summary["status"] == "finished" and summary["world_size"] == 2 and summary["steps"] == 6
+    assert summary["config"]["devices"] == 2
+    assert done.stderr.count("epoch 1/1:") == 1  # only rank 0 prints progress
+
+    from workbench.history.store import HistoryStore
+
+    with HistoryStore.open(isolated_workbench_home) as store:
+        records = store.list_runs()
+    assert len(records) == 1 and records[0].id == summary["run_id"]
+    assert records[0].status == "finished" and records[0].world_size == 2 and records[0].config.devices == 2

@@ -1,0 +1,190 @@
+"""One rank of a data-parallel run: join the process group, train this rank's share, leave.
+
+Everything here is PyTorch's own distributed engine: ``init_process_group`` (a FileStore for ranks
+spawned here, ``env://`` under torchrun), DistributedDataParallel around the model, DistributedSampler
+(in workbench.engine.data) for the data. The one thing added is the agreement on when to stop.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from typing import Any, Callable, Iterator, Optional
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from workbench.config import RunConfig
+from workbench.engine.device import probe_device
+from workbench.engine.distributed.world import World, backend_for
+from workbench.engine.events import Event, RunEnded, RunSummary
+
+
+class RankWorld:
+    """This rank once its process group is up: what the training session asks of it (rank,
+    world_size, wrap_model), plus a gloo group for the small host-side messages between ranks."""
+
+    def __init__(self, world: World):
+        self.rank, self.world_size, self.local_rank = world.rank, world.world_size, world.local_rank
+        self.backend = world.backend
+        # Host-side control (stop agreement, gathering figures under torchrun) on gloo: CPU tensors and
+        # objects, and never in the way of NCCL's gradient traffic.
+        self.control_group = dist.new_group(backend="gloo") if world.world_size > 1 else None
+
+    def wrap_model(self, model: nn.Module, device: torch.device) -> nn.Module:
+        # gradient_as_bucket_view: gradients live in DDP's all-reduce buckets instead of a copy beside them.
+        return DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=True
+        )
+
+
+def claim_local_gpu(world: World) -> None:
+    """Make this rank's GPU the current one, before anything creates a CUDA context (on GPU 0 otherwise)."""
+    if torch.cuda.is_available():
+        torch.cuda.set_device(world.local_rank)
+
+
+def join_world(world: World) -> RankWorld:
+    options: dict[str, Any] = dict(
+        backend=world.backend, init_method=world.init_method, rank=world.rank, world_size=world.world_size
+    )
+    if world.backend == "nccl":
+        options["device_id"] = torch.device("cuda", torch.cuda.current_device())  # bind the communicator eagerly
+    dist.init_process_group(**options)
+    return RankWorld(world)
+
+
+def leave_world() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+class AgreedStop:
+    """Every rank stops at the same step, or a collective waits for a rank that has left.
+
+    Each call (once per step, the same number of times on every rank) starts a one-number all-reduce
+    (MAX of the local stop flags) on the gloo control group and returns the result of the previous
+    call's, so all ranks decide on the same all-reduce. The all-reduce runs in gloo's threads while
+    the step runs: the loop never waits for it (nor syncs the GPU) unless a rank is a whole step behind.
+    """
+
+    def __init__(self, local_stop: Callable[[], bool], group: Any):
+        self.local_stop = local_stop
+        self.group = group
+        self._flag = torch.zeros(1, dtype=torch.int32)
+        self._pending: Any = None
+        self._stopped = False
+
+    def __call__(self) -> bool:
+        if self._stopped:
+            return True
+        if self._pending is not None:
+            self._pending.wait()
+            self._pending = None
+            if int(self._flag[0]) > 0:
+                self._stopped = True
+                return True
+        self._flag[0] = 1 if self.local_stop() else 0
+        self._pending = dist.all_reduce(self._flag, op=dist.ReduceOp.MAX, group=self.group, async_op=True)
+        return False
+
+    def finish(self) -> None:
+        """Wait for the last all-reduce (every rank started it) before the group goes away."""
+        if self._pending is not None:
+            self._pending.wait()
+            self._pending = None
+
+
+class RankRun:
+    """This process's share of the run: its events, as one process's run yields them."""
+
+    def __init__(self, config: RunConfig, world: World, local_stop: Callable[[], bool]):
+        self.config, self.world, self.local_stop = config, world, local_stop
+        self.rank_world: Optional[RankWorld] = None
+
+    def events(self) -> Iterator[Event]:
+        from workbench.engine.trainer import run_one
+
+        config, world = self.config, self.world
+        agreed: Optional[AgreedStop] = None
+        finished = False
+        try:
+            try:
+                if config.device != "cpu":
+                    claim_local_gpu(world)  # before the probe: it reads the current device
+                device = probe_device(config.device)
+                if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+                    # The ranks share the cores: one thread per core each would oversubscribe them.
+                    local_ranks = world.local_world_size or world.world_size
+                    torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_ranks))
+                if not world.backend:
+                    world = self.world = _with_backend(world, backend_for(device))
+                self.rank_world = join_world(world)
+            except Exception as error:
+                reason = f"could not join the other processes ({world.init_method}): {type(error).__name__}: {error}"
+                yield RunEnded("failed", RunSummary("failed", reason, "error"), reason, "error")
+                return
+            stop = self.local_stop
+            if self.rank_world.control_group is not None:
+                stop = agreed = AgreedStop(self.local_stop, self.rank_world.control_group)
+            for event in run_one(config, stop, world=self.rank_world):
+                if isinstance(event, RunEnded) and event.status != "failed" and agreed is not None:
+                    agreed.finish()
+                finished = finished or (isinstance(event, RunEnded) and event.status != "failed")
+                yield event
+        finally:
+            if finished or self.world.world_size == 1:
+                leave_world()
+            # After a failure the others may be waiting in a collective: leave without a handshake (the
+            # process is about to end, which closes its connections).
+
+
+def _with_backend(world: World, backend: str) -> World:
+    from dataclasses import replace
+
+    return replace(world, backend=backend)
+
+
+def spawned_rank_main(index: int, world: World, config: RunConfig, events: Any, stop_requested: Any) -> None:
+    """Entry of a rank the launcher spawned (torch.multiprocessing.spawn calls it with the rank first).
+
+    Every event goes to the parent through ``events`` as (rank, event). The parent's Stop arrives
+    through ``stop_requested``; a terminal's Ctrl-C (which reaches every process of the group) asks
+    for the same agreed stop, a second one aborts; SIGTERM from the parent ends the process with
+    its finally blocks run (the DataLoader's workers are shut down).
+    """
+    world = world.for_rank(index)
+    interrupted = threading.Event()
+    _install_signal_handlers(interrupted)
+    failed = False
+    try:
+        for event in RankRun(config, world, lambda: stop_requested.is_set() or interrupted.is_set()).events():
+            events.put((index, event))
+            failed = isinstance(event, RunEnded) and event.status == "failed"
+    except Exception as error:  # a bug outside the run's own error handling: still a RunEnded, with the reason
+        reason = f"{type(error).__name__}: {error}"
+        events.put((index, RunEnded("failed", RunSummary("failed", reason, "error"), reason, "error")))
+        failed = True
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # ending from here on: a SIGTERM may simply end it
+        events.close()
+        events.join_thread()  # the parent has every event before this process leaves (and others notice)
+    if failed:
+        sys.exit(1)
+
+
+def _install_signal_handlers(interrupted: threading.Event) -> None:
+    def on_sigint(signum: int, frame: Any) -> None:
+        if interrupted.is_set():
+            raise KeyboardInterrupt
+        interrupted.set()
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGINT, on_sigint)
+    signal.signal(signal.SIGTERM, on_sigterm)
