@@ -219,3 +219,29 @@ def test_the_summary_keeps_each_ranks_peaks_and_the_world_size():
     assert summary.world_size == 2
     assert summary.rank_peak_allocated_bytes == (150, 320) and summary.peak_allocated_bytes == 320
     assert summary.rank_peak_reserved_bytes == (None, None)
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+
+def test_under_torchrun_devices_may_only_repeat_torchruns_process_count(monkeypatch, capsys):
+    from workbench.cli import main
+
+    for name, value in (("RANK", "0"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "0")):
+        monkeypatch.setenv(name, value)
+    assert main(["run", "--device", "cpu", "--devices", "4", "--no-history"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "workbench run: --devices 4 under torchrun, which started 2 processes: drop --devices "
+        "(torchrun's --nproc-per-node and --nnodes decide)")
+
+
+def test_the_json_summary_of_one_process_says_world_size_1(capsys):
+    import json
+
+    from workbench.cli import main
+
+    assert main(["run", "--synthetic-size", "64", "--batch-size", "32", "--max-steps", "2", "--device", "cpu",
+                 "--num-workers", "0", "--no-history", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["world_size"] == 1 and summary["rank_peak_memory_bytes"] == []
+    assert summary["config"]["devices"] == 1
