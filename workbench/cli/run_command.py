@@ -304,7 +304,8 @@ def print_summary(ended: RunEnded, config: Optional[RunConfig] = None) -> None:
 def _rank_rows(s: RunSummary) -> list[tuple[str, str]]:
     if s.world_size == 1:
         return []
-    rows = [("processes", f"{s.world_size} (images/sec and data wait above are over all of them)")]
+    rows = [("processes", f"{s.world_size}: images/sec above is all of them together; data wait and peak memory "
+                          "are the highest rank's")]
     for rank, (allocated, reserved) in enumerate(zip(s.rank_peak_allocated_bytes, s.rank_peak_reserved_bytes)):
         if allocated is not None or reserved is not None:
             rows.append((f"rank {rank} peak", f"allocated {format_bytes(allocated)}, reserved {format_bytes(reserved)}"))
