@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+from dataclasses import replace
 from typing import Any, Callable, Iterator, Optional
 
 import torch
@@ -113,6 +114,7 @@ class RankRun:
         agreed: Optional[AgreedStop] = None
         finished = False
         try:
+            step = "query the device"
             try:
                 if config.device != "cpu":
                     claim_local_gpu(world)  # before the probe: it reads the current device
@@ -122,10 +124,11 @@ class RankRun:
                     local_ranks = world.local_world_size or world.world_size
                     torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_ranks))
                 if not world.backend:
-                    world = self.world = _with_backend(world, backend_for(device))
+                    world = self.world = replace(world, backend=backend_for(device))
+                step = f"join the other processes ({world.backend}, {world.init_method})"
                 self.rank_world = join_world(world)
             except Exception as error:
-                reason = f"could not join the other processes ({world.init_method}): {type(error).__name__}: {error}"
+                reason = f"could not {step}: {type(error).__name__}: {error}"
                 yield RunEnded("failed", RunSummary("failed", reason, "error"), reason, "error")
                 return
             stop = self.local_stop
@@ -141,12 +144,6 @@ class RankRun:
                 leave_world()
             # After a failure the others may be waiting in a collective: leave without a handshake (the
             # process is about to end, which closes its connections).
-
-
-def _with_backend(world: World, backend: str) -> World:
-    from dataclasses import replace
-
-    return replace(world, backend=backend)
 
 
 def spawned_rank_main(index: int, world: World, config: RunConfig, events: Any, stop_requested: Any) -> None:
