@@ -167,3 +167,19 @@ def test_torchrun_runs_the_same_engine_and_rank_0_records_one_run(tmp_path, isol
         records = store.list_runs()
     assert len(records) == 1 and records[0].id == summary["run_id"]
     assert records[0].status == "finished" and records[0].world_size == 2 and records[0].config.devices == 2
+
+
+def test_a_script_without_the_main_guard_is_told_what_to_add(tmp_path):
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from workbench.config import RunConfig\n"
+        "from workbench.engine import run\n"
+        "for event in run(RunConfig(synthetic_size=256, batch_size=16, num_workers=0, device='cpu', max_steps=4,"
+        " devices=2)):\n"
+        "    if type(event).__name__ == 'RunEnded':\n"
+        "        print('ENDED', event.status, event.reason, flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    ended = [line for line in done.stdout.splitlines() if line.startswith("ENDED")]
+    assert len(ended) == 1 and ended[0].startswith("ENDED failed rank "), done.stdout + done.stderr
+    assert 'must do so under `if __name__ == "__main__":`' in ended[0]

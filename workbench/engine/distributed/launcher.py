@@ -155,6 +155,7 @@ class _Follower:
         self.stop_requested, self.stop, self.merger = stop_requested, stop, merger
         self.ended: dict[int, RunEnded] = {}
         self.started: set[int] = set()
+        self.heard: set[int] = set()  # ranks that have sent anything
         self.failure: Optional[tuple[int, str, str]] = None  # rank, reason, kind
         self.stop_deadline: Optional[float] = None
         self.stopped_early: Optional[str] = None
@@ -170,6 +171,7 @@ class _Follower:
             yield from self._take(rank, event)
 
     def _take(self, rank: int, event: Event) -> Iterator[Event]:
+        self.heard.add(rank)
         if isinstance(event, RunEnded):
             self.ended[rank] = event
             if event.status == "failed" and self.failure is None:
@@ -222,7 +224,14 @@ class _Follower:
             for late_rank, event in self._drain():
                 list(self._take(late_rank, event))
             if self.failure is None and rank not in self.ended:
-                self.failure = (rank, _exit_words(process.exitcode), "error")
+                words = _exit_words(process.exitcode)
+                if rank not in self.heard and process.exitcode > 0:
+                    # Most often the spawned process could not even import the program that started it:
+                    # Python's spawn re-imports the main script, which must guard what it runs.
+                    words = (f"the process ended with exit code {process.exitcode} before sending anything: a "
+                             "script that starts runs must do so under `if __name__ == \"__main__\":` (each new "
+                             "process imports it again)")
+                self.failure = (rank, words, "error")
             return
 
     def _drain(self) -> list:
