@@ -21,9 +21,9 @@ from workbench.engine.events import (
     StepStats,
 )
 
-_MEMORY_FIGURES = (
-    "torch_allocated", "torch_reserved", "torch_peak_allocated", "torch_peak_reserved", "nvml_used", "nvml_total",
-    "gpu_utilization_percent",
+# Every figure of a snapshot (the fields that are not the reasons a figure is missing).
+_MEMORY_FIGURES = tuple(
+    field.name for field in dataclasses.fields(MemorySnapshot) if not field.name.endswith("_reason")
 )
 
 
