@@ -26,6 +26,11 @@ Optimizer = Literal["sgd", "adamw"]
 DeviceChoice = Literal["auto", "cuda", "cpu"]
 
 
+DEFAULT_START_METHOD: StartMethod = (
+    "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+)
+
+
 class ConfigError(ValueError):
     """Settings that cannot make a run; ``problems`` lists every one, in words."""
 
@@ -48,7 +53,11 @@ class RunConfig:
     non_blocking: bool = True
     persistent_workers: bool = True
     prefetch_factor: int = 2
-    worker_start_method: StartMethod = "fork"
+    # DataLoader workers start from a forkserver: a small process with nothing running. fork() here would
+    # copy a process with Qt's, the training and the pin-memory threads and CUDA, where a lock one of
+    # them held stays locked in the child forever (pytorch#15808, pytorch#130610; Python 3.12 warns,
+    # 3.14 makes forkserver the POSIX default). spawn where there is no forkserver (Windows).
+    worker_start_method: StartMethod = DEFAULT_START_METHOD
     # Model & optimiser
     model: Model = "small-cnn"
     optimizer: Optimizer = "sgd"
@@ -59,6 +68,7 @@ class RunConfig:
     precision: Precision = "fp32"
     channels_last: bool = False
     compile: bool = False
+    max_grad_norm: Optional[float] = None  # clip gradients to this total norm before each optimizer step
     # Run
     epochs: int = 2
     max_steps: Optional[int] = None
@@ -102,6 +112,11 @@ class RunConfig:
         if not (self.lr > 0):
             problems.append(f"lr must be greater than 0 (got {self.lr})")
 
+        if self.max_steps is not None and 1 <= self.max_steps < self.accumulation_steps <= RANGES["accumulation_steps"][1]:
+            problems.append(
+                f"max_steps {self.max_steps:,} is fewer steps than accumulation_steps={self.accumulation_steps}: "
+                "the run would end before its first optimizer step; lower accumulation_steps or train longer"
+            )
         if self.augment == "cpu" and self.pipeline != "dataloader":
             problems.append("augment=cpu needs pipeline=dataloader (the workers do the CPU augmentation)")
         if self.dataset == "npz":
@@ -218,6 +233,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "lr": (0.0, 10.0),
     "weight_decay": (0.0, 1.0),
     "label_smoothing": (0.0, 0.99),
+    "max_grad_norm": (1e-6, 1e6),
     "epochs": (1, 10_000),
     "max_steps": (1, 100_000_000),
     "batch_size": (1, 65_536),

@@ -39,4 +39,28 @@ def data_problems(config: RunConfig) -> list[str]:
     if size is not None and config.devices > 1 and size < config.batch_size * config.devices:
         return [f"batch_size {config.batch_size:,} × devices {config.devices} is larger than the training set "
                 f"({size:,} images): each process takes batch_size images per step"]
+    if size is not None and config.max_steps is None:  # with max_steps, RunConfig.validate says it
+        return steps_problems(config, planned_steps(config, size))
     return []
+
+
+def planned_steps(config: RunConfig, train_size: int, world_size: Optional[int] = None) -> int:
+    """Micro-batch steps the run will take (each process's, with several): max_steps when set, else epochs ×
+    full batches per epoch of each process's share of the data."""
+    if config.max_steps is not None:
+        return config.max_steps
+    if world_size is None:
+        world_size = max(1, config.devices)  # devices=0 (every GPU): unknown here, at least one
+    return config.epochs * (train_size // world_size // config.batch_size)
+
+
+def steps_problems(config: RunConfig, steps: int) -> list[str]:
+    """A run shorter than one accumulation group would end without a single optimizer step."""
+    if steps >= config.accumulation_steps:
+        return []
+    length = (f"max_steps {steps:,}" if config.max_steps is not None
+              else f"{config.epochs:,} epoch{'s' if config.epochs != 1 else ''} of "
+                   f"{steps // config.epochs:,} step{'s' if steps // config.epochs != 1 else ''}")
+    return [f"{length} {'is' if config.max_steps is not None else 'make'} fewer steps than "
+            f"accumulation_steps={config.accumulation_steps}: the run would end before its first optimizer "
+            "step; lower accumulation_steps or train longer"]

@@ -136,6 +136,12 @@ SPECS: dict[str, FieldSpec] = {
         "Compile the model into fused kernels: slow first steps, faster later ones.",
         "Compiling takes tens of seconds: worth it for long runs, not for quick experiments.",
     ),
+    "max_grad_norm": FieldSpec(
+        "Clip gradient norm",
+        "Scale the gradients down when their total norm exceeds this, before each optimiser step; unset = off.",
+        "1.0 is a common choice. Guards against a spike that would blow the weights up (fp16: clipped after "
+        "unscaling, so the loss scale does not enter the norm).",
+    ),
     "epochs": FieldSpec(
         "Epochs",
         "Passes over the training set, each ending with an evaluation on the test split (ignored when max "

@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, get_args
 
 from workbench.cli import UsageError
 from workbench.cli import timeline_report
@@ -51,7 +51,9 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
             # Choices are checked by RunConfig.validate so the message matches the GUI's.
             parser.add_argument(flag, dest=name, metavar="{" + ",".join(CHOICES[name]) + "}", help=help_text)
         else:
-            base = int if (hint is int or name in OPTIONAL_FIELDS) else float if hint is float else str
+            if name in OPTIONAL_FIELDS:  # Optional[int] / Optional[float]: the flag takes the inner type
+                hint = next(arg for arg in get_args(hint) if arg is not type(None))
+            base = int if hint is int else float if hint is float else str
             parser.add_argument(flag, dest=name, type=base, metavar=name.upper(), help=help_text)
 
 

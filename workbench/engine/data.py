@@ -8,6 +8,8 @@ reach the device: a quarter of the bytes of float32 cross the bus, and normalisa
 from __future__ import annotations
 
 import functools
+import multiprocessing
+import signal
 import urllib.error
 import zipfile
 from dataclasses import dataclass
@@ -157,6 +159,20 @@ class UInt8ImageDataset(Dataset):
         return image, self.labels[index]
 
 
+def ignore_sigint_in_worker(_worker_id: int) -> None:
+    """DataLoader workers ignore Ctrl-C: a terminal sends SIGINT to the whole process group, and the
+    run's own process decides what a Ctrl-C means (stop at the next step, then abort). A worker that
+    died of it, or ran the CLI's handler inherited through fork, would fail or garble the stop.
+    Workers start with SIGINT blocked (interruptible.py), so none can arrive before this runs."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# A forkserver worker is forked from a small server process that has imported these once, so each
+# worker starts in milliseconds instead of importing torch itself (the server has no Qt, no CUDA and
+# no threads of ours: forking it is safe).
+FORKSERVER_PRELOAD = ["torch", "workbench.engine.data"]
+
+
 class LoaderBatches:
     """pipeline=dataloader: torch's DataLoader with the user's worker settings; batches arrive on the host.
 
@@ -183,21 +199,26 @@ class LoaderBatches:
             options.update(shuffle=False, sampler=self.sampler)
         self._epochs_started = 0
         if config.num_workers > 0:
+            if config.worker_start_method == "forkserver":
+                multiprocessing.set_forkserver_preload(FORKSERVER_PRELOAD)  # no effect once the server runs
             options.update(
                 persistent_workers=config.persistent_workers,
                 prefetch_factor=config.prefetch_factor,
                 multiprocessing_context=config.worker_start_method,
+                worker_init_fn=ignore_sigint_in_worker,
             )
         self.loader = DataLoader(dataset, **options)
         self.steps_per_epoch = len(self.loader)
+        self.starts_workers = config.num_workers > 0  # an epoch's first batch waits for worker start-up
         self._iterator = None
 
     def epoch(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """One epoch's batches; the workers start (``iter(loader)``) at the first ``next()``."""
         if self.sampler is not None:
             self.sampler.set_epoch(self._epochs_started)
         self._epochs_started += 1
         self._iterator = iter(self.loader)
-        return self._iterator
+        yield from self._iterator
 
     def close(self) -> None:
         """Shut the workers down now, persistent ones included, instead of at garbage collection."""
@@ -218,6 +239,8 @@ class ResidentBatches:
     takes every world_size-th index from r), so the ranks' batches together are one process's batch
     of batch × world_size.
     """
+
+    starts_workers = False
 
     def __init__(self, arrays: ImageArrays, config: RunConfig, device: torch.device, shard: Optional[Shard] = None):
         self.images = arrays.train_images.to(device)

@@ -19,7 +19,8 @@ from workbench.device_info import DeviceInfo  # re-exported: events carry it
 EndStatus = Literal["finished", "stopped", "failed"]
 # Why a run failed: "config" and "data" are the user's input (the CLI exits 2 for them);
 # the rest are the run's own trouble (exit 1).
-FailureKind = Literal["config", "data", "out_of_memory", "diverged", "error"]
+# "data_loader": a DataLoader worker died, ran out of shared memory or raised.
+FailureKind = Literal["config", "data", "out_of_memory", "diverged", "data_loader", "error"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class MemorySnapshot:
     torch_reserved: Optional[int] = None
     torch_peak_allocated: Optional[int] = None
     torch_peak_reserved: Optional[int] = None
-    nvml_used: Optional[int] = None
+    nvml_used: Optional[int] = None  # device-wide: every process's memory and CUDA contexts, not only ours
     nvml_total: Optional[int] = None
     gpu_utilization_percent: Optional[float] = None
     torch_unavailable_reason: Optional[str] = None
@@ -38,6 +39,10 @@ class MemorySnapshot:
     # This process's resident set size (host RAM; DataLoader worker processes not included).
     process_rss: Optional[int] = None
     process_rss_unavailable_reason: Optional[str] = None
+    # This process's own memory on the device as NVML counts it (its CUDA context included), where the
+    # driver lists our pid; containers often show host pids, and then it is None with the reason.
+    nvml_process_used: Optional[int] = None
+    nvml_process_unavailable_reason: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,9 @@ class StepStats:
     window_seconds: float  # wall time of the window
     elapsed_seconds: float  # since training started
     memory: MemorySnapshot = field(default_factory=MemorySnapshot)
+    # fp16: optimizer steps in the window the GradScaler skipped for inf/NaN gradients (0 without a scaler).
+    skipped_optimizer_steps: int = 0
+    loss_scale: Optional[float] = None  # the fp16 GradScaler's scale at the log point; None without one
     ranks: tuple[RankStepStats, ...] = ()  # each rank's own figures, by rank; () for a one-process run
 
     @property
@@ -244,7 +252,10 @@ class RunSummary:
     device_span_fraction: Optional[float] = None  # event-pair spans of the steps / wall time, likewise
     peak_allocated_bytes: Optional[int] = None
     peak_reserved_bytes: Optional[int] = None
-    peak_nvml_used_bytes: Optional[int] = None  # highest NVML reading at log points (sampled, not a true peak)
+    # Highest NVML readings at log points (sampled, not true peaks): device-wide "used", and this process's own.
+    peak_nvml_used_bytes: Optional[int] = None
+    peak_nvml_process_used_bytes: Optional[int] = None
+    skipped_optimizer_steps: int = 0  # fp16: optimizer steps the GradScaler skipped (inf/NaN gradients)
     wall_seconds: float = 0.0
     steps: int = 0
     samples_seen: int = 0
@@ -290,6 +301,7 @@ class RunEnded:
     summary: RunSummary
     reason: Optional[str] = None  # why it stopped or failed, in words
     kind: Optional[FailureKind] = None
+    traceback: Optional[str] = None  # for failures nobody expected (kinds error, data_loader, out_of_memory)
 
 
 Event = Union[StatusChanged, RunStarted, StepStats, EpochStats, ProfileSample, RunEnded]

@@ -1,9 +1,11 @@
-"""The memory figures: torch allocated, torch reserved, NVML device used/total, this process's RSS."""
+"""The memory figures: torch allocated, torch reserved, NVML used/total (device-wide), this process's own
+NVML usage and RSS; each run's peaks made its own; the cache returned after a failure."""
 
 from __future__ import annotations
 
 import gc
 import mmap
+import os
 from typing import Any, Optional
 
 import torch
@@ -49,7 +51,10 @@ class MemoryProbe:
             )
         else:
             torch_figures = dict(torch_unavailable_reason="CPU device: torch's CUDA allocator is not in use")
-        nvml_figures: dict[str, Any] = dict(nvml_unavailable_reason=self.nvml_unavailable_reason)
+        nvml_figures: dict[str, Any] = dict(
+            nvml_unavailable_reason=self.nvml_unavailable_reason,
+            nvml_process_unavailable_reason=self.nvml_unavailable_reason,
+        )
         if self._nvml is not None:
             try:
                 info = self._nvml.nvmlDeviceGetMemoryInfo(self._handle)
@@ -59,8 +64,25 @@ class MemoryProbe:
                 )
             except Exception as error:
                 nvml_figures = dict(nvml_unavailable_reason=f"NVML read failed: {error}")
+            used, reason = self._process_used()
+            nvml_figures.update(nvml_process_used=used, nvml_process_unavailable_reason=reason)
         rss, rss_reason = process_resident_bytes()
         return MemorySnapshot(**torch_figures, **nvml_figures, process_rss=rss, process_rss_unavailable_reason=rss_reason)
+
+    def _process_used(self) -> tuple[Optional[int], Optional[str]]:
+        """This process's memory on the device, from NVML's list of compute processes."""
+        pid = os.getpid()
+        try:
+            processes = self._nvml.nvmlDeviceGetComputeRunningProcesses(self._handle)
+        except Exception as error:  # NVML_ERROR_NOT_SUPPORTED on some drivers and vGPUs
+            return None, f"NVML cannot list the GPU's processes: {error}"
+        ours = [process for process in processes if process.pid == pid]
+        if not ours:
+            return None, (f"NVML does not list this process (pid {pid}) on the GPU: in a container the driver "
+                          "sees host pids, not the container's")
+        if any(process.usedGpuMemory is None for process in ours):
+            return None, "the driver does not report per-process memory on this system (e.g. Windows WDDM)"
+        return sum(int(process.usedGpuMemory) for process in ours), None
 
     def close(self) -> None:
         if self._nvml is not None:
@@ -100,6 +122,27 @@ def _nvml_handle(pynvml: Any, device: torch.device) -> Any:
         except Exception:
             pass
     return pynvml.nvmlDeviceGetHandleByIndex(index)
+
+
+def reset_peaks_for_a_new_run(device: torch.device) -> None:
+    """Make the run's peak counters its own.
+
+    reset_peak_memory_stats() resets each peak to the *current* value, and "reserved" still holds the
+    blocks an earlier run left in the cache: free them first, or every later run's reserved peak
+    starts at the largest earlier run's.
+    """
+    if device.type != "cuda":
+        return
+    gc.collect()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+
+
+def free_device_memory() -> None:
+    """After a failed run is dropped: collect its cycles and give its cached blocks back to the driver."""
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 def release_cached_memory() -> MemoryRelease:

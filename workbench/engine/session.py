@@ -2,10 +2,15 @@
 
 The hot loop never syncs the device: the loss and correct counts accumulate as device tensors and
 CUDA events time each step; all of it is read once per ``log_every`` steps (``_step_stats``).
+
+Stop is checked before every step and between evaluation batches. The calls that can block for
+seconds without looking at it — the first batch of an epoch (DataLoader workers start there) and
+torch.compile's first step — run on a helper thread the loop polls (interruptible.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from typing import Any, Callable, Iterator, Optional
@@ -18,18 +23,26 @@ from workbench.engine.data import DevicePreparer, ImageArrays, LoaderBatches, Re
 from workbench.engine.ceiling_cache import cached_ceiling
 from workbench.engine.device import resolve
 from workbench.engine.events import DeviceInfo, EpochStats, Event, RunStarted, StatusChanged, StepStats
-from workbench.engine.memory import MemoryProbe
+from workbench.engine.failures import Diverged
+from workbench.engine.interruptible import Stopped, call_interruptibly
+from workbench.engine.memory import MemoryProbe, reset_peaks_for_a_new_run
 from workbench.engine.models import build_model, parameter_count, to_memory_format
 from workbench.engine.profiling import sampler_for_run
 from workbench.engine.requests import ProfileRequests
 from workbench.engine.step_timer import StepTimer
-from workbench.engine.train_step import TrainStep, build_optimizer, warmup_linear_decay
+from workbench.engine.train_step import TrainStep, build_optimizer, optimizer_steps_in, warmup_linear_decay
 
+# Evaluation batches of at most twice the training batch: a forward pass of 2b costs about as much as
+# a training step of b (forward + backward ≈ 3 forwards), so a stop during evaluation waits no longer
+# than one during training, and memory stays below the training step's.
 EVAL_BATCH_SIZE = 1000
-
-
-class Diverged(RuntimeError):
-    pass
+# A run has diverged when its loss is non-finite at this many log points in a row. One non-finite
+# window can be a single overflowing fp16 batch the scaler skipped, with the weights still finite;
+# three in a row means the weights themselves are inf/NaN, which no later step undoes.
+NONFINITE_WINDOWS_TO_DIVERGE = 3
+# fp16's GradScaler halves its scale (from 65,536) at every step whose gradients overflow. Below this
+# floor (fairseq's --min-loss-scale default) gradients overflow at nearly every step: the run has broken.
+MIN_LOSS_SCALE = 1e-4
 
 
 class _Window:
@@ -65,6 +78,7 @@ class TrainingSession:
     def __init__(
         self, config: RunConfig, device_info: DeviceInfo, arrays: ImageArrays,
         profile_requests: Optional[ProfileRequests] = None, world: Optional[Any] = None,
+        phase_stop: Optional[Callable[[], bool]] = None,
     ):
         self.config = config
         self.world = world  # None: the one process; else this rank's RankWorld (DDP, its data shard)
@@ -76,8 +90,8 @@ class TrainingSession:
         self.notes = ineffective_settings(config, device_info)
         on_cuda = self.device.type == "cuda"
         torch.manual_seed(config.seed)
+        reset_peaks_for_a_new_run(self.device)
         if on_cuda:
-            torch.cuda.reset_peak_memory_stats(self.device)
             torch.backends.cudnn.benchmark = True
 
         if config.pipeline == "gpu-resident":
@@ -98,7 +112,9 @@ class TrainingSession:
         self.forward = torch.compile(trained) if config.compile else trained
         # Only rank 0 evaluates, with the bare model: a DDP forward on one rank alone would wait for the others.
         self.evaluates = world is None or world.rank == 0
-        self.eval_forward = self.forward if world is None else self.model
+        # Eagerly, also with compile=True: eval mode and no-grad would make torch.compile compile a second
+        # graph, for a pass that is a small part of the run (and a stop could not end that compilation).
+        self.eval_forward = self.model
         self.steps_per_epoch = self.batches.steps_per_epoch
         # max_steps, when set, is the run's length: as many epochs as it takes (the last may be partial).
         self.total_steps = config.max_steps if config.max_steps is not None else config.epochs * self.steps_per_epoch
@@ -110,18 +126,29 @@ class TrainingSession:
             self.device.type,
             config.precision,
             config.accumulation_steps,
-            warmup_linear_decay(config.lr, self.total_steps // config.accumulation_steps),
+            warmup_linear_decay(config.lr, optimizer_steps_in(self.total_steps, config.accumulation_steps)),
             no_sync=getattr(trained, "no_sync", None),
+            total_micro_batches=self.total_steps,
+            max_grad_norm=config.max_grad_norm,
         )
+        self.notes += accumulation_notes(config, self.total_steps)
         self.memory = MemoryProbe(self.device)
         self.timer = StepTimer(self.device)
         self.sampler = sampler_for_run(config, self.device, self.steps_per_epoch, self.total_steps, profile_requests)
         self.step = 0  # micro-batches done
         self.samples = 0  # images in the windows reported so far
         self._training_began = 0.0
+        # What ends the phases that block (first batch, compile, evaluation); the run's stop when None.
+        self._phase_stop = phase_stop
+        self._skipped_steps_read = 0
+        self._nonfinite_windows = 0
+        self._batches_abandoned = False  # a helper thread still starting workers owns their shutdown
 
     # -- the run -------------------------------------------------------------------------------
     def events(self, stop: Callable[[], bool]) -> Iterator[Event]:
+        """Raises Stopped when a stop ends a phase the loop had to wait on (see interruptible.py)."""
+        if self._phase_stop is None:
+            self._phase_stop = stop
         yield self._run_started()
         if self.config.compile:
             yield StatusChanged("Compiling the model: the first steps are slow")
@@ -141,6 +168,7 @@ class TrainingSession:
         self.model.train()
         window = _Window(self.device)
         batches = self.batches.epoch()
+        next_batch = self._first_batch  # workers start on an epoch's first batch: on a helper thread
         while self.step < self.total_steps:
             if stop():
                 self.stopped_at = self.step
@@ -150,7 +178,8 @@ class TrainingSession:
                 if sample is not None:
                     yield sample
             waited_from = time.perf_counter()
-            batch = next(batches, None)
+            batch = next_batch(batches)
+            next_batch = _next_or_none
             waited = time.perf_counter() - waited_from
             if batch is None:
                 break
@@ -163,17 +192,43 @@ class TrainingSession:
         if window.steps:  # stopped mid-window: report the steps done, so every count of them agrees
             yield self._close_window(window, totals, epoch)
 
+    def _first_batch(self, batches: Iterator) -> Optional[tuple[torch.Tensor, torch.Tensor]]:
+        if not self.batches.starts_workers:
+            return next(batches, None)
+        try:
+            return call_interruptibly(
+                lambda: next(batches, None), self._phase_stop, "worker start-up",
+                on_abandoned=lambda _batch: self.batches.close(),
+            )
+        except Stopped:
+            self._batches_abandoned = True
+            raise
+
     def _train_on(self, batch: tuple[torch.Tensor, torch.Tensor], window: _Window, totals: _EpochTotals) -> None:
         """One step on one batch, timed on the device; its figures stay on the device (no sync here)."""
         self.timer.start()
         images, labels = self.prepare(*batch)
-        loss, logits = self.train_step(images, labels)
+        if self.step == 0 and self.config.compile:
+            loss, logits = self._compiling_step(images, labels)
+        else:
+            loss, logits = self.train_step(images, labels)
         window.loss += loss.float()
         totals.correct += (logits.argmax(dim=1) == labels).sum()
         self.timer.stop()
         self.step += 1
         window.steps += 1
         window.samples += len(labels)
+
+    def _compiling_step(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """torch.compile compiles in the first call, for tens of seconds: on a helper thread the loop polls.
+        Abandoned by a stop, the compilation runs to its end in the background; then its step's memory goes."""
+        device = self.device
+
+        def first_step():
+            with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
+                return self.train_step(images, labels)
+
+        return call_interruptibly(first_step, self._phase_stop, "torch.compile")
 
     def _close_window(self, window: _Window, totals: _EpochTotals, epoch: int) -> StepStats:
         stats = self._step_stats(window, epoch)
@@ -207,11 +262,10 @@ class TrainingSession:
         self._synchronize()  # the one sync of the window: the loss and events become readable
         now = time.perf_counter()
         loss = window.loss.item() / window.steps
-        if not math.isfinite(loss):
-            raise Diverged(
-                f"loss became {loss} at step {self.step}: try a lower lr (now {self.config.lr:g})"
-                + (" or bf16/fp32 instead of fp16" if self.config.precision == "fp16" else "")
-            )
+        skipped_total = self.train_step.read_skipped_steps()
+        skipped, self._skipped_steps_read = skipped_total - self._skipped_steps_read, skipped_total
+        loss_scale = self.train_step.read_loss_scale()
+        self._check_divergence(loss, loss_scale)
         window_seconds = now - window.began
         return StepStats(
             step=self.step,
@@ -227,7 +281,28 @@ class TrainingSession:
             window_seconds=window_seconds,
             elapsed_seconds=now - self._training_began,
             memory=self.memory.snapshot(),
+            skipped_optimizer_steps=skipped,
+            loss_scale=loss_scale,
         )
+
+    def _check_divergence(self, loss: float, loss_scale: Optional[float]) -> None:
+        self._nonfinite_windows = 0 if math.isfinite(loss) else self._nonfinite_windows + 1
+        advice = f"try a lower lr (now {self.config.lr:g})"
+        if self.config.max_grad_norm is None:
+            advice += " or max_grad_norm=1.0"
+        if self.config.precision == "fp16":
+            advice += ", or bf16 (fp32's range, no scaler) or fp32 instead of fp16"
+        if self._nonfinite_windows >= NONFINITE_WINDOWS_TO_DIVERGE:
+            raise Diverged(
+                f"loss was {loss} at {self._nonfinite_windows} log points in a row (up to step {self.step}): "
+                f"the weights are no longer finite; {advice}"
+            )
+        if loss_scale is not None and loss_scale < MIN_LOSS_SCALE:
+            raise Diverged(
+                f"the fp16 loss scale fell to {loss_scale:.2g} (floor {MIN_LOSS_SCALE:g}) by step {self.step}: "
+                f"gradients overflow at nearly every step ({self._skipped_steps_read:,} of "
+                f"{self.train_step.optimizer_steps:,} optimizer steps skipped); {advice}"
+            )
 
     def _epoch_stats(self, epoch: int, totals: _EpochTotals, train_seconds: float) -> EpochStats:
         steps_done = totals.samples // self.config.batch_size
@@ -257,9 +332,12 @@ class TrainingSession:
         self.model.eval()
         loss_sum = torch.zeros((), device=self.device)
         correct = torch.zeros((), device=self.device, dtype=torch.int64)
-        for begin in range(0, len(self.test_labels), EVAL_BATCH_SIZE):
-            images = self.prepare.normalise(self.test_images[begin : begin + EVAL_BATCH_SIZE])
-            labels = self.test_labels[begin : begin + EVAL_BATCH_SIZE]
+        batch_size = min(EVAL_BATCH_SIZE, 2 * self.config.batch_size)
+        for begin in range(0, len(self.test_labels), batch_size):
+            if self._phase_stop():
+                raise Stopped("evaluation")
+            images = self.prepare.normalise(self.test_images[begin : begin + batch_size])
+            labels = self.test_labels[begin : begin + batch_size]
             with self.train_step.autocast():
                 logits = self.eval_forward(images)
             loss_sum += nn.functional.cross_entropy(logits.float(), labels, reduction="sum")
@@ -270,13 +348,29 @@ class TrainingSession:
 
     def close(self) -> None:
         self.sampler.close()
-        self.batches.close()
+        if not self._batches_abandoned:  # else the helper still starting the workers shuts them down
+            self.batches.close()
         self.memory.close()
 
 
 def _known_ceiling(config: RunConfig, device: DeviceInfo, num_classes: int) -> Optional[float]:
     ceiling = cached_ceiling(config, device, num_classes)
     return ceiling.images_per_sec if ceiling is not None else None
+
+
+def _next_or_none(batches: Iterator) -> Optional[tuple[torch.Tensor, torch.Tensor]]:
+    return next(batches, None)
+
+
+def accumulation_notes(config: RunConfig, total_steps: int) -> list[str]:
+    """Say how a run whose length is not a multiple of accumulation_steps ends."""
+    k = config.accumulation_steps
+    left = total_steps % k
+    if k == 1 or left == 0:
+        return []
+    return [f"{total_steps:,} steps are not a multiple of accumulation_steps={k}: the last {left} "
+            f"micro-batch{'es' if left > 1 else ''} make{'' if left > 1 else 's'} a smaller final optimizer "
+            f"step (the mean gradient of {'those' if left > 1 else 'that one'}), so none is computed in vain"]
 
 
 def ineffective_settings(config: RunConfig, device: DeviceInfo) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections import defaultdict
@@ -38,16 +39,18 @@ class SummaryBuilder:
         self._previous_step = 0
         self._last_step: Optional[StepStats] = None
         self._last_epoch: Optional[EpochStats] = None
-        self._peaks: dict[str, Optional[int]] = {"allocated": None, "reserved": None, "nvml": None}
+        self._peaks: dict[str, Optional[int]] = {"allocated": None, "reserved": None, "nvml": None, "nvml_process": None}
         self._training_peak: Optional[int] = None  # torch's peak before the first evaluation
         self._samples: list[ProfileSample] = []
         self._rank_peaks: list[dict[str, Optional[int]]] = []  # multi-process runs: one per rank
+        self._skipped_optimizer_steps = 0
 
     def add(self, event: Event) -> None:
         if isinstance(event, RunStarted):
             self._started = event
         elif isinstance(event, StepStats):
             self._last_step = event
+            self._skipped_optimizer_steps += event.skipped_optimizer_steps
             samples, self._previous_samples = event.samples_seen - self._previous_samples, event.samples_seen
             first, self._previous_step = self._previous_step + 1, event.step
             if self._warmup is None:
@@ -78,6 +81,7 @@ class SummaryBuilder:
             ("allocated", memory.torch_peak_allocated),
             ("reserved", memory.torch_peak_reserved),
             ("nvml", memory.nvml_used),
+            ("nvml_process", memory.nvml_process_used),
         ):
             if value is not None:
                 current = peaks[key]
@@ -108,7 +112,7 @@ class SummaryBuilder:
             reason=reason,
             failure_kind=kind,
             test_accuracy=epoch.test_accuracy if epoch else None,
-            final_loss=step.loss if step else None,
+            final_loss=step.loss if step and math.isfinite(step.loss) else None,  # a diverged run's reason says why
             images_per_sec=images_per_sec,
             images_per_sec_median=statistics.median(steady.rates) if steady.rates else None,
             data_wait_fraction=steady.data_wait / window if window > 0 else None,
@@ -116,6 +120,8 @@ class SummaryBuilder:
             peak_allocated_bytes=self._peaks["allocated"],
             peak_reserved_bytes=self._peaks["reserved"],
             peak_nvml_used_bytes=self._peaks["nvml"],
+            peak_nvml_process_used_bytes=self._peaks["nvml_process"],
+            skipped_optimizer_steps=self._skipped_optimizer_steps,
             wall_seconds=time.perf_counter() - self._began,
             steps=step.step if step else 0,
             samples_seen=step.samples_seen if step else 0,

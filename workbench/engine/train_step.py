@@ -20,7 +20,13 @@ WARMUP_FRACTION = 0.1
 class TrainStep:
     """One micro-batch per call; an optimizer step every ``accumulation_steps`` micro-batches.
 
-    The loss is divided by k, so k micro-batches of b give the gradient of one batch of k·b.
+    The loss is divided by k, so k micro-batches of b give the gradient of one batch of k·b. When
+    ``total_micro_batches`` is not a multiple of k, the r micro-batches left at the end form a
+    smaller last group: their loss is divided by r and the run ends with their optimizer step, so
+    every micro-batch computed also trains the model (instead of being silently dropped).
+
+    ``max_grad_norm`` clips the gradients' total norm before each optimizer step, after
+    ``scaler.unscale_`` so fp16's scale does not enter the norm (as nanoGPT does).
     """
 
     def __init__(
@@ -33,12 +39,19 @@ class TrainStep:
         accumulation_steps: int = 1,
         lr_at: Optional[Callable[[int], float]] = None,
         no_sync: Optional[Callable[[], ContextManager]] = None,
+        total_micro_batches: Optional[int] = None,
+        max_grad_norm: Optional[float] = None,
     ):
         self.model, self.optimizer, self.criterion = model, optimizer, criterion
         self.accumulation_steps = accumulation_steps
         self.lr_at = lr_at
-        # DistributedDataParallel's no_sync: micro-batches that do not step skip the gradient all-reduce.
-        self.no_sync = no_sync
+        self.no_sync = no_sync  # DistributedDataParallel's: micro-batches that do not step skip the all-reduce
+        self.max_grad_norm = max_grad_norm
+        # Micro-batches in full groups of k; those after it form the smaller last group.
+        self._full_groups_end = (
+            total_micro_batches - total_micro_batches % accumulation_steps if total_micro_batches else None
+        )
+        self._total_micro_batches = total_micro_batches
         amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
         self.autocast = (
             (lambda: torch.autocast(device_type, dtype=amp_dtype)) if amp_dtype else contextlib.nullcontext
@@ -46,6 +59,7 @@ class TrainStep:
         self.scaler = torch.amp.GradScaler(device_type, enabled=amp_dtype is torch.float16)
         self.micro_batches = 0
         self.optimizer_steps = 0
+        self._skipped_steps: Optional[torch.Tensor] = None  # on the device; read at log points
         self._set_lr()
 
     @property
@@ -58,23 +72,58 @@ class TrainStep:
                 group["lr"] = self.lr_at(self.optimizer_steps)
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        steps = (self.micro_batches + 1) % self.accumulation_steps == 0
-        with self.no_sync() if self.no_sync is not None and not steps else contextlib.nullcontext():
+        group_size, steps_after = self._group_of(self.micro_batches)
+        # DistributedDataParallel's no_sync: micro-batches that do not step skip the gradient all-reduce.
+        with self.no_sync() if self.no_sync is not None and not steps_after else contextlib.nullcontext():
             with self.autocast():
                 logits = self.model(images)
                 loss = self.criterion(logits, labels)
-            self.scaler.scale(loss / self.accumulation_steps).backward()
+            self.scaler.scale(loss / group_size).backward()
         self.micro_batches += 1
-        if self.micro_batches % self.accumulation_steps == 0:
+        if steps_after:
             self._optimizer_step()
         return loss.detach(), logits.detach()
 
+    def _group_of(self, index: int) -> tuple[int, bool]:
+        """(size of the accumulation group micro-batch ``index`` belongs to, whether the step follows it)."""
+        k = self.accumulation_steps
+        if self._full_groups_end is None or index < self._full_groups_end:
+            return k, (index + 1) % k == 0
+        return self._total_micro_batches - self._full_groups_end, index + 1 == self._total_micro_batches
+
     def _optimizer_step(self) -> None:
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
+        if self.max_grad_norm is not None:
+            self.scaler.unscale_(self.optimizer)  # clip the true gradients, not fp16's scaled ones
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
+        if self.scaler.is_enabled():
+            # GradScaler keeps its scale on the device and lowers it exactly when it skips a step for
+            # inf/NaN gradients (it only raises it otherwise): count those on the device, no sync.
+            scale_before = self.scaler._scale.clone()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            skipped = (self.scaler._scale < scale_before).to(torch.int64)
+            if self._skipped_steps is None:
+                self._skipped_steps = skipped
+            else:
+                self._skipped_steps += skipped
+        else:
+            self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.optimizer_steps += 1
         self._set_lr()
+
+    def read_skipped_steps(self) -> int:
+        """Optimizer steps the fp16 scaler has skipped so far (a device read: call at log points)."""
+        return 0 if self._skipped_steps is None else int(self._skipped_steps.item())
+
+    def read_loss_scale(self) -> Optional[float]:
+        """The fp16 scaler's current scale (a device read: call at log points); None without a scaler."""
+        return float(self.scaler.get_scale()) if self.scaler.is_enabled() else None
+
+
+def optimizer_steps_in(total_micro_batches: int, accumulation_steps: int) -> int:
+    """Optimizer steps a run of this many micro-batches takes (a smaller last group steps too)."""
+    return -(-total_micro_batches // accumulation_steps)
 
 
 def warmup_linear_decay(base_lr: float, total_optimizer_steps: int) -> Callable[[int], float]:

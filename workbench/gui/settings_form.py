@@ -7,7 +7,7 @@ problems, greyed-out fields, disabled choices) comes from ``settings_model``.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, get_args
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QStandardItemModel
@@ -35,6 +35,7 @@ from workbench.gui.spin_boxes import FloatSpinBox, IntSpinBox
 
 INT32_MAX = 2**31 - 1  # QSpinBox holds a C int: a RunConfig range past it would be cut here
 NO_LIMIT = "no limit"
+OFF = "off"
 
 
 class PathField(QWidget):
@@ -189,9 +190,12 @@ class SettingsForm(QWidget):
         elif hint is bool:
             editor = row = QCheckBox()
             editor.toggled.connect(self._on_edit)
-        elif hint is float:
+        elif hint is float or (name in OPTIONAL_FIELDS and float in get_args(hint)):
             editor = row = FloatSpinBox(SPECS[name].label)
             low, high = RANGES[name]
+            if name in OPTIONAL_FIELDS:  # Optional[float]: 0 below the range means None ("off")
+                low = 0.0
+                editor.setSpecialValueText(OFF)
             editor.setRange(low, high)
             editor.valueChanged.connect(self._on_edit)
             editor.range_notice.connect(lambda notice, name=name: self._on_range_notice(name, notice))
@@ -218,7 +222,8 @@ class SettingsForm(QWidget):
             return editor.isChecked()
         if isinstance(editor, QLineEdit):
             return editor.text().strip()
-        if isinstance(editor, QSpinBox) and name in OPTIONAL_FIELDS and editor.value() == editor.minimum():
+        if (isinstance(editor, (QSpinBox, QDoubleSpinBox)) and name in OPTIONAL_FIELDS
+                and editor.value() == editor.minimum()):
             return None
         return editor.value()
 
@@ -230,7 +235,7 @@ class SettingsForm(QWidget):
             editor.setChecked(bool(value))
         elif isinstance(editor, QLineEdit):
             editor.setText(str(value))
-        elif isinstance(editor, QSpinBox) and value is None:
+        elif isinstance(editor, (QSpinBox, QDoubleSpinBox)) and value is None:
             editor.setValue(editor.minimum())
         else:
             editor.setValue(value)  # a spin box clamps out-of-range values; validate() would refuse them

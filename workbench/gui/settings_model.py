@@ -28,7 +28,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "prefetch_factor", "worker_start_method",
     ),
     "Precision": ("precision", "channels_last", "compile"),
-    "Model & optimiser": ("model", "optimizer", "lr", "weight_decay", "label_smoothing"),
+    "Model & optimiser": ("model", "optimizer", "lr", "weight_decay", "label_smoothing", "max_grad_norm"),
     "Measurement": ("profile", "profile_every"),
 }
 

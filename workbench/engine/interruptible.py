@@ -1,0 +1,116 @@
+"""Phases that cannot be interrupted in their own thread run on a helper thread the run polls.
+
+Loading data (a CIFAR download), building the session, starting DataLoader workers (the first
+batch of an epoch: spawned workers import torch) and torch.compile's first step can each take
+many seconds inside one call that never looks at the stop flag. ``call_interruptibly`` runs such a
+call on a daemon thread and polls ``stop()`` every ``POLL_SECONDS``; on a stop it raises
+``Stopped`` at once and the call is *abandoned*: it runs on to its end in the background, and
+then ``on_abandoned`` gets its result (or None after an error) to release what it made — so
+workers it started are shut down and memory it holds is freed when it finishes.
+
+Helper threads block SIGINT, so processes they start (DataLoader workers, the forkserver) begin
+life with SIGINT blocked: a Ctrl-C sent to the terminal's process group cannot kill a worker before
+its init function ignores the signal (see data.py).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from typing import Callable, Optional, TypeVar
+
+T = TypeVar("T")
+
+POLL_SECONDS = 0.05  # stop latency added by polling; far below the 2 s a stop may take
+
+_abandoned_lock = threading.Lock()
+_abandoned: set[threading.Thread] = set()
+
+
+class Stopped(Exception):
+    """stop() became true while a phase ran on a helper thread (the phase was abandoned)."""
+
+
+def call_interruptibly(
+    function: Callable[[], T],
+    stop: Callable[[], bool],
+    name: str,
+    on_abandoned: Optional[Callable[[Optional[T]], None]] = None,
+) -> T:
+    """``function()``'s result (or its exception) — unless ``stop()`` turns true first: then ``Stopped``."""
+    if stop():
+        raise Stopped(name)
+    call = _Call(function, on_abandoned)
+    thread = threading.Thread(target=call.work, name=f"workbench-{name}", daemon=True)
+    thread.start()
+    while not call.done.wait(POLL_SECONDS):
+        if stop() and call.abandon():
+            with _abandoned_lock:
+                _abandoned.add(thread)
+            raise Stopped(name)
+    return call.outcome()
+
+
+def wait_for_abandoned(timeout: float) -> bool:
+    """Join the helper threads of abandoned phases (tests, shutdown); True when none is left running."""
+    deadline = time.monotonic() + timeout
+    with _abandoned_lock:
+        threads = list(_abandoned)
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    with _abandoned_lock:
+        _abandoned.difference_update(thread for thread in threads if not thread.is_alive())
+        return not _abandoned
+
+
+class _Call:
+    def __init__(self, function: Callable, on_abandoned: Optional[Callable]):
+        self._function: Optional[Callable] = function
+        self._on_abandoned = on_abandoned
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._result = None
+        self._error: Optional[BaseException] = None
+        self.done = threading.Event()
+
+    def work(self) -> None:
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        result, error = None, None
+        try:
+            result = self._function()  # type: ignore[misc]
+        except BaseException as raised:  # handed to the caller's thread, raised there
+            error = raised
+        self._function = None
+        with self._lock:  # done and the outcome change together: abandon() sees both or neither
+            abandoned = self._abandoned
+            if not abandoned:
+                self._result, self._error = result, error
+            self.done.set()
+        if abandoned:
+            error = None  # nobody will read it; its traceback holds the phase's frames
+            if self._on_abandoned is not None:
+                try:
+                    self._on_abandoned(result)
+                except Exception:
+                    pass  # the run has ended; there is no one to tell
+            self._on_abandoned = None
+
+    def abandon(self) -> bool:
+        """Mark the call abandoned; False when it had finished already (its outcome is then used)."""
+        with self._lock:
+            if self.done.is_set():
+                return False
+            self._abandoned = True
+            return True
+
+    def outcome(self):
+        result, error = self._result, self._error
+        self._result = self._error = None
+        if error is not None:
+            try:
+                raise error
+            finally:
+                error = None  # no cycle through this frame: the traceback's frames must die with the error
+        return result
