@@ -69,3 +69,125 @@ def test_without_proc_the_resident_memory_is_none_with_the_reason(monkeypatch):
     snapshot = memory.MemoryProbe(torch.device("cpu")).snapshot()
     assert snapshot.process_rss is None
     assert "/proc/self/statm" in snapshot.process_rss_unavailable_reason
+
+
+class FakeAllocator:
+    """torch.cuda's allocator counters as they behave: reset_peak_memory_stats resets each peak to the current
+    value, and empty_cache returns the unused cached blocks (reserved falls to allocated)."""
+
+    def __init__(self, allocated: int, reserved: int):
+        self.allocated, self.reserved = allocated, reserved
+        self.peak_allocated, self.peak_reserved = allocated, reserved
+        self.calls: list[str] = []
+
+    def install(self, monkeypatch):
+        cuda = torch.cuda
+        monkeypatch.setattr(cuda, "empty_cache", self.empty_cache)
+        monkeypatch.setattr(cuda, "reset_peak_memory_stats", self.reset_peak_memory_stats)
+        monkeypatch.setattr(cuda, "max_memory_reserved", lambda device=None: self.peak_reserved)
+        monkeypatch.setattr(cuda, "max_memory_allocated", lambda device=None: self.peak_allocated)
+
+    def empty_cache(self):
+        self.calls.append("empty_cache")
+        self.reserved = self.allocated
+
+    def reset_peak_memory_stats(self, device=None):
+        self.calls.append("reset_peak_memory_stats")
+        self.peak_allocated, self.peak_reserved = self.allocated, self.reserved
+
+
+def test_each_runs_reserved_peak_is_its_own(monkeypatch):
+    """The previous run left 6 GiB in the cache: after the reset this run's reserved peak must not start there."""
+    from workbench.engine.memory import reset_peaks_for_a_new_run
+
+    gib = 2**30
+    allocator = FakeAllocator(allocated=1 * gib, reserved=7 * gib)
+    allocator.install(monkeypatch)
+    reset_peaks_for_a_new_run(torch.device("cuda", 0))
+    assert allocator.calls == ["empty_cache", "reset_peak_memory_stats"]
+    assert torch.cuda.max_memory_reserved(0) == 1 * gib
+    assert torch.cuda.max_memory_allocated(0) == 1 * gib
+
+
+def test_every_run_resets_its_peaks_at_start(monkeypatch):
+    from engine_helpers import run_to_end, tiny_config
+
+    from workbench.engine import session
+
+    devices = []
+    monkeypatch.setattr(session, "reset_peaks_for_a_new_run", devices.append)
+    run_to_end(tiny_config())
+    assert devices == [torch.device("cpu")]
+
+
+def fake_pynvml(processes=(), list_error=None, used=6 * 2**30, total=80 * 2**30):
+    """pynvml as the driver answers: device memory, utilisation, and the compute processes with their memory."""
+    fake = types.ModuleType("pynvml")
+    fake.nvmlInit = lambda: None
+    fake.nvmlShutdown = lambda: None
+    fake.nvmlDeviceGetHandleByUUID = lambda uuid: "handle"
+    fake.nvmlDeviceGetHandleByIndex = lambda index: "handle"
+    fake.nvmlDeviceGetMemoryInfo = lambda handle: types.SimpleNamespace(used=used, total=total, free=total - used)
+    fake.nvmlDeviceGetUtilizationRates = lambda handle: types.SimpleNamespace(gpu=87, memory=40)
+
+    def compute_processes(handle):
+        if list_error is not None:
+            raise list_error
+        return [types.SimpleNamespace(pid=pid, usedGpuMemory=memory) for pid, memory in processes]
+
+    fake.nvmlDeviceGetComputeRunningProcesses = compute_processes
+    return fake
+
+
+def gpu_probe(monkeypatch, fake):
+    """A MemoryProbe for a CUDA device on this CPU: NVML faked, torch's CUDA counters faked."""
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: types.SimpleNamespace(uuid="1234"))
+    for name in ("memory_allocated", "memory_reserved", "max_memory_allocated", "max_memory_reserved"):
+        monkeypatch.setattr(torch.cuda, name, lambda device=None: 2**30)
+    return MemoryProbe(torch.device("cuda", 0))
+
+
+def test_nvml_used_is_device_wide_and_this_processs_own_usage_is_beside_it(monkeypatch):
+    import os
+
+    gib = 2**30
+    probe = gpu_probe(monkeypatch, fake_pynvml(processes=[(4242, 3 * gib), (os.getpid(), 2 * gib)]))
+    snapshot = probe.snapshot()
+    assert snapshot.nvml_used == 6 * gib  # everything on the device, the other process's 3 GiB included
+    assert snapshot.nvml_process_used == 2 * gib and snapshot.nvml_process_unavailable_reason is None
+
+
+def test_a_container_that_hides_our_pid_gives_none_with_the_reason(monkeypatch):
+    import os
+
+    probe = gpu_probe(monkeypatch, fake_pynvml(processes=[(98765, 2**30)]))  # host pids only
+    snapshot = probe.snapshot()
+    assert snapshot.nvml_used == 6 * 2**30 and snapshot.nvml_process_used is None
+    assert snapshot.nvml_process_unavailable_reason == (
+        f"NVML does not list this process (pid {os.getpid()}) on the GPU: in a container the driver sees host pids, "
+        "not the container's")
+
+
+def test_per_process_memory_the_driver_does_not_report(monkeypatch):
+    import os
+
+    snapshot = gpu_probe(monkeypatch, fake_pynvml(processes=[(os.getpid(), None)])).snapshot()
+    assert snapshot.nvml_process_used is None
+    assert snapshot.nvml_process_unavailable_reason.startswith("the driver does not report per-process memory")
+    snapshot = gpu_probe(monkeypatch, fake_pynvml(list_error=RuntimeError("Not Supported"))).snapshot()
+    assert snapshot.nvml_process_used is None and snapshot.nvml_used == 6 * 2**30
+    assert snapshot.nvml_process_unavailable_reason == "NVML cannot list the GPU's processes: Not Supported"
+
+
+def test_the_summary_keeps_the_peak_of_both_nvml_figures():
+    from workbench.engine.events import MemorySnapshot, StepStats
+    from workbench.engine.summary import SummaryBuilder
+
+    builder = SummaryBuilder()
+    for used, ours in ((5, 2), (7, 3), (6, None)):
+        builder.add(StepStats(step=1, total_steps=3, epoch=1, epochs=1, samples_seen=1, loss=1.0, lr=0.1,
+                              images_per_sec=1.0, data_wait_seconds=0.0, device_span_seconds=0.1, window_seconds=0.1,
+                              elapsed_seconds=0.1, memory=MemorySnapshot(nvml_used=used, nvml_process_used=ours)))
+    summary = builder.build("finished")
+    assert summary.peak_nvml_used_bytes == 7 and summary.peak_nvml_process_used_bytes == 3

@@ -218,3 +218,59 @@ def test_max_steps_is_the_runs_length_even_past_the_epochs():
     assert started.total_steps == 12 and started.steps_per_epoch == 8
     assert ended.status == "finished" and ended.summary.steps == 12
     assert ended.summary.epochs_completed == 2  # the second, partial epoch ends with its evaluation too
+
+
+def test_a_short_last_accumulation_group_is_applied_as_the_mean_of_its_micro_batches():
+    """6 micro-batches with k=4: one step over the first 4, then one over the last 2 (not dropped)."""
+    images = torch.randn(24, 3, 8, 8, generator=torch.Generator().manual_seed(1))
+    labels = torch.randint(0, 10, (24,), generator=torch.Generator().manual_seed(2))
+
+    def sgd(model):
+        return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    accumulated = linear_model()
+    step = TrainStep(accumulated, sgd(accumulated), nn.CrossEntropyLoss(), "cpu", accumulation_steps=4,
+                     total_micro_batches=6)
+    for start in range(0, 24, 4):
+        step(images[start : start + 4], labels[start : start + 4])
+    assert step.optimizer_steps == 2
+
+    reference = linear_model()  # the same two updates, each from one batch
+    one_batch = TrainStep(reference, sgd(reference), nn.CrossEntropyLoss(), "cpu")
+    one_batch(images[:16], labels[:16])
+    one_batch(images[16:], labels[16:])
+    for expected, got in zip(reference.parameters(), accumulated.parameters()):
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_run_that_is_not_a_multiple_of_accumulation_steps_says_how_it_ends():
+    events = run_to_end(tiny_config(max_steps=6, accumulation_steps=4))
+    started = next(event for event in events if isinstance(event, RunStarted))
+    assert ("6 steps are not a multiple of accumulation_steps=4: the last 2 micro-batches make a smaller final "
+            "optimizer step (the mean gradient of those), so none is computed in vain") in started.notes
+    assert events[-1].status == "finished"
+    assert not any("multiple of" in note for note in next(
+        event for event in run_to_end(tiny_config(max_steps=8, accumulation_steps=4)) if isinstance(event, RunStarted)
+    ).notes)
+
+
+def test_a_run_shorter_than_one_accumulation_group_is_refused_before_it_starts(tmp_path):
+    from engine_helpers import write_npz
+
+    from workbench.data_check import data_problems
+
+    config = tiny_config(max_steps=3, accumulation_steps=4)
+    assert config.validate() == ["max_steps 3 is fewer steps than accumulation_steps=4: the run would end before its "
+                                 "first optimizer step; lower accumulation_steps or train longer"]
+    by_epochs = tiny_config(max_steps=None, epochs=1, synthetic_size=96, batch_size=32, accumulation_steps=4)
+    assert by_epochs.validate() == []  # the length comes from the data: the data check knows it
+    assert data_problems(by_epochs) == ["1 epoch of 3 steps make fewer steps than accumulation_steps=4: the run "
+                                        "would end before its first optimizer step; lower accumulation_steps or "
+                                        "train longer"]
+    # An npz whose size only the loaded arrays tell the engine: refused there, before RunStarted.
+    path = write_npz(tmp_path / "small.npz", train=64)
+    events = run_to_end(tiny_config(dataset="npz", data_path=str(path), max_steps=None, epochs=1, batch_size=32,
+                                    accumulation_steps=4))
+    assert not any(isinstance(event, RunStarted) for event in events)
+    assert events[-1].kind == "data" and "1 epoch of 2 steps make fewer steps than accumulation_steps=4" in \
+        events[-1].reason
