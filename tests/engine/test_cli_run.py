@@ -93,7 +93,7 @@ def test_config_file_with_unknown_keys_exits_2(capsys, tmp_path):
     assert code == 2 and err.strip() == "workbench run: unknown setting: batch_sise"
 
 
-def test_a_failed_run_exits_1(capsys, monkeypatch):
+def test_a_failed_run_exits_1_and_logs_its_traceback(capsys, monkeypatch, isolated_workbench_home):
     from workbench.engine import session as trainer_session
 
     def explode(*args, **kwargs):
@@ -101,7 +101,24 @@ def test_a_failed_run_exits_1(capsys, monkeypatch):
 
     monkeypatch.setattr(trainer_session, "build_model", explode)
     code, out, err = run_cli(capsys, *TINY)
-    assert code == 1 and err.strip().splitlines()[-1] == "workbench run: RuntimeError: boom"
+    log = isolated_workbench_home / "logs" / "failures.log"
+    assert code == 1 and err.strip().splitlines()[-2:] == [
+        "workbench run: RuntimeError: boom", f"workbench run: the traceback is in {log}"]
+    assert "a run not in the history (cli) failed [error]: RuntimeError: boom" in log.read_text()
+    assert 'raise RuntimeError("boom")' in log.read_text()
+
+
+def test_json_names_nvml_used_as_device_wide_and_counts_skipped_steps(capsys):
+    code, out, err = run_cli(capsys, *TINY, "--json")
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert set(summary["peak_memory_bytes"]) == {"torch_allocated", "torch_reserved", "nvml_used", "nvml_device_used",
+                                                 "nvml_process_used"}
+    assert summary["skipped_optimizer_steps"] == 0
+
+
+def test_the_summary_says_nvml_used_is_device_wide(capsys):
+    code, out, err = run_cli(capsys, *TINY)
+    assert "NVML used n/a device-wide, n/a this process" in out
 
 
 def test_cli_runs_are_recorded_in_the_history(capsys, isolated_workbench_home):

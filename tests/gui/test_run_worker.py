@@ -84,6 +84,12 @@ def test_exception_in_the_generator_becomes_a_failed_run(qtbot, session):
     assert ended.summary.status == "failed" and ended.summary.reason == ended.reason
     assert [event.step for event in recorder.events if isinstance(event, StepStats)] == [1, 2, 3]
     assert fake.closed
+    # The failed run keeps what it measured before the exception, and the traceback says where it came from.
+    assert ended.summary.steps == 3 and ended.summary.samples_seen == 3 * 32
+    assert ended.summary.final_loss == 2.3 / 3 and ended.summary.images_per_sec is not None
+    assert ended.traceback.startswith("Traceback (most recent call last):")
+    assert "raise RuntimeError(f\"boom at step {step}\")" in ended.traceback
+    assert ended.traceback.rstrip().endswith("RuntimeError: boom at step 4")
 
 
 def test_exception_calling_the_run_function_becomes_a_failed_run(qtbot, session):

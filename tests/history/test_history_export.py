@@ -27,6 +27,7 @@ SUMMARY_COLUMNS = [
     "device_name", "torch_version", "kernel_busy_fraction", "memcpy_fraction", "idle_waiting_for_data_fraction",
     "idle_waiting_for_host_fraction", "idle_other_fraction", "kernels_per_step", "ceiling_images_per_sec",
     "pipeline_efficiency", "verdict", "world_size",
+    "peak_nvml_process_used_bytes", "skipped_optimizer_steps",
 ]
 RANK_PEAK_COLUMNS = ["rank_peak_allocated_bytes", "rank_peak_reserved_bytes", "rank_peak_nvml_used_bytes"]
 
@@ -49,7 +50,7 @@ def test_runs_csv_columns_are_identity_then_every_setting_then_the_summary(store
     assert header == ["run_id", "name", "note", "source", "status", "reason", "started_at", "finished_at",
                       "sweep_id", "sweep_name",
                       *FIELD_NAMES, *SUMMARY_COLUMNS, "steps", "samples_seen", "epochs_completed",
-                      *RANK_PEAK_COLUMNS]
+                      *RANK_PEAK_COLUMNS, "peak_nvml_device_used_bytes"]
     assert tuple(header) == RUNS_CSV_COLUMNS
 
 

@@ -16,6 +16,7 @@ from workbench.cli import timeline_report
 from workbench.engine.events import EpochStats, ProfileSample, RunEnded, RunStarted, StatusChanged, StepStats, RunSummary
 from workbench.config import CHOICES, FIELD_NAMES, FIELD_TYPES, OPTIONAL_FIELDS, ConfigError, RunConfig
 from workbench.formatting import format_bytes, format_duration
+from workbench.history.failure_log import log_failure
 from workbench.settings_help import cli_help
 
 # Exit codes: 0 finished, 1 the run failed (or was stopped), 2 bad input.
@@ -166,6 +167,11 @@ def run_command(args: argparse.Namespace) -> int:
         return 0
     if ended.status == "failed":
         print(f"workbench run: {ended.reason}", file=sys.stderr)
+        if ended.traceback:
+            log_path = recorder.log_path if recorder is not None else log_failure(
+                ended.reason or "", ended.traceback, kind=ended.kind, source="cli", settings=config.to_dict())
+            if log_path is not None:
+                print(f"workbench run: the traceback is in {log_path}", file=sys.stderr)
         return 2 if ended.kind in BAD_INPUT_KINDS else 1
     return 1
 
@@ -257,8 +263,11 @@ def summary_json(summary: RunSummary, run_id: Optional[int] = None, config: Opti
         "peak_memory_bytes": {
             "torch_allocated": data["peak_allocated_bytes"],
             "torch_reserved": data["peak_reserved_bytes"],
-            "nvml_used": data["peak_nvml_used_bytes"],
+            "nvml_used": data["peak_nvml_used_bytes"],  # kept for readers of earlier versions: device-wide
+            "nvml_device_used": data["peak_nvml_used_bytes"],  # the same figure, named for what it is
+            "nvml_process_used": data["peak_nvml_process_used_bytes"],  # ours alone; None where hidden
         },
+        "skipped_optimizer_steps": data["skipped_optimizer_steps"],
         "wall_seconds": data["wall_seconds"],
         "device": data["device"],
         "device_name": data["device_name"],
@@ -288,12 +297,15 @@ def print_summary(ended: RunEnded, config: Optional[RunConfig] = None) -> None:
          if s.images_per_sec is not None else "n/a"),
         ("data wait", f"{s.data_wait_fraction:.1%} of training time" if s.data_wait_fraction is not None else "n/a"),
         ("peak memory", f"torch allocated {format_bytes(s.peak_allocated_bytes)}, reserved "
-         f"{format_bytes(s.peak_reserved_bytes)}, NVML used {format_bytes(s.peak_nvml_used_bytes)}"),
+         f"{format_bytes(s.peak_reserved_bytes)}; NVML used {format_bytes(s.peak_nvml_used_bytes)} device-wide, "
+         f"{format_bytes(s.peak_nvml_process_used_bytes)} this process"),
         *_rank_rows(s),
         ("wall time", format_duration(s.wall_seconds)),
         *timeline_report.summary_rows(s, config),
         ("verdict", s.verdict or "n/a"),
     ]
+    if s.skipped_optimizer_steps:
+        rows.insert(4, ("skipped steps", f"{s.skipped_optimizer_steps:,} fp16 optimizer steps (inf/NaN gradients)"))
     for label, value in rows:
         print(f"{label:>14}  {value}")
     lines = timeline_report.finding_lines(s)

@@ -39,17 +39,47 @@ def call_interruptibly(
     on_abandoned: Optional[Callable[[Optional[T]], None]] = None,
 ) -> T:
     """``function()``'s result (or its exception) — unless ``stop()`` turns true first: then ``Stopped``."""
-    if stop():
-        raise Stopped(name)
-    call = _Call(function, on_abandoned)
-    thread = threading.Thread(target=call.work, name=f"workbench-{name}", daemon=True)
-    thread.start()
-    while not call.done.wait(POLL_SECONDS):
-        if stop() and call.abandon():
-            with _abandoned_lock:
-                _abandoned.add(thread)
-            raise Stopped(name)
-    return call.outcome()
+    return HelperCall(function, name, on_abandoned).wait(stop)
+
+
+class HelperCall:
+    """One call on a helper thread; ``abandoned`` tells whether the caller stopped waiting for it.
+
+    Waiting ends early on a stop (``Stopped``) or on any exception raised in the waiting thread (a
+    second Ctrl-C's KeyboardInterrupt); either way the call is abandoned and ``on_abandoned`` will
+    release what it made.
+    """
+
+    def __init__(self, function: Callable[[], T], name: str,
+                 on_abandoned: Optional[Callable[[Optional[T]], None]] = None):
+        self.name = name
+        self.abandoned = False
+        self._call = _Call(function, on_abandoned)
+
+    def wait(self, stop: Callable[[], bool]):
+        if stop():
+            raise Stopped(self.name)
+        call = self._call
+        thread = threading.Thread(target=call.work, name=f"workbench-{self.name}", daemon=True)
+        thread.start()
+        try:
+            while not call.done.wait(POLL_SECONDS):
+                if stop() and self._abandon(thread):
+                    raise Stopped(self.name)
+        except Stopped:
+            raise
+        except BaseException:
+            self._abandon(thread)
+            raise
+        return call.outcome()
+
+    def _abandon(self, thread: threading.Thread) -> bool:
+        if not self._call.abandon():
+            return False
+        self.abandoned = True
+        with _abandoned_lock:
+            _abandoned.add(thread)
+        return True
 
 
 def wait_for_abandoned(timeout: float) -> bool:

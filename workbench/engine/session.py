@@ -24,7 +24,7 @@ from workbench.engine.ceiling_cache import cached_ceiling
 from workbench.engine.device import resolve
 from workbench.engine.events import DeviceInfo, EpochStats, Event, RunStarted, StatusChanged, StepStats
 from workbench.engine.failures import Diverged
-from workbench.engine.interruptible import Stopped, call_interruptibly
+from workbench.engine.interruptible import HelperCall, Stopped, call_interruptibly
 from workbench.engine.memory import MemoryProbe, reset_peaks_for_a_new_run
 from workbench.engine.models import build_model, parameter_count, to_memory_format
 from workbench.engine.profiling import sampler_for_run
@@ -195,14 +195,11 @@ class TrainingSession:
     def _first_batch(self, batches: Iterator) -> Optional[tuple[torch.Tensor, torch.Tensor]]:
         if not self.batches.starts_workers:
             return next(batches, None)
+        start = HelperCall(lambda: next(batches, None), "worker start-up", on_abandoned=self._close_batches)
         try:
-            return call_interruptibly(
-                lambda: next(batches, None), self._phase_stop, "worker start-up",
-                on_abandoned=lambda _batch: self.batches.close(),
-            )
-        except Stopped:
-            self._batches_abandoned = True
-            raise
+            return start.wait(self._phase_stop)
+        finally:
+            self._batches_abandoned = start.abandoned
 
     def _train_on(self, batch: tuple[torch.Tensor, torch.Tensor], window: _Window, totals: _EpochTotals) -> None:
         """One step on one batch, timed on the device; its figures stay on the device (no sync here)."""
@@ -345,6 +342,9 @@ class TrainingSession:
         self.model.train()
         count = len(self.test_labels)
         return loss_sum.item() / count, correct.item() / count
+
+    def _close_batches(self, _first_batch: object = None) -> None:
+        self.batches.close()
 
     def close(self) -> None:
         self.sampler.close()

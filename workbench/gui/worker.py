@@ -3,19 +3,22 @@
 The engine never knows Qt exists; the worker adds only three things: a stop flag the GUI thread
 can set, throttled step emission (StepStats are batched into lists at most ~20 times a second so a
 fast GPU run cannot flood the event loop), and a failed RunEnded for any exception that escapes
-the generator, so a crash is always shown and never silent.
+the generator, so a crash is always shown and never silent. That RunEnded carries the summary of
+every event the worker passed on (a failed run keeps its figures) and the traceback.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import traceback
 from typing import Callable, Iterator, Optional
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from workbench.config import RunConfig
-from workbench.engine.events import EpochStats, Event, RunEnded, RunStarted, RunSummary, StatusChanged, StepStats
+from workbench.engine.events import EpochStats, Event, RunEnded, RunStarted, StatusChanged, StepStats
+from workbench.engine.summary import SummaryBuilder
 from workbench.gui.engine_calls import engine_run
 
 RunFunction = Callable[[RunConfig, Callable[[], bool]], Iterator[Event]]
@@ -52,10 +55,13 @@ class RunWorker(QObject):
         last_emit = 0.0
         ended = False
         failure = "the engine stopped without saying how the run ended"
+        failure_traceback: Optional[str] = None
+        seen = SummaryBuilder()  # what this run had measured, should it end without a RunEnded
         events: Optional[Iterator[Event]] = None
         try:
             events = self._run_function(self._config, self._stop.is_set)
             for event in events:
+                seen.add(event)
                 if isinstance(event, StepStats):
                     pending.append(event)
                     now = time.monotonic()
@@ -69,6 +75,7 @@ class RunWorker(QObject):
                 ended = self._emit(event) or ended
         except Exception as error:  # anything escaping the generator must reach the GUI as a failed run
             failure = f"{type(error).__name__}: {error}"
+            failure_traceback = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         finally:
             try:
                 close = getattr(events, "close", None)
@@ -76,11 +83,13 @@ class RunWorker(QObject):
                     close()  # shuts DataLoader workers down, also when we left the loop early
             except Exception as error:
                 failure = f"{type(error).__name__} while shutting the run down: {error}"
+                failure_traceback = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+            events = None
             if pending:
                 self.steps.emit(pending)
             if not ended:
-                summary = RunSummary(status="failed", reason=failure, failure_kind="error")
-                self.run_ended.emit(RunEnded(status="failed", summary=summary, reason=failure, kind="error"))
+                summary = seen.build("failed", failure, "error")
+                self.run_ended.emit(RunEnded("failed", summary, failure, "error", failure_traceback))
             self.finished.emit()
 
     def _emit(self, event: Event) -> bool:

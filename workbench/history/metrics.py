@@ -33,7 +33,7 @@ SUMMARY_METRICS: tuple[Metric, ...] = (
     Metric("device_span_fraction", "Event span", "fraction"),
     Metric("peak_allocated_bytes", "Peak alloc", "bytes"),
     Metric("peak_reserved_bytes", "Peak reserved", "bytes"),
-    Metric("peak_nvml_used_bytes", "Peak NVML", "bytes"),
+    Metric("peak_nvml_used_bytes", "Peak NVML", "bytes"),  # device-wide: every process's memory (the tooltip says so)
     Metric("final_loss", "Final loss", "loss"),
     Metric("test_accuracy", "Test acc", "fraction"),
     Metric("wall_seconds", "Train time", "seconds"),
@@ -52,6 +52,9 @@ SUMMARY_METRICS: tuple[Metric, ...] = (
     Metric("pipeline_efficiency", "Efficiency", "fraction"),
     Metric("verdict", "Verdict", "text"),
     Metric("world_size", "Processes", "count"),  # data-parallel ranks (the CSV contract name: world_size)
+    # Schema 4 (issue 9): this process's own NVML memory beside the device-wide figure; fp16 skipped steps.
+    Metric("peak_nvml_process_used_bytes", "Peak NVML (this process)", "bytes"),
+    Metric("skipped_optimizer_steps", "Skipped steps (fp16)", "count"),
 )
 METRICS_BY_NAME = {metric.name: metric for metric in SUMMARY_METRICS}
 

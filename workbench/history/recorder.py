@@ -8,12 +8,16 @@ metrics at most. Each write also stores the summary so far, so an interrupted ru
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from workbench.engine.events import EpochStats, Event, ProfileSample, RunEnded, RunStarted, StepStats
+from workbench.config import RunConfig
+from workbench.engine.events import EpochStats, Event, ProfileSample, RunEnded, RunStarted, RunSummary, StepStats
 from workbench.engine.summary import SummaryBuilder
+from workbench.history.failure_log import log_failure
 from workbench.history.schema import EPOCH_COLUMNS, PROFILE_SAMPLE_COLUMNS, PROFILE_SAMPLE_LISTS, STEP_COLUMNS
 
 # Failures caused by the user's settings or data (the CLI exits 2 for them).
@@ -24,10 +28,13 @@ if TYPE_CHECKING:
 
 
 class RunRecorder:
-    def __init__(self, store: HistoryStore, run_id: int, flush_interval_s: float = 1.0, name: str = ""):
+    def __init__(self, store: HistoryStore, run_id: int, flush_interval_s: float = 1.0, name: str = "",
+                 config: Optional[RunConfig] = None, source: Optional[str] = None):
         self._store = store
         self.run_id = run_id
         self.name = name  # as the store named it: views show the run as ``label``
+        self.config, self.source = config, source
+        self.log_path: Optional[Path] = None  # failures.log, once a failure with a traceback was written there
         self.flush_interval_s = flush_interval_s
         self._summary = SummaryBuilder()
         self._steps: list[tuple] = []
@@ -70,7 +77,14 @@ class RunRecorder:
                 self._store._discard_unstarted(self.run_id)
                 self.ended = self.discarded = True
                 return
-            self._write(event.summary, end=(event.status, reason, kind))
+            self._write(_keep_known_figures(event.summary, self._summary.build(event.status, reason, kind)),
+                        end=(event.status, reason, kind, event.traceback))
+            if event.traceback:
+                self.log_path = log_failure(
+                    reason or "no reason given", event.traceback, kind=kind, run_id=self.run_id,
+                    source=self.source, settings=self.config.to_dict() if self.config else None,
+                    home=self._store.path.parent,
+                )
         else:  # a status change ("Evaluating…") may precede a long quiet spell: save what we have
             self.flush()
 
@@ -79,10 +93,10 @@ class RunRecorder:
         if not self.ended:
             self._write(self._summary.build("finished"))
 
-    def fail(self, reason: str, kind: str = "error") -> None:
+    def fail(self, reason: str, kind: str = "error", traceback: Optional[str] = None) -> None:
         """End the run as failed when the caller's loop died without a RunEnded; no-op once ended."""
         if not self.ended:
-            self._write(self._summary.build("failed", reason), end=("failed", reason, kind))
+            self._write(self._summary.build("failed", reason), end=("failed", reason, kind, traceback))
 
     def _write(self, summary, end: Optional[tuple] = None) -> None:
         self._store._write_progress(self.run_id, self._steps, self._epochs, summary, end, self._samples)
@@ -90,6 +104,24 @@ class RunRecorder:
         self._last_flush = time.monotonic()
         if end is not None:
             self.ended = True
+
+
+def _keep_known_figures(ended: RunSummary, seen: RunSummary) -> RunSummary:
+    """The summary to store at the end: the RunEnded's — unless it knows fewer steps than this recorder saw
+    (it was made without the run's events, e.g. for a crash outside the engine): then every figure it lacks
+    comes from the events, so a failed run never erases figures already stored."""
+    if ended.steps >= seen.steps:
+        return ended
+    known = {}
+    for item in dataclasses.fields(RunSummary):
+        mine, theirs = getattr(seen, item.name), getattr(ended, item.name)
+        if theirs is None or (item.name in _PROGRESS and theirs < mine):
+            known[item.name] = mine
+    return dataclasses.replace(ended, **known) if known else ended
+
+
+# How far the run got: counts a summary built without the events would leave at 0.
+_PROGRESS = ("steps", "samples_seen", "epochs_completed", "skipped_optimizer_steps")
 
 
 def step_row(stats: StepStats) -> tuple:
@@ -113,6 +145,9 @@ def step_row(stats: StepStats) -> tuple:
         "nvml_used": memory.nvml_used,
         "gpu_utilization_percent": memory.gpu_utilization_percent,
         "process_rss": memory.process_rss,
+        "nvml_process_used": memory.nvml_process_used,
+        "skipped_optimizer_steps": stats.skipped_optimizer_steps,
+        "loss_scale": stats.loss_scale,
     }
     return (stats.step, *(values[name] for name in STEP_COLUMNS))
 

@@ -25,7 +25,9 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "device_span_fraction",  # schema 2 (as device_busy_fraction), renamed in 3
     "peak_allocated_bytes",
     "peak_reserved_bytes",
-    "peak_nvml_used_bytes",
+    "peak_nvml_used_bytes",  # device-wide (every process on the GPU)
+    "peak_nvml_process_used_bytes",  # schema 4: this process's own, where the driver lists our pid
+    "skipped_optimizer_steps",  # schema 4: fp16 steps the GradScaler skipped
     "wall_seconds",
     "steps",
     "samples_seen",
@@ -71,6 +73,9 @@ STEP_COLUMNS: tuple[str, ...] = (
     "nvml_used",
     "gpu_utilization_percent",
     "process_rss",  # schema 4
+    "nvml_process_used",  # schema 4
+    "skipped_optimizer_steps",  # schema 4: in the window
+    "loss_scale",  # schema 4: fp16's GradScaler scale at the log point
 )
 
 # One row per EpochStats.
@@ -280,6 +285,14 @@ _V4 = (
     # Data-parallel runs: how many processes trained together, and each one's peak memory.
     "ALTER TABLE runs ADD COLUMN world_size INTEGER NOT NULL DEFAULT 1",
     "ALTER TABLE runs ADD COLUMN rank_peaks_json TEXT",
+    # Issue 9: this process's own NVML memory beside the device-wide figure; fp16 skipped steps and the
+    # loss scale; the traceback of a failed run.
+    "ALTER TABLE runs ADD COLUMN peak_nvml_process_used_bytes INTEGER",
+    "ALTER TABLE runs ADD COLUMN skipped_optimizer_steps INTEGER",
+    "ALTER TABLE runs ADD COLUMN traceback TEXT",
+    "ALTER TABLE step_metrics ADD COLUMN nvml_process_used INTEGER",
+    "ALTER TABLE step_metrics ADD COLUMN skipped_optimizer_steps INTEGER",
+    "ALTER TABLE step_metrics ADD COLUMN loss_scale REAL",
 )
 
 # Append new versions here, each a tuple of statements (a function of the connection where SQL

@@ -83,7 +83,9 @@ class RunRecord:
     device_span_fraction: Optional[float] = None
     peak_allocated_bytes: Optional[int] = None
     peak_reserved_bytes: Optional[int] = None
-    peak_nvml_used_bytes: Optional[int] = None
+    peak_nvml_used_bytes: Optional[int] = None  # device-wide
+    peak_nvml_process_used_bytes: Optional[int] = None  # this process's own (None where the driver hides it)
+    skipped_optimizer_steps: Optional[int] = None  # fp16 GradScaler skips; None for runs before schema 4
     wall_seconds: Optional[float] = None
     steps: int = 0
     samples_seen: int = 0
@@ -121,6 +123,7 @@ class RunRecord:
     # The sequence of runs (sweep, tune, max-batch) this run belongs to; None for a lone run.
     sweep_id: Optional[int] = None
     sweep_name: Optional[str] = None
+    traceback: Optional[str] = None  # of a failure nobody expected (kinds error, data_loader, out_of_memory)
 
     @property
     def duration_seconds(self) -> float:
@@ -285,7 +288,7 @@ class HistoryStore:
                 previous_config = load_config(previous[0])[0] if previous is not None else None
                 name = run_name(config, previous_config)
                 conn.execute("UPDATE runs SET name = ? WHERE id = ?", (name, run_id))
-        return RunRecorder(self, run_id, name=name)
+        return RunRecorder(self, run_id, name=name, config=config, source=source)
 
     def create_sweep(self, kind: str, name: str, plan: Optional[dict[str, Any]] = None) -> int:
         """Record a new sequence of runs (kind: sweep, tune or max_batch); returns its id for ``start_run``."""
@@ -476,7 +479,7 @@ class HistoryStore:
         step_rows: list[tuple],
         epoch_rows: list[tuple],
         summary: RunSummary,
-        end: Optional[tuple[str, Optional[str], Optional[str]]] = None,
+        end: Optional[tuple[str, Optional[str], Optional[str], Optional[str]]] = None,
         sample_rows: Sequence[tuple] = (),
     ) -> None:
         """Buffered metrics, the summary so far, a heartbeat, and for the last write the run's end, at once."""
@@ -512,7 +515,7 @@ class HistoryStore:
             )
             values += [summary.device, summary.device_name, summary.torch_version, now]
             if end is not None:
-                sql += ", status = ?, reason = ?, failure_kind = ?, finished_at = ?"
+                sql += ", status = ?, reason = ?, failure_kind = ?, traceback = ?, finished_at = ?"
                 values += [*end, now]
             conn.execute(sql + " WHERE id = ?", (*values, run_id))
 
@@ -561,6 +564,7 @@ def _record(row: sqlite3.Row) -> RunRecord:
         findings=_findings(row["findings_json"]),
         sweep_id=row["sweep_id"],
         sweep_name=row["sweep_name"],
+        traceback=row["traceback"],
         **summary,
     )
 

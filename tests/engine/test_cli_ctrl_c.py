@@ -1,0 +1,108 @@
+"""Ctrl-C as a terminal sends it: SIGINT to the whole process group, DataLoader workers included.
+
+The CLI runs in its own session (its own process group); the test sends SIGINT to that group at
+moments spread from worker start-up to mid-training, for each start method, many times: a failure
+that shows one time in five (the old forkserver behaviour) cannot hide. The first Ctrl-C must give a
+run recorded as "stopped", exit code 1, one "stopping" message; the second must abort.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from workbench.history.store import HistoryStore
+
+REPO = Path(__file__).resolve().parents[2]
+REPEATS = 12  # per start method; a 1-in-5 failure passes 12 tries with probability 0.8**12 ≈ 7 %
+AT_ONCE = 3  # CLI processes run side by side (each in its own process group)
+DELAYS_S = (0.0, 0.15, 0.4, 0.8, 1.5, 2.5)  # after the run-started line: worker start-up, then training
+
+
+def cli(home: Path, *args: str, preamble: str = "") -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "WORKBENCH_HOME": str(home)}
+    code = preamble + "import sys\nfrom workbench.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, "run", "--dataset", "synthetic", "--synthetic-size", "2048", "--batch-size", "32",
+         "--max-steps", "100000", "--device", "cpu", "--num-workers", "2", "--persistent-workers", "--log-every", "5",
+         "--json", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
+    )
+
+
+def wait_for_the_run_to_start(process: subprocess.Popen, lines: list) -> None:
+    """Read stderr until the run-started line ("... N steps"); the rest is collected in the background."""
+    for line in process.stderr:
+        lines.append(line)
+        if line.rstrip().endswith(" steps"):
+            break
+    else:
+        raise AssertionError("the run never started:\n" + "".join(lines))
+    reader = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)
+    reader.start()
+
+
+def interrupt(process: subprocess.Popen, delay_s: float, times: int = 1) -> tuple[int, str, str]:
+    err: list = []
+    wait_for_the_run_to_start(process, err)
+    time.sleep(delay_s)
+    for _ in range(times):
+        os.killpg(process.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        time.sleep(0.1)
+    try:
+        out, _ = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        raise
+    time.sleep(0.1)
+    return process.returncode, out, "".join(err)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
+def test_the_first_ctrl_c_stops_the_run_and_keeps_it(tmp_path, start_method):
+    outcomes = []
+    for batch in range(0, REPEATS, AT_ONCE):
+        tries = range(batch, min(REPEATS, batch + AT_ONCE))
+        processes = {attempt: cli(tmp_path / "home", "--worker-start-method", start_method) for attempt in tries}
+        results = {}
+
+        def interrupt_one(attempt):
+            results[attempt] = interrupt(processes[attempt], DELAYS_S[attempt % len(DELAYS_S)])
+
+        threads = [threading.Thread(target=interrupt_one, args=(attempt,)) for attempt in tries]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(90)
+        outcomes.extend(results[attempt] for attempt in tries)
+
+    for code, out, err in outcomes:
+        summary = json.loads(out.strip().splitlines()[-1])
+        assert (code, summary["status"]) == (1, "stopped"), err
+        assert summary["reason"].startswith("stopped by the user"), summary["reason"]
+        assert err.count("stopping at the next step") == 1, err  # workers neither print it nor die of it
+        assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    with HistoryStore.open(tmp_path / "home") as store:
+        assert [run.status for run in store.list_runs()] == ["stopped"] * REPEATS
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_aborts(tmp_path):
+    # Slow steps, so the second Ctrl-C arrives while the run is still stopping.
+    slow_steps = ("import time\nfrom workbench.engine import train_step\n_step = train_step.TrainStep.__call__\n"
+                  "def slow(self, *args):\n    time.sleep(0.5)\n    return _step(self, *args)\n"
+                  "train_step.TrainStep.__call__ = slow\n")
+    code, out, err = interrupt(cli(tmp_path / "home", preamble=slow_steps), 1.0, times=2)
+    assert code == 130 and out == "", err
+    assert err.count("stopping at the next step") == 1 and err.rstrip().endswith("workbench: interrupted"), err
+    with HistoryStore.open(tmp_path / "home") as store:
+        (run,) = store.list_runs()
+    assert (run.status, run.reason) == ("failed", "the command was interrupted before the run ended")

@@ -1,0 +1,59 @@
+"""A failed run keeps every figure it had, and its traceback (in the history and in failures.log)."""
+
+from fake_runs import started, step
+
+from workbench.config import RunConfig
+from workbench.engine.events import EpochStats, MemorySnapshot, RunEnded, RunSummary, StatusChanged
+from workbench.history.failure_log import failure_log_path
+from workbench.history.store import HistoryStore
+
+TRACEBACK = 'Traceback (most recent call last):\n  File "trainer.py", line 1, in run\nRuntimeError: boom\n'
+
+
+def record_until_a_crash(store, ended: RunEnded) -> int:
+    config = RunConfig(device="cpu")
+    recorder = store.start_run(config, source="gui")
+    recorder.record(StatusChanged("Loading data…"))
+    recorder.record(started(config, total_steps=10))
+    for index in range(1, 7):
+        recorder.record(step(index, memory=MemorySnapshot(nvml_used=5 * 2**30, nvml_process_used=2 * 2**30)))
+    recorder.record(EpochStats(epoch=1, epochs=2, step=6, train_loss=1.5, train_accuracy=0.4, test_loss=1.6,
+                               test_accuracy=0.37, images_per_sec=990.0, data_wait_fraction=0.25, train_seconds=0.4,
+                               eval_seconds=0.1))
+    recorder.record(ended)
+    return recorder.run_id
+
+
+def test_a_crash_reported_without_the_runs_figures_does_not_erase_them(tmp_path):
+    """What a GUI worker reported for an exception escaping the engine: a RunEnded with an empty summary."""
+    empty = RunEnded("failed", RunSummary("failed", reason="RuntimeError: boom", failure_kind="error"),
+                     "RuntimeError: boom", "error", TRACEBACK)
+    with HistoryStore.open(tmp_path) as store:
+        record = store.get_run(record_until_a_crash(store, empty))
+    assert (record.status, record.reason, record.failure_kind) == ("failed", "RuntimeError: boom", "error")
+    assert record.steps == 6 and record.samples_seen == 6 * 32 and record.epochs_completed == 1
+    assert record.final_loss == 2.5 / 6 and record.test_accuracy == 0.37
+    assert record.images_per_sec is not None and record.data_wait_fraction is not None
+    assert record.peak_nvml_used_bytes == 5 * 2**30 and record.peak_nvml_process_used_bytes == 2 * 2**30
+    assert record.traceback == TRACEBACK
+
+
+def test_a_failures_traceback_goes_to_the_log_in_the_workbench_home(tmp_path):
+    ended = RunEnded("failed", RunSummary("failed"), "RuntimeError: boom", "error", TRACEBACK)
+    with HistoryStore.open(tmp_path) as store:
+        run_id = record_until_a_crash(store, ended)
+    log = failure_log_path(tmp_path)
+    assert log == tmp_path / "logs" / "failures.log"
+    text = log.read_text(encoding="utf-8")
+    assert f"run #{run_id} (gui) failed [error]: RuntimeError: boom" in text
+    assert '"batch_size": 128' in text and TRACEBACK.rstrip() in text
+
+
+def test_figures_the_engine_sent_win_and_user_errors_have_no_log(tmp_path):
+    engine_summary = RunSummary("failed", reason="diverged", failure_kind="diverged", final_loss=None, steps=6,
+                                samples_seen=192, epochs_completed=1, images_per_sec=1234.0, wall_seconds=9.0)
+    ended = RunEnded("failed", engine_summary, "diverged", "diverged")
+    with HistoryStore.open(tmp_path) as store:
+        record = store.get_run(record_until_a_crash(store, ended))
+    assert record.images_per_sec == 1234.0 and record.wall_seconds == 9.0  # the engine's own figures
+    assert record.traceback is None and not failure_log_path(tmp_path).exists()
