@@ -37,31 +37,38 @@ def cli(home: Path, *args: str, preamble: str = "") -> subprocess.Popen:
     )
 
 
-def wait_for_the_run_to_start(process: subprocess.Popen, lines: list) -> None:
-    """Read stderr until the run-started line ("... N steps"); the rest is collected in the background."""
+def wait_for(process: subprocess.Popen, lines: list, marker: str) -> threading.Thread:
+    """Read stderr until a line ends with ``marker``; returns the thread that collects the rest."""
     for line in process.stderr:
         lines.append(line)
-        if line.rstrip().endswith(" steps"):
+        if line.rstrip().endswith(marker):
             break
     else:
         raise AssertionError("the run never started:\n" + "".join(lines))
     reader = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)
     reader.start()
+    return reader
 
 
-def interrupt(process: subprocess.Popen, delay_s: float, times: int = 1) -> tuple[int, str, str]:
+def interrupt(process: subprocess.Popen, delay_s: float, times: int = 1, after: str = " steps") -> tuple[int, str, str]:
+    """Ctrl-C ``times`` (0.1 s apart), ``delay_s`` after the stderr line ending with ``after`` (by default the
+    run-started line, "... 100,000 steps")."""
     err: list = []
-    wait_for_the_run_to_start(process, err)
+    reader = wait_for(process, err, after)
     time.sleep(delay_s)
     for _ in range(times):
         os.killpg(process.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
         time.sleep(0.1)
     try:
-        out, _ = process.communicate(timeout=60)
+        out = process.stdout.read()
+        process.wait(timeout=60)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         raise
-    time.sleep(0.1)
+    finally:
+        reader.join(10)
+        process.stdout.close()
+        process.stderr.close()
     return process.returncode, out, "".join(err)
 
 
@@ -96,11 +103,11 @@ def test_the_first_ctrl_c_stops_the_run_and_keeps_it(tmp_path, start_method):
 
 @pytest.mark.slow
 def test_a_second_ctrl_c_aborts(tmp_path):
-    # Slow steps, so the second Ctrl-C arrives while the run is still stopping.
-    slow_steps = ("import time\nfrom workbench.engine import train_step\n_step = train_step.TrainStep.__call__\n"
-                  "def slow(self, *args):\n    time.sleep(0.5)\n    return _step(self, *args)\n"
-                  "train_step.TrainStep.__call__ = slow\n")
-    code, out, err = interrupt(cli(tmp_path / "home", preamble=slow_steps), 1.0, times=2)
+    # Slow steps, so the second Ctrl-C arrives while the run is still stopping (at the end of its step).
+    slow_steps = ("import sys, time\nfrom workbench.engine import train_step\n_step = train_step.TrainStep.__call__\n"
+                  "def slow(self, *args):\n    print('training', file=sys.stderr, flush=True)\n    time.sleep(0.5)\n"
+                  "    return _step(self, *args)\ntrain_step.TrainStep.__call__ = slow\n")
+    code, out, err = interrupt(cli(tmp_path / "home", preamble=slow_steps), 0.1, times=2, after="training")
     assert code == 130 and out == "", err
     assert err.count("stopping at the next step") == 1 and err.rstrip().endswith("workbench: interrupted"), err
     with HistoryStore.open(tmp_path / "home") as store:

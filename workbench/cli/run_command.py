@@ -14,6 +14,7 @@ from typing import Any, Optional, get_args
 from workbench.cli import UsageError
 from workbench.cli import timeline_report
 from workbench.engine.events import EpochStats, ProfileSample, RunEnded, RunStarted, StatusChanged, StepStats, RunSummary
+from workbench.engine.interruptible import wait_for_abandoned
 from workbench.config import CHOICES, FIELD_NAMES, FIELD_TYPES, OPTIONAL_FIELDS, ConfigError, RunConfig
 from workbench.formatting import format_bytes, format_duration
 from workbench.history.failure_log import log_failure
@@ -21,6 +22,7 @@ from workbench.settings_help import cli_help
 
 # Exit codes: 0 finished, 1 the run failed (or was stopped), 2 bad input.
 BAD_INPUT_KINDS = ("config", "data")
+ABANDONED_WORK_WAIT_S = 15.0
 
 
 def register(subparsers: Any) -> None:
@@ -149,6 +151,10 @@ def run_command(args: argparse.Namespace) -> int:
         if previous_usr1 is not None:
             signal.signal(signal.SIGUSR1, previous_usr1)
         progress.close()
+        if ended is not None:  # (not after an abort: that exits at once)
+            # Work a stop abandoned (workers still starting, a download) winds down before the process
+            # exits, so it shuts its workers down cleanly rather than being cut off mid-start.
+            wait_for_abandoned(ABANDONED_WORK_WAIT_S)
         if recorder is not None and ended is None:
             recorder.fail("the command was interrupted before the run ended")
         if store is not None:

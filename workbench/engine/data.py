@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+import os
 import signal
 import urllib.error
 import zipfile
@@ -210,7 +211,22 @@ class LoaderBatches:
         self.loader = DataLoader(dataset, **options)
         self.steps_per_epoch = len(self.loader)
         self.starts_workers = config.num_workers > 0  # an epoch's first batch waits for worker start-up
+        self._start_method = config.worker_start_method
         self._iterator = None
+
+    def prepare_worker_start(self) -> None:
+        """Call in the (helper) thread that will start the workers, with SIGINT blocked there.
+
+        Workers inherit the starting thread's signal mask (across fork and exec), which keeps SIGINT
+        away until they ignore it. But multiprocessing's resource tracker, started on first use by
+        spawn and forkserver, unblocks SIGINT in the thread that started it: start it now and block again.
+        """
+        if not hasattr(signal, "pthread_sigmask") or os.name != "posix" or self._start_method == "fork":
+            return
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
     def epoch(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """One epoch's batches; the workers start (``iter(loader)``) at the first ``next()``."""

@@ -195,7 +195,11 @@ class TrainingSession:
     def _first_batch(self, batches: Iterator) -> Optional[tuple[torch.Tensor, torch.Tensor]]:
         if not self.batches.starts_workers:
             return next(batches, None)
-        start = HelperCall(lambda: next(batches, None), "worker start-up", on_abandoned=self._close_batches)
+        def start_workers():
+            self.batches.prepare_worker_start()
+            return next(batches, None)
+
+        start = HelperCall(start_workers, "worker start-up", on_abandoned=self._close_batches)
         try:
             return start.wait(self._phase_stop)
         finally:
