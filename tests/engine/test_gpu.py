@@ -94,3 +94,25 @@ def test_resnet18_learns_the_real_subset_on_the_gpu(subset_npz):
     events = run_to_end(config)
     assert events[-1].status == "finished", events[-1].reason
     assert [e for e in events if isinstance(e, EpochStats)][-1].test_accuracy >= 0.45
+
+
+def test_twenty_runs_in_a_row_from_a_training_thread_with_pinned_workers_never_hang():
+    """What the GUI does, without Qt (not installed on every GPU machine): each run on a fresh thread while
+    the main thread lives on, with workers (the default forkserver), pin_memory and persistent workers on CUDA."""
+    import multiprocessing
+    import threading
+
+    from workbench.config import DEFAULT_START_METHOD
+
+    config = gpu_config(model="small-cnn", num_workers=2, pin_memory=True, non_blocking=True, persistent_workers=True,
+                        max_steps=8, log_every=4, synthetic_size=1024, batch_size=64)
+    assert config.worker_start_method == DEFAULT_START_METHOD
+    for number in range(20):
+        ended = []
+        thread = threading.Thread(target=lambda: ended.append(run_to_end(config.replace(seed=number))[-1]),
+                                  name="trainingThread")
+        thread.start()
+        thread.join(120)
+        assert not thread.is_alive(), f"run {number + 1} hung"
+        assert ended[0].status == "finished", ended[0].reason
+        assert multiprocessing.active_children() == []

@@ -1,0 +1,98 @@
+"""A DataLoader worker that dies or runs out of shared memory fails the run with that reason, in words;
+the process goes on and the next run works."""
+
+import multiprocessing
+import os
+import signal
+import threading
+
+import pytest
+from engine_helpers import run_to_end, tiny_config
+
+from workbench.engine import run
+from workbench.engine.data import UInt8ImageDataset
+from workbench.engine.events import RunEnded, StepStats
+
+FORK = pytest.mark.filterwarnings(  # forked workers inherit the injected fault
+    "ignore:This process .* is multi-threaded, use of fork\\(\\) may lead to deadlocks:DeprecationWarning")
+
+
+def kill_a_worker_mid_run(config) -> RunEnded:
+    ended = None
+    for event in run(config):
+        if isinstance(event, StepStats) and event.step == 2:
+            workers = multiprocessing.active_children()
+            assert len(workers) == config.num_workers
+            os.kill(workers[0].pid, signal.SIGKILL)  # what the kernel's out-of-memory killer does
+        if isinstance(event, RunEnded):
+            ended = event
+    return ended
+
+
+def in_a_thread(function, *args):
+    """As the GUI runs the engine: on a thread that is not the main one (no SIGCHLD handler there)."""
+    result = []
+    thread = threading.Thread(target=lambda: result.append(function(*args)))
+    thread.start()
+    thread.join(120)
+    assert not thread.is_alive()
+    return result[0]
+
+
+@pytest.mark.parametrize("where", ["main thread", "training thread"])
+def test_a_killed_worker_fails_the_run_with_the_reason_and_the_next_run_works(where):
+    config = tiny_config(num_workers=2, persistent_workers=True, synthetic_size=4096, max_steps=None, epochs=3,
+                         log_every=1)
+    ended = kill_a_worker_mid_run(config) if where == "main thread" else in_a_thread(kill_a_worker_mid_run, config)
+    assert ended.status == "failed" and ended.kind == "data_loader"
+    assert ended.reason.startswith("a DataLoader worker process died (DataLoader worker (pid")
+    assert ("exited unexpectedly" in ended.reason) or ("killed by signal" in ended.reason)
+    assert ("the system's out-of-memory killer may have ended it, or another process did. Try fewer workers "
+            "(num_workers is 2) or a smaller prefetch_factor, or num_workers=0") in ended.reason
+    assert ended.summary.steps >= 2  # it keeps the figures it had
+    assert ended.traceback and "RuntimeError" in ended.traceback
+    assert multiprocessing.active_children() == []  # the other worker was shut down too
+    assert run_to_end(tiny_config(num_workers=2, persistent_workers=True))[-1].status == "finished"
+
+
+@FORK
+def test_workers_out_of_shared_memory_fail_the_run_saying_what_to_do(monkeypatch):
+    def no_shared_memory(self, index):
+        # What torch raises in a worker when /dev/shm is full (collate writes the batch there).
+        raise RuntimeError(f"unable to write to file </torch_{os.getpid()}_1915366452_0>: No space left on device (28)")
+
+    monkeypatch.setattr(UInt8ImageDataset, "__getitem__", no_shared_memory)
+    ended = run_to_end(tiny_config(num_workers=2, worker_start_method="fork"))[-1]
+    assert ended.status == "failed" and ended.kind == "data_loader"
+    assert ended.reason.startswith("DataLoader workers ran out of shared memory (/dev/shm): RuntimeError: unable to "
+                                   "write to file </torch_")
+    assert ended.reason.endswith(": No space left on device (28). Raise the shared-memory limit (Docker: "
+                                 "--shm-size=2g or --ipc=host), or lower num_workers, prefetch_factor or batch_size, "
+                                 "or use pipeline=gpu-resident")
+    assert multiprocessing.active_children() == []
+    monkeypatch.undo()
+    assert run_to_end(tiny_config(num_workers=2))[-1].status == "finished"
+
+
+def test_a_bus_error_in_a_worker_is_named_as_shared_memory():
+    from workbench.engine.failures import describe_failure
+
+    error = RuntimeError("DataLoader worker (pid 4242) is killed by signal: Bus error. It is possible that "
+                         "dataloader's workers are out of shared memory. Please try to raise your shared memory limit.")
+    failure = describe_failure(error, tiny_config(num_workers=4))
+    assert failure.kind == "data_loader"
+    assert failure.reason.startswith("DataLoader workers ran out of shared memory (/dev/shm): DataLoader worker "
+                                     "(pid 4242) is killed by signal: Bus error.")
+
+
+def test_an_error_in_the_dataset_code_of_a_worker_says_so():
+    from torch._utils import KeyErrorMessage  # what torch wraps a worker's KeyError message in when re-raising
+
+    from workbench.engine.failures import describe_failure
+
+    error = KeyError(KeyErrorMessage("Caught KeyError in DataLoader worker process 1.\n"
+                                     "Original Traceback (most recent call last):\n"
+                                     "  File \"dataset.py\", line 3, in __getitem__\nKeyError: 'label'\n"))
+    failure = describe_failure(error, tiny_config(num_workers=2))
+    assert failure.kind == "data_loader"
+    assert failure.reason.startswith("a DataLoader worker raised an error: KeyError: 'label'")

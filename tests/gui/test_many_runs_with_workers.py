@@ -1,0 +1,42 @@
+"""20 GUI runs in a row in one process, with DataLoader workers, pin_memory and persistent workers: none hangs.
+
+The default worker start method (forkserver) is what makes this safe: fork() from this process would copy
+Qt's thread, the training thread, the pin-memory thread and CUDA's, and a lock one of them holds stays
+locked in the child (pytorch#15808, pytorch#130610). On a CUDA machine the runs use the GPU, so pin_memory
+is real; here they run on the CPU.
+"""
+
+import multiprocessing
+import threading
+
+import pytest
+from gui_fakes import TINY_RUN
+
+from workbench.config import DEFAULT_START_METHOD
+from workbench.gui.engine_calls import engine_run
+
+RUNS = 20
+RUN_TIMEOUT_MS = 60_000  # a run takes about a second here; a hung one fails the test instead of the suite
+
+
+@pytest.mark.slow
+def test_twenty_runs_in_a_row_with_workers_never_hang(qtbot, make_window):
+    from workbench.engine import probe_device
+
+    window = make_window(run_function=engine_run, probe_function=lambda: probe_device("auto"))
+    window.show()
+    qtbot.waitUntil(lambda: window._device is not None, timeout=30_000)
+    config = TINY_RUN.replace(device="auto", num_workers=2, pin_memory=True, non_blocking=True,
+                              persistent_workers=True, max_steps=6, log_every=2, synthetic_size=512)
+    assert config.worker_start_method == DEFAULT_START_METHOD == "forkserver"
+    ended = []
+    window.session.run_ended.connect(ended.append)
+    threads_before = threading.active_count()
+    for number in range(1, RUNS + 1):
+        window.form.set_config(config.replace(seed=number))
+        with qtbot.waitSignal(window.session.finished, timeout=RUN_TIMEOUT_MS):
+            window.start_button.click()
+        assert [event.status for event in ended[-1:]] == ["finished"], (number, ended[-1].reason)
+        assert multiprocessing.active_children() == []  # each run's workers are gone when it ends
+    assert len(ended) == RUNS and all(event.summary.steps == 6 for event in ended)
+    assert threading.active_count() <= threads_before  # no pin-memory or helper threads left behind
