@@ -40,3 +40,38 @@ def test_twenty_runs_in_a_row_with_workers_never_hang(qtbot, make_window):
         assert multiprocessing.active_children() == []  # each run's workers are gone when it ends
     assert len(ended) == RUNS and all(event.summary.steps == 6 for event in ended)
     assert threading.active_count() <= threads_before  # no pin-memory or helper threads left behind
+
+
+@pytest.mark.parametrize("phase", ["loading the data", "building the model"])
+def test_closing_the_window_while_a_run_loads_or_builds_closes_within_two_seconds(qtbot, make_window, monkeypatch,
+                                                                                   phase):
+    """The real engine, made slow in a phase that is one blocking call (a download, a model build)."""
+    import time
+
+    from workbench.engine import session as session_module
+    from workbench.engine import trainer
+    from workbench.engine.interruptible import wait_for_abandoned
+
+    if phase == "loading the data":
+        real_load = trainer.load_arrays
+        monkeypatch.setattr(trainer, "load_arrays", lambda config: time.sleep(4) or real_load(config))
+        starts_phase = "Loading"
+    else:
+        real_build = session_module.build_model
+        monkeypatch.setattr(session_module, "build_model", lambda *args: time.sleep(4) or real_build(*args))
+        starts_phase = "Building"
+    window = make_window(run_function=engine_run)
+    window.show()
+    window.form.set_config(TINY_RUN)
+    ended = []
+    window.session.run_ended.connect(ended.append)
+    with qtbot.waitSignal(window.session.status_changed, timeout=30_000,
+                          check_params_cb=lambda event: event.message.startswith(starts_phase)):
+        window.start_button.click()
+    asked = time.perf_counter()
+    with qtbot.waitSignal(window.session.finished, timeout=2_000):
+        assert not window.close()  # refused until the run has stopped
+    assert time.perf_counter() - asked < 2.0
+    qtbot.waitUntil(lambda: not window.isVisible())
+    assert [(event.status, event.reason) for event in ended] == [("stopped", f"stopped by the user while {phase}")]
+    assert wait_for_abandoned(30.0)
