@@ -183,3 +183,14 @@ def test_a_float_typed_out_of_range_is_set_to_the_limit_with_a_message_not_rever
     qtbot.keyClick(lr, Qt.Key.Key_Return)
     assert lr.value() == 10.0
     assert form.range_notices == ["Learning rate: 20 is above the largest allowed, 10: set to 10."]
+
+
+def test_an_optional_float_is_off_at_its_minimum(form):
+    """max_grad_norm: None shows "off"; a value round-trips; back at the minimum it is None again."""
+    editor = form.editor("max_grad_norm")
+    form.set_config(RunConfig())
+    assert editor.text() == "off" and form.config().max_grad_norm is None
+    form.set_config(RunConfig(max_grad_norm=1.5))
+    assert form.config().max_grad_norm == 1.5
+    editor.setValue(editor.minimum())
+    assert form.config().max_grad_norm is None
