@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import os
@@ -9,6 +10,7 @@ import platform
 import re
 import sys
 from pathlib import Path
+from typing import ContextManager
 
 import torch
 
@@ -111,3 +113,8 @@ def _driver_version() -> str | None:
 
 def resolve(info: DeviceInfo) -> torch.device:
     return torch.device("cuda", torch.cuda.current_device()) if info.type == "cuda" else torch.device("cpu")
+
+
+def on_device(device: torch.device) -> ContextManager:
+    """Make ``device`` this thread's current CUDA device for a block (each thread starts on device 0)."""
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()

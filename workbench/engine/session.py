@@ -10,7 +10,6 @@ torch.compile's first step — run on a helper thread the loop polls (interrupti
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from typing import Any, Callable, Iterator, Optional
@@ -21,7 +20,7 @@ from torch import nn
 from workbench.config import RunConfig
 from workbench.engine.data import DevicePreparer, ImageArrays, LoaderBatches, ResidentBatches
 from workbench.engine.ceiling_cache import cached_ceiling
-from workbench.engine.device import resolve
+from workbench.engine.device import on_device, resolve
 from workbench.engine.events import DeviceInfo, EpochStats, Event, RunStarted, StatusChanged, StepStats
 from workbench.engine.failures import Diverged
 from workbench.engine.interruptible import HelperCall, Stopped, call_interruptibly
@@ -196,8 +195,9 @@ class TrainingSession:
         if not self.batches.starts_workers:
             return next(batches, None)
         def start_workers():
-            self.batches.prepare_worker_start()
-            return next(batches, None)
+            with on_device(self.device):  # the pin-memory thread pins for this thread's current device
+                self.batches.prepare_worker_start()
+                return next(batches, None)
 
         start = HelperCall(start_workers, "worker start-up", on_abandoned=self._close_batches)
         try:
@@ -223,10 +223,8 @@ class TrainingSession:
     def _compiling_step(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """torch.compile compiles in the first call, for tens of seconds: on a helper thread the loop polls.
         Abandoned by a stop, the compilation runs to its end in the background; then its step's memory goes."""
-        device = self.device
-
         def first_step():
-            with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
+            with on_device(self.device):
                 return self.train_step(images, labels)
 
         return call_interruptibly(first_step, self._phase_stop, "torch.compile")

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator, Optional
 from workbench.config import RunConfig
 from workbench.data_check import planned_steps, steps_problems
 from workbench.engine.data import DataError, ImageArrays, load_arrays
-from workbench.engine.device import probe_device
+from workbench.engine.device import on_device, probe_device, resolve
 from workbench.engine.events import Event, RunEnded, StatusChanged
 from workbench.engine.failures import Failure, describe_failure
 from workbench.engine.interruptible import Stopped, call_interruptibly
@@ -100,10 +100,14 @@ def run_one(
             arrays = call_interruptibly(lambda: load_arrays(config), phase_stop, "load data")
             _check_data(config, arrays, world.world_size if world is not None else 1)
             yield StatusChanged(f"Building {config.model} on {device_info.type}…")
-            session = call_interruptibly(
-                lambda: TrainingSession(config, device_info, arrays, profile_requests, world=world, phase_stop=phase_stop),
-                phase_stop, "build", on_abandoned=_close_quietly,
-            )
+            if world is None:
+                session = call_interruptibly(
+                    lambda: _build_session(config, device_info, arrays, profile_requests), stop, "build",
+                    on_abandoned=_close_quietly,
+                )
+            else:  # a rank builds in its own thread: DDP's set-up is a collective on this thread's device
+                session = TrainingSession(config, device_info, arrays, profile_requests, world=world,
+                                          phase_stop=phase_stop)
             with contextlib.closing(session.events(stop)) as events:
                 for event in events:
                     summary.add(event)
@@ -143,6 +147,12 @@ def _check_data(config: RunConfig, arrays: ImageArrays, world_size: int) -> None
     problems = steps_problems(config, planned_steps(config, train_size, world_size))
     if problems:
         raise DataError("; ".join(problems))
+
+
+def _build_session(config: RunConfig, device_info: Any, arrays: ImageArrays,
+                   profile_requests: Optional[ProfileRequests]) -> TrainingSession:
+    with on_device(resolve(device_info)):  # a helper thread's current CUDA device is 0 until told
+        return TrainingSession(config, device_info, arrays, profile_requests)
 
 
 def _close_quietly(session: Optional[TrainingSession]) -> None:

@@ -243,13 +243,15 @@ class _Follower:
                 return items
 
     def end(self, summary: SummaryBuilder) -> RunEnded:
-        def ended(status, reason=None, kind=None) -> RunEnded:
-            return RunEnded(status, summary.build(status, reason, kind), reason, kind)
+        def ended(status, reason=None, kind=None, traceback=None) -> RunEnded:
+            return RunEnded(status, summary.build(status, reason, kind), reason, kind, traceback)
 
         if self.failure is not None:
             rank, reason, kind = self.failure
+            failed = self.ended.get(rank)  # its traceback, when the rank reported one
             # Bad settings or data fail every rank alike: no rank to name.
-            return ended("failed", reason if kind in ("config", "data") else f"rank {rank}: {reason}", kind)
+            return ended("failed", reason if kind in ("config", "data") else f"rank {rank}: {reason}", kind,
+                         failed.traceback if failed is not None else None)
         if self.stopped_early is not None:
             return ended("stopped", self.stopped_early)
         statuses = {event.status for event in self.ended.values()}
