@@ -142,7 +142,17 @@ def free_device_memory() -> None:
     """After a failed run is dropped: collect its cycles and give its cached blocks back to the driver."""
     gc.collect()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
+        _clear_cublas_workspaces()
         torch.cuda.empty_cache()
+
+
+def _clear_cublas_workspaces() -> None:
+    """cuBLAS keeps a workspace per handle and stream (32 MiB each on Hopper) in torch's allocator, counted
+    as allocated: a run's helper threads (worker start-up, compilation) each leave one behind. They are a
+    cache like any other; torch rebuilds them on the next matmul."""
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    if clear is not None:
+        clear()
 
 
 def release_cached_memory() -> MemoryRelease:
@@ -151,6 +161,7 @@ def release_cached_memory() -> MemoryRelease:
         return MemoryRelease(None, None, "CPU mode: there is no CUDA cache to release")
     before = torch.cuda.memory_reserved()
     gc.collect()
+    _clear_cublas_workspaces()
     torch.cuda.empty_cache()
     after = torch.cuda.memory_reserved()
     return MemoryRelease(before, after, f"reserved {format_bytes(before)} → {format_bytes(after)}")
