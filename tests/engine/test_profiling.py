@@ -145,3 +145,30 @@ def test_a_request_wakes_the_loop_at_once():
     s.close()
     assert requests._wake is None
 
+
+
+def test_a_sample_carries_the_runs_own_pace_from_the_last_window_no_sample_touched():
+    # log windows of 4 steps: [1-4] warm-up (not a pace), [5-8] steady, then a sample in steps 9-11.
+    events = run_to_end(tiny_config(max_steps=None, synthetic_size=640, log_every=4, profile=True,
+                                    profile_every=100))
+    samples = [e for e in events if isinstance(e, ProfileSample)]
+    windows = [e for e in events if isinstance(e, StepStats)]
+    assert samples
+    sample = samples[0]
+    before = [w for w in windows if w.step < sample.first_step]
+    steady = [w for w in before[1:] if w.step - 4 >= 0]
+    assert steady, "the run had a steady window before its first sample"
+    last = steady[-1]
+    assert sample.unprofiled_step_seconds == pytest.approx(last.window_seconds / 4)
+    assert sample.unprofiled_data_wait_seconds == pytest.approx(last.data_wait_seconds / 4)
+
+
+def test_the_sampler_takes_no_pace_from_the_first_window_or_one_a_sample_touched():
+    sampler = ProfileSampler(torch.device("cpu"), 8, 100, 100, every=None, trace_dir=Path("/nonexistent"))
+    sampler.note_window(1.0, 10, 0.5)  # the first window: cuDNN autotuning, worker start-up
+    assert sampler._unprofiled is None
+    sampler.note_window(0.2, 10, 0.1)
+    assert sampler._unprofiled == (pytest.approx(0.02), pytest.approx(0.01))
+    sampler._window_touched = True  # a sample ran during the next window
+    sampler.note_window(0.9, 10, 0.0)
+    assert sampler._unprofiled == (pytest.approx(0.02), pytest.approx(0.01))

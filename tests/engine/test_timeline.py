@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from workbench.engine import kineto
+from workbench.engine import kineto, timeline
+from workbench.engine.events import ProfileSample
 from workbench.engine.timeline import (
     CPU_OP,
     DATA_WAIT,
@@ -237,3 +238,59 @@ def test_a_real_heavy_h100_window_is_mostly_kernels():
     assert r.kernels / r.steps == pytest.approx(375.5)
     assert any("batch_norm" in k.name for k in r.top_kernels[:3])
     assert r.memcpy_seconds > 0  # the probe's HtoD copies and DtoD copies
+
+
+# -- shares per step of the run as it runs unprofiled ---------------------------------------------------------
+
+
+def sampled(**changes) -> ProfileSample:
+    """Four sampled steps of 16 ms: kernels 8 ms, a visible copy 1 ms, idle 7 ms (host 5.5, data 0.5, other 1)."""
+    figures = dict(
+        first_step=20, last_step=27, device="cuda", steps=4, window_seconds=0.064, images_per_sec=0.0,
+        host_data_wait_seconds=0.0, kernel_busy_seconds=0.032, memcpy_seconds=0.004, memset_seconds=0.0,
+        idle_waiting_for_data_seconds=0.002, idle_waiting_for_host_seconds=0.022, idle_other_seconds=0.004,
+    )
+    figures.update(changes)
+    return ProfileSample(**figures)
+
+
+def test_shares_are_per_step_of_the_run_as_it_runs_unprofiled():
+    # The profiler lengthened each step from 10 ms to 16 ms; the extra 6 ms is not the GPU waiting for the host.
+    shares = timeline.step_shares(sampled(unprofiled_step_seconds=0.010, unprofiled_data_wait_seconds=0.0005))
+    assert shares.rebased and shares.step_seconds == pytest.approx(0.010)
+    assert shares.compute == pytest.approx(0.8)
+    assert shares.memcpy == pytest.approx(0.1)
+    # Idle is what is left of the 10 ms step: 1 ms; the loop's own timer says 0.5 ms of it waited for data,
+    # the timeline's "other" (1 ms a step) is capped by what is left, and nothing is left for the host.
+    assert shares.waiting_for_data == pytest.approx(0.05)
+    assert shares.other == pytest.approx(0.05)
+    assert shares.waiting_for_host == pytest.approx(0.0)
+    assert shares.profiler_slowdown == pytest.approx(0.6)
+    total = shares.compute + shares.memcpy + shares.memset + shares.idle
+    assert total == pytest.approx(1.0)
+
+
+def test_a_run_slower_than_its_gpu_work_waits_for_the_host():
+    shares = timeline.step_shares(sampled(), step_seconds=0.020, data_wait_seconds=0.002)
+    assert shares.compute == pytest.approx(0.4)
+    assert shares.memcpy == pytest.approx(0.05)
+    assert shares.waiting_for_data == pytest.approx(0.1)
+    assert shares.other == pytest.approx(0.05)
+    assert shares.waiting_for_host == pytest.approx(0.4)  # 20 - 9 busy - 2 data - 1 other = 8 ms a step
+
+
+def test_without_the_runs_own_step_time_the_shares_are_over_the_sampled_window():
+    shares = timeline.step_shares(sampled())
+    assert not shares.rebased and shares.profiler_slowdown is None
+    assert shares.compute == pytest.approx(0.5)
+    assert shares.waiting_for_host == pytest.approx(22 / 64)
+
+
+def test_gpu_work_longer_than_the_runs_step_is_the_floor():
+    shares = timeline.step_shares(sampled(unprofiled_step_seconds=0.005, unprofiled_data_wait_seconds=0.0))
+    assert shares.step_seconds == pytest.approx(0.009)
+    assert shares.idle == pytest.approx(0.0)
+
+
+def test_a_cpu_sample_has_no_shares():
+    assert timeline.step_shares(sampled(kernel_busy_seconds=None)) is None

@@ -1,5 +1,7 @@
 """The CLI's lines for a GPU sample and a profiled GPU summary (the CPU ones run in test_cli_run)."""
 
+import dataclasses
+
 from workbench.cli import timeline_report
 from workbench.config import RunConfig
 from workbench.engine.events import Finding, NamedTime, ProfileSample, RunSummary
@@ -16,7 +18,15 @@ SAMPLE = ProfileSample(
 def test_a_gpu_sample_line():
     assert timeline_report.sample_line(SAMPLE) == (
         "profile sample, steps 21-31: kernels 25% · memcpy 1% · idle: data 10%, host 60%, other 4% · "
-        "87 kernels/step (median 2.4 µs) · trace /h/traces/step-0000022.trace.json.gz")
+        "87 kernels/step (median 2.4 µs) · over the sampled 100.0 ms · trace /h/traces/step-0000022.trace.json.gz")
+
+
+def test_a_gpu_sample_line_per_step_of_the_run_as_it_runs_unprofiled():
+    sample = dataclasses.replace(SAMPLE, unprofiled_step_seconds=0.01, unprofiled_data_wait_seconds=0.001)
+    assert timeline_report.sample_line(sample) == (
+        "profile sample, steps 21-31: kernels 31% · memcpy 1% · idle: data 10%, host 52%, other 5% · "
+        "87 kernels/step (median 2.4 µs) · per 10.00 ms step (12.50 ms sampled) · "
+        "trace /h/traces/step-0000022.trace.json.gz")
 
 
 def test_a_profiled_gpu_summary():

@@ -6,6 +6,7 @@ from typing import Any, Optional
 
 from workbench.config import RunConfig
 from workbench.engine.events import NamedTime, ProfileSample, RunSummary
+from workbench.engine.timeline import step_shares
 
 # The --json `profile` object's GPU figures (None on a CPU, with gpu_unavailable_reason).
 GPU_FIELDS = (
@@ -49,15 +50,16 @@ def sample_line(sample: ProfileSample) -> str:
     head = f"profile sample, steps {sample.first_step}-{sample.last_step}"
     if sample.steps == 0:
         return f"{head}: none ({sample.gpu_unavailable_reason})"
-    if sample.kernel_busy_seconds is not None:
-        f = sample.fraction
+    shares = step_shares(sample)
+    if shares is not None:
         parts = [
-            f"kernels {f(sample.kernel_busy_seconds):.0%}",
-            f"memcpy {f(sample.memcpy_seconds):.0%}",
-            f"idle: data {f(sample.idle_waiting_for_data_seconds):.0%}, host "
-            f"{f(sample.idle_waiting_for_host_seconds):.0%}, other {f(sample.idle_other_seconds):.0%}",
+            f"kernels {shares.compute:.0%}",
+            f"memcpy {shares.memcpy + shares.memset:.0%}",
+            f"idle: data {shares.waiting_for_data:.0%}, host {shares.waiting_for_host:.0%}, other {shares.other:.0%}",
             f"{sample.kernels_per_step:,.0f} kernels/step"
             + (f" (median {sample.median_kernel_seconds * 1e6:,.1f} µs)" if sample.median_kernel_seconds else ""),
+            (f"per {shares.step_seconds * 1e3:,.2f} ms step ({shares.sampled_step_seconds * 1e3:,.2f} ms sampled)"
+             if shares.rebased else f"over the sampled {sample.window_seconds * 1e3:,.1f} ms"),
         ]
     else:
         parts = [f"data wait {sample.fraction(sample.host_data_wait_seconds):.0%}"]

@@ -88,10 +88,22 @@ class ProfileSampler:
             self.next_step = self._planned
         self._sample: Optional[_Sample] = None
         self._broken = False
+        # The run's own step outside samples (seconds, data wait seconds), from the last steady log window.
+        self._unprofiled: Optional[tuple[float, float]] = None
+        self._windows_seen = 0
+        self._window_touched = False  # a sample ran during the log window now open
         if requests is not None:
             requests.attach(self._wake)
 
-    # -- the loop's hook ---------------------------------------------------------------------------------
+    # -- the loop's hooks --------------------------------------------------------------------------------
+    def note_window(self, window_seconds: float, steps: int, data_wait_seconds: float) -> None:
+        """At each log point: a window no sample touched, after the first (cuDNN autotuning, worker
+        start-up), is the run's own pace, the time base of the next sample's shares."""
+        self._windows_seen += 1
+        if self._windows_seen > 1 and not self._window_touched and steps > 0 and window_seconds > 0:
+            self._unprofiled = (window_seconds / steps, data_wait_seconds / steps)
+        self._window_touched = self._sample is not None
+
     def at_step(self, step: int, batches: Iterator) -> tuple[Iterator, Optional[ProfileSample]]:
         """At the boundary before step ``step + 1``: start, advance or finish a sample.
 
@@ -104,6 +116,7 @@ class ProfileSampler:
                 return inner, None
         began = time.perf_counter()
         sample = self._sample
+        self._window_touched = True
         try:
             done = sample.advance(step)
             sample.overhead += time.perf_counter() - began
@@ -308,6 +321,8 @@ class _Sample:
             trace_unavailable_reason=reason,
             overhead_seconds=overhead,
             timeline_host_ops_recorded=all_host_ops,
+            unprofiled_step_seconds=sampler._unprofiled[0] if sampler._unprofiled else None,
+            unprofiled_data_wait_seconds=sampler._unprofiled[1] if sampler._unprofiled else None,
         )
 
     def failed(self, reason: str) -> ProfileSample:
@@ -324,9 +339,15 @@ class _Recording:
     def __init__(self, timeline_mode: bool, cuda: bool):
         from torch._C._profiler import ProfilerActivity, ProfilerConfig, ProfilerState, RecordScope, _ExperimentalConfig
 
-        self.activities = {ProfilerActivity.CPU} | ({ProfilerActivity.CUDA} if cuda else set())
-        # Timeline mode records only record_function annotations on the host (the steps, the waits
-        # for data); the CUDA runtime calls come from CUPTI either way.
+        # Timeline mode records the GPU activities alone: kernels, copies, fills and the CUDA runtime calls
+        # that launched them (torch's Kineto shim puts the runtime in its CUDA set). Any host recording
+        # costs every op a callback: on an H100, resnet18 bf16 batch 512 ran 9.9 ms a step unprofiled,
+        # 13.7 ms with the GPU activities alone, 17.1 ms with every host op and 18.1 ms with only the
+        # annotations kept through record scopes. The loop's waits for data are timed by the loop itself.
+        if timeline_mode and cuda:
+            self.activities = {ProfilerActivity.CUDA}
+        else:
+            self.activities = {ProfilerActivity.CPU} | ({ProfilerActivity.CUDA} if cuda else set())
         self.scopes = {RecordScope.USER_SCOPE} if timeline_mode else set()
         self.all_host_ops = not timeline_mode
         self.config = ProfilerConfig(ProfilerState.KINETO, False, False, False, False, False, _ExperimentalConfig())

@@ -231,6 +231,7 @@ class TrainingSession:
 
     def _close_window(self, window: _Window, totals: _EpochTotals, epoch: int) -> StepStats:
         stats = self._step_stats(window, epoch)
+        self.sampler.note_window(stats.window_seconds, window.steps, stats.data_wait_seconds)
         totals.add(window)
         self.samples += window.samples
         return stats

@@ -21,6 +21,7 @@ from workbench.engine.events import (
     StepStats,
 )
 from workbench.engine.findings import RunFacts, find
+from workbench.engine.timeline import step_shares
 
 TOP_COUNT = 10
 
@@ -71,7 +72,7 @@ class SummaryBuilder:
 
     def _track_rank_peaks(self, memories: list[MemorySnapshot]) -> None:
         while len(self._rank_peaks) < len(memories):
-            self._rank_peaks.append({"allocated": None, "reserved": None, "nvml": None})
+            self._rank_peaks.append({"allocated": None, "reserved": None, "nvml": None, "nvml_process": None})
         for peaks, memory in zip(self._rank_peaks, memories):
             self._track_peaks(peaks, memory)
 
@@ -92,11 +93,12 @@ class SummaryBuilder:
         spans = [(sample.first_step, sample.last_step + 1) for sample in self._samples]
         steady = _Windows()
         kept = [w for w in self._windows if not any(first <= w[1] and w[0] <= last for first, last in spans)]
-        for _, _, stats, samples in kept or self._windows:
-            steady.add(stats, samples)
+        for first, last, stats, samples in kept or self._windows:
+            steady.add(stats, samples, last - first + 1)
+        steady.unprofiled = bool(kept) or not spans
         if steady.seconds == 0 and self._warmup is not None:  # a single window: it is all there is
             steady = _Windows()
-            steady.add(self._warmup, self._warmup_samples)
+            steady.add(self._warmup, self._warmup_samples, self._warmup.step)
         return steady
 
     def build(
@@ -131,7 +133,8 @@ class SummaryBuilder:
             torch_version=started.device.torch_version if started else None,
             ceiling_images_per_sec=ceiling,
             pipeline_efficiency=images_per_sec / ceiling if images_per_sec and ceiling else None,
-            **profile_figures(self._samples, profiled=started is not None and started.config.profile),
+            **profile_figures(self._samples, profiled=started is not None and started.config.profile,
+                              step_seconds=steady.step_seconds(), data_wait_seconds=steady.data_wait_per_step()),
             world_size=started.world_size if started else 1,
             rank_peak_allocated_bytes=tuple(peaks["allocated"] for peaks in self._rank_peaks),
             rank_peak_reserved_bytes=tuple(peaks["reserved"] for peaks in self._rank_peaks),
@@ -143,8 +146,15 @@ class SummaryBuilder:
         return _replace(summary, findings=find(facts))
 
 
-def profile_figures(samples: Iterable[ProfileSample], profiled: bool = True) -> dict:
-    """The RunSummary fields of a run's profiler samples: seconds summed over every timeline window."""
+def profile_figures(
+    samples: Iterable[ProfileSample],
+    profiled: bool = True,
+    step_seconds: Optional[float] = None,
+    data_wait_seconds: Optional[float] = None,
+) -> dict:
+    """The RunSummary fields of a run's profiler samples: shares per step of the run as it runs unprofiled
+    (timeline.step_shares; ``step_seconds``/``data_wait_seconds`` per step from the run's steady state,
+    each sample's own figures where those are None), weighted by the samples' steps."""
     samples = list(samples)
     usable = [s for s in samples if s.steps > 0 and s.window_seconds > 0]
     figures: dict = {"profile_samples": len(usable)}
@@ -165,19 +175,19 @@ def profile_figures(samples: Iterable[ProfileSample], profiled: bool = True) -> 
             (s.gpu_unavailable_reason for s in usable if s.gpu_unavailable_reason), "no GPU timeline was recorded"
         )
         return figures
-    window = sum(s.window_seconds for s in gpu)
     steps = sum(s.steps for s in gpu)
+    shares = [(s.steps, step_shares(s, step_seconds, data_wait_seconds)) for s in gpu]
 
     def share(name: str) -> float:
-        return sum(getattr(s, name) or 0.0 for s in gpu) / window
+        return sum(getattr(part, name) * weight for weight, part in shares if part is not None) / steps
 
     figures.update(
-        kernel_busy_fraction=share("kernel_busy_seconds"),
-        memcpy_fraction=share("memcpy_seconds"),
-        memset_fraction=share("memset_seconds"),
-        idle_waiting_for_data_fraction=share("idle_waiting_for_data_seconds"),
-        idle_waiting_for_host_fraction=share("idle_waiting_for_host_seconds"),
-        idle_other_fraction=share("idle_other_seconds"),
+        kernel_busy_fraction=share("compute"),
+        memcpy_fraction=share("memcpy"),
+        memset_fraction=share("memset"),
+        idle_waiting_for_data_fraction=share("waiting_for_data"),
+        idle_waiting_for_host_fraction=share("waiting_for_host"),
+        idle_other_fraction=share("other"),
         kernels_per_step=sum(s.kernels or 0 for s in gpu) / steps if steps else None,
         launches_per_step=sum(s.launches or 0 for s in gpu) / steps if steps else None,
         median_kernel_seconds=_median(s.median_kernel_seconds for s in gpu),
@@ -213,13 +223,23 @@ class _Windows:
 
     def __init__(self) -> None:
         self.samples = 0
+        self.steps = 0
         self.seconds = 0.0
         self.data_wait = 0.0
         self.device_span = 0.0
         self.rates: list[float] = []
+        self.unprofiled = True  # False when every window held a profiler sample
 
-    def add(self, stats: StepStats, samples: int) -> None:
+    def step_seconds(self) -> Optional[float]:
+        """A step's wall time outside samples: the time base of the profile figures (None if unknown)."""
+        return self.seconds / self.steps if self.unprofiled and self.steps and self.seconds > 0 else None
+
+    def data_wait_per_step(self) -> Optional[float]:
+        return self.data_wait / self.steps if self.unprofiled and self.steps else None
+
+    def add(self, stats: StepStats, samples: int, steps: int) -> None:
         self.samples += samples
+        self.steps += max(0, steps)
         self.seconds += stats.window_seconds
         self.data_wait += stats.data_wait_seconds
         self.device_span += stats.device_span_seconds

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from workbench.engine.events import Finding, ProfileSample
+from workbench.engine.timeline import step_shares
 
 # The stacked bar's parts, bottom to top: what the GPU did, then what its idle time waited for.
 SEGMENTS: tuple[tuple[str, str, str], ...] = (  # key, label, colour
@@ -27,17 +28,19 @@ class Segment:
 
 
 def segments(sample: ProfileSample) -> Optional[list[Segment]]:
-    """The sample's window as fractions that add up to 1 (None without a GPU timeline)."""
-    if sample.kernel_busy_seconds is None or sample.window_seconds <= 0:
+    """The sample's shares of a step of the run as it runs unprofiled, adding up to 1 (None without a GPU
+    timeline); see workbench.engine.timeline.step_shares."""
+    shares = step_shares(sample)
+    if shares is None:
         return None
-    seconds = {
-        "compute": sample.kernel_busy_seconds,
-        "memcpy": (sample.memcpy_seconds or 0.0) + (sample.memset_seconds or 0.0),
-        "data": sample.idle_waiting_for_data_seconds or 0.0,
-        "host": sample.idle_waiting_for_host_seconds or 0.0,
-        "other": sample.idle_other_seconds or 0.0,
+    fractions = {
+        "compute": shares.compute,
+        "memcpy": shares.memcpy + shares.memset,
+        "data": shares.waiting_for_data,
+        "host": shares.waiting_for_host,
+        "other": shares.other,
     }
-    return [Segment(key, label, colour, seconds[key] / sample.window_seconds) for key, label, colour in SEGMENTS]
+    return [Segment(key, label, colour, fractions[key]) for key, label, colour in SEGMENTS]
 
 
 def sample_label(sample: ProfileSample) -> str:
@@ -59,7 +62,14 @@ def sample_summary(sample: ProfileSample) -> str:
         facts.append(f"median kernel {sample.median_kernel_seconds * 1e6:,.1f} µs")
     if sample.launches_per_step is not None:
         facts.append(f"{sample.launches_per_step:,.0f} launches/step")
-    facts.append(f"{sample.steps} steps, {sample.window_seconds * 1e3:,.1f} ms")
+    facts.append(f"{sample.steps} steps")
+    shares = step_shares(sample)
+    if shares is not None and shares.rebased:
+        facts.append(f"per step of {shares.step_seconds * 1e3:,.2f} ms as the run goes unprofiled "
+                     f"({shares.sampled_step_seconds * 1e3:,.2f} ms while sampled)")
+    else:
+        facts.append(f"over the sampled {sample.window_seconds * 1e3:,.1f} ms (the run's own step time was not "
+                     "known yet, so the profiler's cost reads as waiting for the host)")
     note = " · host ops were recorded too, so host waits read high" if sample.timeline_host_ops_recorded else ""
     return f"{text}\n{', '.join(facts)}{note}"
 

@@ -119,6 +119,8 @@ PROFILE_SAMPLE_COLUMNS: tuple[str, ...] = (
     "trace_unavailable_reason",
     "overhead_seconds",
     "timeline_host_ops_recorded",
+    "unprofiled_step_seconds",
+    "unprofiled_data_wait_seconds",
 )
 PROFILE_SAMPLE_LISTS: tuple[str, ...] = ("top_kernels", "top_ops")
 
@@ -262,6 +264,8 @@ _V4 = (
         trace_unavailable_reason TEXT,
         overhead_seconds REAL,
         timeline_host_ops_recorded INTEGER,
+        unprofiled_step_seconds REAL,
+        unprofiled_data_wait_seconds REAL,
         top_kernels_json TEXT,
         top_ops_json TEXT,
         PRIMARY KEY (run_id, first_step)
