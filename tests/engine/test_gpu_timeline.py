@@ -78,6 +78,10 @@ def test_an_input_bound_run_waits_for_data():
         persistent_workers=True, max_steps=70))
     assert samples
     assert summary.idle_waiting_for_data_fraction > 0.15, summary
+    # The samples themselves (a window recorded without host annotations) carry the loop-timed wait.
+    gpu_samples = [s for s in samples if s.kernel_busy_seconds is not None]
+    assert gpu_samples and all(s.host_data_wait_seconds > 0 and s.idle_waiting_for_data_seconds > 0
+                               for s in gpu_samples)
     assert summary.findings[0].kind == "input-bound"
     assert (summary.findings[0].field, summary.findings[0].value) == ("augment", "gpu")
 

@@ -294,3 +294,17 @@ def test_gpu_work_longer_than_the_runs_step_is_the_floor():
 
 def test_a_cpu_sample_has_no_shares():
     assert timeline.step_shares(sampled(kernel_busy_seconds=None)) is None
+
+
+def test_a_window_without_host_marks_takes_the_loops_timed_wait_for_data():
+    """A GPU window recorded without host annotations: the same idle as the test above reads as waiting
+    for the host until the loop's own timing of next(batch) is added, capped by that idle."""
+    activities = [*steps((0, 40), (40, 100)), kernel(0, 40, 1), launch(0, 1), kernel(60, 100, 2), launch(56, 2)]
+    unmarked = analyse(activities)
+    assert ns(unmarked.idle_waiting_for_data_seconds) == 0 and ns(unmarked.idle_waiting_for_host_seconds) == 20
+    timed = timeline.with_timed_data_wait(unmarked, 15e-9)
+    assert ns(timed.idle_waiting_for_data_seconds) == 15 and ns(timed.idle_waiting_for_host_seconds) == 5
+    assert ns(timed.host_data_wait_seconds) == 15
+    capped = timeline.with_timed_data_wait(unmarked, 1e-6)  # a wait longer than the GPU's idle
+    assert ns(capped.idle_waiting_for_data_seconds) == 20 and ns(capped.idle_waiting_for_host_seconds) == 0
+    assert ns(capped.host_data_wait_seconds) == 1000

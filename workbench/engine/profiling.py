@@ -131,7 +131,7 @@ class ProfileSampler:
             self._schedule_after(step, sample.start)
             return inner, result
         self.next_step = sample.next_call(step)
-        return (_AnnotatedBatches(inner) if sample.recording else inner), None
+        return (_AnnotatedBatches(inner, sample) if sample.recording else inner), None
 
     def close(self) -> None:
         """The run ended (or failed) mid-sample: stop the profiler, keep nothing."""
@@ -202,6 +202,8 @@ class _Sample:
         self._step_mark: Optional[Any] = None
         self.results: dict[str, tuple[Any, int, bool]] = {}  # phase → (profiler result, steps, all host ops?)
         self.timeline_first_step: Optional[int] = None
+        self.timed_data_wait_seconds = 0.0  # the current recording phase's waits for data, by the loop's clock
+        self.timeline_data_wait_seconds: Optional[float] = None
 
     @property
     def end(self) -> int:
@@ -256,6 +258,9 @@ class _Sample:
         self.recording = False
         phase = next(b for b in self.boundaries if b[0] == name)
         self.results[name] = (session.stop(), phase[2] - phase[1], session.all_host_ops)
+        if name == "timeline":
+            self.timeline_data_wait_seconds = self.timed_data_wait_seconds
+        self.timed_data_wait_seconds = 0.0
 
     def _mark_step(self, step: int) -> None:
         self._close_step_mark()
@@ -287,6 +292,8 @@ class _Sample:
         main, steps, all_host_ops = self.results[main_phase]
         main_activities = kineto.activities((kineto.record(e) for e in main.events()), device_index)
         breakdown = timeline.analyse(main_activities, gpu=sampler.cuda)
+        if sampler.cuda and not all_host_ops and self.timeline_data_wait_seconds is not None:
+            breakdown = timeline.with_timed_data_wait(breakdown, self.timeline_data_wait_seconds)
         steps = breakdown.steps or steps
         if sampler.cuda and "ops" in self.results:
             ops, ops_steps, _ = self.results["ops"]
@@ -388,15 +395,21 @@ class _Recording:
 class _AnnotatedBatches:
     """The loop's batch iterator while a window records: each fetch marked as a wait for data."""
 
-    def __init__(self, inner: Iterator):
+    def __init__(self, inner: Iterator, sample: "_Sample"):
         self.inner = inner
+        self.sample = sample
 
     def __iter__(self) -> "_AnnotatedBatches":
         return self
 
     def __next__(self):
-        with torch.profiler.record_function(DATA_WAIT):
-            return next(self.inner)
+        # Timed here as well: a GPU timeline window records no host annotations (see _Recording).
+        began = time.perf_counter()
+        try:
+            with torch.profiler.record_function(DATA_WAIT):
+                return next(self.inner)
+        finally:
+            self.sample.timed_data_wait_seconds += time.perf_counter() - began
 
 
 class _NoLock:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import bisect
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Optional, Sequence
 
 from workbench.engine.events import NamedTime, ProfileSample
@@ -130,6 +130,24 @@ def analyse(
         launches=len(_launches(device, activities)),
         median_kernel_seconds=_seconds(statistics.median(durations)) if durations else None,
         top_kernels=_top_by_name(((a.name, a.end_ns - a.start_ns) for a in kernel_records), top),
+    )
+
+
+def with_timed_data_wait(breakdown: TimelineBreakdown, data_wait_seconds: float) -> TimelineBreakdown:
+    """A GPU window recorded without host annotations (the profiler's cheapest mode) has no marks of the
+    loop's waits for data, so its idle gaps that end in a late launch all read as waiting for the host.
+    The loop timed those waits itself: they are the host's data wait, and the GPU's wait for data is
+    taken as that time, capped by the idle the timeline gave to the host (while the host fetched a
+    batch the next launch could not come; the GPU was idle unless earlier work was still queued)."""
+    host = breakdown.idle_waiting_for_host_seconds
+    if host is None:
+        return replace(breakdown, host_data_wait_seconds=data_wait_seconds)
+    data = min(data_wait_seconds, host)
+    return replace(
+        breakdown,
+        host_data_wait_seconds=data_wait_seconds,
+        idle_waiting_for_data_seconds=(breakdown.idle_waiting_for_data_seconds or 0.0) + data,
+        idle_waiting_for_host_seconds=host - data,
     )
 
 
