@@ -87,16 +87,20 @@ def main() -> None:
     for batch in batch_sizes:
         size = batch * (warmup + batches + 1)
         for workers in workers_list:
-            for pipeline in PIPELINES:
-                if pipeline == "gpu-resident" and workers != workers_list[0]:
-                    continue  # no DataLoader: workers do not apply
-                if deadline.passed():
-                    break
-                rates = [measure(pipeline, workers, batch, batches, warmup, device, size) for _ in range(repeats)]
+            pipelines = [p for p in PIPELINES if p != "gpu-resident" or workers == workers_list[0]]  # no workers
+            if deadline.passed():
+                break
+            # Interleaved (per-sample, batched, ... per repeat): on a shared machine both see the same load.
+            rates: dict[str, list[float]] = {pipeline: [] for pipeline in pipelines}
+            for _ in range(repeats):
+                for pipeline in pipelines:
+                    rates[pipeline].append(measure(pipeline, workers, batch, batches, warmup, device, size))
+            for pipeline in pipelines:
                 rows.append({"pipeline": pipeline, "workers": None if pipeline == "gpu-resident" else workers,
-                             "batch_size": batch, "images_per_sec": statistics.median(rates), "rates": rates})
+                             "batch_size": batch, "images_per_sec": statistics.median(rates[pipeline]),
+                             "rates": rates[pipeline]})
                 print(f"{pipeline:<13} workers {workers if pipeline != 'gpu-resident' else '-'}  batch {batch:>4}: "
-                      f"{statistics.median(rates):>12,.0f} img/s", flush=True)
+                      f"{statistics.median(rates[pipeline]):>12,.0f} img/s", flush=True)
 
     print(f"\nLoader-only throughput on {device.name} [{device.type}], torch {device.torch_version}; "
           f"{batches} timed batches after {warmup}, median of {repeats}")

@@ -138,3 +138,34 @@ def test_batched_augmentation_is_each_image_own_crop_and_flip_from_the_same_draw
         dy, dx = shifts[:, index].tolist()
         crop = padded[index, :, dy : dy + 32, dx : dx + 32]
         assert torch.equal(augmented[index], crop.flip(-1) if flips[index] else crop)
+
+
+@pytest.mark.parametrize("augment", ["none", "gpu"])
+def test_batched_fetch_gives_the_batches_of_a_per_image_loader(augment):
+    """Without per-image transforms a batch is fetched in one gather: the same images, labels and order
+    as torch's per-image fetch and collate with the same seed (shuffle=True, the run's generator)."""
+    config = tiny_config(augment=augment, num_workers=0, batch_size=16)
+    arrays = load_arrays(config)
+    fetched = list(LoaderBatches(arrays, config, pin_memory=False).epoch())
+    reference = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(arrays.train_images, arrays.train_labels), batch_size=16, shuffle=True,
+        drop_last=True, generator=torch.Generator().manual_seed(config.seed),
+    )
+    expected = list(reference)
+    assert len(fetched) == len(expected) == len(arrays.train_labels) // 16
+    for (images, labels), (want_images, want_labels) in zip(fetched, expected):
+        assert images.dtype == torch.uint8 and images.shape == want_images.shape
+        assert torch.equal(images, want_images) and torch.equal(labels, want_labels)
+
+
+def test_normalise_leaves_its_input_alone_and_keeps_the_memory_format():
+    config = tiny_config(augment="none", channels_last=True)
+    prepare = DevicePreparer(config, CPU, non_blocking=False)
+    images = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8).float()
+    before = images.clone()
+    out = prepare.normalise(images)
+    assert torch.equal(images, before) and out.data_ptr() != images.data_ptr()
+    assert out.is_contiguous(memory_format=torch.channels_last)
+    mean = torch.tensor(CIFAR_MEAN).view(1, 3, 1, 1) * 255
+    std = torch.tensor(CIFAR_STD).view(1, 3, 1, 1) * 255
+    assert torch.allclose(out, (before - mean) / std)

@@ -19,7 +19,7 @@ from typing import Iterator, Optional
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from torch.utils.data import BatchSampler, DataLoader, Dataset, DistributedSampler, RandomSampler
 
 from workbench.config import RunConfig
 from workbench.engine.augment import per_sample_transform, random_crop_flip
@@ -143,7 +143,9 @@ def _hwc_to_chw(images: np.ndarray) -> torch.Tensor:
 
 
 class UInt8ImageDataset(Dataset):
-    """One uint8 CHW image and its label per index; the per-sample path DataLoader users know."""
+    """uint8 CHW images and their labels. Indexed by one index (the per-sample path DataLoader users
+    know: one image through torchvision's transforms), or by a list of indices: a whole batch in one
+    gather, the batched path's fetch (augmentation runs later on the batch)."""
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, augment: bool):
         self.images = images
@@ -153,7 +155,12 @@ class UInt8ImageDataset(Dataset):
     def __len__(self) -> int:
         return len(self.labels)
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def __getitem__(self, index):
+        if isinstance(index, list):
+            # One gather instead of a Python call and a collate stack per image: at batch 512 the
+            # per-image path spent most of a worker's time there.
+            rows = torch.as_tensor(index)
+            return self.images[rows], self.labels[rows]
         image = self.images[index]
         if self.transform is not None:
             image = self.transform(image)
@@ -181,23 +188,25 @@ class LoaderBatches:
     """
 
     def __init__(self, arrays: ImageArrays, config: RunConfig, pin_memory: bool, shard: Optional[Shard] = None):
-        dataset = UInt8ImageDataset(arrays.train_images, arrays.train_labels, augment=config.augment == "cpu")
+        per_sample = config.augment == "cpu"
+        dataset = UInt8ImageDataset(arrays.train_images, arrays.train_labels, augment=per_sample)
         rank = shard[0] if shard else 0
-        options: dict = dict(
-            batch_size=config.batch_size,
-            shuffle=True,
-            drop_last=True,  # equal batches: accumulation and batch-norm see the sizes the user chose
-            num_workers=config.num_workers,
-            pin_memory=pin_memory,
-            generator=torch.Generator().manual_seed(config.seed + rank),  # per rank: workers' own augmentation
-        )
+        generator = torch.Generator().manual_seed(config.seed + rank)  # per rank: workers' own augmentation
         self.sampler: Optional[DistributedSampler] = None
         if shard is not None:
             # The same seed on every rank: one permutation per epoch (set_epoch), each rank its strided share.
             self.sampler = DistributedSampler(
                 dataset, num_replicas=shard[1], rank=rank, shuffle=True, seed=config.seed, drop_last=True
             )
-            options.update(shuffle=False, sampler=self.sampler)
+        order = self.sampler if self.sampler is not None else RandomSampler(dataset, generator=generator)
+        # drop_last: equal batches, so accumulation and batch-norm see the sizes the user chose.
+        batches = BatchSampler(order, batch_size=config.batch_size, drop_last=True)
+        options: dict = dict(num_workers=config.num_workers, pin_memory=pin_memory, generator=generator)
+        if per_sample:
+            options.update(batch_sampler=batches)  # one __getitem__ per image, then collate
+        else:
+            # The same batches as above, fetched whole (dataset[list]); batch_size=None: nothing to collate.
+            options.update(sampler=batches, batch_size=None)
         self._epochs_started = 0
         if config.num_workers > 0:
             if config.worker_start_method == "forkserver":
@@ -300,8 +309,9 @@ class DevicePreparer:
         return self.normalise(images), labels
 
     def normalise(self, images: torch.Tensor) -> torch.Tensor:
-        images = (images.float() - self.mean) / self.std
-        return images.contiguous(memory_format=self.memory_format)
+        # One new tensor, already in the model's memory format, normalised in place (no temporaries).
+        images = images.to(dtype=torch.float32, memory_format=self.memory_format, copy=True)
+        return images.sub_(self.mean).div_(self.std)
 
 
 def preview_batch(config: RunConfig, count: int = 32) -> np.ndarray:
