@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 
 import pytest
 from fake_runs import GPU, epoch, started, step, summary
@@ -78,3 +79,22 @@ def test_the_csv_has_the_timeline_efficiency_and_verdict(store, tmp_path):
     assert row["kernel_busy_fraction"] == "0.25" and row["idle_waiting_for_host_fraction"] == "0.65"
     assert row["ceiling_images_per_sec"] == "2000.0" and row["pipeline_efficiency"] == "0.5"
     assert row["verdict"] == FINDING.headline
+
+
+def test_deleting_a_run_deletes_its_traces_and_nothing_else(store, tmp_path):
+    folder = tmp_path / "home" / "traces" / "20261123-010203-42"
+    folder.mkdir(parents=True)
+    main, ops = folder / "step-0000022.trace.json.gz", folder / "step-0000022-ops.trace.json.gz"
+    stranger = tmp_path / "mine.trace.json.gz"  # a path not in a run's trace folder: never touched
+    for path in (main, ops, stranger):
+        path.write_bytes(b"x")
+    config = RunConfig(profile=True)
+    recorder = store.start_run(config)
+    recorder.record(started(config, GPU, total_steps=40))
+    recorder.record(step(1, 40))
+    recorder.record(dataclasses.replace(SAMPLE, trace_path=str(main), ops_trace_path=str(ops)))
+    recorder.record(dataclasses.replace(SAMPLE, first_step=30, trace_path=str(stranger), ops_trace_path=None))
+    recorder.record(RunEnded("stopped", summary(1, device="cuda")))
+    store.delete(recorder.run_id)
+    assert not main.exists() and not ops.exists() and not folder.exists()
+    assert stranger.exists()

@@ -345,8 +345,11 @@ class HistoryStore:
         record = self.get_run(run_id)
         if record.status == "running" and self._owner_may_be_alive(record):
             raise RunInProgress(f"run #{run_id} is still running (process {record.pid} on {record.hostname})")
+        traces = [path for row in self._conn.execute(
+            "SELECT trace_path, ops_trace_path FROM profile_samples WHERE run_id = ?", (run_id,)) for path in row if path]
         with self._transaction() as conn:
             conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))  # metrics go by ON DELETE CASCADE
+        _delete_traces(traces)
 
     def _discard_unstarted(self, run_id: int) -> None:
         """Remove a run that never started training (its recorder's call; no metrics exist yet)."""
@@ -623,3 +626,23 @@ def _words(error: BaseException) -> str:
     if isinstance(error, OSError) and error.strerror:
         return error.strerror.lower() if error.strerror[:1].isupper() else error.strerror
     return str(error)
+
+
+TRACE_SUFFIX = ".trace.json.gz"
+
+
+def _delete_traces(paths: Sequence[str]) -> None:
+    """A deleted run's profiler traces go with it: only files the profiler wrote (``*.trace.json.gz`` in
+    a run's folder under a ``traces`` folder), then that folder if it is left empty. A trace already
+    gone, or one that cannot be removed, does not stop the deletion."""
+    folders = set()
+    for text in paths:
+        path = Path(text)
+        if not path.name.endswith(TRACE_SUFFIX) or path.parent.parent.name != "traces":
+            continue
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+        folders.add(path.parent)
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only when empty: another run's traces never share it, but be safe
