@@ -20,7 +20,9 @@ from fake_runs import GPU, record_complete_run, started, step, summary  # noqa: 
 from workbench.cli import main  # noqa: E402
 from workbench.config import RunConfig  # noqa: E402
 from workbench.engine.events import MemorySnapshot, RunEnded  # noqa: E402
-from workbench.gui.runs_view import COLUMN_TITLES, DIFFERENCE_BACKGROUND, OVERLAY_KEYS, RunsView  # noqa: E402
+from workbench.gui.comparison_view import DIFFERENCE_BACKGROUND  # noqa: E402
+from workbench.gui.runs_table import COLUMN_TITLES  # noqa: E402
+from workbench.gui.runs_view import OVERLAY_KEYS, RunsView  # noqa: E402
 from workbench.history.store import HistoryStore  # noqa: E402
 
 

@@ -1,0 +1,175 @@
+"""The runs table: one row per stored run, display text formatted, the raw value kept for sorting.
+
+The model updates in place when the same runs come back (a running one moved on), so the view keeps
+its sorting, scrolling and selection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import QWidget
+
+from workbench.formatting import format_duration
+from workbench.history.metrics import METRICS_BY_NAME, format_metric, local_time
+from workbench.history.store import RunRecord
+
+SORT_ROLE = Qt.ItemDataRole.UserRole
+RUN_ID_ROLE = Qt.ItemDataRole.UserRole + 1
+STATUS_COLOURS = {
+    "running": "#1f6fb4",
+    "finished": "#2e7d32",
+    "stopped": "#8a6d00",
+    "failed": "#c62828",
+    "interrupted": "#d35400",
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    title: str
+    value: Callable[[RunRecord], Any]  # raw: what sorting compares
+    text: Callable[[Any], str]
+    numeric: bool = False
+    tooltip: str = ""
+
+
+def _metric(name: str) -> Column:
+    metric = METRICS_BY_NAME[name]
+    return Column(metric.label, lambda r: getattr(r, name), lambda v: format_metric(metric.kind, v), numeric=True)
+
+
+def _setting(title: str, name: str, numeric: bool = False) -> Column:
+    return Column(title, lambda r: getattr(r.config, name), str, numeric=numeric, tooltip=f"setting: {name}")
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("ID", lambda r: r.id, str, numeric=True),
+    Column("Name", lambda r: r.name, str),
+    Column("Status", lambda r: r.status, str),
+    Column("Started", lambda r: r.started_at, local_time, numeric=True),
+    _setting("Model", "model"),
+    _setting("Pipeline", "pipeline"),
+    _setting("Augment", "augment"),
+    _setting("Workers", "num_workers", numeric=True),
+    _setting("Batch", "batch_size", numeric=True),
+    _setting("Precision", "precision"),
+    _metric("images_per_sec"),
+    _metric("data_wait_fraction"),
+    _metric("peak_allocated_bytes"),
+    _metric("peak_reserved_bytes"),
+    _metric("peak_nvml_used_bytes"),
+    _metric("final_loss"),
+    _metric("test_accuracy"),
+    Column("Duration", lambda r: r.duration_seconds, format_duration, numeric=True),
+    Column("Note", lambda r: r.note, lambda v: v.splitlines()[0] if v else ""),
+)
+COLUMN_TITLES = tuple(column.title for column in COLUMNS)
+_TOOLTIPS = {
+    "Img/s": "training images per second over the steady state (every logging window after the first)",
+    "Data wait": "share of training time spent waiting for the next batch",
+    "Peak alloc": "peak memory held by tensors (torch.cuda.max_memory_allocated)",
+    "Peak reserved": "peak memory held by PyTorch's caching allocator (torch.cuda.max_memory_reserved)",
+    "Peak NVML": "peak device memory in use as the driver sees it (all processes, CUDA context included)",
+    "Final loss": "training loss of the last logging window",
+    "Test acc": "test-set accuracy after the last epoch",
+}
+
+
+class RunsTableModel(QAbstractTableModel):
+    """One row per RunRecord; display text formatted, SORT_ROLE raw so numbers sort as numbers."""
+
+    def __init__(self, parent: Optional[QWidget] = None):
+        super().__init__(parent)
+        self._records: list[RunRecord] = []
+
+    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
+        return 0 if parent.isValid() else len(self._records)
+
+    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def record(self, row: int) -> RunRecord:
+        return self._records[row]
+
+    @property
+    def records(self) -> list[RunRecord]:
+        return list(self._records)
+
+    def set_records(self, records: Sequence[RunRecord]) -> None:
+        if [r.id for r in records] == [r.id for r in self._records]:
+            # Same runs (a running one moved on): update in place so sorting, scrolling and selection stay.
+            self._records = list(records)
+            if records:
+                self.dataChanged.emit(self.index(0, 0), self.index(len(records) - 1, len(COLUMNS) - 1))
+            return
+        self.beginResetModel()
+        self._records = list(records)
+        self.endResetModel()
+
+    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        record, column = self._records[index.row()], COLUMNS[index.column()]
+        if role == Qt.ItemDataRole.DisplayRole:
+            value = column.value(record)
+            return "" if value is None else column.text(value)
+        if role == SORT_ROLE:
+            return column.value(record)
+        if role == RUN_ID_ROLE:
+            return record.id
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            horizontal = Qt.AlignmentFlag.AlignRight if column.numeric else Qt.AlignmentFlag.AlignLeft
+            return int(horizontal | Qt.AlignmentFlag.AlignVCenter)
+        if role == Qt.ItemDataRole.ForegroundRole and column.title == "Status":
+            return QBrush(QColor(STATUS_COLOURS.get(record.status, "#303030")))
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return self._tooltip(record, column)
+        return None
+
+    @staticmethod
+    def _tooltip(record: RunRecord, column: Column) -> Optional[str]:
+        if column.title == "Status" and record.reason:
+            return f"{record.status}: {record.reason}"
+        if column.title in ("Name", "Note") and record.note:
+            return record.note
+        if column.title == "Batch" and (record.config.accumulation_steps > 1 or record.world_size > 1):
+            processes = f" × {record.world_size} processes" if record.world_size > 1 else ""
+            effective = record.config.batch_size * record.world_size * record.config.accumulation_steps
+            return f"{record.config.batch_size}{processes} × {record.config.accumulation_steps} accumulation steps " \
+                   f"= {effective} per optimiser step"
+        if column.title == "Started":
+            return f"started {local_time(record.started_at)} from the {record.source.upper()}"
+        return None
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation != Qt.Orientation.Horizontal:
+            return None
+        column = COLUMNS[section]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return column.title
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return _TOOLTIPS.get(column.title) or column.tooltip or None
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            horizontal = Qt.AlignmentFlag.AlignRight if column.numeric else Qt.AlignmentFlag.AlignLeft
+            return int(horizontal | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+
+class RunsSortProxy(QSortFilterProxyModel):
+    """Sorts by the raw value: numbers as numbers, text case-insensitively, unknown values last."""
+
+    def lessThan(self, left: QModelIndex, right: QModelIndex) -> bool:
+        a, b = left.data(SORT_ROLE), right.data(SORT_ROLE)
+        if a is None or b is None:
+            # Unknowns sink to the bottom whichever way the column is sorted (Qt swaps the
+            # arguments for a descending sort, so "last" means greatest ascending, least descending).
+            if self.sortOrder() == Qt.SortOrder.AscendingOrder:
+                return a is not None and b is None
+            return a is None and b is not None
+        if isinstance(a, str) and isinstance(b, str):
+            return a.casefold() < b.casefold()
+        return a < b
