@@ -79,3 +79,17 @@ def record_complete_run(store, config: RunConfig | None = None, name: str | None
     for event in complete_run_events(config, steps, **summary_changes):
         recorder.record(event)
     return recorder.run_id
+
+
+def fill_history(store, count: int, config: RunConfig | None = None) -> list[int]:
+    """``count`` finished runs at once: one recorded through the recorder, the rest copies of its row (names
+    numbered), so a large history takes a second to make. Step metrics are the first run's only. Their ids."""
+    first = record_complete_run(store, config, name="run 1")
+    columns = [row[1] for row in store._conn.execute("PRAGMA table_info(runs)") if row[1] not in ("id", "name")]
+    names = ", ".join(columns)
+    with store._transaction() as conn:
+        conn.executemany(
+            f"INSERT INTO runs (name, {names}) SELECT ?, {names} FROM runs WHERE id = ?",
+            [(f"run {number}", first) for number in range(2, count + 1)],
+        )
+    return [first, *(row[0] for row in store._conn.execute("SELECT id FROM runs WHERE id > ? ORDER BY id", (first,)))]

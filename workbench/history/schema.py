@@ -297,6 +297,27 @@ _V4 = (
     "ALTER TABLE step_metrics ADD COLUMN nvml_process_used INTEGER",
     "ALTER TABLE step_metrics ADD COLUMN skipped_optimizer_steps INTEGER",
     "ALTER TABLE step_metrics ADD COLUMN loss_scale REAL",
+    # Issue 9: views refresh only what changed. Every write to a run (any process, any code path: the
+    # triggers see them all) stamps the row with the next value of one counter that never goes back, not
+    # even when the newest run is deleted, so "the runs written since revision N" is one indexed query.
+    "CREATE TABLE run_revision (value INTEGER NOT NULL)",
+    "INSERT INTO run_revision (value) VALUES (0)",
+    "ALTER TABLE runs ADD COLUMN revision INTEGER NOT NULL DEFAULT 0",  # 0: not written since the upgrade
+    "CREATE INDEX runs_by_revision ON runs(revision)",
+    """
+    CREATE TRIGGER runs_revision_on_insert AFTER INSERT ON runs BEGIN
+        UPDATE run_revision SET value = value + 1;
+        UPDATE runs SET revision = (SELECT value FROM run_revision) WHERE id = NEW.id;
+    END
+    """,
+    # WHEN: the stamp itself is an update of the row; it must not stamp again.
+    """
+    CREATE TRIGGER runs_revision_on_update AFTER UPDATE ON runs WHEN NEW.revision = OLD.revision BEGIN
+        UPDATE run_revision SET value = value + 1;
+        UPDATE runs SET revision = (SELECT value FROM run_revision) WHERE id = NEW.id;
+    END
+    """,
+    "CREATE TRIGGER runs_revision_on_delete AFTER DELETE ON runs BEGIN UPDATE run_revision SET value = value + 1; END",
 )
 
 # Append new versions here, each a tuple of statements (a function of the connection where SQL

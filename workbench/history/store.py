@@ -141,6 +141,15 @@ class RunRecord:
         return f"#{self.id} {self.name}"
 
 
+@dataclass(frozen=True)
+class RunChanges:
+    """What a view must redraw since it last asked (``HistoryStore.changes_since``)."""
+
+    revision: int  # the history's revision these changes bring a view up to: pass it to the next call
+    changed: tuple[RunRecord, ...]  # runs added or written since the revision asked for, newest first
+    run_ids: frozenset[int]  # every run stored now: a run a view shows that is not here was deleted
+
+
 class HistoryStore:
     def __init__(self, conn: sqlite3.Connection, path: Path):
         self._conn = conn
@@ -304,6 +313,34 @@ class HistoryStore:
         return [_record(row) for row in self._conn.execute(f"{_RUNS} WHERE runs.sweep_id = ? ORDER BY runs.id",
                                                            (sweep_id,))]
 
+    def changes_since(self, revision: Optional[int]) -> RunChanges:
+        """The runs added or written since ``revision`` (every run when None), read in one snapshot.
+
+        Every write to a run stamps it with the history's next revision (triggers, schema 4), so a view that
+        polls during a run re-reads the running row only, not the whole history."""
+        try:
+            with self._snapshot() as conn:
+                current = int(conn.execute("SELECT value FROM run_revision").fetchone()[0])
+                if revision is None:
+                    rows = conn.execute(f"{_RUNS} ORDER BY runs.id DESC").fetchall()
+                elif revision == current:
+                    rows = []  # nothing written, nothing deleted
+                else:
+                    rows = conn.execute(f"{_RUNS} WHERE runs.revision > ? ORDER BY runs.id DESC", (revision,)).fetchall()
+                run_ids = frozenset(row[0] for row in conn.execute("SELECT id FROM runs"))
+        except sqlite3.Error as error:
+            raise HistoryError(f"cannot read the run history at {self.path}: {_words(error)}") from error
+        return RunChanges(current, tuple(_record(row) for row in rows), run_ids)
+
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """Reads that see one state of the file, whatever other processes commit meanwhile (WAL)."""
+        self._conn.execute("BEGIN")
+        try:
+            yield self._conn
+        finally:
+            self._rollback()  # nothing was written: ending the read transaction is all
+
     def list_runs(self) -> list[RunRecord]:
         """Every run, newest first."""
         return [_record(row) for row in self._conn.execute(f"{_RUNS} ORDER BY runs.id DESC")]
@@ -367,28 +404,35 @@ class HistoryStore:
 
         A run whose process is still alive (a CLI run while the GUI opens) is left alone.
         """
-        running = [_record(row) for row in self._conn.execute(f"{_RUNS} WHERE runs.status = 'running'")]
-        dead = [record for record in running if not self._owner_may_be_alive(record)]
+        # Only the owner's columns: views call this on every refresh, and a run's whole row is not needed here.
+        running = self._conn.execute(
+            "SELECT id, pid, hostname, process_identity, heartbeat_at, started_at FROM runs WHERE status = 'running'"
+        ).fetchall()
+        dead = [row for row in running if not self._owner_may_be_alive(row)]
         if not dead:
             return []
         with self._transaction() as conn:
-            for record in dead:
+            for row in dead:
                 conn.execute(
                     "UPDATE runs SET status = 'interrupted', reason = ?, finished_at = ? "
                     "WHERE id = ? AND status = 'running'",
                     (
-                        f"the process running it (pid {record.pid} on {record.hostname}) ended without finishing it",
-                        record.heartbeat_at or record.started_at,  # the last sign of life is the best end time we have
-                        record.id,
+                        f"the process running it (pid {row['pid']} on {row['hostname']}) ended without finishing it",
+                        row["heartbeat_at"] or row["started_at"],  # the last sign of life is the best end time we have
+                        row["id"],
                     ),
                 )
-        return [record.id for record in dead]
+        return [row["id"] for row in dead]
 
-    def _owner_may_be_alive(self, record: RunRecord) -> bool:
-        if record.hostname != processes.hostname() or record.pid is None:
-            last_seen = record.heartbeat_at or record.started_at
+    @staticmethod
+    def _owner_may_be_alive(run: RunRecord | sqlite3.Row) -> bool:
+        """``run``: a RunRecord, or a runs row with at least pid, hostname, process_identity, heartbeat_at, started_at."""
+        get = run.__getitem__ if isinstance(run, sqlite3.Row) else functools.partial(getattr, run)
+        pid, hostname, identity = get("pid"), get("hostname"), get("process_identity")
+        last_seen = get("heartbeat_at") or get("started_at")
+        if hostname != processes.hostname() or pid is None:
             return time.time() - last_seen < FOREIGN_HOST_STALE_SECONDS
-        return processes.process_alive(record.pid, record.process_identity)
+        return processes.process_alive(pid, identity)
 
     # -- metrics ---------------------------------------------------------------------
     def step_metrics(self, run_id: int) -> dict[str, np.ndarray]:
