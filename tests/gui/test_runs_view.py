@@ -15,7 +15,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "history"))  # the hand-built engine events
-from fake_runs import GPU, record_complete_run, started, step, summary  # noqa: E402
+from fake_runs import GPU, fill_history, record_complete_run, started, step, summary  # noqa: E402
 
 from workbench.cli import main  # noqa: E402
 from workbench.config import RunConfig  # noqa: E402
@@ -23,6 +23,7 @@ from workbench.engine.events import MemorySnapshot, RunEnded  # noqa: E402
 from workbench.gui.comparison_view import DIFFERENCE_BACKGROUND  # noqa: E402
 from workbench.gui.runs_table import COLUMN_TITLES  # noqa: E402
 from workbench.gui.runs_view import OVERLAY_KEYS, RunsView  # noqa: E402
+from workbench.history import store as store_module  # noqa: E402
 from workbench.history.store import HistoryStore  # noqa: E402
 
 
@@ -317,3 +318,57 @@ def test_refresh_marks_runs_of_dead_processes_interrupted(make_view, store):
         conn.execute("UPDATE runs SET pid = ?, process_identity = NULL WHERE id = ?", (dead.pid, recorder.run_id))
     view = make_view()
     assert column(view, "Status") == ["interrupted"]
+
+
+def test_a_poll_during_a_run_re_reads_only_the_running_row_of_two_thousand(make_view, store, home, monkeypatch):
+    """Issue 9: the poll used to re-read and re-parse the whole history every 2 s on the GUI thread."""
+    old_ids = fill_history(store, 2000)
+    config = RunConfig(device="cpu")
+    recorder = store.start_run(config, name="running", source="gui")
+    recorder.record(started(config, total_steps=4))
+    view = make_view()
+    assert view.model.rowCount() == 2001 and column(view, "Status")[0] == "running"
+    view.select_runs([old_ids[5]])
+    parsed, redrawn, resets = [], [], []
+    real_record = store_module._record
+    monkeypatch.setattr(store_module, "_record", lambda row: parsed.append(row["id"]) or real_record(row))
+    view.model.dataChanged.connect(lambda first, last: redrawn.append((first.row(), last.row())))
+    view.model.modelReset.connect(lambda: resets.append(True))
+
+    recorder.record(step(1, 4, loss=1.5))
+    recorder.flush()  # the recorder's once-a-second write
+    view._refresh_if_changed()  # what the 2 s poll does
+    assert parsed == [recorder.run_id]  # one row read and parsed, not 2,001
+    running_row = view.model.row_of(recorder.run_id)
+    assert redrawn == [(running_row, running_row)] and resets == []
+    assert column(view, "Final loss")[0] == "1.5000"
+    view._refresh_if_changed()  # nothing written since: nothing read
+    assert parsed == [recorder.run_id]
+
+    with HistoryStore.open(home) as cli_process:  # meanwhile a `workbench run` records a run and deletes one
+        new_id = record_complete_run(cli_process, name="from the terminal")
+        cli_process.delete(old_ids[0])
+    recorder.record(RunEnded("finished", summary(4)))
+    parsed.clear()
+    view._refresh_if_changed()
+    assert sorted(parsed) == [recorder.run_id, new_id]
+    assert view.model.rowCount() == 2001 and resets == []
+    assert column(view, "Name")[:2] == ["from the terminal", "running"]
+    assert column(view, "Status")[:2] == ["finished", "finished"]
+    assert str(old_ids[0]) not in column(view, "ID")
+    assert view.selected_run_ids() == [old_ids[5]]  # the selection stayed with its run
+    assert view.count_label.text() == "2001 runs"
+
+
+def test_a_full_reload_reads_every_run_as_before(make_view, store, monkeypatch):
+    """The old behaviour, kept for benchmarks/gui_lateness.py to compare against."""
+    fill_history(store, 50)
+    view = make_view()
+    view.full_reload = True
+    parsed = []
+    real_record = store_module._record
+    monkeypatch.setattr(store_module, "_record", lambda row: parsed.append(row["id"]) or real_record(row))
+    store.rename(store.list_runs()[0].id, "renamed")
+    parsed.clear()
+    view._refresh_if_changed()
+    assert len(parsed) == 50 and column(view, "Name")[0] == "renamed"

@@ -1,13 +1,13 @@
 """The runs table: one row per stored run, display text formatted, the raw value kept for sorting.
 
-The model updates in place when the same runs come back (a running one moved on), so the view keeps
-its sorting, scrolling and selection.
+The model changes row by row (``apply_changes``: runs added, rewritten, deleted), so a refresh during a run
+redraws the running row only and the view keeps its sorting, scrolling and selection.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import AbstractSet, Any, Callable, Optional, Sequence
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QBrush, QColor
@@ -85,6 +85,7 @@ class RunsTableModel(QAbstractTableModel):
     def __init__(self, parent: Optional[QWidget] = None):
         super().__init__(parent)
         self._records: list[RunRecord] = []
+        self._row_of: dict[int, int] = {}  # run id → row
 
     def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
         return 0 if parent.isValid() else len(self._records)
@@ -99,15 +100,53 @@ class RunsTableModel(QAbstractTableModel):
     def records(self) -> list[RunRecord]:
         return list(self._records)
 
+    def records_with_ids(self, run_ids: AbstractSet[int]) -> list[RunRecord]:
+        """The shown runs among ``run_ids``, oldest first."""
+        return sorted((self._records[self._row_of[run_id]] for run_id in run_ids if run_id in self._row_of),
+                      key=lambda record: record.id)
+
+    def row_of(self, run_id: int) -> Optional[int]:
+        return self._row_of.get(run_id)
+
+    def apply_changes(self, changed: Sequence[RunRecord], run_ids: AbstractSet[int]) -> None:
+        """Remove the rows whose run is gone, rewrite the changed runs' rows, append the new runs."""
+        gone = sorted((row for run_id, row in self._row_of.items() if run_id not in run_ids), reverse=True)
+        for row in gone:  # from the bottom up, so the rows still to remove keep their numbers
+            self.beginRemoveRows(QModelIndex(), row, row)
+            del self._records[row]
+            self.endRemoveRows()
+        if gone:
+            self._index_rows()
+        added = []
+        for record in changed:
+            row = self._row_of.get(record.id)
+            if row is None:
+                added.append(record)
+            else:
+                self._records[row] = record
+                self.dataChanged.emit(self.index(row, 0), self.index(row, len(COLUMNS) - 1))
+        if added:
+            added.sort(key=lambda record: record.id, reverse=True)  # newest first, as the store lists them
+            first = len(self._records)
+            self.beginInsertRows(QModelIndex(), first, first + len(added) - 1)
+            self._records.extend(added)
+            self._index_rows()
+            self.endInsertRows()
+
+    def _index_rows(self) -> None:
+        self._row_of = {record.id: row for row, record in enumerate(self._records)}
+
     def set_records(self, records: Sequence[RunRecord]) -> None:
         if [r.id for r in records] == [r.id for r in self._records]:
             # Same runs (a running one moved on): update in place so sorting, scrolling and selection stay.
             self._records = list(records)
+            self._index_rows()
             if records:
                 self.dataChanged.emit(self.index(0, 0), self.index(len(records) - 1, len(COLUMNS) - 1))
             return
         self.beginResetModel()
         self._records = list(records)
+        self._index_rows()
         self.endResetModel()
 
     def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:

@@ -34,11 +34,15 @@ class RunsView(QWidget):
     loadSettingsRequested = Signal(object)  # RunConfig of the selected run
     overlayRequested = Signal(object)  # list of (run id, label, {OVERLAY_KEYS: numpy array}) for the selected runs
 
-    def __init__(self, store: HistoryStore, parent: Optional[QWidget] = None, auto_refresh_ms: int = AUTO_REFRESH_MS):
+    def __init__(self, store: HistoryStore, parent: Optional[QWidget] = None, auto_refresh_ms: int = AUTO_REFRESH_MS,
+                 full_reload: bool = False):
         super().__init__(parent)
         self.setObjectName("runsView")
         self.store = store
         self._token: Optional[tuple[int, int]] = None
+        self._revision: Optional[int] = None  # the history's revision the table shows; None: nothing read yet
+        # Re-read every run on every refresh, as the view did before issue 9 (benchmarks/gui_lateness.py compares).
+        self.full_reload = full_reload
         self._overlay_key: Optional[tuple] = None
         self._export_dir = Path.home()
         self._sized_columns = False
@@ -118,20 +122,27 @@ class RunsView(QWidget):
 
     # -- reading the store -------------------------------------------------------------------
     def refresh(self) -> None:
-        """Re-read the history (the main window calls this when a run starts or ends)."""
-        selected = self.selected_run_ids()
+        """Bring the table up to date (the main window calls this when a run starts or ends, the poll when
+        anyone wrote): the first time every run, then only the runs written since, row by row."""
+        reload_everything = self._revision is None or self.full_reload
         try:
             self.store.mark_interrupted_runs()
-            records = self.store.list_runs()
-            self._token = self.store.change_token()
+            self._token = self.store.change_token()  # before the read: a write after it is read next time
+            changes = self.store.changes_since(None if reload_everything else self._revision)
         except HistoryError as error:
             self._show_status(str(error), error=True)
             return
-        self.model.set_records(records)
-        self._select_ids(selected)
-        if not self._sized_columns and records:
+        self._revision = changes.revision
+        if reload_everything:
+            selected = self.selected_run_ids()
+            self.model.set_records(changes.changed)
+            self._select_ids(selected)
+        else:
+            self.model.apply_changes(changes.changed, changes.run_ids)  # the selection stays with its rows
+        count = self.model.rowCount()
+        if not self._sized_columns and count:
             self._size_columns()
-        self.count_label.setText(f"{len(records)} run{'s' if len(records) != 1 else ''}")
+        self.count_label.setText(f"{count} run{'s' if count != 1 else ''}")
         self._on_selection_changed()
 
     def _refresh_if_changed(self) -> None:
@@ -161,18 +172,17 @@ class RunsView(QWidget):
         return sorted(index.data(RUN_ID_ROLE) for index in rows)
 
     def selected_records(self) -> list[RunRecord]:
-        wanted = set(self.selected_run_ids())
-        return sorted((r for r in self.model.records if r.id in wanted), key=lambda r: r.id)
+        return self.model.records_with_ids(set(self.selected_run_ids()))
 
     def select_runs(self, run_ids: Sequence[int]) -> None:
         self.table.selectionModel().clearSelection()
         self._select_ids(run_ids)
 
     def _select_ids(self, run_ids: Sequence[int]) -> None:
-        wanted = set(run_ids)
         selection = QItemSelection()
-        for row, record in enumerate(self.model.records):
-            if record.id in wanted:
+        for run_id in set(run_ids):
+            row = self.model.row_of(run_id)
+            if row is not None:
                 index = self.proxy.mapFromSource(self.model.index(row, 0))
                 selection.select(index, index)
         flags = QItemSelectionModel.SelectionFlag.Select | QItemSelectionModel.SelectionFlag.Rows
