@@ -96,3 +96,38 @@ def test_an_error_in_the_dataset_code_of_a_worker_says_so():
     failure = describe_failure(error, tiny_config(num_workers=2))
     assert failure.kind == "data_loader"
     assert failure.reason.startswith("a DataLoader worker raised an error: KeyError: 'label'")
+
+
+@pytest.mark.parametrize("how", ["gone", "mid-handshake"])
+def test_a_worker_that_dies_while_handing_a_batch_over_is_named(how, tmp_path):
+    """The kill lands while a batch's shared-memory file descriptor is on its way: the training thread gets an
+    EOFError or a refused connection from multiprocessing's resource sharer, which say nothing of a worker
+    (found by the GUI soak test: about one kill in three failed as a bare "EOFError: ")."""
+    import socket
+    from multiprocessing import resource_sharer
+
+    from workbench.engine.failures import describe_failure
+
+    address = str(tmp_path / "worker-resource-sharer")
+    if how == "mid-handshake":  # the worker's sharer accepts the connection, then its process is gone
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(address)
+        listener.listen()
+        hang_up = threading.Thread(target=lambda: listener.accept()[0].close())
+        hang_up.start()
+    handover = object.__new__(resource_sharer.DupFd)  # what a worker pickled for the batch's storage
+    handover._id = (address, 1)
+    try:
+        with pytest.raises((EOFError, ConnectionError, FileNotFoundError)) as raised:
+            handover.detach()  # what torch's rebuild_storage_fd does in the training thread
+    finally:
+        if how == "mid-handshake":
+            hang_up.join(10)
+            listener.close()
+    assert isinstance(raised.value, EOFError if how == "mid-handshake" else (ConnectionError, FileNotFoundError))
+    failure = describe_failure(raised.value, tiny_config(num_workers=2))
+    assert failure.kind == "data_loader"
+    assert failure.reason.startswith(f"a DataLoader worker process died ({type(raised.value).__name__} while "
+                                     "receiving a batch")
+    assert "num_workers is 2" in failure.reason
+    assert describe_failure(EOFError(), tiny_config(num_workers=2)).kind == "error"  # an EOFError from elsewhere

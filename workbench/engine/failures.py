@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 import torch
@@ -42,6 +43,10 @@ _TRIED_TO_ALLOCATE = re.compile(r"Tried to allocate [\d.]+ [KMGT]?i?B")
 # failure on a /dev/shm file named torch_*, or as a bus error in a worker.
 _DATALOADER = re.compile(r"DataLoader worker|in DataLoader worker process")
 _SHARED_MEMORY = re.compile(r"shared memory|</?torch_|bus error|No space left on device", re.IGNORECASE)
+# A worker hands each batch's shared memory over as a file descriptor through multiprocessing's resource
+# sharer; one that dies in the middle leaves the training thread an EOFError or a refused or reset
+# connection from there, with no word of a worker in it (a kill lands there about one time in three).
+_HANDOVER_ERRORS = (EOFError, ConnectionError, FileNotFoundError)
 
 
 def is_out_of_memory(error: BaseException) -> bool:
@@ -61,6 +66,9 @@ def describe_failure(error: BaseException, config: RunConfig) -> Failure:
     trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
     if _DATALOADER.search(text):
         return Failure(_data_loader_reason(text, config), "data_loader", trace)
+    if _worker_died_handing_over_a_batch(error):
+        words = f"{type(error).__name__} while receiving a batch" + (f": {text}" if text else "")
+        return Failure(_worker_died_reason(words, config), "data_loader", trace)
     if is_out_of_memory(error):
         return Failure(out_of_memory_reason(text, config), "out_of_memory", trace)
     return Failure(f"{type(error).__name__}: {text}", "error", trace)
@@ -87,11 +95,22 @@ def _data_loader_reason(text: str, config: RunConfig) -> str:
                 "limit (Docker: --shm-size=2g or --ipc=host), or lower num_workers, prefetch_factor or "
                 "batch_size, or use pipeline=gpu-resident")
     if "killed by signal" in text or "exited unexpectedly" in text:
-        return (f"a DataLoader worker process died ({words}): the system's out-of-memory killer may have "
-                f"ended it, or another process did. Try fewer workers (num_workers is {config.num_workers}) "
-                "or a smaller prefetch_factor, or num_workers=0 to load batches in the training thread")
+        return _worker_died_reason(words, config)
     return (f"a DataLoader worker raised an error: {words}. It ran the dataset's loading and augmentation "
             "code; num_workers=0 runs that code in the training thread, where it is easier to debug")
+
+
+def _worker_died_reason(words: str, config: RunConfig) -> str:
+    return (f"a DataLoader worker process died ({words}): the system's out-of-memory killer may have "
+            f"ended it, or another process did. Try fewer workers (num_workers is {config.num_workers}) "
+            "or a smaller prefetch_factor, or num_workers=0 to load batches in the training thread")
+
+
+def _worker_died_handing_over_a_batch(error: BaseException) -> bool:
+    if not isinstance(error, _HANDOVER_ERRORS):
+        return False
+    files = [Path(frame.filename) for frame in traceback.extract_tb(error.__traceback__)]
+    return any(file.name == "resource_sharer.py" and file.parent.name == "multiprocessing" for file in files)
 
 
 def _torch_words(text: str) -> str:
