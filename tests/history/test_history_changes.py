@@ -95,7 +95,8 @@ def test_runs_from_before_the_upgrade_are_read_whole_and_their_next_write_is_see
         everything = store.changes_since(None)
         assert [record.name for record in everything.changed] == ["from schema 3"]
         store.set_note(everything.changed[0].id, "noted after the upgrade")
-        assert [record.note for record in store.changes_since(everything.revision).changed] == ["noted after the upgrade"]
+        noted = store.changes_since(everything.revision).changed
+        assert [record.note for record in noted] == ["noted after the upgrade"]
 
 
 def test_with_two_thousand_runs_a_heartbeat_re_reads_only_the_running_row(store, parsed):

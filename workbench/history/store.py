@@ -326,7 +326,9 @@ class HistoryStore:
                 elif revision == current:
                     rows = []  # nothing written, nothing deleted
                 else:
-                    rows = conn.execute(f"{_RUNS} WHERE runs.revision > ? ORDER BY runs.id DESC", (revision,)).fetchall()
+                    rows = conn.execute(
+                        f"{_RUNS} WHERE runs.revision > ? ORDER BY runs.id DESC", (revision,)
+                    ).fetchall()
                 run_ids = frozenset(row[0] for row in conn.execute("SELECT id FROM runs"))
         except sqlite3.Error as error:
             raise HistoryError(f"cannot read the run history at {self.path}: {_words(error)}") from error
@@ -426,7 +428,7 @@ class HistoryStore:
 
     @staticmethod
     def _owner_may_be_alive(run: RunRecord | sqlite3.Row) -> bool:
-        """``run``: a RunRecord, or a runs row with at least pid, hostname, process_identity, heartbeat_at, started_at."""
+        """``run``: a RunRecord, or a row of runs with pid, hostname, process_identity, heartbeat_at, started_at."""
         get = run.__getitem__ if isinstance(run, sqlite3.Row) else functools.partial(getattr, run)
         pid, hostname, identity = get("pid"), get("hostname"), get("process_identity")
         last_seen = get("heartbeat_at") or get("started_at")
