@@ -11,32 +11,25 @@ import threading
 
 import pytest
 from gui_fakes import TINY_RUN
+from real_runs import real_engine_window, run_to_end
 
 from workbench.config import DEFAULT_START_METHOD
 from workbench.gui.engine_calls import engine_run
 
 RUNS = 20
-RUN_TIMEOUT_MS = 60_000  # a run takes about a second here; a hung one fails the test instead of the suite
 
 
 @pytest.mark.slow
 def test_twenty_runs_in_a_row_with_workers_never_hang(qtbot, make_window):
-    from workbench.engine import probe_device
-
-    window = make_window(run_function=engine_run, probe_function=lambda: probe_device("auto"))
-    window.show()
-    qtbot.waitUntil(lambda: window._device is not None, timeout=30_000)
+    window = real_engine_window(qtbot, make_window)
     config = TINY_RUN.replace(device="auto", num_workers=2, pin_memory=True, non_blocking=True,
                               persistent_workers=True, max_steps=6, log_every=2, synthetic_size=512)
     assert config.worker_start_method == DEFAULT_START_METHOD == "forkserver"
     ended = []
-    window.session.run_ended.connect(ended.append)
     threads_before = threading.active_count()
     for number in range(1, RUNS + 1):
-        window.form.set_config(config.replace(seed=number))
-        with qtbot.waitSignal(window.session.finished, timeout=RUN_TIMEOUT_MS):
-            window.start_button.click()
-        assert [event.status for event in ended[-1:]] == ["finished"], (number, ended[-1].reason)
+        ended.append(run_to_end(qtbot, window, config.replace(seed=number)))
+        assert ended[-1].status == "finished", (number, ended[-1].reason)
         assert multiprocessing.active_children() == []  # each run's workers are gone when it ends
     assert len(ended) == RUNS and all(event.summary.steps == 6 for event in ended)
     assert threading.active_count() <= threads_before  # no pin-memory or helper threads left behind
