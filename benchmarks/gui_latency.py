@@ -108,15 +108,18 @@ def gui_child(config_json: str, out_path: str) -> int:
 
 def gui_run(home: Path, config: dict, index: int) -> dict:
     out = home / f"gui-{index}.json"
-    result = subprocess.run(
-        [sys.executable, __file__, "--gui-child", json.dumps(config), str(out)],
-        capture_output=True, text=True, env=child_env(home), timeout=1200,
-    )
+    return finished_child_run([sys.executable, __file__, "--gui-child", json.dumps(config), str(out)], out,
+                              child_env(home), "GUI run")
+
+
+def finished_child_run(command: list[str], out: Path, env: dict, what: str, timeout: float = 1200) -> dict:
+    """Run a measuring child process; what it wrote to ``out``, once its run has finished."""
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
     if result.returncode != 0 or not out.exists():
-        raise RuntimeError(f"GUI run failed (exit {result.returncode}): {result.stderr[-2000:]}")
+        raise RuntimeError(f"{what} failed (exit {result.returncode}): {result.stderr[-2000:]}")
     measured = json.loads(out.read_text())
     if measured["status"] != "finished":
-        raise RuntimeError(f"GUI run ended {measured['status']}: {measured['reason']}")
+        raise RuntimeError(f"{what} ended {measured['status']}: {measured['reason']}")
     return measured
 
 

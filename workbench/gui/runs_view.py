@@ -4,6 +4,10 @@ RunsView assembles the pieces (runs_table, comparison_view, runs_dialogs, runs_e
 through a HistoryStore (GUI thread only) and tells the main window what the user wants through signals:
 settings to load into the form, past curves to overlay. Dialogs go through small methods (_confirm,
 _ask_text, _ask_save_path) that tests replace.
+
+The table follows the history as it changes (this app's runs, a CLI run in another process): a 2 s poll
+of a cheap change counter, and when anyone wrote, only the runs written since the last refresh are read
+(HistoryStore.changes_since): during a run that is the running row, however long the history.
 """
 
 from __future__ import annotations
