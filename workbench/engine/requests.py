@@ -45,3 +45,24 @@ class ProfileRequests:
     def clear(self) -> None:
         """The engine took a sample: the request is answered. Call with ``lock`` held."""
         self._pending = False
+
+
+class RunControls:
+    """What another thread holds on a running job (a run, or a sequence of runs): a stop flag and
+    "sample now" requests, together. Called, it is the stop flag, so it goes wherever ``stop`` goes
+    (``engine.run``, every member of a sweep), and a caller that knows it can reach the requests too."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self.profile_requests = ProfileRequests()
+
+    def __call__(self) -> bool:
+        return self._stop.is_set()
+
+    def stop(self) -> None:
+        """Ask the job to stop at its next check (any thread)."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()

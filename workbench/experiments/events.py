@@ -4,7 +4,8 @@ A sequence (a sweep, a search for faster settings, a max-batch search) yields, i
 ``SequenceStarted``; for each member ``MemberStarted``, that run's engine events (StatusChanged,
 RunStarted, StepStats, EpochStats, RunEnded, exactly as ``engine.run`` yields them) and
 ``MemberEnded``; the search's own findings as they land (``TrialResult``, ``BestSoFar``,
-``BatchTrial``); and always exactly one final ``SequenceEnded`` with the result.
+``BatchTrial``); and always exactly one final ``SequenceEnded`` with the result. Each run, alone or a
+member, is announced by ``RunRecorded`` when the history has it (``RecordingFailed`` when it could not).
 No torch, no Qt: the GUI and the CLI read these alike.
 """
 
@@ -79,6 +80,24 @@ class MemberEnded:
     def whole_epochs(self) -> bool:
         """The member ran whole epochs (no max_steps), so its test accuracy compares with the others'."""
         return self.config.max_steps is None and self.summary.epochs_completed > 0
+
+
+@dataclass(frozen=True)
+class RunRecorded:
+    """A run (alone, or a member of a sequence) has its record in the history: "#7 synthetic: …".
+
+    Yielded before the run's own engine events, so a view can name the run as the history does."""
+
+    run_id: int
+    label: str
+
+
+@dataclass(frozen=True)
+class RecordingFailed:
+    """The history could not take this run (or the rest of it): the run goes on, unrecorded from here."""
+
+    run_id: Optional[int]  # None when the record could not even be created
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -170,7 +189,8 @@ class SequenceEnded:
     problems: tuple[str, ...] = ()  # bad input: every problem, nothing ran
 
 
-SequenceEvent = Union[SequenceStarted, MemberStarted, MemberEnded, TrialResult, BestSoFar, BatchTrial, SequenceEnded]
+SequenceEvent = Union[SequenceStarted, MemberStarted, MemberEnded, TrialResult, BestSoFar, BatchTrial, SequenceEnded,
+                      RunRecorded, RecordingFailed]
 # What a sequence generator yields: the engine's events of each member, and its own.
 AnyEvent = Union[Event, SequenceEvent]
 

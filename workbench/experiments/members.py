@@ -14,7 +14,7 @@ from workbench.config import RunConfig
 from workbench.device_info import DeviceInfo
 from workbench.engine.events import Event, RunEnded, RunSummary
 from workbench.experiments.events import AnyEvent, MemberEnded, MemberStarted, Values
-from workbench.experiments.recording import RecorderFactory
+from workbench.experiments.recording import RecorderFactory, open_record, record_events
 from workbench.history.naming import dataset_label
 
 RunFunction = Callable[[RunConfig, Callable[[], bool]], Iterator[Event]]
@@ -33,6 +33,13 @@ def probe_device(requested: str) -> DeviceInfo:
     from workbench.engine import probe_device as probe
 
     return probe(requested)
+
+
+def started_on_use(run_function: RunFunction, config: RunConfig, stop: StopFlag) -> Iterator[Event]:
+    """``run_function(config, stop)``'s events, the call made on the first ``next``: an exception from the
+    call itself then reaches the recording loop like one from the run (recorded as the run's failure)."""
+    with contextlib.closing(run_function(config, stop)) as events:  # type: ignore[arg-type]
+        yield from events
 
 
 def member_name(config: RunConfig, label: str) -> str:
@@ -54,21 +61,11 @@ class MemberRunner:
     ) -> Generator[AnyEvent, None, MemberEnded]:
         """Yield MemberStarted, the run's engine events, MemberEnded; return the MemberEnded."""
         index, self.count = self.count, self.count + 1
-        recorder = self.recorders.start_run(config, member_name(config, label), self.sweep_id)
+        recorder, problem = open_record(self.recorders, config, member_name(config, label), self.sweep_id)
         run_id = recorder.run_id if recorder is not None else None
         yield MemberStarted(index, config, values, run_id, purpose)
-        ended: Optional[RunEnded] = None
-        try:
-            with contextlib.closing(self.run_function(config, stop)) as events:  # type: ignore[arg-type]
-                for event in events:
-                    if recorder is not None:
-                        recorder.record(event)
-                    if isinstance(event, RunEnded):
-                        ended = event
-                    yield event
-        finally:
-            if recorder is not None and ended is None:
-                recorder.fail("the sequence was closed before this run ended")
+        ended = yield from record_events(started_on_use(self.run_function, config, stop), recorder, problem,
+                                         "the sequence was closed before this run ended")
         if ended is None:  # a run function that ends without saying how is a failed run, never a silent one
             reason = "the run stopped without saying how it ended"
             ended = RunEnded("failed", RunSummary(status="failed", reason=reason, failure_kind="error"), reason,

@@ -1,7 +1,8 @@
-"""Where a sequence's runs are recorded: one factory, so the CLI and the GUI record them the same way.
+"""Where runs are recorded: one factory, so the CLI and the GUI record them the same way.
 
 A sequence asks its factory once for a sequence id (``begin_sequence``) and then for one recorder per
-member (``start_run``); each recorder takes that member's engine events in order. ``NoRecording``
+member (``start_run``); each recorder takes that member's engine events in order, in the thread that
+iterates them (``record_events``; a lone GUI run goes through the same two calls). ``NoRecording``
 keeps nothing (``--no-history``, tests). ``HistoryRecording`` writes to the run history; it opens
 its store on first use, in the thread that uses it (a SQLite connection belongs to one thread), so
 a GUI can hand one to the training thread that iterates the sequence.
@@ -9,23 +10,26 @@ a GUI can hand one to the training thread that iterates the sequence.
 
 from __future__ import annotations
 
+import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Generator, Iterator, Optional, Protocol, Union
 
 from workbench.config import RunConfig
+from workbench.engine.events import Event, RunEnded
+from workbench.experiments.events import RecordingFailed, RunRecorded
 
 if TYPE_CHECKING:
-    from workbench.engine.events import Event
     from workbench.history.store import HistoryStore
 
 
 class Recorder(Protocol):
     run_id: int
+    label: str  # "#7 synthetic: num_workers=2", as every view names the run
     discarded: bool
 
     def record(self, event: Event) -> None: ...
 
-    def fail(self, reason: str, kind: str = "error") -> None: ...
+    def fail(self, reason: str, kind: str = "error", traceback: Optional[str] = None) -> None: ...
 
 
 class RecorderFactory(Protocol):
@@ -87,3 +91,65 @@ class HistoryRecording:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def open_record(recorders: RecorderFactory, config: RunConfig, name: Optional[str],
+                sweep_id: Optional[int]) -> tuple[Optional[Recorder], Optional[str]]:
+    """A recorder for one run, or (None, why not): a history that cannot take the run never stops it."""
+    try:
+        return recorders.start_run(config, name, sweep_id), None
+    except Exception as error:  # a full disk, a locked or damaged database: said, and the run goes on
+        return None, _words(error)
+
+
+def record_events(
+    events: Iterator[Event], recorder: Optional[Recorder], problem: Optional[str] = None,
+    closed_reason: str = "the run was closed before it ended",
+) -> Generator[Union[Event, RunRecorded, RecordingFailed], None, Optional[RunEnded]]:
+    """Pass one run's events on, each recorded first; return its RunEnded (None if it never said).
+
+    Yields ``RunRecorded`` first when the run has a record (``RecordingFailed`` when it could not get
+    one). A recorder that fails mid-run is dropped with one ``RecordingFailed``; the run goes on. An
+    exception from the run itself is recorded as the run's failure, with its traceback, and re-raised.
+    """
+    if recorder is not None:
+        yield RunRecorded(recorder.run_id, recorder.label)
+    elif problem is not None:
+        yield RecordingFailed(None, problem)
+    ended: Optional[RunEnded] = None
+    try:
+        for event in events:
+            if recorder is not None:
+                try:
+                    recorder.record(event)
+                except Exception as error:
+                    failed_id, recorder = recorder.run_id, None
+                    yield RecordingFailed(failed_id, _words(error))
+            if isinstance(event, RunEnded):
+                ended = event
+            yield event
+    except Exception as error:
+        if recorder is not None and ended is None:
+            _fail(recorder, f"{type(error).__name__}: {error}", "".join(traceback.format_exception(error)))
+        raise
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()  # now, not when the generator is collected: it shuts the run's DataLoader workers down
+        if recorder is not None and ended is None:  # closed early (a stopped sequence, a closed window)
+            _fail(recorder, closed_reason)
+    return ended
+
+
+def _fail(recorder: Recorder, reason: str, trace: Optional[str] = None) -> None:
+    try:
+        if trace is None:
+            recorder.fail(reason)
+        else:
+            recorder.fail(reason, "error", trace)
+    except Exception:  # the history is the trouble already; the run's own outcome goes on to the caller
+        pass
+
+
+def _words(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
