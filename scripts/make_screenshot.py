@@ -68,7 +68,7 @@ def main() -> int:
     args.out_dir.mkdir(parents=True, exist_ok=True)
 
     def start_next() -> None:
-        if window._device is None:  # the form knows the hardware once the probe has answered
+        if window.controller.device is None:  # the form knows the hardware once the probe has answered
             QTimer.singleShot(200, start_next)
             return
         window.form.set_config(runs[len(outcomes)])
@@ -105,7 +105,7 @@ def main() -> int:
         window.plots.set_x_axis("samples_seen")
         window.tabs.setCurrentIndex(0)
         grab("screenshot.png")
-        window.tabs.setCurrentIndex(2)
+        window.tabs.setCurrentWidget(window.runs_tab)
         grab("screenshot-runs.png")
         window.resize(*small)
         window.tabs.setCurrentIndex(0)

@@ -21,7 +21,7 @@ def real_engine_window(qtbot, make_window, **options):
 
     window = make_window(run_function=engine_run, probe_function=lambda: probe_device("auto"), **options)
     window.show()
-    qtbot.waitUntil(lambda: window._device is not None, timeout=30_000)
+    qtbot.waitUntil(lambda: window.controller.device is not None, timeout=30_000)
     return window
 
 

@@ -25,7 +25,7 @@ def test_two_process_run_from_the_window_plots_records_and_leaves_the_window_rea
     qtbot.addWidget(window)
     try:
         window.show()
-        qtbot.waitUntil(lambda: window._device is not None, timeout=30_000)
+        qtbot.waitUntil(lambda: window.controller.device is not None, timeout=30_000)
         window.form.set_config(TINY_RUN.replace(devices=2, batch_size=16))
         assert window.start_button.isEnabled(), window.start_button.toolTip()
         assert "Effective batch 32 (16 × 2 devices)" in window.form.findChild(object, "derivedFacts").text()

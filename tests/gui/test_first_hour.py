@@ -143,7 +143,7 @@ def test_release_is_disabled_during_a_run_with_the_reason_on_screen(qtbot, make_
 
     window = make_window(run_function=HeldRun(steps=5, device=GPU_DEVICE), probe_function=fake_probe(GPU_DEVICE))
     window.show()
-    qtbot.waitUntil(lambda: window._device is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: window.controller.device is not None, timeout=10_000)
     assert window.release_button.isEnabled() and window.release_result.text() == ""
     window.form.set_config(TINY_RUN.replace(device="auto"))
     try:
@@ -213,7 +213,7 @@ def test_the_device_probe_says_what_it_is_doing_and_the_form_works_meanwhile(qtb
         qtbot.waitUntil(lambda: "(1 s)" in panel.details.text(), timeout=3_000)  # visibly alive
     finally:
         gate.set()
-    qtbot.waitUntil(lambda: window._device is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: window.controller.device is not None, timeout=10_000)
     assert panel.property("state") == "cpu" and not panel.busy.isVisible()
     assert window.form.config().batch_size == 64
 

@@ -17,7 +17,7 @@ def test_a_gui_run_and_a_cli_run_share_one_history(qtbot, settings, isolated_wor
     qtbot.addWidget(window)
     try:
         window.show()
-        qtbot.waitUntil(lambda: window._device is not None, timeout=30_000)
+        qtbot.waitUntil(lambda: window.controller.device is not None, timeout=30_000)
         window.form.set_config(TINY_RUN)
         with qtbot.waitSignal(window.session.finished, timeout=60_000):
             window.start_button.click()

@@ -17,7 +17,7 @@ def curve_points(curve) -> int:
 
 
 def wait_for_device(qtbot, window):
-    qtbot.waitUntil(lambda: window._device is not None, timeout=30_000)
+    qtbot.waitUntil(lambda: window.controller.device is not None, timeout=30_000)
 
 
 def run_once(qtbot, window, config: RunConfig, timeout_ms: int = 60_000):
@@ -204,19 +204,39 @@ def test_runs_view_replaces_the_placeholder(make_window):
 
 
 class ListRecorder:
-    def __init__(self, config, fail_at=None):
+    def __init__(self, config, run_id, fail_at=None):
         self.config, self.events, self.fail_at = config, [], fail_at
+        self.run_id, self.label, self.discarded = run_id, f"#{run_id} listed", False
 
     def record(self, event):
         if len(self.events) == self.fail_at:
             raise OSError("disk full")
         self.events.append(event)
 
+    def fail(self, reason, kind="error", traceback=None):
+        self.events.append(("failed", reason))
+
+
+class ListRecording:
+    """A recorder factory (as HistoryRecording is one) that keeps each run's events in a list."""
+
+    def __init__(self, recorders, fail_at=None):
+        self.recorders, self.fail_at = recorders, fail_at
+
+    def begin_sequence(self, kind, name, plan):
+        return None
+
+    def start_run(self, config, name, sweep_id):
+        self.recorders.append(ListRecorder(config, len(self.recorders) + 1, self.fail_at))
+        return self.recorders[-1]
+
+    def close(self):
+        pass
+
 
 def test_recorder_gets_every_event_of_each_run_in_order(qtbot, make_window):
     recorders = []
-    window = make_window(run_function=FakeRun(steps=7),
-                         recorder_factory=lambda config: recorders.append(ListRecorder(config)) or recorders[-1])
+    window = make_window(run_function=FakeRun(steps=7), recordings=lambda: ListRecording(recorders))
     run_once(qtbot, window, TINY_RUN)
     run_once(qtbot, window, TINY_RUN.replace(seed=1))
     assert [recorder.config.seed for recorder in recorders] == [0, 1]
@@ -226,7 +246,7 @@ def test_recorder_gets_every_event_of_each_run_in_order(qtbot, make_window):
 
 
 def test_a_failing_recorder_is_reported_and_the_run_goes_on(qtbot, make_window):
-    window = make_window(run_function=FakeRun(steps=7), recorder_factory=lambda config: ListRecorder(config, 3))
+    window = make_window(run_function=FakeRun(steps=7), recordings=lambda: ListRecording([], fail_at=3))
     messages = []
     window.session.steps.connect(lambda _steps: messages.append(window.status_line.text()))
     ended = []

@@ -93,8 +93,10 @@ def test_thirty_runs_with_stops_and_failures_leave_nothing_behind(qtbot, make_wi
     from workbench.history.store import HistoryStore
 
     store = HistoryStore.open()
-    window = real_engine_window(qtbot, make_window,
-                                recorder_factory=lambda config: store.start_run(config, source="gui"))
+    from workbench.experiments.recording import HistoryRecording
+
+    # Each run records through its own connection to the same history, on the training thread (as main() does).
+    window = real_engine_window(qtbot, make_window, recordings=lambda: HistoryRecording(source="gui"))
     window.set_runs_view(RunsView(store))
     base = TINY_RUN.replace(device="auto", synthetic_size=512, max_steps=6, log_every=2, pin_memory=True,
                             persistent_workers=True)

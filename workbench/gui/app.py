@@ -49,6 +49,7 @@ STYLESHEET = """
 #progressBar[status="stopped"]::chunk { background: #f3dc9c; }
 #progressBar[status="failed"]::chunk { background: #f4b6b2; }
 #releaseResult { color: #505050; font-size: 9pt; }
+#ceilingLabel { color: #303030; background: #eef3f8; border-radius: 4px; padding: 4px 6px; }
 """
 
 
@@ -83,9 +84,12 @@ def build_window(store, **window_options) -> MainWindow:
     """The main window; with a history store, GUI runs are recorded there and listed in the Runs tab."""
     if store is None:
         return MainWindow(**window_options)
+    from workbench.experiments.recording import HistoryRecording
     from workbench.gui.runs_view import RunsView
 
-    window = MainWindow(recorder_factory=lambda config: store.start_run(config, source="gui"), **window_options)
+    home = store.path.parent
+    # Each job records through its own connection to the same history, opened on the training thread.
+    window = MainWindow(recordings=lambda: HistoryRecording(source="gui", home=home), **window_options)
     window.set_runs_view(RunsView(store))
     return window
 

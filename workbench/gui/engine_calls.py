@@ -1,4 +1,4 @@
-"""The GUI's four calls into the engine, each importing torch only when first called.
+"""The GUI's calls into the engine, each importing torch only when first called.
 
 They run on worker threads (the device probe, the sample batch and the training run can start at
 the same moment), so the first import happens under one lock: two threads importing torchvision
@@ -16,6 +16,7 @@ import numpy as np
 from workbench.config import RunConfig
 from workbench.device_info import DeviceInfo
 from workbench.engine.events import Event, MemoryRelease
+from workbench.engine.requests import RunControls
 
 _import_lock = threading.Lock()
 _ENGINE_MODULES = ("workbench.engine.device", "workbench.engine.memory", "workbench.engine.data",
@@ -29,10 +30,12 @@ def _import_engine() -> None:
 
 
 def engine_run(config: RunConfig, stop: Callable[[], bool]) -> Iterator[Event]:
+    """The engine's run; a stop flag that is a RunControls brings its "sample now" requests along."""
     _import_engine()
     from workbench.engine import run
 
-    return run(config, stop)
+    requests = stop.profile_requests if isinstance(stop, RunControls) else None
+    return run(config, stop, requests)
 
 
 def engine_probe() -> DeviceInfo:
@@ -54,3 +57,30 @@ def engine_release() -> MemoryRelease:
     from workbench.engine import release_cached_memory
 
     return release_cached_memory()
+
+
+def engine_probe_for(requested: str) -> DeviceInfo:
+    """The device a run with ``device=requested`` trains on (sequences check every member with it)."""
+    _import_engine()
+    from workbench.engine import probe_device
+
+    return probe_device(requested)
+
+
+def engine_ceiling(config: RunConfig, stop: Callable[[], bool]):
+    """Measure the compute ceiling for ``config`` now (never from the cache) and keep it in the cache, so
+    the next run with these settings shows its pipeline efficiency. Returns the engine's Ceiling."""
+    _import_engine()
+    from workbench.engine import probe_device
+    from workbench.engine.ceiling import measure_ceiling
+    from workbench.engine.ceiling_cache import num_classes_of, store_ceiling
+
+    device = probe_device(config.device)
+    num_classes = num_classes_of(config)
+    if num_classes is None:
+        from workbench.engine.data import load_arrays
+
+        num_classes = load_arrays(config).num_classes
+    ceiling = measure_ceiling(config, device, num_classes, stop=stop)
+    store_ceiling(ceiling)
+    return ceiling

@@ -1,96 +1,90 @@
-"""The main window: settings on the left, device facts and live plots on the right, controls below.
+"""The main window: settings on the left, device facts and the tabs (Live, GPU time, Experiments, Sample
+batch, Runs) on the right, Start / Stop / progress below.
 
-It wires the pieces together and holds no truth of its own: the form makes the RunConfig, the
-RunSession trains it on a QThread, the plots draw what the session reports.
+It is the view of ``workbench.controller.RunController``: it builds the widgets, draws what the
+controller hands it and forwards what the user does. What a click means (start, stop, a sweep, Apply,
+closing mid-run) is decided there, without Qt; the training thread is the RunSession's.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Protocol
+from typing import Any, Callable, Hashable, Optional, Sequence
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
+from PySide6.QtCore import QObject, QSettings, Qt, QTimer, Slot
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
-from PySide6.QtWidgets import (
-    QHBoxLayout,
-    QLabel,
-    QMainWindow,
-    QProgressBar,
-    QPushButton,
-    QSplitter,
-    QTabWidget,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QMainWindow, QPushButton, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
-from workbench.config import ConfigError, RunConfig
-from workbench.engine.events import (
-    DeviceInfo,
-    EpochStats,
-    Event,
-    MemoryRelease,
-    RunEnded,
-    RunStarted,
-    StatusChanged,
-    StepStats,
-)
-from workbench.gui import run_messages
+from workbench.config import RunConfig
+from workbench.controller.controls import Controls
+from workbench.controller.jobs import MeasureCeiling, Probe, Recordings
+from workbench.controller.lifecycle import READY, RunController
+from workbench.controller.view import Progress
+from workbench.engine.events import DeviceInfo, EpochStats, Finding, MemoryRelease, ProfileSample, RunEnded, RunStarted, StepStats
 from workbench.gui.background import BackgroundCall
 from workbench.gui.device_panel import DevicePanel
-from workbench.gui.engine_calls import engine_preview, engine_probe, engine_release, engine_run
+from workbench.gui.engine_calls import (
+    engine_ceiling,
+    engine_preview,
+    engine_probe,
+    engine_probe_for,
+    engine_release,
+    engine_run,
+)
+from workbench.gui.experiments_tab import ExperimentsTab
+from workbench.gui.gpu_time_tab import GpuTimeTab
 from workbench.gui.plots import PlotsPanel
-from workbench.gui.series import X_AXES
+from workbench.gui.run_bar import ReleaseBox, RunBar, set_style_state
 from workbench.gui.sample_view import PreviewFunction, SampleView
+from workbench.gui.sequence_dialogs import MaxBatchDialog, SweepDialog, SweepRequest, TuneDialog, TuneRequest
+from workbench.gui.series import X_AXES
 from workbench.gui.settings_form import SettingsForm
+from workbench.gui.text_dialog import TextDialog
+from workbench.gui.window_settings import (  # noqa: F401 (SETTINGS_CONFIG: tests and scripts read it here)
+    SETTINGS_CONFIG,
+    SETTINGS_GEOMETRY,
+    SETTINGS_SPLITTER,
+    SETTINGS_X_AXIS,
+    home_settings,
+    load_config,
+    save_config,
+    stored_bytes,
+)
 from workbench.gui.worker import RunFunction, RunSession
-from workbench.history.naming import run_name
-from workbench.paths import gui_settings_file
 
 ProbeFunction = Callable[[], DeviceInfo]
 ReleaseFunction = Callable[[], MemoryRelease]
 CPU_MEMORY_NOTE = "<b>CPU mode:</b> the GPU figures (torch, NVML) need a CUDA GPU."
-
-SETTINGS_CONFIG = "run/config"
-SETTINGS_GEOMETRY = "window/geometry"
-SETTINGS_SPLITTER = "window/splitter"
-SETTINGS_X_AXIS = "plots/x_axis"
-
-# Why the release button is disabled, in words shown beside it (short) and in its tooltip (whole).
-RELEASE_CHECKING = ("Checking the device…", "Checking the device…")
-RELEASE_ON_CPU = ("No CUDA cache on a CPU",
-                  "CPU mode: there is no CUDA cache to release (torch's caching allocator is only used on a GPU)")
-RELEASE_DURING_RUN = ("Disabled while training",
-                      "Disabled while a run trains: a release synchronises the GPU and stalls that log window, "
-                      "so its images/sec and data-wait figures would not mean what they say, and the running "
-                      "training takes the memory straight back. Release it after the run.")
+TAB_TIPS = {
+    "Live": "Loss, throughput, memory and data wait of the current run, over earlier runs",
+    "GPU time": "Where the GPU's time went in each profiler sample, and what to change",
+    "Experiments": "Sweeps, the search for faster settings, the largest batch that fits",
+    "Sample batch": "The images the current settings feed the model, after augmentation",
+    "Runs": "Every run so far, to compare and export",
+}
 
 
-def home_settings() -> QSettings:
-    """The GUI's own settings (last run's config, window geometry), kept in the workbench home: a fresh
-    --home or WORKBENCH_HOME starts fresh, as its history does."""
-    return QSettings(str(gui_settings_file()), QSettings.Format.IniFormat)
+class _Relay(QObject):
+    """Brings a background call's outcome to the controller; a child of the window, so a call that ends
+    after the window is gone reaches nobody."""
 
+    def __init__(self, parent: QObject, done: Callable[[Any], None], failed: Callable[[Exception], None]):
+        super().__init__(parent)
+        self._done, self._failed = done, failed
 
-def load_config(settings: QSettings) -> tuple[RunConfig, Optional[str]]:
-    """The last run's settings, or the defaults with a note when the stored ones no longer fit."""
-    stored = settings.value(SETTINGS_CONFIG)
-    if not stored:
-        return RunConfig(), None
-    try:
-        return RunConfig.from_json(str(stored)), None
-    except ConfigError as error:
-        return RunConfig(), f"Saved settings were out of date and were reset to the defaults ({error})."
+    @Slot(object)
+    def done(self, result: Any) -> None:
+        self._done(result)
+        self.deleteLater()
 
-
-class Recorder(Protocol):
-    def record(self, event: Event) -> None: ...
-
-
-RecorderFactory = Callable[[RunConfig], Recorder]
+    @Slot(object)
+    def failed(self, error: Exception) -> None:
+        self._failed(error)
+        self.deleteLater()
 
 
 class MainWindow(QMainWindow):
-    """``recorder_factory(config)``, if given, is called as each run starts (e.g. the history store's
-    ``start_run``); the recorder then gets every event of that run, in order, on the GUI thread."""
+    """``recordings()``, if given, makes a recorder factory for each job (e.g. a HistoryRecording on the
+    run history): every run, alone or in a sequence, is recorded through it on the training thread."""
 
     def __init__(
         self,
@@ -99,39 +93,38 @@ class MainWindow(QMainWindow):
         probe_function: ProbeFunction = engine_probe,
         release_function: ReleaseFunction = engine_release,
         preview_function: PreviewFunction = engine_preview,
-        recorder_factory: Optional[RecorderFactory] = None,
+        recordings: Optional[Recordings] = None,
+        sequence_probe: Probe = engine_probe_for,
+        measure_ceiling: MeasureCeiling = engine_ceiling,
     ):
         super().__init__()
         self.setObjectName("mainWindow")
         self.setWindowTitle("GPU Training Workbench")
         self._settings = settings if settings is not None else home_settings()
         self._probe_function = probe_function
-        self._release_function = release_function
-        self._recorder_factory = recorder_factory
-        self._recorder: Optional[Recorder] = None
-        self._history_error: Optional[str] = None
-        self._device: Optional[DeviceInfo] = None
-        self._runs_started = 0
-        self._previous_config: Optional[RunConfig] = None
-        self._close_when_finished = False
         self._probe_call: Optional[BackgroundCall] = None
-        self._release_call: Optional[BackgroundCall] = None
-        self._release_outcome = ""  # what the last release did, shown beside the button when it is usable
+        self._runs_view: Optional[QWidget] = None
+        self._details: Optional[str] = None
 
         config, settings_note = load_config(self._settings)
         self.session = RunSession(run_function, parent=self)
         self.form = SettingsForm(config)
         self.device_panel = DevicePanel()
         self.plots = PlotsPanel()
+        self.gpu_time = GpuTimeTab()
+        self.breakdown = self.gpu_time.breakdown
+        self.experiments = ExperimentsTab()
         self.sample_view = SampleView(preview_function)
         self.sample_view.set_config(config)
+        self.controller = RunController(self, self.session, run_function, recordings, sequence_probe,
+                                        release_function, measure_ceiling)
         self._build_layout()
         self._connect()
         self._restore_window()
-        self._update_controls()
-        self.status_line.setText(settings_note or "Ready. Set the knobs and press Start.")
+        self.controller.config_changed()
+        self.status_line.setText(settings_note or READY)
 
-    # -- assembly ----------------------------------------------------------------------------
+    # == assembly ================================================================================
     def _build_layout(self) -> None:
         self.form.setMinimumWidth(330)
 
@@ -144,9 +137,18 @@ class MainWindow(QMainWindow):
         self.run_message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self._message_height = 2 * self.run_message.fontMetrics().lineSpacing() + 14
         self.run_message.setMinimumHeight(self._message_height)
+        self.details_button = QPushButton("Traceback…")
+        self.details_button.setObjectName("tracebackButton")
+        self.details_button.setToolTip("Read and copy the failed run's traceback (also kept in the history "
+                                       "and in failures.log in the workbench home)")
+        self.details_button.setVisible(False)
+        self.details_button.clicked.connect(self.show_details)
+        message_row = QHBoxLayout()
+        message_row.addWidget(self.run_message, 1)
+        message_row.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignTop)
         live = QWidget()
         live_layout = QVBoxLayout(live)
-        live_layout.addWidget(self.run_message)
+        live_layout.addLayout(message_row)
         live_layout.addWidget(self.plots, 1)
 
         self.runs_tab = QWidget()
@@ -159,12 +161,10 @@ class MainWindow(QMainWindow):
 
         self.tabs = QTabWidget()
         self.tabs.setObjectName("mainTabs")
-        self.tabs.addTab(live, "Live")
-        self.tabs.addTab(self.sample_view, "Sample batch")
-        self.tabs.addTab(self.runs_tab, "Runs")
-        self.tabs.setTabToolTip(0, "Loss, throughput, memory and data wait of the current run, over earlier runs")
-        self.tabs.setTabToolTip(1, "The images the current settings feed the model, after augmentation")
-        self.tabs.setTabToolTip(2, "Every run so far, to compare and export")
+        for widget, title in ((live, "Live"), (self.gpu_time, "GPU time"), (self.experiments, "Experiments"),
+                              (self.sample_view, "Sample batch"), (self.runs_tab, "Runs")):
+            self.tabs.addTab(widget, title)
+            self.tabs.setTabToolTip(self.tabs.count() - 1, TAB_TIPS[title])
 
         right = QWidget()
         right_layout = QVBoxLayout(right)
@@ -180,46 +180,19 @@ class MainWindow(QMainWindow):
         self.splitter.setSizes([350, 1000])
         self.splitter.setChildrenCollapsible(False)
 
-        self.start_button = QPushButton("Start")
-        self.start_button.setObjectName("startButton")
-        self.start_button.setDefault(True)
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setObjectName("stopButton")
-        self.stop_button.setToolTip("Stop after the current step (Ctrl+.): the run is kept as stopped")
-        self.progress = QProgressBar()
-        self.progress.setObjectName("progressBar")
-        self.progress.setTextVisible(True)
-        self.progress.setFormat("No run yet")
-        self.progress.setValue(0)
-        self.progress.setToolTip("Epoch, step, estimated time left and the latest images/sec of the current run")
-        self.progress.setProperty("status", "idle")
+        self.run_bar = RunBar()
+        self.start_button, self.stop_button, self.progress = (
+            self.run_bar.start_button, self.run_bar.stop_button, self.run_bar.progress)
         # The release control sits with the device it acts on; why it is disabled is said beside it.
-        self.release_button = QPushButton("Release cached memory")
-        self.release_button.setObjectName("releaseMemoryButton")
-        self.release_result = QLabel()
-        self.release_result.setObjectName("releaseResult")
-        self.release_result.setWordWrap(True)
-        self.release_result.setMaximumWidth(190)
-        self.release_result.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop)
-        release_box = QWidget()
-        release_box.setObjectName("releaseBox")
-        release_layout = QVBoxLayout(release_box)
-        release_layout.setContentsMargins(0, 0, 0, 0)
-        release_layout.setSpacing(2)
-        release_layout.addWidget(self.release_button)
-        release_layout.addWidget(self.release_result)
-        release_layout.addStretch(1)
-        self.device_panel.add_side_widget(release_box)
-        controls = QHBoxLayout()
-        controls.addWidget(self.start_button)
-        controls.addWidget(self.stop_button)
-        controls.addWidget(self.progress, 1)
+        self.release_box = ReleaseBox()
+        self.release_button, self.release_result = self.release_box.button, self.release_box.result
+        self.device_panel.add_side_widget(self.release_box)
 
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(8, 8, 8, 4)
         layout.addWidget(self.splitter, 1)
-        layout.addLayout(controls)
+        layout.addWidget(self.run_bar)
         self.setCentralWidget(central)
 
         self.status_line = QLabel()
@@ -228,24 +201,33 @@ class MainWindow(QMainWindow):
         self.statusBar().addWidget(self.status_line, 1)
 
     def _connect(self) -> None:
-        self.start_button.clicked.connect(self.start_run)
-        self.stop_button.clicked.connect(self.stop_run)
-        self.release_button.clicked.connect(self.release_memory)
+        controller = self.controller
+        self.start_button.clicked.connect(controller.start_run)
+        self.stop_button.clicked.connect(controller.stop)
+        self.release_button.clicked.connect(controller.release_memory)
+        self.gpu_time.sample_button.clicked.connect(controller.request_sample)
+        self.gpu_time.ceiling_button.clicked.connect(controller.measure_ceiling)
+        self.breakdown.apply_requested.connect(controller.apply_setting)
+        self.experiments.sweep_button.clicked.connect(self.start_sweep)
+        self.experiments.tune_button.clicked.connect(self.start_tune)
+        self.experiments.max_batch_button.clicked.connect(self.start_max_batch)
+        self.experiments.tune_view.apply_button.clicked.connect(controller.apply_best)
         QShortcut(QKeySequence("Ctrl+Return"), self, activated=self.start_button.click)
         QShortcut(QKeySequence("Ctrl+."), self, activated=self.stop_button.click)
         self.form.config_changed.connect(self._on_config_changed)
-        self.session.status_changed.connect(self._on_status)
-        self.session.run_started.connect(self._on_run_started)
-        self.session.steps.connect(self._on_steps)
-        self.session.epoch_ended.connect(self._on_epoch)
-        self.session.run_ended.connect(self._on_run_ended)
-        self.session.finished.connect(self._on_session_finished)
+        session = self.session
+        session.steps.connect(controller.on_steps)
+        for signal in (session.status_changed, session.run_started, session.epoch_ended, session.run_ended,
+                       session.event):
+            signal.connect(controller.on_event)
+        session.finished.connect(controller.on_finished)
 
     def set_runs_view(self, view: QWidget) -> None:
         """Host the run-history view in the Runs tab (replaces the placeholder).
 
         If the view offers them, its ``overlayRequested([(run id, label, series), …])`` draws the selected
-        runs on the plots and its ``loadSettingsRequested(RunConfig)`` fills the form.
+        runs on the plots, its ``loadSettingsRequested(RunConfig)`` fills the form, and its ``refresh()``
+        is called whenever a run's record appears or changes.
         """
         layout = self.runs_tab.layout()
         while layout.count():
@@ -253,23 +235,52 @@ class MainWindow(QMainWindow):
             if item.widget() is not None:
                 item.widget().deleteLater()
         layout.addWidget(view)
+        self._runs_view = view
         if hasattr(view, "overlayRequested"):
             view.overlayRequested.connect(lambda overlays: self.plots.set_overlays(overlays, source="history"))
         if hasattr(view, "loadSettingsRequested"):
-            view.loadSettingsRequested.connect(self.load_settings)
-        if hasattr(view, "refresh"):  # show a run's row as it starts and its figures as it ends
-            self.session.run_started.connect(lambda _event: view.refresh())
-            self.session.finished.connect(view.refresh)
+            view.loadSettingsRequested.connect(self.controller.load_settings)
 
     def load_settings(self, config: RunConfig) -> None:
-        """Fill the form with a run's settings (from the history); ignored while a run is going."""
-        if self.session.running:
-            self.status_line.setText("Stop the current run before loading other settings.")
-            return
-        self.form.set_config(config)
-        self.status_line.setText("Settings loaded: press Start to rerun them.")
+        self.controller.load_settings(config)
 
-    # -- device ------------------------------------------------------------------------------
+    # == the user's sequences: a dialog, then the controller ===================================
+    def start_sweep(self) -> None:
+        request = self._ask_sweep()
+        if request is not None:
+            self.controller.start_sweep(request.axes, request.length)
+
+    def start_tune(self) -> None:
+        request = self._ask_tune()
+        if request is not None:
+            self.controller.start_tune(request.allow, request.budget_seconds)
+
+    def start_max_batch(self) -> None:
+        if not self.controller.controls().max_batch.enabled:
+            self.controller.start_max_batch()  # refused: the controller says why
+            return
+        budget = self._ask_max_batch()
+        if budget is not False:
+            self.controller.start_max_batch(budget)
+
+    # Dialogs: tests replace these.
+    def _ask_sweep(self) -> Optional[SweepRequest]:
+        dialog = SweepDialog(self.form.config(), self)
+        return dialog.request()[0] if dialog.exec() else None
+
+    def _ask_tune(self) -> Optional[TuneRequest]:
+        dialog = TuneDialog(self)
+        return dialog.request() if dialog.exec() else None
+
+    def _ask_max_batch(self):  # → budget bytes, None (no budget), or False (cancelled)
+        dialog = MaxBatchDialog(self)
+        return dialog.budget_bytes() if dialog.exec() else False
+
+    def show_details(self) -> None:
+        if self._details:
+            TextDialog("Traceback", "Where the run failed (select, or Copy):", self._details, self).exec()
+
+    # == the device ===========================================================================
     def showEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         super().showEvent(event)
         if self._probe_call is None:
@@ -288,11 +299,7 @@ class MainWindow(QMainWindow):
         self.device_panel.show_error(f"{type(error).__name__}: {error}")
 
     def _on_device(self, device: DeviceInfo) -> None:
-        self._device = device
-        self.device_panel.show_device(device)
-        self.form.set_device(device)
-        self._set_memory_context(device)
-        self._update_controls()
+        self.controller.device_known(device)
 
     def _set_memory_context(self, device: DeviceInfo) -> None:
         if device.type == "cuda":
@@ -300,224 +307,125 @@ class MainWindow(QMainWindow):
         else:
             self.plots.set_memory_context(None, CPU_MEMORY_NOTE)
 
-    # -- running -----------------------------------------------------------------------------
-    def start_run(self) -> None:
-        if self.session.running or self.form.problems():
-            return
-        config = self.form.config()
-        self._runs_started += 1
-        self._recorder = None
-        self._history_error = None
-        if self._recorder_factory is not None:
-            try:
-                self._recorder = self._recorder_factory(config)
-            except Exception as error:  # the run still goes ahead; the user is told it is not recorded
-                self._history_failed(error)
-        label, key = self._name_run(config)
-        self._previous_config = config
-        self._save_config(config)
-        self.plots.begin_run(label, key)
-        self._show_run_message("running", f"Running {label}…")
-        self.run_message.setFixedHeight(self._message_height)
-        self.progress.setRange(0, 0)  # busy until the run knows its length
-        self.progress.setFormat("Starting…")
-        self._set_progress_status("running")
-        if self._history_error is None:
-            self.status_line.setText(f"Starting run {label}…")
-        self.session.start(config)
-        self._update_controls()
-
-    def _name_run(self, config: RunConfig) -> tuple[str, object]:
-        """The run's label and plot key: the history's ("#7 synthetic: num_workers=0", run id 7) when it is
-        recorded, so the plots, the Runs tab and the CSV say the same; else named the same way in this window."""
-        label, run_id = getattr(self._recorder, "label", None), getattr(self._recorder, "run_id", None)
-        if label and run_id is not None:
-            return label, run_id
-        return f"#{self._runs_started} {run_name(config, self._previous_config)}", f"window run {self._runs_started}"
-
-    def stop_run(self) -> None:
-        if self.session.running:
-            self.session.request_stop()
-            self.stop_button.setEnabled(False)
-            self.status_line.setText("Stopping after the current step…")
-
-    def _record(self, events: list[Event]) -> None:
-        if self._recorder is None:
-            return
-        try:
-            for event in events:
-                self._recorder.record(event)
-        except Exception as error:
-            self._recorder = None  # one message, not one per event
-            self._history_failed(error)
-
-    def _history_failed(self, error: Exception) -> None:
-        self._history_error = f"{type(error).__name__}: {error}"
-        self.status_line.setText(f"This run is not being recorded in the history: {self._history_error}")
-
-    def _on_status(self, event: StatusChanged) -> None:
-        self._record([event])
-        self.status_line.setText(event.message)
-
-    def _on_run_started(self, event: RunStarted) -> None:
-        self._record([event])
-        self.progress.setRange(0, max(1, event.total_steps))
-        self.progress.setValue(0)
-        epochs = -(-event.total_steps // max(1, event.steps_per_epoch))  # max_steps may end it early
-        self.progress.setFormat(f"Epoch 1/{epochs} · step 0/{event.total_steps:,}")
-        self.status_line.setText(run_messages.started_text(event))
-        notes = " · ".join(event.notes)
-        self._show_run_message("running", f"Running {self.plots.run_label}." + (f" Notes: {notes}" if notes else ""))
-        self._set_memory_context(event.device)
-
-    def _on_steps(self, steps: list[StepStats]) -> None:
-        self._record(steps)
-        self.plots.add_steps(steps)
-        last = steps[-1]
-        self.progress.setMaximum(max(1, last.total_steps))
-        self.progress.setValue(last.step)
-        self.progress.setFormat(run_messages.progress_text(last))
-
-    def _on_epoch(self, stats: EpochStats) -> None:
-        self._record([stats])
-        self.plots.add_epoch(stats)
-        self.status_line.setText(run_messages.epoch_text(stats))
-
-    def _on_run_ended(self, event: RunEnded) -> None:
-        self._record([event])
-        self._recorder = None
-        text = run_messages.ended_text(event)
-        history_note = f" (not recorded in the history: {self._history_error})" if self._history_error else ""
-        self.status_line.setText(text + history_note)
-        if self.progress.maximum() == 0:  # ended before RunStarted: leave the busy state
-            self.progress.setRange(0, 1)
-            self.progress.setValue(0)  # a value below the range would hide the text
-        self.progress.setFormat(event.status.capitalize())
-        self._set_progress_status(event.status)
-        if event.status == "finished":
-            self.progress.setValue(self.progress.maximum())
-        self.run_message.setMaximumHeight(16_777_215)  # QWIDGETSIZE_MAX: a long failure reason may wrap
-        # The verdict says what bounded the run: the one line a user should read first after the figures.
-        verdict = f"\n{event.summary.verdict}" if event.status != "failed" and event.summary.verdict else ""
-        self._show_run_message(event.status, text + verdict + history_note)
-
-    def _set_progress_status(self, status: str) -> None:
-        self.progress.setProperty("status", status)  # the stylesheet colours the fill by it
-        self.progress.style().unpolish(self.progress)
-        self.progress.style().polish(self.progress)
-
-    def _show_run_message(self, status: str, text: str) -> None:
-        if self.run_message.property("status") != status:
-            self.run_message.setProperty("status", status)
-            self.run_message.style().unpolish(self.run_message)  # re-apply the [status=…] style rule
-            self.run_message.style().polish(self.run_message)
-        self.run_message.setText(text)
-        self.run_message.setToolTip(text)
-
-    def _on_session_finished(self) -> None:
-        self._update_controls()
-        if self._close_when_finished:
-            self.close()
-
-    # -- memory ------------------------------------------------------------------------------
-    def release_memory(self) -> None:
-        if self._release_call is not None and self._release_call.running:
-            return
-        self.release_button.setEnabled(False)
-        self._release_outcome = "Releasing…"
-        self.release_result.setText(self._release_outcome)
-        self._release_call = BackgroundCall(self._release_function)
-        self._release_call.succeeded.connect(self._on_released)
-        self._release_call.failed.connect(self._on_release_failed)
-        self._release_call.start()
-
-    def _on_released(self, release: MemoryRelease) -> None:
-        self._release_outcome = release.message
-        self.status_line.setText(f"Released cached memory: {release.message}")
-        self.plots.mark_release(release)
-        self._update_controls()
-
-    def _on_release_failed(self, error: Exception) -> None:
-        self._release_outcome = f"Release failed: {error}"
-        self._update_controls()
-
-    # -- state -------------------------------------------------------------------------------
     def _on_config_changed(self, config: RunConfig) -> None:
         self.sample_view.set_config(config)
-        self._update_controls()
+        self.controller.config_changed()
 
-    def _update_controls(self) -> None:
-        running = self.session.running
-        problems = self.form.problems()
-        self.form.set_editable(not running)
-        self.start_button.setEnabled(not running and not problems)
-        if running:
-            self.start_button.setToolTip("A run is in progress")
-        elif problems:
-            self.start_button.setToolTip("Cannot start:\n• " + "\n• ".join(problems))
-        else:
-            self.start_button.setToolTip("Train with these settings (Ctrl+Return)")
-        if not running:
-            self.stop_button.setEnabled(False)
-        elif not self._close_when_finished:
-            self.stop_button.setEnabled(True)
+    # == WindowView: what the controller asks ================================================
+    def form_config(self) -> RunConfig:
+        return self.form.config()
 
-        releasing = self._release_call is not None and self._release_call.running
-        if self._device is None:
-            disabled = RELEASE_CHECKING
-        elif not self._device.cuda_available:
-            disabled = RELEASE_ON_CPU
-        elif running:
-            disabled = RELEASE_DURING_RUN
-        else:
-            disabled = None
-        self.release_button.setEnabled(disabled is None and not releasing)
-        if disabled is not None:
-            self.release_result.setText(disabled[0])
-            self.release_button.setToolTip(disabled[1])
-            self.release_result.setToolTip(disabled[1])
-        else:
-            self.release_result.setText(self._release_outcome)
-            self.release_result.setToolTip("")
-            self.release_button.setToolTip(
-                "Give the blocks torch's CUDA allocator keeps cached back to the driver (torch.cuda.empty_cache). "
-                "Frees memory for other processes; a new run fills the cache again.")
+    def form_problems(self) -> list[str]:
+        return self.form.problems()
 
-    # -- persistence and closing -------------------------------------------------------------
-    def _save_config(self, config: RunConfig) -> None:
-        self._settings.setValue(SETTINGS_CONFIG, config.to_json())
+    def set_form_config(self, config: RunConfig) -> None:
+        self.form.set_config(config)
 
+    def save_config(self, config: RunConfig) -> None:
+        save_config(self._settings, config)
+
+    def show_controls(self, controls: Controls) -> None:
+        self.form.set_editable(controls.form_editable)
+        for button, action in ((self.start_button, controls.start), (self.stop_button, controls.stop)):
+            button.setEnabled(action.enabled)
+            button.setToolTip(action.tooltip)
+        self.release_box.show_action(controls.release)
+        self.gpu_time.show_actions(controls.sample_now, controls.ceiling)
+        self.experiments.show_actions(controls.sweep, controls.tune, controls.max_batch)
+
+    def show_status(self, text: str) -> None:
+        self.status_line.setText(text)
+
+    def show_run_message(self, status: str, text: str, details: Optional[str] = None) -> None:
+        set_style_state(self.run_message, "status", status)  # the stylesheet colours it by status
+        self.run_message.setText(text)
+        self.run_message.setToolTip(text)
+        self._details = details
+        self.details_button.setVisible(bool(details))
+
+    def show_progress(self, progress: Progress) -> None:
+        self.run_bar.show_progress(progress)
+
+    def show_device(self, device: DeviceInfo) -> None:
+        self.device_panel.show_device(device)
+        self.form.set_device(device)
+        self._set_memory_context(device)
+
+    def show_ceiling(self, text: str) -> None:
+        self.gpu_time.ceiling_label.setText(text)
+
+    def begin_run(self, label: str, key: Hashable) -> None:
+        self.plots.begin_run(label, key)
+        self.run_message.setFixedHeight(self._message_height)
+
+    def draw_run_started(self, event: RunStarted) -> None:
+        self._set_memory_context(event.device)
+
+    def draw_steps(self, steps: Sequence[StepStats]) -> None:
+        self.plots.add_steps(steps)
+
+    def draw_epoch(self, stats: EpochStats) -> None:
+        self.plots.add_epoch(stats)
+
+    def draw_sample(self, sample: ProfileSample) -> None:
+        self.breakdown.add_sample(sample)
+
+    def draw_findings(self, findings: Sequence[Finding]) -> None:
+        self.breakdown.set_findings(findings)
+
+    def draw_run_ended(self, event: RunEnded) -> None:
+        self.run_message.setMaximumHeight(16_777_215)  # QWIDGETSIZE_MAX: a long failure reason may wrap
+        self.run_message.setMinimumHeight(self._message_height)
+
+    def draw_sequence_event(self, event: Any) -> None:
+        self.experiments.handle(event)
+
+    def mark_release(self, release: MemoryRelease) -> None:
+        self.plots.mark_release(release)
+
+    def history_changed(self) -> None:
+        refresh = getattr(self._runs_view, "refresh", None)
+        if refresh is not None:
+            refresh()
+
+    def run_in_background(self, function: Callable[[], Any], done: Callable[[Any], None],
+                          failed: Callable[[Exception], None]) -> None:
+        call = BackgroundCall(function)
+        relay = _Relay(self, done, failed)
+        call.succeeded.connect(relay.done)
+        call.failed.connect(relay.failed)
+        call.start()
+
+    def close_window(self) -> None:
+        self.close()
+
+    # == persistence and closing ================================================================
     def _restore_window(self) -> None:
-        geometry = self._settings.value(SETTINGS_GEOMETRY)
-        if isinstance(geometry, QByteArray) and not geometry.isEmpty():
+        geometry = stored_bytes(self._settings, SETTINGS_GEOMETRY)
+        if geometry is not None:
             self.restoreGeometry(geometry)
         else:
             available = self.screen().availableGeometry()
             self.resize(min(1440, available.width() - 40), min(900, available.height() - 60))
-        splitter = self._settings.value(SETTINGS_SPLITTER)
-        if isinstance(splitter, QByteArray) and not splitter.isEmpty():
+        splitter = stored_bytes(self._settings, SETTINGS_SPLITTER)
+        if splitter is not None:
             self.splitter.restoreState(splitter)
         x_axis = self._settings.value(SETTINGS_X_AXIS)
         if isinstance(x_axis, str) and x_axis in X_AXES:
             self.plots.set_x_axis(x_axis)
 
     def save_settings(self) -> None:
-        self._save_config(self.form.config())
+        save_config(self._settings, self.form.config())
         self._settings.setValue(SETTINGS_GEOMETRY, self.saveGeometry())
         self._settings.setValue(SETTINGS_SPLITTER, self.splitter.saveState())
         self._settings.setValue(SETTINGS_X_AXIS, self.plots.x_axis)
         self._settings.sync()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt's name)
-        if self.session.running:
+        if not self.controller.request_close():
             # Stop first and close once the thread has ended: never destroy a running QThread.
-            self._close_when_finished = True
-            self.session.request_stop()
-            self.stop_button.setEnabled(False)
-            self.status_line.setText("Stopping the run before closing…")
             event.ignore()
             return
         self.save_settings()
         self.plots.redraw_timer.stop()
         event.accept()
-

@@ -1,0 +1,112 @@
+"""The jobs the window starts, each ONE generator on the one training thread (no Qt, no torch here).
+
+A lone run and every member of a sequence are recorded the same way as the CLI records them: a
+recorder from the factory, fed each event in the thread that iterates them (``record_events``). A
+job opens its recorder factory itself and closes it when it ends, in that thread: a SQLite
+connection belongs to the thread that made it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Optional
+
+from workbench.config import RunConfig
+from workbench.controller.driving import Job
+from workbench.device_info import DeviceInfo
+from workbench.engine.events import Event, StatusChanged
+from workbench.engine.requests import RunControls
+from workbench.experiments.max_batch import MaxBatchPlan, run_max_batch
+from workbench.experiments.members import started_on_use
+from workbench.experiments.recording import NoRecording, RecorderFactory, open_record, record_events
+from workbench.experiments.sweep import SweepPlan, run_sweep
+from workbench.experiments.tune import TunePlan, run_tune
+
+RunFunction = Callable[[RunConfig, Callable[[], bool]], Iterator[Event]]
+# A fresh recorder factory per job (e.g. a HistoryRecording); it is used, then closed, on the training thread.
+Recordings = Callable[[], RecorderFactory]
+Probe = Callable[[str], DeviceInfo]
+MeasureCeiling = Callable[[RunConfig, Callable[[], bool]], Any]  # → the engine's Ceiling
+
+
+@dataclass(frozen=True)
+class CeilingMeasured:
+    config: RunConfig
+    images_per_sec: float
+    steady: bool  # two timed chunks agreed; False when the time budget ran out first
+    device_name: str
+
+
+@dataclass(frozen=True)
+class CeilingFailed:
+    config: RunConfig
+    reason: str
+
+
+def no_recording() -> RecorderFactory:
+    return NoRecording()
+
+
+@contextlib.contextmanager
+def _opened(recordings: Recordings) -> Iterator[RecorderFactory]:
+    recorders = recordings()
+    try:
+        yield recorders
+    finally:
+        close = getattr(recorders, "close", None)
+        if close is not None:
+            close()
+
+
+def run_job(config: RunConfig, run_function: RunFunction, recordings: Recordings = no_recording) -> Job:
+    """One run of ``config``, recorded as the CLI records one (named by the history: data + what changed)."""
+
+    def events(controls: RunControls) -> Iterator[Any]:
+        with _opened(recordings) as recorders:
+            recorder, problem = open_record(recorders, config, None, None)
+            yield from record_events(started_on_use(run_function, config, controls), recorder, problem)
+
+    return Job("run", "run", events)
+
+
+def sweep_job(plan: SweepPlan, run_function: RunFunction, recordings: Recordings, probe: Probe) -> Job:
+    def events(controls: RunControls) -> Iterator[Any]:
+        with _opened(recordings) as recorders:
+            yield from run_sweep(plan, controls, recorders, run_function, probe)
+
+    return Job("sweep", plan.display_name, events)
+
+
+def tune_job(plan: TunePlan, run_function: RunFunction, recordings: Recordings, probe: Probe) -> Job:
+    def events(controls: RunControls) -> Iterator[Any]:
+        with _opened(recordings) as recorders:
+            yield from run_tune(plan, controls, recorders, run_function, probe)
+
+    return Job("tune", plan.display_name, events)
+
+
+def max_batch_job(plan: MaxBatchPlan, run_function: RunFunction, recordings: Recordings, probe: Probe,
+                  release: Optional[Callable[[], object]] = None) -> Job:
+    def events(controls: RunControls) -> Iterator[Any]:
+        with _opened(recordings) as recorders:
+            yield from run_max_batch(plan, controls, recorders, run_function, probe, release)
+
+    return Job("max_batch", plan.display_name, events)
+
+
+def ceiling_job(config: RunConfig, measure: MeasureCeiling) -> Job:
+    """The compute ceiling for ``config``: the model alone on on-device batches (stopped by the stop flag)."""
+
+    def events(controls: RunControls) -> Iterator[Any]:
+        yield StatusChanged(f"Measuring the compute ceiling of {config.model} (batch {config.batch_size}, "
+                            f"{config.precision}): the model alone, on batches already on the device…")
+        try:
+            ceiling = measure(config, controls)
+        except Exception as error:  # out of memory, stopped before a timed step, bad data: said in words
+            yield CeilingFailed(config, f"{type(error).__name__}: {error}")
+            return
+        key = getattr(ceiling, "key", {}) or {}
+        yield CeilingMeasured(config, ceiling.images_per_sec, ceiling.steady, str(key.get("device", "")))
+
+    return Job("ceiling", "ceiling", events)

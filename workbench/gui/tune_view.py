@@ -1,0 +1,120 @@
+"""The search for faster settings as it goes: every trial as it lands, the best settings so far and their
+speed-up over the start, and "Apply best settings". A view only, fed the sequence's events in order."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.experiments.events import BestSoFar, SequenceEnded, SequenceStarted, TrialResult, values_label
+from workbench.history.metrics import format_metric
+
+COLUMNS = ("Trial", "Setting", "Change", "Img/s", "Runs", "Outcome", "Best so far")
+OUTCOME_COLOURS = {"kept": "#2e7d32", "failed": "#c62828", "slower": "#6b6b6b", "within noise": "#8a6d00"}
+
+
+class TuneView(QWidget):
+    def __init__(self, parent: Optional[QWidget] = None):
+        super().__init__(parent)
+        self.setObjectName("tuneView")
+        self.title = QLabel("No search yet")
+        self.title.setObjectName("tuneTitle")
+        font = self.title.font()
+        font.setBold(True)
+        self.title.setFont(font)
+        self.best_label = QLabel("")
+        self.best_label.setObjectName("tuneBest")
+        self.best_label.setWordWrap(True)
+        self.best_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.apply_button = QPushButton("Apply best settings")
+        self.apply_button.setObjectName("applyBestButton")
+        self.apply_button.setToolTip("Put the fastest settings found into the form")
+        self.apply_button.setEnabled(False)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setObjectName("tuneTable")
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().hide()
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        best = QHBoxLayout()
+        best.addWidget(self.best_label, 1)
+        best.addWidget(self.apply_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.title)
+        layout.addLayout(best)
+        layout.addWidget(self.table, 1)
+        self._best: Optional[BestSoFar] = None
+
+    @property
+    def best(self) -> Optional[BestSoFar]:
+        return self._best
+
+    def handle(self, event: Any) -> None:
+        if isinstance(event, SequenceStarted):
+            self.title.setText(event.name + (f" (sweep {event.sweep_id})" if event.sweep_id is not None else ""))
+            self.table.setRowCount(0)
+            self._best = None
+            self.best_label.setText("Measuring the start settings…")
+            self.apply_button.setEnabled(False)
+        elif isinstance(event, TrialResult):
+            self._add_trial(event)
+        elif isinstance(event, BestSoFar):
+            self._best = event
+            self.best_label.setText(f"Best so far: {values_label(tuple(event.changes.items())) or 'the start settings'}"
+                                    f" at {event.images_per_sec:,.0f} images/s, {event.speedup:.2f}× the start")
+            self.apply_button.setEnabled(bool(event.changes))
+        elif isinstance(event, SequenceEnded):
+            result = event.result
+            if event.problems:
+                self.best_label.setText("Nothing ran: " + "; ".join(event.problems))
+            elif result is not None and getattr(result, "best_images_per_sec", None):
+                changes = values_label(tuple(result.best_changes.items())) or "the start settings (nothing was faster)"
+                self.best_label.setText(
+                    f"Search {event.status}: {changes} at {result.best_images_per_sec:,.0f} images/s, "
+                    f"{(result.speedup or 1.0):.2f}× the start ({result.start_images_per_sec:,.0f} images/s). "
+                    f"{result.stop_reason.capitalize()}.")
+                self.apply_button.setEnabled(bool(result.best_changes))
+            else:
+                self.best_label.setText(f"Search {event.status}" + (f": {event.reason}" if event.reason else ""))
+
+    def _add_trial(self, trial: TrialResult) -> None:
+        row = self.table.rowCount()
+        self.table.insertRow(row)
+        cells = (
+            str(trial.trial),
+            trial.knob,
+            values_label(tuple(trial.changes.items())) or "start settings",
+            format_metric("rate", trial.images_per_sec),
+            ", ".join(f"#{run_id}" for run_id in trial.run_ids if run_id is not None),
+            trial.outcome,
+            format_metric("rate", trial.best_images_per_sec),
+        )
+        for column, text in enumerate(cells):
+            item = QTableWidgetItem(text)
+            if column in (0, 3, 6):
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            if column == 5:
+                item.setForeground(QBrush(QColor(OUTCOME_COLOURS.get(trial.outcome, "#303030"))))
+                if trial.reason:
+                    item.setToolTip(trial.reason)
+            self.table.setItem(row, column, item)
+        self.table.scrollToBottom()
+
+    def trial_rows(self) -> list[tuple[str, ...]]:
+        return [tuple(self.table.item(row, column).text() for column in range(len(COLUMNS)))
+                for row in range(self.table.rowCount())]
