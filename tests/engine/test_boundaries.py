@@ -19,6 +19,7 @@ def imported_after(code: str) -> set[str]:
         "from workbench.cli import main, run_command",
         "import workbench.history",
         "import workbench.experiments.sweep, workbench.experiments.tune, workbench.experiments.max_batch",
+        "import workbench.controller.lifecycle, workbench.controller.jobs, workbench.controller.messages",
     ],
 )
 def test_core_imports_no_qt(code):

@@ -244,7 +244,8 @@ class RunController:
         elif isinstance(event, RecordingFailed):
             self._recording_failed(event)
         elif isinstance(event, StatusChanged):
-            self._run_or_unnamed(event)
+            if self.job is None or self.job.kind != "ceiling":  # the probe's words are no run to draw
+                self._run_or_unnamed(event)
             self.view.show_status(event.message)
         elif isinstance(event, RunStarted):
             self._on_run_started(event)

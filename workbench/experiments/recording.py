@@ -131,6 +131,7 @@ def record_events(
     except Exception as error:
         if recorder is not None and ended is None:
             _fail(recorder, f"{type(error).__name__}: {error}", "".join(traceback.format_exception(error)))
+            recorder = None  # its end is written: the reason below must not replace this one
         raise
     finally:
         close = getattr(events, "close", None)
