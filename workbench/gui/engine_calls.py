@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 import numpy as np
 
@@ -67,7 +67,7 @@ def engine_probe_for(requested: str) -> DeviceInfo:
     return probe_device(requested)
 
 
-def engine_ceiling(config: RunConfig, stop: Callable[[], bool]):
+def engine_ceiling(config: RunConfig, stop: Callable[[], bool], budget_seconds: Optional[float] = None):
     """Measure the compute ceiling for ``config`` now (never from the cache) and keep it in the cache, so
     the next run with these settings shows its pipeline efficiency. Returns the engine's Ceiling."""
     _import_engine()
@@ -81,6 +81,7 @@ def engine_ceiling(config: RunConfig, stop: Callable[[], bool]):
         from workbench.engine.data import load_arrays
 
         num_classes = load_arrays(config).num_classes
-    ceiling = measure_ceiling(config, device, num_classes, stop=stop)
+    budget = {} if budget_seconds is None else {"budget_seconds": budget_seconds}
+    ceiling = measure_ceiling(config, device, num_classes, stop=stop, **budget)
     store_ceiling(ceiling)
     return ceiling
