@@ -31,6 +31,8 @@ def test_two_process_run_from_the_window_plots_records_and_leaves_the_window_rea
         assert "Effective batch 32 (16 × 2 devices)" in window.form.findChild(object, "derivedFacts").text()
         started = []
         window.session.run_started.connect(started.append)
+        running_messages = []  # connected after the controller: the message as it drew it
+        window.session.run_started.connect(lambda _event: running_messages.append(window.run_message.text()))
         with qtbot.waitSignal(window.session.finished, timeout=120_000):
             window.start_button.click()
         window.plots.redraw()
@@ -38,6 +40,11 @@ def test_two_process_run_from_the_window_plots_records_and_leaves_the_window_rea
         assert window.status_line.text().startswith("Finished: test accuracy"), window.status_line.text()
         assert curve_points(window.plots.throughput_curve) == 4  # 256 / 2 ranks / 16 = 8 steps, every 2
         assert curve_points(window.plots.raw_loss_curve) == 4
+        # One memory line per process (on this CPU: each rank's resident memory), named at its end.
+        assert window.plots.rank_lines.ranks == [0, 1]
+        assert all(curve_points(curve) == 4 for curve in window.plots.rank_lines._curves.values())
+        assert "2 processes" in window.plots.memory_caption.text()
+        assert "effective batch 32 (16 × 2 devices)" in running_messages[0]  # while it ran
         assert started[0].world_size == 2 and started[0].effective_batch_size == 32
         (record,) = store.list_runs()
         assert (record.source, record.status, record.world_size, record.steps) == ("gui", "finished", 2, 8)

@@ -293,3 +293,46 @@ def test_where_resident_memory_cannot_be_read_the_caption_says_why(panel):
     panel.add_steps(steps(3, memory=memory))
     panel.redraw()
     assert "Not measured here: resident memory is read from /proc/self/statm" in panel.memory_caption.text()
+
+
+def rank_steps(count: int, reserved_gib: tuple[float, ...]) -> list[StepStats]:
+    """A multi-process run's windows: rank r holds ``reserved_gib[r]`` GiB (+ 0.1 GiB per step)."""
+    from dataclasses import replace
+
+    from workbench.engine.events import RankStepStats
+
+    windows = []
+    for stats in steps(count):
+        ranks = tuple(RankStepStats(rank=rank, samples=32, images_per_sec=500.0, data_wait_seconds=0.0,
+                                    device_span_seconds=0.01, window_seconds=0.01,
+                                    memory=MemorySnapshot(torch_reserved=int((gib + 0.1 * stats.step) * 2**30)))
+                      for rank, gib in enumerate(reserved_gib))
+        windows.append(replace(stats, ranks=ranks))
+    return windows
+
+
+def test_a_multi_process_run_draws_one_memory_line_per_gpu(panel):
+    panel.set_memory_context(80 * 2**30)
+    panel.begin_run("#1")
+    panel.add_steps(rank_steps(4, (2.0, 5.0)))
+    panel.redraw()
+    lines = panel.rank_lines
+    assert lines.ranks == [0, 1]
+    last = [lines._curves[rank].getData()[1][-1] for rank in (0, 1)]
+    assert last == pytest.approx([2.4, 5.4])  # each GPU's own reserved memory, in GiB
+    assert [lines._labels[rank].textItem.toPlainText() for rank in (0, 1)] == ["GPU 0", "GPU 1"]
+    assert "5.4 GiB" in panel.memory_plot.plotItem.titleLabel.text  # the range takes the ranks' lines
+    assert "2 processes" in panel.memory_caption.text() and "one per GPU" in panel.memory_caption.text()
+    # The next run (one process) draws no rank lines.
+    panel.begin_run("#2")
+    panel.add_steps(steps(3))
+    panel.redraw()
+    assert panel.rank_lines.ranks == [] and not panel.rank_lines._curves
+    assert "one per GPU" not in panel.memory_caption.text()
+
+
+def test_a_one_process_run_has_no_rank_lines(panel):
+    panel.begin_run("#1")
+    panel.add_steps(steps(3))
+    panel.redraw()
+    assert panel.rank_lines.ranks == []

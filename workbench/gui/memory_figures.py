@@ -43,9 +43,14 @@ def figures(mode: str) -> tuple[MemoryFigure, ...]:
     return GPU_FIGURES if mode == "gpu" else CPU_FIGURES
 
 
-def caption_html(mode: str, cpu_note: str = "", unavailable_reason: Optional[str] = None) -> str:
-    """The key to the lines, then (on a CPU) why a figure is missing and the note the window gives."""
+def caption_html(mode: str, cpu_note: str = "", unavailable_reason: Optional[str] = None, ranks: int = 0) -> str:
+    """The key to the lines, then (on a CPU) why a figure is missing and the note the window gives.
+    ``ranks`` > 1: a multi-process run, whose merged lines are the highest rank's and each rank draws its own."""
     text = " &nbsp; ".join(f"<b>{figure.glyph}</b>&nbsp;{_escape(figure.name)}" for figure in figures(mode))
+    if ranks > 1:
+        figure = "torch reserved" if mode == "gpu" else "resident memory"
+        text += (f"<br>{ranks} processes: the lines above are the highest rank's; thin lines, one per "
+                 f"{'GPU' if mode == 'gpu' else 'process'}, are each rank's own {figure}.")
     if mode == "cpu":
         if unavailable_reason:
             text += f"<br>Not measured here: {_escape(unavailable_reason)}."

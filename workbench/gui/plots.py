@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 from workbench.engine.events import EpochStats, MemoryRelease, StepStats
 from workbench.formatting import format_bytes
 from workbench.gui import memory_figures
+from workbench.gui.rank_memory import RankMemoryLines
 from workbench.gui.run_legend import OVERLAY_ALPHA, RUN_COLOURS, ColourBook, LegendEntry, RunLegend
 from workbench.gui.series import (
     SERIES_KEYS,
@@ -128,6 +129,7 @@ class PlotsPanel(QWidget):
         )
         self.device_total_line.setVisible(False)
         self.memory_plot.addItem(self.device_total_line, ignoreBounds=True)
+        self.rank_lines = RankMemoryLines(self.memory_plot)  # a multi-process run: one line per GPU
         self._release_markers: list[tuple[pg.InfiniteLine, dict[str, float]]] = []
         self._device_total_bytes: Optional[int] = None
 
@@ -230,6 +232,7 @@ class PlotsPanel(QWidget):
         self._run_colour = self._colours.colour(self._run_key)
         self._run_has_data = False
         self._rss_reason = None
+        self.rank_lines.clear()
         for marker, _ in self._release_markers:
             self.memory_plot.removeItem(marker)
         self._release_markers.clear()
@@ -240,11 +243,13 @@ class PlotsPanel(QWidget):
 
     def add_steps(self, steps: Sequence[StepStats]) -> None:
         reason = self._rss_reason
+        ranks_before = len(self.rank_lines.ranks)
         for stats in steps:
             self._buffer.append(step_row(stats))
+            self.rank_lines.add(stats)
             if stats.memory.process_rss is None and stats.memory.process_rss_unavailable_reason:
                 reason = stats.memory.process_rss_unavailable_reason
-        if reason != self._rss_reason:
+        if reason != self._rss_reason or len(self.rank_lines.ranks) != ranks_before:
             self._rss_reason = reason
             self._update_memory_caption()
         self._dirty.update(PLOTS)
@@ -498,7 +503,8 @@ class PlotsPanel(QWidget):
             self.memory_caption.setToolTip("")
             return
         mode = self.memory_mode()
-        self.memory_caption.setText(memory_figures.caption_html(mode, self._cpu_note, self._rss_reason))
+        self.memory_caption.setText(memory_figures.caption_html(mode, self._cpu_note, self._rss_reason,
+                                                                len(self.rank_lines.ranks)))
         self.memory_caption.setToolTip(memory_figures.TOOLTIPS[mode])
 
     # -- drawing -----------------------------------------------------------------------------------
@@ -543,6 +549,7 @@ class PlotsPanel(QWidget):
                     self._set(curve, x, buffer.column(key) / GIB)
                 else:
                     curve.clear()
+            self.rank_lines.redraw(self._x_key, self.memory_mode(), self._run_colour)
             self._fit_memory_range()
 
     def _draw_test_points(self) -> None:
@@ -560,7 +567,8 @@ class PlotsPanel(QWidget):
         lines at the bottom. The title always says how much the run has used."""
         total = self._device_total_bytes
         keys = [figure.key for figure in self._memory_figures()]
-        values = np.concatenate([self._buffer.column(key) for key in keys]) if len(self._buffer) else np.empty(0)
+        columns = [self._buffer.column(key) for key in keys] + self.rank_lines.values(self.memory_mode())
+        values = np.concatenate(columns) if len(self._buffer) else np.empty(0)
         peak = float(np.nanmax(values)) if has_data(values) else None
         self.memory_plot.setTitle(memory_figures.title(self.memory_mode(), peak, total), size="10pt")
         if total and self.memory_mode() == "gpu" and (peak is None or peak > NEAR_LIMIT * total):
