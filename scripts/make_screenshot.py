@@ -1,17 +1,23 @@
-"""Make the README's screenshots: the real app after five real short runs, each changing one thing.
+"""Make the README's screenshots: the real app after real short runs, each changing one thing, then a sweep.
 
     python scripts/make_screenshot.py                                           # synthetic data
     python scripts/make_screenshot.py --data ../shared/data/cifar10-subset.npz  # real CIFAR-10 images
 
-Writes, under assets/:
-  screenshot.png              the Live tab after five runs, two of them selected in the Runs tab
+Writes, under assets/ (or --out-dir):
+  screenshot.png              the Live tab after the runs, two of them selected in the Runs tab
   screenshot-runs.png         the Runs tab: the table and the comparison of the two selected runs
+  screenshot-gpu-time.png     the GPU time tab: the last run's profiler samples (stacked bars on a GPU,
+                              host ops on a CPU), its top kernels / ops and its findings with Apply buttons
+  screenshot-sweep.png        the Experiments tab after a sweep started from the window (batch size)
   screenshot-1024x700.png     the whole window at 1024×700 (a small laptop screen), Live tab
 
 Run 1 loads batches in the training thread with per-image CPU augmentation; the next runs change
 one setting each (loader workers, where augmentation runs, the batch size, the learning rate), so
-each run's name says what changed. The plots' x-axis is "samples seen", where runs with different
-batch sizes line up. Uses its own settings file and workbench home: your settings and history are untouched.
+each run's name says what changed; the last run is profiled (every --profile-every steps). The plots'
+x-axis is "samples seen", where runs with different batch sizes line up. On a CUDA GPU (device=auto
+finds it) the memory plot shows torch reserved, torch allocated and NVML used, and the GPU time tab the
+kernel timeline's breakdown. Uses its own settings file and workbench home: your settings and history
+are untouched.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ def main() -> int:
     parser.add_argument("--size", default="1440x900", help="window size of the first two pictures, WIDTHxHEIGHT")
     parser.add_argument("--small-size", default="1024x700", help="window size of the third picture")
     parser.add_argument("--select", default="2,3", help="the runs to select in the Runs tab (run numbers)")
+    parser.add_argument("--profile-every", type=int, default=40, help="the profiled run samples every N steps")
+    parser.add_argument("--sweep-steps", type=int, default=24, help="the length of each sweep member, in steps")
     args = parser.parse_args()
 
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -42,6 +50,7 @@ def main() -> int:
     from PySide6.QtCore import QSettings, QTimer
 
     from workbench.config import RunConfig
+    from workbench.experiments.sweep import SweepAxis
     from workbench.gui.app import build_window, create_application, run_window
     from workbench.gui.runs_view import RunsView
     from workbench.history.store import HistoryStore
@@ -56,6 +65,7 @@ def main() -> int:
     runs = [first]
     for change in (dict(num_workers=2), dict(augment="gpu"), dict(batch_size=128), dict(lr=base.lr * 2)):
         runs.append(runs[-1].replace(**change))
+    runs[-1] = runs[-1].replace(profile=True, profile_every=args.profile_every)
 
     app = create_application()
     store = HistoryStore.open()
@@ -82,16 +92,21 @@ def main() -> int:
         outcomes.append(event.status)
         print(f"run {len(outcomes)}: {event.status} {event.reason or ''}", flush=True)
 
+    sweep_started = False
+
     def on_finished() -> None:  # the thread has ended: the next run may start, or the pictures be taken
         if outcomes and outcomes[-1] != "finished":
             window.close()
         elif len(outcomes) < len(runs):
             QTimer.singleShot(200, start_next)
-        else:
+        elif not sweep_started:
             QTimer.singleShot(300, take_screenshots)
+        else:
+            QTimer.singleShot(300, take_sweep_screenshots)
 
     def grab(name: str) -> None:
         window.plots.redraw()
+        window.experiments.sweep_view.redraw()
         app.processEvents()
         path = args.out_dir / name
         window.grab().save(str(path))
@@ -107,9 +122,27 @@ def main() -> int:
         grab("screenshot.png")
         window.tabs.setCurrentWidget(window.runs_tab)
         grab("screenshot-runs.png")
+        window.tabs.setCurrentWidget(window.gpu_time)
+        grab("screenshot-gpu-time.png")
         window.resize(*small)
         window.tabs.setCurrentIndex(0)
-        QTimer.singleShot(300, lambda: (grab(f"screenshot-{small[0]}x{small[1]}.png"), window.close()))
+        QTimer.singleShot(300, take_small_then_sweep)
+
+    def take_small_then_sweep() -> None:
+        nonlocal sweep_started
+        grab(f"screenshot-{small[0]}x{small[1]}.png")
+        window.resize(*big)
+        # A sweep from the window, as a user starts one from the Experiments tab: the profiled run's
+        # settings over three batch sizes, each member a short run.
+        window.form.set_config(runs[-1].replace(profile=False))
+        window.tabs.setCurrentWidget(window.experiments)
+        sweep_started = True
+        window.controller.start_sweep([SweepAxis("batch_size", (64, 128, 256))], {"max_steps": args.sweep_steps})
+
+    def take_sweep_screenshots() -> None:
+        window.tabs.setCurrentWidget(window.experiments)
+        grab("screenshot-sweep.png")
+        window.close()
 
     window.session.run_ended.connect(on_ended)
     window.session.finished.connect(on_finished)
@@ -118,7 +151,7 @@ def main() -> int:
         code = run_window(app, window)
     finally:
         store.close()
-    return code if outcomes == ["finished"] * len(runs) else 1
+    return code if outcomes == ["finished"] * (len(runs) + 3) else 1
 
 
 if __name__ == "__main__":

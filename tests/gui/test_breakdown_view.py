@@ -52,6 +52,7 @@ def test_each_sample_is_a_stacked_bar_of_its_window(view):
     assert heights["host"] == pytest.approx([60.0, 10.0])
     assert [sum(part[i] for part in heights.values()) for i in range(2)] == pytest.approx([100.0, 100.0])
     assert view.sample_picker.count() == 2 and view.sample_picker.currentIndex() == 1  # the newest is shown
+    assert not view.plot.isHidden() and not view.kernels_table.isHidden()
 
 
 def test_the_chosen_sample_lists_its_kernels_ops_and_trace(view):
@@ -69,6 +70,10 @@ def test_a_cpu_sample_has_no_bar_but_its_ops(view):
     assert all(part == [0.0] for part in view.bar_heights().values())
     assert view.summary.text().startswith("No GPU timeline (a CPU run has no GPU timeline)")
     assert view.ops_table.rowCount() == 1 and view.kernels_table.rowCount() == 0
+    # Only CPU samples: no empty chart and no empty kernel table take the room of the host ops.
+    assert view.plot.isHidden() and view.kernels_table.isHidden() and view.legend.isHidden()
+    assert view.title.text().startswith("Profiler samples")
+    assert not view.ops_table.isHidden()
 
 
 def test_apply_emits_the_field_and_value(view, qtbot):

@@ -31,6 +31,8 @@ from workbench.engine.events import Finding, NamedTime, ProfileSample
 from workbench.gui import breakdown_model as model
 
 BAR_WIDTH = 0.6
+TIMELINE_TITLE = "GPU time, from the kernel timeline"
+HOST_ONLY_TITLE = "Profiler samples: the host's ops (no GPU timeline)"
 TOP_ROWS = 8
 
 
@@ -43,7 +45,7 @@ class BreakdownView(QWidget):
         self._samples: list[ProfileSample] = []
         self._bars: list[pg.BarGraphItem] = []
 
-        title = QLabel("GPU time, from the kernel timeline")
+        self.title = title = QLabel(TIMELINE_TITLE)
         title.setObjectName("breakdownTitle")
         font = title.font()
         font.setBold(True)
@@ -58,7 +60,9 @@ class BreakdownView(QWidget):
         header.addWidget(QLabel("Sample:"))
         header.addWidget(self.sample_picker)
 
-        legend = QHBoxLayout()
+        self.legend = QWidget()
+        legend = QHBoxLayout(self.legend)
+        legend.setContentsMargins(0, 0, 0, 0)
         legend.setSpacing(14)
         for _, label, colour in model.SEGMENTS:
             swatch = QLabel()
@@ -92,13 +96,14 @@ class BreakdownView(QWidget):
 
         self.kernels_table = _table("topKernels", ["Kernel", "GPU ms", "Calls"])
         self.ops_table = _table("topOps", ["Host op", "Self ms", "Calls"])
+        self.kernels_title = QLabel("Top kernels by GPU time")
         tables = QGridLayout()
-        tables.addWidget(QLabel("Top kernels by GPU time"), 0, 0)
+        tables.addWidget(self.kernels_title, 0, 0)
         tables.addWidget(QLabel("Top host ops by self time"), 0, 1)
         tables.addWidget(self.kernels_table, 1, 0)
         tables.addWidget(self.ops_table, 1, 1)
 
-        findings_title = QLabel("Findings")
+        findings_title = QLabel("Findings: what bounds the run, and what to change")
         findings_title.setFont(font)
         self.findings_box = QVBoxLayout()
         self.findings_box.setSpacing(6)
@@ -108,15 +113,17 @@ class BreakdownView(QWidget):
         self.headline_labels: list[QLabel] = []
         self.remedy_labels: list[QLabel] = []
 
+        # The findings first: they are the answer; the samples below are the evidence.
         layout = QVBoxLayout(self)
+        layout.addWidget(findings_title)
+        layout.addLayout(self.findings_box)
+        layout.addSpacing(8)
         layout.addLayout(header)
-        layout.addLayout(legend)
+        layout.addWidget(self.legend)
         layout.addWidget(self.plot, 3)
         layout.addWidget(self.summary)
         layout.addWidget(self.trace)
         layout.addLayout(tables, 2)
-        layout.addWidget(findings_title)
-        layout.addLayout(self.findings_box)
 
     # -- samples ----------------------------------------------------------------------------------------
     def add_sample(self, sample: ProfileSample) -> None:
@@ -167,6 +174,11 @@ class BreakdownView(QWidget):
         axis.setTicks([[(x, model.sample_label(s) + ("" if parts[x] else "\n(no GPU timeline)"))
                         for x, s in enumerate(self._samples)]])
         self.plot.setXRange(-0.6, max(len(xs), 3) - 0.4, padding=0)
+        # Samples, and none with a GPU timeline (a CPU run): no empty chart, no empty kernel table.
+        timeline = not self._samples or any(parts)
+        for widget in (self.legend, self.plot, self.kernels_title, self.kernels_table):
+            widget.setVisible(timeline)
+        self.title.setText(TIMELINE_TITLE if timeline else HOST_ONLY_TITLE)
 
     def _show_sample(self, index: int) -> None:
         if not 0 <= index < len(self._samples):
