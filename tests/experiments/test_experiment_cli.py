@@ -98,3 +98,19 @@ def test_tune_prints_its_trials_and_the_json_contract():
     assert result["trials"][0]["knob"] == "start" and result["trials"][1]["changes"] == {"channels_last": True}
     assert all(isinstance(t["images_per_sec"], float) for t in result["trials"])
     assert "TRIAL" in done.stdout.splitlines()[0]
+
+
+def test_a_member_the_history_cannot_take_is_said_and_the_sweep_goes_on():
+    import io
+
+    from workbench.cli.sequence_output import SequenceProgress
+    from workbench.experiments.events import RecordingFailed
+
+    stream = io.StringIO()
+    output = SequenceProgress(stream)
+    output.show(RecordingFailed(7, "OperationalError: disk I/O error"))
+    output.show(RecordingFailed(None, "OperationalError: database is locked"))
+    output.close()
+    assert stream.getvalue().splitlines() == [
+        "  run #7 is not being recorded in the history: OperationalError: disk I/O error",
+        "  this run is not being recorded in the history: OperationalError: database is locked"]

@@ -15,6 +15,7 @@ from workbench.experiments.events import (
     BatchTrial,
     MemberEnded,
     MemberStarted,
+    RecordingFailed,
     SequenceEnded,
     SequenceStarted,
     TrialResult,
@@ -91,6 +92,9 @@ class SequenceProgress:
             verdict = "fits" if event.fits else f"does not fit: {event.reason}"
             say(f"  batch {event.batch_size:,} {verdict}"
                 + (f", peak allocated {format_bytes(event.peak_allocated_bytes)}" if event.fits else ""))
+        elif isinstance(event, RecordingFailed):  # the run goes on; what the history lacks is said
+            run = f"run #{event.run_id}" if event.run_id is not None else "this run"
+            say(f"  {run} is not being recorded in the history: {event.reason}")
         elif not isinstance(event, SequenceEnded):
             self.progress.show(event)  # StepStats: the bar on a terminal
 
