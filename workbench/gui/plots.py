@@ -17,7 +17,7 @@ from typing import Hashable, Optional, Sequence, Union
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QColor, QFont
+from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -30,9 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.engine.events import EpochStats, MemoryRelease, StepStats
-from workbench.formatting import format_bytes
-from workbench.gui import memory_figures
-from workbench.gui.rank_memory import RankMemoryLines
+from workbench.gui.memory_plot import GIB, LINE_STYLES, MEMORY_KEYS, MemoryPlot, pen
 from workbench.gui.run_legend import OVERLAY_ALPHA, RUN_COLOURS, ColourBook, LegendEntry, RunLegend
 from workbench.gui.series import (
     SERIES_KEYS,
@@ -48,29 +46,15 @@ from workbench.gui.series import (
 REDRAW_INTERVAL_MS = 50
 MAX_OVERLAYS = 8
 PLOTS = ("loss", "throughput", "data_wait", "memory")  # the redraw order
-GIB = float(2**30)
-NEAR_LIMIT = 0.5  # above this share of the device total, the memory plot shows the total's line
 CURRENT_WIDTH = 2.4
 OVERLAY_WIDTH = 1.4
 
-LINE_STYLES = {"solid": Qt.PenStyle.SolidLine, "dash": Qt.PenStyle.DashLine, "dot": Qt.PenStyle.DotLine}
-MEMORY_KEYS = tuple(figure.key for figure in memory_figures.ALL_FIGURES)
-GPU_MEMORY_KEYS = tuple(figure.key for figure in memory_figures.GPU_FIGURES)
 PLOTTED_KEYS = ("loss", "images_per_sec", "data_wait_fraction", *MEMORY_KEYS)
 
 # An overlay: (key, label, series), or (label, series) keyed by its label.
 OverlaySpec = Union[tuple[Hashable, str, dict], tuple[str, dict]]
 
 pg.setConfigOptions(background="w", foreground="#303030", antialias=True)
-
-
-def _pen(colour: str, width: float = 2.0, alpha: int = 255,
-         style: Qt.PenStyle = Qt.PenStyle.SolidLine) -> pg.QtGui.QPen:
-    qcolour = QColor(colour)
-    qcolour.setAlpha(alpha)
-    pen = pg.mkPen(qcolour, width=width)
-    pen.setStyle(style)
-    return pen
 
 
 @dataclass
@@ -98,10 +82,7 @@ class PlotsPanel(QWidget):
         self._run_colour = RUN_COLOURS[0]
         self._run_has_data = False
         self._x_key = "step"
-        self._memory_context: Optional[str] = None  # "gpu" or "cpu" once the device is known
         self._drawn_memory_mode = ""
-        self._cpu_note = ""
-        self._rss_reason: Optional[str] = None
         self._loss_smoothing_shown: Optional[bool] = None
         self._dirty: set[str] = set()  # the plots (PLOTS) whose curves are behind their buffers
 
@@ -119,27 +100,14 @@ class PlotsPanel(QWidget):
         self.loss_plot.addItem(self.test_loss_points)
         self.throughput_curve = self.throughput_plot.plot()
         self.data_wait_curve = self.data_wait_plot.plot()
-        self.memory_curves = {key: self.memory_plot.plot() for key in MEMORY_KEYS}
         for curve in (self.raw_loss_curve, self.smooth_loss_curve, self.test_loss_points, self.throughput_curve,
-                      self.data_wait_curve, *self.memory_curves.values()):
+                      self.data_wait_curve):
             curve.setZValue(10)  # the current run over the earlier ones
-        self.device_total_line = pg.InfiniteLine(
-            angle=0, movable=False, pen=_pen("#b00020", width=1.5, style=Qt.PenStyle.DashLine),
-            label="", labelOpts=dict(position=0.98, color="#b00020", anchors=[(1, 1), (1, 1)]),
-        )
-        self.device_total_line.setVisible(False)
-        self.memory_plot.addItem(self.device_total_line, ignoreBounds=True)
-        self.rank_lines = RankMemoryLines(self.memory_plot)  # a multi-process run: one line per GPU
-        self._release_markers: list[tuple[pg.InfiniteLine, dict[str, float]]] = []
-        self._device_total_bytes: Optional[int] = None
-
-        # What the memory plot's lines are, and why a figure is missing: below the plot, never over it.
-        self.memory_caption = QLabel()
-        self.memory_caption.setObjectName("memoryCaption")
-        self.memory_caption.setWordWrap(True)
-        self.memory_caption.setTextFormat(Qt.TextFormat.RichText)
-        self.memory_caption.setStyleSheet("color: #404040; font-size: 9pt;")
-
+        self.memory = MemoryPlot(self.memory_plot)
+        # Its parts, by the names tests and scripts know them.
+        self.memory_curves, self.memory_caption = self.memory.curves, self.memory.caption
+        self.device_total_line, self.rank_lines = self.memory.device_total_line, self.memory.rank_lines
+        self._release_markers = self.memory.release_markers
         self.smooth_check = QCheckBox("Smooth loss")
         self.smooth_check.setObjectName("smoothLossCheck")
         self.smooth_check.setChecked(True)
@@ -231,26 +199,16 @@ class PlotsPanel(QWidget):
         self._run_label = label
         self._run_colour = self._colours.colour(self._run_key)
         self._run_has_data = False
-        self._rss_reason = None
-        self.rank_lines.clear()
-        for marker, _ in self._release_markers:
-            self.memory_plot.removeItem(marker)
-        self._release_markers.clear()
+        self.memory.begin_run()
         self._apply_run_pens()
         self._update_legend()
         self._update_memory_caption()
         self._dirty.update(PLOTS)
 
     def add_steps(self, steps: Sequence[StepStats]) -> None:
-        reason = self._rss_reason
-        ranks_before = len(self.rank_lines.ranks)
         for stats in steps:
             self._buffer.append(step_row(stats))
-            self.rank_lines.add(stats)
-            if stats.memory.process_rss is None and stats.memory.process_rss_unavailable_reason:
-                reason = stats.memory.process_rss_unavailable_reason
-        if reason != self._rss_reason or len(self.rank_lines.ranks) != ranks_before:
-            self._rss_reason = reason
+        if self.memory.add_steps(steps):
             self._update_memory_caption()
         self._dirty.update(PLOTS)
         if not self._run_has_data and any(has_data(self._buffer.column(key)) for key in PLOTTED_KEYS):
@@ -266,30 +224,14 @@ class PlotsPanel(QWidget):
     def set_memory_context(self, total_bytes: Optional[int], cpu_note: Optional[str] = None) -> None:
         """The device total (the limit line) on a GPU; on a CPU (``total_bytes`` None with a note) the
         plot shows this process's resident memory and the note says what only a GPU would show."""
-        self._device_total_bytes = total_bytes
-        self._memory_context = "gpu" if total_bytes else ("cpu" if cpu_note else None)
-        self._cpu_note = cpu_note or ""
-        if total_bytes:
-            self.device_total_line.setPos(total_bytes / GIB)
-            self.device_total_line.label.setFormat(f"device total {format_bytes(total_bytes)}")
-        self.device_total_line.setVisible(bool(total_bytes))
+        self.memory.set_context(total_bytes, cpu_note)
         self._sync_memory_mode()
         self._update_memory_caption()
-        self._fit_memory_range()
+        self.memory.fit_range(self._buffer)
 
     def mark_release(self, release: MemoryRelease) -> None:
         """Show a release-cached-memory click: a marked line and the reserved figure's drop."""
-        at = {key: self._buffer.last(key) if len(self._buffer) else 0.0 for key in X_AXES}
-        at = {key: 0.0 if value != value else value for key, value in at.items()}  # NaN: nothing yet
-        if release.reserved_before is not None and release.reserved_after is not None:
-            self._buffer.append({**at, "torch_reserved": release.reserved_before})
-            self._buffer.append({**at, "torch_reserved": release.reserved_after})
-        marker = pg.InfiniteLine(
-            pos=at[self._x_key], angle=90, movable=False, pen=_pen("#6b6b6b", width=1, style=Qt.PenStyle.DashLine),
-            label=release.message, labelOpts=dict(position=0.5, color="#303030", rotateAxis=(1, 0)),
-        )
-        self.memory_plot.addItem(marker, ignoreBounds=True)
-        self._release_markers.append((marker, at))
+        self.memory.mark_release(self._buffer, self._x_key, release)
         self._dirty.add("memory")
 
     @property
@@ -396,7 +338,7 @@ class PlotsPanel(QWidget):
             x, y = finite_xy(x_values, values)
             if len(x) == 0:
                 return
-            curve = pg.PlotDataItem(x, y, pen=_pen(overlay.colour, width=OVERLAY_WIDTH, alpha=OVERLAY_ALPHA,
+            curve = pg.PlotDataItem(x, y, pen=pen(overlay.colour, width=OVERLAY_WIDTH, alpha=OVERLAY_ALPHA,
                                                    style=style))
             curve.setZValue(-10)  # under the current run
             plot.addItem(curve)
@@ -446,8 +388,7 @@ class PlotsPanel(QWidget):
             plot.setLabel("bottom", X_AXES[self._x_key])
         for plot in (self.loss_plot, self.throughput_plot, self.memory_plot, self.data_wait_plot):
             plot.enableAutoRange(axis="x", enable=True)
-        for marker, at in self._release_markers:
-            marker.setPos(at[self._x_key])
+        self.memory.move_markers(self._x_key)
         self._redraw_overlays()
         self._dirty.update(PLOTS)
 
@@ -461,11 +402,10 @@ class PlotsPanel(QWidget):
 
     def _apply_run_pens(self) -> None:
         self._set_loss_pens(False)
-        self.throughput_curve.setPen(_pen(self._run_colour, width=CURRENT_WIDTH))
-        self.data_wait_curve.setPen(_pen(self._run_colour, width=CURRENT_WIDTH))
-        self.test_loss_points.setPen(_pen(self._run_colour, width=1.5))
-        for figure in memory_figures.ALL_FIGURES:
-            self.memory_curves[figure.key].setPen(_pen(self._run_colour, width=2.0, style=LINE_STYLES[figure.line]))
+        self.throughput_curve.setPen(pen(self._run_colour, width=CURRENT_WIDTH))
+        self.data_wait_curve.setPen(pen(self._run_colour, width=CURRENT_WIDTH))
+        self.test_loss_points.setPen(pen(self._run_colour, width=1.5))
+        self.memory.set_pens(self._run_colour)
 
     def _set_loss_pens(self, smoothing: bool) -> None:
         """The smoothed line is the bold one only when it is drawn; otherwise the raw values are."""
@@ -473,21 +413,19 @@ class PlotsPanel(QWidget):
             return
         self._loss_smoothing_shown = smoothing
         if smoothing:
-            self.raw_loss_curve.setPen(_pen(self._run_colour, width=1.2, alpha=80))
+            self.raw_loss_curve.setPen(pen(self._run_colour, width=1.2, alpha=80))
         else:
-            self.raw_loss_curve.setPen(_pen(self._run_colour, width=CURRENT_WIDTH))
-        self.smooth_loss_curve.setPen(_pen(self._run_colour, width=CURRENT_WIDTH))
+            self.raw_loss_curve.setPen(pen(self._run_colour, width=CURRENT_WIDTH))
+        self.smooth_loss_curve.setPen(pen(self._run_colour, width=CURRENT_WIDTH))
         self.smooth_loss_curve.setVisible(smoothing)
 
     # -- memory ------------------------------------------------------------------------------------
     def memory_mode(self) -> str:
         """"gpu" (torch and NVML figures) or "cpu" (this process's resident memory)."""
-        if self._memory_context is not None:
-            return self._memory_context
-        return "gpu" if any(has_data(self._buffer.column(key)) for key in GPU_MEMORY_KEYS) else "cpu"
+        return self.memory.mode(self._buffer)
 
-    def _memory_figures(self) -> tuple[memory_figures.MemoryFigure, ...]:
-        return memory_figures.figures(self.memory_mode())
+    def _memory_figures(self):
+        return self.memory.figures(self._buffer)
 
     def _sync_memory_mode(self) -> None:
         mode = self.memory_mode()
@@ -498,14 +436,7 @@ class PlotsPanel(QWidget):
             self._dirty.add("memory")
 
     def _update_memory_caption(self) -> None:
-        if self._memory_context is None and not self._run_has_data:
-            self.memory_caption.setText(memory_figures.BEFORE_A_RUN)
-            self.memory_caption.setToolTip("")
-            return
-        mode = self.memory_mode()
-        self.memory_caption.setText(memory_figures.caption_html(mode, self._cpu_note, self._rss_reason,
-                                                                len(self.rank_lines.ranks)))
-        self.memory_caption.setToolTip(memory_figures.TOOLTIPS[mode])
+        self.memory.update_caption(self._buffer, self._run_has_data)
 
     # -- drawing -----------------------------------------------------------------------------------
     def redraw(self) -> None:
@@ -543,14 +474,7 @@ class PlotsPanel(QWidget):
             self._set(self.data_wait_curve, x, buffer.column("data_wait_fraction") * 100.0)
         else:
             self._sync_memory_mode()
-            shown = {figure.key for figure in self._memory_figures()}
-            for key, curve in self.memory_curves.items():
-                if key in shown:
-                    self._set(curve, x, buffer.column(key) / GIB)
-                else:
-                    curve.clear()
-            self.rank_lines.redraw(self._x_key, self.memory_mode(), self._run_colour)
-            self._fit_memory_range()
+            self.memory.redraw(buffer, self._x_key, self._run_colour)
 
     def _draw_test_points(self) -> None:
         steps, x = finite_xy(self._buffer.column("step"), self._buffer.column(self._x_key))
@@ -561,20 +485,6 @@ class PlotsPanel(QWidget):
         at_steps, losses = zip(*points)
         # Epochs end on a step; on another axis the point sits where that step is on it.
         self.test_loss_points.setData(x=list(np.interp(at_steps, steps, x)), y=list(losses))
-
-    def _fit_memory_range(self) -> None:
-        """Show the device total only when usage comes near it: far below, the curves would be flat
-        lines at the bottom. The title always says how much the run has used."""
-        total = self._device_total_bytes
-        keys = [figure.key for figure in self._memory_figures()]
-        columns = [self._buffer.column(key) for key in keys] + self.rank_lines.values(self.memory_mode())
-        values = np.concatenate(columns) if len(self._buffer) else np.empty(0)
-        peak = float(np.nanmax(values)) if has_data(values) else None
-        self.memory_plot.setTitle(memory_figures.title(self.memory_mode(), peak, total), size="10pt")
-        if total and self.memory_mode() == "gpu" and (peak is None or peak > NEAR_LIMIT * total):
-            self.memory_plot.setYRange(0, total / GIB * 1.08, padding=0)
-        elif peak is not None:
-            self.memory_plot.setYRange(0, peak / GIB * 1.25, padding=0)
 
     @staticmethod
     def _set(curve: pg.PlotDataItem, x: np.ndarray, y: np.ndarray) -> None:
