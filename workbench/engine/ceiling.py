@@ -11,7 +11,6 @@ and logging leave of what the model could do.
 
 from __future__ import annotations
 
-import gc
 import statistics
 import time
 from typing import Callable, Optional
@@ -22,6 +21,7 @@ from torch import nn
 from workbench.config import RunConfig
 from workbench.device_info import DeviceInfo
 from workbench.engine.ceiling_cache import Ceiling, ceiling_key, num_classes_of
+from workbench.engine.garbage import collect_garbage
 
 WARMUP_STEPS = 5  # cuDNN picks its algorithms on the first step of a shape; compile on the first call
 # Timing chunks shorter than this are dominated by the two synchronisations around them.
@@ -108,6 +108,6 @@ def measure_ceiling(
         )
     finally:
         del step, forward, model, images, labels
-        gc.collect()
+        collect_garbage()
         if cuda:
             torch.cuda.empty_cache()

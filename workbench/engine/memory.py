@@ -3,7 +3,6 @@ NVML usage and RSS; each run's peaks made its own; the cache returned after a fa
 
 from __future__ import annotations
 
-import gc
 import mmap
 import os
 from typing import Any, Optional
@@ -11,6 +10,7 @@ from typing import Any, Optional
 import torch
 
 from workbench.engine.events import MemoryRelease, MemorySnapshot
+from workbench.engine.garbage import collect_garbage
 from workbench.formatting import format_bytes
 
 
@@ -133,14 +133,14 @@ def reset_peaks_for_a_new_run(device: torch.device) -> None:
     """
     if device.type != "cuda":
         return
-    gc.collect()
+    collect_garbage()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats(device)
 
 
 def free_device_memory() -> None:
     """After a failed run is dropped: collect its cycles and give its cached blocks back to the driver."""
-    gc.collect()
+    collect_garbage()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         _clear_cublas_workspaces()
         torch.cuda.empty_cache()
@@ -160,7 +160,7 @@ def release_cached_memory() -> MemoryRelease:
     if not torch.cuda.is_available():
         return MemoryRelease(None, None, "CPU mode: there is no CUDA cache to release")
     before = torch.cuda.memory_reserved()
-    gc.collect()
+    collect_garbage()
     _clear_cublas_workspaces()
     torch.cuda.empty_cache()
     after = torch.cuda.memory_reserved()

@@ -30,6 +30,7 @@ from workbench.gui.engine_calls import (
     engine_release,
     engine_run,
 )
+from workbench.gui import garbage
 from workbench.gui.experiments_tab import ExperimentsTab
 from workbench.gui.gpu_time_tab import GpuTimeTab
 from workbench.gui.plots import PlotsPanel
@@ -105,6 +106,9 @@ class MainWindow(QMainWindow):
         self._probe_call: Optional[BackgroundCall] = None
         self._runs_view: Optional[QWidget] = None
         self._details: Optional[str] = None
+        # Cyclic garbage (Qt objects among it) is collected on this thread only while the window lives.
+        garbage.window_opened()
+        self._collects_garbage = True
 
         config, settings_note = load_config(self._settings)
         self.session = RunSession(run_function, parent=self)
@@ -428,4 +432,7 @@ class MainWindow(QMainWindow):
             return
         self.save_settings()
         self.plots.redraw_timer.stop()
+        if self._collects_garbage:
+            self._collects_garbage = False
+            garbage.window_closed()
         event.accept()
