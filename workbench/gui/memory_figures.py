@@ -49,8 +49,8 @@ def caption_html(mode: str, cpu_note: str = "", unavailable_reason: Optional[str
     text = " &nbsp; ".join(f"<b>{figure.glyph}</b>&nbsp;{_escape(figure.name)}" for figure in figures(mode))
     if ranks > 1:
         figure = "torch reserved" if mode == "gpu" else "resident memory"
-        text += (f"<br>{ranks} processes: the lines above are the highest rank's; thin lines, one per "
-                 f"{'GPU' if mode == 'gpu' else 'process'}, are each rank's own {figure}.")
+        text += (f"<br>{ranks} processes: these lines are the highest rank's; the thin lines, one per "
+                 f"{'GPU' if mode == 'gpu' else 'process'} (named at their end), are each rank's own {figure}.")
     if mode == "cpu":
         if unavailable_reason:
             text += f"<br>Not measured here: {_escape(unavailable_reason)}."

@@ -76,7 +76,7 @@ class RankMemoryLines:
         if curve is None:
             curve = self._curves[rank] = self._plot.plot()
             curve.setZValue(9)  # under the merged lines of the current run, over earlier runs
-            label = self._labels[rank] = pg.TextItem(anchor=(0, 0.5))
+            label = self._labels[rank] = pg.TextItem(anchor=(1, 1))  # above its end, inside the plot
             self._plot.addItem(label, ignoreBounds=True)
         curve.setPen(pg.mkPen(colour, width=1.3))
         label = self._labels[rank]
