@@ -50,6 +50,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("ID", lambda r: r.id, str, numeric=True),
     Column("Name", lambda r: r.name, str),
     Column("Status", lambda r: r.status, str),
+    Column("Sweep", lambda r: r.sweep_name or "", str,
+           tooltip="the sweep, search or max-batch sequence this run was a member of"),
     Column("Started", lambda r: r.started_at, local_time, numeric=True),
     _setting("Model", "model"),
     _setting("Pipeline", "pipeline"),
