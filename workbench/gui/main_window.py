@@ -304,6 +304,7 @@ class MainWindow(QMainWindow):
 
     def _on_device(self, device: DeviceInfo) -> None:
         self.controller.device_known(device)
+        garbage.freeze_what_lives()  # the engine is loaded now: what exists lives as long as the window
 
     def _set_memory_context(self, device: DeviceInfo) -> None:
         if device.type == "cuda":
