@@ -3,6 +3,7 @@ the process goes on and the next run works."""
 
 import multiprocessing
 import os
+import re
 import signal
 import threading
 
@@ -45,12 +46,16 @@ def test_a_killed_worker_fails_the_run_with_the_reason_and_the_next_run_works(wh
                          log_every=1)
     ended = kill_a_worker_mid_run(config) if where == "main thread" else in_a_thread(kill_a_worker_mid_run, config)
     assert ended.status == "failed" and ended.kind == "data_loader"
-    assert ended.reason.startswith("a DataLoader worker process died (DataLoader worker (pid")
-    assert ("exited unexpectedly" in ended.reason) or ("killed by signal" in ended.reason)
+    # Torch's own report of the dead worker, or (when the kill lands while a batch is handed over, about one
+    # time in three) the hand-over's broken connection, named as a dead worker all the same.
+    handed_over = re.match(r"a DataLoader worker process died \((\w+Error) while receiving a batch", ended.reason)
+    if handed_over is None:
+        assert ended.reason.startswith("a DataLoader worker process died (DataLoader worker (pid")
+        assert ("exited unexpectedly" in ended.reason) or ("killed by signal" in ended.reason)
     assert ("the system's out-of-memory killer may have ended it, or another process did. Try fewer workers "
             "(num_workers is 2) or a smaller prefetch_factor, or num_workers=0") in ended.reason
     assert ended.summary.steps >= 2  # it keeps the figures it had
-    assert ended.traceback and "RuntimeError" in ended.traceback
+    assert ended.traceback and (handed_over.group(1) if handed_over else "RuntimeError") in ended.traceback
     assert multiprocessing.active_children() == []  # the other worker was shut down too
     assert run_to_end(tiny_config(num_workers=2, persistent_workers=True))[-1].status == "finished"
 
