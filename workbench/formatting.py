@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 
 def format_bytes(value: Optional[float]) -> str:
@@ -34,3 +34,14 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]], right_ali
         ]
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)
+
+
+def format_setting(value: Any) -> str:
+    """A setting's value as run names, sweeps and flags write it: "none", "on"/"off", 0.05, bf16."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)

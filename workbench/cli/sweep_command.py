@@ -9,8 +9,8 @@ from typing import Any
 from workbench.cli import UsageError
 from workbench.cli.run_command import add_setting_flags, config_from_args, print_notes
 from workbench.cli.sequence_output import add_sequence_flags, drive, peaks, recording_for, refuse
-from workbench.experiments.events import MemberEnded, SequenceEnded, value_text
-from workbench.formatting import format_table
+from workbench.experiments.events import MemberEnded, SequenceEnded
+from workbench.formatting import format_setting, format_table
 from workbench.history.metrics import format_metric
 
 PROG = "workbench sweep"
@@ -87,7 +87,7 @@ def sweep_table(fields: tuple[str, ...], members: tuple[MemberEnded, ...]) -> st
     first = len(fields)
     rows = [
         (
-            *(value_text(value) for _, value in member.values),
+            *(format_setting(value) for _, value in member.values),
             f"#{member.run_id}" if member.run_id is not None else "",
             member.status + (f" ({member.kind})" if member.kind else ""),
             format_metric("rate", member.images_per_sec),

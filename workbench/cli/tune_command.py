@@ -20,10 +20,9 @@ from workbench.experiments.events import (
     SequenceEnded,
     TrialResult,
     TuneResult,
-    value_text,
     values_label,
 )
-from workbench.formatting import format_table
+from workbench.formatting import format_setting, format_table
 from workbench.history.metrics import format_metric
 
 PROG = "workbench tune"
@@ -144,7 +143,7 @@ def run_command_line(config: RunConfig) -> str:
         if isinstance(value, bool):
             words.append(flag if value else "--no-" + flag[2:])
         else:
-            words += [flag, value_text(value)]
+            words += [flag, format_setting(value)]
     return shlex.join(words)
 
 

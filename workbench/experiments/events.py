@@ -16,6 +16,7 @@ from typing import Any, Literal, Optional, Union
 
 from workbench.config import RunConfig
 from workbench.engine.events import Event, RunSummary
+from workbench.formatting import format_setting
 
 SequenceKind = Literal["sweep", "tune", "max_batch"]
 # finished: ran to its end; stopped: the user stopped it; failed: refused before anything ran (bad input),
@@ -28,17 +29,8 @@ Values = tuple[tuple[str, Any], ...]
 
 def values_label(values: Values) -> str:
     """"num_workers=2, precision=bf16"."""
-    return ", ".join(f"{name}={value_text(value)}" for name, value in values)
+    return ", ".join(f"{name}={format_setting(value)}" for name, value in values)
 
-
-def value_text(value: Any) -> str:
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
 
 
 @dataclass(frozen=True)

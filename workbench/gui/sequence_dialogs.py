@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 
 from workbench.config import CHOICES, FIELD_NAMES, RunConfig
 from workbench.experiments.sweep import SweepAxis
-from workbench.experiments.events import value_text
+from workbench.formatting import format_setting
 from workbench.experiments.values import parse_values
 from workbench.settings_help import SPECS
 
@@ -54,8 +54,8 @@ def suggested_values(name: str, config: RunConfig) -> str:
     if isinstance(current, int) and current > 0:
         return ",".join(str(value) for value in (max(1, current // 2), current, current * 2))
     if isinstance(current, float) and current > 0:
-        return ",".join(value_text(value) for value in (current / 2, current, current * 2))
-    return value_text(current)
+        return ",".join(format_setting(value) for value in (current / 2, current, current * 2))
+    return format_setting(current)
 
 
 class _AxisRow(QWidget):

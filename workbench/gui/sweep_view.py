@@ -35,8 +35,8 @@ from workbench.experiments.events import (
     MemberStarted,
     SequenceEnded,
     SequenceStarted,
-    value_text,
 )
+from workbench.formatting import format_setting
 from workbench.history.metrics import format_metric
 
 REDRAW_DELAY_MS = 100
@@ -136,7 +136,7 @@ class SweepView(QWidget):
         if isinstance(event, SequenceStarted):
             self._begin(event)
         elif isinstance(event, MemberStarted):
-            label = ", ".join(value_text(value) for _, value in event.values) or f"#{event.index + 1}"
+            label = ", ".join(format_setting(value) for _, value in event.values) or f"#{event.index + 1}"
             self._members.append(_Member(label, event.values, event.run_id))
             self._add_row(self._members[-1])
         elif isinstance(event, StepStats) and self._members and self._members[-1].ended is None:
@@ -176,7 +176,7 @@ class SweepView(QWidget):
     def _add_row(self, member: _Member) -> None:
         row = self.table.rowCount()
         self.table.insertRow(row)
-        values = [value_text(value) for _, value in member.values] if self._fields else [member.label]
+        values = [format_setting(value) for _, value in member.values] if self._fields else [member.label]
         for column, text in enumerate(values):
             self.table.setItem(row, column, QTableWidgetItem(text))
         self._fill_row(row, member)

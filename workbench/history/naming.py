@@ -11,6 +11,7 @@ from pathlib import PurePath
 from typing import Optional
 
 from workbench.config import FIELD_NAMES, RunConfig
+from workbench.formatting import format_setting
 
 MAX_CHANGES_IN_NAME = 3
 # The name starts with the data; these are said there, not again as changes.
@@ -41,17 +42,7 @@ def run_name(config: RunConfig, previous: Optional[RunConfig] = None) -> str:
 def changed_settings(config: RunConfig, previous: RunConfig) -> list[str]:
     """"name=value" for each setting (other than the data) that differs from ``previous``, in field order."""
     return [
-        f"{name}={_value(getattr(config, name))}"
+        f"{name}={format_setting(getattr(config, name))}"
         for name in FIELD_NAMES
         if name not in _DATA_FIELDS and getattr(config, name) != getattr(previous, name)
     ]
-
-
-def _value(value: object) -> str:
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
