@@ -221,7 +221,7 @@ class Finding:
     the remedy.
     """
 
-    kind: str  # input-bound, launch-bound, compute-bound, memory-headroom, unmeasured, balanced
+    kind: str  # input-bound, launch-bound, compute-bound, model-bound, memory-headroom, unmeasured, balanced
     headline: str
     text: str
     figure: Optional[float]
