@@ -113,3 +113,32 @@ def test_stop_ends_the_search_with_what_it_found():
             trials.append(event)
     ended = events[-1]
     assert ended.status == "stopped" and ended.result.max_batch_size == 256 and len(allocator.sizes) == 3
+
+
+def trial(batch_size, images_per_sec, fits=True):
+    return BatchTrial(batch_size=batch_size, fits=fits, reason=None if fits else "CUDA out of memory", run_id=None,
+                      images_per_sec=images_per_sec, peak_allocated_bytes=None, peak_reserved_bytes=None,
+                      peak_nvml_used_bytes=None)
+
+
+def test_a_largest_batch_much_slower_than_a_smaller_one_is_said_and_the_fastest_is_reported():
+    # What an H100 showed for resnet18 bf16: the last fitting size crawled (the allocator short of room).
+    from workbench.cli.max_batch_command import max_batch_json, summary_text
+    from workbench.experiments.events import MaxBatchResult, edge_note
+
+    trials = (trial(16384, 27_539.0), trial(32768, 30_586.0), trial(36864, None, fits=False),
+              trial(33792, 30_873.0), trial(34304, 3_497.0), trial(34816, None, fits=False))
+    result = MaxBatchResult(max_batch_size=34304, limited_by="memory", best=trials[4], trials=trials)
+    assert result.fastest is trials[3]
+    note = edge_note(result)
+    assert note.startswith("at the edge of memory it trains at 3,497 images/s, 11% of what batch 33,792 did")
+    ended = SequenceEnded("max-batch", 1, "finished", result)
+    assert note in summary_text(ended, result)
+    json_result = max_batch_json(ended, result)
+    assert (json_result["max_batch_size"], json_result["fastest_batch_size"]) == (34304, 33792)
+    assert json_result["fastest_images_per_sec"] == 30_873.0
+    from workbench.controller.messages import sequence_ended_text  # what the window's status line says
+    assert "At the edge of memory it trains at 3,497 images/s" in sequence_ended_text(ended)
+    # Within a fifth of the fastest: nothing to say.
+    even = MaxBatchResult(max_batch_size=33792, limited_by="memory", best=trials[3], trials=trials[:4])
+    assert edge_note(even) is None and "edge" not in summary_text(ended, even)

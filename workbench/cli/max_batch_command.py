@@ -9,7 +9,7 @@ from typing import Any
 from workbench.cli import UsageError
 from workbench.cli.run_command import add_setting_flags, config_from_args, print_notes
 from workbench.cli.sequence_output import add_sequence_flags, drive, peaks, recording_for, refuse
-from workbench.experiments.events import BatchTrial, MaxBatchResult, SequenceEnded
+from workbench.experiments.events import BatchTrial, MaxBatchResult, SequenceEnded, edge_note
 from workbench.formatting import format_bytes, format_table
 from workbench.history.metrics import format_metric
 
@@ -101,12 +101,13 @@ def summary_text(ended: SequenceEnded, result: MaxBatchResult) -> str:
         "training set": "the training set has no more images",
         "largest batch setting": "the batch_size setting goes no higher",
     }.get(result.limited_by, ended.reason or result.limited_by)
+    note = edge_note(result)
     return (
         f"largest batch that fits: {best.batch_size:,} ({limit}); "
         f"{format_metric('rate', best.images_per_sec) or 'n/a'} img/s; peak allocated "
         f"{format_bytes(best.peak_allocated_bytes)}, reserved {format_bytes(best.peak_reserved_bytes)}, "
         f"NVML used (whole device) {format_bytes(best.peak_nvml_used_bytes)}"
-    )
+    ) + (f"\n{note}" if note else "")
 
 
 def max_batch_json(ended: SequenceEnded, result: MaxBatchResult) -> dict[str, Any]:
@@ -119,6 +120,8 @@ def max_batch_json(ended: SequenceEnded, result: MaxBatchResult) -> dict[str, An
         "limited_by": result.limited_by,
         "run_id": best.run_id if best else None,
         "images_per_sec": best.images_per_sec if best else None,
+        "fastest_batch_size": result.fastest.batch_size if result.fastest else None,
+        "fastest_images_per_sec": result.fastest.images_per_sec if result.fastest else None,
         "peak_memory_bytes": peaks(best) if best else {"torch_allocated": None, "torch_reserved": None,
                                                         "nvml_used": None},
         "trials": [

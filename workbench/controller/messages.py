@@ -7,7 +7,14 @@ import math
 from typing import Optional
 
 from workbench.engine.events import EpochStats, ProfileSample, RunEnded, RunStarted, StepStats
-from workbench.experiments.events import SequenceEnded, SweepResult, TuneResult, MaxBatchResult, values_label
+from workbench.experiments.events import (
+    MaxBatchResult,
+    SequenceEnded,
+    SweepResult,
+    TuneResult,
+    edge_note,
+    values_label,
+)
 from workbench.formatting import format_bytes, format_duration
 from workbench.history.metrics import format_metric
 
@@ -125,6 +132,7 @@ def sequence_ended_text(event: SequenceEnded) -> str:
             return f"{head}: not even the first batch size tried fits ({event.reason or result.limited_by})."
         peak = format_bytes(best.peak_reserved_bytes) if best.peak_reserved_bytes is not None else "n/a"
         rate = format_metric("rate", best.images_per_sec) or "n/a"
+        note = edge_note(result)
         return (f"{head}: the largest batch that fits is {result.max_batch_size:,} (limited by {result.limited_by}; "
-                f"peak reserved {peak}, {rate} images/s).")
+                f"peak reserved {peak}, {rate} images/s)." + (f" {note[0].upper()}{note[1:]}." if note else ""))
     return f"{head}." + (f" {event.reason}" if event.reason and event.status == "finished" else "")
