@@ -61,11 +61,17 @@ def measure(events) -> dict:
     }
 
 
+def _rate(result: dict) -> str:
+    rate = result["images_per_sec"]
+    return f"{rate:,.0f} img/s" if rate is not None else f"no rate ({result['status']}: {result['reason']})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=None, help="steps per run (default: 300 on a GPU, 40 on a CPU)")
     parser.add_argument("--batch-size", type=int, default=None, help="default: 512 on a GPU, 64 on a CPU")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each path per setting, alternating")
+    parser.add_argument("--only", type=int, nargs="*", help="only these settings (1-based)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
 
@@ -74,11 +80,18 @@ def main() -> None:
     steps = args.steps or (300 if on_cuda else 40)
     batch = args.batch_size or (512 if on_cuda else 64)
     rows = []
-    for config in settings(on_cuda, steps, batch):
+    chosen = [config for number, config in enumerate(settings(on_cuda, steps, batch), 1)
+              if not args.only or number in args.only]
+    for config in chosen:
         plain, distributed = [], []
-        for _ in range(args.repeats):
+        for repeat in range(args.repeats):
             plain.append(measure(run(config)))
             distributed.append(measure(spawn_run(config, lambda: False, 1)))
+            # Progress as it goes: a run cut short by a time limit still shows what it measured.
+            print(f"{config.model} {config.pipeline} {config.precision} run {repeat + 1}: "
+                  f"plain {_rate(plain[-1])}, DDP {_rate(distributed[-1])} "
+                  f"(started in {plain[-1]['seconds_to_start']:.1f} s and {distributed[-1]['seconds_to_start']:.1f} s)",
+                  flush=True)
         failed = [result for result in plain + distributed if result["status"] != "finished"]
         row = {"config": config.to_dict(), "plain": plain, "distributed": distributed,
                "failed": [result["reason"] for result in failed]}

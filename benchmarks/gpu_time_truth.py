@@ -143,12 +143,15 @@ def table(rows: list[dict]) -> str:
             pct(profiled["idle_waiting_for_host_fraction"]),
             pct(profiled["idle_waiting_for_data_fraction"]),
             "n/a" if kernels is None else f"{kernels:,.0f}",
-            "n/a" if ceiling is None else f"{ceiling:,.0f}",
+            # "~": the probe's budget ran out before two chunks agreed within 3 %: a rough ceiling.
+            "n/a" if ceiling is None else ("" if row["ceiling"].get("steady") else "~") + f"{ceiling:,.0f}",
             pct(plain["images_per_sec"] / ceiling if ceiling else None),
             "n/a" if cost is None else f"{cost:.1%}",
             (profiled["verdict"] or "").split(":")[0],
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    if any(row["ceiling"].get("steady") is False for row in rows):
+        lines.append("\n~ the ceiling probe did not settle within its budget (--ceiling-budget): a rough figure.")
     return "\n".join(lines)
 
 
