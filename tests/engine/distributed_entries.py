@@ -78,3 +78,29 @@ def instrumented(index, world, config, events, stop_requested, *, folder: str) -
         if built:
             torch.save(built[0].state_dict(), Path(folder) / f"rank{index}.pt")
         (Path(folder) / f"rank{index}.txt").write_text(str(calls[0]))
+
+
+def saving_state(index, world, config, events, stop_requested, *, folder: str, ddp_defaults: bool) -> None:
+    """Train as the product does (or with DDP's default options when ``ddp_defaults``); then save this
+    rank's state, buffers included (folder/rank{index}.pt), and whether its DDP synchronised the buffers
+    before each forward (folder/rank{index}-syncs-buffers.txt)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    from workbench.engine.distributed.rank import RankWorld
+
+    built, syncs = [], []
+    _wrap_builder(config.model, built.append)
+    wrap = RankWorld.wrap_model
+
+    def wrap_and_note(self, model, device):
+        wrapped = DistributedDataParallel(model) if ddp_defaults else wrap(self, model, device)
+        syncs.append(wrapped.will_sync_module_buffers())
+        return wrapped
+
+    RankWorld.wrap_model = wrap_and_note
+    try:
+        spawned_rank_main(index, world, config, events, stop_requested)
+    finally:
+        if built:
+            torch.save(built[0].state_dict(), Path(folder) / f"rank{index}.pt")
+        (Path(folder) / f"rank{index}-syncs-buffers.txt").write_text(str(syncs))

@@ -7,6 +7,7 @@ spawned here, ``env://`` under torchrun), DistributedDataParallel around the mod
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 import sys
@@ -39,8 +40,33 @@ class RankWorld:
     def wrap_model(self, model: nn.Module, device: torch.device) -> nn.Module:
         # gradient_as_bucket_view: gradients live in DDP's all-reduce buckets instead of a copy beside them.
         return DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=True
+            model, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=True,
+            **FEWER_LAUNCHES_PER_STEP,
         )
+
+
+def _fewer_launches_per_step() -> dict[str, bool]:
+    """DDP's options that take kernels off each step without changing a figure, by this torch's names.
+
+    No broadcast of rank 0's buffers before every forward: nothing here reads another rank's buffers
+    (BatchNorm's running statistics). In training mode BatchNorm normalises with the batch's own
+    statistics, and only rank 0 evaluates (engine/session.py), with its own, which the broadcast never
+    changes. The broadcast is a collective, a concatenation and a copy per buffer each step: resnet18
+    gains ~60 kernels on its ~400, on a step that on an H100 already waits for its launches
+    (benchmarks/ddp_ops.py counts them).
+
+    batched_grad_copy (torch 2.14+): each bucket's gradients are copied in by one multi-tensor copy and
+    one division instead of a copy per parameter (the gradients are the same).
+    """
+    parameters = inspect.signature(DistributedDataParallel.__init__).parameters
+    # torch 2.13 renamed it (broadcast_buffers is deprecated there, with a warning).
+    options = {"forward_sync_buffers": False} if "forward_sync_buffers" in parameters else {"broadcast_buffers": False}
+    if "batched_grad_copy" in parameters:
+        options["batched_grad_copy"] = True
+    return options
+
+
+FEWER_LAUNCHES_PER_STEP = _fewer_launches_per_step()
 
 
 def claim_local_gpu(world: World) -> None:
