@@ -24,7 +24,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from torch.profiler import ProfilerActivity, profile
 
-from workbench.engine.distributed.rank import RankWorld, join_world, leave_world
+from workbench.engine.distributed.rank import join_world, leave_world
 from workbench.engine.distributed.world import World
 from workbench.engine.models import build_model
 

@@ -48,6 +48,23 @@ def fail_on_rank(index, world, config, events, stop_requested, *, rank: int, at_
     spawned_rank_main(index, world, config, events, stop_requested)
 
 
+def _train_and_save(index, world, config, events, stop_requested, folder: str, rewrap) -> None:
+    """Train as the product does, with ``RankWorld.wrap_model`` replaced by ``rewrap(wrap, self, model,
+    device)`` (``wrap``: the product's); then save this rank's model state, buffers included
+    (folder/rank{index}.pt)."""
+    from workbench.engine.distributed.rank import RankWorld
+
+    built = []
+    _wrap_builder(config.model, built.append)
+    wrap = RankWorld.wrap_model
+    RankWorld.wrap_model = lambda self, model, device: rewrap(wrap, self, model, device)
+    try:
+        spawned_rank_main(index, world, config, events, stop_requested)
+    finally:
+        if built:
+            torch.save(built[0].state_dict(), Path(folder) / f"rank{index}.pt")
+
+
 def instrumented(index, world, config, events, stop_requested, *, folder: str) -> None:
     """Train as the product does; then save this rank's parameters (folder/rank{index}.pt) and how many
     backward passes all-reduced gradients (folder/rank{index}.txt): a comm hook around DDP's default
@@ -55,13 +72,9 @@ def instrumented(index, world, config, events, stop_requested, *, folder: str) -
     may regroup the other buckets after the first step). Under no_sync a backward pass has none."""
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
-    from workbench.engine.distributed.rank import RankWorld
+    calls = [0]
 
-    built, calls = [], [0]
-    _wrap_builder(config.model, built.append)
-    wrap = RankWorld.wrap_model
-
-    def wrap_and_count(self, model, device):
+    def wrap_and_count(wrap, self, model, device):
         wrapped = wrap(self, model, device)
 
         def counting(state, bucket):
@@ -71,36 +84,26 @@ def instrumented(index, world, config, events, stop_requested, *, folder: str) -
         wrapped.register_comm_hook(None, counting)
         return wrapped
 
-    RankWorld.wrap_model = wrap_and_count
     try:
-        spawned_rank_main(index, world, config, events, stop_requested)
+        _train_and_save(index, world, config, events, stop_requested, folder, wrap_and_count)
     finally:
-        if built:
-            torch.save(built[0].state_dict(), Path(folder) / f"rank{index}.pt")
         (Path(folder) / f"rank{index}.txt").write_text(str(calls[0]))
 
 
 def saving_state(index, world, config, events, stop_requested, *, folder: str, ddp_defaults: bool) -> None:
     """Train as the product does (or with DDP's default options when ``ddp_defaults``); then save this
-    rank's state, buffers included (folder/rank{index}.pt), and whether its DDP synchronised the buffers
-    before each forward (folder/rank{index}-syncs-buffers.txt)."""
+    rank's state (folder/rank{index}.pt) and whether its DDP synchronised the buffers before each
+    forward (folder/rank{index}-syncs-buffers.txt)."""
     from torch.nn.parallel import DistributedDataParallel
 
-    from workbench.engine.distributed.rank import RankWorld
+    syncs = []
 
-    built, syncs = [], []
-    _wrap_builder(config.model, built.append)
-    wrap = RankWorld.wrap_model
-
-    def wrap_and_note(self, model, device):
+    def wrap_and_note(wrap, self, model, device):
         wrapped = DistributedDataParallel(model) if ddp_defaults else wrap(self, model, device)
         syncs.append(wrapped.will_sync_module_buffers())
         return wrapped
 
-    RankWorld.wrap_model = wrap_and_note
     try:
-        spawned_rank_main(index, world, config, events, stop_requested)
+        _train_and_save(index, world, config, events, stop_requested, folder, wrap_and_note)
     finally:
-        if built:
-            torch.save(built[0].state_dict(), Path(folder) / f"rank{index}.pt")
         (Path(folder) / f"rank{index}-syncs-buffers.txt").write_text(str(syncs))

@@ -226,7 +226,7 @@ def _model_bound(facts: RunFacts) -> list[Finding]:
     if not facts.config.compile:
         remedies.append(("compile", True, "it helps either way: fused kernels, fewer launches per step"))
     return _with_remedies("model-bound", head, efficiency, "pipeline_efficiency", MODEL_BOUND_EFFICIENCY, remedies,
-                          "only a smaller model or a faster GPU is left")
+                          "a timeline sample tells what bounds it")  # never used: profile=true is always offered
 
 
 def _unmeasured_or_balanced(facts: RunFacts) -> list[Finding]:
