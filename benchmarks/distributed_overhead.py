@@ -4,7 +4,11 @@ The same settings train twice, alternating: once as the one-process run (engine.
 once through the launcher as one spawned rank with DistributedDataParallel (NCCL on CUDA, gloo on
 a CPU). Images/sec is the steady state (samples ÷ seconds after the first log window), so the
 seconds a spawned process takes to start are not in it; they are shown apart. Target on a GPU:
-distributed ÷ plain ≥ 0.97. Writes benchmarks/results/distributed_overhead-<device>.json.
+distributed ÷ plain ≥ 0.97. "DDP adds" turns the two rates into the ms the distributed path adds to
+each step: DDP's host work per step (a hook and a gradient copy per parameter, an all-reduce per
+bucket) is about the same whatever the batch, so the ratio depends on the step's length, and on a
+GPU the benchmark measures a short (launch-bound) and a long (compute-bound) step of the same model.
+Writes benchmarks/results/distributed_overhead-<device>.json.
 
     python benchmarks/distributed_overhead.py                  # GPU settings if CUDA, a small CPU check otherwise
     python benchmarks/distributed_overhead.py --repeats 5 --steps 400
@@ -29,17 +33,31 @@ TARGET_RATIO = 0.97
 
 
 def settings(on_cuda: bool, steps: int, batch: int) -> list[RunConfig]:
-    common = dict(dataset="synthetic", batch_size=batch, synthetic_size=max(batch * 40, 10_000), max_steps=steps,
-                  epochs=1000, log_every=max(5, steps // 15))
+    def common(batch_size: int) -> dict:
+        return dict(dataset="synthetic", batch_size=batch_size, synthetic_size=max(batch_size * 40, 10_000),
+                    max_steps=steps, epochs=1000, log_every=max(5, steps // 15))
+
     if not on_cuda:
-        return [RunConfig(device="cpu", model="small-cnn", pipeline="gpu-resident", augment="gpu", **common)]
+        return [RunConfig(device="cpu", model="small-cnn", pipeline="gpu-resident", augment="gpu", **common(batch))]
+    fastest = dict(device="cuda", model="resnet18", pipeline="gpu-resident", augment="gpu", precision="bf16",
+                   channels_last=True)
     return [
-        # The fastest steps (the largest share of any per-step overhead) ...
-        RunConfig(device="cuda", model="resnet18", pipeline="gpu-resident", augment="gpu", precision="bf16",
-                  channels_last=True, **common),
+        # The shortest steps: on an H100 the host's launches bound this one (66 % kernel-busy), so
+        # DDP's per-step host work costs its full length here ...
+        RunConfig(**fastest, **common(batch)),
+        # ... the same with 4× the batch, where the GPU bounds the step (95 %+ kernel-busy at 1024):
+        # the same host work, hidden behind the kernels ...
+        RunConfig(**fastest, **common(batch * 4)),
         # ... and the common setup: a DataLoader with workers, fp32.
-        RunConfig(device="cuda", model="resnet18", pipeline="dataloader", augment="gpu", num_workers=8, **common),
+        RunConfig(device="cuda", model="resnet18", pipeline="dataloader", augment="gpu", num_workers=8,
+                  **common(batch)),
     ]
+
+
+def added_ms_per_step(row: dict) -> float:
+    """What the distributed path adds to each optimiser step, in ms: a fixed cost, whatever the step's length."""
+    batch = row["config"]["batch_size"] * row["config"]["accumulation_steps"]
+    return 1000.0 * batch * (1.0 / row["distributed_median"] - 1.0 / row["plain_median"])
 
 
 def measure(events) -> dict:
@@ -69,7 +87,7 @@ def _rate(result: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=None, help="steps per run (default: 300 on a GPU, 40 on a CPU)")
-    parser.add_argument("--batch-size", type=int, default=None, help="default: 512 on a GPU, 64 on a CPU")
+    parser.add_argument("--batch-size", type=int, default=None, help="default: 512 on a GPU (the long-step setting takes 4×), 64 on a CPU")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each path per setting, alternating")
     parser.add_argument("--only", type=int, nargs="*", help="only these settings (1-based)")
     parser.add_argument("--out", type=Path, default=None)
@@ -99,23 +117,26 @@ def main() -> None:
             row["plain_median"] = statistics.median(result["images_per_sec"] for result in plain)
             row["distributed_median"] = statistics.median(result["images_per_sec"] for result in distributed)
             row["ratio"] = row["distributed_median"] / row["plain_median"]
+            row["added_ms_per_step"] = added_ms_per_step(row)
         rows.append(row)
 
     backend = "nccl" if on_cuda and "nccl" in device.distributed_backends else "gloo"
-    print(f"\n{steps} steps, batch {batch}, {args.repeats} runs of each path, on {device.name} [{device.type}], "
+    print(f"\n{steps} steps, {args.repeats} runs of each path, on {device.name} [{device.type}], "
           f"torch {device.torch_version}; distributed = 1 spawned rank, DDP over {backend}")
-    print(f"{'model':<12}{'pipeline':<14}{'precision':<10}{'plain img/s':>12}{'DDP img/s':>11}{'ratio':>8}"
-          f"{'start plain':>13}{'start DDP':>11}")
+    print(f"{'model':<12}{'pipeline':<14}{'precision':<10}{'batch':>6}{'plain img/s':>12}{'DDP img/s':>11}"
+          f"{'ratio':>8}{'DDP adds':>10}{'start plain':>13}{'start DDP':>11}")
     for row in rows:
         c = row["config"]
         if row["failed"]:
-            print(f"{c['model']:<12}{c['pipeline']:<14}{c['precision']:<10}  failed: {row['failed'][0]}")
+            print(f"{c['model']:<12}{c['pipeline']:<14}{c['precision']:<10}{c['batch_size']:>6}  "
+                  f"failed: {row['failed'][0]}")
             continue
         start_plain = statistics.median(result["seconds_to_start"] for result in row["plain"])
         start_ddp = statistics.median(result["seconds_to_start"] for result in row["distributed"])
         verdict = "" if not on_cuda else ("  ok" if row["ratio"] >= TARGET_RATIO else f"  below {TARGET_RATIO}")
-        print(f"{c['model']:<12}{c['pipeline']:<14}{c['precision']:<10}{row['plain_median']:>12,.0f}"
-              f"{row['distributed_median']:>11,.0f}{row['ratio']:>8.3f}{start_plain:>12.1f}s{start_ddp:>10.1f}s{verdict}")
+        print(f"{c['model']:<12}{c['pipeline']:<14}{c['precision']:<10}{c['batch_size']:>6}"
+              f"{row['plain_median']:>12,.0f}{row['distributed_median']:>11,.0f}{row['ratio']:>8.3f}{row['added_ms_per_step']:>7.2f} ms"
+              f"{start_plain:>12.1f}s{start_ddp:>10.1f}s{verdict}")
     out = args.out or RESULTS / f"distributed_overhead-{device.type}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The GPU checks issues 7, 8, 9 and 10 ask for, in parts that each fit a 10-minute machine call:
-#   scripts/gpu_checks.sh tests | truth | max-batch | tune-matrix | overheads
+#   scripts/gpu_checks.sh tests | truth | max-batch | tune-matrix | overheads | ddp
 # (tests/gui is left out: the GPU machine has no PySide6, and no GUI test needs a GPU.)
 # Each part writes its logs and JSON under $OUT (default ./gpu-results). Needs torch with CUDA,
 # torchvision, nvidia-ml-py and platformdirs importable (PYTHONPATH may point at unpacked wheels).
 # Times seen on an H100 (16 cores): tests ~4.5 min, truth ~4 min with --steps 150 --ceiling-budget 6,
 # each max-batch 3-4 min (a trial near the memory limit takes 20-40 s: cuDNN autotunes every new size).
 set -uo pipefail
-PARTS="tests|truth|max-batch|tune-matrix|overheads"
-case "${1:-}" in tests|truth|max-batch|tune-matrix|overheads) ;; *) echo "usage: $0 $PARTS" >&2; exit 2 ;; esac
+PARTS="tests|truth|max-batch|tune-matrix|overheads|ddp"
+case "${1:-}" in tests|truth|max-batch|tune-matrix|overheads|ddp) ;; *) echo "usage: $0 $PARTS" >&2; exit 2 ;; esac
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-results}
 mkdir -p "$OUT"
@@ -31,10 +31,11 @@ case "${1:-}" in
     timeout 170 python -m workbench tune --budget-seconds 140 --json > "$OUT/tune.log" 2>&1
     echo "tune rc=$?"; tail -2 "$OUT/tune.log"
     timeout 380 python benchmarks/gpu_matrix.py --budget-seconds 330 --out "$OUT/gpu_matrix.json" 2>&1 | tail -25 ;;
-  overheads)  # issue 8's engine overhead, issue 10's devices=1 ratio, issue 7's sampling cost
+  overheads)  # issue 8's engine overhead, issue 7's sampling cost
     timeout 130 python benchmarks/engine_overhead.py --steps 200 --repeats 3 --budget-seconds 90 \
       --out "$OUT/engine_overhead.json" 2>&1 | tail -8
-    timeout 250 python benchmarks/distributed_overhead.py --steps 200 --repeats 2 \
-      --out "$OUT/distributed_overhead.json" 2>&1 | tail -8
     timeout 150 python benchmarks/profile_overhead.py --repeats 2 --out "$OUT/profile_overhead.json" 2>&1 | tail -8 ;;
+  ddp)  # issue 10's devices=1 ratio: short and long steps, and a DataLoader (each row ~2 min at 2 repeats)
+    timeout 560 python benchmarks/distributed_overhead.py --steps 200 --repeats 2 \
+      --out "$OUT/distributed_overhead.json" 2>&1 | tail -12 ;;
 esac
