@@ -10,7 +10,7 @@ import torch
 from engine_helpers import run_to_end, tiny_config
 
 from workbench.engine import run
-from workbench.engine.events import ProfileSample, RunEnded, StepStats
+from workbench.engine.events import ProfileSample, StepStats
 from workbench.engine.profiling import (
     CPU_STEPS,
     NEVER,

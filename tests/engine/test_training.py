@@ -10,7 +10,7 @@ from torch import nn
 
 from workbench.config import CHOICES
 from workbench.engine import run
-from workbench.engine.events import EpochStats, RunEnded, RunStarted, StatusChanged, StepStats
+from workbench.engine.events import EpochStats, RunStarted, StatusChanged, StepStats
 from workbench.engine.train_step import TrainStep, warmup_linear_decay
 
 

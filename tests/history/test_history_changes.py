@@ -21,8 +21,8 @@ def store(tmp_path):
 def parsed(monkeypatch):
     """The ids of the rows turned into RunRecords, in order."""
     ids = []
-    real = store_module._record
-    monkeypatch.setattr(store_module, "_record", lambda row: ids.append(row["id"]) or real(row))
+    real = store_module.record_from_row
+    monkeypatch.setattr(store_module, "record_from_row", lambda row: ids.append(row["id"]) or real(row))
     return ids
 
 

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.history.compare import SECTIONS, ComparisonRow, compare_runs
-from workbench.history.store import RunRecord
+from workbench.history.records import RunRecord
 
 DIFFERENCE_BACKGROUND = QColor("#fff1c2")
 

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QWidget
 
 from workbench.formatting import format_duration
 from workbench.history.metrics import METRICS_BY_NAME, format_metric, local_time
-from workbench.history.store import RunRecord
+from workbench.history.records import RunRecord
 
 SORT_ROLE = Qt.ItemDataRole.UserRole
 RUN_ID_ROLE = Qt.ItemDataRole.UserRole + 1

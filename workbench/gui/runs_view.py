@@ -33,7 +33,8 @@ from workbench.gui.comparison_view import ComparisonView
 from workbench.gui.runs_exports import RUNS_CSV, STEPS_CSV, CsvExport
 from workbench.gui.runs_table import COLUMN_TITLES, RUN_ID_ROLE, SORT_ROLE, RunsSortProxy, RunsTableModel
 from workbench.gui.series import SERIES_KEYS
-from workbench.history.store import HistoryError, HistoryStore, RunRecord
+from workbench.history.records import RunRecord
+from workbench.history.store import HistoryError, HistoryStore
 
 # The step curves the main window's plots overlay (PlotsPanel.add_overlay takes exactly these).
 OVERLAY_KEYS: tuple[str, ...] = SERIES_KEYS

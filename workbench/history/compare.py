@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 from workbench.config import FIELD_NAMES
 from workbench.formatting import format_duration
 from workbench.history.metrics import SUMMARY_METRICS, Metric, format_metric, format_setting, local_time
-from workbench.history.store import RunRecord
+from workbench.history.records import RunRecord
 
 SECTIONS: tuple[str, ...] = ("Run", "Settings", "Results", "Environment")
 

@@ -16,8 +16,9 @@ from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from workbench.config import FIELD_NAMES
 from workbench.history.metrics import SUMMARY_METRICS, iso_utc
+from workbench.history.records import RunRecord
 from workbench.history.schema import EPOCH_COLUMNS, RANK_PEAK_FIGURES, STEP_COLUMNS
-from workbench.history.store import HistoryError, HistoryStore, RunRecord
+from workbench.history.store import HistoryError, HistoryStore
 
 # What the run is and where it came from (source: gui or cli), as the Runs tab shows it, and the
 # sequence of runs (sweep, tune, max-batch) it was a member of.

@@ -13,19 +13,19 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
-from workbench.config import FIELD_TYPES, ConfigError, RunConfig
+from workbench.config import RunConfig
 from workbench.history import processes
 from workbench.history.naming import run_name
+from workbench.history.records import RunChanges, RunRecord, load_config, rank_peaks_json, record_from_row
 from workbench.history.schema import (
     EPOCH_COLUMNS,
     MIGRATIONS,
     PROFILE_SAMPLE_COLUMNS,
     PROFILE_SAMPLE_LISTS,
-    RANK_PEAK_FIGURES,
     SCHEMA_VERSION,
     STEP_COLUMNS,
     SUMMARY_COLUMNS,
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from workbench.device_info import DeviceInfo
-    from workbench.engine.events import Finding, ProfileSample, RunStarted, RunSummary
+    from workbench.engine.events import ProfileSample, RunStarted, RunSummary
     from workbench.history.recorder import RunRecorder
 
 DATABASE_NAME = "history.sqlite3"
@@ -59,95 +59,6 @@ class RunNotFound(HistoryError, LookupError):
 
 class RunInProgress(HistoryError):
     """The run is still being written by a live process."""
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    id: int
-    name: str
-    note: str
-    status: str  # running, finished, stopped, failed, interrupted
-    reason: Optional[str]
-    failure_kind: Optional[str]
-    source: str  # cli, gui
-    started_at: float  # unix seconds
-    finished_at: Optional[float]
-    config: RunConfig
-    device: dict[str, Any] = field(default_factory=dict)  # DeviceInfo fields; empty until the run started
-    run_info: dict[str, Any] = field(default_factory=dict)  # dataset_name, train_size, total_steps, notes, ...
-    test_accuracy: Optional[float] = None
-    final_loss: Optional[float] = None
-    images_per_sec: Optional[float] = None
-    images_per_sec_median: Optional[float] = None
-    data_wait_fraction: Optional[float] = None
-    device_span_fraction: Optional[float] = None
-    peak_allocated_bytes: Optional[int] = None
-    peak_reserved_bytes: Optional[int] = None
-    peak_nvml_used_bytes: Optional[int] = None  # device-wide
-    peak_nvml_process_used_bytes: Optional[int] = None  # this process's own (None where the driver hides it)
-    skipped_optimizer_steps: Optional[int] = None  # fp16 GradScaler skips; None for runs before schema 4
-    wall_seconds: Optional[float] = None
-    steps: int = 0
-    samples_seen: int = 0
-    epochs_completed: int = 0
-    world_size: int = 1  # processes that trained together; the peaks above are then the highest rank's
-    # Each rank's peaks, by rank (() for a one-process run), as in RunSummary.
-    rank_peak_allocated_bytes: tuple[Optional[int], ...] = ()
-    rank_peak_reserved_bytes: tuple[Optional[int], ...] = ()
-    rank_peak_nvml_used_bytes: tuple[Optional[int], ...] = ()
-    device_type: Optional[str] = None
-    device_name: Optional[str] = None
-    torch_version: Optional[str] = None
-    # schema 4: the profiler-sampled timeline, the compute ceiling, the findings the run ended with
-    profile_samples: int = 0
-    kernel_busy_fraction: Optional[float] = None
-    memcpy_fraction: Optional[float] = None
-    memset_fraction: Optional[float] = None
-    idle_waiting_for_data_fraction: Optional[float] = None
-    idle_waiting_for_host_fraction: Optional[float] = None
-    idle_other_fraction: Optional[float] = None
-    kernels_per_step: Optional[float] = None
-    launches_per_step: Optional[float] = None
-    median_kernel_seconds: Optional[float] = None
-    gpu_timeline_unavailable_reason: Optional[str] = None
-    ceiling_images_per_sec: Optional[float] = None
-    pipeline_efficiency: Optional[float] = None
-    findings: tuple[Finding, ...] = ()  # ranked; empty for runs recorded before schema 4
-    heartbeat_at: Optional[float] = None
-    pid: Optional[int] = None
-    hostname: Optional[str] = None
-    process_identity: Optional[str] = None
-    app_version: Optional[str] = None
-    # Stored settings this version does not know (or cannot read); the config uses defaults for them.
-    config_dropped: tuple[str, ...] = ()
-    # The sequence of runs (sweep, tune, max-batch) this run belongs to; None for a lone run.
-    sweep_id: Optional[int] = None
-    sweep_name: Optional[str] = None
-    traceback: Optional[str] = None  # of a failure nobody expected (kinds error, data_loader, out_of_memory)
-
-    @property
-    def duration_seconds(self) -> float:
-        """Wall time from start to end (to now, while running)."""
-        end = self.finished_at if self.finished_at is not None else time.time()
-        return max(0.0, end - self.started_at)
-
-    @property
-    def verdict(self) -> Optional[str]:
-        """The first finding's headline: what bounded the run, in one sentence (None before schema 4)."""
-        return self.findings[0].headline if self.findings else None
-
-    @property
-    def label(self) -> str:
-        return f"#{self.id} {self.name}"
-
-
-@dataclass(frozen=True)
-class RunChanges:
-    """What a view must redraw since it last asked (``HistoryStore.changes_since``)."""
-
-    revision: int  # the history's revision these changes bring a view up to: pass it to the next call
-    changed: tuple[RunRecord, ...]  # runs added or written since the revision asked for, newest first
-    run_ids: frozenset[int]  # every run stored now: a run a view shows that is not here was deleted
 
 
 class HistoryStore:
@@ -310,7 +221,7 @@ class HistoryStore:
 
     def sweep_runs(self, sweep_id: int) -> list[RunRecord]:
         """The runs of one sequence, in the order they ran."""
-        return [_record(row) for row in self._conn.execute(f"{_RUNS} WHERE runs.sweep_id = ? ORDER BY runs.id",
+        return [record_from_row(row) for row in self._conn.execute(f"{_RUNS} WHERE runs.sweep_id = ? ORDER BY runs.id",
                                                            (sweep_id,))]
 
     def changes_since(self, revision: Optional[int]) -> RunChanges:
@@ -332,7 +243,7 @@ class HistoryStore:
                 run_ids = frozenset(row[0] for row in conn.execute("SELECT id FROM runs"))
         except sqlite3.Error as error:
             raise HistoryError(f"cannot read the run history at {self.path}: {_words(error)}") from error
-        return RunChanges(current, tuple(_record(row) for row in rows), run_ids)
+        return RunChanges(current, tuple(record_from_row(row) for row in rows), run_ids)
 
     @contextlib.contextmanager
     def _snapshot(self) -> Iterator[sqlite3.Connection]:
@@ -345,25 +256,25 @@ class HistoryStore:
 
     def list_runs(self) -> list[RunRecord]:
         """Every run, newest first."""
-        return [_record(row) for row in self._conn.execute(f"{_RUNS} ORDER BY runs.id DESC")]
+        return [record_from_row(row) for row in self._conn.execute(f"{_RUNS} ORDER BY runs.id DESC")]
 
     def get_run(self, run_id: int) -> RunRecord:
         row = self._conn.execute(f"{_RUNS} WHERE runs.id = ?", (run_id,)).fetchone()
         if row is None:
             raise RunNotFound(f"no run with id {run_id} in {self.path}")
-        return _record(row)
+        return record_from_row(row)
 
     def get_runs(self, run_ids: Optional[Sequence[int]] = None) -> list[RunRecord]:
         """The given runs (all when None), oldest first; unknown ids are refused all together."""
         if run_ids is None:
-            return [_record(row) for row in self._conn.execute(f"{_RUNS} ORDER BY runs.id")]
+            return [record_from_row(row) for row in self._conn.execute(f"{_RUNS} ORDER BY runs.id")]
         wanted = sorted(set(int(run_id) for run_id in run_ids))
         records = {}
         for start in range(0, len(wanted), 500):  # stay under SQLite's bound-parameter limit
             chunk = wanted[start : start + 500]
             marks = ",".join("?" * len(chunk))
             for row in self._conn.execute(f"{_RUNS} WHERE runs.id IN ({marks})", chunk):
-                records[row["id"]] = _record(row)
+                records[row["id"]] = record_from_row(row)
         missing = [run_id for run_id in wanted if run_id not in records]
         if missing:
             listed = ", ".join(str(run_id) for run_id in missing)
@@ -556,7 +467,7 @@ class HistoryStore:
             assignments = ", ".join(f"{name} = ?" for name in SUMMARY_COLUMNS) + ", findings_json = ?, rank_peaks_json = ?"
             values = [getattr(summary, name) for name in SUMMARY_COLUMNS]
             values.append(json.dumps([finding.to_dict() for finding in summary.findings]) if summary.findings else None)
-            values.append(_rank_peaks_json(summary))
+            values.append(rank_peaks_json(summary))
             # Device facts come from RunStarted; a summary without them must not erase them.
             sql = (
                 f"UPDATE runs SET {assignments}, device_type = COALESCE(?, device_type), "
@@ -567,95 +478,6 @@ class HistoryStore:
                 sql += ", status = ?, reason = ?, failure_kind = ?, traceback = ?, finished_at = ?"
                 values += [*end, now]
             conn.execute(sql + " WHERE id = ?", (*values, run_id))
-
-
-def _rank_peaks_json(summary: RunSummary) -> Optional[str]:
-    peaks = {name: list(getattr(summary, "rank_" + name)) for name in RANK_PEAK_FIGURES}
-    return json.dumps(peaks) if any(peaks.values()) else None
-
-
-def _rank_peaks(text: Optional[str]) -> dict[str, tuple[Optional[int], ...]]:
-    stored = _json_object(text)
-    peaks = {}
-    for name in RANK_PEAK_FIGURES:
-        values = stored.get(name)
-        if isinstance(values, list):
-            peaks["rank_" + name] = tuple(value if isinstance(value, int) else None for value in values)
-    return peaks
-
-
-def _record(row: sqlite3.Row) -> RunRecord:
-    config, dropped = load_config(row["config_json"])
-    summary = {name: row[name] for name in SUMMARY_COLUMNS}
-    summary.update(_rank_peaks(row["rank_peaks_json"]))
-    return RunRecord(
-        id=row["id"],
-        name=row["name"],
-        note=row["note"],
-        status=row["status"],
-        reason=row["reason"],
-        failure_kind=row["failure_kind"],
-        source=row["source"],
-        started_at=row["started_at"],
-        finished_at=row["finished_at"],
-        config=config,
-        device=_json_object(row["device_json"]),
-        run_info=_json_object(row["run_info_json"]),
-        device_type=row["device_type"],
-        device_name=row["device_name"],
-        torch_version=row["torch_version"],
-        heartbeat_at=row["heartbeat_at"],
-        pid=row["pid"],
-        hostname=row["hostname"],
-        process_identity=row["process_identity"],
-        app_version=row["app_version"],
-        config_dropped=dropped,
-        findings=_findings(row["findings_json"]),
-        sweep_id=row["sweep_id"],
-        sweep_name=row["sweep_name"],
-        traceback=row["traceback"],
-        **summary,
-    )
-
-
-def _findings(text: Optional[str]) -> tuple[Finding, ...]:
-    from workbench.engine.events import Finding
-
-    try:
-        items = json.loads(text) if text else []
-    except ValueError:
-        return ()
-    return tuple(Finding.from_dict(item) for item in items if isinstance(item, dict))
-
-
-def load_config(text: Optional[str]) -> tuple[RunConfig, tuple[str, ...]]:
-    """A stored RunConfig, tolerant of history: settings this version lacks are dropped (and named),
-    settings it added take their defaults."""
-    data = _json_object(text)
-    dropped = [name for name in data if name not in FIELD_TYPES]
-    known = {name: value for name, value in data.items() if name in FIELD_TYPES}
-    try:
-        return RunConfig.from_dict(known), tuple(dropped)
-    except ConfigError:
-        usable = {}
-        for name, value in known.items():  # a setting whose type changed: keep the rest of the record
-            try:
-                RunConfig.from_dict({name: value})
-            except ConfigError:
-                dropped.append(name)
-            else:
-                usable[name] = value
-        return RunConfig.from_dict(usable), tuple(dropped)
-
-
-def _json_object(text: Optional[str]) -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 @functools.lru_cache(maxsize=1)
