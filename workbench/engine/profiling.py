@@ -17,17 +17,12 @@ On a CPU one window records every host op. Each window's Chrome trace is kept (`
 opens in Perfetto). The loop's own figures for these steps are slower than usual; the run summary
 leaves the log windows that hold a sample out of its steady state.
 
-Kineto is driven through torch's own entry points (``torch._C._autograd._enable_profiler`` and
-friends, what ``torch.profiler.profile`` calls) because only they take the record scopes that keep
-host ops out of the timeline window; where they refuse the scopes, every host op is recorded and
-the sample says so.
+One recording (Kineto through torch's own entry points) is kineto_recording.py's.
 """
 
 from __future__ import annotations
 
-import gzip
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -37,6 +32,7 @@ import torch
 
 from workbench.engine import kineto, timeline
 from workbench.engine.events import ProfileSample
+from workbench.engine.kineto_recording import KinetoRecording, save_trace
 from workbench.engine.requests import ProfileRequests
 
 # Kineto logs every start and stop on stderr (and on a CPU-only machine an error about the missing GPU),
@@ -198,7 +194,7 @@ class _Sample:
         self.phase_index = -1
         self.recording = False
         self.overhead = 0.0
-        self._session: Optional[_Recording] = None
+        self._session: Optional[KinetoRecording] = None
         self._step_mark: Optional[Any] = None
         self.results: dict[str, tuple[Any, int, bool]] = {}  # phase → (profiler result, steps, all host ops?)
         self.timeline_first_step: Optional[int] = None
@@ -231,18 +227,18 @@ class _Sample:
     def _begin_phase(self, name: str, step: int) -> None:
         sampler = self.sampler
         if name == "warmup":
-            self._session = _Recording(timeline_mode=True, cuda=True)
+            self._session = KinetoRecording(timeline_mode=True, cuda=True)
             self._session.prepare()
             return
         if name == "timeline":
             _synchronize(sampler.device)  # an empty queue: the window's launches are all its own
-            session = self._session or _Recording(timeline_mode=True, cuda=True)
+            session = self._session or KinetoRecording(timeline_mode=True, cuda=True)
             if self._session is None:
                 session.prepare()
             session.start()
             self.timeline_first_step = step + 1
         else:  # "ops" on a GPU, "cpu" on a CPU: every host op
-            session = _Recording(timeline_mode=False, cuda=sampler.cuda)
+            session = KinetoRecording(timeline_mode=False, cuda=sampler.cuda)
             session.prepare()
             session.start()
         self._session = session
@@ -304,9 +300,9 @@ class _Sample:
         trace_path = ops_trace_path = reason = None
         try:
             first = self.timeline_first_step or self.start + 1
-            trace_path = _save(main, sampler.trace_dir / f"step-{first:07d}.trace.json.gz")
+            trace_path = save_trace(main, sampler.trace_dir / f"step-{first:07d}.trace.json.gz")
             if ops is not None:
-                ops_trace_path = _save(ops, sampler.trace_dir / f"step-{first:07d}-ops.trace.json.gz")
+                ops_trace_path = save_trace(ops, sampler.trace_dir / f"step-{first:07d}-ops.trace.json.gz")
         except OSError as error:
             reason = f"could not write the trace to {sampler.trace_dir}: {error.strerror or error}"
         gpu_reason = None if sampler.cuda else "a CPU run has no GPU timeline"
@@ -340,58 +336,6 @@ class _Sample:
         )
 
 
-class _Recording:
-    """One Kineto recording, driven through torch's own profiler entry points."""
-
-    def __init__(self, timeline_mode: bool, cuda: bool):
-        from torch._C._profiler import ProfilerActivity, ProfilerConfig, ProfilerState, RecordScope, _ExperimentalConfig
-
-        # Timeline mode records the GPU activities alone: kernels, copies, fills and the CUDA runtime calls
-        # that launched them (torch's Kineto shim puts the runtime in its CUDA set). Any host recording
-        # costs every op a callback: on an H100, resnet18 bf16 batch 512 ran 9.9 ms a step unprofiled,
-        # 13.7 ms with the GPU activities alone, 17.1 ms with every host op and 18.1 ms with only the
-        # annotations kept through record scopes. The loop's waits for data are timed by the loop itself.
-        if timeline_mode and cuda:
-            self.activities = {ProfilerActivity.CUDA}
-        else:
-            self.activities = {ProfilerActivity.CPU} | ({ProfilerActivity.CUDA} if cuda else set())
-        self.scopes = {RecordScope.USER_SCOPE} if timeline_mode else set()
-        self.all_host_ops = not timeline_mode
-        self.config = ProfilerConfig(ProfilerState.KINETO, False, False, False, False, False, _ExperimentalConfig())
-        self.prepared = self.enabled = False
-
-    def prepare(self) -> None:
-        from torch._C._autograd import _prepare_profiler
-
-        _prepare_profiler(self.config, self.activities)
-        self.prepared = True
-
-    def start(self) -> None:
-        from torch._C._autograd import _enable_profiler
-
-        try:
-            _enable_profiler(self.config, self.activities, self.scopes)
-        except TypeError:  # a torch whose entry point takes no scopes: record every host op
-            _enable_profiler(self.config, self.activities)
-            self.all_host_ops = True
-        self.enabled = True
-
-    def stop(self) -> Any:
-        from torch._C._autograd import _disable_profiler
-
-        self.enabled = False
-        return _disable_profiler()
-
-    def abandon(self) -> None:
-        """Leave Kineto idle. A recording prepared but never started (a stop in a GPU sample's warm-up
-        step) is started and stopped too, so no prepared trace lingers into the
-        next run in this process (untested here: a CPU-only Kineto does not mind either way)."""
-        if self.prepared and not self.enabled:
-            self.start()
-        if self.enabled:
-            self.stop()
-
-
 class _AnnotatedBatches:
     """The loop's batch iterator while a window records: each fetch marked as a wait for data."""
 
@@ -403,7 +347,7 @@ class _AnnotatedBatches:
         return self
 
     def __next__(self):
-        # Timed here as well: a GPU timeline window records no host annotations (see _Recording).
+        # Timed here as well: a GPU timeline window records no host annotations (see KinetoRecording).
         began = time.perf_counter()
         try:
             with torch.profiler.record_function(DATA_WAIT):
@@ -443,19 +387,6 @@ def _phase_lengths(cuda: bool, steps_per_epoch: int) -> list[tuple[str, int]]:
 def _synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def _save(result: Any, path: Path) -> str:
-    """The recording's Chrome trace, gzipped (Perfetto and chrome://tracing open .json.gz)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    plain = path.with_name(path.name.removesuffix(".gz") + ".part")
-    try:
-        result.save(str(plain))
-        with open(plain, "rb") as source, gzip.open(path, "wb", compresslevel=6) as target:
-            shutil.copyfileobj(source, target)
-    finally:
-        plain.unlink(missing_ok=True)
-    return str(path)
 
 
 def default_trace_dir(home: Path) -> Path:
