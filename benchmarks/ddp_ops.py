@@ -14,8 +14,6 @@ strides and allocations are left out. Writes benchmarks/results/ddp_ops-<model>.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -24,11 +22,13 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from torch.profiler import ProfilerActivity, profile
 
+from _common import RESULTS, machine, write_results
+
 from workbench.engine.distributed.rank import join_world, leave_world
+from workbench.engine.device import probe_device
 from workbench.engine.distributed.world import World
 from workbench.engine.models import build_model
 
-RESULTS = Path(__file__).parent / "results"
 # Ops that only describe tensors (no data touched): no kernel on a GPU.
 METADATA_OPS = {"aten::view", "aten::as_strided", "aten::empty", "aten::empty_strided", "aten::_reshape_alias",
                 "aten::detach", "aten::alias", "aten::resize_", "aten::t", "aten::transpose", "aten::expand"}
@@ -65,8 +65,9 @@ def main() -> None:
     args = parser.parse_args()
 
     torch.set_num_threads(1)
-    folder = tempfile.mkdtemp(prefix="ddp-ops-")
-    world = World(rank=0, world_size=1, local_rank=0, backend="gloo", init_method=f"file://{folder}/rendezvous")
+    folder = tempfile.TemporaryDirectory(prefix="ddp-ops-")
+    world = World(rank=0, world_size=1, local_rank=0, backend="gloo",
+                  init_method=f"file://{folder.name}/rendezvous")
     rank_world = join_world(world)
     device = torch.device("cpu")
     try:
@@ -87,6 +88,7 @@ def main() -> None:
             rows[name] = {"ops_per_step": per_step, "extra_over_plain": extra}
     finally:
         leave_world()
+        folder.cleanup()
 
     print(f"\n{args.model}, batch 2, ops per training step that would launch a kernel on a GPU "
           f"(torch {torch.__version__}, world size 1 over gloo)")
@@ -96,9 +98,8 @@ def main() -> None:
         extra = ", ".join(f"{op} {count:g}" for op, count in row["extra_over_plain"].items())
         print(f"{name:<32}{row['ops_per_step']:>10.0f}{row['ops_per_step'] - base:>8.0f}  {extra}")
     out = args.out or RESULTS / f"ddp_ops-{args.model}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"machine": {"torch": torch.__version__, "python": platform.python_version()},
-                               "model": args.model, "steps": args.steps, "rows": rows}, indent=2))
+    write_results(out, {"machine": machine(probe_device("cpu")), "model": args.model, "steps": args.steps,
+                        "rows": rows})
     print(f"\nwrote {out}")
 
 

@@ -54,10 +54,9 @@ def settings(on_cuda: bool, steps: int, batch: int) -> list[RunConfig]:
     ]
 
 
-def added_ms_per_step(row: dict) -> float:
+def added_ms_per_step(config: RunConfig, plain_rate: float, distributed_rate: float) -> float:
     """What the distributed path adds to each optimiser step, in ms: a fixed cost, whatever the step's length."""
-    batch = row["config"]["batch_size"] * row["config"]["accumulation_steps"]
-    return 1000.0 * batch * (1.0 / row["distributed_median"] - 1.0 / row["plain_median"])
+    return 1000.0 * config.effective_batch_size * (1.0 / distributed_rate - 1.0 / plain_rate)
 
 
 def measure(events) -> dict:
@@ -77,6 +76,11 @@ def measure(events) -> dict:
         "seconds_to_start": first_step,
         "wall_seconds": time.perf_counter() - began,
     }
+
+
+def _seconds(result: dict) -> str:
+    started = result["seconds_to_start"]  # None: the run ended before training started
+    return f"{started:.1f} s" if started is not None else "n/a"
 
 
 def _rate(result: dict) -> str:
@@ -108,7 +112,7 @@ def main() -> None:
             # Progress as it goes: a run cut short by a time limit still shows what it measured.
             print(f"{config.model} {config.pipeline} {config.precision} run {repeat + 1}: "
                   f"plain {_rate(plain[-1])}, DDP {_rate(distributed[-1])} "
-                  f"(started in {plain[-1]['seconds_to_start']:.1f} s and {distributed[-1]['seconds_to_start']:.1f} s)",
+                  f"(started in {_seconds(plain[-1])} and {_seconds(distributed[-1])})",
                   flush=True)
         failed = [result for result in plain + distributed if result["status"] != "finished"]
         row = {"config": config.to_dict(), "plain": plain, "distributed": distributed,
@@ -117,7 +121,7 @@ def main() -> None:
             row["plain_median"] = statistics.median(result["images_per_sec"] for result in plain)
             row["distributed_median"] = statistics.median(result["images_per_sec"] for result in distributed)
             row["ratio"] = row["distributed_median"] / row["plain_median"]
-            row["added_ms_per_step"] = added_ms_per_step(row)
+            row["added_ms_per_step"] = added_ms_per_step(config, row["plain_median"], row["distributed_median"])
         rows.append(row)
 
     backend = "nccl" if on_cuda and "nccl" in device.distributed_backends else "gloo"
