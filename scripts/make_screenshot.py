@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-
+SWEEP_BATCHES = (64, 128, 256)  # the sweep's members, after the runs
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -137,7 +137,7 @@ def main() -> int:
         window.form.set_config(runs[-1].replace(profile=False))
         window.tabs.setCurrentWidget(window.experiments)
         sweep_started = True
-        window.controller.start_sweep([SweepAxis("batch_size", (64, 128, 256))], {"max_steps": args.sweep_steps})
+        window.controller.start_sweep([SweepAxis("batch_size", SWEEP_BATCHES)], {"max_steps": args.sweep_steps})
 
     def take_sweep_screenshots() -> None:
         window.tabs.setCurrentWidget(window.experiments)
@@ -151,7 +151,7 @@ def main() -> int:
         code = run_window(app, window)
     finally:
         store.close()
-    return code if outcomes == ["finished"] * (len(runs) + 3) else 1
+    return code if outcomes == ["finished"] * (len(runs) + len(SWEEP_BATCHES)) else 1
 
 
 if __name__ == "__main__":

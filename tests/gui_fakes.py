@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from workbench.config import RunConfig
 from workbench.engine.events import (
@@ -82,3 +82,51 @@ def fake_probe(device: DeviceInfo = CPU_DEVICE) -> Callable[[], DeviceInfo]:
 
 def fake_release() -> MemoryRelease:
     return MemoryRelease(3 * 2**30, 1 * 2**30, "reserved 3.0 GiB → 1.0 GiB")
+
+
+class ListRecorder:
+    """A run's recorder (as RunRecorder is one) that keeps its events in a list; ``fail_at``: the count of
+    events after which ``record`` raises, as a full disk would."""
+
+    def __init__(self, run_id: int, config: RunConfig, name: Optional[str], sweep_id: Optional[int],
+                 fail_at: Optional[int] = None):
+        self.run_id, self.config, self.name, self.sweep_id, self.fail_at = run_id, config, name, sweep_id, fail_at
+        self.label = f"#{run_id} {name or 'synthetic'}"
+        self.discarded = False
+        self.events: list[Any] = []
+        self.failed: Optional[str] = None
+        self.fails: list[str] = []
+
+    def record(self, event) -> None:
+        if len(self.events) == self.fail_at:
+            raise OSError("disk full")
+        self.events.append(event)
+
+    def fail(self, reason, kind="error", traceback=None) -> None:
+        self.fails.append(reason)
+        self.failed = self.failed or reason
+
+
+class ListRecording:
+    """A recorder factory as HistoryRecording is one; ``opened``/``closed`` count the jobs that used it."""
+
+    def __init__(self, fail_at: Optional[int] = None):
+        self.fail_at = fail_at  # each run's recorder fails after this many events
+        self.recorders: list[ListRecorder] = []
+        self.sequences: list[tuple[str, str]] = []
+        self.opened = self.closed = 0
+
+    def __call__(self) -> "ListRecording":
+        self.opened += 1
+        return self
+
+    def begin_sequence(self, kind, name, plan) -> int:
+        self.sequences.append((kind, name))
+        return 40 + len(self.sequences)
+
+    def start_run(self, config, name, sweep_id) -> ListRecorder:
+        self.recorders.append(ListRecorder(len(self.recorders) + 1, config, name, sweep_id, self.fail_at))
+        return self.recorders[-1]
+
+    def close(self) -> None:
+        self.closed += 1

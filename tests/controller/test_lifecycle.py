@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import pytest
 
-from gui_fakes import CPU_DEVICE, GPU_DEVICE, TINY_RUN, FakeRun, fake_release
+from gui_fakes import CPU_DEVICE, GPU_DEVICE, TINY_RUN, FakeRun, ListRecording, fake_release
 from workbench.config import RunConfig
 from workbench.controller.controls import RELEASE_DURING_RUN, RELEASE_ON_CPU, Controls
 from workbench.controller.driving import Job, drive
@@ -15,7 +15,6 @@ from workbench.controller.lifecycle import RunController
 from workbench.engine.events import (
     EpochStats,
     Finding,
-    MemoryRelease,
     ProfileSample,
     RunEnded,
     RunStarted,
@@ -120,47 +119,6 @@ class InPlaceRunner:
         drive(self.job, self.controls, on_steps, on_event, step_interval_s=0.0)
         self.job = None
         controller.on_finished()
-
-
-class ListRecorder:
-    def __init__(self, run_id: int, config: RunConfig, name: Optional[str], sweep_id: Optional[int]):
-        self.run_id, self.config, self.name, self.sweep_id = run_id, config, name, sweep_id
-        self.label = f"#{run_id} {name or 'synthetic'}"
-        self.discarded = False
-        self.events: list[Any] = []
-        self.failed: Optional[str] = None
-        self.fails: list[str] = []
-
-    def record(self, event) -> None:
-        self.events.append(event)
-
-    def fail(self, reason, kind="error", traceback=None) -> None:
-        self.fails.append(reason)
-        self.failed = self.failed or reason
-
-
-class ListRecording:
-    """A recorder factory as HistoryRecording is one; ``opened``/``closed`` count the jobs that used it."""
-
-    def __init__(self):
-        self.recorders: list[ListRecorder] = []
-        self.sequences: list[tuple[str, str]] = []
-        self.opened = self.closed = 0
-
-    def __call__(self) -> "ListRecording":
-        self.opened += 1
-        return self
-
-    def begin_sequence(self, kind, name, plan) -> int:
-        self.sequences.append((kind, name))
-        return 40 + len(self.sequences)
-
-    def start_run(self, config, name, sweep_id) -> ListRecorder:
-        self.recorders.append(ListRecorder(len(self.recorders) + 1, config, name, sweep_id))
-        return self.recorders[-1]
-
-    def close(self) -> None:
-        self.closed += 1
 
 
 def make(run_function=None, device=CPU_DEVICE, config: RunConfig = TINY_RUN, **options):
@@ -411,7 +369,3 @@ def test_a_release_that_fails_says_so_and_opens_the_button_again():
     [(_function, _done, failed)] = view.background
     failed(RuntimeError("driver gone"))
     assert view.controls.release.enabled and "driver gone" in view.controls.release.note
-
-
-def test_memory_release_event_type_is_what_the_fake_returns():
-    assert isinstance(fake_release(), MemoryRelease)

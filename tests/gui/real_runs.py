@@ -15,11 +15,11 @@ from workbench.gui.engine_calls import engine_run
 RUN_TIMEOUT_MS = 60_000  # a run takes a second or two here; a hung one fails the test instead of the suite
 
 
-def real_engine_window(qtbot, make_window, **options):
-    """A shown window that trains with the real engine, once its device probe has answered."""
+def real_engine_window(qtbot, make_window, device: str = "auto", **options):
+    """A shown window that trains with the real engine, once its device probe (of ``device``) has answered."""
     from workbench.engine import probe_device
 
-    window = make_window(run_function=engine_run, probe_function=lambda: probe_device("auto"), **options)
+    window = make_window(run_function=engine_run, probe_function=lambda: probe_device(device), **options)
     window.show()
     qtbot.waitUntil(lambda: window.controller.device is not None, timeout=30_000)
     return window

@@ -8,6 +8,7 @@ import threading
 from gui_fakes import TINY_RUN, FakeRun
 
 from workbench.engine import garbage as engine_garbage
+from workbench.gui import garbage as gui_garbage
 
 
 def test_the_engines_collection_during_a_run_happens_on_the_gui_thread(qtbot, make_window):
@@ -41,7 +42,7 @@ def test_the_engines_collection_during_a_run_happens_on_the_gui_thread(qtbot, ma
 
 def test_the_gui_thread_collects_on_its_timer(qtbot, make_window):
     window = make_window()
-    collector = __import__("workbench.gui.garbage", fromlist=["x"])._collector
+    collector = gui_garbage._collector
     garbage = []
     for _ in range(5000):
         cycle = []

@@ -3,7 +3,7 @@
 import time
 
 import pytest
-from gui_fakes import CPU_DEVICE, GPU_DEVICE, GPU_MEMORY, TINY_RUN, FakeRun, fake_probe
+from gui_fakes import CPU_DEVICE, GPU_DEVICE, GPU_MEMORY, TINY_RUN, FakeRun, ListRecording, fake_probe
 from PySide6.QtCore import QByteArray
 
 from workbench.config import RunConfig
@@ -203,40 +203,10 @@ def test_runs_view_replaces_the_placeholder(make_window):
     assert window.runs_tab.layout().itemAt(0).widget().text() == "runs table"
 
 
-class ListRecorder:
-    def __init__(self, config, run_id, fail_at=None):
-        self.config, self.events, self.fail_at = config, [], fail_at
-        self.run_id, self.label, self.discarded = run_id, f"#{run_id} listed", False
-
-    def record(self, event):
-        if len(self.events) == self.fail_at:
-            raise OSError("disk full")
-        self.events.append(event)
-
-    def fail(self, reason, kind="error", traceback=None):
-        self.events.append(("failed", reason))
-
-
-class ListRecording:
-    """A recorder factory (as HistoryRecording is one) that keeps each run's events in a list."""
-
-    def __init__(self, recorders, fail_at=None):
-        self.recorders, self.fail_at = recorders, fail_at
-
-    def begin_sequence(self, kind, name, plan):
-        return None
-
-    def start_run(self, config, name, sweep_id):
-        self.recorders.append(ListRecorder(config, len(self.recorders) + 1, self.fail_at))
-        return self.recorders[-1]
-
-    def close(self):
-        pass
-
-
 def test_recorder_gets_every_event_of_each_run_in_order(qtbot, make_window):
-    recorders = []
-    window = make_window(run_function=FakeRun(steps=7), recordings=lambda: ListRecording(recorders))
+    recording = ListRecording()
+    recorders = recording.recorders
+    window = make_window(run_function=FakeRun(steps=7), recordings=recording)
     run_once(qtbot, window, TINY_RUN)
     run_once(qtbot, window, TINY_RUN.replace(seed=1))
     assert [recorder.config.seed for recorder in recorders] == [0, 1]
@@ -246,7 +216,7 @@ def test_recorder_gets_every_event_of_each_run_in_order(qtbot, make_window):
 
 
 def test_a_failing_recorder_is_reported_and_the_run_goes_on(qtbot, make_window):
-    window = make_window(run_function=FakeRun(steps=7), recordings=lambda: ListRecording([], fail_at=3))
+    window = make_window(run_function=FakeRun(steps=7), recordings=ListRecording(fail_at=3))
     messages = []
     window.session.steps.connect(lambda _steps: messages.append(window.status_line.text()))
     ended = []

@@ -6,35 +6,24 @@ from __future__ import annotations
 
 from typing import Iterator
 
-import pytest
-
 from gui_fakes import CPU_DEVICE, GPU_DEVICE, TINY_RUN, fake_probe
-from workbench.engine import probe_device
+from real_runs import real_engine_window, run_to_end
 from workbench.engine.events import Finding, RunEnded, RunStarted, RunSummary
 from workbench.experiments.recording import HistoryRecording
 from workbench.experiments.sweep import SweepAxis
-from workbench.gui.engine_calls import engine_ceiling, engine_run
+from workbench.gui.engine_calls import engine_ceiling
 from workbench.gui.sequence_dialogs import SweepRequest, TuneRequest
 from workbench.history.store import HistoryStore
 
 
 def real_window(make_window, qtbot, **options):
-    window = make_window(run_function=engine_run, probe_function=lambda: probe_device("cpu"),
-                         recordings=lambda: HistoryRecording(source="gui"), **options)
-    window.show()
-    qtbot.waitUntil(lambda: window.controller.device is not None, timeout=30_000)
-    return window
-
-
-def run_to_end(qtbot, window, timeout_ms=90_000):
-    with qtbot.waitSignal(window.session.finished, timeout=timeout_ms):
-        window.start_button.click()
+    return real_engine_window(qtbot, make_window, device="cpu", recordings=lambda: HistoryRecording(source="gui"),
+                              **options)
 
 
 def test_a_profiled_gui_run_stores_its_sample_and_shows_its_breakdown_and_findings(qtbot, make_window):
     window = real_window(make_window, qtbot)
-    window.form.set_config(TINY_RUN.replace(synthetic_size=320, profile=True))  # 10 steps: a sample at 7-9
-    run_to_end(qtbot, window)
+    run_to_end(qtbot, window, TINY_RUN.replace(synthetic_size=320, profile=True))  # 10 steps: a sample at 7-9
 
     [sample] = window.breakdown.samples
     assert (sample.first_step, sample.last_step) == (7, 9) and sample.top_ops
@@ -61,8 +50,7 @@ def test_apply_on_a_finding_sets_that_field_in_the_form(qtbot, make_window):
     window = make_window(run_function=run)
     window.show()
     qtbot.waitUntil(lambda: window.controller.device is not None)
-    window.form.set_config(TINY_RUN.replace(augment="cpu"))
-    run_to_end(qtbot, window)
+    run_to_end(qtbot, window, TINY_RUN.replace(augment="cpu"))
     [button] = window.breakdown.apply_buttons
     assert button.text() == "Apply augment=gpu"
     button.click()
@@ -99,7 +87,7 @@ def test_measure_ceiling_between_runs_then_a_run_shows_its_efficiency(qtbot, mak
     assert "images/s for small-cnn, batch 32" in window.gpu_time.ceiling_label.text()
     progress_texts = []
     window.session.steps.connect(lambda _steps: progress_texts.append(window.progress.format()))
-    run_to_end(qtbot, window)
+    run_to_end(qtbot, window, config)
     assert any("of ceiling" in text for text in progress_texts)  # the efficiency beside images/sec, live
     assert "of the ceiling" in window.run_message.text()  # and in the outcome
     # While a run trains the probe is refused with the reason (both would time each other's work).
@@ -175,9 +163,8 @@ def test_largest_batch_is_refused_on_a_cpu_visibly(qtbot, make_window):
     assert "a CPU does not run out of memory" in button.toolTip()
 
 
-@pytest.mark.parametrize("device", [GPU_DEVICE])
-def test_largest_batch_is_offered_on_a_gpu(qtbot, make_window, device):
-    window = make_window(probe_function=fake_probe(device))
+def test_largest_batch_is_offered_on_a_gpu(qtbot, make_window):
+    window = make_window(probe_function=fake_probe(GPU_DEVICE))
     window.form.set_config(TINY_RUN.replace(device="auto"))
     window.show()
     qtbot.waitUntil(lambda: window.controller.device is not None)
