@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP_BATCHES = (64, 128, 256)  # the sweep's members, after the runs
 
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, help="an .npz dataset (e.g. the CIFAR-10 subset); default: synthetic")
