@@ -1,7 +1,8 @@
 """The jobs the window starts, each ONE generator on the one training thread (no Qt, no torch here).
 
-A lone run and every member of a sequence are recorded the same way as the CLI records them: a
-recorder from the factory, fed each event in the thread that iterates them (``record_events``). A
+A lone run and every member of a sequence are recorded the same way as the CLI's sweep, tune and
+max-batch record theirs: a recorder from the factory, fed each event in the thread that iterates
+them (``record_events``; a history that fails never stops the run). A
 job opens its recorder factory itself and closes it when it ends, in that thread: a SQLite
 connection belongs to the thread that made it.
 """

@@ -109,7 +109,8 @@ def record_events(
     """Pass one run's events on, each recorded first; return its RunEnded (None if it never said).
 
     Yields ``RunRecorded`` first when the run has a record (``RecordingFailed`` when it could not get
-    one). A recorder that fails mid-run is dropped with one ``RecordingFailed``; the run goes on. An
+    one). A recorder that fails mid-run ends its record as failed (as far as the history allows) and is
+    dropped with one ``RecordingFailed``; the run goes on. An
     exception from the run itself is recorded as the run's failure, with its traceback, and re-raised.
     """
     if recorder is not None:
@@ -123,6 +124,10 @@ def record_events(
                 try:
                     recorder.record(event)
                 except Exception as error:
+                    # Its record is ended as failed, with why (if the history still takes that much), so it
+                    # does not stay "running" while this process lives; the run itself goes on.
+                    _fail(recorder, f"the history stopped taking this run ({_words(error)}); the run went on "
+                          "without it")
                     failed_id, recorder = recorder.run_id, None
                     yield RecordingFailed(failed_id, _words(error))
             if isinstance(event, RunEnded):
