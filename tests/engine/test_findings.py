@@ -117,6 +117,20 @@ def test_without_a_timeline_near_the_ceiling_is_model_bound_never_compute_bound(
     assert "60% of its compute ceiling" in unmeasured[0].headline
 
 
+def test_a_profiled_run_without_a_timeline_is_told_why_not_to_turn_profile_on():
+    # A profiled run can lack a timeline (CUPTI unavailable, a run too short for a sample): asking it for
+    # profile=true again would change nothing; it is told why instead.
+    reason = "the profiler recorded no GPU activity (CUPTI unavailable?)"
+    near_ceiling = find(facts(RunConfig(profile=True, compile=True), pipeline_efficiency=0.95,
+                              gpu_timeline_unavailable_reason=reason))
+    assert [(f.kind, f.field) for f in near_ceiling] == [("model-bound", None)]
+    assert f"It ran with profile=true, but has no GPU timeline: {reason}." in near_ceiling[0].text
+    assert [f.field for f in find(facts(RunConfig(profile=True), pipeline_efficiency=0.95))] == ["compile"]
+    unmeasured = find(facts(RunConfig(profile=True), gpu_timeline_unavailable_reason=reason))
+    assert [(f.kind, f.field) for f in unmeasured] == [("unmeasured", None)]
+    assert "Try profile=true" not in unmeasured[0].text and reason in unmeasured[0].text
+
+
 def test_an_unprofiled_gpu_run_is_never_called_compute_bound_from_its_event_span():
     # The old verdict said "compute-bound" for a 99 % event span: the span includes the idle gaps.
     found = find(facts(device_span_fraction=0.99))

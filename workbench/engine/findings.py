@@ -69,6 +69,7 @@ class RunFacts:
     parameter_count: Optional[int] = None
     train_size: Optional[int] = None
     test_size: Optional[int] = None
+    gpu_timeline_unavailable_reason: Optional[str] = None  # why a profiled run has no timeline
 
     @classmethod
     def of(cls, figures: Any, config: RunConfig, device: Any, run_info: Any = None,
@@ -79,7 +80,8 @@ class RunFacts:
         info = _mapping(run_info)
         names = ("images_per_sec", "data_wait_fraction", "device_span_fraction", "kernel_busy_fraction",
                  "idle_waiting_for_data_fraction", "idle_waiting_for_host_fraction", "idle_other_fraction",
-                 "kernels_per_step", "median_kernel_seconds", "ceiling_images_per_sec", "pipeline_efficiency")
+                 "kernels_per_step", "median_kernel_seconds", "ceiling_images_per_sec", "pipeline_efficiency",
+                 "gpu_timeline_unavailable_reason")
         return cls(
             config=config,
             device_type=device_facts.get("type") or getattr(figures, "device", None),
@@ -98,6 +100,14 @@ class RunFacts:
     @property
     def has_timeline(self) -> bool:
         return self.kernel_busy_fraction is not None
+
+    @property
+    def timeline_missing_though_profiled(self) -> Optional[str]:
+        """Why a run that had profile=true has no timeline (asking for profile=true again would not help)."""
+        if self.has_timeline or not self.config.profile:
+            return None
+        return (f"it ran with profile=true, but has no GPU timeline: "
+                f"{self.gpu_timeline_unavailable_reason or 'no sample was recorded'}")
 
 
 def find(facts: RunFacts) -> tuple[Finding, ...]:
@@ -197,7 +207,6 @@ def _compute_bound(facts: RunFacts) -> list[Finding]:
     if busy < COMPUTE_BOUND_BUSY:
         return []
     head = f"Compute-bound: kernels ran {_pct(busy)} of the sampled time{at_ceiling}."
-    figure, name, threshold = busy, "kernel_busy_fraction", COMPUTE_BOUND_BUSY
     remedies = []
     if config.precision == "fp32":
         if facts.bf16_supported:
@@ -208,7 +217,7 @@ def _compute_bound(facts: RunFacts) -> list[Finding]:
         remedies.append(("channels_last", True, "convolutions run in the layout tensor cores want"))
     if not config.compile:
         remedies.append(("compile", True, "torch.compile fuses the elementwise work between the big kernels"))
-    return _with_remedies("compute-bound", head, figure, name, threshold, remedies,
+    return _with_remedies("compute-bound", head, busy, "kernel_busy_fraction", COMPUTE_BOUND_BUSY, remedies,
                           "only a smaller model or a faster GPU is left")
 
 
@@ -221,12 +230,14 @@ def _model_bound(facts: RunFacts) -> list[Finding]:
              "before it settled; measure it again)" if efficiency > CEILING_BELOW_RUN else "")
     head = (f"Model-bound: the run reaches {_pct(efficiency)} of its compute ceiling{stale}, so its data path "
             f"costs little; whether kernels or kernel launches bound the model needs the GPU's timeline.")
-    remedies: list[tuple[str, Any, str]] = [
-        ("profile", True, "it samples the kernel timeline: busy kernels, or a GPU waiting for the host")]
+    remedies: list[tuple[str, Any, str]] = []
+    if not facts.config.profile:
+        remedies.append(("profile", True,
+                         "it samples the kernel timeline: busy kernels, or a GPU waiting for the host"))
     if not facts.config.compile:
         remedies.append(("compile", True, "it helps either way: fused kernels, fewer launches per step"))
     return _with_remedies("model-bound", head, efficiency, "pipeline_efficiency", MODEL_BOUND_EFFICIENCY, remedies,
-                          "a timeline sample tells what bounds it")  # never used: profile=true is always offered
+                          facts.timeline_missing_though_profiled or "a timeline sample tells what bounds it")
 
 
 def _unmeasured_or_balanced(facts: RunFacts) -> list[Finding]:
@@ -239,6 +250,10 @@ def _unmeasured_or_balanced(facts: RunFacts) -> list[Finding]:
         head = ("GPU time unmeasured: the steps' CUDA-event span"
                 + (f" ({_pct(span)})" if span is not None else "")
                 + f" includes idle gaps between kernels, so it cannot tell busy from waiting{at_ceiling}.")
+        profiled = facts.timeline_missing_though_profiled
+        if profiled:
+            return [Finding("unmeasured", head, f"{head} {profiled[0].upper()}{profiled[1:]}.", span,
+                            "device_span_fraction", None)]
         return [Finding("unmeasured", head, head + " Try profile=true: it samples the kernel timeline.",
                         span, "device_span_fraction", None, "profile", True)]
     head = (f"No single bottleneck: kernels ran {_pct(facts.kernel_busy_fraction)} of the sampled time; the GPU "
