@@ -111,7 +111,7 @@ def summary_text(ended: SequenceEnded, result: MaxBatchResult) -> str:
 
 
 def max_batch_json(ended: SequenceEnded, result: MaxBatchResult) -> dict[str, Any]:
-    best = result.best
+    best, fastest = result.best, result.fastest
     return {
         "sweep_id": ended.sweep_id,
         "status": ended.status,
@@ -120,8 +120,8 @@ def max_batch_json(ended: SequenceEnded, result: MaxBatchResult) -> dict[str, An
         "limited_by": result.limited_by,
         "run_id": best.run_id if best else None,
         "images_per_sec": best.images_per_sec if best else None,
-        "fastest_batch_size": result.fastest.batch_size if result.fastest else None,
-        "fastest_images_per_sec": result.fastest.images_per_sec if result.fastest else None,
+        "fastest_batch_size": fastest.batch_size if fastest else None,
+        "fastest_images_per_sec": fastest.images_per_sec if fastest else None,
         "peak_memory_bytes": peaks(best) if best else {"torch_allocated": None, "torch_reserved": None,
                                                         "nvml_used": None},
         "trials": [

@@ -62,7 +62,3 @@ class RunControls:
     def stop(self) -> None:
         """Ask the job to stop at its next check (any thread)."""
         self._stop.set()
-
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()

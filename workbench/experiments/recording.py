@@ -135,7 +135,7 @@ def record_events(
             yield event
     except Exception as error:
         if recorder is not None and ended is None:
-            _fail(recorder, f"{type(error).__name__}: {error}", "".join(traceback.format_exception(error)))
+            _fail(recorder, _words(error), "".join(traceback.format_exception(error)))
             recorder = None  # its end is written: the reason below must not replace this one
         raise
     finally:
@@ -149,10 +149,7 @@ def record_events(
 
 def _fail(recorder: Recorder, reason: str, trace: Optional[str] = None) -> None:
     try:
-        if trace is None:
-            recorder.fail(reason)
-        else:
-            recorder.fail(reason, "error", trace)
+        recorder.fail(reason, "error", trace)
     except Exception:  # the history is the trouble already; the run's own outcome goes on to the caller
         pass
 

@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 
 from workbench.config import FIELD_NAMES
 from workbench.formatting import format_duration
-from workbench.history.metrics import SUMMARY_METRICS, Metric, format_metric, format_setting, local_time
+from workbench.history.metrics import SUMMARY_METRICS, Metric, format_metric, format_setting_cell, local_time
 from workbench.history.records import RunRecord
 
 SECTIONS: tuple[str, ...] = ("Run", "Settings", "Results", "Environment")
@@ -47,7 +47,7 @@ def compare_runs(records: Sequence[RunRecord]) -> list[ComparisonRow]:
     add("Run", "note", "note", lambda r: r.note, str, compared=False)
 
     for name in FIELD_NAMES:
-        add("Settings", name, name, lambda r, name=name: getattr(r.config, name), format_setting)
+        add("Settings", name, name, lambda r, name=name: getattr(r.config, name), format_setting_cell)
 
     for metric in (*(m for m in SUMMARY_METRICS if m.kind != "text"), *_COUNTS):
         add("Results", metric.name, metric.label, lambda r, m=metric: getattr(r, m.name), _formatter(metric))

@@ -90,8 +90,9 @@ def local_time(timestamp: Optional[float]) -> str:
     return datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
 
 
-def format_setting(value: Any) -> str:
-    """A RunConfig value as shown in tables: yes/no for switches, "none" for an unset limit."""
+def format_setting_cell(value: Any) -> str:
+    """A RunConfig value as the comparison table shows it: yes/no for switches, "none" for an unset limit
+    (run names, sweeps and flags write settings with workbench.formatting.format_setting)."""
     if value is None:
         return "none"
     if isinstance(value, bool):
