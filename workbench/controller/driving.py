@@ -85,7 +85,7 @@ def drive(
                 seen, run_open = SummaryBuilder(), False
             elif isinstance(event, SequenceEnded):
                 open_sequence, run_open = None, False
-            elif isinstance(event, _OPENS_A_RUN) and job.kind != "ceiling":  # the probe is no run
+            elif isinstance(event, _OPENS_A_RUN):
                 run_open = True
             seen.add(event)
             emit(event)

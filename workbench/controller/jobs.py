@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, Optional
 from workbench.config import RunConfig
 from workbench.controller.driving import Job
 from workbench.device_info import DeviceInfo
-from workbench.engine.events import Event, StatusChanged
+from workbench.engine.events import Event
 from workbench.engine.requests import RunControls
 from workbench.experiments.max_batch import MaxBatchPlan, run_max_batch
 from workbench.experiments.members import started_on_use
@@ -100,8 +100,7 @@ def ceiling_job(config: RunConfig, measure: MeasureCeiling) -> Job:
     """The compute ceiling for ``config``: the model alone on on-device batches (stopped by the stop flag)."""
 
     def events(controls: RunControls) -> Iterator[Any]:
-        yield StatusChanged(f"Measuring the compute ceiling of {config.model} (batch {config.batch_size}, "
-                            f"{config.precision}): the model alone, on batches already on the device…")
+        # No StatusChanged: that is a run's event, and the probe is no run (the controller says what it does).
         try:
             ceiling = measure(config, controls)
         except Exception as error:  # out of memory, stopped before a timed step, bad data: said in words

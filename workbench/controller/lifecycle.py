@@ -244,8 +244,7 @@ class RunController:
         elif isinstance(event, RecordingFailed):
             self._recording_failed(event)
         elif isinstance(event, StatusChanged):
-            if self.job is None or self.job.kind != "ceiling":  # the probe's words are no run to draw
-                self._run_or_unnamed(event)
+            self._run_or_unnamed(event)
             self.view.show_status(event.message)
         elif isinstance(event, RunStarted):
             self._on_run_started(event)
@@ -337,9 +336,11 @@ class RunController:
         self._pending_history_error = None
         self.view.save_config(self.view.form_config())
         self.view.show_progress(Progress(0, 0, "Starting…", "running"))
-        if job.kind != "run":
-            self.view.show_status(f"Starting {messages.SEQUENCE_NAMES.get(job.kind, job.kind).lower()}…"
-                                  if job.kind != "ceiling" else "Starting the ceiling probe…")
+        if job.kind == "ceiling":
+            self.view.show_status(f"Measuring the compute ceiling of {config.model} (batch {config.batch_size}, "
+                                  f"{config.precision}): the model alone, on batches already on the device…")
+        elif job.kind != "run":
+            self.view.show_status(f"Starting {messages.SEQUENCE_NAMES.get(job.kind, job.kind).lower()}…")
         self.runner.start_job(job)
         self._update_controls()
 
