@@ -202,6 +202,7 @@ def test_closing_mid_run_stops_the_run_then_closes_the_window():
         if isinstance(event, StepStats) and event.step == 3 and not controller._closing:
             assert controller.request_close() is False  # not yet: the thread must end first
             assert not view.closed
+            assert not view.controls.stop.enabled and view.controls.stop.tooltip == "Stopping…"
 
     runner.during = close_at_step_3
     runner.finish()

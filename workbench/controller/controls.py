@@ -82,7 +82,7 @@ def controls_for(state: WindowState) -> Controls:
         what = "run" if state.job == "run" else "whole " + doing.removeprefix("the ").removeprefix("a ")
         stop = Action(True, "", f"Stop the {what} after the current step (Ctrl+.): what ran is kept as stopped")
     else:
-        stop = Action(False, "", "Stopping…" if state.stopping else "Nothing is running")
+        stop = Action(False, "", "Stopping…" if busy else "Nothing is running")
 
     return Controls(
         start=start,

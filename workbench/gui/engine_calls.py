@@ -73,15 +73,9 @@ def engine_ceiling(config: RunConfig, stop: Callable[[], bool], budget_seconds: 
     _import_engine()
     from workbench.engine import probe_device
     from workbench.engine.ceiling import measure_ceiling
-    from workbench.engine.ceiling_cache import num_classes_of, store_ceiling
+    from workbench.engine.ceiling_cache import store_ceiling
 
-    device = probe_device(config.device)
-    num_classes = num_classes_of(config)
-    if num_classes is None:
-        from workbench.engine.data import load_arrays
-
-        num_classes = load_arrays(config).num_classes
     budget = {} if budget_seconds is None else {"budget_seconds": budget_seconds}
-    ceiling = measure_ceiling(config, device, num_classes, stop=stop, **budget)
+    ceiling = measure_ceiling(config, probe_device(config.device), stop=stop, **budget)
     store_ceiling(ceiling)
     return ceiling

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.controller.messages import sequence_ended_text
 from workbench.experiments.events import BestSoFar, SequenceEnded, SequenceStarted, TrialResult, values_label
 from workbench.history.metrics import format_metric
 
@@ -58,39 +59,23 @@ class TuneView(QWidget):
         layout.addWidget(self.title)
         layout.addLayout(best)
         layout.addWidget(self.table, 1)
-        self._best: Optional[BestSoFar] = None
-
-    @property
-    def best(self) -> Optional[BestSoFar]:
-        return self._best
 
     def handle(self, event: Any) -> None:
         if isinstance(event, SequenceStarted):
             self.title.setText(event.name + (f" (sweep {event.sweep_id})" if event.sweep_id is not None else ""))
             self.table.setRowCount(0)
-            self._best = None
             self.best_label.setText("Measuring the start settings…")
             self.apply_button.setEnabled(False)
         elif isinstance(event, TrialResult):
             self._add_trial(event)
         elif isinstance(event, BestSoFar):
-            self._best = event
             self.best_label.setText(f"Best so far: {values_label(tuple(event.changes.items())) or 'the start settings'}"
                                     f" at {event.images_per_sec:,.0f} images/s, {event.speedup:.2f}× the start")
             self.apply_button.setEnabled(bool(event.changes))
         elif isinstance(event, SequenceEnded):
-            result = event.result
-            if event.problems:
-                self.best_label.setText("Nothing ran: " + "; ".join(event.problems))
-            elif result is not None and getattr(result, "best_images_per_sec", None):
-                changes = values_label(tuple(result.best_changes.items())) or "the start settings (nothing was faster)"
-                self.best_label.setText(
-                    f"Search {event.status}: {changes} at {result.best_images_per_sec:,.0f} images/s, "
-                    f"{(result.speedup or 1.0):.2f}× the start ({result.start_images_per_sec:,.0f} images/s). "
-                    f"{result.stop_reason.capitalize()}.")
-                self.apply_button.setEnabled(bool(result.best_changes))
-            else:
-                self.best_label.setText(f"Search {event.status}" + (f": {event.reason}" if event.reason else ""))
+            self.best_label.setText(sequence_ended_text(event))  # the words the status line says
+            changes = getattr(event.result, "best_changes", None)
+            self.apply_button.setEnabled(bool(changes) and not event.problems)
 
     def _add_trial(self, trial: TrialResult) -> None:
         row = self.table.rowCount()
