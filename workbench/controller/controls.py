@@ -90,21 +90,21 @@ def controls_for(state: WindowState) -> Controls:
         form_editable=not busy,
         release=_release(state),
         sample_now=_sample_now(state),
-        ceiling=_idle_action(state, blocked, "the ceiling probe",
+        ceiling=_idle_action(state, blocked,
                              "Measure the compute ceiling for these settings: the model alone on batches already on "
                              "the device (no loader, no augmentation). A run's pipeline efficiency is its images/sec "
                              "÷ this ceiling.", SHARED_DEVICE),
-        sweep=_idle_action(state, blocked, "a sweep",
+        sweep=_idle_action(state, blocked,
                            "Run one setting over a list of values (or two, as a grid), one run per value, "
                            "and compare their speed, data wait, memory and accuracy"),
-        tune=_idle_action(state, blocked, "the search",
+        tune=_idle_action(state, blocked,
                           "Try the settings that change speed but not what is learned, one at a time, and keep what "
                           "is faster beyond the noise"),
         max_batch=_max_batch(state, blocked),
     )
 
 
-def _idle_action(state: WindowState, blocked: str, what: str, tooltip: str, busy_reason: str = "") -> Action:
+def _idle_action(state: WindowState, blocked: str, tooltip: str, busy_reason: str = "") -> Action:
     if state.job is not None:
         reason = busy_reason or f"wait for {JOB_NAMES.get(state.job, 'the job')} to end, or stop it"
         return Action(False, "Not while training", f"Refused while {JOB_NAMES.get(state.job, 'a job')} goes: {reason}")
@@ -160,6 +160,6 @@ def _max_batch(state: WindowState, blocked: str) -> Action:
     if refusal is not None:
         return Action(False, "Needs a CUDA GPU" if state.device is not None else "Checking the device…",
                       f"Largest batch: {refusal}")
-    return _idle_action(state, blocked, "the search",
+    return _idle_action(state, blocked,
                         "Double the batch until CUDA runs out of memory, then binary-search the largest that fits "
                         "(a few real training steps per size)")

@@ -41,8 +41,9 @@ class Job:
 STEP_EMIT_INTERVAL_S = 0.05
 NO_END = "the engine stopped without saying how the run ended"
 
-# Events that open a run: after one of them, the job owes that run a RunEnded.
-_OPENS_A_RUN = (StatusChanged, RunStarted, StepStats, RunRecorded)
+# Events that open a run: after one of them, the job owes that run a RunEnded (steps open one too,
+# where the loop takes them apart).
+_OPENS_A_RUN = (StatusChanged, RunStarted, RunRecorded)
 
 
 def drive(

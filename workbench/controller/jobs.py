@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator
 
 from workbench.config import RunConfig
 from workbench.controller.driving import Job
@@ -36,7 +36,6 @@ class CeilingMeasured:
     config: RunConfig
     images_per_sec: float
     steady: bool  # two timed chunks agreed; False when the time budget ran out first
-    device_name: str
 
 
 @dataclass(frozen=True)
@@ -87,11 +86,10 @@ def tune_job(plan: TunePlan, run_function: RunFunction, recordings: Recordings, 
     return Job("tune", plan.display_name, events)
 
 
-def max_batch_job(plan: MaxBatchPlan, run_function: RunFunction, recordings: Recordings, probe: Probe,
-                  release: Optional[Callable[[], object]] = None) -> Job:
+def max_batch_job(plan: MaxBatchPlan, run_function: RunFunction, recordings: Recordings, probe: Probe) -> Job:
     def events(controls: RunControls) -> Iterator[Any]:
         with _opened(recordings) as recorders:
-            yield from run_max_batch(plan, controls, recorders, run_function, probe, release)
+            yield from run_max_batch(plan, controls, recorders, run_function, probe)
 
     return Job("max_batch", plan.display_name, events)
 
@@ -106,7 +104,6 @@ def ceiling_job(config: RunConfig, measure: MeasureCeiling) -> Job:
         except Exception as error:  # out of memory, stopped before a timed step, bad data: said in words
             yield CeilingFailed(config, f"{type(error).__name__}: {error}")
             return
-        key = getattr(ceiling, "key", {}) or {}
-        yield CeilingMeasured(config, ceiling.images_per_sec, ceiling.steady, str(key.get("device", "")))
+        yield CeilingMeasured(config, ceiling.images_per_sec, ceiling.steady)
 
     return Job("ceiling", "ceiling", events)

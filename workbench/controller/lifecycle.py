@@ -81,7 +81,6 @@ class RunController:
         probe: Optional[Probe] = None,
         release: Optional[Callable[[], MemoryRelease]] = None,
         measure_ceiling: Optional[MeasureCeiling] = None,
-        max_batch_release: Optional[Callable[[], object]] = None,
     ):
         self.view, self.runner = view, runner
         self.run_function = run_function
@@ -89,7 +88,6 @@ class RunController:
         self.probe = probe
         self.release_function = release
         self.measure_ceiling_function = measure_ceiling
-        self.max_batch_release = max_batch_release
         self.device: Optional[DeviceInfo] = None
         self.job: Optional[Job] = None
         self.sequence: Optional[SequenceStarted] = None
@@ -141,8 +139,7 @@ class RunController:
             return
         base = self.view.form_config()
         plan = MaxBatchPlan(base, memory_budget_bytes=memory_budget_bytes, steps_per_trial=steps_per_trial)
-        self._start(max_batch_job(plan, self.run_function, self.recordings, self._probe(), self.max_batch_release),
-                    base)
+        self._start(max_batch_job(plan, self.run_function, self.recordings, self._probe()), base)
 
     def measure_ceiling(self) -> None:
         action = self.controls().ceiling
@@ -244,16 +241,16 @@ class RunController:
         elif isinstance(event, RecordingFailed):
             self._recording_failed(event)
         elif isinstance(event, StatusChanged):
-            self._run_or_unnamed(event)
+            self._current_run()
             self.view.show_status(event.message)
         elif isinstance(event, RunStarted):
             self._on_run_started(event)
         elif isinstance(event, EpochStats):
-            self._run_or_unnamed(event)
+            self._current_run()
             self.view.draw_epoch(event)
             self.view.show_status(messages.epoch_text(event))
         elif isinstance(event, ProfileSample):
-            run = self._run_or_unnamed(event)
+            run = self._current_run()
             run.sample_pending = False
             self.view.draw_sample(event)
             self.view.show_status(messages.sample_text(event))
@@ -377,19 +374,19 @@ class RunController:
         return self._begin(f"#{number} {run_name(config, self._previous_config)}", f"window run {number}", config,
                            self._pending_history_error)
 
-    def _run_or_unnamed(self, _event: Any) -> _Run:
+    def _current_run(self) -> _Run:
+        """The run the events now arriving belong to (begun unnamed when nothing recorded it)."""
         return self._run or self._begin_unnamed()
 
     def _recording_failed(self, event: RecordingFailed) -> None:
         if self._run is not None and event.run_id is not None:
             self._run.history_error = event.reason
-            self.view.show_status(f"This run is not being recorded in the history: {event.reason}")
         else:
             self._pending_history_error = event.reason
-            self.view.show_status(f"This run is not being recorded in the history: {event.reason}")
+        self.view.show_status(f"This run is not being recorded in the history: {event.reason}")
 
     def _on_run_started(self, event: RunStarted) -> None:
-        run = self._run_or_unnamed(event)
+        run = self._current_run()
         run.started = event
         epochs = -(-event.total_steps // max(1, event.steps_per_epoch))  # max_steps may end it early
         self.view.show_progress(Progress(max(1, event.total_steps), 0,
@@ -405,7 +402,7 @@ class RunController:
         self._update_controls()
 
     def _on_run_ended(self, event: RunEnded) -> None:
-        run = self._run_or_unnamed(event)
+        run = self._current_run()
         self._run = None
         text = messages.ended_text(event)
         history_note = f" (not recorded in the history: {run.history_error})" if run.history_error else ""
@@ -428,15 +425,14 @@ class RunController:
     def _on_sequence_ended(self, event: SequenceEnded) -> None:
         self.view.draw_sequence_event(event)
         text = messages.sequence_ended_text(event)
-        status = "failed" if event.status == "failed" else event.status
-        self.view.show_run_message(status, text)
+        self.view.show_run_message(event.status, text)
         self.view.show_status(text)
         if event.problems:
             self.view.show_progress(Progress(1, 0, "Nothing ran", "failed"))
         else:
             self.view.show_progress(Progress(1, 1 if event.status == "finished" else 0,
                                              f"{messages.SEQUENCE_NAMES.get(event.kind, event.kind)} {event.status}",
-                                             status))
+                                             event.status))
         self.sequence = None
         self._member = None
 

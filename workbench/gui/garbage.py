@@ -34,7 +34,6 @@ class GuiThreadGarbageCollector(QObject):
         self.timer = QTimer(self)
         self.timer.setInterval(INTERVAL_MS)
         self.timer.timeout.connect(self.check)
-        self.collections_asked = 0
         self.frozen = False
 
     def start(self) -> None:
@@ -78,7 +77,6 @@ class GuiThreadGarbageCollector(QObject):
             gc.collect()
             return
         done = threading.Event()
-        self.collections_asked += 1
         self._asked.emit(done)
         done.wait(WAIT_S)
 

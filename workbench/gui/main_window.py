@@ -34,7 +34,7 @@ from workbench.gui import garbage
 from workbench.gui.experiments_tab import ExperimentsTab
 from workbench.gui.gpu_time_tab import GpuTimeTab
 from workbench.gui.plots import PlotsPanel
-from workbench.gui.run_bar import ReleaseBox, RunBar, set_style_state
+from workbench.gui.run_bar import ReleaseBox, RunBar, apply_action, set_style_state
 from workbench.gui.sample_view import PreviewFunction, SampleView
 from workbench.gui.sequence_dialogs import MaxBatchDialog, SweepDialog, SweepRequest, TuneDialog, TuneRequest
 from workbench.gui.series import X_AXES
@@ -245,9 +245,6 @@ class MainWindow(QMainWindow):
         if hasattr(view, "loadSettingsRequested"):
             view.loadSettingsRequested.connect(self.controller.load_settings)
 
-    def load_settings(self, config: RunConfig) -> None:
-        self.controller.load_settings(config)
-
     # == the user's sequences: a dialog, then the controller ===================================
     def start_sweep(self) -> None:
         request = self._ask_sweep()
@@ -331,9 +328,8 @@ class MainWindow(QMainWindow):
 
     def show_controls(self, controls: Controls) -> None:
         self.form.set_editable(controls.form_editable)
-        for button, action in ((self.start_button, controls.start), (self.stop_button, controls.stop)):
-            button.setEnabled(action.enabled)
-            button.setToolTip(action.tooltip)
+        apply_action(self.start_button, controls.start)
+        apply_action(self.stop_button, controls.stop)
         self.release_box.show_action(controls.release)
         self.gpu_time.show_actions(controls.sample_now, controls.ceiling)
         self.experiments.show_actions(controls.sweep, controls.tune, controls.max_batch)

@@ -19,9 +19,8 @@ from workbench.engine.events import MemoryRelease, StepStats
 from workbench.formatting import format_bytes
 from workbench.gui import memory_figures
 from workbench.gui.rank_memory import RankMemoryLines
-from workbench.gui.series import X_AXES, SeriesBuffer, finite_xy, has_data
+from workbench.gui.series import GIB, X_AXES, SeriesBuffer, finite_xy, has_data
 
-GIB = float(2**30)
 NEAR_LIMIT = 0.5  # above this share of the device total, the memory plot shows the total's line
 LINE_STYLES = {"solid": Qt.PenStyle.SolidLine, "dash": Qt.PenStyle.DashLine, "dot": Qt.PenStyle.DotLine}
 MEMORY_KEYS = tuple(figure.key for figure in memory_figures.ALL_FIGURES)

@@ -30,9 +30,10 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.engine.events import EpochStats, MemoryRelease, StepStats
-from workbench.gui.memory_plot import GIB, LINE_STYLES, MEMORY_KEYS, MemoryPlot, pen
+from workbench.gui.memory_plot import LINE_STYLES, MEMORY_KEYS, MemoryPlot, pen
 from workbench.gui.run_legend import OVERLAY_ALPHA, RUN_COLOURS, ColourBook, LegendEntry, RunLegend
 from workbench.gui.series import (
+    GIB,
     SERIES_KEYS,
     X_AXES,
     SeriesBuffer,

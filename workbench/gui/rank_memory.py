@@ -15,10 +15,9 @@ import pyqtgraph as pg
 from PySide6.QtGui import QColor
 
 from workbench.engine.events import StepStats
-from workbench.gui.series import SeriesBuffer, finite_xy
+from workbench.gui.series import GIB, X_AXES, SeriesBuffer, finite_xy
 
-GIB = float(2**30)
-X_KEYS = ("step", "samples_seen", "elapsed_seconds")
+X_KEYS = tuple(X_AXES)
 # The figure each rank draws: what a user compares across GPUs first (what each process holds).
 RANK_FIGURE = {"gpu": "torch_reserved", "cpu": "process_rss"}
 KEYS = (*X_KEYS, *RANK_FIGURE.values())
@@ -30,6 +29,7 @@ class RankMemoryLines:
         self._buffers: dict[int, SeriesBuffer] = {}
         self._curves: dict[int, pg.PlotDataItem] = {}
         self._labels: dict[int, pg.TextItem] = {}
+        self._styles: dict[int, tuple[str, str]] = {}  # rank → (colour, mode) its pen and label were set for
 
     @property
     def ranks(self) -> list[int]:
@@ -38,7 +38,7 @@ class RankMemoryLines:
     def clear(self) -> None:
         for item in (*self._curves.values(), *self._labels.values()):
             self._plot.removeItem(item)
-        self._buffers, self._curves, self._labels = {}, {}, {}
+        self._buffers, self._curves, self._labels, self._styles = {}, {}, {}, {}
 
     def add(self, stats: StepStats) -> None:
         """A window's per-rank figures; a one-process run has none and draws nothing here."""
@@ -78,9 +78,12 @@ class RankMemoryLines:
             curve.setZValue(9)  # under the merged lines of the current run, over earlier runs
             label = self._labels[rank] = pg.TextItem(anchor=(1, 1))  # above its end, inside the plot
             self._plot.addItem(label, ignoreBounds=True)
-        curve.setPen(pg.mkPen(colour, width=1.3))
         label = self._labels[rank]
-        label.setText(f"{'GPU' if mode == 'gpu' else 'rank'} {rank}", color=colour)
+        style = (colour.name(), mode)
+        if self._styles.get(rank) != style:  # a new run or mode: not on every redraw
+            self._styles[rank] = style
+            curve.setPen(pg.mkPen(colour, width=1.3))
+            label.setText(f"{'GPU' if mode == 'gpu' else 'rank'} {rank}", color=colour)
         return curve, label
 
 

@@ -28,6 +28,8 @@ SERIES_KEYS: tuple[str, ...] = (
     "process_rss",
 )
 
+GIB = float(2**30)  # the memory plots' unit (the series hold bytes)
+
 # What the plots can put on their x-axis: series key → axis label. Runs that differ in batch size or
 # accumulation only line up on samples seen; wall time shows what a setting costs in minutes.
 X_AXES: dict[str, str] = {

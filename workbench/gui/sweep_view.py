@@ -37,10 +37,10 @@ from workbench.experiments.events import (
     SequenceStarted,
 )
 from workbench.formatting import format_setting
+from workbench.gui.series import GIB
 from workbench.history.metrics import format_metric
 
 REDRAW_DELAY_MS = 100
-GIB = float(2**30)
 BAR_COLOUR = "#1f77b4"
 BEST_COLOUR = "#0b4f8a"
 RUNNING_COLOUR = "#9ecae1"
