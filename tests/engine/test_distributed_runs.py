@@ -22,6 +22,8 @@ from workbench.engine.distributed.launcher import spawn_run
 from workbench.engine.events import EpochStats, RunEnded, RunStarted, StatusChanged, StepStats
 
 REPO = Path(__file__).resolve().parents[2]
+# Each test spawns two ranks that import torch: seconds each, minutes under load (the slow tier).
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,7 @@
 """A data-parallel run started from the window: two gloo processes on this CPU, the real engine and
 history; the plots fill, the run is recorded with its world size, and the window takes the next run."""
 
+import pytest
 from gui_fakes import TINY_RUN
 from process_tree import descendants, leftovers
 
@@ -15,6 +16,7 @@ def curve_points(curve) -> int:
     return 0 if x is None else len(x)
 
 
+@pytest.mark.slow  # spawns two ranks that each import torch
 def test_two_process_run_from_the_window_plots_records_and_leaves_the_window_ready(
     qtbot, settings, isolated_workbench_home
 ):

@@ -2,6 +2,7 @@
 reasons, a window that fits a small screen, the device probe, and settings kept with the home."""
 
 import csv
+import re
 import threading
 
 import numpy as np
@@ -139,7 +140,7 @@ def test_release_is_disabled_during_a_run_with_the_reason_on_screen(qtbot, make_
             for event in super()._events(config, stop):
                 yield event
                 if not gate.is_set() and type(event).__name__ == "StepStats":
-                    gate.wait(10)
+                    gate.wait(60)
 
     window = make_window(run_function=HeldRun(steps=5, device=GPU_DEVICE), probe_function=fake_probe(GPU_DEVICE))
     window.show()
@@ -210,7 +211,8 @@ def test_the_device_probe_says_what_it_is_doing_and_the_form_works_meanwhile(qtb
         assert window.form.editable
         window.form.editor("batch_size").setValue(64)
         assert window.form.config().batch_size == 64
-        qtbot.waitUntil(lambda: "(1 s)" in panel.details.text(), timeout=3_000)  # visibly alive
+        # Visibly alive: the seconds count up while the probe works.
+        qtbot.waitUntil(lambda: re.search(r"\(\d+ s\)", panel.details.text()), timeout=30_000)
     finally:
         gate.set()
     qtbot.waitUntil(lambda: window.controller.device is not None, timeout=10_000)

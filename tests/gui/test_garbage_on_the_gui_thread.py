@@ -49,7 +49,7 @@ def test_the_gui_thread_collects_on_its_timer(qtbot, make_window):
         cycle.append(cycle)
         garbage.append(cycle)
     del garbage, cycle
-    qtbot.waitUntil(lambda: gc.get_count()[0] < collector.thresholds[0], timeout=5_000)
+    qtbot.waitUntil(lambda: gc.get_count()[0] < collector.thresholds[0], timeout=30_000)
     window.close()
 
 

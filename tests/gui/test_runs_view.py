@@ -174,7 +174,7 @@ def test_load_settings_sends_the_selected_runs_config(make_view, store, qtbot):
     assert not button.isEnabled()  # which one? load needs exactly one run
     view.select_runs([run_id])
     assert button.isEnabled()
-    with qtbot.waitSignal(view.loadSettingsRequested, timeout=1000) as received:
+    with qtbot.waitSignal(view.loadSettingsRequested, timeout=10_000) as received:
         qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
     assert received.args == [config]
     assert "Loaded the settings" in view.status_label.text()
@@ -282,7 +282,7 @@ def test_selected_runs_curves_are_offered_for_overlay(make_view, store, qtbot):
     first = record_complete_run(store, steps=4)
     second = record_gpu_run(store, RunConfig(), images_per_sec=3000.0)
     view = make_view()
-    with qtbot.waitSignal(view.overlayRequested, timeout=1000) as received:
+    with qtbot.waitSignal(view.overlayRequested, timeout=10_000) as received:
         view.select_runs([first, second])
     overlays = received.args[0]
     assert [(run_id, label) for run_id, label, _ in overlays] == [
@@ -294,7 +294,7 @@ def test_selected_runs_curves_are_offered_for_overlay(make_view, store, qtbot):
     assert np.isnan(first_curves["torch_allocated"]).all()  # CPU run: no device memory
     assert second_curves["nvml_used"].tolist() == [4 * 2**30] * 3
 
-    with qtbot.waitSignal(view.overlayRequested, timeout=1000) as received:
+    with qtbot.waitSignal(view.overlayRequested, timeout=10_000) as received:
         view.select_runs([])
     assert received.args == [[]]
 
@@ -304,7 +304,7 @@ def test_runs_recorded_elsewhere_appear_without_a_restart(make_view, store, home
     view = make_view(auto_refresh_ms=50)
     with HistoryStore.open(home) as cli_process:  # another connection, as a `workbench run` would hold
         record_complete_run(cli_process, name="from the terminal", source="cli")
-    qtbot.waitUntil(lambda: view.model.rowCount() == 2, timeout=3000)
+    qtbot.waitUntil(lambda: view.model.rowCount() == 2, timeout=10_000)
     assert column(view, "Name")[0] == "from the terminal"
 
 

@@ -1,6 +1,8 @@
 """A long session in one GUI process: 30 real runs alternating the data paths and the workers, with stops and
 failures in between, leave no threads, file descriptors, processes or memory behind, and every run is in the
-history with the status it ended with.
+history with the status it ended with. None hangs: the default worker start method (forkserver) is what makes
+that safe, since fork() from this process would copy Qt's thread, the training thread, the pin-memory thread and
+CUDA's, and a lock one of them holds stays locked in the child (pytorch#15808, pytorch#130610).
 
 The window is driven only through its form, its Start and Stop buttons and its signals (real_runs.py), with
 the history and the Runs tab attached as `python -m workbench` attaches them.
@@ -21,6 +23,7 @@ import pytest
 from gui_fakes import TINY_RUN
 from real_runs import real_engine_window, run_to_end
 
+from workbench.config import DEFAULT_START_METHOD
 from workbench.gui.runs_view import RunsView
 
 RUNS = 30
@@ -100,6 +103,7 @@ def test_thirty_runs_with_stops_and_failures_leave_nothing_behind(qtbot, make_wi
     window.set_runs_view(RunsView(store))
     base = TINY_RUN.replace(device="auto", synthetic_size=512, max_steps=6, log_every=2, pin_memory=True,
                             persistent_workers=True)
+    assert base.worker_start_method == DEFAULT_START_METHOD == "forkserver"
     expected, seen = [], []
     try:
         for number in range(RUNS):
@@ -113,6 +117,8 @@ def test_thirty_runs_with_stops_and_failures_leave_nothing_behind(qtbot, make_wi
             assert ended.status == want, (number, config, ended.reason)
             if number in FAILED:
                 assert ended.kind == "data_loader", ended.reason
+            else:
+                assert multiprocessing.active_children() == []  # the run's workers are gone when it ends
             expected.append(want)
             gc.collect()
             if number >= WARM_UP_RUNS - 1:
