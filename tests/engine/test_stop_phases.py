@@ -17,7 +17,7 @@ from torch import nn
 
 from workbench.engine import run
 from workbench.engine import session as session_module
-from workbench.engine import trainer
+from workbench.engine import one_process
 from workbench.engine.data import UInt8ImageDataset, load_arrays
 from workbench.engine.events import RunEnded, StatusChanged, StepStats
 from workbench.engine.interruptible import wait_for_abandoned
@@ -67,7 +67,7 @@ def test_stop_while_loading_the_data(monkeypatch):
         time.sleep(4)
         return load_arrays(config)
 
-    monkeypatch.setattr(trainer, "load_arrays", slow_load)
+    monkeypatch.setattr(one_process, "load_arrays", slow_load)
     ended, seconds = stop_during(tiny_config(), status("Loading"))
     assert seconds < STOP_WITHIN_S
     assert ended.status == "stopped" and ended.reason == "stopped by the user while loading the data"

@@ -17,7 +17,7 @@ def test_closing_the_window_while_a_run_loads_or_builds_closes_without_waiting_f
     import threading
 
     from workbench.engine import session as session_module
-    from workbench.engine import trainer
+    from workbench.engine import one_process
     from workbench.engine.interruptible import wait_for_abandoned
 
     release = threading.Event()
@@ -27,8 +27,8 @@ def test_closing_the_window_while_a_run_loads_or_builds_closes_without_waiting_f
         return call(*args)
 
     if phase == "loading the data":
-        real_load = trainer.load_arrays
-        monkeypatch.setattr(trainer, "load_arrays", lambda config: blocked(real_load, config))
+        real_load = one_process.load_arrays
+        monkeypatch.setattr(one_process, "load_arrays", lambda config: blocked(real_load, config))
         starts_phase = "Loading"
     else:
         real_build = session_module.build_model

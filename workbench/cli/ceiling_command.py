@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from workbench.cli import UsageError
+from workbench.cli.parsing import UsageError
 
 
 def register(subparsers: Any) -> None:

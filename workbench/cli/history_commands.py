@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from workbench.cli import UsageError
+from workbench.cli.parsing import UsageError
 
 
 def register(subparsers) -> None:

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from workbench.cli import UsageError
+from workbench.cli.parsing import UsageError
 from workbench.cli.run_command import add_setting_flags, config_from_args, print_notes
 from workbench.cli.sequence_output import add_sequence_flags, drive, peaks, recording_for, refuse
 from workbench.experiments.events import BatchTrial, MaxBatchResult, SequenceEnded, edge_note

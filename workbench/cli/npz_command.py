@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from workbench.cli import UsageError
+from workbench.cli.parsing import UsageError
 
 
 def register(subparsers) -> None:

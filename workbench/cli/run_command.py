@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any, Optional, get_args
 
-from workbench.cli import UsageError
+from workbench.cli.parsing import UsageError
 from workbench.cli import timeline_report
 from workbench.engine.events import EpochStats, ProfileSample, RunEnded, RunStarted, StatusChanged, StepStats, RunSummary
 from workbench.engine.interruptible import wait_for_abandoned

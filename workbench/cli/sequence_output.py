@@ -116,6 +116,6 @@ def peaks(source: Any) -> dict[str, Optional[int]]:
 
 def refuse(prog: str, ended: SequenceEnded) -> None:
     """A sequence refused before anything ran: bad input, one line, exit 2."""
-    from workbench.cli import UsageError
+    from workbench.cli.parsing import UsageError
 
     raise UsageError(f"{prog}: {'; '.join(ended.problems) or ended.reason}")

@@ -7,7 +7,7 @@ import json
 import shlex
 from typing import Any
 
-from workbench.cli import UsageError
+from workbench.cli.parsing import UsageError
 from workbench.cli.run_command import add_setting_flags, config_from_args, print_notes
 from workbench.cli.sequence_output import (
     add_sequence_flags,

@@ -1,43 +1,19 @@
-"""run(config, stop, profile_requests): one run's lifecycle, from settings to exactly one RunEnded.
+"""run(config, stop, profile_requests): a run's events, in one process or in several.
 
-It checks the settings, loads the data, builds a TrainingSession (session.py: the step loop),
-yields its events, and turns whatever ended the run into a RunEnded with a summary.
-
-How a run ends, and what is released first:
-- The session (model, optimizer, DataLoader workers, NVML) is closed *before* RunEnded is yielded:
-  once a consumer sees the end, the next run can have the memory and the cores.
-- A failure is remembered as text and handled after the ``except`` block: the exception's
-  traceback holds the frames of the failed step (activations, the model, optimizer state), and
-  while it lives nothing can be freed — an out-of-memory run would keep the memory it ran out of.
-- Loading the data and building the session run on helper threads the run polls (interruptible.py),
-  so a stop ends them within a poll interval; abandoned work finishes in the background.
+One process (devices=1, not under torchrun) is ``one_process.run_one``; several, or any process torchrun
+started, go through ``distributed.launcher.run_distributed``, which yields the same event types.
 """
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from workbench.config import RunConfig
-from workbench.data_check import planned_steps, steps_problems
-from workbench.engine.data import DataError, ImageArrays, load_arrays
-from workbench.engine.device import on_device, probe_device, resolve
-from workbench.engine.events import Event, RunEnded, StatusChanged
-from workbench.engine.failures import Failure, describe_failure
-from workbench.engine.interruptible import Stopped, call_interruptibly
-from workbench.engine.memory import free_device_memory
+from workbench.engine.distributed.launcher import run_distributed
+from workbench.engine.distributed.world import launched_world
+from workbench.engine.events import Event
+from workbench.engine.one_process import run_one
 from workbench.engine.requests import ProfileRequests
-from workbench.engine.session import TrainingSession
-from workbench.engine.summary import SummaryBuilder
-
-# What the run was doing when a stop ended a phase it had to wait on (Stopped's argument).
-_PHASE_WORDS = {
-    "load data": "while loading the data",
-    "build": "while building the model",
-    "worker start-up": "while the DataLoader workers started",
-    "torch.compile": "while torch.compile compiled the model",
-    "evaluation": "during evaluation",
-}
 
 
 def _never() -> bool:
@@ -55,106 +31,7 @@ def run(
     "config"/"data", anything else raised in training a failure with its reason. With devices ≠ 1,
     or under torchrun, the same events come from all processes together (workbench.engine.distributed).
     """
-    from workbench.engine.distributed.world import launched_world
-
     if config.devices != 1 or launched_world() is not None:
-        from workbench.engine.distributed import run_distributed
-
         yield from run_distributed(config, stop)  # (profile requests do not reach spawned ranks)
         return
     yield from run_one(config, stop, profile_requests)
-
-
-def run_one(
-    config: RunConfig,
-    stop: Callable[[], bool] = _never,
-    profile_requests: Optional[ProfileRequests] = None,
-    world: Optional[Any] = None,
-) -> Iterator[Event]:
-    """One process's run; ``world`` (a distributed.rank.RankWorld) when it is one rank of several."""
-    summary = SummaryBuilder()
-
-    def ended(status, reason=None, kind=None, traceback=None) -> RunEnded:
-        return RunEnded(status, summary.build(status, reason, kind), reason, kind, traceback)
-
-    try:
-        device_info = probe_device(config.device)
-    except Exception as error:
-        yield ended("failed", f"could not query the device: {type(error).__name__}: {error}", "error")
-        return
-    # A rank is one process: how many the world holds was checked where it was started.
-    problems = (config if world is None else config.replace(devices=1)).validate(device_info)
-    if problems:
-        yield ended("failed", "; ".join(problems), "config")
-        return
-
-    session: Optional[TrainingSession] = None
-    failure: Optional[Failure] = None
-    stopped_phase: Optional[str] = None
-    try:
-        # A rank stops only where every rank agrees to (dist10's agreed stop, called once per step): its
-        # long phases are not cut short by a stop, or the ranks would part ways mid-collective.
-        phase_stop = stop if world is None else _never
-        try:
-            yield StatusChanged(f"Loading {config.dataset} data…")
-            arrays = call_interruptibly(lambda: load_arrays(config), phase_stop, "load data")
-            _check_data(config, arrays, world.world_size if world is not None else 1)
-            yield StatusChanged(f"Building {config.model} on {device_info.type}…")
-            if world is None:
-                session = call_interruptibly(
-                    lambda: _build_session(config, device_info, arrays, profile_requests), stop, "build",
-                    on_abandoned=_close_quietly,
-                )
-            else:  # a rank builds in its own thread: DDP's set-up is a collective on this thread's device
-                session = TrainingSession(config, device_info, arrays, profile_requests, world=world,
-                                          phase_stop=phase_stop)
-            with contextlib.closing(session.events(stop)) as events:
-                for event in events:
-                    summary.add(event)
-                    yield event
-        except Stopped as phase:
-            stopped_phase = _PHASE_WORDS.get(str(phase), str(phase))
-        except Exception as error:
-            failure = describe_failure(error, config)  # text only: no frame of the failed step survives
-        # Past the except blocks: the exception and its traceback are gone, so closing frees for real.
-        stopped_at = session.stopped_at if session is not None else None
-        steps_done = session.step if session is not None else 0
-        if session is not None:
-            session, closing = None, session
-            closing.close()
-            del closing
-        if failure is not None:
-            free_device_memory()
-            yield ended("failed", failure.reason, failure.kind, failure.traceback)
-        elif stopped_phase is not None:
-            at = f"at step {steps_done}, " if steps_done else ""
-            yield ended("stopped", f"stopped by the user {at}{stopped_phase}")
-        elif stopped_at is not None:
-            yield ended("stopped", f"stopped by the user at step {stopped_at}")
-        else:
-            yield ended("finished")
-    finally:
-        if session is not None:  # the consumer closed the generator mid-run
-            session.close()
-
-
-def _check_data(config: RunConfig, arrays: ImageArrays, world_size: int) -> None:
-    """What only the loaded data can tell about the settings (the form and CLI check it earlier where they can)."""
-    train_size = len(arrays.train_labels)
-    if train_size < config.batch_size * world_size:
-        per_step = f"batch_size {config.batch_size}" + (f" × {world_size} processes" if world_size > 1 else "")
-        raise DataError(f"{per_step} is larger than the training set ({train_size} images)")
-    problems = steps_problems(config, planned_steps(config, train_size, world_size))
-    if problems:
-        raise DataError("; ".join(problems))
-
-
-def _build_session(config: RunConfig, device_info: Any, arrays: ImageArrays,
-                   profile_requests: Optional[ProfileRequests]) -> TrainingSession:
-    with on_device(resolve(device_info)):  # a helper thread's current CUDA device is 0 until told
-        return TrainingSession(config, device_info, arrays, profile_requests)
-
-
-def _close_quietly(session: Optional[TrainingSession]) -> None:
-    if session is not None:
-        session.close()

@@ -31,9 +31,17 @@ import torch.multiprocessing
 from workbench.config import RunConfig
 from workbench.engine.device import probe_device
 from workbench.engine.distributed.aggregate import RankEventMerger
+from workbench.engine.distributed.launched import run_launched
 from workbench.engine.distributed.rank import spawned_rank_main
-from workbench.engine.distributed.world import World, backend_for, distributed_notes, world_size_for
+from workbench.engine.distributed.world import (
+    World,
+    backend_for,
+    distributed_notes,
+    launched_world,
+    world_size_for,
+)
 from workbench.engine.events import DeviceInfo, Event, RunEnded, RunStarted, StatusChanged
+from workbench.engine.one_process import run_one
 from workbench.engine.summary import SummaryBuilder
 
 POLL_SECONDS = 0.05  # how often the parent looks at Stop and the ranks' health between events
@@ -47,10 +55,6 @@ RankEntry = Callable[..., None]  # (rank, world, config, events, stop_requested)
 
 def run_distributed(config: RunConfig, stop: Callable[[], bool]) -> Iterator[Event]:
     """engine.run for devices ≠ 1 or under torchrun (see workbench.engine.trainer.run)."""
-    from workbench.engine.distributed.launched import run_launched
-    from workbench.engine.distributed.world import launched_world
-    from workbench.engine.trainer import run_one
-
     world = launched_world()
     if world is not None:
         yield from run_launched(config, stop, world)

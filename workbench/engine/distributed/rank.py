@@ -24,6 +24,7 @@ from workbench.config import RunConfig
 from workbench.engine.device import probe_device
 from workbench.engine.distributed.world import World, backend_for
 from workbench.engine.events import Event, RunEnded, RunSummary
+from workbench.engine.one_process import run_one
 
 
 class RankWorld:
@@ -134,8 +135,6 @@ class RankRun:
         self.rank_world: Optional[RankWorld] = None
 
     def events(self) -> Iterator[Event]:
-        from workbench.engine.trainer import run_one
-
         config, world = self.config, self.world
         agreed: Optional[AgreedStop] = None
         finished = False

@@ -1,0 +1,57 @@
+"""The command line's parser: bad input becomes one readable line (UsageError, exit code 2), with the nearest
+flag or choice suggested where there is one. Every command's parser is a ``Parser``."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+from typing import Optional, Sequence
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit code 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one readable line instead of usage + message
+        raise UsageError(f"{self.prog}: {_with_suggestion(message)}")
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        # argparse reports unknown flags from the top parser ("workbench: unrecognized arguments");
+        # find the subcommand they were meant for, so the message can name it and suggest its nearest flag.
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = self._subcommand(getattr(parsed, "command", None))
+            raise UsageError(unknown_arguments_message(command or self, extras))
+        return parsed
+
+    def _subcommand(self, name: Optional[str]) -> Optional[argparse.ArgumentParser]:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+                return action.choices[name]
+        return None
+
+
+def unknown_arguments_message(parser: argparse.ArgumentParser, extras: Sequence[str]) -> str:
+    """One line for arguments the parser does not know: the first unknown flag and its nearest known flag."""
+    flags = [option for action in parser._actions for option in action.option_strings if option.startswith("--")]
+    unknown = next((extra for extra in extras if extra.startswith("-")), None)
+    if unknown is None:
+        return f"{parser.prog}: unexpected argument{'s' if len(extras) > 1 else ''} {' '.join(extras)}"
+    name = unknown.split("=", 1)[0]
+    # Match on the words, not the dashes every flag shares ("--colour" is not near "--lr").
+    nearest = difflib.get_close_matches(name.lstrip("-"), [flag[2:] for flag in flags], n=1, cutoff=0.6)
+    hint = f"did you mean --{nearest[0]}?" if nearest else f"see `{parser.prog} --help`"
+    return f"{parser.prog}: unknown flag {name} ({hint})"
+
+
+def _with_suggestion(message: str) -> str:
+    """argparse's "invalid choice: 'rnu' (choose from ...)" plus the nearest choice, as Python 3.14 does."""
+    match = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if match:
+        choices = re.findall(r"'([^']*)'", match.group(2)) or [c.strip() for c in match.group(2).split(",")]
+        nearest = difflib.get_close_matches(match.group(1), choices, n=1, cutoff=0.6)
+        if nearest:
+            return f"{message}; did you mean {nearest[0]!r}?"
+    return message
