@@ -1,0 +1,105 @@
+"""The one comparison routine's statistics, against synthetic timings whose true effect and noise are known."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+
+from workbench.experiments.comparison import (
+    MIN_EFFECT,
+    compare_rates,
+    interleaved,
+    ratio_interval,
+)
+
+
+def noisy(rate: float, noise: float, count: int, generator: random.Random) -> list[float]:
+    """``count`` measurements of ``rate`` with multiplicative noise spread uniformly over ±``noise``."""
+    return [rate * (1 + generator.uniform(-noise, noise)) for _ in range(count)]
+
+
+def test_a_real_thirty_percent_gain_is_faster_with_an_interval_that_excludes_one():
+    generator = random.Random(1)
+    outcomes = []
+    for _ in range(200):
+        base, changed = noisy(1000, 0.10, 3, generator), noisy(1300, 0.10, 3, generator)
+        outcomes.append(compare_rates(base, changed))
+    assert all(result.verdict == "faster" and result.speedup_low > 1 for result in outcomes)
+    assert all(result.speedup_low <= result.speedup <= result.speedup_high for result in outcomes)
+
+
+def test_two_percent_in_ten_percent_noise_is_within_the_noise():
+    assert compare_rates([1000, 1090, 920], [1040, 950, 1010]).verdict == "within_noise"
+    # Over many such comparisons a 90 % interval may exclude the true 1.02 one time in ten, and only the
+    # misses beyond 1 ± MIN_EFFECT give a verdict: at most about one in twenty.
+    generator = random.Random(2)
+    verdicts = [compare_rates(noisy(1000, 0.10, 3, generator), noisy(1020, 0.10, 3, generator)).verdict
+                for _ in range(2000)]
+    assert verdicts.count("within_noise") / 2000 >= 0.90
+
+
+def test_a_real_loss_is_slower():
+    result = compare_rates([1000, 990, 1010], [800, 820, 790])
+    assert result.verdict == "slower" and result.speedup_high < 1
+    assert "slower here, not recommended" in result.describe()
+
+
+def test_identical_settings_are_called_different_no_more_often_than_the_interval_allows():
+    # No real difference: the 90 % interval must exclude 1 ± MIN_EFFECT in at most ~10 % of comparisons.
+    generator = random.Random(3)
+    wrong = sum(compare_rates(noisy(1000, 0.12, 3, generator), noisy(1000, 0.12, 3, generator)).verdict != "within_noise"
+                for _ in range(2000))
+    assert wrong / 2000 <= 0.10
+
+
+def test_three_and_three_give_a_ninety_percent_interval_from_the_extreme_pairwise_ratios():
+    low, high, coverage = ratio_interval([100, 110, 90], [120, 130, 125])
+    assert (low, high) == (pytest.approx(120 / 110), pytest.approx(130 / 90))
+    assert coverage == pytest.approx(1 - 2 / math.comb(6, 3))
+
+
+def test_the_interval_coverage_is_exact_for_larger_samples():
+    # Under no difference every ordering of the 5 + 5 ranks is equally likely: count how often the interval
+    # from the ranks misses the true ratio (1), over all C(10, 5) orderings.
+    values = list(range(1, 11))
+    missed = 0
+    for chosen in itertools.combinations(values, 5):
+        baseline = list(chosen)
+        changed = [value for value in values if value not in chosen]
+        low, high, coverage = ratio_interval(baseline, changed)
+        # The true ratio of two samples from one population is 1 on the log-shift scale.
+        missed += not (low <= 1 <= high)
+    assert 1 - missed / math.comb(10, 5) == pytest.approx(coverage)
+    assert coverage >= 0.90
+
+
+def test_too_few_trials_give_no_interval_and_no_verdict():
+    result = compare_rates([1000, 1010], [2000, 2100])
+    assert result.speedup == pytest.approx(2050 / 1005)
+    assert (result.speedup_low, result.speedup_high, result.verdict) == (None, None, "within_noise")
+    assert "no interval" in result.describe()
+
+
+def test_failed_measurements_are_left_out_and_none_at_all_is_not_measured():
+    assert compare_rates([1000, float("nan"), 0, 1010, 990], [1300, 1310, 1290]).baseline_rates == (1000, 1010, 990)
+    result = compare_rates([], [1000])
+    assert result.speedup is None and result.verdict == "within_noise" and "not measured" in result.describe()
+
+
+def test_the_description_names_the_speedup_its_interval_and_the_trials():
+    text = compare_rates([1000, 1010, 990], [1310, 1300, 1320]).describe()
+    assert text.startswith("measured 1.31×: faster (") and text.endswith(", 3+3 trials)")
+
+
+def test_measurements_are_interleaved():
+    assert interleaved(3) == ["A", "B", "A", "B", "A", "B"]
+
+
+def test_the_minimum_effect_is_stated_and_applied():
+    assert MIN_EFFECT == 0.02
+    # A steady 1.5 % gain with almost no noise is real, but below the stated minimum effect.
+    assert compare_rates([1000, 1000.1, 999.9], [1015, 1015.1, 1014.9]).verdict == "within_noise"
+    assert compare_rates([1000, 1000.1, 999.9], [1015, 1015.1, 1014.9], min_effect=0.01).verdict == "faster"

@@ -1,0 +1,154 @@
+"""Is B faster than A? One answer for every comparison the workbench makes (tune, sweep, verify, the Runs tab).
+
+Speeds on one machine vary 8–15 % between identical runs, so one run of each says nothing. A and B are each
+measured several times, interleaved (A B A B …, so a machine that warms up, throttles or gets busy weighs on
+both alike), and compared as
+
+- the speedup: median(B) ÷ median(A), images/sec over each run's steady state;
+- its interval: the Hodges–Lehmann interval of the ratio, read off the sorted ratios of every pair (B_j ÷ A_i)
+  at the ranks the Mann–Whitney U distribution gives. It assumes nothing about the shape of the noise, and its
+  coverage is exact (``Comparison.confidence``): with 3 + 3 trials the 90 % interval runs from the smallest
+  pairwise ratio to the largest;
+- a verdict that is decisive only when the whole interval clears 1.0 by ``MIN_EFFECT``.
+
+No torch, no Qt.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Literal, Optional, Sequence
+
+Verdict = Literal["faster", "slower", "within_noise"]
+
+# The coverage asked of an interval. 90 %: with 3 + 3 trials (the fewest that give any interval at this level)
+# one comparison costs six short runs; 95 % would need 4 + 4.
+CONFIDENCE = 0.90
+# A change is called faster (or slower) only when its whole interval lies beyond 1 ± this. Below 2 % a change is
+# not worth a setting's side effects, and run-to-run drift this small survives interleaving.
+MIN_EFFECT = 0.02
+# Fewest measurements of each side that can give a 90 % interval (Mann–Whitney: 1 - 2/C(6,3) = 0.90).
+MIN_TRIALS = 3
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    """What B did against A, measured: their rates (images/sec, in the order measured), the speedup B ÷ A and
+    its interval (None with too few measurements), and the verdict."""
+
+    baseline_rates: tuple[float, ...]
+    changed_rates: tuple[float, ...]
+    speedup: Optional[float]  # median(changed) ÷ median(baseline); None when either side has no measurement
+    speedup_low: Optional[float]
+    speedup_high: Optional[float]
+    confidence: Optional[float]  # the interval's exact coverage (≥ the level asked), None without one
+    verdict: Verdict
+    min_effect: float = MIN_EFFECT
+
+    @property
+    def trials(self) -> str:
+        """"3+3 trials"."""
+        return f"{len(self.baseline_rates)}+{len(self.changed_rates)} trials"
+
+    @property
+    def baseline_images_per_sec(self) -> Optional[float]:
+        return statistics.median(self.baseline_rates) if self.baseline_rates else None
+
+    @property
+    def changed_images_per_sec(self) -> Optional[float]:
+        return statistics.median(self.changed_rates) if self.changed_rates else None
+
+    def describe(self) -> str:
+        """"measured 1.31× faster (1.25–1.37, 3+3 trials)", or why there is no verdict."""
+        if self.speedup is None:
+            return f"not measured ({self.trials} finished)"
+        interval = (f"{self.speedup_low:.2f}–{self.speedup_high:.2f}, " if self.speedup_low is not None
+                    and self.speedup_high is not None else "no interval: ")
+        words = {"faster": "faster", "slower": "slower here, not recommended",
+                 "within_noise": "within the noise"}[self.verdict]
+        return f"measured {self.speedup:.2f}×: {words} ({interval}{self.trials})"
+
+
+def compare_rates(
+    baseline: Sequence[float],
+    changed: Sequence[float],
+    confidence: float = CONFIDENCE,
+    min_effect: float = MIN_EFFECT,
+) -> Comparison:
+    """Compare two sets of measured rates (higher is better); non-positive or non-finite rates are left out."""
+    a = tuple(rate for rate in baseline if math.isfinite(rate) and rate > 0)
+    b = tuple(rate for rate in changed if math.isfinite(rate) and rate > 0)
+    if not a or not b:
+        return Comparison(baseline_rates=a, changed_rates=b, speedup=None, speedup_low=None, speedup_high=None,
+                          confidence=None, verdict="within_noise", min_effect=min_effect)
+    speedup = statistics.median(b) / statistics.median(a)
+    interval = ratio_interval(a, b, confidence)
+    low = high = coverage = None
+    verdict: Verdict = "within_noise"
+    if interval is not None:
+        low, high, coverage = interval
+        if low > 1 + min_effect:
+            verdict = "faster"
+        elif high < 1 / (1 + min_effect):
+            verdict = "slower"
+    return Comparison(baseline_rates=a, changed_rates=b, speedup=speedup, speedup_low=low, speedup_high=high,
+                      confidence=coverage, verdict=verdict, min_effect=min_effect)
+
+
+def ratio_interval(
+    baseline: Sequence[float], changed: Sequence[float], confidence: float = CONFIDENCE
+) -> Optional[tuple[float, float, float]]:
+    """(low, high, coverage) for changed ÷ baseline: the Hodges–Lehmann interval on log rates; None when there
+    are too few measurements for ``confidence``."""
+    n, m = len(baseline), len(changed)
+    k = _rank_for(n, m, confidence)
+    if k is None:
+        return None
+    ratios = sorted(b / a for a in baseline for b in changed)
+    coverage = 1 - 2 * _u_distribution(n, m)[k - 1] / math.comb(n + m, n)
+    return ratios[k - 1], ratios[n * m - k], coverage
+
+
+def _rank_for(n: int, m: int, confidence: float) -> Optional[int]:
+    """The largest k with P(U ≤ k - 1) ≤ (1 - confidence) / 2: the interval is the k-th smallest to the k-th
+    largest pairwise ratio. None when even k = 1 covers less than asked."""
+    if n < 1 or m < 1:
+        return None
+    tail = (1 - confidence) / 2 * math.comb(n + m, n)
+    cumulative = _u_distribution(n, m)
+    k = 0
+    while k < len(cumulative) and cumulative[k] <= tail + 1e-9:
+        k += 1
+    return k if k >= 1 else None
+
+
+@functools.lru_cache(maxsize=64)
+def _u_distribution(n: int, m: int) -> tuple[int, ...]:
+    """Cumulative counts of the Mann–Whitney U statistic under no difference: entry u is how many of the
+    C(n + m, n) equally likely orderings give U ≤ u."""
+    # counts[i][j][u]: orderings of i from one side and j from the other with U = u (U grows by i when a j comes last).
+    previous = [[1] for _ in range(m + 1)]  # i = 0: U is 0 whatever j
+    for i in range(1, n + 1):
+        current = [[1]]  # j = 0
+        for j in range(1, m + 1):
+            size = i * j + 1
+            counts = [0] * size
+            for u, ways in enumerate(previous[j]):  # the last is from the first side: U unchanged
+                counts[u] += ways
+            for u, ways in enumerate(current[j - 1]):  # the last is from the second side: it beats all i
+                counts[u + i] += ways
+            current.append(counts)
+        previous = current
+    running, cumulative = 0, []
+    for ways in previous[m]:
+        running += ways
+        cumulative.append(running)
+    return tuple(cumulative)
+
+
+def interleaved(repeats: int) -> list[str]:
+    """The order A and B are measured in: A B A B … (``repeats`` of each)."""
+    return [side for _ in range(repeats) for side in ("A", "B")]
