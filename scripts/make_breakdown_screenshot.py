@@ -54,6 +54,7 @@ def main() -> int:
 
     from workbench.config import RunConfig
     from workbench.device_info import DeviceInfo
+    from workbench.engine.events import RunSummary
     from workbench.engine.findings import RunFacts, find
     from workbench.engine.summary import profile_figures
     from workbench.gui.breakdown_view import BreakdownView
@@ -65,12 +66,8 @@ def main() -> int:
                         total_memory_bytes=85_520_809_984, bf16_supported=True, cpu_count=16)
     figures = profile_figures(samples)
     images_per_sec = dump["steps"] * dump["batch"] / dump["wall_s"]
-    facts = RunFacts(config=config, device_type="cuda", images_per_sec=images_per_sec, data_wait_fraction=None,
-                     profile_samples=figures["profile_samples"], total_memory_bytes=device.total_memory_bytes,
-                     bf16_supported=True, cuda_available=True, cpu_count=16,
-                     **{name: figures[name] for name in (
-                         "kernel_busy_fraction", "idle_waiting_for_data_fraction", "idle_waiting_for_host_fraction",
-                         "idle_other_fraction", "kernels_per_step", "median_kernel_seconds")})
+    summary = RunSummary(status="finished", device="cuda", images_per_sec=images_per_sec, **figures)
+    facts = RunFacts.of(summary, config, device)
 
     app = QApplication.instance() or QApplication([])
     view = BreakdownView()

@@ -57,7 +57,7 @@ class FakeRun:
             began = time.perf_counter()
             for step in range(1, self.steps + 1):
                 if stop():
-                    yield RunEnded("stopped", RunSummary("stopped", steps=step - 1), f"stopped at step {step - 1}")
+                    yield RunEnded("stopped", RunSummary(status="stopped", steps=step - 1), f"stopped at step {step - 1}")
                     return
                 if step == self.raise_at:
                     raise RuntimeError(f"boom at step {step}")
@@ -71,7 +71,7 @@ class FakeRun:
                              test_accuracy=0.75, images_per_sec=1000.0, data_wait_fraction=0.2, train_seconds=1.0,
                              eval_seconds=0.1, memory=self.memory)
             if self.end:
-                yield RunEnded("finished", RunSummary("finished", test_accuracy=0.75, steps=self.steps))
+                yield RunEnded("finished", RunSummary(status="finished", test_accuracy=0.75, steps=self.steps))
         finally:
             self.closed = True
 

@@ -299,7 +299,7 @@ def test_a_profile_sample_and_the_findings_reach_the_view_and_apply_sets_the_for
         yield RunStarted(config=config, device=CPU_DEVICE, dataset_name="synthetic", train_size=64, test_size=8,
                          num_classes=10, steps_per_epoch=4, total_steps=4, parameter_count=1, started_at=0.0)
         yield sample
-        yield RunEnded("finished", RunSummary("finished", steps=4, findings=(finding,)))
+        yield RunEnded("finished", RunSummary(status="finished", steps=4, findings=(finding,)))
 
     controller, view, runner, recording = make(run)
     controller.start_run()

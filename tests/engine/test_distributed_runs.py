@@ -195,7 +195,7 @@ def test_torchrun_runs_the_same_engine_and_rank_0_records_one_run(tmp_path, isol
     with HistoryStore.open(isolated_workbench_home) as store:
         records = store.list_runs()
     assert len(records) == 1 and records[0].id == summary["run_id"]
-    assert records[0].status == "finished" and records[0].world_size == 2 and records[0].config.devices == 2
+    assert records[0].status == "finished" and records[0].summary.world_size == 2 and records[0].config.devices == 2
 
 
 def test_a_script_without_the_main_guard_is_told_what_to_add(tmp_path):

@@ -1,5 +1,7 @@
 """The findings rules, fed synthetic figures: each fires on the case it describes and names its setting."""
 
+import dataclasses
+
 import pytest
 
 from workbench.config import FIELD_NAMES, RunConfig
@@ -10,12 +12,16 @@ from workbench.engine.findings import RunFacts, find
 GIB = 2**30
 
 
-def facts(config=None, **figures):
-    base = dict(config=config or RunConfig(), device_type="cuda", images_per_sec=10_000.0, data_wait_fraction=0.01,
-                device_span_fraction=0.99, cpu_count=16, bf16_supported=True, cuda_available=True,
-                total_memory_bytes=80 * GIB)
-    base.update(figures)
-    return RunFacts(**base)
+SUMMARY_FIELDS = {item.name for item in dataclasses.fields(RunSummary)}
+
+
+def facts(config=None, **given):
+    """RunFacts of a CUDA run: ``given`` holds RunSummary figures and RunFacts' own facts, by name."""
+    figures = dict(images_per_sec=10_000.0, data_wait_fraction=0.01, device_span_fraction=0.99)
+    own = dict(device_type="cuda", cpu_count=16, bf16_supported=True, cuda_available=True, total_memory_bytes=80 * GIB)
+    for name, value in given.items():
+        (figures if name in SUMMARY_FIELDS else own)[name] = value
+    return RunFacts(config=config or RunConfig(), summary=RunSummary(status="finished", **figures), **own)
 
 
 def timeline(**figures):

@@ -35,7 +35,7 @@ def test_three_tiny_cpu_members_land_three_runs_with_one_sweep_id(tmp_path, isol
         assert [run.id for run in runs] == [m.run_id for m in members]
         assert {run.sweep_id for run in runs} == {ended.sweep_id}
         assert [run.config.batch_size for run in runs] == [16, 32, 64]
-        assert all(run.status == "finished" and run.images_per_sec for run in runs)
+        assert all(run.status == "finished" and run.summary.images_per_sec for run in runs)
         assert runs[0].sweep_name == "sweep batch_size" and runs[1].name == "synthetic: batch_size=32"
         export_runs_csv(store, tmp_path / "runs.csv")
     with open(tmp_path / "runs.csv", encoding="utf-8", newline="") as file:

@@ -49,8 +49,8 @@ def test_two_process_run_from_the_window_plots_records_and_leaves_the_window_rea
         assert "effective batch 32 (16 × 2 devices)" in running_messages[0]  # while it ran
         assert started[0].world_size == 2 and started[0].effective_batch_size == 32
         (record,) = store.list_runs()
-        assert (record.source, record.status, record.world_size, record.steps) == ("gui", "finished", 2, 8)
-        assert record.config.devices == 2 and len(record.rank_peak_allocated_bytes) == 2
+        assert (record.source, record.status, record.summary.world_size, record.summary.steps) == ("gui", "finished", 2, 8)
+        assert record.config.devices == 2 and len(record.summary.rank_peak_allocated_bytes) == 2
         assert not leftovers(before), "a rank outlived its run"
 
         # The window is ready for the next run, here a one-process one.

@@ -28,7 +28,7 @@ def test_a_gui_run_and_a_cli_run_share_one_history(qtbot, settings, isolated_wor
 
         runs = sorted(store.list_runs(), key=lambda run: run.id)
         assert [(run.source, run.status) for run in runs] == [("gui", "finished"), ("cli", "finished")]
-        assert runs[0].config == window.form.config() and runs[0].steps > 0
+        assert runs[0].config == window.form.config() and runs[0].summary.steps > 0
         assert runs[0].verdict and runs[1].verdict  # both measured data wait and device busy
 
         view = window.findChild(RunsView)

@@ -129,7 +129,7 @@ def test_thirty_runs_with_stops_and_failures_leave_nothing_behind(qtbot, make_wi
                 seen.append(process_resources())
         runs = sorted(store.list_runs(), key=lambda run: run.id)
         assert [run.status for run in runs] == expected
-        assert all(run.source == "gui" and run.steps > 0 for run in runs)
+        assert all(run.source == "gui" and run.summary.steps > 0 for run in runs)
         failed = [run for run in runs if run.status == "failed"]
         assert len(failed) == len(FAILED) and all(run.failure_kind == "data_loader" and run.reason for run in failed)
     finally:

@@ -41,7 +41,7 @@ def test_a_run_that_started_training_is_kept_whatever_ends_it(store):
     recorder.record(step(2))
     recorder.record(RunEnded("failed", summary(2, status="failed"), reason="data went bad", kind="data"))
     [record] = store.list_runs()
-    assert record.status == "failed" and record.steps == 2
+    assert record.status == "failed" and record.summary.steps == 2
 
 
 TINY = ["run", "--synthetic-size", "128", "--max-steps", "2", "--device", "cpu", "--num-workers", "0"]

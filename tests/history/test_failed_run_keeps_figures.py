@@ -26,20 +26,20 @@ def record_until_a_crash(store, ended: RunEnded) -> int:
 
 def test_a_crash_reported_without_the_runs_figures_does_not_erase_them(tmp_path):
     """What a GUI worker reported for an exception escaping the engine: a RunEnded with an empty summary."""
-    empty = RunEnded("failed", RunSummary("failed", reason="RuntimeError: boom", failure_kind="error"),
+    empty = RunEnded("failed", RunSummary(status="failed", reason="RuntimeError: boom", failure_kind="error"),
                      "RuntimeError: boom", "error", TRACEBACK)
     with HistoryStore.open(tmp_path) as store:
         record = store.get_run(record_until_a_crash(store, empty))
     assert (record.status, record.reason, record.failure_kind) == ("failed", "RuntimeError: boom", "error")
-    assert record.steps == 6 and record.samples_seen == 6 * 32 and record.epochs_completed == 1
-    assert record.final_loss == 2.5 / 6 and record.test_accuracy == 0.37
-    assert record.images_per_sec is not None and record.data_wait_fraction is not None
-    assert record.peak_nvml_used_bytes == 5 * 2**30 and record.peak_nvml_process_used_bytes == 2 * 2**30
+    assert record.summary.steps == 6 and record.summary.samples_seen == 6 * 32 and record.summary.epochs_completed == 1
+    assert record.summary.final_loss == 2.5 / 6 and record.summary.test_accuracy == 0.37
+    assert record.summary.images_per_sec is not None and record.summary.data_wait_fraction is not None
+    assert record.summary.peak_nvml_used_bytes == 5 * 2**30 and record.summary.peak_nvml_process_used_bytes == 2 * 2**30
     assert record.traceback == TRACEBACK
 
 
 def test_a_failures_traceback_goes_to_the_log_in_the_workbench_home(tmp_path):
-    ended = RunEnded("failed", RunSummary("failed"), "RuntimeError: boom", "error", TRACEBACK)
+    ended = RunEnded("failed", RunSummary(status="failed"), "RuntimeError: boom", "error", TRACEBACK)
     with HistoryStore.open(tmp_path) as store:
         run_id = record_until_a_crash(store, ended)
     log = failure_log_path(tmp_path)
@@ -50,10 +50,10 @@ def test_a_failures_traceback_goes_to_the_log_in_the_workbench_home(tmp_path):
 
 
 def test_figures_the_engine_sent_win_and_user_errors_have_no_log(tmp_path):
-    engine_summary = RunSummary("failed", reason="diverged", failure_kind="diverged", final_loss=None, steps=6,
+    engine_summary = RunSummary(status="failed", reason="diverged", failure_kind="diverged", final_loss=None, steps=6,
                                 samples_seen=192, epochs_completed=1, images_per_sec=1234.0, wall_seconds=9.0)
     ended = RunEnded("failed", engine_summary, "diverged", "diverged")
     with HistoryStore.open(tmp_path) as store:
         record = store.get_run(record_until_a_crash(store, ended))
-    assert record.images_per_sec == 1234.0 and record.wall_seconds == 9.0  # the engine's own figures
+    assert record.summary.images_per_sec == 1234.0 and record.summary.wall_seconds == 9.0  # the engine's own figures
     assert record.traceback is None and not failure_log_path(tmp_path).exists()

@@ -58,7 +58,7 @@ def test_a_running_runs_progress_writes_are_seen_as_they_land(store):
     recorder.record(step(1, 4))
     recorder.flush()  # the recorder's once-a-second write
     progressed = store.changes_since(seen.revision)
-    assert [(record.id, record.steps) for record in progressed.changed] == [(recorder.run_id, 1)]
+    assert [(record.id, record.summary.steps) for record in progressed.changed] == [(recorder.run_id, 1)]
 
 
 def test_writes_by_another_process_are_seen(store, tmp_path):

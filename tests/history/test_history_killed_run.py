@@ -70,4 +70,4 @@ def test_a_run_killed_mid_write_is_marked_interrupted_and_the_rest_survives(tmp_
         steps = store.step_metrics(killed.id)["step"].tolist()
         assert len(steps) > 5  # the flushed ones, and those committed after
         assert steps == list(range(1, len(steps) + 1))  # no gaps: whole transactions or nothing
-        assert killed.steps == steps[-1]  # the summary so far was written with the last steps
+        assert killed.summary.steps == steps[-1]  # the summary so far was written with the last steps

@@ -58,10 +58,10 @@ def test_samples_round_trip(store):
 
 def test_the_run_keeps_its_timeline_figures_ceiling_and_findings(store):
     record = store.get_run(record_profiled_run(store))
-    assert record.kernel_busy_fraction == 0.25 and record.idle_waiting_for_host_fraction == 0.65
-    assert record.kernels_per_step == 90.0 and record.profile_samples == 1
-    assert record.ceiling_images_per_sec == 2000.0 and record.pipeline_efficiency == 0.5
-    assert record.findings == (FINDING,)
+    assert record.summary.kernel_busy_fraction == 0.25 and record.summary.idle_waiting_for_host_fraction == 0.65
+    assert record.summary.kernels_per_step == 90.0 and record.summary.profile_samples == 1
+    assert record.summary.ceiling_images_per_sec == 2000.0 and record.summary.pipeline_efficiency == 0.5
+    assert record.summary.findings == (FINDING,)
     assert record.verdict == FINDING.headline
 
 

@@ -62,8 +62,8 @@ def test_finished_run_round_trips_config_device_and_summary(store):
     for name in ("test_accuracy", "final_loss", "images_per_sec", "images_per_sec_median",
                  "data_wait_fraction", "wall_seconds", "steps", "samples_seen", "epochs_completed",
                  "device_name", "torch_version"):
-        assert getattr(record, name) == getattr(expected, name), name
-    assert record.device_type == "cpu"
+        assert getattr(record.summary, name) == getattr(expected, name), name
+    assert record.summary.device == "cpu"
     assert record.started_at <= record.finished_at <= time.time()
     assert store.list_runs() == [record]
 
@@ -136,9 +136,9 @@ def test_a_running_run_carries_its_summary_so_far(store):
     recorder.record(step(2, loss=0.75))
     record = store.get_run(recorder.run_id)
     assert record.status == "running" and record.finished_at is None
-    assert record.steps == 2 and record.final_loss == 0.75
-    assert record.images_per_sec == pytest.approx(32 / 0.04)  # the second window: steady state so far
-    assert record.device_name == CPU.name
+    assert record.summary.steps == 2 and record.summary.final_loss == 0.75
+    assert record.summary.images_per_sec == pytest.approx(32 / 0.04)  # the second window: steady state so far
+    assert record.summary.device_name == CPU.name
 
 
 def test_fail_marks_the_run_failed_with_the_reason(store):

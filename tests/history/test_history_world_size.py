@@ -37,10 +37,10 @@ def test_world_size_and_rank_peaks_survive_the_round_trip(tmp_path):
     with HistoryStore.open(tmp_path) as store:
         run_id = record_two_rank_run(store)
         record = store.get_run(run_id)
-    assert record.world_size == 2 and record.config.devices == 2
-    assert record.rank_peak_allocated_bytes == (1024, 2048)
-    assert record.rank_peak_reserved_bytes == (4096, None)
-    assert record.rank_peak_nvml_used_bytes == (None, None)
+    assert record.summary.world_size == 2 and record.config.devices == 2
+    assert record.summary.rank_peak_allocated_bytes == (1024, 2048)
+    assert record.summary.rank_peak_reserved_bytes == (4096, None)
+    assert record.summary.rank_peak_nvml_used_bytes == (None, None)
 
 
 def test_the_runs_csv_carries_world_size_and_each_ranks_peaks(tmp_path):

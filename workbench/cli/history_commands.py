@@ -81,12 +81,12 @@ def format_runs_table(records: Sequence) -> str:
             record.source,
             _sweep_label(record),
             local_time(record.started_at),
-            str(record.world_size),
-            format_metric("rate", record.images_per_sec),
-            format_metric("fraction", record.data_wait_fraction),
-            format_metric("bytes", record.peak_allocated_bytes),
-            format_metric("loss", record.final_loss),
-            format_metric("fraction", record.test_accuracy),
+            str(record.summary.world_size),
+            format_metric("rate", record.summary.images_per_sec),
+            format_metric("fraction", record.summary.data_wait_fraction),
+            format_metric("bytes", record.summary.peak_allocated_bytes),
+            format_metric("loss", record.summary.final_loss),
+            format_metric("fraction", record.summary.test_accuracy),
             format_duration(record.duration_seconds),
         )
         for record in records

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import signal
 import sys
@@ -13,6 +12,7 @@ from typing import Any, Optional, get_args
 
 from workbench.cli.parsing import UsageError
 from workbench.cli import timeline_report
+from workbench.cli.summary_json import summary_json
 from workbench.engine.events import EpochStats, ProfileSample, RunEnded, RunStarted, StatusChanged, StepStats, RunSummary
 from workbench.engine.interruptible import wait_for_abandoned
 from workbench.config import CHOICES, FIELD_NAMES, FIELD_TYPES, OPTIONAL_FIELDS, ConfigError, RunConfig
@@ -244,52 +244,6 @@ def _on_sample_request(requests: Any, progress: "Progress") -> Any:
         progress.message("profile sample requested: taken at the next steps that fit")
 
     return signal.signal(signal.SIGUSR1, handle)
-
-
-def summary_json(summary: RunSummary, run_id: Optional[int] = None, config: Optional[RunConfig] = None) -> dict:
-    """The --json object: what ran (run_id in the history, None with --no-history; the whole RunConfig)
-    and what came of it."""
-    data = dataclasses.asdict(summary)
-    return {
-        "run_id": run_id,
-        "config": config.to_dict() if config is not None else None,
-        "status": data["status"],
-        "reason": data["reason"],
-        "test_accuracy": data["test_accuracy"],
-        "final_loss": data["final_loss"],
-        # "mean" is samples ÷ seconds over the steady state (time-weighted), "median" the median window.
-        "images_per_sec": {"mean": data["images_per_sec"], "median": data["images_per_sec_median"]},
-        "data_wait_fraction": data["data_wait_fraction"],
-        "device_span_fraction": data["device_span_fraction"],
-        "verdict": summary.verdict,
-        "findings": timeline_report.findings_json(summary),
-        "profile": timeline_report.profile_json(summary, config),
-        "ceiling_images_per_sec": data["ceiling_images_per_sec"],
-        "pipeline_efficiency": data["pipeline_efficiency"],
-        "peak_memory_bytes": {
-            "torch_allocated": data["peak_allocated_bytes"],
-            "torch_reserved": data["peak_reserved_bytes"],
-            "nvml_used": data["peak_nvml_used_bytes"],  # kept for readers of earlier versions: device-wide
-            "nvml_device_used": data["peak_nvml_used_bytes"],  # the same figure, named for what it is
-            "nvml_process_used": data["peak_nvml_process_used_bytes"],  # ours alone; None where hidden
-        },
-        "skipped_optimizer_steps": data["skipped_optimizer_steps"],
-        "wall_seconds": data["wall_seconds"],
-        "device": data["device"],
-        "device_name": data["device_name"],
-        "steps": data["steps"],
-        "epochs_completed": data["epochs_completed"],
-        "torch_version": data["torch_version"],
-        "world_size": data["world_size"],
-        # Each rank's peaks, by rank ([] for a one-process run).
-        "rank_peak_memory_bytes": [
-            {"rank": rank, "torch_allocated": allocated, "torch_reserved": reserved, "nvml_used": nvml}
-            for rank, (allocated, reserved, nvml) in enumerate(
-                zip(data["rank_peak_allocated_bytes"], data["rank_peak_reserved_bytes"],
-                    data["rank_peak_nvml_used_bytes"])
-            )
-        ],
-    }
 
 
 def print_summary(ended: RunEnded, config: Optional[RunConfig] = None) -> None:

@@ -5,21 +5,16 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from workbench.config import RunConfig
-from workbench.engine.events import NamedTime, ProfileSample, RunSummary
+from workbench.engine.events import NamedTime, ProfileSample, RunSummary, figure_fields
 from workbench.engine.timeline import step_shares
 
-# The --json `profile` object's GPU figures (None on a CPU, with gpu_unavailable_reason).
-GPU_FIELDS = (
-    "kernel_busy_fraction",
-    "memcpy_fraction",
-    "memset_fraction",
-    "idle_waiting_for_data_fraction",
-    "idle_waiting_for_host_fraction",
-    "idle_other_fraction",
-    "kernels_per_step",
-    "launches_per_step",
-    "median_kernel_seconds",
-)
+# The --json `profile` object's GPU figures: RunSummary's timeline figures (None on a CPU, with gpu_unavailable_reason).
+GPU_FIELDS = tuple(item.name for item in figure_fields() if item.metadata["timeline"])
+# Every RunSummary field the `profile` object holds, and its key there.
+PROFILE_KEYS: dict[str, str] = {
+    "profile_samples": "samples", "top_ops": "top_ops", "top_kernels": "top_kernels", "trace_paths": "trace_paths",
+    "gpu_timeline_unavailable_reason": "gpu_unavailable_reason", **{name: name for name in GPU_FIELDS},
+}
 SHOWN_OPS = 5
 
 

@@ -10,8 +10,8 @@ Importing this module must stay cheap (no torch): the GUI and the history use it
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal, Optional, Union
+from dataclasses import Field, dataclass, field, fields
+from typing import Any, Literal, Optional, Union
 
 from workbench.config import RunConfig
 from workbench.device_info import DeviceInfo  # re-exported: events carry it
@@ -242,55 +242,74 @@ class Finding:
             "kind", "headline", "text", "figure", "figure_name", "threshold", "field", "value")})
 
 
-@dataclass(frozen=True)
+# How a figure reads (history/metrics.py formats each kind): 1,234 img/s, 12.5 %, 1.2 GiB, 0.1234, 2 m 5 s.
+FigureKind = Literal["rate", "count", "fraction", "bytes", "loss", "seconds", "text"]
+
+
+def figure(label: str, kind: FigureKind, default: Any = None, *, csv_name: Optional[str] = None,
+           timeline: bool = False) -> Any:
+    """A RunSummary field that is a figure runs are compared by. ``label`` heads its column in the app and the
+    CLI; ``csv_name`` is its CSV column where the contract spells it differently; ``timeline``: one of the
+    profiler-sampled GPU timeline's figures (the --json ``profile`` object holds those)."""
+    return field(default=default, metadata={"label": label, "kind": kind, "csv_name": csv_name, "timeline": timeline})
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunSummary:
-    """The figures a run is compared by: printed by the CLI, stored in the history, exported to CSV."""
+    """The figures a run is compared by: printed by the CLI, stored in the history, exported to CSV.
+
+    This declaration is the one list of them: the history's columns (history/schema.py), the CSV and the
+    comparison (history/metrics.py), --json (cli/summary_json.py) and the findings' facts (findings.RunFacts)
+    are derived from its fields, and tests/history/test_summary_carried.py fails for a figure one of them drops.
+    """
 
     status: EndStatus
     reason: Optional[str] = None
     failure_kind: Optional[FailureKind] = None
-    test_accuracy: Optional[float] = None
-    final_loss: Optional[float] = None
     # Steady state = every log window after the first (cuDNN autotuning, worker start-up, compilation),
     # unless the first is the only one. Throughput is samples ÷ seconds over it, on the windows' clock.
-    images_per_sec: Optional[float] = None
-    images_per_sec_median: Optional[float] = None  # median of the steady windows' rates, for spread
-    data_wait_fraction: Optional[float] = None  # of the steady state's wall time
-    device_span_fraction: Optional[float] = None  # event-pair spans of the steps / wall time, likewise
-    peak_allocated_bytes: Optional[int] = None
-    peak_reserved_bytes: Optional[int] = None
-    # Highest NVML readings at log points (sampled, not true peaks): device-wide "used", and this process's own.
-    peak_nvml_used_bytes: Optional[int] = None
-    peak_nvml_process_used_bytes: Optional[int] = None
-    skipped_optimizer_steps: int = 0  # fp16: optimizer steps the GradScaler skipped (inf/NaN gradients)
-    wall_seconds: float = 0.0
-    steps: int = 0
-    samples_seen: int = 0
-    epochs_completed: int = 0
-    device: Optional[str] = None  # "cuda" or "cpu"
-    device_name: Optional[str] = None
-    torch_version: Optional[str] = None
+    images_per_sec: Optional[float] = figure("Img/s", "rate", csv_name="images_per_sec_mean")
+    images_per_sec_median: Optional[float] = figure("Img/s (median)", "rate")  # of the steady windows' rates
+    test_accuracy: Optional[float] = figure("Test acc", "fraction")
+    final_loss: Optional[float] = figure("Final loss", "loss")
+    data_wait_fraction: Optional[float] = figure("Data wait", "fraction")  # of the steady state's wall time
+    device_span_fraction: Optional[float] = figure("Event span", "fraction")  # event-pair spans / wall time
+    peak_allocated_bytes: Optional[int] = figure("Peak alloc", "bytes")
+    peak_reserved_bytes: Optional[int] = figure("Peak reserved", "bytes")
+    # Highest NVML readings at log points (sampled, not true peaks): device-wide "used" (every process's memory
+    # and CUDA contexts), and this process's own.
+    peak_nvml_used_bytes: Optional[int] = figure("Peak NVML", "bytes")
+    peak_nvml_process_used_bytes: Optional[int] = figure("Peak NVML (this process)", "bytes")
+    skipped_optimizer_steps: int = figure("Skipped steps (fp16)", "count", 0)  # GradScaler skips (inf/NaN grads)
+    wall_seconds: float = figure("Train time", "seconds", 0.0)
+    steps: int = figure("Steps", "count", 0)
+    samples_seen: int = figure("Images seen", "count", 0)
+    epochs_completed: int = figure("Epochs", "count", 0)
+    device: Optional[str] = figure("Device type", "text", csv_name="device_type")  # "cuda" or "cpu"
+    device_name: Optional[str] = figure("Device", "text")
+    torch_version: Optional[str] = figure("Torch", "text")
     # The profiler-sampled timeline, over every sample's timeline window (see ProfileSample). The GPU
     # figures are None without a sample, and on a CPU (gpu_timeline_unavailable_reason says why).
-    profile_samples: int = 0
-    kernel_busy_fraction: Optional[float] = None
-    memcpy_fraction: Optional[float] = None
-    memset_fraction: Optional[float] = None
-    idle_waiting_for_data_fraction: Optional[float] = None
-    idle_waiting_for_host_fraction: Optional[float] = None
-    idle_other_fraction: Optional[float] = None
-    kernels_per_step: Optional[float] = None
-    launches_per_step: Optional[float] = None
-    median_kernel_seconds: Optional[float] = None  # the median of the samples' medians
-    gpu_timeline_unavailable_reason: Optional[str] = None
+    profile_samples: int = figure("Profile samples", "count", 0)
+    kernel_busy_fraction: Optional[float] = figure("Kernel busy", "fraction", timeline=True)
+    memcpy_fraction: Optional[float] = figure("Memcpy", "fraction", timeline=True)
+    memset_fraction: Optional[float] = figure("Memset", "fraction", timeline=True)
+    idle_waiting_for_data_fraction: Optional[float] = figure("Idle: data", "fraction", timeline=True)
+    idle_waiting_for_host_fraction: Optional[float] = figure("Idle: host", "fraction", timeline=True)
+    idle_other_fraction: Optional[float] = figure("Idle: other", "fraction", timeline=True)
+    kernels_per_step: Optional[float] = figure("Kernels/step", "count", timeline=True)
+    launches_per_step: Optional[float] = figure("Launches/step", "count", timeline=True)
+    median_kernel_seconds: Optional[float] = figure("Median kernel (s)", "seconds", timeline=True)  # of the samples' medians
+    gpu_timeline_unavailable_reason: Optional[str] = figure("No timeline because", "text")
     top_ops: tuple[NamedTime, ...] = ()
     top_kernels: tuple[NamedTime, ...] = ()
     trace_paths: tuple[str, ...] = ()
     # The compute ceiling for these settings (model on on-device batches) and images_per_sec ÷ it.
-    ceiling_images_per_sec: Optional[float] = None
-    pipeline_efficiency: Optional[float] = None
+    ceiling_images_per_sec: Optional[float] = figure("Ceiling img/s", "rate")
+    pipeline_efficiency: Optional[float] = figure("Efficiency", "fraction")
     findings: tuple[Finding, ...] = ()  # ranked, most costly first
-    world_size: int = 1  # processes that trained together; the peaks above are then the highest rank's
+    # Processes that trained together; the peaks above are then the highest rank's.
+    world_size: int = figure("Processes", "count", 1)
     # Each rank's own peaks, by rank (() for a one-process run); None where a rank's figure was unreadable.
     rank_peak_allocated_bytes: tuple[Optional[int], ...] = ()
     rank_peak_reserved_bytes: tuple[Optional[int], ...] = ()
@@ -300,6 +319,11 @@ class RunSummary:
     def verdict(self) -> Optional[str]:
         """What bounds this run, in one plain sentence: the first finding's headline (None before any)."""
         return self.findings[0].headline if self.findings else None
+
+
+def figure_fields() -> tuple[Field, ...]:
+    """RunSummary's figures (the fields declared with ``figure``), in declaration order."""
+    return tuple(item for item in fields(RunSummary) if "label" in item.metadata)
 
 
 @dataclass(frozen=True)

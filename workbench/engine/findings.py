@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from workbench.config import RANGES, RunConfig
-from workbench.engine.events import Finding
+from workbench.engine.events import Finding, RunSummary
 
 # Waiting for data a sixth of the time is worth fixing first: the remedies (GPU augmentation, a
 # resident dataset, more workers) are cheap and usually remove the wait entirely.
@@ -45,22 +45,12 @@ REMEDIES_PER_PROBLEM = 3
 
 @dataclass(frozen=True)
 class RunFacts:
-    """What the rules read about one run: its settings, its device, and its measured figures."""
+    """What the rules read about one run: its settings, its measured figures (its RunSummary, every figure
+    the run has: a rule reads any of them), and facts of its device and data."""
 
     config: RunConfig
+    summary: RunSummary
     device_type: Optional[str]
-    images_per_sec: Optional[float] = None
-    data_wait_fraction: Optional[float] = None  # host time blocked in next(batch)
-    device_span_fraction: Optional[float] = None
-    profile_samples: int = 0
-    kernel_busy_fraction: Optional[float] = None
-    idle_waiting_for_data_fraction: Optional[float] = None
-    idle_waiting_for_host_fraction: Optional[float] = None
-    idle_other_fraction: Optional[float] = None
-    kernels_per_step: Optional[float] = None
-    median_kernel_seconds: Optional[float] = None
-    ceiling_images_per_sec: Optional[float] = None
-    pipeline_efficiency: Optional[float] = None
     training_peak_allocated_bytes: Optional[int] = None  # torch's peak before the first evaluation
     total_memory_bytes: Optional[int] = None
     bf16_supported: bool = False
@@ -69,23 +59,17 @@ class RunFacts:
     parameter_count: Optional[int] = None
     train_size: Optional[int] = None
     test_size: Optional[int] = None
-    gpu_timeline_unavailable_reason: Optional[str] = None  # why a profiled run has no timeline
 
     @classmethod
-    def of(cls, figures: Any, config: RunConfig, device: Any, run_info: Any = None,
+    def of(cls, summary: RunSummary, config: RunConfig, device: Any, run_info: Any = None,
            training_peak_allocated_bytes: Optional[int] = None) -> RunFacts:
-        """From a RunSummary or RunRecord (``figures``), a DeviceInfo or its dict, and a RunStarted or
-        the history's run-info dict."""
+        """From a run's summary, a DeviceInfo or its dict, and a RunStarted or the history's run-info dict."""
         device_facts = _mapping(device)
         info = _mapping(run_info)
-        names = ("images_per_sec", "data_wait_fraction", "device_span_fraction", "kernel_busy_fraction",
-                 "idle_waiting_for_data_fraction", "idle_waiting_for_host_fraction", "idle_other_fraction",
-                 "kernels_per_step", "median_kernel_seconds", "ceiling_images_per_sec", "pipeline_efficiency",
-                 "gpu_timeline_unavailable_reason")
         return cls(
             config=config,
-            device_type=device_facts.get("type") or getattr(figures, "device", None),
-            profile_samples=getattr(figures, "profile_samples", 0) or 0,
+            summary=summary,
+            device_type=device_facts.get("type") or summary.device,
             training_peak_allocated_bytes=training_peak_allocated_bytes,
             total_memory_bytes=device_facts.get("total_memory_bytes"),
             bf16_supported=bool(device_facts.get("bf16_supported")),
@@ -94,12 +78,11 @@ class RunFacts:
             parameter_count=info.get("parameter_count"),
             train_size=info.get("train_size"),
             test_size=info.get("test_size"),
-            **{name: getattr(figures, name, None) for name in names},
         )
 
     @property
     def has_timeline(self) -> bool:
-        return self.kernel_busy_fraction is not None
+        return self.summary.kernel_busy_fraction is not None
 
     @property
     def timeline_missing_though_profiled(self) -> Optional[str]:
@@ -107,12 +90,12 @@ class RunFacts:
         if self.has_timeline or not self.config.profile:
             return None
         return (f"it ran with profile=true, but has no GPU timeline: "
-                f"{self.gpu_timeline_unavailable_reason or 'no sample was recorded'}")
+                f"{self.summary.gpu_timeline_unavailable_reason or 'no sample was recorded'}")
 
 
 def find(facts: RunFacts) -> tuple[Finding, ...]:
     """The ranked findings (empty when nothing was measured)."""
-    if facts.images_per_sec is None and facts.data_wait_fraction is None:
+    if facts.summary.images_per_sec is None and facts.summary.data_wait_fraction is None:
         return ()
     problems: list[tuple[float, list[Finding]]] = []  # (how much of the time it costs, its findings)
     for rule in (_input_bound, _launch_bound):
@@ -140,10 +123,10 @@ def headline(findings: tuple[Finding, ...]) -> Optional[str]:
 def _input_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
     config = facts.config
     if facts.has_timeline:
-        wait, name = facts.idle_waiting_for_data_fraction, "idle_waiting_for_data_fraction"
+        wait, name = facts.summary.idle_waiting_for_data_fraction, "idle_waiting_for_data_fraction"
         said = f"the GPU sat idle waiting for data {_pct(wait)} of the sampled time"
     else:
-        wait, name = facts.data_wait_fraction, "data_wait_fraction"
+        wait, name = facts.summary.data_wait_fraction, "data_wait_fraction"
         said = f"training waited for the next batch {_pct(wait)} of the time"
     if wait is None or wait < INPUT_BOUND_WAIT:
         return None
@@ -163,15 +146,15 @@ def _input_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
 
 
 def _launch_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
-    wait = facts.idle_waiting_for_host_fraction
+    wait = facts.summary.idle_waiting_for_host_fraction
     if facts.device_type != "cuda" or wait is None or wait < LAUNCH_BOUND_HOST_WAIT:
         return None
     config = facts.config
     detail = []
-    if facts.kernels_per_step is not None:
-        detail.append(f"{facts.kernels_per_step:,.0f} kernels per step")
-    if facts.median_kernel_seconds is not None:
-        detail.append(f"median {_microseconds(facts.median_kernel_seconds)}")
+    if facts.summary.kernels_per_step is not None:
+        detail.append(f"{facts.summary.kernels_per_step:,.0f} kernels per step")
+    if facts.summary.median_kernel_seconds is not None:
+        detail.append(f"median {_microseconds(facts.summary.median_kernel_seconds)}")
     head = (f"Launch-bound: the GPU sat idle waiting for the host to launch work {_pct(wait)} of the sampled "
             f"time" + (f" ({', '.join(detail)})" if detail else "") + f" (threshold {_pct(LAUNCH_BOUND_HOST_WAIT)}).")
     remedies: list[tuple[str, Any, str]] = []
@@ -188,10 +171,10 @@ def _launch_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
 
 def _compute_bound(facts: RunFacts) -> list[Finding]:
     config = facts.config
-    efficiency = facts.pipeline_efficiency
+    efficiency = facts.summary.pipeline_efficiency
     at_ceiling = f", at {_pct(efficiency)} of its compute ceiling" if efficiency is not None else ""
     if facts.device_type == "cpu":
-        wait = facts.data_wait_fraction
+        wait = facts.summary.data_wait_fraction
         if wait is None:
             return []
         head = (f"CPU-bound: the training thread spent {_pct(1 - wait)} of the time in its steps and "
@@ -203,7 +186,7 @@ def _compute_bound(facts: RunFacts) -> list[Finding]:
                               remedies, "a CUDA GPU, or a smaller model, is what would help")
     if not facts.has_timeline:
         return _model_bound(facts)
-    busy = facts.kernel_busy_fraction
+    busy = facts.summary.kernel_busy_fraction
     if busy < COMPUTE_BOUND_BUSY:
         return []
     head = f"Compute-bound: kernels ran {_pct(busy)} of the sampled time{at_ceiling}."
@@ -223,7 +206,7 @@ def _compute_bound(facts: RunFacts) -> list[Finding]:
 
 def _model_bound(facts: RunFacts) -> list[Finding]:
     """Near the ceiling without a timeline: the data path is not the limit; what bounds the model is unknown."""
-    efficiency = facts.pipeline_efficiency
+    efficiency = facts.summary.pipeline_efficiency
     if efficiency is None or efficiency < MODEL_BOUND_EFFICIENCY:
         return []
     stale = (" (above 100 %: the ceiling was measured slower than this run, so it is stale or was timed "
@@ -244,9 +227,9 @@ def _unmeasured_or_balanced(facts: RunFacts) -> list[Finding]:
     if facts.device_type != "cuda":
         return []
     if not facts.has_timeline:
-        span = facts.device_span_fraction
-        at_ceiling = (f"; the run reaches {_pct(facts.pipeline_efficiency)} of its compute ceiling"
-                      if facts.pipeline_efficiency is not None else "")
+        span = facts.summary.device_span_fraction
+        at_ceiling = (f"; the run reaches {_pct(facts.summary.pipeline_efficiency)} of its compute ceiling"
+                      if facts.summary.pipeline_efficiency is not None else "")
         head = ("GPU time unmeasured: the steps' CUDA-event span"
                 + (f" ({_pct(span)})" if span is not None else "")
                 + f" includes idle gaps between kernels, so it cannot tell busy from waiting{at_ceiling}.")
@@ -256,10 +239,10 @@ def _unmeasured_or_balanced(facts: RunFacts) -> list[Finding]:
                             "device_span_fraction", None)]
         return [Finding("unmeasured", head, head + " Try profile=true: it samples the kernel timeline.",
                         span, "device_span_fraction", None, "profile", True)]
-    head = (f"No single bottleneck: kernels ran {_pct(facts.kernel_busy_fraction)} of the sampled time; the GPU "
-            f"waited for the host {_pct(facts.idle_waiting_for_host_fraction)} and for data "
-            f"{_pct(facts.idle_waiting_for_data_fraction)}.")
-    return [Finding("balanced", head, head, facts.kernel_busy_fraction, "kernel_busy_fraction", COMPUTE_BOUND_BUSY)]
+    head = (f"No single bottleneck: kernels ran {_pct(facts.summary.kernel_busy_fraction)} of the sampled time; the GPU "
+            f"waited for the host {_pct(facts.summary.idle_waiting_for_host_fraction)} and for data "
+            f"{_pct(facts.summary.idle_waiting_for_data_fraction)}.")
+    return [Finding("balanced", head, head, facts.summary.kernel_busy_fraction, "kernel_busy_fraction", COMPUTE_BOUND_BUSY)]
 
 
 def _memory_headroom(facts: RunFacts) -> list[Finding]:

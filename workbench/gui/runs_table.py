@@ -39,7 +39,7 @@ class Column:
 
 def _metric(name: str) -> Column:
     metric = METRICS_BY_NAME[name]
-    return Column(metric.label, lambda r: getattr(r, name), lambda v: format_metric(metric.kind, v), numeric=True)
+    return Column(metric.label, lambda r: getattr(r.summary, name), lambda v: format_metric(metric.kind, v), numeric=True)
 
 
 def _setting(title: str, name: str, numeric: bool = False) -> Column:
@@ -173,9 +173,9 @@ class RunsTableModel(QAbstractTableModel):
             return f"{record.status}: {record.reason}"
         if column.title in ("Name", "Note") and record.note:
             return record.note
-        if column.title == "Batch" and (record.config.accumulation_steps > 1 or record.world_size > 1):
-            processes = f" × {record.world_size} processes" if record.world_size > 1 else ""
-            effective = record.config.batch_size * record.world_size * record.config.accumulation_steps
+        if column.title == "Batch" and (record.config.accumulation_steps > 1 or record.summary.world_size > 1):
+            processes = f" × {record.summary.world_size} processes" if record.summary.world_size > 1 else ""
+            effective = record.config.batch_size * record.summary.world_size * record.config.accumulation_steps
             return f"{record.config.batch_size}{processes} × {record.config.accumulation_steps} accumulation steps " \
                    f"= {effective} per optimiser step"
         if column.title == "Started":

@@ -225,7 +225,7 @@ class RunsView(QWidget):
 
     def _emit_overlay(self, records: Sequence[RunRecord]) -> None:
         records = list(records)[-MAX_OVERLAY_RUNS:]
-        key = tuple((record.id, record.steps, record.name) for record in records)
+        key = tuple((record.id, record.summary.steps, record.name) for record in records)
         if key == self._overlay_key:
             return  # nothing new to draw: a refresh while the same runs stay selected
         self._overlay_key = key

@@ -49,10 +49,11 @@ def compare_runs(records: Sequence[RunRecord]) -> list[ComparisonRow]:
     for name in FIELD_NAMES:
         add("Settings", name, name, lambda r, name=name: getattr(r.config, name), format_setting_cell)
 
-    for metric in (*(m for m in SUMMARY_METRICS if m.kind != "text"), *_COUNTS):
-        add("Results", metric.name, metric.label, lambda r, m=metric: getattr(r, m.name), _formatter(metric))
+    for metric in SUMMARY_METRICS:
+        if metric.kind != "text":
+            add("Results", metric.name, metric.label, lambda r, m=metric: getattr(r.summary, m.name), _formatter(metric))
 
-    add("Environment", "device_name", "device", lambda r: r.device_name, _formatter(_TEXT))
+    add("Environment", "device_name", "device", lambda r: r.summary.device_name, _formatter(_TEXT))
     for fact in _DEVICE_FACTS:
         add("Environment", fact.name, fact.label, lambda r, key=fact.name: r.device.get(key), _formatter(fact))
     add("Environment", "hostname", "machine", lambda r: r.hostname, _formatter(_TEXT))
@@ -60,11 +61,6 @@ def compare_runs(records: Sequence[RunRecord]) -> list[ComparisonRow]:
     return rows
 
 
-_COUNTS = (
-    Metric("steps", "Steps", "count"),
-    Metric("samples_seen", "Images seen", "count"),
-    Metric("epochs_completed", "Epochs done", "count"),
-)
 _TEXT = Metric("", "", "text")
 # DeviceInfo fields, as stored with each run.
 _DEVICE_FACTS = (

@@ -25,17 +25,15 @@ from workbench.history.store import HistoryError, HistoryStore
 RUN_IDENTITY_COLUMNS: tuple[str, ...] = (
     "run_id", "name", "note", "source", "status", "reason", "started_at", "finished_at", "sweep_id", "sweep_name",
 )
+# Every figure of the run's summary (history/metrics.py), how far it got included (steps, samples_seen, epochs_completed).
 SUMMARY_EXPORT_COLUMNS: tuple[str, ...] = tuple(metric.csv_column for metric in SUMMARY_METRICS)
-# How far the run got (the names --json uses).
-PROGRESS_COLUMNS: tuple[str, ...] = ("steps", "samples_seen", "epochs_completed")
 # Each rank's peak of a multi-process run, by rank, in one cell: "1073741824;1073741824" (empty for one process).
 RANK_PEAK_COLUMNS: tuple[str, ...] = tuple("rank_" + name for name in RANK_PEAK_FIGURES)
 # Columns that name a figure more exactly than its contract column, which stays: NVML's "used" is
 # device-wide (other processes and CUDA contexts included); this one says so by name.
 ALIAS_COLUMNS: dict[str, str] = {"peak_nvml_device_used_bytes": "peak_nvml_used_bytes"}
 RUNS_CSV_COLUMNS: tuple[str, ...] = (
-    RUN_IDENTITY_COLUMNS + FIELD_NAMES + SUMMARY_EXPORT_COLUMNS + PROGRESS_COLUMNS + RANK_PEAK_COLUMNS
-    + tuple(ALIAS_COLUMNS)
+    RUN_IDENTITY_COLUMNS + FIELD_NAMES + SUMMARY_EXPORT_COLUMNS + RANK_PEAK_COLUMNS + tuple(ALIAS_COLUMNS)
 )
 STEPS_CSV_COLUMNS: tuple[str, ...] = ("run_id", "step", "metric", "value")
 # Per-epoch figures join the long file at the step they were taken, prefixed so "loss" stays unambiguous.
@@ -79,12 +77,11 @@ def run_row(record: RunRecord) -> list[str]:
         record.sweep_id,
         record.sweep_name,
         *(settings[name] for name in FIELD_NAMES),
-        *(getattr(record, metric.name) for metric in SUMMARY_METRICS),
-        *(getattr(record, name) for name in PROGRESS_COLUMNS),
+        *(getattr(record.summary, metric.name) for metric in SUMMARY_METRICS),
     ]
     return [cell(value) for value in values] + [
-        ";".join(cell(value) for value in getattr(record, name)) for name in RANK_PEAK_COLUMNS
-    ] + [cell(getattr(record, name)) for name in ALIAS_COLUMNS.values()]
+        ";".join(cell(value) for value in getattr(record.summary, name)) for name in RANK_PEAK_COLUMNS
+    ] + [cell(getattr(record.summary, name)) for name in ALIAS_COLUMNS.values()]
 
 
 def step_rows(store: HistoryStore, run_id: int) -> Iterator[list[str]]:

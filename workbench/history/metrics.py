@@ -5,16 +5,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Literal, Optional
+from typing import Any, Optional
 
+from workbench.engine.events import FigureKind, figure_fields
 from workbench.formatting import format_bytes, format_duration
 
-MetricKind = Literal["rate", "count", "fraction", "bytes", "loss", "seconds", "text"]
+MetricKind = FigureKind
 
 
 @dataclass(frozen=True)
 class Metric:
-    name: str  # RunRecord attribute (and CSV column unless csv_name says otherwise)
+    name: str  # RunSummary attribute (and CSV column unless csv_name says otherwise)
     label: str  # column header in the app and the CLI
     kind: MetricKind
     csv_name: Optional[str] = None  # where the CSV contract spells it differently
@@ -24,37 +25,12 @@ class Metric:
         return self.csv_name or self.name
 
 
-# In CSV column order (the issue lists them in this order).
+# Every figure RunSummary declares (engine/events.py: its order is this order), then the verdict (the first
+# finding's headline).
 SUMMARY_METRICS: tuple[Metric, ...] = (
-    # The CSV contract column is images_per_sec_mean: the mean rate over the steady state (samples / seconds).
-    Metric("images_per_sec", "Img/s", "rate", csv_name="images_per_sec_mean"),
-    Metric("images_per_sec_median", "Img/s (median)", "rate"),
-    Metric("data_wait_fraction", "Data wait", "fraction"),
-    Metric("device_span_fraction", "Event span", "fraction"),
-    Metric("peak_allocated_bytes", "Peak alloc", "bytes"),
-    Metric("peak_reserved_bytes", "Peak reserved", "bytes"),
-    Metric("peak_nvml_used_bytes", "Peak NVML", "bytes"),  # device-wide: every process's memory (the tooltip says so)
-    Metric("final_loss", "Final loss", "loss"),
-    Metric("test_accuracy", "Test acc", "fraction"),
-    Metric("wall_seconds", "Train time", "seconds"),
-    Metric("device_name", "Device", "text"),
-    Metric("torch_version", "Torch", "text"),
-    # Schema 4, appended so earlier columns keep their places: the profiler-sampled GPU timeline (what
-    # the GPU did, what its idle time waited for), the compute ceiling, and the verdict (the first
-    # finding's headline).
-    Metric("kernel_busy_fraction", "Kernel busy", "fraction"),
-    Metric("memcpy_fraction", "Memcpy", "fraction"),
-    Metric("idle_waiting_for_data_fraction", "Idle: data", "fraction"),
-    Metric("idle_waiting_for_host_fraction", "Idle: host", "fraction"),
-    Metric("idle_other_fraction", "Idle: other", "fraction"),
-    Metric("kernels_per_step", "Kernels/step", "count"),
-    Metric("ceiling_images_per_sec", "Ceiling img/s", "rate"),
-    Metric("pipeline_efficiency", "Efficiency", "fraction"),
+    *(Metric(item.name, item.metadata["label"], item.metadata["kind"], item.metadata["csv_name"])
+      for item in figure_fields()),
     Metric("verdict", "Verdict", "text"),
-    Metric("world_size", "Processes", "count"),  # data-parallel ranks (the CSV contract name: world_size)
-    # Schema 4 (issue 9): this process's own NVML memory beside the device-wide figure; fp16 skipped steps.
-    Metric("peak_nvml_process_used_bytes", "Peak NVML (this process)", "bytes"),
-    Metric("skipped_optimizer_steps", "Skipped steps (fp16)", "count"),
 )
 METRICS_BY_NAME = {metric.name: metric for metric in SUMMARY_METRICS}
 

@@ -10,17 +10,18 @@ import json
 import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from workbench.config import FIELD_TYPES, ConfigError, RunConfig
+from workbench.engine.events import Finding, RunSummary
 from workbench.history.schema import RANK_PEAK_FIGURES, SUMMARY_COLUMNS
-
-if TYPE_CHECKING:
-    from workbench.engine.events import Finding, RunSummary
 
 
 @dataclass(frozen=True)
 class RunRecord:
+    """A run as the history holds it: what it is (name, status, settings, device) and its figures (``summary``,
+    as the run's last write left them: a running or interrupted run's are those so far)."""
+
     id: int
     name: str
     note: str
@@ -31,46 +32,9 @@ class RunRecord:
     started_at: float  # unix seconds
     finished_at: Optional[float]
     config: RunConfig
+    summary: RunSummary
     device: dict[str, Any] = field(default_factory=dict)  # DeviceInfo fields; empty until the run started
     run_info: dict[str, Any] = field(default_factory=dict)  # dataset_name, train_size, total_steps, notes, ...
-    test_accuracy: Optional[float] = None
-    final_loss: Optional[float] = None
-    images_per_sec: Optional[float] = None
-    images_per_sec_median: Optional[float] = None
-    data_wait_fraction: Optional[float] = None
-    device_span_fraction: Optional[float] = None
-    peak_allocated_bytes: Optional[int] = None
-    peak_reserved_bytes: Optional[int] = None
-    peak_nvml_used_bytes: Optional[int] = None  # device-wide
-    peak_nvml_process_used_bytes: Optional[int] = None  # this process's own (None where the driver hides it)
-    skipped_optimizer_steps: Optional[int] = None  # fp16 GradScaler skips; None for runs before schema 4
-    wall_seconds: Optional[float] = None
-    steps: int = 0
-    samples_seen: int = 0
-    epochs_completed: int = 0
-    world_size: int = 1  # processes that trained together; the peaks above are then the highest rank's
-    # Each rank's peaks, by rank (() for a one-process run), as in RunSummary.
-    rank_peak_allocated_bytes: tuple[Optional[int], ...] = ()
-    rank_peak_reserved_bytes: tuple[Optional[int], ...] = ()
-    rank_peak_nvml_used_bytes: tuple[Optional[int], ...] = ()
-    device_type: Optional[str] = None
-    device_name: Optional[str] = None
-    torch_version: Optional[str] = None
-    # schema 4: the profiler-sampled timeline, the compute ceiling, the findings the run ended with
-    profile_samples: int = 0
-    kernel_busy_fraction: Optional[float] = None
-    memcpy_fraction: Optional[float] = None
-    memset_fraction: Optional[float] = None
-    idle_waiting_for_data_fraction: Optional[float] = None
-    idle_waiting_for_host_fraction: Optional[float] = None
-    idle_other_fraction: Optional[float] = None
-    kernels_per_step: Optional[float] = None
-    launches_per_step: Optional[float] = None
-    median_kernel_seconds: Optional[float] = None
-    gpu_timeline_unavailable_reason: Optional[str] = None
-    ceiling_images_per_sec: Optional[float] = None
-    pipeline_efficiency: Optional[float] = None
-    findings: tuple[Finding, ...] = ()  # ranked; empty for runs recorded before schema 4
     heartbeat_at: Optional[float] = None
     pid: Optional[int] = None
     hostname: Optional[str] = None
@@ -92,7 +56,7 @@ class RunRecord:
     @property
     def verdict(self) -> Optional[str]:
         """The first finding's headline: what bounded the run, in one sentence (None before schema 4)."""
-        return self.findings[0].headline if self.findings else None
+        return self.summary.verdict
 
     @property
     def label(self) -> str:
@@ -127,8 +91,12 @@ def _rank_peaks(text: Optional[str]) -> dict[str, tuple[Optional[int], ...]]:
 def record_from_row(row: sqlite3.Row) -> RunRecord:
     """A RunRecord from a row of ``SELECT runs.*, sweeps.name AS sweep_name`` (store.py's _RUNS)."""
     config, dropped = load_config(row["config_json"])
-    summary = {name: row[name] for name in SUMMARY_COLUMNS}
-    summary.update(_rank_peaks(row["rank_peaks_json"]))
+    # Columns an older schema wrote NULL in (skipped steps before schema 4) stay None: unknown, not 0.
+    summary = RunSummary(
+        status=row["status"], reason=row["reason"], failure_kind=row["failure_kind"], device=row["device_type"],
+        findings=_findings(row["findings_json"]), **{name: row[name] for name in SUMMARY_COLUMNS},
+        **_rank_peaks(row["rank_peaks_json"]),
+    )
     return RunRecord(
         id=row["id"],
         name=row["name"],
@@ -140,28 +108,22 @@ def record_from_row(row: sqlite3.Row) -> RunRecord:
         started_at=row["started_at"],
         finished_at=row["finished_at"],
         config=config,
+        summary=summary,
         device=_json_object(row["device_json"]),
         run_info=_json_object(row["run_info_json"]),
-        device_type=row["device_type"],
-        device_name=row["device_name"],
-        torch_version=row["torch_version"],
         heartbeat_at=row["heartbeat_at"],
         pid=row["pid"],
         hostname=row["hostname"],
         process_identity=row["process_identity"],
         app_version=row["app_version"],
         config_dropped=dropped,
-        findings=_findings(row["findings_json"]),
         sweep_id=row["sweep_id"],
         sweep_name=row["sweep_name"],
         traceback=row["traceback"],
-        **summary,
     )
 
 
 def _findings(text: Optional[str]) -> tuple[Finding, ...]:
-    from workbench.engine.events import Finding
-
     try:
         items = json.loads(text) if text else []
     except ValueError:

@@ -3,52 +3,43 @@
 ``PRAGMA user_version`` holds the schema version. ``MIGRATIONS[n]`` takes a database from version
 n to n + 1. Each migration is frozen SQL: once a version has shipped, its statements never change,
 because databases in the wild were made by exactly those statements. A new column is one more
-migration (``ALTER TABLE … ADD COLUMN``) appended to ``MIGRATIONS``, plus its name appended to the
-column list below that the store reads and writes; ``tests/history/test_history_schema.py`` checks
+migration (``ALTER TABLE … ADD COLUMN``) appended to ``_VERSIONS``; a run's summary figures are the fields of
+RunSummary, so a new figure needs only its migration; ``tests/history/test_history_schema.py`` checks
 that a fresh database and every upgrade path end with the same tables, and that they match the lists.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import fields
 from typing import Callable
+
+from workbench.engine.events import RunSummary
 
 # -- what the newest schema holds (the store reads and writes these names) -------------------------
 
-# Summary figures stored as columns of `runs` (names match RunSummary and the CSV).
-SUMMARY_COLUMNS: tuple[str, ...] = (
-    "test_accuracy",
-    "final_loss",
-    "images_per_sec",  # schema 3 (images_per_sec_mean, a mean of window rates, is no longer written)
-    "images_per_sec_median",
-    "data_wait_fraction",
-    "device_span_fraction",  # schema 2 (as device_busy_fraction), renamed in 3
-    "peak_allocated_bytes",
-    "peak_reserved_bytes",
-    "peak_nvml_used_bytes",  # device-wide (every process on the GPU)
-    "peak_nvml_process_used_bytes",  # schema 4: this process's own, where the driver lists our pid
-    "skipped_optimizer_steps",  # schema 4: fp16 steps the GradScaler skipped
-    "wall_seconds",
-    "steps",
-    "samples_seen",
-    "epochs_completed",
-    # schema 4: the profiler-sampled GPU timeline (over every sample's timeline window), the compute
-    # ceiling and the share of it the run reached
-    "profile_samples",
-    "kernel_busy_fraction",
-    "memcpy_fraction",
-    "memset_fraction",
-    "idle_waiting_for_data_fraction",
-    "idle_waiting_for_host_fraction",
-    "idle_other_fraction",
-    "kernels_per_step",
-    "launches_per_step",
-    "median_kernel_seconds",
-    "gpu_timeline_unavailable_reason",
-    "ceiling_images_per_sec",
-    "pipeline_efficiency",
-    "world_size",  # schema 4: processes that trained together (data-parallel ranks)
+# RunSummary's fields (engine/events.py, the one list of a run's figures) that are not kept in a `runs` column of
+# their own name, and where they are kept instead. Every other field is a column of that name: SUMMARY_COLUMNS.
+SUMMARY_STORED_ELSEWHERE: dict[str, str] = {
+    "status": "runs.status, the record's own (it can also be running or interrupted)",
+    "reason": "runs.reason",
+    "failure_kind": "runs.failure_kind",
+    "device": "runs.device_type, from RunStarted's device",
+    "top_ops": "profile_samples.top_ops_json, per sample",
+    "top_kernels": "profile_samples.top_kernels_json, per sample",
+    "trace_paths": "profile_samples.trace_path, per sample",
+    "findings": "runs.findings_json, a JSON list of Finding dicts",
+    "rank_peak_allocated_bytes": "runs.rank_peaks_json",
+    "rank_peak_reserved_bytes": "runs.rank_peaks_json",
+    "rank_peak_nvml_used_bytes": "runs.rank_peaks_json",
+}
+# Summary figures stored as columns of `runs`, named as in RunSummary (a new RunSummary field is a new column: add
+# it by a migration below; tests/history/test_history_schema.py fails until there is one).
+SUMMARY_COLUMNS: tuple[str, ...] = tuple(
+    item.name for item in fields(RunSummary) if item.name not in SUMMARY_STORED_ELSEWHERE
 )
+# Of those, the ones a run's RunStarted knows: a summary built without the events must not erase them.
+DEVICE_COLUMNS: tuple[str, ...] = ("device_name", "torch_version")
 
 # Each rank's peak memory in a multi-process run, stored as JSON in runs.rank_peaks_json (schema 4):
 # {"peak_allocated_bytes": [rank 0, rank 1, …], "peak_reserved_bytes": […], "peak_nvml_used_bytes": […]}.

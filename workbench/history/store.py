@@ -26,6 +26,7 @@ from workbench.history.schema import (
     MIGRATIONS,
     PROFILE_SAMPLE_COLUMNS,
     PROFILE_SAMPLE_LISTS,
+    DEVICE_COLUMNS,
     SCHEMA_VERSION,
     STEP_COLUMNS,
     SUMMARY_COLUMNS,
@@ -464,16 +465,15 @@ class HistoryStore:
                     f"VALUES ({', '.join('?' * (len(EPOCH_COLUMNS) + 2))})",
                     [(run_id, *row) for row in epoch_rows],
                 )
-            assignments = ", ".join(f"{name} = ?" for name in SUMMARY_COLUMNS) + ", findings_json = ?, rank_peaks_json = ?"
+            # Device facts come from RunStarted; a summary built without the events must not erase them.
+            assignments = ", ".join(f"{name} = COALESCE(?, {name})" if name in DEVICE_COLUMNS else f"{name} = ?"
+                                    for name in SUMMARY_COLUMNS)
             values = [getattr(summary, name) for name in SUMMARY_COLUMNS]
             values.append(json.dumps([finding.to_dict() for finding in summary.findings]) if summary.findings else None)
             values.append(rank_peaks_json(summary))
-            # Device facts come from RunStarted; a summary without them must not erase them.
-            sql = (
-                f"UPDATE runs SET {assignments}, device_type = COALESCE(?, device_type), "
-                "device_name = COALESCE(?, device_name), torch_version = COALESCE(?, torch_version), heartbeat_at = ?"
-            )
-            values += [summary.device, summary.device_name, summary.torch_version, now]
+            sql = (f"UPDATE runs SET {assignments}, findings_json = ?, rank_peaks_json = ?, "
+                   "device_type = COALESCE(?, device_type), heartbeat_at = ?")
+            values += [summary.device, now]
             if end is not None:
                 sql += ", status = ?, reason = ?, failure_kind = ?, traceback = ?, finished_at = ?"
                 values += [*end, now]

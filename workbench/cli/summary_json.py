@@ -1,0 +1,70 @@
+"""`workbench run --json`: the run's summary as one JSON object on the last line, a contract other tools read.
+
+Every RunSummary field is in it: under its own name, or, for the figures the contract gave a shape before this
+list was derived, in that shape (``SHAPED`` says where). tests/history/test_summary_carried.py fails for a field
+that is in neither.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+from workbench.cli import timeline_report
+from workbench.config import RunConfig
+from workbench.engine.events import RunSummary
+
+# RunSummary fields the contract holds inside an object of its own, and where.
+SHAPED: dict[str, str] = {
+    "images_per_sec": "images_per_sec.mean",
+    "images_per_sec_median": "images_per_sec.median",
+    "peak_allocated_bytes": "peak_memory_bytes.torch_allocated",
+    "peak_reserved_bytes": "peak_memory_bytes.torch_reserved",
+    "peak_nvml_used_bytes": "peak_memory_bytes.nvml_used (and .nvml_device_used)",
+    "peak_nvml_process_used_bytes": "peak_memory_bytes.nvml_process_used",
+    "rank_peak_allocated_bytes": "rank_peak_memory_bytes[].torch_allocated",
+    "rank_peak_reserved_bytes": "rank_peak_memory_bytes[].torch_reserved",
+    "rank_peak_nvml_used_bytes": "rank_peak_memory_bytes[].nvml_used",
+    "findings": "findings (a list of finding objects)",
+    **{name: f"profile.{key}" for name, key in timeline_report.PROFILE_KEYS.items()},
+}
+
+
+def summary_json(summary: RunSummary, run_id: Optional[int] = None, config: Optional[RunConfig] = None) -> dict:
+    """The --json object: what ran (run_id in the history, None with --no-history; the whole RunConfig) and
+    what came of it."""
+    data: dict[str, Any] = {"run_id": run_id, "config": config.to_dict() if config is not None else None}
+    data.update({item.name: _plain(getattr(summary, item.name)) for item in dataclasses.fields(RunSummary)
+                 if item.name not in SHAPED})
+    data.update({
+        # "mean" is samples ÷ seconds over the steady state (time-weighted), "median" the median window.
+        "images_per_sec": {"mean": summary.images_per_sec, "median": summary.images_per_sec_median},
+        "verdict": summary.verdict,
+        "findings": timeline_report.findings_json(summary),
+        "profile": timeline_report.profile_json(summary, config),
+        "peak_memory_bytes": {
+            "torch_allocated": summary.peak_allocated_bytes,
+            "torch_reserved": summary.peak_reserved_bytes,
+            "nvml_used": summary.peak_nvml_used_bytes,  # kept for readers of earlier versions: device-wide
+            "nvml_device_used": summary.peak_nvml_used_bytes,  # the same figure, named for what it is
+            "nvml_process_used": summary.peak_nvml_process_used_bytes,  # ours alone; None where hidden
+        },
+        # Each rank's peaks, by rank ([] for a one-process run).
+        "rank_peak_memory_bytes": [
+            {"rank": rank, "torch_allocated": allocated, "torch_reserved": reserved, "nvml_used": nvml}
+            for rank, (allocated, reserved, nvml) in enumerate(
+                zip(summary.rank_peak_allocated_bytes, summary.rank_peak_reserved_bytes,
+                    summary.rank_peak_nvml_used_bytes)
+            )
+        ],
+    })
+    return data
+
+
+def _plain(value: Any) -> Any:
+    """JSON's form of a summary value: tuples as lists, dataclasses as objects."""
+    if isinstance(value, tuple):
+        return [_plain(item) for item in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
