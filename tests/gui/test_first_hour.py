@@ -2,6 +2,7 @@
 reasons, a window that fits a small screen, the device probe, and settings kept with the home."""
 
 import csv
+from types import SimpleNamespace
 import threading
 
 import numpy as np
@@ -231,3 +232,31 @@ def test_gui_settings_are_kept_in_the_workbench_home(qtbot, make_window, tmp_pat
 
     monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "first"))
     assert make_window(settings=None).form.config().batch_size == 48
+
+
+# -- issue 22: the second first hour ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("outcome", ["measured", "failed"])
+def test_the_progress_bar_ends_with_the_ceiling_probe(qtbot, make_window, outcome):
+    """Issue 22: after Measure ceiling the bar stayed busy (range 0..0) while Start was enabled again."""
+
+    def measure(config, stop):
+        if outcome == "failed":
+            raise RuntimeError("the ceiling probe was stopped before it timed a step")
+        return SimpleNamespace(images_per_sec=1234.0, steady=True)
+
+    window = make_window(measure_ceiling=measure)
+    window.show()
+    qtbot.waitUntil(lambda: window.controller.device is not None, timeout=10_000)
+    window.form.set_config(TINY_RUN)
+    with qtbot.waitSignal(window.session.finished, timeout=10_000):
+        window.gpu_time.ceiling_button.click()
+    qtbot.waitUntil(lambda: not window.controller.running)
+    assert window.start_button.isEnabled()
+    bar = window.progress
+    assert bar.maximum() > 0, "the bar is still busy"
+    if outcome == "measured":
+        assert (bar.value(), bar.format(), bar.property("status")) == (1, "Ceiling measured", "finished")
+    else:
+        assert (bar.value(), bar.format(), bar.property("status")) == (0, "Ceiling not measured", "failed")
