@@ -112,12 +112,20 @@ def run_command(args: argparse.Namespace) -> int:
         if world.rank != 0:
             return run_quietly(config, world.rank)
     from workbench.data_check import data_problems
+
+    # Bad input starts nothing and stores nothing: the settings and the cheap data checks (an .npz is read
+    # from its headers) come first, before torch is imported (seconds, on a busy machine a minute); what
+    # the device can run once it is probed. Under torchrun the processes on this machine are what its
+    # GPUs must hold.
+    local = config.replace(devices=world.local_world_size or world.world_size) if world is not None else config
+    problems = local.validate()
+    if not problems:
+        problems = data_problems(config)
+        if problems:
+            raise UsageError("workbench run: " + "; ".join(problems))
     from workbench.engine import probe_device, run  # torch is imported only now
 
-    # Bad input starts nothing and stores nothing: settings and the cheap data checks come first.
-    # Under torchrun the processes on this machine are what its GPUs must hold.
-    local = config.replace(devices=world.local_world_size or world.world_size) if world is not None else config
-    problems = local.validate(probe_device(config.device)) or data_problems(config)
+    problems += local.hardware_problems(probe_device(config.device))
     if problems:
         raise UsageError("workbench run: " + "; ".join(problems))
     print_notes(args, "workbench run")
