@@ -54,3 +54,37 @@ def test_a_dataset_smaller_than_the_batch_is_refused_before_torch_is_imported(tm
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip() == "workbench run: batch_size 128 is larger than the training set (48 images)"
     assert not (tmp_path / "home" / "history.sqlite3").exists()  # nothing recorded
+
+
+def image_folder(root):
+    from PIL import Image
+
+    for name in ("cat", "dog"):
+        (root / name).mkdir(parents=True)
+        for index in range(3):
+            Image.new("RGB", (64, 48), (40 * index, 90, 200)).save(root / name / f"{index}.png")
+    return root
+
+
+def test_an_image_folder_as_data_is_pointed_to_make_npz_with_the_exact_command(tmp_path):
+    """Issue 22: a folder was refused with "is not a file (dataset=npz needs an .npz file)", make-npz unnamed."""
+    folder = image_folder(tmp_path / "pets")
+    command = f"workbench make-npz {folder} --out {folder}.npz"
+    for flags in (["--data-path", f"{folder}/"], ["--dataset", "npz", "--data-path", str(folder)]):
+        result = without_torch("run", *flags, "--device", "cpu", home=tmp_path / "home")
+        assert result.returncode == 2, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and f"`{command}`" in result.stderr, result.stderr
+
+
+def test_make_npz_says_it_scales_and_refuses_an_out_name_that_is_not_npz(tmp_path):
+    folder = image_folder(tmp_path / "pets")
+    refused = workbench("make-npz", str(folder), "--out", str(tmp_path / "mine.png"))
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.strip() == (f"workbench make-npz: --out {tmp_path / 'mine.png'} would not be an .npz file: "
+                                      f"name it {tmp_path / 'mine.npz'} (or {tmp_path / 'mine.png'}.npz)")
+    assert list(tmp_path.glob("mine*")) == []
+    made = workbench("make-npz", str(folder), "--out", str(tmp_path / "mine"))
+    assert made.returncode == 0, made.stderr
+    assert f"Wrote {tmp_path / 'mine.npz'}: " in made.stdout
+    assert "cropped to its centre square and scaled to 32×32 pixels" in made.stdout
+    assert (tmp_path / "mine.npz").is_file()

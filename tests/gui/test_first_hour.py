@@ -260,3 +260,13 @@ def test_the_progress_bar_ends_with_the_ceiling_probe(qtbot, make_window, outcom
         assert (bar.value(), bar.format(), bar.property("status")) == (1, "Ceiling measured", "finished")
     else:
         assert (bar.value(), bar.format(), bar.property("status")) == (0, "Ceiling not measured", "failed")
+
+
+def test_an_image_folder_in_the_data_field_is_pointed_to_make_npz(qtbot, make_window, tmp_path):
+    folder = tmp_path / "pets"
+    (folder / "cat").mkdir(parents=True)
+    window = make_window()
+    window.form.set_config(TINY_RUN.replace(dataset="npz", data_path=str(folder)))
+    assert not window.start_button.isEnabled()
+    shown = window.form.problems_label.text()
+    assert "is a folder" in shown and f"workbench make-npz {folder} --out {folder}.npz" in shown

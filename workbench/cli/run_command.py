@@ -15,7 +15,7 @@ from workbench.cli import UsageError
 from workbench.cli import timeline_report
 from workbench.engine.events import EpochStats, ProfileSample, RunEnded, RunStarted, StatusChanged, StepStats, RunSummary
 from workbench.engine.interruptible import wait_for_abandoned
-from workbench.config import CHOICES, FIELD_NAMES, FIELD_TYPES, OPTIONAL_FIELDS, ConfigError, RunConfig
+from workbench.config import CHOICES, FIELD_NAMES, FIELD_TYPES, OPTIONAL_FIELDS, ConfigError, RunConfig, make_npz_command
 from workbench.formatting import format_bytes, format_duration
 from workbench.history.failure_log import log_failure
 from workbench.settings_help import cli_help
@@ -97,6 +97,12 @@ def _dataset_for_data_path(args: argparse.Namespace, values: dict[str, Any], pro
         # Said once the settings pass their checks (bad input gets one line).
         args.notes = [*getattr(args, "notes", []), f"{path} is an .npz file: training on it (--dataset npz)"]
         return
+    if Path(path).expanduser().is_dir():
+        raise UsageError(
+            f"{prog}: --data-path {path} is a folder: a folder of class folders trains once it is an .npz file "
+            f"(`{make_npz_command(path)}`, then --data-path {path.rstrip('/')}.npz); a CIFAR folder needs "
+            "--dataset cifar10 or cifar100"
+        )
     raise UsageError(
         f"{prog}: --data-path needs --dataset: npz for an .npz file, cifar10 or cifar100 for a CIFAR folder"
     )
@@ -118,14 +124,12 @@ def run_command(args: argparse.Namespace) -> int:
     # the device can run once it is probed. Under torchrun the processes on this machine are what its
     # GPUs must hold.
     local = config.replace(devices=world.local_world_size or world.world_size) if world is not None else config
-    problems = local.validate()
-    if not problems:
-        problems = data_problems(config)
-        if problems:
-            raise UsageError("workbench run: " + "; ".join(problems))
+    problems = local.validate() or data_problems(config)
+    if problems:
+        raise UsageError("workbench run: " + "; ".join(problems))
     from workbench.engine import probe_device, run  # torch is imported only now
 
-    problems += local.hardware_problems(probe_device(config.device))
+    problems = local.hardware_problems(probe_device(config.device))
     if problems:
         raise UsageError("workbench run: " + "; ".join(problems))
     print_notes(args, "workbench run")
