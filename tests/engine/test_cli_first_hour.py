@@ -88,3 +88,50 @@ def test_make_npz_says_it_scales_and_refuses_an_out_name_that_is_not_npz(tmp_pat
     assert f"Wrote {tmp_path / 'mine.npz'}: " in made.stdout
     assert "cropped to its centre square and scaled to 32×32 pixels" in made.stdout
     assert (tmp_path / "mine.npz").is_file()
+
+
+# -- the compute ceiling: steady only when it is, never beaten as a figure ------------------------------
+
+
+def test_a_ceiling_is_steady_only_over_repeated_chunks_that_agree_for_long_enough():
+    from workbench.engine.ceiling_cache import STEADY_CHUNKS, STEADY_MIN_SECONDS, STEADY_TOLERANCE, steady_chunks
+
+    assert (STEADY_CHUNKS, STEADY_TOLERANCE, STEADY_MIN_SECONDS) == (3, 0.03, 2.0)
+    # Issue 22: two one-step chunks of 128 images in 2 s each ("64 images/s over 1 steps") were called steady.
+    assert steady_chunks([(128, 2.0), (128, 2.0)]) is None
+    assert steady_chunks([(128, 0.5), (128, 0.5), (128, 0.5)]) is None  # agreeing, but 1.5 s of timing
+    assert steady_chunks([(128, 1.0), (128, 0.9), (128, 1.0), (128, 1.0)]) is None  # only the last two agree
+    settled = steady_chunks([(128, 1.5), (128, 1.0), (128, 1.01), (128, 1.0)])  # the 3 s that agree
+    assert settled == [(128, 1.0), (128, 1.01), (128, 1.0)]
+
+
+def test_the_ceiling_command_says_not_steady_when_its_budget_ends_first(tmp_path):
+    result = workbench("ceiling", "--device", "cpu", "--batch-size", "8", "--budget", "0.3", "--json",
+                       WORKBENCH_HOME=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    import json
+
+    assert json.loads(result.stdout.strip().splitlines()[-1])["steady"] is False
+    described = workbench("ceiling", "--help").stdout
+    assert "at least 3 timed chunks in a row agree within 3% of each other over at least 2 s" in " ".join(
+        described.split())
+
+
+def test_a_run_faster_than_its_ceiling_reads_ceiling_stale_everywhere():
+    from workbench.cli.timeline_report import summary_rows
+    from workbench.controller.messages import ended_text, progress_text
+    from workbench.engine.events import RunEnded, RunSummary, StepStats
+    from workbench.history.metrics import METRICS_BY_NAME, format_metric
+
+    summary = RunSummary("finished", images_per_sec=90.0, images_per_sec_median=90.0, steps=10,
+                         ceiling_images_per_sec=67.0, pipeline_efficiency=90.0 / 67.0)
+    stale = "ceiling stale — measure again"
+    assert dict(summary_rows(summary, None))["efficiency"] == stale  # the CLI summary
+    assert stale in ended_text(RunEnded("finished", summary)) and "134%" not in ended_text(RunEnded("finished", summary))
+    step = StepStats(step=5, total_steps=10, epoch=1, epochs=1, samples_seen=640, loss=1.0, lr=0.1,
+                     images_per_sec=90.0, data_wait_seconds=0.0, device_span_seconds=0.0, window_seconds=1.0,
+                     elapsed_seconds=5.0)
+    assert f"({stale})" in progress_text(step, 67.0)  # the window's progress bar
+    assert format_metric(METRICS_BY_NAME["pipeline_efficiency"].kind, 90.0 / 67.0) == stale  # runs tab, comparison
+    assert format_metric(METRICS_BY_NAME["pipeline_efficiency"].kind, 0.41) == "41.0 %"
+    assert "41% of ceiling" in progress_text(step, 90.0 / 0.41)

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Literal, Optional
 
-from workbench.formatting import format_bytes, format_duration
+from workbench.formatting import CEILING_STALE, format_bytes, format_duration
 
-MetricKind = Literal["rate", "count", "fraction", "bytes", "loss", "seconds", "text"]
+MetricKind = Literal["rate", "count", "fraction", "efficiency", "bytes", "loss", "seconds", "text"]
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ SUMMARY_METRICS: tuple[Metric, ...] = (
     Metric("idle_other_fraction", "Idle: other", "fraction"),
     Metric("kernels_per_step", "Kernels/step", "count"),
     Metric("ceiling_images_per_sec", "Ceiling img/s", "rate"),
-    Metric("pipeline_efficiency", "Efficiency", "fraction"),
+    Metric("pipeline_efficiency", "Efficiency", "efficiency"),  # above 100 %: the ceiling is stale
     Metric("verdict", "Verdict", "text"),
     Metric("world_size", "Processes", "count"),  # data-parallel ranks (the CSV contract name: world_size)
     # Schema 4 (issue 9): this process's own NVML memory beside the device-wide figure; fp16 skipped steps.
@@ -65,7 +65,9 @@ def format_metric(kind: MetricKind, value: Any) -> str:
         return ""
     if kind in ("rate", "count"):
         return f"{value:,.0f}"
-    if kind == "fraction":
+    if kind == "efficiency" and value > 1.0:
+        return CEILING_STALE
+    if kind in ("fraction", "efficiency"):
         return f"{value * 100:.1f} %"
     if kind == "bytes":
         return format_bytes(value)
