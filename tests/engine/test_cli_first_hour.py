@@ -2,6 +2,7 @@
 loads, an image folder pointed to make-npz, CPU memory in the summaries, a ceiling that is steady only when it is."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -135,3 +136,45 @@ def test_a_run_faster_than_its_ceiling_reads_ceiling_stale_everywhere():
     assert format_metric(METRICS_BY_NAME["pipeline_efficiency"].kind, 90.0 / 67.0) == stale  # runs tab, comparison
     assert format_metric(METRICS_BY_NAME["pipeline_efficiency"].kind, 0.41) == "41.0 %"
     assert "41% of ceiling" in progress_text(step, 90.0 / 0.41)
+
+
+# -- CPU memory: the process's peak RSS where the torch and NVML figures do not exist ----------------------
+
+
+def test_a_cpu_run_shows_its_peak_rss_in_the_summary_the_json_the_history_and_the_runs_list(tmp_path):
+    """Issue 22: the summary read "torch allocated n/a, reserved n/a; NVML used n/a" while the window plotted
+    a 1.1 GiB RSS peak, and `workbench runs`' memory column was blank on a CPU."""
+    tiny = ["--synthetic-size", "128", "--batch-size", "32", "--max-steps", "4", "--device", "cpu",
+            "--num-workers", "0", "--log-every", "1"]
+    home = str(tmp_path / "home")
+    text = workbench("run", *tiny, WORKBENCH_HOME=home)
+    assert text.returncode == 0, text.stderr
+    line = next(line for line in text.stdout.splitlines() if line.strip().startswith("peak memory"))
+    assert "process RSS" in line and "MiB" in line and "torch allocated n/a" not in line
+    assert "the torch and NVML figures need a CUDA GPU" in line
+
+    import json
+
+    made = workbench("run", *tiny, "--json", WORKBENCH_HOME=home)
+    peaks = json.loads(made.stdout.strip().splitlines()[-1])["peak_memory_bytes"]
+    assert peaks["process_rss"] > 2**20 and peaks["torch_allocated"] is None
+
+    listed = workbench("runs", WORKBENCH_HOME=home).stdout.splitlines()
+    assert "PEAK MEMORY" in listed[0] and len(listed) == 3
+    assert all(re.search(r"  \d+\.\d (MiB|GiB) RSS  ", row) for row in listed[1:]), listed
+
+    from workbench.history.store import HistoryStore
+
+    with HistoryStore.open(tmp_path / "home") as store:
+        assert all(record.peak_process_rss_bytes > 2**20 for record in store.list_runs())
+
+
+def test_the_sweep_table_has_the_peak_rss_of_each_member(tmp_path):
+    done = workbench("sweep", "--param", "batch_size", "--values", "16,32", "--synthetic-size", "128",
+                     "--max-steps", "3", "--device", "cpu", "--num-workers", "0", "--log-every", "1",
+                     WORKBENCH_HOME=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    header, *rows = done.stdout.strip().splitlines()[:3]
+    assert "PEAK RSS" in header
+    column = header.index("PEAK RSS")
+    assert all("MiB" in row[column - 4:column + 12] for row in rows), done.stdout

@@ -284,6 +284,7 @@ def summary_json(summary: RunSummary, run_id: Optional[int] = None, config: Opti
             "nvml_used": data["peak_nvml_used_bytes"],  # kept for readers of earlier versions: device-wide
             "nvml_device_used": data["peak_nvml_used_bytes"],  # the same figure, named for what it is
             "nvml_process_used": data["peak_nvml_process_used_bytes"],  # ours alone; None where hidden
+            "process_rss": data["peak_process_rss_bytes"],  # the training process's resident memory
         },
         "skipped_optimizer_steps": data["skipped_optimizer_steps"],
         "wall_seconds": data["wall_seconds"],
@@ -314,9 +315,7 @@ def print_summary(ended: RunEnded, config: Optional[RunConfig] = None) -> None:
         ("images/sec", f"{s.images_per_sec:,.0f} steady state (median window {s.images_per_sec_median:,.0f})"
          if s.images_per_sec is not None else "n/a"),
         ("data wait", f"{s.data_wait_fraction:.1%} of training time" if s.data_wait_fraction is not None else "n/a"),
-        ("peak memory", f"torch allocated {format_bytes(s.peak_allocated_bytes)}, reserved "
-         f"{format_bytes(s.peak_reserved_bytes)}; NVML used {format_bytes(s.peak_nvml_used_bytes)} device-wide, "
-         f"{format_bytes(s.peak_nvml_process_used_bytes)} this process"),
+        ("peak memory", peak_memory_text(s)),
         *_rank_rows(s),
         ("wall time", format_duration(s.wall_seconds)),
         *timeline_report.summary_rows(s, config),
@@ -331,6 +330,18 @@ def print_summary(ended: RunEnded, config: Optional[RunConfig] = None) -> None:
         print(f"{'findings':>14}")
         for line in lines:
             print(f"{'':>14}  {line}")
+
+
+def peak_memory_text(s: RunSummary) -> str:
+    """The torch and NVML peaks on a GPU; on a CPU, where they do not exist, the process's resident memory."""
+    rss = f"process RSS {format_bytes(s.peak_process_rss_bytes)}"
+    if s.peak_allocated_bytes is None and s.peak_reserved_bytes is None and s.peak_nvml_used_bytes is None:
+        if s.peak_process_rss_bytes is None:
+            return "n/a"
+        return f"{rss} (the training process's resident memory; the torch and NVML figures need a CUDA GPU)"
+    return (f"torch allocated {format_bytes(s.peak_allocated_bytes)}, reserved {format_bytes(s.peak_reserved_bytes)}; "
+            f"NVML used {format_bytes(s.peak_nvml_used_bytes)} device-wide, "
+            f"{format_bytes(s.peak_nvml_process_used_bytes)} this process; {rss}")
 
 
 def _rank_rows(s: RunSummary) -> list[tuple[str, str]]:

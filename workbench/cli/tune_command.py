@@ -36,7 +36,7 @@ def register(subparsers: Any) -> None:
         help="search for faster settings that train the same model the same way",
         description="From the given settings, try each speed knob's values with the others fixed (short runs "
         "measuring steady-state images/sec), keep a change only when it beats the best by more than the "
-        "measured noise, and stop when a full pass gains less than 3 %%. Batch size, lr and accumulation are "
+        "measured noise, and stop when a full pass gains less than 3 %. Batch size, lr and accumulation are "
         "left alone unless --allow names them. Every trial is a run in the history. Every other flag is a "
         "setting, as for `workbench run`.",
         argument_default=argparse.SUPPRESS,

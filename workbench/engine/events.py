@@ -262,6 +262,8 @@ class RunSummary:
     # Highest NVML readings at log points (sampled, not true peaks): device-wide "used", and this process's own.
     peak_nvml_used_bytes: Optional[int] = None
     peak_nvml_process_used_bytes: Optional[int] = None
+    # The training process's highest resident memory (RSS) at log points: the memory figure a CPU run has.
+    peak_process_rss_bytes: Optional[int] = None
     skipped_optimizer_steps: int = 0  # fp16: optimizer steps the GradScaler skipped (inf/NaN gradients)
     wall_seconds: float = 0.0
     steps: int = 0

@@ -55,6 +55,8 @@ SUMMARY_METRICS: tuple[Metric, ...] = (
     # Schema 4 (issue 9): this process's own NVML memory beside the device-wide figure; fp16 skipped steps.
     Metric("peak_nvml_process_used_bytes", "Peak NVML (this process)", "bytes"),
     Metric("skipped_optimizer_steps", "Skipped steps (fp16)", "count"),
+    # Schema 5 (issue 22): the training process's peak resident memory: what a CPU run's memory is.
+    Metric("peak_process_rss_bytes", "Peak RSS (process)", "bytes"),
 )
 METRICS_BY_NAME = {metric.name: metric for metric in SUMMARY_METRICS}
 

@@ -43,6 +43,7 @@ class RunRecord:
     peak_reserved_bytes: Optional[int] = None
     peak_nvml_used_bytes: Optional[int] = None  # device-wide
     peak_nvml_process_used_bytes: Optional[int] = None  # this process's own (None where the driver hides it)
+    peak_process_rss_bytes: Optional[int] = None  # the training process's resident memory; None before schema 5
     skipped_optimizer_steps: Optional[int] = None  # fp16 GradScaler skips; None for runs before schema 4
     wall_seconds: Optional[float] = None
     steps: int = 0
