@@ -178,3 +178,20 @@ def test_the_sweep_table_has_the_peak_rss_of_each_member(tmp_path):
     assert "PEAK RSS" in header
     column = header.index("PEAK RSS")
     assert all("MiB" in row[column - 4:column + 12] for row in rows), done.stdout
+
+
+# -- tune: a search that tries something, or says why not --------------------------------------------------
+
+
+def test_tune_refuses_a_budget_too_small_for_one_change_before_anything_runs(tmp_path):
+    result = workbench("tune", "--budget-seconds", "5", "--device", "cpu", WORKBENCH_HOME=str(tmp_path))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == (
+        "workbench tune: the time budget of 5 s cannot fit one trial: the start settings run twice and a change "
+        "once, each 4 s of training or more; give a budget of 12 s or more")
+
+
+def test_tune_help_reads_3_percent_and_names_max_steps_as_the_trial_length():
+    text = " ".join(workbench("tune", "--help").stdout.split())
+    assert "3 %%" not in text and "gains less than 3 %." in text
+    assert "default: --max-steps when given" in text

@@ -120,6 +120,9 @@ def sequence_ended_text(event: SequenceEnded) -> str:
             return f"{head}: no trial was measured."
         changes = values_label(tuple(result.best_changes.items()))
         speedup = result.speedup or 1.0
+        if not result.changes_tried:
+            return (f"{head}: no change was tried ({result.stop_reason}); the start settings train at "
+                    f"{result.start_images_per_sec:,.0f} images/s. Give the search more time.")
         if not changes:
             return (f"{head}: the start settings were already the fastest tried "
                     f"({result.start_images_per_sec:,.0f} images/s). {result.stop_reason.capitalize()}.")
