@@ -8,6 +8,10 @@ cheap (no Qt, no torch, no numpy): the CLI builds its parser from it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from workbench.config import RunConfig
 
 
 @dataclass(frozen=True)
@@ -201,6 +205,30 @@ SPECS: dict[str, FieldSpec] = {
         "A sample costs about a dozen slower steps plus a fraction of a second to analyse and save.",
     ),
 }
+
+
+def inactive_fields(config: RunConfig, on_cpu: bool) -> dict[str, str]:
+    """field → why it does nothing with the other settings (``on_cpu``: the run trains on the CPU). One list for
+    the form (greyed out, the value kept) and the runs comparison ("not used")."""
+    inactive: dict[str, str] = {}
+    if config.dataset == "synthetic":
+        inactive["data_path"] = "only used with dataset=npz, cifar10 or cifar100"
+    else:
+        inactive["synthetic_size"] = "only used with dataset=synthetic"
+    if config.max_steps is not None:
+        inactive["epochs"] = "max steps is set: the run takes that many steps, for as many epochs as they need"
+    if config.pipeline == "gpu-resident":
+        for name in ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "worker_start_method"):
+            inactive[name] = "pipeline=gpu-resident uses no DataLoader"
+    elif config.num_workers == 0:
+        for name in ("persistent_workers", "prefetch_factor", "worker_start_method"):
+            inactive[name] = "needs num_workers ≥ 1 (batches load in the training thread)"
+    if on_cpu:
+        inactive.setdefault("pin_memory", "on the CPU no batch is copied to a GPU, so there is nothing to pin memory "
+                                          "for (the value is kept for GPU runs)")
+        inactive.setdefault("non_blocking", "on the CPU there is no copy to a GPU to overlap with compute (the value "
+                                            "is kept for GPU runs)")
+    return inactive
 
 
 def cli_help(name: str, default: object) -> str:
