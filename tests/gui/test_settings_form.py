@@ -194,3 +194,24 @@ def test_an_optional_float_is_off_at_its_minimum(form):
     assert form.config().max_grad_norm == 1.5
     editor.setValue(editor.minimum())
     assert form.config().max_grad_norm is None
+
+
+def test_a_set_to_the_limit_notice_goes_once_the_value_moves_off_it(qtbot):
+    """Issue 22: "Batch size: 0 … set to 1" stayed after the batch size was 64 again (loaded settings, Apply)."""
+    from PySide6.QtTest import QTest
+
+    form = SettingsForm()
+    qtbot.addWidget(form)
+    form.show()
+    box = form.editor("batch_size")
+    box.setFocus()
+    box.selectAll()
+    QTest.keyClicks(box, "0")
+    box.interpretText()
+    box.editingFinished.emit()
+    box.clearFocus()
+    assert form.range_notices == ["Batch size: 0 is below the smallest allowed, 1: set to 1."] and box.value() == 1
+    form.set_config(form.config())  # still 1: still true
+    assert form.range_notices
+    form.set_config(form.config().replace(batch_size=64))  # Load settings, Apply best settings…
+    assert form.range_notices == [] and not form.range_notice_label.isVisibleTo(form)

@@ -141,6 +141,10 @@ class SettingsForm(QWidget):
                 self._write(name, getattr(config, name))
             finally:
                 editor.blockSignals(False)
+            if isinstance(editor, (IntSpinBox, FloatSpinBox)):
+                editor.value_shown(editor.value())  # a notice about the value it held no longer holds
+                if editor.notice != self._range_notices.get(name, ""):  # said while its signals were blocked
+                    self._on_range_notice(name, editor.notice)
         self.config_changed.emit(self._refresh())  # once, not once per field
 
     def set_device(self, device: DeviceInfo) -> None:
