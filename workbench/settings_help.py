@@ -53,10 +53,12 @@ SPECS: dict[str, FieldSpec] = {
     ),
     "augment": FieldSpec(
         "Augmentation",
-        "Where random crop + flip runs: per image in the CPU workers, on whole batches on the GPU, or none.",
+        "Where random crop + flip runs: per image in the CPU workers, on whole batches on the training device "
+        "(the GPU; the CPU without one), or none.",
         "• cpu: per image in the DataLoader workers. Costs CPU time for every image and can leave a fast "
         "GPU waiting for data.\n"
-        "• gpu: on whole batches on the device after the copy. Frees the CPU; usually far cheaper.\n"
+        "• gpu: on whole batches on the training device after the copy. On a GPU it frees the CPU and is usually "
+        "far cheaper; without a CUDA GPU the same batched crop + flip runs on the CPU, in the training thread.\n"
         "• none: no augmentation, the baseline that shows what augmentation costs.\n"
         "The Sample batch tab shows what the model sees.",
     ),

@@ -215,3 +215,26 @@ def test_a_set_to_the_limit_notice_goes_once_the_value_moves_off_it(qtbot):
     assert form.range_notices
     form.set_config(form.config().replace(batch_size=64))  # Load settings, Apply best settings…
     assert form.range_notices == [] and not form.range_notice_label.isVisibleTo(form)
+
+
+def test_on_a_cpu_each_setting_says_what_it_does_there(qtbot):
+    """Issue 22: on a CPU the default augment=gpu said "on the GPU"; Pin memory and Non-blocking showed checked and
+    greyed out with no word on screen."""
+    form = SettingsForm(RunConfig(device="auto", augment="gpu", pin_memory=True, non_blocking=True))
+    qtbot.addWidget(form)
+    form.set_device(CPU_DEVICE)
+    augment = form.editor("augment")
+    assert augment.currentText() == "gpu (batched, on the CPU here)" and augment.currentData() == "gpu"
+    assert "On this machine:</b> no CUDA GPU here: augment=gpu runs the same random crop + flip on whole batches " \
+           "on the CPU" in augment.toolTip()
+    for name in ("pin_memory", "non_blocking"):
+        box = form.editor(name)
+        assert not box.isEnabled() and box.text() == "does nothing on the CPU"
+        assert "on the CPU" in box.toolTip() and "kept for GPU runs" in box.toolTip()
+    assert form.config().augment == "gpu" and form.config().pin_memory  # the values are kept for a GPU run
+
+    form.set_device(GPU_DEVICE)
+    assert augment.currentText() == "gpu" and "On this machine" not in augment.toolTip()
+    assert form.editor("pin_memory").isEnabled() and form.editor("pin_memory").text() == ""
+    form.set_config(form.config().replace(num_workers=0))
+    assert form.editor("persistent_workers").text() == "not used"

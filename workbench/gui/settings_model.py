@@ -120,6 +120,21 @@ def inactive_fields(config: RunConfig, device: Optional[DeviceInfo]) -> dict[str
     return settings_help.inactive_fields(config, on_cpu=on_cpu(config, device))
 
 
+def device_notes(config: RunConfig, device: Optional[DeviceInfo]) -> dict[str, str]:
+    """field → what it does on this machine, where that differs from what its name says (a CPU run)."""
+    if not on_cpu(config, device):
+        return {}
+    return {"augment": "no CUDA GPU here: augment=gpu runs the same random crop + flip on whole batches on the CPU, "
+                       "in the training thread after each batch is loaded; augment=cpu does it per image in the "
+                       "loader workers, alongside training"}
+
+
+# What an inactive switch says beside its box (the tooltip says why); on a CPU, the GPU copy's two switches.
+CPU_SWITCH_TEXT = "does nothing on the CPU"
+INACTIVE_SWITCH_TEXT = "not used"
+AUGMENT_ON_CPU_TEXT = "gpu (batched, on the CPU here)"
+
+
 def on_cpu(config: RunConfig, device: Optional[DeviceInfo]) -> bool:
     """Whether a run of ``config`` trains on the CPU here (unknown until the device is: False)."""
     return device is not None and (not device.cuda_available or config.device == "cpu")
