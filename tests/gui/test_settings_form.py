@@ -224,7 +224,7 @@ def test_on_a_cpu_each_setting_says_what_it_does_there(qtbot):
     qtbot.addWidget(form)
     form.set_device(CPU_DEVICE)
     augment = form.editor("augment")
-    assert augment.currentText() == "gpu (batched, on the CPU here)" and augment.currentData() == "gpu"
+    assert augment.currentText() == "gpu (on the CPU here)" and augment.currentData() == "gpu"
     assert "On this machine:</b> no CUDA GPU here: augment=gpu runs the same random crop + flip on whole batches " \
            "on the CPU" in augment.toolTip()
     for name in ("pin_memory", "non_blocking"):

@@ -132,7 +132,7 @@ def device_notes(config: RunConfig, device: Optional[DeviceInfo]) -> dict[str, s
 # What an inactive switch says beside its box (the tooltip says why); on a CPU, the GPU copy's two switches.
 CPU_SWITCH_TEXT = "does nothing on the CPU"
 INACTIVE_SWITCH_TEXT = "not used"
-AUGMENT_ON_CPU_TEXT = "gpu (batched, on the CPU here)"
+AUGMENT_ON_CPU_TEXT = "gpu (on the CPU here)"
 
 
 def on_cpu(config: RunConfig, device: Optional[DeviceInfo]) -> bool:
