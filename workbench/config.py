@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import multiprocessing
+import shlex
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, Optional, get_args, get_type_hints
@@ -122,6 +123,9 @@ class RunConfig:
         if self.dataset == "npz":
             if not self.data_path:
                 problems.append("dataset=npz needs data_path: the .npz file to train on")
+            elif Path(self.data_path).expanduser().is_dir():
+                problems.append(f"data_path {self.data_path!r} is a folder: dataset=npz trains on an .npz file; make "
+                                f"one from a folder of class folders with `{make_npz_command(self.data_path)}`")
             elif not Path(self.data_path).expanduser().is_file():
                 problems.append(f"data_path {self.data_path!r} is not a file (dataset=npz needs an .npz file)")
         if self.pipeline == "dataloader" and self.num_workers > 0:
@@ -243,6 +247,12 @@ RANGES: dict[str, tuple[float, float]] = {
     "log_every": (1, 1_000_000),
     "profile_every": (20, 100_000_000),  # a sample spans about a dozen steps
 }
+
+
+def make_npz_command(folder: str) -> str:
+    """The command that makes a dataset file of an image folder: `workbench make-npz pets --out pets.npz`."""
+    source = folder.rstrip("/\\") or folder
+    return shlex.join(["workbench", "make-npz", source, "--out", f"{source}.npz"])
 
 
 def _num(value: float) -> str:

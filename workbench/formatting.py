@@ -23,6 +23,20 @@ def format_duration(seconds: Optional[float]) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+# A run faster than its compute ceiling: the ceiling was measured slower than the model trains now (another
+# load on the machine, or an unsettled probe), so the share is no figure to believe.
+CEILING_STALE = "ceiling stale — measure again"
+
+
+def efficiency_text(efficiency: Optional[float], of: str = "of the ceiling") -> str:
+    """"41% of the ceiling" for a pipeline efficiency; above 100 %, CEILING_STALE; "" when unknown."""
+    if efficiency is None or efficiency != efficiency:
+        return ""
+    if efficiency > 1.0:
+        return CEILING_STALE
+    return f"{efficiency:.0%} {of}"
+
+
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]], right_aligned: set[int]) -> str:
     """Plain-text columns two spaces apart; the columns in ``right_aligned`` (numbers) flush right."""
     widths = [max(len(row[column]) for row in (header, *rows)) for column in range(len(header))]

@@ -8,6 +8,10 @@ cheap (no Qt, no torch, no numpy): the CLI builds its parser from it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from workbench.config import RunConfig
 
 
 @dataclass(frozen=True)
@@ -49,10 +53,12 @@ SPECS: dict[str, FieldSpec] = {
     ),
     "augment": FieldSpec(
         "Augmentation",
-        "Where random crop + flip runs: per image in the CPU workers, on whole batches on the GPU, or none.",
+        "Where random crop + flip runs: per image in the CPU workers, on whole batches on the training device "
+        "(the GPU; the CPU without one), or none.",
         "• cpu: per image in the DataLoader workers. Costs CPU time for every image and can leave a fast "
         "GPU waiting for data.\n"
-        "• gpu: on whole batches on the device after the copy. Frees the CPU; usually far cheaper.\n"
+        "• gpu: on whole batches on the training device after the copy. On a GPU it frees the CPU and is usually "
+        "far cheaper; without a CUDA GPU the same batched crop + flip runs on the CPU, in the training thread.\n"
         "• none: no augmentation, the baseline that shows what augmentation costs.\n"
         "The Sample batch tab shows what the model sees.",
     ),
@@ -201,6 +207,30 @@ SPECS: dict[str, FieldSpec] = {
         "A sample costs about a dozen slower steps plus a fraction of a second to analyse and save.",
     ),
 }
+
+
+def inactive_fields(config: RunConfig, on_cpu: bool) -> dict[str, str]:
+    """field → why it does nothing with the other settings (``on_cpu``: the run trains on the CPU). One list for
+    the form (greyed out, the value kept) and the runs comparison ("not used")."""
+    inactive: dict[str, str] = {}
+    if config.dataset == "synthetic":
+        inactive["data_path"] = "only used with dataset=npz, cifar10 or cifar100"
+    else:
+        inactive["synthetic_size"] = "only used with dataset=synthetic"
+    if config.max_steps is not None:
+        inactive["epochs"] = "max steps is set: the run takes that many steps, for as many epochs as they need"
+    if config.pipeline == "gpu-resident":
+        for name in ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "worker_start_method"):
+            inactive[name] = "pipeline=gpu-resident uses no DataLoader"
+    elif config.num_workers == 0:
+        for name in ("persistent_workers", "prefetch_factor", "worker_start_method"):
+            inactive[name] = "needs num_workers ≥ 1 (batches load in the training thread)"
+    if on_cpu:
+        inactive.setdefault("pin_memory", "on the CPU no batch is copied to a GPU, so there is nothing to pin memory "
+                                          "for (the value is kept for GPU runs)")
+        inactive.setdefault("non_blocking", "on the CPU there is no copy to a GPU to overlap with compute (the value "
+                                            "is kept for GPU runs)")
+    return inactive
 
 
 def cli_help(name: str, default: object) -> str:

@@ -112,13 +112,18 @@ def test_json_names_nvml_used_as_device_wide_and_counts_skipped_steps(capsys):
     code, out, err = run_cli(capsys, *TINY, "--json")
     summary = json.loads(out.strip().splitlines()[-1])
     assert set(summary["peak_memory_bytes"]) == {"torch_allocated", "torch_reserved", "nvml_used", "nvml_device_used",
-                                                 "nvml_process_used"}
+                                                 "nvml_process_used", "process_rss"}
     assert summary["skipped_optimizer_steps"] == 0
 
 
-def test_the_summary_says_nvml_used_is_device_wide(capsys):
-    code, out, err = run_cli(capsys, *TINY)
-    assert "NVML used n/a device-wide, n/a this process" in out
+def test_the_summary_says_nvml_used_is_device_wide():
+    from workbench.cli.run_command import peak_memory_text
+    from workbench.engine.events import RunSummary
+
+    gpu = RunSummary(status="finished", peak_allocated_bytes=2**30, peak_reserved_bytes=2**31, peak_nvml_used_bytes=3 * 2**30,
+                     peak_process_rss_bytes=2**29)
+    assert peak_memory_text(gpu) == ("torch allocated 1.0 GiB, reserved 2.0 GiB; NVML used 3.0 GiB device-wide, "
+                                     "n/a this process; process RSS 512.0 MiB")
 
 
 def test_cli_runs_are_recorded_in_the_history(capsys, isolated_workbench_home):

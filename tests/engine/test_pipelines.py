@@ -115,9 +115,9 @@ def test_cpu_per_sample_augmentation_changes_images_into_crops_and_flips():
 @pytest.mark.parametrize("augment", ["none", "cpu", "gpu"])
 def test_preview_batch_shows_what_the_model_is_fed(augment):
     config = tiny_config(augment=augment)
-    preview = preview_batch(config, count=8)
+    preview = preview_batch(config, count=8).images
     assert preview.shape == (8, 32, 32, 3) and preview.dtype == np.uint8
-    plain = preview_batch(config.replace(augment="none"), count=8)
+    plain = preview_batch(config.replace(augment="none"), count=8).images
     if augment == "none":
         assert np.array_equal(preview, plain)
     else:

@@ -1,7 +1,7 @@
 """The search for faster settings against a fake timing function with noise: it finds the known best,
 repeats close calls, stops when a pass gains nothing, and keeps every trial in the history."""
 
-import itertools
+import re
 
 import pytest
 from experiment_fakes import CPU, GPU, TimedRuns, probe_of, tiny
@@ -65,7 +65,7 @@ def test_stops_when_a_full_pass_gains_less_than_3_percent():
     result = tune(runs, TunePlan(START, trial_steps=20, max_passes=5))[-1].result
     assert result.passes == 2  # the second pass found nothing new (re-measuring the best moves its mean a little)
     gain = float(result.stop_reason.removeprefix("a full pass gained ").split("%")[0])
-    assert gain < 3 and result.stop_reason.endswith("(< 3%)")
+    assert gain < 3 and result.stop_reason.endswith(f"(< 3%; {result.changes_tried} changes tried)")
 
     flat = TimedRuns(lambda config: 500.0, noise=0.005, seed=4)
     result = tune(flat, TunePlan(START, trial_steps=20, max_passes=5))[-1].result
@@ -114,13 +114,57 @@ def test_the_trials_are_sized_by_a_calibration_run():
 
 
 def test_budget_ends_the_search_with_what_it_found():
-    ticks = itertools.count()
     runs = TimedRuns(known_speed, noise=0.01, seed=7)
-    events = tune(runs, TunePlan(START, trial_steps=20, budget_seconds=5), clock=lambda: float(next(ticks)))
-    ended = events[-1]
-    assert ended.status == "finished" and ended.reason == "the time budget of 5 s is spent"
-    assert 2 <= len(runs.configs) < 6
+    events = tune(runs, TunePlan(START, trial_steps=20, budget_seconds=5), clock=lambda: float(len(runs.configs)))
+    ended = events[-1]  # every run takes a second
+    tried = ended.result.changes_tried
+    assert ended.status == "finished" and ended.reason == f"the time budget of 5 s is spent ({tried} changes tried)"
+    assert len(runs.configs) == 5 and tried >= 1
     assert ended.result.best_images_per_sec is not None
+
+
+def test_a_budget_that_cannot_fit_one_change_is_refused_with_the_budget_it_needs():
+    """Issue 22: 120 s went on calibration and two runs of the start settings; "1.00× faster" followed."""
+    runs = TimedRuns(known_speed, noise=0.01, seed=7)
+    clock = lambda: 40.0 * len(runs.configs)  # noqa: E731 (every run takes 40 s: start-up and evaluation)
+    events = tune(runs, TunePlan(START, budget_seconds=120), clock=clock)
+    ended = events[-1]
+    assert [c.max_steps for c in runs.configs] == [CALIBRATION_STEPS]  # the calibration, then nothing
+    assert ended.status == "failed" and ended.result is None and len(ended.problems) == 1
+    assert ended.problems[0].startswith("the time budget of 120 s cannot fit one trial: a trial of ")
+    needed = int(re.search(r"give a budget of (\d+) s or more", ended.problems[0]).group(1))
+    assert 160 <= needed <= 180  # the calibration's 40 s, then 3 trials of 40 s and their extra steps
+    # Known before anything runs when the trials are sized in seconds.
+    assert tune(runs, TunePlan(START, budget_seconds=5, trial_seconds=4))[-1].problems == (
+        "the time budget of 5 s cannot fit one trial: the start settings run twice and a change once, each 4 s of "
+        "training or more; give a budget of 12 s or more",)
+    assert len(runs.configs) == 1
+
+
+def test_the_settings_max_steps_is_the_trial_length():
+    """Issue 22: --max-steps 40 was silently replaced by 16-step trials."""
+    runs = TimedRuns(lambda config: 3200.0, noise=0.0)
+    result = tune(runs, TunePlan(START.replace(max_steps=40), knobs=("channels_last",)))[-1].result
+    assert {c.max_steps for c in runs.configs} == {40} and result.trial_steps == 40  # no calibration run
+    assert result.best_config.max_steps == 40
+    refused = tune(runs, TunePlan(START.replace(max_steps=3)))[-1]
+    assert refused.problems == ("a trial needs at least 4 steps to measure after its warm-up (got max_steps 3)",)
+
+
+def test_a_search_stopped_before_any_change_never_claims_one_was_tried():
+    from workbench.cli.tune_command import summary_text
+    from workbench.controller.messages import sequence_ended_text
+
+    runs = TimedRuns(known_speed, noise=0.01, seed=7)
+    stopped = []
+    events = list(run_tune(TunePlan(START, trial_steps=20), lambda: len(runs.configs) >= 2 and not stopped.append(1)
+                           or bool(stopped), run_function=runs, probe=probe_of(GPU)))
+    ended = events[-1]
+    assert ended.status == "stopped" and ended.result.changes_tried == 0
+    assert ended.reason == "stopped by the user (no change was tried)"
+    text = summary_text(ended.result)
+    assert "faster)" not in text and "no change beat" not in text and "no change was tried" in text
+    assert "no change was tried" in sequence_ended_text(ended) and "fastest tried" not in sequence_ended_text(ended)
 
 
 def test_bad_input_starts_nothing():

@@ -40,7 +40,7 @@ def make_window(qtbot, settings):
         kwargs.setdefault("run_function", FakeRun())
         kwargs.setdefault("probe_function", fake_probe())
         kwargs.setdefault("release_function", fake_release)
-        kwargs.setdefault("preview_function", lambda config, count: np.zeros((count, 32, 32, 3), np.uint8))
+        kwargs.setdefault("preview_function", blank_preview)
         window = MainWindow(**kwargs)
         qtbot.addWidget(window)
         windows.append(window)
@@ -52,3 +52,10 @@ def make_window(qtbot, settings):
         assert window.session.wait(10_000), "the training thread did not end"
         qtbot.waitUntil(lambda: not window.session.running)  # deliver the queued finished signal
     wait_for_background_calls(10_000)
+
+
+def blank_preview(config, count):
+    """A sample batch of ``count`` black images of class 0, named by index."""
+    from workbench.engine.data import SampleBatch
+
+    return SampleBatch(np.zeros((count, 32, 32, 3), np.uint8), np.zeros(count, np.int64))

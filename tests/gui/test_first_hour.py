@@ -3,12 +3,13 @@ reasons, a window that fits a small screen, the device probe, and settings kept 
 
 import csv
 import re
+from types import SimpleNamespace
 import threading
 
 import numpy as np
 import pytest
 from gui_fakes import CPU_DEVICE, GPU_DEVICE, TINY_RUN, FakeRun, fake_probe
-from PySide6.QtCore import QPoint, QRect
+from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtGui import QColor
 from test_main_window import run_once
 
@@ -233,3 +234,83 @@ def test_gui_settings_are_kept_in_the_workbench_home(qtbot, make_window, tmp_pat
 
     monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "first"))
     assert make_window(settings=None).form.config().batch_size == 48
+
+
+# -- issue 22: the second first hour ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("outcome", ["measured", "failed"])
+def test_the_progress_bar_ends_with_the_ceiling_probe(qtbot, make_window, outcome):
+    """Issue 22: after Measure ceiling the bar stayed busy (range 0..0) while Start was enabled again."""
+
+    def measure(config, stop):
+        if outcome == "failed":
+            raise RuntimeError("the ceiling probe was stopped before it timed a step")
+        return SimpleNamespace(images_per_sec=1234.0, steady=True)
+
+    window = make_window(measure_ceiling=measure)
+    window.show()
+    qtbot.waitUntil(lambda: window.controller.device is not None, timeout=10_000)
+    window.form.set_config(TINY_RUN)
+    with qtbot.waitSignal(window.session.finished, timeout=10_000):
+        window.gpu_time.ceiling_button.click()
+    qtbot.waitUntil(lambda: not window.controller.running)
+    assert window.start_button.isEnabled()
+    bar = window.progress
+    assert bar.maximum() > 0, "the bar is still busy"
+    if outcome == "measured":
+        assert (bar.value(), bar.format(), bar.property("status")) == (1, "Ceiling measured", "finished")
+    else:
+        assert (bar.value(), bar.format(), bar.property("status")) == (0, "Ceiling not measured", "failed")
+
+
+def test_an_image_folder_in_the_data_field_is_pointed_to_make_npz(qtbot, make_window, tmp_path):
+    folder = tmp_path / "pets"
+    (folder / "cat").mkdir(parents=True)
+    window = make_window()
+    window.form.set_config(TINY_RUN.replace(dataset="npz", data_path=str(folder)))
+    assert not window.start_button.isEnabled()
+    shown = window.form.problems_label.text()
+    assert "is a folder" in shown and f"workbench make-npz {folder} --out {folder}.npz" in shown
+
+
+def test_the_runs_tab_shows_the_figures_people_compare_and_the_forms_words_at_1400_px(qtbot, settings):
+    """Issue 22: Img/s and Test acc sat off-screen at 1400 px; the comparison showed field names; pin_memory read
+    "yes" on CPU runs."""
+    from workbench.gui.runs_table import COLUMN_TITLES
+
+    store = HistoryStore.open()
+    window = build_window(store, settings=settings, run_function=FakeRun(steps=6), probe_function=fake_probe())
+    qtbot.addWidget(window)
+    try:
+        run_once(qtbot, window, TINY_RUN)
+        run_once(qtbot, window, TINY_RUN.replace(pipeline="gpu-resident", num_workers=2))
+        window.resize(1400, 900)
+        window.show()
+        qtbot.waitExposed(window)
+        window.tabs.setCurrentWidget(window.runs_tab)
+        view = window.findChild(RunsView)
+        view.refresh()
+        header = view.table.horizontalHeader()
+        visible = view.table.viewport().width()
+        for title in ("Img/s", "Test acc", "Data wait"):
+            section = COLUMN_TITLES.index(title)
+            assert header.sectionViewportPosition(section) + header.sectionSize(section) <= visible, title
+        workers = COLUMN_TITLES.index("Workers")
+        resident_row = next(row for row in range(view.proxy.rowCount())
+                            if "gpu-resident" in view.proxy.index(row, COLUMN_TITLES.index("Pipeline")).data())
+        assert view.proxy.index(resident_row, workers).data() == "–"
+        assert "pipeline=gpu-resident uses no DataLoader" in view.proxy.index(resident_row, workers).data(
+            Qt.ItemDataRole.ToolTipRole)
+
+        view.select_runs([record.id for record in store.list_runs()])
+        comparison = view.comparison
+        assert comparison.item_for("pin_memory").text(0) == "Pin memory"  # the form's label
+        assert comparison.visible_rows()["pin_memory"] == ("not used", "not used")  # a CPU run pins nothing
+        assert comparison.item_for("pin_memory").toolTip(1).startswith("Not used: on the CPU")
+        assert comparison.visible_rows()["num_workers"] == ("0", "not used")
+    finally:
+        window.session.request_stop()
+        window.session.wait(10_000)
+        window.close()
+        store.close()

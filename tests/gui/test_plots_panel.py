@@ -336,3 +336,39 @@ def test_a_one_process_run_has_no_rank_lines(panel):
     panel.add_steps(steps(3))
     panel.redraw()
     assert panel.rank_lines.ranks == []
+
+
+def drawn_colours(plot) -> set[str]:
+    """The colours (alpha aside) of every visible curve and point set on a plot that holds data."""
+    colours = set()
+    for item in plot.getPlotItem().items:
+        if not item.isVisible():
+            continue
+        if isinstance(item, pg.PlotDataItem) and points(item):
+            colours.add(item.opts["pen"].color().name())
+        elif isinstance(item, pg.ScatterPlotItem) and len(item.data):
+            colours.add(item.opts["pen"].color().name())
+    return colours
+
+
+@pytest.mark.parametrize("smooth", [True, False])
+@pytest.mark.parametrize("counts", [(4, 6, 3, 5, 7), (4, 30, 5, 12, 3)])
+def test_every_line_on_every_plot_is_in_its_runs_legend_colour(panel, smooth, counts):
+    """Issue 22: a new run's loss line kept the previous run's pen when the smoothing state did not change
+    (every run under 10 points, or Smooth loss off)."""
+    panel.smooth_check.setChecked(smooth)
+    for number, count in enumerate(counts, start=1):
+        panel.begin_run(f"#{number}", key=number)
+        panel.add_steps(steps(count, memory=CPU_MEMORY))
+        panel.add_epoch(EpochStats(epoch=1, epochs=1, step=count, train_loss=1.0, train_accuracy=0.5, test_loss=1.1,
+                                   test_accuracy=0.5, images_per_sec=100.0, data_wait_fraction=0.1,
+                                   train_seconds=1.0, eval_seconds=0.1))
+        panel.set_memory_context(None, "CPU")
+        panel.redraw()
+        legend = {entry.label: QColor(entry.colour).name() for entry in panel.legend.entries()}
+        assert len(legend) == number and len(set(legend.values())) == number
+        for plot in (panel.loss_plot, panel.throughput_plot, panel.data_wait_plot, panel.memory_plot):
+            assert drawn_colours(plot) == set(legend.values()), plot.objectName()
+        current = legend[f"#{number}"]
+        assert panel.raw_loss_curve.opts["pen"].color().name() == current
+        assert panel.test_loss_points.opts["pen"].color().name() == current

@@ -387,3 +387,26 @@ def test_sweep_members_are_tagged_with_their_sweep(make_view, store):
     view = make_view()
     tags = dict(zip(column(view, "ID"), column(view, "Sweep")))
     assert tags == {str(lone): "", str(members[0]): "sweep batch_size", str(members[1]): "sweep batch_size"}
+
+
+def test_a_message_goes_when_it_stops_being_true(make_view, store, tmp_path, qtbot, monkeypatch):
+    """Issue 22: a red "cannot write … folder does not exist" stayed long after; each message clears with its cause."""
+    first, second = record_complete_run(store), record_complete_run(store)
+    view = make_view()
+    view.select_runs([first])
+    monkeypatch.setattr(view, "_ask_save_path", lambda title, default_name: str(tmp_path / "missing" / "runs.csv"))
+    qtbot.mouseClick(view.export_csv_button, Qt.MouseButton.LeftButton)
+    assert "folder does not exist" in view.status_label.text()
+    view.refresh()  # the table's own refresh (the 2 s poll) changes nothing the message is about
+    assert "folder does not exist" in view.status_label.text()
+    view.select_runs([second])  # the user moved on to other runs
+    assert view.status_label.text() == ""
+
+    real = store.changes_since
+    monkeypatch.setattr(store, "changes_since", lambda revision: (_ for _ in ()).throw(
+        store_module.HistoryError("cannot read the run history: disk I/O error")))
+    view.refresh()
+    assert "disk I/O error" in view.status_label.text()
+    monkeypatch.setattr(store, "changes_since", real)
+    view.refresh()  # the history reads again
+    assert view.status_label.text() == ""

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from conftest import blank_preview
 from gui_fakes import TINY_RUN
 
 from workbench.engine.data import DataError
@@ -36,7 +37,7 @@ def test_the_real_pipeline_fills_the_grid_and_says_what_it_shows(qtbot, make_vie
     view.show()
     view.set_config(TINY_RUN.replace(augment="gpu"))
     qtbot.waitUntil(lambda: view.image.pixmap() is not None and not view.image.pixmap().isNull(), timeout=30_000)
-    assert (view.image.pixmap().width(), view.image.pixmap().height()) == (8 * 96 + 7 * 4, 4 * 96 + 3 * 4)
+    assert (view.image.pixmap().width(), view.image.pixmap().height()) == (8 * 96 + 7 * 4, 4 * (96 + 16) + 3 * 4)
     assert "32 synthetic training images" in view.caption.text()
     assert "on the whole batch on the device (augment=gpu)" in view.caption.text()
 
@@ -46,7 +47,7 @@ def test_settings_changes_wait_until_the_view_is_shown(qtbot, make_view):
 
     def preview(config, count):
         calls.append(config)
-        return np.zeros((count, 32, 32, 3), np.uint8)
+        return blank_preview(config, count)
 
     view = make_view(preview)
     view.set_config(TINY_RUN)
@@ -75,3 +76,25 @@ def test_the_real_cifar_subset_previews(qtbot, make_view, subset_npz):
     view.show()
     view.set_config(TINY_RUN.replace(dataset="npz", data_path=str(subset_npz), augment="cpu"))
     qtbot.waitUntil(lambda: "32 npz training images" in view.caption.text(), timeout=30_000)
+    assert len(view.names) == 32 and all(name for name in view.names)
+
+
+def test_each_image_is_captioned_with_its_class_name_or_index(qtbot, make_view, tmp_path):
+    """Issue 22: the Sample batch tab's images had no class names."""
+    from workbench.npz.make import ImageSet
+
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (40, 32, 32, 3), dtype=np.uint8)
+    labels = np.arange(40, dtype=np.int64) % 2
+    path = ImageSet(images, labels, images[:8], labels[:8], ("cat", "dog"), "test").save(tmp_path / "pets.npz")
+    view = make_view(engine_preview)
+    view.show()
+    view.set_config(TINY_RUN.replace(dataset="npz", data_path=str(path), augment="none", batch_size=8))
+    qtbot.waitUntil(lambda: len(view.names) == 32, timeout=30_000)
+    assert set(view.names) == {"cat", "dog"} and "each under its class name" in view.caption.text()
+    pixmap = view.image.pixmap()
+    assert pixmap.height() == 4 * (96 + 16) + 3 * 4  # a caption row under each image
+
+    view.set_config(TINY_RUN.replace(augment="none"))  # synthetic data names no classes: the index
+    qtbot.waitUntil(lambda: "class index" in view.caption.text(), timeout=30_000)
+    assert set(view.names) <= {str(label) for label in range(10)} and len(view.names) == 32

@@ -194,3 +194,47 @@ def test_an_optional_float_is_off_at_its_minimum(form):
     assert form.config().max_grad_norm == 1.5
     editor.setValue(editor.minimum())
     assert form.config().max_grad_norm is None
+
+
+def test_a_set_to_the_limit_notice_goes_once_the_value_moves_off_it(qtbot):
+    """Issue 22: "Batch size: 0 … set to 1" stayed after the batch size was 64 again (loaded settings, Apply)."""
+    from PySide6.QtTest import QTest
+
+    form = SettingsForm()
+    qtbot.addWidget(form)
+    form.show()
+    box = form.editor("batch_size")
+    box.setFocus()
+    box.selectAll()
+    QTest.keyClicks(box, "0")
+    box.interpretText()
+    box.editingFinished.emit()
+    box.clearFocus()
+    assert form.range_notices == ["Batch size: 0 is below the smallest allowed, 1: set to 1."] and box.value() == 1
+    form.set_config(form.config())  # still 1: still true
+    assert form.range_notices
+    form.set_config(form.config().replace(batch_size=64))  # Load settings, Apply best settings…
+    assert form.range_notices == [] and not form.range_notice_label.isVisibleTo(form)
+
+
+def test_on_a_cpu_each_setting_says_what_it_does_there(qtbot):
+    """Issue 22: on a CPU the default augment=gpu said "on the GPU"; Pin memory and Non-blocking showed checked and
+    greyed out with no word on screen."""
+    form = SettingsForm(RunConfig(device="auto", augment="gpu", pin_memory=True, non_blocking=True))
+    qtbot.addWidget(form)
+    form.set_device(CPU_DEVICE)
+    augment = form.editor("augment")
+    assert augment.currentText() == "gpu (on the CPU here)" and augment.currentData() == "gpu"
+    assert "On this machine:</b> no CUDA GPU here: augment=gpu runs the same random crop + flip on whole batches " \
+           "on the CPU" in augment.toolTip()
+    for name in ("pin_memory", "non_blocking"):
+        box = form.editor(name)
+        assert not box.isEnabled() and box.text() == "does nothing on the CPU"
+        assert "on the CPU" in box.toolTip() and "kept for GPU runs" in box.toolTip()
+    assert form.config().augment == "gpu" and form.config().pin_memory  # the values are kept for a GPU run
+
+    form.set_device(GPU_DEVICE)
+    assert augment.currentText() == "gpu" and "On this machine" not in augment.toolTip()
+    assert form.editor("pin_memory").isEnabled() and form.editor("pin_memory").text() == ""
+    form.set_config(form.config().replace(num_workers=0))
+    assert form.editor("persistent_workers").text() == "not used"

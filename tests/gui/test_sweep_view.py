@@ -105,3 +105,35 @@ def test_a_real_sweep_on_the_cpu_fills_chart_and_table(view, qtbot):
     assert view.table.rowCount() == 2
     assert all(height and height > 0 for height in view.bar_heights("images_per_sec"))
     assert view.status.text().startswith("Sweep finished: 2 of 2 members done")
+
+
+def labels(plot):
+    return [item for item in plot.items() if type(item).__name__ == "TextItem"]
+
+
+def test_percent_charts_run_to_100_and_a_short_bars_figure_stands_clear_of_the_axis(view):
+    """Issue 22: "1 %" sat on the axis tick and read as "-1 %"; the % axis ran to about 130."""
+    config = BASE  # whole epochs: the accuracy chart shows
+    events = [SequenceStarted("sweep", 1, "sweep num_workers", config, 3, ("num_workers",))]
+    for index, (wait, accuracy) in enumerate(((0.01, 0.2), (0.95, 0.9), (0.3, 0.5))):
+        summary = RunSummary(status="finished", images_per_sec=100.0 * (index + 1), data_wait_fraction=wait,
+                             test_accuracy=accuracy, peak_process_rss_bytes=(index + 1) * GIB // 2,
+                             epochs_completed=1)
+        values = (("num_workers", index),)
+        events += [MemberStarted(index, config, values, run_id=index + 1), RunEnded("finished", summary),
+                   MemberEnded(index, config, values, index + 1, "finished", summary)]
+    feed(view, events)
+    for key in ("data_wait", "test_accuracy"):
+        plot = view.plots[key]
+        assert plot.getViewBox().viewRange()[0] == pytest.approx([0, 100])
+    for plot in view.plots.values():
+        assert plot.getAxis("left").style["tickLength"] >= 0  # no tick mark drawn into the chart
+    texts = {label.toPlainText().strip(): label for label in labels(view.plots["data_wait"])}
+    assert set(texts) == {"1 %", "95 %", "30 %"}
+    short = texts["1 %"]
+    assert short.toPlainText().startswith("\u2002") and tuple(short.anchor) == (0.0, 0.5)  # a gap after the axis
+    assert tuple(texts["95 %"].anchor) == (1.0, 0.5)  # inside its bar: within the 0–100 axis
+    # A CPU sweep has no CUDA figures: the memory chart shows each member's peak RSS, and says so.
+    assert view.bar_heights("peak_memory") == [0.5, 1.0, 1.5]
+    assert view.plots["peak_memory"].getPlotItem().titleLabel.text == "Peak RSS (process)"
+    assert cell(view, 0, "Peak RSS") == "512.0 MiB"

@@ -88,8 +88,10 @@ def test_measure_ceiling_between_runs_then_a_run_shows_its_efficiency(qtbot, mak
     progress_texts = []
     window.session.steps.connect(lambda _steps: progress_texts.append(window.progress.format()))
     run_to_end(qtbot, window, config)
-    assert any("of ceiling" in text for text in progress_texts)  # the efficiency beside images/sec, live
-    assert "of the ceiling" in window.run_message.text()  # and in the outcome
+    # The efficiency beside images/sec, live and in the outcome; a run that beat its half-second ceiling on a
+    # busy machine reads "ceiling stale" instead (issue 22), never a share above 100 %.
+    assert any("of ceiling" in text or "ceiling stale" in text for text in progress_texts)
+    assert "of the ceiling" in window.run_message.text() or "ceiling stale" in window.run_message.text()
     # While a run trains the probe is refused with the reason (both would time each other's work).
     window.form.set_config(config.replace(max_steps=400, synthetic_size=32 * 400))
     window.start_button.click()

@@ -34,9 +34,12 @@ def test_settings_that_differ_are_flagged_and_shown_readably(store):
     second = record_complete_run(store, RunConfig(device="cpu", batch_size=64, pin_memory=False), images_per_sec=1500.0)
     rows = rows_by_key(store.get_runs([first, second]))
     differing_settings = [key for (section, key), row in rows.items() if section == "Settings" and row.differs]
-    assert differing_settings == ["pin_memory", "batch_size"]
+    assert differing_settings == ["batch_size"]  # pin_memory did nothing on the CPU either run had
     assert rows["Settings", "batch_size"].texts == ("32", "64")
-    assert rows["Settings", "pin_memory"].texts == ("yes", "no")
+    assert rows["Settings", "batch_size"].label == "Batch size"  # the form's label, not the field's name
+    assert rows["Settings", "batch_size"].tooltip.startswith("batch_size (--batch-size): Images per step")
+    assert rows["Settings", "pin_memory"].texts == ("not used", "not used")
+    assert rows["Settings", "pin_memory"].notes[0].startswith("on the CPU no batch is copied to a GPU")
     assert rows["Settings", "max_steps"].texts == ("none", "none")
     assert rows["Results", "images_per_sec"].differs
     assert rows["Results", "images_per_sec"].texts == ("800", "1,500")
@@ -61,3 +64,15 @@ def test_start_times_and_figures_that_read_the_same_are_not_flagged(store):
     assert not rows["Results", "images_per_sec"].differs
     assert rows["Run", "started_at"].values[0] != rows["Run", "started_at"].values[1]
     assert not rows["Run", "started_at"].differs
+
+
+def test_settings_that_do_nothing_with_the_others_read_not_used(store):
+    """Issue 22: pin_memory read "yes" on CPU runs and synthetic_size showed on npz runs as if they applied."""
+    npz = record_complete_run(store, RunConfig(device="cpu", dataset="npz", data_path="/d/pets.npz"))
+    resident = record_complete_run(store, RunConfig(device="cpu", pipeline="gpu-resident", num_workers=4))
+    rows = rows_by_key(store.get_runs([npz, resident]))
+    assert rows["Settings", "synthetic_size"].texts == ("not used", "10000")
+    assert rows["Settings", "data_path"].texts == ("/d/pets.npz", "not used")
+    assert rows["Settings", "num_workers"].texts == ("2", "not used")
+    assert "pipeline=gpu-resident uses no DataLoader" in rows["Settings", "num_workers"].notes[1]
+    assert rows["Settings", "num_workers"].differs  # 2 workers against none at all

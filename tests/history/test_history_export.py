@@ -30,6 +30,7 @@ CONTRACT_SUMMARY_COLUMNS = [
     "idle_waiting_for_host_fraction", "idle_other_fraction", "kernels_per_step", "ceiling_images_per_sec",
     "pipeline_efficiency", "verdict", "world_size",
     "peak_nvml_process_used_bytes", "skipped_optimizer_steps", "steps", "samples_seen", "epochs_completed",
+    "peak_process_rss_bytes",
 ]
 RANK_PEAK_COLUMNS = ["rank_peak_allocated_bytes", "rank_peak_reserved_bytes", "rank_peak_nvml_used_bytes"]
 

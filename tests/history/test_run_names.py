@@ -51,3 +51,25 @@ def test_the_recorder_knows_the_name_the_store_gave_so_the_window_shows_the_same
         named = store.start_run(RunConfig(device="cpu"), name="my baseline")
         assert recorder.label == store.get_run(recorder.run_id).label == f"#{recorder.run_id} synthetic: num_workers=0"
         assert named.label == f"#{named.run_id} my baseline"
+
+
+def test_two_runs_never_share_a_name(tmp_path):
+    """Issue 22: a GUI run and a sweep member were both "cifar10-subset: num_workers=0"."""
+    base = RunConfig(device="cpu")
+    with HistoryStore.open(tmp_path) as store:
+        store.start_run(base, source="gui")
+        lone = store.start_run(base.replace(num_workers=0), source="gui")
+        sweep = store.create_sweep("sweep", "sweep num_workers")
+        member = store.start_run(base.replace(num_workers=0, max_steps=60), name="synthetic: num_workers=0",
+                                 sweep_id=sweep)
+        again = store.create_sweep("sweep", "sweep num_workers")
+        second = store.start_run(base.replace(num_workers=0, max_steps=60), name="synthetic: num_workers=0",
+                                 sweep_id=again)
+        first_named = store.start_run(base, name="baseline")
+        second_named = store.start_run(base, name="baseline")
+        names = [record.name for record in store.list_runs()]
+    assert lone.name == "synthetic: num_workers=0"
+    assert member.name == "synthetic: num_workers=0 (sweep num_workers)"  # the sweep's name tells it apart
+    assert second.name == "synthetic: num_workers=0 (max_steps=60)"  # the same sweep name: what differs
+    assert (first_named.name, second_named.name) == ("baseline", "baseline (repeat 2)")  # nothing differs
+    assert len(set(names)) == len(names)

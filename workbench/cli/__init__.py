@@ -24,7 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
         tune_command,
     )
 
-    parser = Parser(prog="workbench", description="GPU training workbench: see why your GPU is idle.")
+    parser = Parser(prog="workbench", description="GPU training workbench: see why your GPU is idle. "
+                     "`workbench` with no COMMAND opens the desktop app; the commands below run headless.")
     parser.add_argument("--home", help="workbench home folder (run history, datasets); default: $WORKBENCH_HOME "
                         "or the per-user data folder")
     subparsers = parser.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND")
@@ -58,6 +59,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def launch_gui() -> int:
+    from workbench.gui.platform_check import platform_problem
+
+    problem = platform_problem()  # before Qt, whose answer to a missing platform is an abort (exit 134)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
     try:
         from workbench.gui.app import main as gui_main
     except ImportError as error:

@@ -18,12 +18,16 @@ from workbench.cli.parsing import UsageError
 
 def register(subparsers: Any) -> None:
     from workbench.cli.run_command import add_setting_flags
+    from workbench.engine.ceiling_cache import STEADY_CHUNKS, STEADY_MIN_SECONDS, STEADY_TOLERANCE
 
     parser = subparsers.add_parser(
         "ceiling",
         help="measure the compute ceiling for run settings",
         description="Images/sec the chosen model reaches on a batch already on the device (no loader, no "
-        "augmentation, no host round trip): the most any pipeline can feed it. Takes `workbench run`'s flags.",
+        "augmentation, no host round trip): the most any pipeline can feed it. The rate is steady when at least "
+        f"{STEADY_CHUNKS} timed chunks in a row agree within {STEADY_TOLERANCE:.0%} of each other over at least "
+        f"{STEADY_MIN_SECONDS:g} s; otherwise the median chunk is reported, marked not steady. Takes `workbench "
+        "run`'s flags.",
         argument_default=argparse.SUPPRESS,
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON on the last line")

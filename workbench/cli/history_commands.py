@@ -70,7 +70,7 @@ def format_runs_table(records: Sequence) -> str:
     from workbench.formatting import format_duration, format_table
     from workbench.history.metrics import format_metric, local_time
 
-    header = ("ID", "NAME", "STATUS", "FROM", "SWEEP", "STARTED", "WORLD SIZE", "IMG/S", "DATA WAIT", "PEAK ALLOC",
+    header = ("ID", "NAME", "STATUS", "FROM", "SWEEP", "STARTED", "WORLD SIZE", "IMG/S", "DATA WAIT", "PEAK MEMORY",
               "FINAL LOSS", "TEST ACC", "DURATION")
     right_aligned = {0, 6, 7, 8, 9, 10, 11, 12}
     rows = [
@@ -84,7 +84,7 @@ def format_runs_table(records: Sequence) -> str:
             str(record.summary.world_size),
             format_metric("rate", record.summary.images_per_sec),
             format_metric("fraction", record.summary.data_wait_fraction),
-            format_metric("bytes", record.summary.peak_allocated_bytes),
+            _peak_memory(record),
             format_metric("loss", record.summary.final_loss),
             format_metric("fraction", record.summary.test_accuracy),
             format_duration(record.duration_seconds),
@@ -92,6 +92,18 @@ def format_runs_table(records: Sequence) -> str:
         for record in records
     ]
     return format_table(header, rows, right_aligned)
+
+
+def _peak_memory(record) -> str:
+    """"2.1 GiB alloc" (torch, on a GPU) or "1.1 GiB RSS" (the process's resident memory, on a CPU)."""
+    from workbench.history.metrics import format_metric
+
+    summary = record.summary
+    if summary.peak_allocated_bytes is not None:
+        return f"{format_metric('bytes', summary.peak_allocated_bytes)} alloc"
+    if summary.peak_process_rss_bytes is not None:
+        return f"{format_metric('bytes', summary.peak_process_rss_bytes)} RSS"
+    return ""
 
 
 def _sweep_label(record) -> str:

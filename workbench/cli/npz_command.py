@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
+from pathlib import Path
 
 from workbench.cli.parsing import UsageError
 
@@ -17,10 +19,11 @@ def register(subparsers) -> None:
         "SOURCE is cifar-10-python.tar.gz (or cifar-100-python.tar.gz, or its extracted folder), or a folder "
         "with one sub-folder of images per class (train/ and test/ inside it keep that split; otherwise "
         "--test-fraction of the images is held out). Images are cropped to their centre square and "
-        "scaled to 32×32.",
+        "scaled to 32×32 pixels, the size the workbench's models take.",
     )
     parser.add_argument("source", metavar="SOURCE", help="CIFAR tarball or folder, or a folder of class folders")
-    parser.add_argument("--out", required=True, metavar="FILE.npz", help="the file to write (replaced if it exists)")
+    parser.add_argument("--out", required=True, metavar="FILE.npz",
+                        help="the .npz file to write (replaced if it exists; .npz is added to a name without a suffix)")
     parser.add_argument("--test-fraction", type=float, default=0.2, metavar="F",
                         help="share of an image folder held out for test when it has no test/ folder (default: 0.2)")
     parser.add_argument("--max-train", type=_positive_int, metavar="N", help="keep only the first N training images")
@@ -33,16 +36,22 @@ def register(subparsers) -> None:
 def make_npz_command(args: argparse.Namespace) -> int:
     from workbench.npz.make import MakeNpzError, make_image_set
 
+    out_path = Path(args.out)
+    if out_path.suffix and out_path.suffix != ".npz":  # refused, not renamed behind the user's back
+        raise UsageError(f"workbench make-npz: --out {args.out} would not be an .npz file: name it "
+                         f"{out_path.with_suffix('.npz')} (or {args.out}.npz)")
     try:
         image_set = make_image_set(args.source, args.test_fraction, args.seed).limited(args.max_train, args.max_test)
         out = image_set.save(args.out)
     except MakeNpzError as error:
         raise UsageError(f"workbench make-npz: {error}") from None
     names = ", ".join(image_set.class_names[:10]) + (", …" if len(image_set.class_names) > 10 else "")
+    scaled = (" Each image was cropped to its centre square and scaled to 32×32 pixels, the size the workbench's "
+              "models take." if image_set.source.startswith("image folder") else "")
     print(
         f"Wrote {out}: {len(image_set.train_labels):,} training and {len(image_set.test_labels):,} test images, "
-        f"{len(image_set.class_names)} classes ({names}) from the {image_set.source}.\n"
-        f"Train on it: workbench run --dataset npz --data-path {out}",
+        f"{len(image_set.class_names)} classes ({names}) from the {image_set.source}.{scaled}\n"
+        f"Train on it: workbench run --dataset npz --data-path {shlex.quote(str(out))}",
         file=sys.stdout,
     )
     return 0

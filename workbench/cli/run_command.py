@@ -15,7 +15,7 @@ from workbench.cli import timeline_report
 from workbench.cli.summary_json import summary_json
 from workbench.engine.events import EpochStats, ProfileSample, RunEnded, RunStarted, StatusChanged, StepStats, RunSummary
 from workbench.engine.interruptible import wait_for_abandoned
-from workbench.config import CHOICES, FIELD_NAMES, FIELD_TYPES, OPTIONAL_FIELDS, ConfigError, RunConfig
+from workbench.config import CHOICES, FIELD_NAMES, FIELD_TYPES, OPTIONAL_FIELDS, ConfigError, RunConfig, make_npz_command
 from workbench.formatting import format_bytes, format_duration
 from workbench.history.failure_log import log_failure
 from workbench.settings_help import cli_help
@@ -97,6 +97,12 @@ def _dataset_for_data_path(args: argparse.Namespace, values: dict[str, Any], pro
         # Said once the settings pass their checks (bad input gets one line).
         args.notes = [*getattr(args, "notes", []), f"{path} is an .npz file: training on it (--dataset npz)"]
         return
+    if Path(path).expanduser().is_dir():
+        raise UsageError(
+            f"{prog}: --data-path {path} is a folder: a folder of class folders trains once it is an .npz file "
+            f"(`{make_npz_command(path)}`, then --data-path {path.rstrip('/')}.npz); a CIFAR folder needs "
+            "--dataset cifar10 or cifar100"
+        )
     raise UsageError(
         f"{prog}: --data-path needs --dataset: npz for an .npz file, cifar10 or cifar100 for a CIFAR folder"
     )
@@ -112,12 +118,18 @@ def run_command(args: argparse.Namespace) -> int:
         if world.rank != 0:
             return run_quietly(config, world.rank)
     from workbench.data_check import data_problems
+
+    # Bad input starts nothing and stores nothing: the settings and the cheap data checks (an .npz is read
+    # from its headers) come first, before torch is imported (seconds, on a busy machine a minute); what
+    # the device can run once it is probed. Under torchrun the processes on this machine are what its
+    # GPUs must hold.
+    local = config.replace(devices=world.local_world_size or world.world_size) if world is not None else config
+    problems = local.validate() or data_problems(config)
+    if problems:
+        raise UsageError("workbench run: " + "; ".join(problems))
     from workbench.engine import probe_device, run  # torch is imported only now
 
-    # Bad input starts nothing and stores nothing: settings and the cheap data checks come first.
-    # Under torchrun the processes on this machine are what its GPUs must hold.
-    local = config.replace(devices=world.local_world_size or world.world_size) if world is not None else config
-    problems = local.validate(probe_device(config.device)) or data_problems(config)
+    problems = local.hardware_problems(probe_device(config.device))
     if problems:
         raise UsageError("workbench run: " + "; ".join(problems))
     print_notes(args, "workbench run")
@@ -256,9 +268,7 @@ def print_summary(ended: RunEnded, config: Optional[RunConfig] = None) -> None:
         ("images/sec", f"{s.images_per_sec:,.0f} steady state (median window {s.images_per_sec_median:,.0f})"
          if s.images_per_sec is not None else "n/a"),
         ("data wait", f"{s.data_wait_fraction:.1%} of training time" if s.data_wait_fraction is not None else "n/a"),
-        ("peak memory", f"torch allocated {format_bytes(s.peak_allocated_bytes)}, reserved "
-         f"{format_bytes(s.peak_reserved_bytes)}; NVML used {format_bytes(s.peak_nvml_used_bytes)} device-wide, "
-         f"{format_bytes(s.peak_nvml_process_used_bytes)} this process"),
+        ("peak memory", peak_memory_text(s)),
         *_rank_rows(s),
         ("wall time", format_duration(s.wall_seconds)),
         *timeline_report.summary_rows(s, config),
@@ -273,6 +283,18 @@ def print_summary(ended: RunEnded, config: Optional[RunConfig] = None) -> None:
         print(f"{'findings':>14}")
         for line in lines:
             print(f"{'':>14}  {line}")
+
+
+def peak_memory_text(s: RunSummary) -> str:
+    """The torch and NVML peaks on a GPU; on a CPU, where they do not exist, the process's resident memory."""
+    rss = f"process RSS {format_bytes(s.peak_process_rss_bytes)}"
+    if s.peak_allocated_bytes is None and s.peak_reserved_bytes is None and s.peak_nvml_used_bytes is None:
+        if s.peak_process_rss_bytes is None:
+            return "n/a"
+        return f"{rss} (the training process's resident memory; the torch and NVML figures need a CUDA GPU)"
+    return (f"torch allocated {format_bytes(s.peak_allocated_bytes)}, reserved {format_bytes(s.peak_reserved_bytes)}; "
+            f"NVML used {format_bytes(s.peak_nvml_used_bytes)} device-wide, "
+            f"{format_bytes(s.peak_nvml_process_used_bytes)} this process; {rss}")
 
 
 def _rank_rows(s: RunSummary) -> list[tuple[str, str]]:

@@ -111,6 +111,7 @@ def peaks(source: Any) -> dict[str, Optional[int]]:
         "torch_allocated": source.peak_allocated_bytes,
         "torch_reserved": source.peak_reserved_bytes,
         "nvml_used": source.peak_nvml_used_bytes,
+        "process_rss": getattr(source, "peak_process_rss_bytes", None),
     }
 
 

@@ -22,6 +22,7 @@ SHAPED: dict[str, str] = {
     "peak_reserved_bytes": "peak_memory_bytes.torch_reserved",
     "peak_nvml_used_bytes": "peak_memory_bytes.nvml_used (and .nvml_device_used)",
     "peak_nvml_process_used_bytes": "peak_memory_bytes.nvml_process_used",
+    "peak_process_rss_bytes": "peak_memory_bytes.process_rss",
     "rank_peak_allocated_bytes": "rank_peak_memory_bytes[].torch_allocated",
     "rank_peak_reserved_bytes": "rank_peak_memory_bytes[].torch_reserved",
     "rank_peak_nvml_used_bytes": "rank_peak_memory_bytes[].nvml_used",
@@ -48,6 +49,7 @@ def summary_json(summary: RunSummary, run_id: Optional[int] = None, config: Opti
             "nvml_used": summary.peak_nvml_used_bytes,  # kept for readers of earlier versions: device-wide
             "nvml_device_used": summary.peak_nvml_used_bytes,  # the same figure, named for what it is
             "nvml_process_used": summary.peak_nvml_process_used_bytes,  # ours alone; None where hidden
+            "process_rss": summary.peak_process_rss_bytes,  # the training process's resident memory
         },
         # Each rank's peaks, by rank ([] for a one-process run).
         "rank_peak_memory_bytes": [

@@ -83,7 +83,7 @@ def sweep_command(args: argparse.Namespace) -> int:
 
 def sweep_table(fields: tuple[str, ...], members: tuple[MemberEnded, ...]) -> str:
     header = (*(name.upper() for name in fields), "RUN", "STATUS", "IMG/S", "DATA WAIT", "PEAK ALLOC", "PEAK RESERVED",
-              "TEST ACC")
+              "PEAK RSS", "TEST ACC")
     first = len(fields)
     rows = [
         (
@@ -94,11 +94,12 @@ def sweep_table(fields: tuple[str, ...], members: tuple[MemberEnded, ...]) -> st
             format_metric("fraction", member.summary.data_wait_fraction),
             format_metric("bytes", member.summary.peak_allocated_bytes),
             format_metric("bytes", member.summary.peak_reserved_bytes),
+            format_metric("bytes", member.summary.peak_process_rss_bytes),  # the process's resident memory
             format_metric("fraction", member.summary.test_accuracy),
         )
         for member in members
     ]
-    return format_table(header, rows, right_aligned={first, *range(first + 2, first + 7)})
+    return format_table(header, rows, right_aligned={first, *range(first + 2, first + 8)})
 
 
 def sweep_json(ended: SequenceEnded, fields: tuple[str, ...]) -> dict[str, Any]:

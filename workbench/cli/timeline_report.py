@@ -7,6 +7,7 @@ from typing import Any, Optional
 from workbench.config import RunConfig
 from workbench.engine.events import NamedTime, ProfileSample, RunSummary, figure_fields
 from workbench.engine.timeline import step_shares
+from workbench.formatting import efficiency_text
 
 # The --json `profile` object's GPU figures: RunSummary's timeline figures (None on a CPU, with gpu_unavailable_reason).
 GPU_FIELDS = tuple(item.name for item in figure_fields() if item.metadata["timeline"])
@@ -85,7 +86,7 @@ def summary_rows(summary: RunSummary, config: Optional[RunConfig]) -> list[tuple
     if summary.ceiling_images_per_sec is not None:
         rows.append(("ceiling", f"{summary.ceiling_images_per_sec:,.0f} images/s (model alone, on-device batches)"))
     if summary.pipeline_efficiency is not None:
-        rows.append(("efficiency", f"{summary.pipeline_efficiency:.0%} of the ceiling"))
+        rows.append(("efficiency", efficiency_text(summary.pipeline_efficiency)))
     return rows
 
 

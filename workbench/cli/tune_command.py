@@ -36,14 +36,15 @@ def register(subparsers: Any) -> None:
         help="search for faster settings that train the same model the same way",
         description="From the given settings, try each speed knob's values with the others fixed (short runs "
         "measuring steady-state images/sec), keep a change only when it beats the best by more than the "
-        "measured noise, and stop when a full pass gains less than 3 %%. Batch size, lr and accumulation are "
+        "measured noise, and stop when a full pass gains less than 3 %. Batch size, lr and accumulation are "
         "left alone unless --allow names them. Every trial is a run in the history. Every other flag is a "
         "setting, as for `workbench run`.",
         argument_default=argparse.SUPPRESS,
     )
     parser.add_argument("--budget-seconds", type=float, metavar="N", help="start no trial after N seconds")
     parser.add_argument("--trial-steps", type=int, metavar="N",
-                        help="steps per trial (default: sized by a first short run to --trial-seconds)")
+                        help="steps per trial (default: --max-steps when given, else sized by a first short run to "
+                        "--trial-seconds)")
     parser.add_argument("--trial-seconds", type=float, metavar="S", help="how long a trial trains (default 4)")
     parser.add_argument("--knobs", metavar="K1,K2,...",
                         help=f"search only these knobs (default: every one that applies: {', '.join(KNOBS)})")
@@ -116,10 +117,11 @@ def trials_table(trials: tuple[TrialResult, ...]) -> str:
 
 
 def summary_text(result: TuneResult) -> str:
+    tried = result.changes_tried
     lines = [
         f"start: {format_metric('rate', result.start_images_per_sec) or 'n/a'} img/s; "
         f"best: {format_metric('rate', result.best_images_per_sec) or 'n/a'} img/s"
-        + (f" ({result.speedup:.2f}× faster)" if result.speedup else ""),
+        + (f" ({result.speedup:.2f}× faster)" if result.speedup and tried else ""),
         f"noise allowed for: {format_metric('fraction', result.noise_fraction) or 'n/a'}; "
         f"trials of {result.trial_steps or 'n/a'} steps; {result.stop_reason}",
     ]
@@ -127,8 +129,10 @@ def summary_text(result: TuneResult) -> str:
     if changes:
         lines.append("best changes: " + values_label(tuple(changes.items())))
         lines.append("train with them: " + run_command_line(result.best_config))
+    elif tried:
+        lines.append(f"no change beat the start settings by more than the noise ({tried} tried)")
     else:
-        lines.append("no change beat the start settings by more than the noise")
+        lines.append("no change was tried, so nothing is known to be faster: give the search more time")
     return "\n".join(lines)
 
 

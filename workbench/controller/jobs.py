@@ -35,7 +35,7 @@ MeasureCeiling = Callable[[RunConfig, Callable[[], bool]], Any]  # → the engin
 class CeilingMeasured:
     config: RunConfig
     images_per_sec: float
-    steady: bool  # two timed chunks agreed; False when the time budget ran out first
+    steady: bool  # the timed chunks settled (engine.ceiling.steady_chunks); False when the time budget ran out first
 
 
 @dataclass(frozen=True)

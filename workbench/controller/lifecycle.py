@@ -103,6 +103,7 @@ class RunController:
         self._member: Optional[MemberStarted] = None
         self._pending_history_error: Optional[str] = None
         self._shown_controls: Optional[Controls] = None
+        self._busy = False  # the progress bar shows "busy" (a job whose length is not known yet)
 
     # == what the user does =====================================================================
     @property
@@ -230,7 +231,7 @@ class RunController:
             self.view.draw_sequence_event(steps[-1])
         last = steps[-1]
         ceiling = run.started.ceiling_images_per_sec if run.started is not None else None
-        self.view.show_progress(Progress(max(1, last.total_steps), last.step,
+        self._show_progress(Progress(max(1, last.total_steps), last.step,
                                          self._prefix() + messages.progress_text(last, ceiling, run.skipped_steps),
                                          "running"))
 
@@ -273,9 +274,11 @@ class RunController:
                     "show their pipeline efficiency.")
             self.view.show_ceiling(text)
             self.view.show_status(text)
+            self._show_progress(Progress(1, 1, "Ceiling measured", "finished"))
         elif isinstance(event, CeilingFailed):
             self.view.show_ceiling(f"Ceiling not measured: {event.reason}")
             self.view.show_status(f"Ceiling not measured: {event.reason}")
+            self._show_progress(Progress(1, 0, "Ceiling not measured", "failed"))
         else:
             if isinstance(event, BestSoFar):
                 self.best_config = event.config
@@ -290,6 +293,8 @@ class RunController:
         self.sequence = None
         if job is not None and job.kind != "ceiling":
             self.view.history_changed()
+        if self._busy:  # the job ended without saying how: the bar must not stay busy with nothing running
+            self._show_progress(Progress(1, 0, "Ended", "stopped"))
         self._update_controls()
         if self._closing:
             self.view.close_window()
@@ -332,7 +337,7 @@ class RunController:
         self.sequence = None
         self._pending_history_error = None
         self.view.save_config(self.view.form_config())
-        self.view.show_progress(Progress(0, 0, "Starting…", "running"))
+        self._show_progress(Progress(0, 0, "Starting…", "running"))
         if job.kind == "ceiling":
             self.view.show_status(f"Measuring the compute ceiling of {config.model} (batch {config.batch_size}, "
                                   f"{config.precision}): the model alone, on batches already on the device…")
@@ -340,6 +345,10 @@ class RunController:
             self.view.show_status(f"Starting {messages.SEQUENCE_NAMES.get(job.kind, job.kind).lower()}…")
         self.runner.start_job(job)
         self._update_controls()
+
+    def _show_progress(self, progress: Progress) -> None:
+        self._busy = progress.maximum == 0
+        self.view.show_progress(progress)
 
     def _pending_config(self) -> RunConfig:
         if self._member is not None:
@@ -360,7 +369,7 @@ class RunController:
         run = self._run = _Run(label, key, config, history_error)
         self.view.begin_run(label, key)
         self.view.show_run_message("running", f"Running {label}…")
-        self.view.show_progress(Progress(0, 0, self._prefix() + "Starting…", "running"))
+        self._show_progress(Progress(0, 0, self._prefix() + "Starting…", "running"))
         if history_error is None:
             self.view.show_status(f"Starting run {label}…")
         else:
@@ -389,7 +398,7 @@ class RunController:
         run = self._current_run()
         run.started = event
         epochs = -(-event.total_steps // max(1, event.steps_per_epoch))  # max_steps may end it early
-        self.view.show_progress(Progress(max(1, event.total_steps), 0,
+        self._show_progress(Progress(max(1, event.total_steps), 0,
                                          self._prefix() + f"Epoch 1/{epochs} · step 0/{event.total_steps:,}",
                                          "running"))
         self.view.show_status(messages.started_text(event))
@@ -409,7 +418,7 @@ class RunController:
         self.view.show_status(text + history_note)
         maximum = max(1, run.started.total_steps) if run.started is not None else 1
         value = maximum if event.status == "finished" else (event.summary.steps if run.started is not None else 0)
-        self.view.show_progress(Progress(maximum, min(value, maximum), self._prefix() + event.status.capitalize(),
+        self._show_progress(Progress(maximum, min(value, maximum), self._prefix() + event.status.capitalize(),
                                          event.status))
         # The verdict says what bounded the run: the one line a user should read first after the figures.
         verdict = f"\n{event.summary.verdict}" if event.status != "failed" and event.summary.verdict else ""
@@ -428,9 +437,9 @@ class RunController:
         self.view.show_run_message(event.status, text)
         self.view.show_status(text)
         if event.problems:
-            self.view.show_progress(Progress(1, 0, "Nothing ran", "failed"))
+            self._show_progress(Progress(1, 0, "Nothing ran", "failed"))
         else:
-            self.view.show_progress(Progress(1, 1 if event.status == "finished" else 0,
+            self._show_progress(Progress(1, 1 if event.status == "finished" else 0,
                                              f"{messages.SEQUENCE_NAMES.get(event.kind, event.kind)} {event.status}",
                                              event.status))
         self.sequence = None

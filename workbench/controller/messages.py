@@ -15,7 +15,7 @@ from workbench.experiments.events import (
     edge_note,
     values_label,
 )
-from workbench.formatting import format_bytes, format_duration
+from workbench.formatting import efficiency_text, format_bytes, format_duration
 from workbench.history.metrics import format_metric
 
 SEQUENCE_NAMES = {"sweep": "Sweep", "tune": "Search for faster settings", "max_batch": "Largest-batch search"}
@@ -32,7 +32,7 @@ def progress_text(stats: StepStats, ceiling: Optional[float] = None, skipped_so_
     text = (f"Epoch {stats.epoch}/{stats.epochs} · step {stats.step:,}/{stats.total_steps:,} · "
             f"ETA {format_duration(eta_seconds(stats))} · {stats.images_per_sec:,.0f} images/s")
     if ceiling:
-        text += f" ({stats.images_per_sec / ceiling:.0%} of ceiling)"
+        text += f" ({efficiency_text(stats.images_per_sec / ceiling, 'of ceiling')})"
     if stats.loss_scale is not None:
         text += f" · loss scale {stats.loss_scale:,.0f}"
     if skipped_so_far:
@@ -86,7 +86,7 @@ def ended_text(event: RunEnded) -> str:
     if summary.images_per_sec_median is not None and math.isfinite(summary.images_per_sec_median):
         rate = f"{summary.images_per_sec_median:,.0f} images/s (median)"
         if summary.pipeline_efficiency is not None:
-            rate += f", {summary.pipeline_efficiency:.0%} of the ceiling"
+            rate += f", {efficiency_text(summary.pipeline_efficiency)}"
         parts.append(rate)
     if summary.data_wait_fraction is not None:
         parts.append(f"waiting for data {summary.data_wait_fraction:.0%}")
@@ -120,6 +120,9 @@ def sequence_ended_text(event: SequenceEnded) -> str:
             return f"{head}: no trial was measured."
         changes = values_label(tuple(result.best_changes.items()))
         speedup = result.speedup or 1.0
+        if not result.changes_tried:
+            return (f"{head}: no change was tried ({result.stop_reason}); the start settings train at "
+                    f"{result.start_images_per_sec:,.0f} images/s. Give the search more time.")
         if not changes:
             return (f"{head}: the start settings were already the fastest tried "
                     f"({result.start_images_per_sec:,.0f} images/s). {result.stop_reason.capitalize()}.")

@@ -4,9 +4,12 @@ The probe trains the run's own model, precision, memory format, compile setting 
 (the loop's own TrainStep, with its optimizer and accumulation) on one batch that already sits on the
 device: no loader, no augmentation, no host round trip. After a warm-up (cuDNN autotuning,
 compilation) it times chunks of steps between two synchronisations, each at least
-``MIN_CHUNK_SECONDS`` long, until two chunks in a row agree within ``STEADY_TOLERANCE``. A run's
-pipeline efficiency is its steady-state images/sec ÷ this ceiling: what its data path, augmentation
-and logging leave of what the model could do.
+``MIN_CHUNK_SECONDS`` long, until the rate is steady (``ceiling_cache.steady_chunks``: the last
+``STEADY_CHUNKS`` or more chunks within ``STEADY_TOLERANCE`` of each other over at least
+``STEADY_MIN_SECONDS``). Two agreeing one-step chunks are not a measurement: a CPU ceiling of 67
+images/s called steady after two of them was beaten by 35 % by the runs it bounded. A run's pipeline
+efficiency is its steady-state images/sec ÷ this ceiling: what its data path, augmentation and logging
+leave of what the model could do.
 """
 
 from __future__ import annotations
@@ -20,13 +23,12 @@ from torch import nn
 
 from workbench.config import RunConfig
 from workbench.device_info import DeviceInfo
-from workbench.engine.ceiling_cache import Ceiling, ceiling_key, num_classes_of
+from workbench.engine.ceiling_cache import Ceiling, ceiling_key, num_classes_of, steady_chunks
 from workbench.engine.garbage import collect_garbage
 
 WARMUP_STEPS = 5  # cuDNN picks its algorithms on the first step of a shape; compile on the first call
 # Timing chunks shorter than this are dominated by the two synchronisations around them.
 MIN_CHUNK_SECONDS = 0.25
-STEADY_TOLERANCE = 0.03  # two chunks within 3 %: the rate has settled
 DEFAULT_BUDGET_SECONDS = 30.0
 
 
@@ -80,7 +82,7 @@ def measure_ceiling(
             step(images, labels)
         synchronize()
         budget_end = time.perf_counter() + max(0.0, budget_seconds - (time.perf_counter() - began) / 2)
-        chunk, rates, timed_steps, timed_seconds, steady = 1, [], 0, 0.0, False
+        chunk, chunks, settled = 1, [], None
         while not stop():
             start = time.perf_counter()
             for _ in range(chunk):
@@ -90,20 +92,21 @@ def measure_ceiling(
             if seconds < MIN_CHUNK_SECONDS and time.perf_counter() < budget_end:
                 chunk *= 2  # too short to time well: longer chunks, and this one does not count
                 continue
-            rates.append(chunk * config.batch_size / seconds)
-            timed_steps += chunk
-            timed_seconds += seconds
-            say(f"{rates[-1]:,.0f} images/s over {chunk} steps")
-            if len(rates) >= 2 and abs(rates[-1] - rates[-2]) <= STEADY_TOLERANCE * max(rates[-1], rates[-2]):
-                steady = True
+            chunks.append((chunk * config.batch_size, seconds))
+            say(f"{chunks[-1][0] / seconds:,.0f} images/s over {chunk} step{'s' if chunk != 1 else ''}")
+            settled = steady_chunks(chunks)
+            if settled is not None or time.perf_counter() >= budget_end:
                 break
-            if time.perf_counter() >= budget_end:
-                break
-        if not rates:
+        if not chunks:
             raise RuntimeError("the ceiling probe was stopped before it timed a step")
-        value = (rates[-1] + rates[-2]) / 2 if steady else statistics.median(rates)
+        # Steady: the agreeing chunks' images ÷ their seconds. Not steady: the median chunk, a rough figure.
+        timed = settled or chunks
+        value = (sum(images for images, _ in settled) / sum(seconds for _, seconds in settled) if settled
+                 else statistics.median(images / seconds for images, seconds in chunks))
         return Ceiling(
-            images_per_sec=value, steady=steady, timed_steps=timed_steps, timed_seconds=timed_seconds,
+            images_per_sec=value, steady=settled is not None,
+            timed_steps=sum(images for images, _ in timed) // config.batch_size,
+            timed_seconds=sum(seconds for _, seconds in timed),
             key=ceiling_key(config, device, num_classes), measured_at=time.time(),
         )
     finally:
@@ -111,3 +114,4 @@ def measure_ceiling(
         collect_garbage()
         if cuda:
             torch.cuda.empty_cache()
+

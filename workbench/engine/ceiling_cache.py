@@ -12,13 +12,18 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from workbench.config import RunConfig
 from workbench.device_info import DeviceInfo
 
 FILE_NAME = "ceilings.json"
 FORMAT = 1
+# A measured rate is steady when at least this many timed chunks in a row lie within this spread of each
+# other (max − min ≤ 3 % of max) over at least this much timed work.
+STEADY_CHUNKS = 3
+STEADY_TOLERANCE = 0.03
+STEADY_MIN_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -26,7 +31,7 @@ class Ceiling:
     """What the model alone can do on this device: images/sec on a batch already on the device."""
 
     images_per_sec: float
-    steady: bool  # two timed chunks in a row agreed; False when the time budget ran out first
+    steady: bool  # the last timed chunks agreed (engine.ceiling.steady_chunks); False when the budget ran out first
     timed_steps: int
     timed_seconds: float
     key: dict[str, Any]
@@ -116,3 +121,17 @@ def store_ceiling(ceiling: Ceiling, home: Optional[Path] = None) -> Path:
     finally:
         temporary.unlink(missing_ok=True)
     return path
+
+
+def steady_chunks(chunks: Sequence[tuple[int, float]]) -> Optional[list[tuple[int, float]]]:
+    """The last chunks ((images, seconds) each) when they show a settled rate: ``STEADY_CHUNKS`` or more in a
+    row within ``STEADY_TOLERANCE`` of each other over ``STEADY_MIN_SECONDS`` or more; else None."""
+    window: list[tuple[int, float]] = []
+    for images, seconds in reversed(chunks):
+        rates = [i / s for i, s in window] + [images / seconds]
+        if max(rates) - min(rates) > STEADY_TOLERANCE * max(rates):
+            break
+        window.append((images, seconds))
+    if len(window) >= STEADY_CHUNKS and sum(seconds for _, seconds in window) >= STEADY_MIN_SECONDS:
+        return window[::-1]
+    return None

@@ -46,6 +46,21 @@ class ImageArrays:
     test_images: torch.Tensor
     test_labels: torch.Tensor
     num_classes: int
+    class_names: tuple[str, ...] = ()  # by label, where the data names its classes (an .npz's, CIFAR's)
+
+
+@dataclass(frozen=True)
+class SampleBatch:
+    """What the sample-batch view shows: images as the model is fed them, and what each one is."""
+
+    images: np.ndarray  # uint8 (N, 32, 32, 3), after augmentation, before normalisation
+    labels: np.ndarray  # int64 (N,)
+    class_names: tuple[str, ...] = ()  # by label; () where the data names no classes
+
+    def names(self) -> list[str]:
+        """Each image's class name, or its class index where the data has no name for it."""
+        return [self.class_names[label] if 0 <= label < len(self.class_names) else str(label)
+                for label in self.labels.tolist()]
 
 
 def load_arrays(config: RunConfig) -> ImageArrays:
@@ -91,8 +106,11 @@ def _npz(path: Path, _mtime_ns: int) -> ImageArrays:
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {key: archive[key] for key in NPZ_KEYS}
+            names = archive["class_names"] if "class_names" in archive.files else None
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
         raise DataError(f"{path} is not a valid npz archive ({error})") from None
+    # make-npz writes the class names; a file without them (or with something else there) is named by index.
+    class_names = tuple(str(name) for name in names) if names is not None and names.dtype.kind == "U" else ()
     for split in ("train", "test"):
         labels = arrays[f"{split}_labels"]
         if labels.size and labels.min() < 0:
@@ -105,6 +123,7 @@ def _npz(path: Path, _mtime_ns: int) -> ImageArrays:
         _hwc_to_chw(arrays["test_images"]),
         torch.from_numpy(arrays["test_labels"].astype(np.int64)),
         num_classes,
+        class_names if len(class_names) == num_classes else (),
     )
 
 
@@ -132,6 +151,7 @@ def _cifar(name: str, root: Path) -> ImageArrays:
         _hwc_to_chw(test.data),
         torch.tensor(test.targets, dtype=torch.int64),
         len(train.classes),
+        tuple(train.classes),
     )
 
 
@@ -314,9 +334,9 @@ class DevicePreparer:
         return images.sub_(self.mean).div_(self.std)
 
 
-def preview_batch(config: RunConfig, count: int = 32) -> np.ndarray:
+def preview_batch(config: RunConfig, count: int = 32) -> SampleBatch:
     """The first ``count`` images an epoch of this pipeline would feed the model, after augmentation
-    and before normalisation: uint8 (count, 32, 32, 3), for the GUI's sample-batch view."""
+    and before normalisation (uint8 (count, 32, 32, 3)), with their labels: the GUI's sample-batch view."""
     arrays = load_arrays(config)
     generator = torch.Generator().manual_seed(config.seed)
     count = min(count, len(arrays.train_labels))
@@ -327,5 +347,6 @@ def preview_batch(config: RunConfig, count: int = 32) -> np.ndarray:
         images = torch.stack([transform(image) for image in images])
     elif config.augment == "gpu":
         images = random_crop_flip(images, generator)
-    return images.permute(0, 2, 3, 1).contiguous().numpy()
+    return SampleBatch(images.permute(0, 2, 3, 1).contiguous().numpy(), arrays.train_labels[index].numpy(),
+                       arrays.class_names)
 

@@ -243,7 +243,8 @@ class Finding:
 
 
 # How a figure reads (history/metrics.py formats each kind): 1,234 img/s, 12.5 %, 1.2 GiB, 0.1234, 2 m 5 s.
-FigureKind = Literal["rate", "count", "fraction", "bytes", "loss", "seconds", "text"]
+# "efficiency" is a fraction that reads "ceiling stale — measure again" above 100 %.
+FigureKind = Literal["rate", "count", "fraction", "efficiency", "bytes", "loss", "seconds", "text"]
 
 
 def figure(label: str, kind: FigureKind, default: Any = None, *, csv_name: Optional[str] = None,
@@ -280,6 +281,8 @@ class RunSummary:
     # and CUDA contexts), and this process's own.
     peak_nvml_used_bytes: Optional[int] = figure("Peak NVML", "bytes")
     peak_nvml_process_used_bytes: Optional[int] = figure("Peak NVML (this process)", "bytes")
+    # The training process's highest resident memory (RSS) at log points: the memory figure a CPU run has.
+    peak_process_rss_bytes: Optional[int] = figure("Peak RSS (process)", "bytes")
     skipped_optimizer_steps: int = figure("Skipped steps (fp16)", "count", 0)  # GradScaler skips (inf/NaN grads)
     wall_seconds: float = figure("Train time", "seconds", 0.0)
     steps: int = figure("Steps", "count", 0)
@@ -306,7 +309,7 @@ class RunSummary:
     trace_paths: tuple[str, ...] = ()
     # The compute ceiling for these settings (model on on-device batches) and images_per_sec ÷ it.
     ceiling_images_per_sec: Optional[float] = figure("Ceiling img/s", "rate")
-    pipeline_efficiency: Optional[float] = figure("Efficiency", "fraction")
+    pipeline_efficiency: Optional[float] = figure("Efficiency", "efficiency")
     findings: tuple[Finding, ...] = ()  # ranked, most costly first
     # Processes that trained together; the peaks above are then the highest rank's.
     world_size: int = figure("Processes", "count", 1)

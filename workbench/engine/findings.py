@@ -33,8 +33,9 @@ COMPUTE_BOUND_BUSY = 0.80
 # launch-bound model reaches ~100 % of it too (mobilenet_v3_small on an H100: 97 % of the ceiling at 13 %
 # kernel-busy, benchmarks/results/gpu_time_truth-h100.json).
 MODEL_BOUND_EFFICIENCY = 0.85
-# Above this, the ceiling measured slower than the run itself: stale, or timed before it was steady.
-CEILING_BELOW_RUN = 1.05
+# Above this the ceiling measured slower than the run itself (stale, or timed before it settled): the
+# share is no figure, and no rule reads it.
+CEILING_STALE_ABOVE = 1.0
 # A batch that could at least double is worth saying; less is within what tuning the lr would eat.
 MEMORY_HEADROOM_FACTOR = 2
 # Plan with this share of the device's memory: fragmentation and cuDNN workspaces need the rest.
@@ -79,6 +80,12 @@ class RunFacts:
             train_size=info.get("train_size"),
             test_size=info.get("test_size"),
         )
+
+    @property
+    def efficiency(self) -> Optional[float]:
+        """The pipeline efficiency the rules read: None where the ceiling is stale (the run beat it)."""
+        efficiency = self.summary.pipeline_efficiency
+        return None if efficiency is None or efficiency > CEILING_STALE_ABOVE else efficiency
 
     @property
     def has_timeline(self) -> bool:
@@ -171,7 +178,7 @@ def _launch_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
 
 def _compute_bound(facts: RunFacts) -> list[Finding]:
     config = facts.config
-    efficiency = facts.summary.pipeline_efficiency
+    efficiency = facts.efficiency
     at_ceiling = f", at {_pct(efficiency)} of its compute ceiling" if efficiency is not None else ""
     if facts.device_type == "cpu":
         wait = facts.summary.data_wait_fraction
@@ -206,12 +213,10 @@ def _compute_bound(facts: RunFacts) -> list[Finding]:
 
 def _model_bound(facts: RunFacts) -> list[Finding]:
     """Near the ceiling without a timeline: the data path is not the limit; what bounds the model is unknown."""
-    efficiency = facts.summary.pipeline_efficiency
+    efficiency = facts.efficiency
     if efficiency is None or efficiency < MODEL_BOUND_EFFICIENCY:
         return []
-    stale = (" (above 100 %: the ceiling was measured slower than this run, so it is stale or was timed "
-             "before it settled; measure it again)" if efficiency > CEILING_BELOW_RUN else "")
-    head = (f"Model-bound: the run reaches {_pct(efficiency)} of its compute ceiling{stale}, so its data path "
+    head = (f"Model-bound: the run reaches {_pct(efficiency)} of its compute ceiling, so its data path "
             f"costs little; whether kernels or kernel launches bound the model needs the GPU's timeline.")
     remedies: list[tuple[str, Any, str]] = []
     if not facts.config.profile:
@@ -228,8 +233,8 @@ def _unmeasured_or_balanced(facts: RunFacts) -> list[Finding]:
         return []
     if not facts.has_timeline:
         span = facts.summary.device_span_fraction
-        at_ceiling = (f"; the run reaches {_pct(facts.summary.pipeline_efficiency)} of its compute ceiling"
-                      if facts.summary.pipeline_efficiency is not None else "")
+        at_ceiling = (f"; the run reaches {_pct(facts.efficiency)} of its compute ceiling"
+                      if facts.efficiency is not None else "")
         head = ("GPU time unmeasured: the steps' CUDA-event span"
                 + (f" ({_pct(span)})" if span is not None else "")
                 + f" includes idle gaps between kernels, so it cannot tell busy from waiting{at_ceiling}.")

@@ -9,9 +9,26 @@ and the recording says so (``all_host_ops``).
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
+import sys
+import tempfile
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
+
+T = TypeVar("T")
+
+# torch registers its Kineto client on the thread that loads libtorch, and Kineto calls that client's
+# init() the first time a profiler is prepared in the process; on any other thread it prints this line
+# to stderr instead. The window imports torch on a background thread and trains on its run thread, so
+# every first profiled run printed it. Nothing is lost: torch's client init() is empty ("TODO:
+# implement", torch/csrc/profiler/kineto_client_interface.cpp). Preparing a profiler on the importing
+# thread instead would set CUPTI up at every start, profiled or not; so this one known line is kept
+# out of the user's terminal (everything else written meanwhile is passed on).
+KINETO_THREAD_LINE = b"External init callback must run in same thread as registerClient"
+_first_prepare_lock = threading.Lock()
+_prepared_once = False
 
 
 class KinetoRecording:
@@ -37,7 +54,7 @@ class KinetoRecording:
     def prepare(self) -> None:
         from torch._C._autograd import _prepare_profiler
 
-        _prepare_profiler(self.config, self.activities)
+        _first_in_process(lambda: _prepare_profiler(self.config, self.activities))
         self.prepared = True
 
     def start(self) -> None:
@@ -77,3 +94,35 @@ def save_trace(result: Any, path: Path) -> str:
     finally:
         plain.unlink(missing_ok=True)
     return str(path)
+
+
+def _first_in_process(call: Callable[[], T]) -> T:
+    """``call()``; the first time in this process (when Kineto initialises), without KINETO_THREAD_LINE."""
+    global _prepared_once
+    with _first_prepare_lock:
+        if _prepared_once:
+            return call()
+        _prepared_once = True
+        return without_stderr_line(call, KINETO_THREAD_LINE)
+
+
+def without_stderr_line(call: Callable[[], T], unwanted: bytes) -> T:
+    """``call()`` with file descriptor 2 caught meanwhile; what it caught is written back without the lines
+    that hold ``unwanted`` (C++ libraries write there directly, past sys.stderr)."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr at all (a windowed launcher): nothing to keep clean
+        return call()
+    with tempfile.TemporaryFile() as caught:
+        sys.stderr.flush()
+        os.dup2(caught.fileno(), 2)
+        try:
+            return call()
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            kept = b"".join(line for line in caught.read().splitlines(keepends=True) if unwanted not in line)
+            if kept:
+                os.write(2, kept)

@@ -40,7 +40,7 @@ class SummaryBuilder:
         self._previous_step = 0
         self._last_step: Optional[StepStats] = None
         self._last_epoch: Optional[EpochStats] = None
-        self._peaks: dict[str, Optional[int]] = {"allocated": None, "reserved": None, "nvml": None, "nvml_process": None}
+        self._peaks: dict[str, Optional[int]] = {"allocated": None, "reserved": None, "nvml": None, "nvml_process": None, "rss": None}
         self._training_peak: Optional[int] = None  # torch's peak before the first evaluation
         self._samples: list[ProfileSample] = []
         self._rank_peaks: list[dict[str, Optional[int]]] = []  # multi-process runs: one per rank
@@ -72,7 +72,7 @@ class SummaryBuilder:
 
     def _track_rank_peaks(self, memories: list[MemorySnapshot]) -> None:
         while len(self._rank_peaks) < len(memories):
-            self._rank_peaks.append({"allocated": None, "reserved": None, "nvml": None, "nvml_process": None})
+            self._rank_peaks.append({"allocated": None, "reserved": None, "nvml": None, "nvml_process": None, "rss": None})
         for peaks, memory in zip(self._rank_peaks, memories):
             self._track_peaks(peaks, memory)
 
@@ -83,6 +83,7 @@ class SummaryBuilder:
             ("reserved", memory.torch_peak_reserved),
             ("nvml", memory.nvml_used),
             ("nvml_process", memory.nvml_process_used),
+            ("rss", memory.process_rss),
         ):
             if value is not None:
                 current = peaks[key]
@@ -123,6 +124,7 @@ class SummaryBuilder:
             peak_reserved_bytes=self._peaks["reserved"],
             peak_nvml_used_bytes=self._peaks["nvml"],
             peak_nvml_process_used_bytes=self._peaks["nvml_process"],
+            peak_process_rss_bytes=self._peaks["rss"],
             skipped_optimizer_steps=self._skipped_optimizer_steps,
             wall_seconds=time.perf_counter() - self._began,
             steps=step.step if step else 0,

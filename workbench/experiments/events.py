@@ -159,6 +159,11 @@ class TuneResult:
     def best_changes(self) -> dict[str, Any]:
         return changed_fields(self.start_config, self.best_config)
 
+    @property
+    def changes_tried(self) -> int:
+        """Trials of a change (the start settings' own measurements are not one)."""
+        return sum(trial.knob != "start" for trial in self.trials)
+
 
 @dataclass(frozen=True)
 class MaxBatchResult:

@@ -6,6 +6,11 @@ best so far by more than the measured noise; a result within the noise is measur
 is decided. The search stops when a full pass over the knobs gains less than 3 %, when the time
 budget is spent, or when the user stops it. Batch size, lr and accumulation are left alone unless
 the plan allows them. Every trial is an ordinary run in the history, tagged with the search.
+
+A trial is as long as the plan's ``trial_steps``, else the settings' own ``max_steps``, else sized by a
+first short calibration run. A budget that cannot fit the start settings twice and one change is
+refused: before anything runs where the trial length alone says so, else as soon as the first run
+has shown how long a trial takes here (start-up and evaluation included), with the budget it needs.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ OPTIONAL_KNOBS: tuple[str, ...] = ("batch_size", "accumulation_steps")
 ALLOWABLE: tuple[str, ...] = ("batch_size", "lr", "accumulation_steps")
 
 CALIBRATION_STEPS = 12  # a first short run of the start settings sizes the trials
+RUNS_FOR_ONE_CHANGE = 3  # the start settings twice (their noise), then one change
 WINDOWS_PER_TRIAL = 8  # log windows per trial: the first (warm-up) is left out of its images/sec
 MIN_TRIAL_STEPS = 16
 MAX_TRIAL_STEPS = 20_000
@@ -89,6 +95,10 @@ class TunePlan:
         base = self.base
         return f"tune {base.model}, batch {base.batch_size}, {base.precision}"
 
+    def trial_length(self) -> Optional[int]:
+        """Steps per trial when the plan says (trial_steps, else the settings' max_steps); None: calibrated."""
+        return self.trial_steps if self.trial_steps is not None else self.base.max_steps
+
     def searched_knobs(self) -> tuple[str, ...]:
         chosen = self.knobs if self.knobs is not None else KNOBS
         extra = tuple(knob for knob in OPTIONAL_KNOBS if knob in self.allow and knob not in chosen)
@@ -107,10 +117,19 @@ def plan_problems(plan: TunePlan, device: DeviceInfo) -> list[str]:
         problems.append(f"{name} cannot be allowed (only {', '.join(ALLOWABLE)})")
     if plan.budget_seconds is not None and not plan.budget_seconds > 0:
         problems.append(f"the time budget must be more than 0 seconds (got {plan.budget_seconds:g})")
-    if plan.trial_steps is not None and plan.trial_steps < 4:
-        problems.append(f"a trial needs at least 4 steps to measure after its warm-up (got {plan.trial_steps})")
+    steps = plan.trial_length()
+    if steps is not None and steps < 4:
+        given = "max_steps" if plan.trial_steps is None else "trial steps"
+        problems.append(f"a trial needs at least 4 steps to measure after its warm-up (got {given} {steps})")
     if not plan.trial_seconds > 0:
         problems.append(f"trial seconds must be more than 0 (got {plan.trial_seconds:g})")
+    elif plan.budget_seconds is not None and plan.budget_seconds > 0 and steps is None:
+        # Each trial trains trial_seconds at least; one change needs the start settings twice and the change once.
+        needed = RUNS_FOR_ONE_CHANGE * plan.trial_seconds
+        if plan.budget_seconds < needed:
+            problems.append(f"the time budget of {plan.budget_seconds:g} s cannot fit one trial: the start settings "
+                            f"run twice and a change once, each {plan.trial_seconds:g} s of training or more; give "
+                            f"a budget of {needed:g} s or more")
     return problems
 
 
@@ -182,16 +201,17 @@ class _Measured:
 
 
 class _StopSearch(Exception):
-    def __init__(self, status: str, reason: str):
+    def __init__(self, status: str, reason: str, refused: bool = False):
         super().__init__(reason)
         self.status, self.reason = status, reason
+        self.refused = refused  # bad input (a budget too small for one trial): said as a problem, not a result
 
 
 class _Search:
     def __init__(self, plan: TunePlan, stop: StopFlag, runner: MemberRunner, device: DeviceInfo, clock: Clock):
         self.plan, self.stop, self.runner, self.device, self.clock = plan, stop, runner, device, clock
         self.began = clock()
-        self.trial_steps = plan.trial_steps
+        self.trial_steps = plan.trial_length()
         self.measured: dict[RunConfig, _Measured] = {}
         self.trials: list[TrialResult] = []
         self.trial_seconds: list[float] = []
@@ -239,22 +259,49 @@ class _Search:
 
     def check_stop(self) -> None:
         if self.stop():
-            raise _StopSearch("stopped", "stopped by the user")
+            raise _StopSearch("stopped", f"stopped by the user ({self.changes_tried_text()})")
         budget = self.plan.budget_seconds
         if budget is not None:
             typical = statistics.median(self.trial_seconds) if self.trial_seconds else 0.0
             if self.clock() - self.began + typical > budget:
-                raise _StopSearch("finished", f"the time budget of {budget:g} s is spent")
+                raise _StopSearch("finished", f"the time budget of {budget:g} s is spent ({self.changes_tried_text()})")
+
+    @property
+    def changes_tried(self) -> int:
+        return sum(trial.knob != "start" for trial in self.trials)
+
+    def changes_tried_text(self) -> str:
+        tried = self.changes_tried
+        return f"{tried} change{'s' if tried != 1 else ''} tried" if tried else "no change was tried"
+
+    def require_room_for_one_change(self, trial_seconds: float, runs_left: int) -> None:
+        """Refuse a budget that cannot fit the runs one change needs, now that a trial's length here is known."""
+        budget = self.plan.budget_seconds
+        if budget is None:
+            return
+        needed = self.clock() - self.began + runs_left * trial_seconds
+        if needed > budget:
+            raise _StopSearch("failed", (
+                f"the time budget of {budget:g} s cannot fit one trial: a trial of {self.trial_steps} steps takes "
+                f"about {trial_seconds:.0f} s here (start-up and evaluation included), and one change needs the "
+                f"start settings twice and the change once; give a budget of {math.ceil(needed):d} s or more, "
+                "or fewer steps per trial"), refused=True)
 
     # -- the search ------------------------------------------------------------------------------
     def run(self) -> Generator[AnyEvent, None, str]:
         if self.trial_steps is None:
+            began = self.clock()
             calibration = yield from self.run_once(self.start, "calibration")
             if calibration.status != "finished" or not calibration.images_per_sec:
                 raise _StopSearch("failed", f"the starting settings fail: {calibration.reason}")
             per_step = self.start.batch_size / calibration.images_per_sec
             self.trial_steps = min(MAX_TRIAL_STEPS, max(MIN_TRIAL_STEPS, math.ceil(self.plan.trial_seconds / per_step)))
+            # A trial costs what the calibration run cost (start-up, evaluation) plus its extra steps.
+            estimate = self.clock() - began + max(0, self.trial_steps - CALIBRATION_STEPS) * per_step
+            self.require_room_for_one_change(estimate, RUNS_FOR_ONE_CHANGE)
         first = yield from self.measure(self.start, "start")
+        if self.trial_seconds:
+            self.require_room_for_one_change(self.trial_seconds[-1], RUNS_FOR_ONE_CHANGE - 1)
         second = yield from self.measure(self.start, "start")
         if self.start not in self.measured:
             failed = second if second is not None and second.status == "failed" else first
@@ -275,8 +322,8 @@ class _Search:
                     yield from self.try_candidate(knob, change, candidate)
             gain = self.best_rate / rate_before - 1
             if gain < self.plan.min_pass_gain:
-                return f"a full pass gained {gain:.1%} (< {self.plan.min_pass_gain:.0%})"
-        return f"{self.plan.max_passes} passes done"
+                return f"a full pass gained {gain:.1%} (< {self.plan.min_pass_gain:.0%}; {self.changes_tried_text()})"
+        return f"{self.plan.max_passes} passes done ({self.changes_tried_text()})"
 
     def _refused(self, config: RunConfig) -> bool:
         from workbench.data_check import data_problems
@@ -375,5 +422,8 @@ def run_tune(
         stop_reason = yield from search.run()
         status = "finished"
     except _StopSearch as ended:
+        if ended.refused:
+            yield SequenceEnded("tune", sweep_id, "failed", None, ended.reason, (ended.reason,))
+            return
         status, stop_reason = ended.status, ended.reason
     yield SequenceEnded("tune", sweep_id, status, search.result(stop_reason), stop_reason)  # type: ignore[arg-type]

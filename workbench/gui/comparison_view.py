@@ -22,6 +22,7 @@ from workbench.history.compare import SECTIONS, ComparisonRow, compare_runs
 from workbench.history.records import RunRecord
 
 DIFFERENCE_BACKGROUND = QColor("#fff1c2")
+NOT_USED_FOREGROUND = QColor("#8a8a8a")
 
 
 class ComparisonView(QWidget):
@@ -105,8 +106,14 @@ class ComparisonView(QWidget):
                     item.setBackground(column, DIFFERENCE_BACKGROUND)
                 item.setFont(0, bold)
             for column, text in enumerate(row.texts, start=1):
-                if text:
+                note = row.notes[column - 1] if row.notes else ""
+                if note:  # a setting that did nothing in this run: greyed, and why
+                    item.setForeground(column, NOT_USED_FOREGROUND)
+                    item.setToolTip(column, f"Not used: {note}")
+                elif text:
                     item.setToolTip(column, text)
+            if row.tooltip:
+                item.setToolTip(0, row.tooltip)
             self._sections[row.section].addChild(item)
             self._items.append((row, item))
         for item in self._sections.values():

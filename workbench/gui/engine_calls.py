@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import importlib
 import threading
-from typing import Callable, Iterator, Optional
-
-import numpy as np
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 from workbench.config import RunConfig
 from workbench.device_info import DeviceInfo
 from workbench.engine.events import Event, MemoryRelease
 from workbench.engine.requests import RunControls
+
+if TYPE_CHECKING:
+    from workbench.engine.data import SampleBatch
 
 _import_lock = threading.Lock()
 _ENGINE_MODULES = ("workbench.engine.device", "workbench.engine.memory", "workbench.engine.data",
@@ -45,7 +46,7 @@ def engine_probe() -> DeviceInfo:
     return probe_device("auto")
 
 
-def engine_preview(config: RunConfig, count: int) -> np.ndarray:
+def engine_preview(config: RunConfig, count: int) -> SampleBatch:
     _import_engine()
     from workbench.engine import preview_batch
 

@@ -84,7 +84,7 @@ class PlotsPanel(QWidget):
         self._run_has_data = False
         self._x_key = "step"
         self._drawn_memory_mode = ""
-        self._loss_smoothing_shown: Optional[bool] = None
+        self._loss_pens_shown: Optional[tuple[bool, str]] = None  # (smoothing, colour) the loss curves have
         self._dirty: set[str] = set()  # the plots (PLOTS) whose curves are behind their buffers
 
         self.legend = RunLegend()
@@ -395,7 +395,6 @@ class PlotsPanel(QWidget):
 
     def _on_display_changed(self) -> None:
         self._redraw_overlays()
-        self._loss_smoothing_shown = None
         self._dirty.add("loss")
 
     def _smoothing_applies(self, loss: np.ndarray) -> bool:
@@ -409,10 +408,11 @@ class PlotsPanel(QWidget):
         self.memory.set_pens(self._run_colour)
 
     def _set_loss_pens(self, smoothing: bool) -> None:
-        """The smoothed line is the bold one only when it is drawn; otherwise the raw values are."""
-        if smoothing == self._loss_smoothing_shown:
+        """The smoothed line is the bold one only when it is drawn; otherwise the raw values are. Both are
+        in the run's colour: a new run with the previous run's smoothing still needs its own pens."""
+        if (smoothing, self._run_colour) == self._loss_pens_shown:
             return
-        self._loss_smoothing_shown = smoothing
+        self._loss_pens_shown = (smoothing, self._run_colour)
         if smoothing:
             self.raw_loss_curve.setPen(pen(self._run_colour, width=1.2, alpha=80))
         else:

@@ -1,5 +1,9 @@
 """The runs table: one row per stored run, display text formatted, the raw value kept for sorting.
 
+The figures people compare come first (images/sec, test accuracy, data wait), then the settings that
+tell runs apart; a setting that did nothing in a run (workers with a GPU-resident pipeline) reads "–",
+with why in its tooltip.
+
 The model changes row by row (``apply_changes``: runs added, rewritten, deleted), so a refresh during a run
 redraws the running row only and the view keeps its sorting, scrolling and selection.
 """
@@ -14,8 +18,10 @@ from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QWidget
 
 from workbench.formatting import format_duration
+from workbench.history.compare import unused_settings
 from workbench.history.metrics import METRICS_BY_NAME, format_metric, local_time
 from workbench.history.records import RunRecord
+from workbench.settings_help import SPECS
 
 SORT_ROLE = Qt.ItemDataRole.UserRole
 RUN_ID_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -35,6 +41,7 @@ class Column:
     text: Callable[[Any], str]
     numeric: bool = False
     tooltip: str = ""
+    setting: str = ""  # the RunConfig field a settings column shows
 
 
 def _metric(name: str) -> Column:
@@ -43,29 +50,35 @@ def _metric(name: str) -> Column:
 
 
 def _setting(title: str, name: str, numeric: bool = False) -> Column:
-    return Column(title, lambda r: getattr(r.config, name), str, numeric=numeric, tooltip=f"setting: {name}")
+    def value(record: RunRecord):
+        return None if name in unused_settings(record) else getattr(record.config, name)
+
+    return Column(title, value, str, numeric=numeric, tooltip=f"{SPECS[name].label} ({name})", setting=name)
 
 
+NOT_USED_TEXT = "–"
 COLUMNS: tuple[Column, ...] = (
     Column("ID", lambda r: r.id, str, numeric=True),
     Column("Name", lambda r: r.name, str),
+    # The figures people compare first: at 1400 px they must not sit off-screen behind the settings.
+    _metric("images_per_sec"),
+    _metric("test_accuracy"),
+    _metric("data_wait_fraction"),
+    _metric("final_loss"),
     Column("Status", lambda r: r.status, str),
-    Column("Sweep", lambda r: r.sweep_name or "", str,
-           tooltip="the sweep, search or max-batch sequence this run was a member of"),
-    Column("Started", lambda r: r.started_at, local_time, numeric=True),
     _setting("Model", "model"),
+    _setting("Batch", "batch_size", numeric=True),
+    _setting("Workers", "num_workers", numeric=True),
     _setting("Pipeline", "pipeline"),
     _setting("Augment", "augment"),
-    _setting("Workers", "num_workers", numeric=True),
-    _setting("Batch", "batch_size", numeric=True),
     _setting("Precision", "precision"),
-    _metric("images_per_sec"),
-    _metric("data_wait_fraction"),
     _metric("peak_allocated_bytes"),
     _metric("peak_reserved_bytes"),
     _metric("peak_nvml_used_bytes"),
-    _metric("final_loss"),
-    _metric("test_accuracy"),
+    _metric("peak_process_rss_bytes"),
+    Column("Sweep", lambda r: r.sweep_name or "", str,
+           tooltip="the sweep, search or max-batch sequence this run was a member of"),
+    Column("Started", lambda r: r.started_at, local_time, numeric=True),
     Column("Duration", lambda r: r.duration_seconds, format_duration, numeric=True),
     Column("Note", lambda r: r.note, lambda v: v.splitlines()[0] if v else ""),
 )
@@ -76,6 +89,8 @@ _TOOLTIPS = {
     "Peak alloc": "peak memory held by tensors (torch.cuda.max_memory_allocated)",
     "Peak reserved": "peak memory held by PyTorch's caching allocator (torch.cuda.max_memory_reserved)",
     "Peak NVML": "peak device memory in use as the driver sees it (all processes, CUDA context included)",
+    "Peak RSS (process)": "peak resident memory (RSS) of the training process: the memory figure of a CPU run "
+                          "(loader workers not included)",
     "Final loss": "training loss of the last logging window",
     "Test acc": "test-set accuracy after the last epoch",
 }
@@ -153,6 +168,8 @@ class RunsTableModel(QAbstractTableModel):
         record, column = self._records[index.row()], COLUMNS[index.column()]
         if role == Qt.ItemDataRole.DisplayRole:
             value = column.value(record)
+            if value is None and column.setting:
+                return NOT_USED_TEXT
             return "" if value is None else column.text(value)
         if role == SORT_ROLE:
             return column.value(record)
@@ -180,6 +197,8 @@ class RunsTableModel(QAbstractTableModel):
                    f"= {effective} per optimiser step"
         if column.title == "Started":
             return f"started {local_time(record.started_at)} from the {record.source.upper()}"
+        if column.setting and column.setting in unused_settings(record):
+            return f"{SPECS[column.setting].label} not used: {unused_settings(record)[column.setting]}"
         return None
 
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:

@@ -60,6 +60,9 @@ class RunsView(QWidget):
         self._overlay_key: Optional[tuple] = None
         self._export_dir = Path.home()
         self._sized_columns = False
+        # What the status line's message is about, so it goes when that stops being true: "history" (the
+        # history could not be read: until a read succeeds) or the runs selected when an action was reported.
+        self._status_cause: Optional[object] = None
 
         self.model = RunsTableModel(self)
         self.proxy = RunsSortProxy(self)
@@ -144,8 +147,10 @@ class RunsView(QWidget):
             self._token = self.store.change_token()  # before the read: a write after it is read next time
             changes = self.store.changes_since(None if reload_everything else self._revision)
         except HistoryError as error:
-            self._show_status(str(error), error=True)
+            self._show_status(str(error), error=True, cause="history")
             return
+        if self._status_cause == "history":
+            self._show_status("")  # the history reads again
         self._revision = changes.revision
         if reload_everything:
             selected = self.selected_run_ids()
@@ -203,6 +208,8 @@ class RunsView(QWidget):
         self.table.selectionModel().select(selection, flags)
 
     def _on_selection_changed(self, *_: Any) -> None:
+        if isinstance(self._status_cause, tuple) and tuple(self.selected_run_ids()) != self._status_cause:
+            self._show_status("")  # an action's outcome (an export that failed, a rename) is about other runs
         records = self.selected_records()
         one = len(records) == 1
         self.load_settings_button.setEnabled(one)
@@ -317,9 +324,10 @@ class RunsView(QWidget):
         self._export_dir = Path(path).parent
         self._show_status(message)
 
-    def _show_status(self, text: str, error: bool = False) -> None:
+    def _show_status(self, text: str, error: bool = False, cause: Optional[str] = None) -> None:
         self.status_label.setStyleSheet("color: #c62828;" if error else "")
         self.status_label.setText(text)
+        self._status_cause = (cause or tuple(self.selected_run_ids())) if text else None
 
     # -- dialogs: tests replace these ------------------------------------------------------------
     def _confirm(self, text: str) -> bool:

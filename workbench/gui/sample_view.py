@@ -1,29 +1,34 @@
 """The sample-batch view: a grid of the images the current pipeline feeds the model.
 
 ``engine.preview_batch`` returns them after augmentation and before normalisation, so switching
-augment between none, cpu and gpu shows what each does. It loads data (and imports torch), so
+augment between none, cpu and gpu shows what each does; each image is captioned with its class name
+(the data's, where it names its classes; else the class index). It loads data (and imports torch), so
 it runs in the background, and only while the tab is visible: a settings change marks the grid
 stale and the next showing refreshes it.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 import numpy as np
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QImage, QPixmap
+from PySide6.QtCore import QRect, Qt, QTimer
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPixmap
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from workbench.config import RunConfig
 from workbench.gui.background import BackgroundCall
 from workbench.gui.engine_calls import engine_preview
 
-PreviewFunction = Callable[[RunConfig, int], np.ndarray]
+if TYPE_CHECKING:
+    from workbench.engine.data import SampleBatch
+
+PreviewFunction = Callable[[RunConfig, int], "SampleBatch"]
 SAMPLE_COUNT = 32
 COLUMNS = 8
 SCALE = 3  # 32-pixel images at 3× (nearest neighbour: the pixels are what the model sees)
 GAP = 4
+CAPTION_HEIGHT = 16  # under each image: its class
 REFRESH_DELAY_MS = 300  # settle typing before reloading
 
 AUGMENT_WORDS = {
@@ -33,17 +38,39 @@ AUGMENT_WORDS = {
 }
 
 
-def mosaic(images: np.ndarray, columns: int = COLUMNS, scale: int = SCALE, gap: int = GAP) -> np.ndarray:
-    """uint8 (N, H, W, 3) → one uint8 RGB image, the N images in rows of ``columns``, scaled up."""
+def mosaic(images: np.ndarray, columns: int = COLUMNS, scale: int = SCALE, gap: int = GAP,
+           caption_height: int = 0) -> np.ndarray:
+    """uint8 (N, H, W, 3) → one uint8 RGB image, the N images in rows of ``columns``, scaled up, with
+    ``caption_height`` white rows under each for its caption."""
     count, height, width, _ = images.shape
     rows = -(-count // columns)
-    cell_h, cell_w = height * scale + gap, width * scale + gap
+    cell_h, cell_w = height * scale + caption_height + gap, width * scale + gap
     canvas = np.full((rows * cell_h - gap, columns * cell_w - gap, 3), 255, dtype=np.uint8)
     scaled = images.repeat(scale, axis=1).repeat(scale, axis=2)
     for index, image in enumerate(scaled):
         top, left = (index // columns) * cell_h, (index % columns) * cell_w
         canvas[top : top + height * scale, left : left + width * scale] = image
     return canvas
+
+
+def captioned(pixmap: QPixmap, names: Sequence[str], columns: int = COLUMNS, side: int = 32 * SCALE,
+              gap: int = GAP, caption_height: int = CAPTION_HEIGHT, font: Optional[QFont] = None) -> QPixmap:
+    """The mosaic's pixmap with each image's name written under it (elided to the image's width)."""
+    painter = QPainter(pixmap)
+    try:
+        font = QFont(font) if font is not None else QFont()
+        font.setPointSize(8)
+        painter.setFont(font)
+        painter.setPen(QColor("#303030"))
+        metrics = QFontMetrics(font)
+        for index, name in enumerate(names):
+            left = (index % columns) * (side + gap)
+            top = (index // columns) * (side + caption_height + gap) + side
+            text = metrics.elidedText(name, Qt.TextElideMode.ElideRight, side)
+            painter.drawText(QRect(left, top, side, caption_height), int(Qt.AlignmentFlag.AlignCenter), text)
+    finally:
+        painter.end()
+    return pixmap
 
 
 def to_pixmap(rgb: np.ndarray) -> QPixmap:
@@ -61,6 +88,7 @@ class SampleView(QWidget):
         self._config: Optional[RunConfig] = None
         self._shown_config: Optional[RunConfig] = None
         self._call: Optional[BackgroundCall] = None
+        self.names: list[str] = []  # each shown image's class, as captioned
 
         self.caption = QLabel("The images the pipeline feeds the model appear here.")
         self.caption.setObjectName("sampleCaption")
@@ -114,17 +142,22 @@ class SampleView(QWidget):
         self._call.failed.connect(self._show_error)
         self._call.start()
 
-    def _show(self, result: tuple[RunConfig, np.ndarray]) -> None:
-        config, images = result
+    def _show(self, result: tuple[RunConfig, SampleBatch]) -> None:
+        config, batch = result
         self._shown_config = config
-        self.image.setPixmap(to_pixmap(mosaic(images)))
+        self.names = batch.names()
+        grid = to_pixmap(mosaic(batch.images, caption_height=CAPTION_HEIGHT))
+        self.image.setPixmap(captioned(grid, self.names, font=self.font()))
+        labels = ("each under its class name" if batch.class_names
+                  else "each under its class index (the data names no classes)")
         self.caption.setText(
-            f"What the model sees: {len(images)} {config.dataset} training images (seed {config.seed}) after "
-            f"{AUGMENT_WORDS.get(config.augment, config.augment)}, before normalisation. "
+            f"What the model sees: {len(batch.images)} {config.dataset} training images (seed {config.seed}) after "
+            f"{AUGMENT_WORDS.get(config.augment, config.augment)}, before normalisation, {labels}. "
             "Shown 3× with no smoothing."
         )
 
     def _show_error(self, error: Exception) -> None:
         self._shown_config = self._config
+        self.names = []
         self.image.clear()
         self.caption.setText(f"No sample batch: {error}")

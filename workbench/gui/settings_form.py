@@ -141,6 +141,10 @@ class SettingsForm(QWidget):
                 self._write(name, getattr(config, name))
             finally:
                 editor.blockSignals(False)
+            if isinstance(editor, (IntSpinBox, FloatSpinBox)):
+                editor.value_shown(editor.value())  # a notice about the value it held no longer holds
+                if editor.notice != self._range_notices.get(name, ""):  # said while its signals were blocked
+                    self._on_range_notice(name, editor.notice)
         self.config_changed.emit(self._refresh())  # once, not once per field
 
     def set_device(self, device: DeviceInfo) -> None:
@@ -267,6 +271,8 @@ class SettingsForm(QWidget):
     def _refresh(self) -> RunConfig:
         config = self.config()
         inactive = settings_model.inactive_fields(config, self._device)
+        notes = settings_model.device_notes(config, self._device)
+        cpu = settings_model.on_cpu(config, self._device)
         found = settings_model.problems(config, self._device)
         flagged: set[str] = set()
         for problem in found:
@@ -278,13 +284,22 @@ class SettingsForm(QWidget):
             tooltip = self._tooltips[name]
             if reason:
                 tooltip += f"<br><br><i>Not used now: {reason}.</i>"
+            if name in notes:
+                tooltip += f"<br><br><b>On this machine:</b> {notes[name]}."
             label.setToolTip(tooltip)
             self._editors[name].setToolTip(tooltip)
             editor = self._editors[name]
+            if isinstance(editor, QCheckBox):  # a greyed box still shows its value: say beside it that it is idle
+                idle = settings_model.CPU_SWITCH_TEXT if cpu and name in ("pin_memory", "non_blocking") else (
+                    settings_model.INACTIVE_SWITCH_TEXT)
+                editor.setText(idle if reason else "")
             if bool(editor.property("invalid")) != (name in flagged):
                 editor.setProperty("invalid", name in flagged)
                 editor.style().unpolish(editor)  # re-apply the stylesheet's [invalid="true"] rule
                 editor.style().polish(editor)
+        augment = self._editors["augment"]
+        assert isinstance(augment, QComboBox)
+        augment.setItemText(augment.findData("gpu"), settings_model.AUGMENT_ON_CPU_TEXT if "augment" in notes else "gpu")
         self.derived_label.setText(settings_model.derive(config).describe(config))
         if found:
             items = "".join(f"<li>{_escape(problem)}</li>" for problem in found)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from workbench import data_check
+from workbench import data_check, settings_help
 from workbench.config import CHOICES, FIELD_NAMES, RunConfig
 from workbench.device_info import DeviceInfo
 from workbench.settings_help import SPECS, FieldSpec  # noqa: F401 (the form reads them from here)
@@ -117,21 +117,24 @@ def unavailable_choices(device: Optional[DeviceInfo]) -> dict[str, dict[str, str
 
 def inactive_fields(config: RunConfig, device: Optional[DeviceInfo]) -> dict[str, str]:
     """field → why it has no effect with the other settings (the form greys it out, the value is kept)."""
-    inactive: dict[str, str] = {}
-    if config.dataset == "synthetic":
-        inactive["data_path"] = "only used with dataset=npz, cifar10 or cifar100"
-    else:
-        inactive["synthetic_size"] = "only used with dataset=synthetic"
-    if config.max_steps is not None:
-        inactive["epochs"] = "max steps is set: the run takes that many steps, for as many epochs as they need"
-    if config.pipeline == "gpu-resident":
-        for name in ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "worker_start_method"):
-            inactive[name] = "pipeline=gpu-resident uses no DataLoader"
-    elif config.num_workers == 0:
-        for name in ("persistent_workers", "prefetch_factor", "worker_start_method"):
-            inactive[name] = "needs num_workers ≥ 1 (batches load in the training thread)"
-    on_cpu = device is not None and (not device.cuda_available or config.device == "cpu")
-    if on_cpu:
-        for name in ("pin_memory", "non_blocking"):
-            inactive.setdefault(name, "no effect without a CUDA GPU")
-    return inactive
+    return settings_help.inactive_fields(config, on_cpu=on_cpu(config, device))
+
+
+def device_notes(config: RunConfig, device: Optional[DeviceInfo]) -> dict[str, str]:
+    """field → what it does on this machine, where that differs from what its name says (a CPU run)."""
+    if not on_cpu(config, device):
+        return {}
+    return {"augment": "no CUDA GPU here: augment=gpu runs the same random crop + flip on whole batches on the CPU, "
+                       "in the training thread after each batch is loaded; augment=cpu does it per image in the "
+                       "loader workers, alongside training"}
+
+
+# What an inactive switch says beside its box (the tooltip says why); on a CPU, the GPU copy's two switches.
+CPU_SWITCH_TEXT = "does nothing on the CPU"
+INACTIVE_SWITCH_TEXT = "not used"
+AUGMENT_ON_CPU_TEXT = "gpu (on the CPU here)"
+
+
+def on_cpu(config: RunConfig, device: Optional[DeviceInfo]) -> bool:
+    """Whether a run of ``config`` trains on the CPU here (unknown until the device is: False)."""
+    return device is not None and (not device.cuda_available or config.device == "cpu")

@@ -3,7 +3,8 @@
 A plain QSpinBox refuses the keystroke that takes a number past its maximum, so typing 70000 into a
 field whose maximum is 65,536 leaves 7,000 without a word, and a QDoubleSpinBox quietly reverts an
 out-of-range number when editing ends. These keep the typed number visible, say at once that it is
-out of range, and when editing ends set the nearest allowed value and say so (``range_notice``).
+out of range, and when editing ends set the nearest allowed value and say so (``range_notice``). The
+notice lasts while it is true: once the value moves off the limit it was set to, it is withdrawn.
 """
 
 from __future__ import annotations
@@ -32,6 +33,14 @@ class _RangeNotices:
         self._clamped_to = None
         self.out_of_range_typed = False  # the text shows a number out of range, not yet set to the limit
         self.setCorrectionMode(QAbstractSpinBox.CorrectionMode.CorrectToNearestValue)  # type: ignore[attr-defined]
+        self.valueChanged.connect(self.value_shown)  # type: ignore[attr-defined]
+
+    def value_shown(self, value: Number) -> None:
+        """The box holds ``value`` now (also call it after a write with signals blocked): a "set to the limit"
+        notice about another value is no longer true."""
+        if self._clamped_to is not None and value != self._clamped_to and not self.out_of_range_typed:
+            self._clamped_to = None
+            self._say("")
 
     def _parse(self, text: str) -> Optional[Number]:
         raise NotImplementedError

@@ -2,7 +2,10 @@
 (when the members ran whole epochs) test accuracy, above a table of the members.
 
 The charts are small multiples: horizontal bars, one row per member in the same order in every
-chart, the members' values written once down the left of the first.
+chart, the members' values written once down the left of the first. Each bar's figure is written just
+past its end (inside a bar that fills a percent chart), clear of the axis: no tick marks reach into a
+chart, where a tick beside "1 %" read as "-1 %". Percent charts run from 0 to 100. On a CPU the memory
+chart shows each member's peak resident memory (RSS), the figure a CPU run has.
 
 A view only: it is fed the events a sequence generator yields (``handle``), in order, on the GUI
 thread, and draws them. The running member's bar grows from its live step windows; a failed member
@@ -51,7 +54,11 @@ CHARTS = (  # key → title, unit
     ("peak_memory", "Peak allocated (torch)", "GiB"),
     ("test_accuracy", "Test accuracy", "%"),
 )
-COLUMNS_AFTER_VALUES = ("Run", "Status", "Img/s", "Data wait", "Peak alloc", "Peak reserved", "Test acc")
+PERCENT_CHARTS = ("data_wait", "test_accuracy")
+RSS_TITLE = "Peak RSS (process)"  # the memory chart's title when no member has torch's CUDA figures
+LABEL_INSIDE_ABOVE = 80.0  # % a bar fills before its figure is written inside it
+LABEL_GAP = "\u2002"  # an en space between a bar's end (or the axis) and its figure
+COLUMNS_AFTER_VALUES = ("Run", "Status", "Img/s", "Data wait", "Peak alloc", "Peak reserved", "Peak RSS", "Test acc")
 
 pg.setConfigOptions(background="w", foreground="#303030", antialias=True)  # as the main window's plots
 
@@ -101,6 +108,7 @@ class SweepView(QWidget):
             plot.invertY(True)  # the first member on top, as in the table
             if unit:
                 plot.setLabel("bottom", units=unit)
+            plot.getAxis("left").setStyle(tickLength=0)  # a tick mark beside a short bar's "1 %" reads "-1 %"
             if key != CHARTS[0][0]:
                 plot.getAxis("left").setStyle(showValues=False)  # the rows are the first chart's
                 plot.getAxis("left").setWidth(4)
@@ -192,6 +200,7 @@ class SweepView(QWidget):
             format_metric("fraction", summary.data_wait_fraction if summary else None),
             format_metric("bytes", summary.peak_allocated_bytes if summary else None),
             format_metric("bytes", summary.peak_reserved_bytes if summary else None),
+            format_metric("bytes", summary.peak_process_rss_bytes if summary else None),
             format_metric("fraction", summary.test_accuracy if summary else None),
         ]
         for offset, text in enumerate(cells):
@@ -223,14 +232,22 @@ class SweepView(QWidget):
             elif key == "data_wait":
                 heights.append(None if summary.data_wait_fraction is None else summary.data_wait_fraction * 100)
             elif key == "peak_memory":
-                heights.append(None if summary.peak_allocated_bytes is None else summary.peak_allocated_bytes / GIB)
+                peak = summary.peak_process_rss_bytes if self._memory_is_rss() else summary.peak_allocated_bytes
+                heights.append(None if peak is None else peak / GIB)
             else:
                 whole = member.ended is not None and member.ended.whole_epochs
                 heights.append(summary.test_accuracy * 100 if whole and summary.test_accuracy is not None else None)
         return heights
 
+    def _memory_is_rss(self) -> bool:
+        """No member has torch's CUDA figures (a CPU sweep): the memory chart shows the process's RSS."""
+        summaries = [member.ended.summary for member in self._members if member.ended is not None]
+        return bool(summaries) and all(summary.peak_allocated_bytes is None for summary in summaries)
+
     def redraw(self) -> None:
         self._redraw_timer.stop()
+        memory_title = RSS_TITLE if self._memory_is_rss() else dict((k, t) for k, t, _ in CHARTS)["peak_memory"]
+        self.plots["peak_memory"].setTitle(memory_title, size="10pt")
         ticks = [[(index, member.label) for index, member in enumerate(self._members)]]
         rates = [h for h in self.bar_heights("images_per_sec") if h is not None]
         best = max(rates) if rates else None
@@ -242,7 +259,8 @@ class SweepView(QWidget):
             plot.getAxis("left").setTicks(ticks)
             heights = self.bar_heights(key)
             rows = [i for i, h in enumerate(heights) if h is not None]
-            if key in ("data_wait", "test_accuracy"):
+            percent = key in PERCENT_CHARTS
+            if percent:
                 top = 100.0
             else:
                 top = max([h for h in heights if h is not None], default=1.0) or 1.0
@@ -251,18 +269,19 @@ class SweepView(QWidget):
                 plot.addItem(pg.BarGraphItem(x0=0, y=rows, width=[heights[i] for i in rows], height=0.6,
                                              brushes=brushes, pen=pg.mkPen(None)))
                 for i in rows:
-                    plot.addItem(self._label(key, heights[i], i))
+                    plot.addItem(self._label(key, heights[i], i, inside=percent and heights[i] > LABEL_INSIDE_ABOVE))
             for index, member in enumerate(self._members):
                 if member.status == "failed":
-                    text = pg.TextItem("failed", color=FAILED_COLOUR, anchor=(0.0, 0.5))
+                    text = pg.TextItem(LABEL_GAP + "failed", color=FAILED_COLOUR, anchor=(0.0, 0.5))
                     text.setPos(0, index)
                     plot.addItem(text)
             if key == "peak_memory" and not rows and self._members and self._members[0].ended is not None:
-                note = pg.TextItem("no CUDA memory\non a CPU", color="#707070", anchor=(0.5, 0.5))
+                note = pg.TextItem("memory could\nnot be read", color="#707070", anchor=(0.5, 0.5))
                 note.setPos(0.5, (len(self._members) - 1) / 2)
                 plot.addItem(note)
             plot.setYRange(-0.6, max(0, len(self._members) - 1) + 0.6, padding=0)
-            plot.setXRange(0, top * 1.3, padding=0)  # room for the figure at the end of the longest bar
+            # A percent chart is 0–100 (a long bar's figure sits inside it); others leave room past the longest bar.
+            plot.setXRange(0, top if percent else top * 1.3, padding=0)
         self.status.setText(self._status_text())
 
     def _brush(self, key: str, member: _Member, height: float, best: Optional[float]) -> QBrush:
@@ -272,14 +291,17 @@ class SweepView(QWidget):
             return pg.mkBrush(BEST_COLOUR)
         return pg.mkBrush(BAR_COLOUR)
 
-    def _label(self, key: str, height: float, row: int) -> pg.TextItem:
+    def _label(self, key: str, height: float, row: int, inside: bool = False) -> pg.TextItem:
         text = {
             "images_per_sec": f"{height:,.0f}",
             "data_wait": f"{height:.0f} %",
             "peak_memory": f"{height:.2f}",
             "test_accuracy": f"{height:.1f} %",
         }[key]
-        label = pg.TextItem(text, color="#303030", anchor=(0.0, 0.5))
+        if inside:  # right-aligned inside the bar's end, light on the bar
+            label = pg.TextItem(text + LABEL_GAP, color="#ffffff", anchor=(1.0, 0.5))
+        else:
+            label = pg.TextItem(LABEL_GAP + text, color="#303030", anchor=(0.0, 0.5))
         label.setPos(height, row)
         return label
 

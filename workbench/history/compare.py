@@ -12,8 +12,10 @@ from workbench.config import FIELD_NAMES
 from workbench.formatting import format_duration
 from workbench.history.metrics import SUMMARY_METRICS, Metric, format_metric, format_setting_cell, local_time
 from workbench.history.records import RunRecord
+from workbench.settings_help import SPECS, inactive_fields
 
 SECTIONS: tuple[str, ...] = ("Run", "Settings", "Results", "Environment")
+NOT_USED = "not used"  # a setting that did nothing with the run's other settings (its note says why)
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,8 @@ class ComparisonRow:
     values: tuple[Any, ...]  # one per run, raw
     texts: tuple[str, ...]  # one per run, as shown
     compared: bool = True  # False for facts every run has its own of (start time, note): never "differs"
+    notes: tuple[str, ...] = ()  # one per run where a cell needs one: why a setting was not used ("" otherwise)
+    tooltip: str = ""  # of the row's header: the setting's field name and its help
 
     @property
     def differs(self) -> bool:
@@ -46,8 +50,13 @@ def compare_runs(records: Sequence[RunRecord]) -> list[ComparisonRow]:
     add("Run", "duration_seconds", "duration", lambda r: r.duration_seconds, format_duration, compared=False)
     add("Run", "note", "note", lambda r: r.note, str, compared=False)
 
+    unused = [unused_settings(record) for record in records]
     for name in FIELD_NAMES:
-        add("Settings", name, name, lambda r, name=name: getattr(r.config, name), format_setting_cell)
+        values = tuple(getattr(record.config, name) for record in records)
+        notes = tuple(not_used.get(name, "") for not_used in unused)
+        texts = tuple(NOT_USED if note else format_setting_cell(value) for value, note in zip(values, notes))
+        rows.append(ComparisonRow("Settings", name, SPECS[name].label, values, texts, notes=notes,
+                                  tooltip=f"{name} (--{name.replace('_', '-')}): {SPECS[name].help}"))
 
     for metric in SUMMARY_METRICS:
         if metric.kind != "text":
@@ -74,6 +83,13 @@ _DEVICE_FACTS = (
     Metric("python_version", "Python", "text"),
     Metric("cpu_count", "CPU cores", "text"),
 )
+
+
+def unused_settings(record: RunRecord) -> dict[str, str]:
+    """The settings that did nothing in this run, with why (the form's rule, for the device the run had)."""
+    device_type = record.device.get("type") or record.summary.device
+    on_cpu = device_type == "cpu" if device_type else record.config.device == "cpu"
+    return inactive_fields(record.config, on_cpu)
 
 
 def _formatter(metric: Metric) -> Callable[[Any], str]:

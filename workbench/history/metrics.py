@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Any, Optional
 
 from workbench.engine.events import FigureKind, figure_fields
-from workbench.formatting import format_bytes, format_duration
+from workbench.formatting import CEILING_STALE, format_bytes, format_duration
 
 MetricKind = FigureKind
 
@@ -41,7 +41,9 @@ def format_metric(kind: MetricKind, value: Any) -> str:
         return ""
     if kind in ("rate", "count"):
         return f"{value:,.0f}"
-    if kind == "fraction":
+    if kind == "efficiency" and value > 1.0:
+        return CEILING_STALE
+    if kind in ("fraction", "efficiency"):
         return f"{value * 100:.1f} %"
     if kind == "bytes":
         return format_bytes(value)

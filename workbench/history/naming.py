@@ -2,13 +2,14 @@
 
 "synthetic: num_workers=0, epochs=6" tells an experiment apart in a legend, a table or a CSV where
 "small-cnn bs128 fp32 #7" does not. The run's number is not part of its name: views show it once,
-as "#7 <name>" (RunRecord.label). No Qt, no torch.
+as "#7 <name>" (RunRecord.label). Two runs never share a name: a name already taken gets what tells
+the new run from that one (``distinct_name``). No Qt, no torch.
 """
 
 from __future__ import annotations
 
 from pathlib import PurePath
-from typing import Optional
+from typing import Callable, Optional
 
 from workbench.config import FIELD_NAMES, RunConfig
 from workbench.formatting import format_setting
@@ -46,3 +47,29 @@ def changed_settings(config: RunConfig, previous: RunConfig) -> list[str]:
         for name in FIELD_NAMES
         if name not in _DATA_FIELDS and getattr(config, name) != getattr(previous, name)
     ]
+
+
+# (its settings, its sequence's name) of the run that has a name already; None while the name is free
+NameOwner = Callable[[str], Optional[tuple[RunConfig, Optional[str]]]]
+
+
+def distinct_name(name: str, config: RunConfig, sweep_name: Optional[str], owner: NameOwner) -> str:
+    """``name``, or where another run has it already, the name with what tells this run from that one: its
+    sequence's name, the settings that differ ("cifar10-subset: num_workers=0 (max_steps=60)"), or a count."""
+    taken = owner(name)
+    if taken is None:
+        return name
+    other_config, other_sweep = taken
+    candidates = []
+    if sweep_name and sweep_name != other_sweep:
+        candidates.append(f"{name} ({sweep_name})")
+    changes = changed_settings(config, other_config)
+    if changes:
+        candidates.append(f"{name} ({', '.join(changes[:MAX_CHANGES_IN_NAME])})")
+    for candidate in candidates:
+        if owner(candidate) is None:
+            return candidate
+    repeat = 2
+    while owner(f"{name} (repeat {repeat})") is not None:
+        repeat += 1
+    return f"{name} (repeat {repeat})"

@@ -311,9 +311,13 @@ _V4 = (
     "CREATE TRIGGER runs_revision_on_delete AFTER DELETE ON runs BEGIN UPDATE run_revision SET value = value + 1; END",
 )
 
+# Schema 5 (not shipped yet: every addition of this release goes into this one tuple).
+# The training process's peak resident memory, the memory figure a CPU run has.
+_V5 = ("ALTER TABLE runs ADD COLUMN peak_process_rss_bytes INTEGER",)
+
 # Append new versions here, each a tuple of statements (a function of the connection where SQL
 # alone cannot do it), and never edit one that has shipped.
-_VERSIONS: tuple[tuple[str, ...] | Callable[[sqlite3.Connection], None], ...] = (_V1, _V2, _V3, _V4)
+_VERSIONS: tuple[tuple[str, ...] | Callable[[sqlite3.Connection], None], ...] = (_V1, _V2, _V3, _V4, _V5)
 
 
 def _migration(step: tuple[str, ...] | Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Connection], None]:

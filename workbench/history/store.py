@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
 from workbench.config import RunConfig
 from workbench.history import processes
-from workbench.history.naming import run_name
+from workbench.history.naming import NameOwner, distinct_name, run_name
 from workbench.history.records import RunChanges, RunRecord, load_config, rank_peaks_json, record_from_row
 from workbench.history.schema import (
     EPOCH_COLUMNS,
@@ -202,12 +202,15 @@ class HistoryStore:
                 ),
             )
             run_id = int(cursor.lastrowid)
+            given = name
             if not name:
                 previous = conn.execute(
                     "SELECT config_json FROM runs WHERE id < ? ORDER BY id DESC LIMIT 1", (run_id,)
                 ).fetchone()
                 previous_config = load_config(previous[0])[0] if previous is not None else None
                 name = run_name(config, previous_config)
+            name = distinct_name(name, config, _sweep_name(conn, sweep_id), _name_owner(conn, run_id))
+            if name != given:
                 conn.execute("UPDATE runs SET name = ? WHERE id = ?", (name, run_id))
         return RunRecorder(self, run_id, name=name, config=config, source=source)
 
@@ -514,3 +517,21 @@ def _delete_traces(paths: Sequence[str]) -> None:
     for folder in folders:
         with contextlib.suppress(OSError):
             folder.rmdir()  # only when empty: another run's traces never share it, but be safe
+
+
+def _sweep_name(conn: sqlite3.Connection, sweep_id: Optional[int]) -> Optional[str]:
+    row = conn.execute("SELECT name FROM sweeps WHERE id = ?", (sweep_id,)).fetchone() if sweep_id else None
+    return row[0] if row is not None else None
+
+
+def _name_owner(conn: sqlite3.Connection, run_id: int) -> NameOwner:
+    """Who has a name already (another run than ``run_id``): its settings and its sequence's name."""
+
+    def owner(name: str) -> Optional[tuple[RunConfig, Optional[str]]]:
+        row = conn.execute(
+            "SELECT runs.config_json, sweeps.name FROM runs LEFT JOIN sweeps ON sweeps.id = runs.sweep_id "
+            "WHERE runs.name = ? AND runs.id != ? ORDER BY runs.id DESC LIMIT 1", (name, run_id)
+        ).fetchone()
+        return (load_config(row[0])[0], row[1]) if row is not None else None
+
+    return owner
