@@ -24,6 +24,9 @@ Augment = Literal["none", "cpu", "gpu"]
 StartMethod = Literal["fork", "forkserver", "spawn"]
 Precision = Literal["fp32", "fp16", "bf16"]
 Optimizer = Literal["sgd", "adamw"]
+# torch.compile's modes; "off" runs the model eagerly. reduce-overhead captures CUDA graphs (one launch replays a
+# whole step's kernels: the remedy for launch-bound steps); max-autotune also searches kernel configurations.
+CompileMode = Literal["off", "default", "reduce-overhead", "max-autotune"]
 DeviceChoice = Literal["auto", "cuda", "cpu"]
 
 
@@ -68,7 +71,9 @@ class RunConfig:
     # Precision
     precision: Precision = "fp32"
     channels_last: bool = False
-    compile: bool = False
+    compile: CompileMode = "off"  # true/false from settings before compile modes read as default/off
+    fused_optimizer: bool = False  # SGD/AdamW fused=True: one kernel per step for the whole update (CUDA)
+    cudnn_benchmark: bool = True  # cuDNN times its convolution algorithms on the first steps and keeps the fastest
     max_grad_norm: Optional[float] = None  # clip gradients to this total norm before each optimizer step
     # Run
     epochs: int = 2
@@ -82,6 +87,12 @@ class RunConfig:
     # Measurement
     profile: bool = False  # profiler-sampled GPU timeline (workbench.engine.profiling)
     profile_every: int = 1000
+
+    def __post_init__(self) -> None:
+        for name, modes in SWITCHES_BECAME_CHOICES.items():  # compile=True from code or settings of before
+            value = getattr(self, name)
+            if isinstance(value, bool):
+                object.__setattr__(self, name, modes[value])
 
     # -- derived -----------------------------------------------------------------
     @property
@@ -229,6 +240,9 @@ FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(RunConfig))
 CHOICES: dict[str, tuple[str, ...]] = {
     name: get_args(hint) for name, hint in FIELD_TYPES.items() if getattr(hint, "__origin__", None) is Literal
 }
+# Settings that were on/off switches before they had modes: a JSON true/false (an older --config file, an older
+# history row) still reads as the mode it meant.
+SWITCHES_BECAME_CHOICES: dict[str, dict[bool, str]] = {"compile": {True: "default", False: "off"}}
 OPTIONAL_FIELDS = frozenset(name for name, hint in FIELD_TYPES.items() if type(None) in get_args(hint))
 RANGES: dict[str, tuple[float, float]] = {
     "synthetic_size": (1, 10_000_000),
@@ -270,6 +284,8 @@ def _coerce(name: str, value: Any) -> Any:
         if isinstance(value, bool):
             return value
         raise ValueError(f"{name} must be true or false (got {value!r})")
+    if name in SWITCHES_BECAME_CHOICES and isinstance(value, bool):
+        return SWITCHES_BECAME_CHOICES[name][value]
     if hint is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value

@@ -139,8 +139,20 @@ SPECS: dict[str, FieldSpec] = {
     ),
     "compile": FieldSpec(
         "torch.compile",
-        "Compile the model into fused kernels: slow first steps, faster later ones.",
-        "Compiling takes tens of seconds: worth it for long runs, not for quick experiments.",
+        "Compile the model: off, default (fused kernels), reduce-overhead (also CUDA graphs) or max-autotune.",
+        "Compiling takes tens of seconds (max-autotune minutes), kept out of images/sec and reported as compile "
+        "time. reduce-overhead replays each step's kernels as one CUDA graph: the remedy for a launch-bound GPU; "
+        "torch skips the graphs in some models, and the run says whether they were used.",
+    ),
+    "fused_optimizer": FieldSpec(
+        "Fused optimizer",
+        "Update every weight in one fused kernel per step (SGD/AdamW fused=True) instead of a few per tensor.",
+        "Fewer launches per step: helps a launch-bound GPU. CUDA only: a CPU run ignores it and says so.",
+    ),
+    "cudnn_benchmark": FieldSpec(
+        "cuDNN benchmark",
+        "Let cuDNN time its convolution algorithms on the first steps and keep the fastest for each shape.",
+        "Faster steps after a slower start when shapes stay fixed; off for bit-for-bit repeatable kernels. CUDA only.",
     ),
     "max_grad_norm": FieldSpec(
         "Clip gradient norm",
@@ -230,6 +242,9 @@ def inactive_fields(config: RunConfig, on_cpu: bool) -> dict[str, str]:
                                           "for (the value is kept for GPU runs)")
         inactive.setdefault("non_blocking", "on the CPU there is no copy to a GPU to overlap with compute (the value "
                                             "is kept for GPU runs)")
+        inactive["fused_optimizer"] = ("the fused optimizer kernels are a CUDA remedy for launch-bound steps: a CPU run "
+                                       "uses the default optimizer (the value is kept for GPU runs)")
+        inactive["cudnn_benchmark"] = "cuDNN is NVIDIA's: a CPU run has no cuDNN algorithms to time"
     return inactive
 
 

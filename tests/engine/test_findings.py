@@ -79,15 +79,17 @@ def test_a_busy_host_waiting_for_data_is_not_input_bound_when_the_gpu_was_busy_m
     assert found[0].kind == "compute-bound"
 
 
-def test_launch_bound_names_batch_compile_and_channels_last_and_is_not_compute_bound():
+def test_launch_bound_names_batch_cuda_graphs_fused_optimizer_and_compile_and_is_not_compute_bound():
     found = find(facts(**timeline(kernel_busy_fraction=0.25, idle_waiting_for_host_fraction=0.62, kernels_per_step=92,
                                   median_kernel_seconds=9e-6), pipeline_efficiency=0.95))
-    assert kinds(found)[:3] == ["launch-bound"] * 3
+    assert kinds(found)[:4] == ["launch-bound"] * 4
     assert "compute-bound" not in kinds(found)  # a launch-bound ceiling probe does not make it compute-bound
     assert found[0].headline.startswith(
         "Launch-bound: the GPU sat idle waiting for the host to launch work 62% of the sampled time "
         "(92 kernels per step, median 9.0 µs)")
-    assert [(f.field, f.value) for f in found[:3]] == [("batch_size", 256), ("compile", True), ("channels_last", True)]
+    # In the order the measurements support: a larger batch, CUDA graphs, a fused optimizer, then plain compile.
+    assert [(f.field, f.value) for f in found[:4]] == [("batch_size", 256), ("compile", "reduce-overhead"),
+                                                       ("fused_optimizer", True), ("compile", "default")]
 
 
 def test_the_larger_problem_comes_first():
@@ -99,7 +101,7 @@ def test_the_larger_problem_comes_first():
 def test_compute_bound_offers_faster_math_it_does_not_use_yet():
     found = find(facts(**timeline(kernel_busy_fraction=0.93), pipeline_efficiency=0.91))
     assert found[0].headline == "Compute-bound: kernels ran 93% of the sampled time, at 91% of its compute ceiling."
-    assert [(f.field, f.value) for f in found] == [("precision", "bf16"), ("channels_last", True), ("compile", True)]
+    assert [(f.field, f.value) for f in found] == [("precision", "bf16"), ("channels_last", True), ("compile", "default")]
     old_gpu = find(facts(bf16_supported=False, **timeline(kernel_busy_fraction=0.93)))
     assert old_gpu[0].value == "fp16"
     done = find(facts(RunConfig(precision="bf16", channels_last=True, compile=True), **timeline(kernel_busy_fraction=0.9)))
@@ -111,7 +113,7 @@ def test_without_a_timeline_near_the_ceiling_is_model_bound_never_compute_bound(
     # launches the same kernels, so a launch-bound model sits near it too.
     found = find(facts(pipeline_efficiency=0.97))
     assert {f.kind for f in found} == {"model-bound"}
-    assert [(f.field, f.value) for f in found] == [("profile", True), ("compile", True)]
+    assert [(f.field, f.value) for f in found] == [("profile", True), ("compile", "default")]
     assert found[0].headline.startswith("Model-bound: the run reaches 97% of its compute ceiling, so its data path")
     assert "stale" not in found[0].headline
     assert find(facts(pipeline_efficiency=0.84))[0].kind == "unmeasured"

@@ -128,7 +128,7 @@ def test_stop_while_torch_compile_compiles(monkeypatch):
     class SlowToCompile(nn.Module):
         """What torch.compile returns, with a first call as slow as a real compilation."""
 
-        def __init__(self, model):
+        def __init__(self, model, **options):
             super().__init__()
             self.model = model
             self.compiled = False

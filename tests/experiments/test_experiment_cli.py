@@ -64,7 +64,7 @@ def test_sweep_of_three_members_prints_a_table_and_json_and_lands_in_history_and
      "workbench sweep: batchsize is not a setting (did you mean batch_size?)"),
     (["tune", *TINY, "--knobs", "turbo"],
      "workbench tune: turbo is not a knob the search can try (knobs: placement, precision, channels_last, "
-     "num_workers, pin_memory, non_blocking, persistent_workers, prefetch_factor, compile, batch_size, "
+     "num_workers, pin_memory, non_blocking, persistent_workers, prefetch_factor, fused_optimizer, compile, batch_size, "
      "accumulation_steps)"),
     (["tune", *TINY, "--batch-size", "0"], "workbench tune: batch_size must be between 1 and 65536 (got 0)"),
     (["max-batch", *TINY, "--memory-budget-gib", "0"], "workbench max-batch: --memory-budget-gib must be more "

@@ -25,7 +25,7 @@ def known_speed(config):
     if config.pipeline == "dataloader":
         speed *= WORKERS[config.num_workers]
     speed *= 1.01 if config.channels_last else 1.0
-    speed *= 1.25 if config.compile else 1.0
+    speed *= 1.25 if config.compile != "off" else 1.0
     return speed
 
 
@@ -38,8 +38,8 @@ def test_finds_the_known_best_and_leaves_what_is_learned_alone():
     events = tune(runs, TunePlan(START, trial_steps=20))
     result = events[-1].result
     assert events[-1].status == "finished"
-    assert result.best_changes == {"pipeline": "gpu-resident", "augment": "gpu", "precision": "bf16", "compile": True}
-    assert result.best_config == START.replace(pipeline="gpu-resident", augment="gpu", precision="bf16", compile=True)
+    assert result.best_changes == {"pipeline": "gpu-resident", "augment": "gpu", "precision": "bf16", "compile": "default"}
+    assert result.best_config == START.replace(pipeline="gpu-resident", augment="gpu", precision="bf16", compile="default")
     assert result.speedup == pytest.approx(2.0 * 1.8 * 1.25, rel=0.03)
     # The run's own length, lr and batch are the user's: trials are short, the best settings are not.
     assert result.best_config.epochs == 3 and result.best_config.max_steps is None
@@ -98,7 +98,7 @@ def test_on_a_cpu_it_tries_only_what_a_cpu_can_run():
 
 
 def test_a_failing_trial_is_marked_failed_and_the_search_goes_on():
-    runs = TimedRuns(known_speed, noise=0.01, seed=6, fail=lambda config: "error" if config.compile else None)
+    runs = TimedRuns(known_speed, noise=0.01, seed=6, fail=lambda config: "error" if config.compile != "off" else None)
     result = tune(runs, TunePlan(START, trial_steps=20))[-1].result
     compile_trials = [t for t in result.trials if t.knob == "compile"]
     assert compile_trials[0].outcome == "failed" and compile_trials[0].reason == "fake error"
@@ -175,7 +175,7 @@ def test_bad_input_starts_nothing():
     assert events[0].problems == (
         "fp16 needs a CUDA GPU",
         "warp_drive is not a knob the search can try (knobs: placement, precision, channels_last, num_workers, "
-        "pin_memory, non_blocking, persistent_workers, prefetch_factor, compile, batch_size, accumulation_steps)",
+        "pin_memory, non_blocking, persistent_workers, prefetch_factor, fused_optimizer, compile, batch_size, accumulation_steps)",
         "the time budget must be more than 0 seconds (got 0)",
     )
 

@@ -95,6 +95,6 @@ def ceiling_command(args: argparse.Namespace) -> int:
     else:
         key = ceiling.key
         print(f"ceiling  {ceiling.images_per_sec:,.0f} images/s: {key['model']}, batch {key['batch_size']}, "
-              f"{key['precision']}, {key['memory_format']}{', compiled' if key['compile'] else ''} on "
+              f"{key['precision']}, {key['memory_format']}{'' if key['compile'] == 'off' else ', compile=' + str(key['compile'])} on "
               f"{key['device']} ({steady}; {where}, {ceiling.timed_steps} steps in {ceiling.timed_seconds:.1f} s)")
     return 0

@@ -15,7 +15,16 @@ from workbench.cli import timeline_report
 from workbench.cli.summary_json import summary_json
 from workbench.engine.events import EpochStats, ProfileSample, RunEnded, RunStarted, StatusChanged, StepStats, RunSummary
 from workbench.engine.interruptible import wait_for_abandoned
-from workbench.config import CHOICES, FIELD_NAMES, FIELD_TYPES, OPTIONAL_FIELDS, ConfigError, RunConfig, make_npz_command
+from workbench.config import (
+    CHOICES,
+    FIELD_NAMES,
+    FIELD_TYPES,
+    OPTIONAL_FIELDS,
+    SWITCHES_BECAME_CHOICES,
+    ConfigError,
+    RunConfig,
+    make_npz_command,
+)
 from workbench.formatting import format_bytes, format_duration
 from workbench.history.failure_log import log_failure
 from workbench.settings_help import cli_help
@@ -50,6 +59,12 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
         help_text = cli_help(name, getattr(defaults, name))  # the form's tooltip starts with the same line
         if hint is bool:
             parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, help=help_text)
+        elif name in SWITCHES_BECAME_CHOICES:  # --compile alone still means what it meant; --no-compile too
+            modes = SWITCHES_BECAME_CHOICES[name]
+            parser.add_argument(flag, dest=name, nargs="?", const=modes[True],
+                                metavar="{" + ",".join(CHOICES[name]) + "}", help=help_text)
+            parser.add_argument("--no-" + flag[2:], dest=name, action="store_const", const=modes[False],
+                                help=f"the same as {flag} {modes[False]}")
         elif name in CHOICES:
             # Choices are checked by RunConfig.validate so the message matches the GUI's.
             parser.add_argument(flag, dest=name, metavar="{" + ",".join(CHOICES[name]) + "}", help=help_text)
@@ -265,8 +280,7 @@ def print_summary(ended: RunEnded, config: Optional[RunConfig] = None) -> None:
         ("device", f"{s.device_name} [{s.device}]" if s.device else "n/a"),
         ("test accuracy", f"{s.test_accuracy:.1%}" if s.test_accuracy is not None else "n/a"),
         ("final loss", f"{s.final_loss:.4f}" if s.final_loss is not None else "n/a"),
-        ("images/sec", f"{s.images_per_sec:,.0f} steady state (median window {s.images_per_sec_median:,.0f})"
-         if s.images_per_sec is not None else "n/a"),
+        ("images/sec", images_per_sec_text(s)),
         ("data wait", f"{s.data_wait_fraction:.1%} of training time" if s.data_wait_fraction is not None else "n/a"),
         ("peak memory", peak_memory_text(s)),
         *_rank_rows(s),
@@ -276,6 +290,9 @@ def print_summary(ended: RunEnded, config: Optional[RunConfig] = None) -> None:
     ]
     if s.skipped_optimizer_steps:
         rows.insert(4, ("skipped steps", f"{s.skipped_optimizer_steps:,} fp16 optimizer steps (inf/NaN gradients)"))
+    if s.compile_seconds is not None:
+        graphs = f"; CUDA graphs: {s.cuda_graphs}" if s.cuda_graphs is not None else ""
+        rows.insert(5, ("compile", f"{s.compile_seconds:,.1f} s, the first step (left out of images/sec){graphs}"))
     for label, value in rows:
         print(f"{label:>14}  {value}")
     lines = timeline_report.finding_lines(s)
@@ -283,6 +300,18 @@ def print_summary(ended: RunEnded, config: Optional[RunConfig] = None) -> None:
         print(f"{'findings':>14}")
         for line in lines:
             print(f"{'':>14}  {line}")
+
+
+def images_per_sec_text(s: RunSummary) -> str:
+    """"1,234 steady state (90 % interval 1,200–1,260; median window 1,236)"."""
+    if s.images_per_sec is None:
+        return "n/a"
+    spread = [f"median window {s.images_per_sec_median:,.0f}"] if s.images_per_sec_median is not None else []
+    if s.images_per_sec_low is not None and s.images_per_sec_high is not None:
+        spread.insert(0, f"90 % interval {s.images_per_sec_low:,.0f}–{s.images_per_sec_high:,.0f}")
+    else:
+        spread.insert(0, "no interval: fewer than 3 steady windows")
+    return f"{s.images_per_sec:,.0f} steady state ({'; '.join(spread)})"
 
 
 def peak_memory_text(s: RunSummary) -> str:

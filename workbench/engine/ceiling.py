@@ -47,7 +47,7 @@ def measure_ceiling(
     """Measure (never read the cache): the model's images/sec on on-device batches, for these settings."""
     from workbench.engine.device import resolve
     from workbench.engine.models import build_model, to_memory_format
-    from workbench.engine.train_step import TrainStep, build_optimizer
+    from workbench.engine.train_step import TrainStep, build_optimizer, compiled
 
     if num_classes is None:
         num_classes = num_classes_of(config)
@@ -60,11 +60,11 @@ def measure_ceiling(
     cuda = target.type == "cuda"
     torch.manual_seed(config.seed)
     if cuda:
-        torch.backends.cudnn.benchmark = True
+        torch.backends.cudnn.benchmark = config.cudnn_benchmark
     model = to_memory_format(build_model(config.model, num_classes).to(target), config.channels_last)
-    forward = torch.compile(model) if config.compile else model
+    forward = compiled(model, config.compile)
     step = TrainStep(
-        forward, build_optimizer(config, model), nn.CrossEntropyLoss(label_smoothing=config.label_smoothing),
+        forward, build_optimizer(config, model, target.type), nn.CrossEntropyLoss(label_smoothing=config.label_smoothing),
         target.type, config.precision, config.accumulation_steps,
     )
     memory_format = torch.channels_last if config.channels_last else torch.contiguous_format

@@ -60,6 +60,8 @@ def ceiling_key(config: RunConfig, device: DeviceInfo, num_classes: int) -> dict
         "optimizer": config.optimizer,
         "memory_format": "channels_last" if config.channels_last else "contiguous",
         "compile": config.compile,
+        "fused_optimizer": config.fused_optimizer and device.type == "cuda",
+        "cudnn_benchmark": config.cudnn_benchmark and device.type == "cuda",
         "torch_version": device.torch_version,
     }
 

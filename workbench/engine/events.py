@@ -114,6 +114,10 @@ class StepStats:
     # fp16: optimizer steps in the window the GradScaler skipped for inf/NaN gradients (0 without a scaler).
     skipped_optimizer_steps: int = 0
     loss_scale: Optional[float] = None  # the fp16 GradScaler's scale at the log point; None without one
+    # On the window whose first step compiled the model (compile ≠ off): that step's seconds, and whether
+    # compile=reduce-overhead used CUDA graphs ("on" / "skipped: <why>"; None when not asked for).
+    compile_seconds: Optional[float] = None
+    cuda_graphs: Optional[str] = None
     ranks: tuple[RankStepStats, ...] = ()  # each rank's own figures, by rank; () for a one-process run
 
     @property
@@ -270,6 +274,9 @@ class RunSummary:
     # Steady state = every log window after the first (cuDNN autotuning, worker start-up, compilation),
     # unless the first is the only one. Throughput is samples ÷ seconds over it, on the windows' clock.
     images_per_sec: Optional[float] = figure("Img/s", "rate", csv_name="images_per_sec_mean")
+    # Its 90 % interval, from a block bootstrap of the steady windows (engine/spread.py); None with < 3 windows.
+    images_per_sec_low: Optional[float] = figure("Img/s low", "rate")
+    images_per_sec_high: Optional[float] = figure("Img/s high", "rate")
     images_per_sec_median: Optional[float] = figure("Img/s (median)", "rate")  # of the steady windows' rates
     test_accuracy: Optional[float] = figure("Test acc", "fraction")
     final_loss: Optional[float] = figure("Final loss", "loss")
@@ -307,6 +314,10 @@ class RunSummary:
     top_ops: tuple[NamedTime, ...] = ()
     top_kernels: tuple[NamedTime, ...] = ()
     trace_paths: tuple[str, ...] = ()
+    # torch.compile: the first step's wall time (the compilation; left out of images/sec with the warm-up window)
+    # and, for compile=reduce-overhead, whether the CUDA graphs were used: "on", or "skipped: <torch's reason>".
+    compile_seconds: Optional[float] = figure("Compile time", "seconds")
+    cuda_graphs: Optional[str] = figure("CUDA graphs", "text")
     # The compute ceiling for these settings (model on on-device batches) and images_per_sec ÷ it.
     ceiling_images_per_sec: Optional[float] = figure("Ceiling img/s", "rate")
     pipeline_efficiency: Optional[float] = figure("Efficiency", "efficiency")

@@ -41,7 +41,8 @@ MEMORY_HEADROOM_FACTOR = 2
 # Plan with this share of the device's memory: fragmentation and cuDNN workspaces need the rest.
 USABLE_MEMORY_FRACTION = 0.85
 BYTES_PER_IMAGE = 3 * 32 * 32  # uint8 CHW, as the data sits on the device
-REMEDIES_PER_PROBLEM = 3
+# A launch-bound step has four remedies worth trying in order (batch, CUDA graphs, fused optimizer, compile).
+REMEDIES_PER_PROBLEM = 4
 
 
 @dataclass(frozen=True)
@@ -168,8 +169,17 @@ def _launch_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
     larger = _larger_batch(facts, config.batch_size * 2)
     if larger is not None:
         remedies.append(("batch_size", larger, "each kernel does more work per launch (scale lr with it)"))
-    if not config.compile:
-        remedies.append(("compile", True, "torch.compile fuses small elementwise kernels: fewer launches per step"))
+    # In the order measurements support (benchmarks/results/tune-h100.log: plain compile measured 0.85× on a
+    # launch-bound small-cnn): CUDA graphs replay a step's launches at once; a fused optimizer replaces the
+    # update's per-tensor kernels with one; plain compile fuses elementwise work but keeps one launch per kernel.
+    if config.compile != "reduce-overhead":
+        remedies.append(("compile", "reduce-overhead",
+                         "CUDA graphs replay the whole step's kernels with one launch from the host"))
+    if not config.fused_optimizer:
+        remedies.append(("fused_optimizer", True, "the optimizer's update runs as one kernel instead of a few per "
+                                                  "weight tensor"))
+    if config.compile == "off":
+        remedies.append(("compile", "default", "torch.compile fuses small elementwise kernels: fewer launches per step"))
     if not config.channels_last:
         remedies.append(("channels_last", True, "cuDNN no longer adds layout-conversion kernels around each conv"))
     return wait, _with_remedies("launch-bound", head, wait, "idle_waiting_for_host_fraction",
@@ -205,8 +215,8 @@ def _compute_bound(facts: RunFacts) -> list[Finding]:
             remedies.append(("precision", "fp16", "tensor-core math at half the bytes"))
     if not config.channels_last:
         remedies.append(("channels_last", True, "convolutions run in the layout tensor cores want"))
-    if not config.compile:
-        remedies.append(("compile", True, "torch.compile fuses the elementwise work between the big kernels"))
+    if config.compile == "off":
+        remedies.append(("compile", "default", "torch.compile fuses the elementwise work between the big kernels"))
     return _with_remedies("compute-bound", head, busy, "kernel_busy_fraction", COMPUTE_BOUND_BUSY, remedies,
                           "only a smaller model or a faster GPU is left")
 
@@ -222,8 +232,8 @@ def _model_bound(facts: RunFacts) -> list[Finding]:
     if not facts.config.profile:
         remedies.append(("profile", True,
                          "it samples the kernel timeline: busy kernels, or a GPU waiting for the host"))
-    if not facts.config.compile:
-        remedies.append(("compile", True, "it helps either way: fused kernels, fewer launches per step"))
+    if facts.config.compile == "off":
+        remedies.append(("compile", "default", "it helps either way: fused kernels, fewer launches per step"))
     return _with_remedies("model-bound", head, efficiency, "pipeline_efficiency", MODEL_BOUND_EFFICIENCY, remedies,
                           facts.timeline_missing_though_profiled or "a timeline sample tells what bounds it")
 

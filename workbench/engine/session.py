@@ -20,6 +20,7 @@ from torch import nn
 from workbench.config import RunConfig
 from workbench.engine.data import DevicePreparer, ImageArrays, LoaderBatches, ResidentBatches
 from workbench.engine.ceiling_cache import cached_ceiling
+from workbench.engine.compiling import CudaGraphWatch
 from workbench.engine.device import on_device, resolve
 from workbench.engine.events import DeviceInfo, EpochStats, Event, RunStarted, StatusChanged, StepStats
 from workbench.engine.failures import Diverged
@@ -29,7 +30,7 @@ from workbench.engine.models import build_model, parameter_count, to_memory_form
 from workbench.engine.profiling import sampler_for_run
 from workbench.engine.requests import ProfileRequests
 from workbench.engine.step_timer import StepTimer
-from workbench.engine.train_step import TrainStep, build_optimizer, optimizer_steps_in, warmup_linear_decay
+from workbench.engine.train_step import TrainStep, build_optimizer, compiled, optimizer_steps_in, warmup_linear_decay
 
 # Evaluation batches of at most twice the training batch: a forward pass of 2b costs about as much as
 # a training step of b (forward + backward ≈ 3 forwards), so a stop during evaluation waits no longer
@@ -91,7 +92,7 @@ class TrainingSession:
         torch.manual_seed(config.seed)
         reset_peaks_for_a_new_run(self.device)
         if on_cuda:
-            torch.backends.cudnn.benchmark = True
+            torch.backends.cudnn.benchmark = config.cudnn_benchmark
 
         if config.pipeline == "gpu-resident":
             self.batches = ResidentBatches(arrays, config, self.device, shard)
@@ -108,10 +109,10 @@ class TrainingSession:
         self.parameter_count = parameter_count(self.model)
         # What the step calls: the model itself or, as one rank of several, wrapped in DDP; maybe compiled.
         trained = world.wrap_model(self.model, self.device) if world is not None else self.model
-        self.forward = torch.compile(trained) if config.compile else trained
+        self.forward = compiled(trained, config.compile)
         # Only rank 0 evaluates, with the bare model: a DDP forward on one rank alone would wait for the others.
         self.evaluates = world is None or world.rank == 0
-        # Eagerly, also with compile=True: eval mode and no-grad would make torch.compile compile a second
+        # Eagerly, also when compiled: eval mode and no-grad would make torch.compile compile a second
         # graph, for a pass that is a small part of the run (and a stop could not end that compilation).
         self.eval_forward = self.model
         self.steps_per_epoch = self.batches.steps_per_epoch
@@ -120,7 +121,7 @@ class TrainingSession:
         self.epochs = math.ceil(self.total_steps / self.steps_per_epoch)
         self.train_step = TrainStep(
             self.forward,
-            build_optimizer(config, self.model),
+            build_optimizer(config, self.model, self.device.type),
             nn.CrossEntropyLoss(label_smoothing=config.label_smoothing),
             self.device.type,
             config.precision,
@@ -142,6 +143,8 @@ class TrainingSession:
         self._skipped_steps_read = 0
         self._nonfinite_windows = 0
         self._batches_abandoned = False  # a helper thread still starting workers owns their shutdown
+        # What compiling cost and did, said once, with the window of the step that compiled (StepStats).
+        self._compile_report: Optional[tuple[float, Optional[str]]] = None
 
     # -- the run -------------------------------------------------------------------------------
     def events(self, stop: Callable[[], bool]) -> Iterator[Event]:
@@ -149,7 +152,7 @@ class TrainingSession:
         if self._phase_stop is None:
             self._phase_stop = stop
         yield self._run_started()
-        if self.config.compile:
+        if self.config.compile != "off":
             yield StatusChanged("Compiling the model: the first steps are slow")
         self._training_began = time.perf_counter()
         for epoch in range(1, self.epochs + 1):
@@ -209,7 +212,7 @@ class TrainingSession:
         """One step on one batch, timed on the device; its figures stay on the device (no sync here)."""
         self.timer.start()
         images, labels = self.prepare(*batch)
-        if self.step == 0 and self.config.compile:
+        if self.step == 0 and self.config.compile != "off":
             loss, logits = self._compiling_step(images, labels)
         else:
             loss, logits = self.train_step(images, labels)
@@ -224,8 +227,12 @@ class TrainingSession:
         """torch.compile compiles in the first call, for tens of seconds: on a helper thread the loop polls.
         Abandoned by a stop, the compilation runs to its end in the background; then its step's memory goes."""
         def first_step():
-            with on_device(self.device):
-                return self.train_step(images, labels)
+            with on_device(self.device), CudaGraphWatch(self.config.compile, self.device.type) as watch:
+                began = time.perf_counter()
+                result = self.train_step(images, labels)
+                self._synchronize()  # the compiled kernels' first run belongs to the compile's time
+                self._compile_report = (time.perf_counter() - began, watch.report())
+                return result
 
         return call_interruptibly(first_step, self._phase_stop, "torch.compile")
 
@@ -267,6 +274,8 @@ class TrainingSession:
         loss_scale = self.train_step.read_loss_scale()
         self._check_divergence(loss, loss_scale)
         window_seconds = now - window.began
+        compile_seconds, cuda_graphs = self._compile_report or (None, None)
+        self._compile_report = None
         return StepStats(
             step=self.step,
             total_steps=self.total_steps,
@@ -283,6 +292,8 @@ class TrainingSession:
             memory=self.memory.snapshot(),
             skipped_optimizer_steps=skipped,
             loss_scale=loss_scale,
+            compile_seconds=compile_seconds,
+            cuda_graphs=cuda_graphs,
         )
 
     def _check_divergence(self, loss: float, loss_scale: Optional[float]) -> None:
@@ -383,6 +394,10 @@ def ineffective_settings(config: RunConfig, device: DeviceInfo) -> list[str]:
         notes.append(f"CPU mode: {device.cpu_fallback_reason}")
         if config.pipeline == "dataloader" and (config.pin_memory or config.non_blocking):
             notes.append("pin_memory and non_blocking have no effect without a CUDA device")
+        if config.fused_optimizer:
+            notes.append("fused_optimizer ignored: the fused kernels are a CUDA remedy; the default optimizer runs")
+        if config.compile == "reduce-overhead":
+            notes.append("compile=reduce-overhead compiles, but its CUDA graphs need a CUDA GPU")
     if config.pipeline == "gpu-resident":
         notes.append("num_workers, pin_memory, prefetch_factor and persistent_workers have no effect "
                      "with pipeline=gpu-resident (no DataLoader)")

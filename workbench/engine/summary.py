@@ -21,6 +21,7 @@ from workbench.engine.events import (
     StepStats,
 )
 from workbench.engine.findings import RunFacts, find
+from workbench.engine.spread import rate_interval
 from workbench.engine.timeline import step_shares
 
 TOP_COUNT = 10
@@ -45,6 +46,8 @@ class SummaryBuilder:
         self._samples: list[ProfileSample] = []
         self._rank_peaks: list[dict[str, Optional[int]]] = []  # multi-process runs: one per rank
         self._skipped_optimizer_steps = 0
+        self._compile_seconds: Optional[float] = None
+        self._cuda_graphs: Optional[str] = None
 
     def add(self, event: Event) -> None:
         if isinstance(event, RunStarted):
@@ -52,6 +55,8 @@ class SummaryBuilder:
         elif isinstance(event, StepStats):
             self._last_step = event
             self._skipped_optimizer_steps += event.skipped_optimizer_steps
+            if event.compile_seconds is not None:
+                self._compile_seconds, self._cuda_graphs = event.compile_seconds, event.cuda_graphs
             samples, self._previous_samples = event.samples_seen - self._previous_samples, event.samples_seen
             first, self._previous_step = self._previous_step + 1, event.step
             if self._warmup is None:
@@ -109,6 +114,7 @@ class SummaryBuilder:
         steady = self._steady()
         window = steady.seconds
         images_per_sec = steady.samples / window if window > 0 else None
+        interval = rate_interval(steady.window_samples, steady.window_seconds)
         ceiling = started.ceiling_images_per_sec if started is not None else None
         summary = RunSummary(
             status=status,
@@ -117,6 +123,8 @@ class SummaryBuilder:
             test_accuracy=epoch.test_accuracy if epoch else None,
             final_loss=step.loss if step and math.isfinite(step.loss) else None,  # a diverged run's reason says why
             images_per_sec=images_per_sec,
+            images_per_sec_low=interval[0] if interval else None,
+            images_per_sec_high=interval[1] if interval else None,
             images_per_sec_median=statistics.median(steady.rates) if steady.rates else None,
             data_wait_fraction=steady.data_wait / window if window > 0 else None,
             device_span_fraction=min(1.0, steady.device_span / window) if window > 0 else None,
@@ -133,6 +141,8 @@ class SummaryBuilder:
             device=started.device.type if started else None,
             device_name=started.device.name if started else None,
             torch_version=started.device.torch_version if started else None,
+            compile_seconds=self._compile_seconds,
+            cuda_graphs=self._cuda_graphs,
             ceiling_images_per_sec=ceiling,
             pipeline_efficiency=images_per_sec / ceiling if images_per_sec and ceiling else None,
             **profile_figures(self._samples, profiled=started is not None and started.config.profile,
@@ -230,6 +240,8 @@ class _Windows:
         self.data_wait = 0.0
         self.device_span = 0.0
         self.rates: list[float] = []
+        self.window_samples: list[int] = []
+        self.window_seconds: list[float] = []
         self.unprofiled = True  # False when every window held a profiler sample
 
     def step_seconds(self) -> Optional[float]:
@@ -246,3 +258,5 @@ class _Windows:
         self.data_wait += stats.data_wait_seconds
         self.device_span += stats.device_span_seconds
         self.rates.append(stats.images_per_sec)
+        self.window_samples.append(samples)
+        self.window_seconds.append(stats.window_seconds)

@@ -139,9 +139,18 @@ def warmup_linear_decay(base_lr: float, total_optimizer_steps: int) -> Callable[
     return lr_at
 
 
-def build_optimizer(config: RunConfig, model: nn.Module) -> torch.optim.Optimizer:
+def build_optimizer(config: RunConfig, model: nn.Module, device_type: str = "cpu") -> torch.optim.Optimizer:
+    """SGD with Nesterov momentum, or AdamW; fused (one kernel for the whole update) when asked for on CUDA."""
+    fused = {"fused": True} if config.fused_optimizer and device_type == "cuda" else {}
     if config.optimizer == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, **fused)
     return torch.optim.SGD(
-        model.parameters(), lr=config.lr, momentum=0.9, nesterov=True, weight_decay=config.weight_decay
+        model.parameters(), lr=config.lr, momentum=0.9, nesterov=True, weight_decay=config.weight_decay, **fused
     )
+
+
+def compiled(model: Callable, mode: str) -> Callable:
+    """``model`` under torch.compile in ``mode`` (RunConfig.compile), or itself when the mode is off."""
+    if mode == "off":
+        return model
+    return torch.compile(model, mode=None if mode == "default" else mode)

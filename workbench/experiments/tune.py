@@ -56,6 +56,7 @@ KNOBS: tuple[str, ...] = (
     "non_blocking",
     "persistent_workers",
     "prefetch_factor",
+    "fused_optimizer",
     "compile",
 )
 # Settings that change what is learned: searched only when the user allows them. lr is not a speed
@@ -172,8 +173,14 @@ def candidates(knob: str, config: RunConfig, device: DeviceInfo, allow: frozense
         options = [{knob: value} for value in PREFETCH_VALUES] if workers else []
     elif knob == "precision":
         options = [{knob: value} for value in ("fp32", "fp16", "bf16")] if on_cuda else []
-    elif knob in ("channels_last", "compile"):
-        options = [{knob: not getattr(config, knob)}]
+    elif knob == "channels_last":
+        options = [{knob: not config.channels_last}]
+    elif knob == "fused_optimizer":
+        options = [{knob: not config.fused_optimizer}] if on_cuda else []  # the fused kernels are CUDA's
+    elif knob == "compile":
+        # max-autotune is left out: it compiles for minutes, more than a trial's budget; CUDA graphs need CUDA.
+        modes = ("off", "default", "reduce-overhead") if on_cuda else ("off", "default")
+        options = [{knob: mode} for mode in modes]
     elif knob == "batch_size":
         options = []
         for size in (config.batch_size // 2, config.batch_size * 2, config.batch_size * 4):

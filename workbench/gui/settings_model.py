@@ -27,7 +27,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "pipeline", "augment", "num_workers", "pin_memory", "non_blocking", "persistent_workers",
         "prefetch_factor", "worker_start_method",
     ),
-    "Precision": ("precision", "channels_last", "compile"),
+    "Precision & kernels": ("precision", "channels_last", "compile", "fused_optimizer", "cudnn_benchmark"),
     "Model & optimiser": ("model", "optimizer", "lr", "weight_decay", "label_smoothing", "max_grad_norm"),
     "Measurement": ("profile", "profile_every"),
 }

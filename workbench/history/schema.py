@@ -10,9 +10,10 @@ that a fresh database and every upgrade path end with the same tables, and that 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import fields
-from typing import Callable
+from typing import Callable, Union
 
 from workbench.engine.events import RunSummary
 
@@ -311,22 +312,48 @@ _V4 = (
     "CREATE TRIGGER runs_revision_on_delete AFTER DELETE ON runs BEGIN UPDATE run_revision SET value = value + 1; END",
 )
 
+def _compile_switches_to_modes(conn: sqlite3.Connection) -> None:
+    """Settings stored before compile had modes held compile as true/false: true ran torch.compile's default
+    mode, false no compile. Rewrite them as the modes they were, in the runs and in the sequences' plans."""
+    for table, column, path in (("runs", "config_json", ()), ("sweeps", "plan_json", ("base",))):
+        for key, text in conn.execute(f"SELECT rowid, {column} FROM {table} WHERE {column} IS NOT NULL").fetchall():
+            try:
+                document = json.loads(text)
+            except ValueError:
+                continue  # unreadable settings stay as they are (reading them drops what it cannot use)
+            settings = document
+            for part in path:
+                settings = settings.get(part) if isinstance(settings, dict) else None
+            if isinstance(settings, dict) and isinstance(settings.get("compile"), bool):
+                settings["compile"] = "default" if settings["compile"] else "off"
+                conn.execute(f"UPDATE {table} SET {column} = ? WHERE rowid = ?",
+                             (json.dumps(document, sort_keys=True), key))
+
+
+Step = Union[str, Callable[[sqlite3.Connection], None]]
+
 # Schema 5 (not shipped yet: every addition of this release goes into this one tuple).
-# The training process's peak resident memory, the memory figure a CPU run has.
-_V5 = ("ALTER TABLE runs ADD COLUMN peak_process_rss_bytes INTEGER",)
+_V5: tuple[Step, ...] = (
+    # The training process's peak resident memory, the memory figure a CPU run has.
+    "ALTER TABLE runs ADD COLUMN peak_process_rss_bytes INTEGER",
+    # The interval of a run's images/sec (a bootstrap of its steady windows), and what compiling cost and did.
+    "ALTER TABLE runs ADD COLUMN images_per_sec_low REAL",
+    "ALTER TABLE runs ADD COLUMN images_per_sec_high REAL",
+    "ALTER TABLE runs ADD COLUMN compile_seconds REAL",
+    "ALTER TABLE runs ADD COLUMN cuda_graphs TEXT",
+    # compile became a mode (off / default / reduce-overhead / max-autotune).
+    _compile_switches_to_modes,
+)
 
-# Append new versions here, each a tuple of statements (a function of the connection where SQL
-# alone cannot do it), and never edit one that has shipped.
-_VERSIONS: tuple[tuple[str, ...] | Callable[[sqlite3.Connection], None], ...] = (_V1, _V2, _V3, _V4, _V5)
+# Append new versions here, each a tuple of statements (or functions of the connection where SQL alone cannot
+# do it), and never edit one that has shipped.
+_VERSIONS: tuple[tuple[Step, ...], ...] = (_V1, _V2, _V3, _V4, _V5)
 
 
-def _migration(step: tuple[str, ...] | Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Connection], None]:
-    if callable(step):
-        return step
-
+def _migration(steps: tuple[Step, ...]) -> Callable[[sqlite3.Connection], None]:
     def apply(conn: sqlite3.Connection) -> None:
-        for statement in step:  # execute(), not executescript(): that would commit mid-transaction
-            conn.execute(statement)
+        for step in steps:  # execute(), not executescript(): that would commit mid-transaction
+            step(conn) if callable(step) else conn.execute(step)
 
     return apply
 

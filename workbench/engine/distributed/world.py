@@ -80,6 +80,6 @@ def distributed_notes(config: RunConfig, device: DeviceInfo, world_size: int, ba
     if config.pipeline == "dataloader" and config.num_workers > 0:
         notes.append(f"each process starts its own {config.num_workers} loader workers "
                      f"({config.num_workers * world_size} in all)")
-    if config.compile:
+    if config.compile != "off":
         notes.append("rank 0 evaluates with the uncompiled model")
     return notes

@@ -1,0 +1,156 @@
+"""Compile modes, the CUDA-graphs report, compile time, the fused optimizer and cuDNN benchmark (issue 23 §3)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+
+import pytest
+import torch
+from engine_helpers import run_to_end, tiny_config
+
+from workbench.cli import main
+from workbench.config import RunConfig
+from workbench.engine.compiling import ON_CPU, CudaGraphWatch
+from workbench.engine.events import RunEnded, RunStarted, StepStats
+from workbench.engine.session import ineffective_settings
+from workbench.engine.train_step import build_optimizer
+from workbench.history.schema import MIGRATIONS, SCHEMA_VERSION
+from workbench.history.store import HistoryStore
+from workbench.settings_help import inactive_fields
+
+
+
+def test_compile_is_a_mode_and_the_old_switch_still_reads_as_one():
+    assert RunConfig().compile == "off"
+    assert RunConfig.from_dict({"compile": True}).compile == "default"
+    assert RunConfig.from_dict({"compile": False}).compile == "off"
+    assert RunConfig(compile=True).compile == "default"  # code that set the switch
+    assert RunConfig(compile="reduce-overhead").validate() == []
+    assert RunConfig(compile="fast").validate() == [
+        "compile must be one of off, default, reduce-overhead, max-autotune (got 'fast')"]
+
+
+@pytest.mark.parametrize("flags, mode", [
+    ([], "off"), (["--compile"], "default"), (["--no-compile"], "off"),
+    (["--compile", "reduce-overhead"], "reduce-overhead"), (["--compile", "max-autotune"], "max-autotune"),
+])
+def test_the_compile_flag_keeps_working_and_takes_a_mode(flags, mode):
+    from workbench.cli import build_parser
+    from workbench.cli.run_command import config_from_args
+
+    args = build_parser().parse_args(["run", *flags])
+    assert config_from_args(args).compile == mode
+
+
+def test_a_bad_compile_mode_is_one_line_and_exit_2(capsys):
+    assert main(["run", "--compile", "turbo", "--no-history"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["workbench run: compile must be one of off, default, reduce-overhead, max-autotune (got 'turbo')"]
+
+
+class _Watching:
+    """A CudaGraphWatch on a CUDA device, fed torch's own log line as inductor writes it."""
+
+    @staticmethod
+    def run(mode: str, logged: list[str]) -> str:
+        with CudaGraphWatch(mode, "cuda") as watch:
+            logger = logging.getLogger("torch._inductor.cudagraph_utils.__cudagraphs")
+            for message in logged:
+                logger.warning(message)
+        return watch.report()
+
+
+def test_cuda_graphs_say_whether_torch_used_them_and_why_not():
+    assert _Watching.run("reduce-overhead", []) == "on"
+    assert _Watching.run("reduce-overhead", ["skipping cudagraphs due to mutated inputs (1 instances)"]) == (
+        "skipped: mutated inputs (1 instances)")
+    assert _Watching.run("default", ["skipping cudagraphs due to cpu device"]) is None  # not asked for
+    with CudaGraphWatch("reduce-overhead", "cpu") as watch:
+        pass
+    assert watch.report() == ON_CPU
+    # The watch leaves torch's logger as it found it.
+    logger = logging.getLogger("torch._inductor.cudagraph_utils.__cudagraphs")
+    assert watch not in logger.handlers and logger.level == logging.NOTSET
+
+
+@pytest.mark.slow  # torch.compile on a CPU: about ten seconds the first time
+def test_a_reduce_overhead_run_on_the_cpu_reports_its_compile_time_and_why_no_cuda_graphs():
+    events = run_to_end(tiny_config(compile="reduce-overhead", max_steps=12, log_every=2))
+    (started,) = [e for e in events if isinstance(e, RunStarted)]
+    steps = [e for e in events if isinstance(e, StepStats)]
+    ended = events[-1]
+    assert isinstance(ended, RunEnded) and ended.status == "finished", ended.reason
+    assert "compile=reduce-overhead compiles, but its CUDA graphs need a CUDA GPU" in started.notes
+    assert steps[0].compile_seconds > 0 and all(s.compile_seconds is None for s in steps[1:])
+    summary = ended.summary
+    assert summary.compile_seconds == steps[0].compile_seconds and summary.cuda_graphs == ON_CPU
+    # The compiling window is the warm-up: images/sec is over the windows after it.
+    later = sum(s.samples_seen - p.samples_seen for p, s in zip(steps, steps[1:]))
+    assert summary.images_per_sec == pytest.approx(later / sum(s.window_seconds for s in steps[1:]))
+
+
+def test_an_uncompiled_run_has_no_compile_figures():
+    ended = run_to_end(tiny_config())[-1]
+    assert ended.summary.compile_seconds is None and ended.summary.cuda_graphs is None
+
+
+def test_the_fused_optimizer_is_fused_on_cuda_and_said_to_be_ignored_on_the_cpu():
+    model = torch.nn.Linear(4, 2)
+    fused = RunConfig(fused_optimizer=True)
+    assert build_optimizer(fused, model, "cuda").defaults["fused"] is True
+    assert not build_optimizer(fused, model, "cpu").defaults.get("fused")
+    assert not build_optimizer(fused.replace(optimizer="adamw"), model, "cpu").defaults.get("fused")
+    from workbench.engine.device import probe_device
+
+    notes = ineffective_settings(fused, probe_device("cpu"))
+    assert any(note.startswith("fused_optimizer ignored") for note in notes)
+    reasons = inactive_fields(fused, on_cpu=True)  # the form greys both out, saying why
+    assert "fused_optimizer" in reasons and "cudnn_benchmark" in reasons
+    assert "fused_optimizer" not in inactive_fields(fused, on_cpu=False)
+
+
+def test_old_compile_rows_migrate_to_the_mode_they_ran(tmp_path):
+    path = tmp_path / "history.sqlite3"
+    conn = sqlite3.connect(path)
+    for migration in MIGRATIONS[:4]:  # a schema-4 history, as the last release left it
+        migration(conn)
+    old = {**RunConfig().to_dict()}
+    for name, compiled in (("compiled", True), ("eager", False)):
+        old["compile"] = compiled
+        conn.execute("INSERT INTO runs (name, status, source, started_at, config_json) VALUES (?, 'finished', "
+                     "'cli', 1.0e9, ?)", (name, json.dumps(old)))
+    conn.execute("INSERT INTO sweeps (kind, name, created_at, plan_json) VALUES ('tune', 't', 1.0e9, ?)",
+                 (json.dumps({"base": old, "knobs": ["compile"]}),))
+    conn.execute("PRAGMA user_version = 4")
+    conn.commit()
+    conn.close()
+    with HistoryStore.open(tmp_path) as store:
+        modes = {record.name: record.config.compile for record in store.list_runs()}
+        assert all(not record.config_dropped for record in store.list_runs())
+    assert modes == {"compiled": "default", "eager": "off"}
+    conn = sqlite3.connect(path)
+    stored = [json.loads(text)["compile"] for (text,) in conn.execute("SELECT config_json FROM runs ORDER BY id")]
+    (plan,) = [json.loads(text) for (text,) in conn.execute("SELECT plan_json FROM sweeps")]
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    conn.close()
+    assert stored == ["default", "off"] and plan["base"]["compile"] == "off" and version == SCHEMA_VERSION
+
+
+def test_the_run_carries_an_interval_around_its_images_per_sec():
+    summary = run_to_end(tiny_config(max_steps=12, log_every=2))[-1].summary
+    assert summary.images_per_sec_low <= summary.images_per_sec <= summary.images_per_sec_high
+    short = run_to_end(tiny_config(max_steps=4, log_every=2))[-1].summary  # one steady window: no interval
+    assert short.images_per_sec is not None and short.images_per_sec_low is None
+
+
+def test_the_json_summary_and_csv_carry_the_interval(tmp_path, capsys):
+    assert main(["--home", str(tmp_path), "run", "--dataset", "synthetic", "--synthetic-size", "256",
+                 "--batch-size", "32", "--max-steps", "12", "--log-every", "2", "--num-workers", "0",
+                 "--device", "cpu", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert data["images_per_sec_low"] <= data["images_per_sec"]["mean"] <= data["images_per_sec_high"]
+    assert main(["--home", str(tmp_path), "export", "--out", str(tmp_path / "runs.csv")]) == 0
+    header = (tmp_path / "runs.csv").read_text().splitlines()[0].split(",")
+    assert {"images_per_sec_low", "images_per_sec_high", "compile_seconds", "cuda_graphs"} <= set(header)
