@@ -59,6 +59,7 @@ def gui_child(config_json: str, out_path: str) -> int:
     from PySide6.QtCore import QSettings, Qt, QTimer
 
     from workbench.config import RunConfig
+    from workbench.engine.events import RunEnded, RunStarted
     from workbench.gui.app import create_application, run_window
     from workbench.gui.main_window import MainWindow
 
@@ -99,9 +100,9 @@ def gui_child(config_json: str, out_path: str) -> int:
 
     timer = QTimer(timerType=Qt.TimerType.PreciseTimer, interval=PING_INTERVAL_MS, timeout=ping)
     timer.start()
-    window.session.run_started.connect(on_started)
+    window.session.event.connect(lambda event: on_started(event) if isinstance(event, RunStarted)
+                                 else on_ended(event) if isinstance(event, RunEnded) else None)
     window.session.steps.connect(on_steps)
-    window.session.run_ended.connect(on_ended)
     QTimer.singleShot(3000, window.start_button.click)  # after the device probe has imported torch
     return run_window(app, window)
 

@@ -48,6 +48,7 @@ def child(mode: str, runs: int, out_path: str) -> int:
     from fake_runs import fill_history
 
     from workbench.config import RunConfig
+    from workbench.engine.events import RunEnded, RunStarted
     from workbench.gui.app import build_window, create_application, run_window
     from workbench.gui.runs_view import RunsView
     from workbench.history.store import HistoryStore
@@ -110,8 +111,8 @@ def child(mode: str, runs: int, out_path: str) -> int:
 
     timer = QTimer(timerType=Qt.TimerType.PreciseTimer, interval=PING_INTERVAL_MS, timeout=ping)
     timer.start()
-    window.session.run_started.connect(on_started)
-    window.session.run_ended.connect(on_ended)
+    window.session.event.connect(lambda event: on_started(event) if isinstance(event, RunStarted)
+                                 else on_ended(event) if isinstance(event, RunEnded) else None)
     QTimer.singleShot(3000, window.start_button.click)  # after the device probe has imported torch
     try:
         return run_window(app, window)

@@ -51,6 +51,7 @@ def main() -> int:
     from PySide6.QtCore import QSettings, QTimer
 
     from workbench.config import RunConfig
+    from workbench.engine.events import RunEnded
     from workbench.experiments.sweep import SweepAxis
     from workbench.gui.app import build_window, create_application, run_window
     from workbench.gui.runs_view import RunsView
@@ -145,7 +146,7 @@ def main() -> int:
         grab("screenshot-sweep.png")
         window.close()
 
-    window.session.run_ended.connect(on_ended)
+    window.session.event.connect(lambda event: isinstance(event, RunEnded) and on_ended(event))
     window.session.finished.connect(on_finished)
     QTimer.singleShot(500, start_next)
     try:

@@ -130,3 +130,13 @@ class ListRecording:
 
     def close(self) -> None:
         self.closed += 1
+
+
+def collect(kind: type, into: list) -> Callable[[Any], None]:
+    """A slot for ``session.event`` that keeps the events of one type (``into``), in order."""
+
+    def keep(event: Any) -> None:
+        if isinstance(event, kind):
+            into.append(event)
+
+    return keep

@@ -1,12 +1,14 @@
 """Driving the window with the real engine as a user does: set the form, press Start (and Stop), wait for the end.
 
 Only the window's public widgets and signals: the form, the Start and Stop buttons, the session's
-steps / run_ended / finished signals. Shared by the long tests (many runs in a row, the soak test).
+steps / event / finished signals. Shared by the long tests (many runs in a row, the soak test).
 """
 
 from __future__ import annotations
 
 from typing import Callable, Optional
+
+from gui_fakes import collect
 
 from workbench.config import RunConfig
 from workbench.engine.events import RunEnded
@@ -30,7 +32,8 @@ def run_to_end(qtbot, window, config: RunConfig, after_first_steps: Optional[Cal
     """Put ``config`` in the form and press Start; once the first steps are drawn, call ``after_first_steps``
     (``window.stop_button.click`` stops the run). Returns the run's RunEnded once its thread has finished."""
     ended: list[RunEnded] = []
-    window.session.run_ended.connect(ended.append)
+    keep_ended = collect(RunEnded, ended)
+    window.session.event.connect(keep_ended)
     try:
         window.form.set_config(config)
         if after_first_steps is not None:
@@ -42,6 +45,6 @@ def run_to_end(qtbot, window, config: RunConfig, after_first_steps: Optional[Cal
             with qtbot.waitSignal(window.session.finished, timeout=timeout_ms):
                 window.start_button.click()
     finally:
-        window.session.run_ended.disconnect(ended.append)
+        window.session.event.disconnect(keep_ended)
     assert len(ended) == 1, f"{len(ended)} RunEnded events for one run"
     return ended[0]

@@ -4,8 +4,9 @@ Twenty runs in a row with DataLoader workers are part of the soak (test_soak.py)
 """
 
 import pytest
-from gui_fakes import TINY_RUN
+from gui_fakes import TINY_RUN, collect
 
+from workbench.engine.events import RunEnded, StatusChanged
 from workbench.gui.engine_calls import engine_run
 
 
@@ -38,9 +39,10 @@ def test_closing_the_window_while_a_run_loads_or_builds_closes_without_waiting_f
     window.show()
     window.form.set_config(TINY_RUN)
     ended = []
-    window.session.run_ended.connect(ended.append)
-    with qtbot.waitSignal(window.session.status_changed, timeout=30_000,
-                          check_params_cb=lambda event: event.message.startswith(starts_phase)):
+    window.session.event.connect(collect(RunEnded, ended))
+    with qtbot.waitSignal(window.session.event, timeout=30_000,
+                          check_params_cb=lambda event: isinstance(event, StatusChanged)
+                          and event.message.startswith(starts_phase)):
         window.start_button.click()
     try:
         with qtbot.waitSignal(window.session.finished, timeout=60_000):

@@ -2,10 +2,11 @@
 history; the plots fill, the run is recorded with its world size, and the window takes the next run."""
 
 import pytest
-from gui_fakes import TINY_RUN
+from gui_fakes import TINY_RUN, collect
 from process_tree import descendants, leftovers
 
 from workbench.engine import probe_device
+from workbench.engine.events import RunStarted
 from workbench.gui.app import build_window
 from workbench.gui.engine_calls import engine_run
 from workbench.history.store import HistoryStore
@@ -32,9 +33,10 @@ def test_two_process_run_from_the_window_plots_records_and_leaves_the_window_rea
         assert window.start_button.isEnabled(), window.start_button.toolTip()
         assert "Effective batch 32 (16 × 2 devices)" in window.form.findChild(object, "derivedFacts").text()
         started = []
-        window.session.run_started.connect(started.append)
+        window.session.event.connect(collect(RunStarted, started))
         running_messages = []  # connected after the controller: the message as it drew it
-        window.session.run_started.connect(lambda _event: running_messages.append(window.run_message.text()))
+        window.session.event.connect(lambda event: isinstance(event, RunStarted)
+                                     and running_messages.append(window.run_message.text()))
         with qtbot.waitSignal(window.session.finished, timeout=120_000):
             window.start_button.click()
         window.plots.redraw()

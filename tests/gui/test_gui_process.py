@@ -27,6 +27,7 @@ def test_closing_the_window_mid_run_exits_cleanly_with_status_0(tmp_path):
         import sys
         from PySide6.QtCore import QSettings, QTimer
         from workbench.config import RunConfig
+        from workbench.engine.events import RunEnded
         from workbench.gui.app import create_application, run_window
         from workbench.gui.main_window import MainWindow
 
@@ -43,9 +44,10 @@ def test_closing_the_window_mid_run_exits_cleanly_with_status_0(tmp_path):
                 QTimer.singleShot(0, window.close)
         window.session.steps.connect(close_once_training)
         def report(event):
-            print("run ended:", event.status, event.reason, flush=True)
-            QTimer.singleShot(0, window.close)  # also when it ends early, so a failure cannot hang the test
-        window.session.run_ended.connect(report)
+            if isinstance(event, RunEnded):
+                print("run ended:", event.status, event.reason, flush=True)
+                QTimer.singleShot(0, window.close)  # also when it ends early, so a failure cannot hang the test
+        window.session.event.connect(report)
         QTimer.singleShot(0, window.start_button.click)
         sys.exit(run_window(app, window))
         """,

@@ -15,6 +15,7 @@ import threading
 from PySide6.QtCore import QCoreApplication
 from workbench.config import RunConfig
 from workbench.controller.jobs import run_job
+from workbench.engine.events import RunEnded
 from workbench.gui.background import BackgroundCall, wait_for_background_calls
 from workbench.gui.engine_calls import engine_probe, engine_run
 from workbench.gui.worker import RunSession
@@ -28,7 +29,7 @@ probe.start()
 assert imported.wait(120)
 session = RunSession(engine_run)
 ended = []
-session.run_ended.connect(ended.append)
+session.event.connect(lambda event: isinstance(event, RunEnded) and ended.append(event))
 session.finished.connect(app.quit)
 config = RunConfig(dataset="synthetic", synthetic_size=512, batch_size=32, max_steps=30, log_every=5, num_workers=0,
                    device="cpu", profile=True, profile_every=20)

@@ -2,10 +2,11 @@
 
 
 import pytest
-from gui_fakes import CPU_DEVICE, GPU_DEVICE, GPU_MEMORY, TINY_RUN, FakeRun, ListRecording, fake_probe
+from gui_fakes import CPU_DEVICE, GPU_DEVICE, GPU_MEMORY, TINY_RUN, FakeRun, ListRecording, collect, fake_probe
 from PySide6.QtCore import QByteArray
 
 from workbench.config import RunConfig
+from workbench.engine.events import RunEnded
 from workbench.gui.main_window import SETTINGS_CONFIG
 from workbench.gui.engine_calls import engine_run
 
@@ -41,7 +42,7 @@ def test_real_cpu_run_finishes_and_the_plots_hold_data(qtbot, make_window):
     window.show()
     wait_for_device(qtbot, window)
     ended = []
-    window.session.run_ended.connect(ended.append)
+    window.session.event.connect(collect(RunEnded, ended))
     run_once(qtbot, window, TINY_RUN.replace(epochs=2))
     assert [event.status for event in ended] == ["finished"], ended[0].reason
     assert curve_points(window.plots.raw_loss_curve) == 8  # 256 // 32 = 8 steps per epoch, logged every 2
@@ -84,7 +85,7 @@ def test_stop_mid_run_stops_the_run_and_frees_the_window(qtbot, make_window, num
     window = make_window(run_function=engine_run)
     window.form.set_config(TINY_RUN.replace(synthetic_size=512, epochs=1000, log_every=1, num_workers=num_workers))
     ended = []
-    window.session.run_ended.connect(ended.append)
+    window.session.event.connect(collect(RunEnded, ended))
     with qtbot.waitSignal(window.session.steps, timeout=60_000):
         window.start_button.click()
     assert window.stop_button.isEnabled() and not window.start_button.isEnabled()
@@ -220,7 +221,7 @@ def test_a_failing_recorder_is_reported_and_the_run_goes_on(qtbot, make_window):
     messages = []
     window.session.steps.connect(lambda _steps: messages.append(window.status_line.text()))
     ended = []
-    window.session.run_ended.connect(ended.append)
+    window.session.event.connect(collect(RunEnded, ended))
     run_once(qtbot, window, TINY_RUN)
     assert any("not being recorded in the history: OSError: disk full" in message for message in messages)
     assert [event.status for event in ended] == ["finished"]
@@ -237,7 +238,7 @@ def test_real_npz_data_runs_from_the_form(qtbot, make_window, subset_npz):
     form.editor("max_steps").setValue(6)
     assert "5,085 training images" in form.derived_label.text()
     ended = []
-    window.session.run_ended.connect(ended.append)
+    window.session.event.connect(collect(RunEnded, ended))
     with qtbot.waitSignal(window.session.finished, timeout=60_000):
         window.start_button.click()
     assert [(event.status, event.summary.steps) for event in ended] == [("finished", 6)]

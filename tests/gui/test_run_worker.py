@@ -16,10 +16,7 @@ class Recorder:
         self.events: list = []
         self.step_batches: list[list[StepStats]] = []
         self.threads: set = set()
-        session.status_changed.connect(self._add)
-        session.run_started.connect(self._add)
-        session.epoch_ended.connect(self._add)
-        session.run_ended.connect(self._add)
+        session.event.connect(self._add)
         session.steps.connect(self._add_steps)
 
     def _add(self, event) -> None:

@@ -221,9 +221,7 @@ class MainWindow(QMainWindow):
         self.form.config_changed.connect(self._on_config_changed)
         session = self.session
         session.steps.connect(controller.on_steps)
-        for signal in (session.status_changed, session.run_started, session.epoch_ended, session.run_ended,
-                       session.event):
-            signal.connect(controller.on_event)
+        session.event.connect(controller.on_event)
         session.finished.connect(controller.on_finished)
 
     def set_runs_view(self, view: QWidget) -> None:

@@ -7,13 +7,13 @@ run, the job closed) is ``workbench.controller.driving.drive``, which the worker
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from workbench.config import RunConfig
 from workbench.controller.driving import Job, drive
-from workbench.engine.events import EpochStats, Event, RunEnded, RunStarted, StatusChanged
+from workbench.engine.events import Event
 from workbench.engine.requests import RunControls
 from workbench.gui.engine_calls import engine_run
 
@@ -23,12 +23,8 @@ RunFunction = Callable[[RunConfig, Callable[[], bool]], Iterator[Event]]
 class RunWorker(QObject):
     """Lives on a QThread; ``work()`` runs one job to its end."""
 
-    status_changed = Signal(object)  # StatusChanged
-    run_started = Signal(object)  # RunStarted
     steps = Signal(object)  # list[StepStats], oldest first
-    epoch_ended = Signal(object)  # EpochStats
-    run_ended = Signal(object)  # RunEnded, exactly once per run
-    event = Signal(object)  # anything else the job yields: ProfileSample, a sequence's events, recording notes
+    event = Signal(object)  # every other event the job yields, in order (each run's RunEnded exactly once)
     finished = Signal()  # after the last event: the thread may quit
 
     def __init__(self, job: Job):
@@ -43,36 +39,20 @@ class RunWorker(QObject):
     @Slot()
     def work(self) -> None:
         try:
-            drive(self._job, self.controls, self.steps.emit, self._emit)
+            drive(self._job, self.controls, self.steps.emit, self.event.emit)
         finally:
             self.finished.emit()
-
-    def _emit(self, event: Any) -> None:
-        if isinstance(event, RunEnded):
-            self.run_ended.emit(event)
-        elif isinstance(event, RunStarted):
-            self.run_started.emit(event)
-        elif isinstance(event, EpochStats):
-            self.epoch_ended.emit(event)
-        elif isinstance(event, StatusChanged):
-            self.status_changed.emit(event)
-        else:
-            self.event.emit(event)
 
 
 class RunSession(QObject):
     """One job at a time: owns the QThread and the worker, and re-emits the worker's signals.
 
     Every signal arrives on the GUI thread (queued, in the order the job yielded), so slots may touch
-    widgets: steps come as lists, each run's run_ended exactly once. ``finished`` fires after the
-    thread has quit, when it is safe to start the next job or to close the window.
+    widgets: steps come as lists, every other event on ``event`` (each run's RunEnded exactly once).
+    ``finished`` fires after the thread has quit, when it is safe to start the next job or to close the window.
     """
 
-    status_changed = Signal(object)
-    run_started = Signal(object)
     steps = Signal(object)
-    epoch_ended = Signal(object)
-    run_ended = Signal(object)
     event = Signal(object)
     finished = Signal()
 
@@ -99,8 +79,8 @@ class RunSession(QObject):
         worker = RunWorker(job)
         worker.moveToThread(thread)
         thread.started.connect(worker.work)
-        for name in ("status_changed", "run_started", "steps", "epoch_ended", "run_ended", "event"):
-            getattr(worker, name).connect(getattr(self, name))
+        worker.steps.connect(self.steps)
+        worker.event.connect(self.event)
         # Direct: quit() is thread-safe, and the thread must end even while the GUI thread is busy.
         worker.finished.connect(thread.quit, Qt.ConnectionType.DirectConnection)
         thread.finished.connect(self._on_thread_finished)
