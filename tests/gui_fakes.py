@@ -50,14 +50,14 @@ class FakeRun:
 
     def _events(self, config: RunConfig, stop: Callable[[], bool]) -> Iterator[Event]:
         try:
-            yield StatusChanged("Loading synthetic data…")
+            yield StatusChanged(message="Loading synthetic data…")
             yield RunStarted(config=config, device=self.device, dataset_name="synthetic", train_size=512,
                              test_size=102, num_classes=10, steps_per_epoch=self.steps, total_steps=self.steps,
                              parameter_count=1000, started_at=time.time(), notes=("a note",))
             began = time.perf_counter()
             for step in range(1, self.steps + 1):
                 if stop():
-                    yield RunEnded("stopped", RunSummary(status="stopped", steps=step - 1), f"stopped at step {step - 1}")
+                    yield RunEnded(status="stopped", summary=RunSummary(status="stopped", steps=step - 1), reason=f"stopped at step {step - 1}")
                     return
                 if step == self.raise_at:
                     raise RuntimeError(f"boom at step {step}")
@@ -71,7 +71,7 @@ class FakeRun:
                              test_accuracy=0.75, images_per_sec=1000.0, data_wait_fraction=0.2, train_seconds=1.0,
                              eval_seconds=0.1, memory=self.memory)
             if self.end:
-                yield RunEnded("finished", RunSummary(status="finished", test_accuracy=0.75, steps=self.steps))
+                yield RunEnded(status="finished", summary=RunSummary(status="finished", test_accuracy=0.75, steps=self.steps))
         finally:
             self.closed = True
 
@@ -81,7 +81,7 @@ def fake_probe(device: DeviceInfo = CPU_DEVICE) -> Callable[[], DeviceInfo]:
 
 
 def fake_release() -> MemoryRelease:
-    return MemoryRelease(3 * 2**30, 1 * 2**30, "reserved 3.0 GiB → 1.0 GiB")
+    return MemoryRelease(reserved_before=3 * 2**30, reserved_after=1 * 2**30, message="reserved 3.0 GiB → 1.0 GiB")
 
 
 class ListRecorder:

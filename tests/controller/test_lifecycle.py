@@ -299,7 +299,7 @@ def test_a_profile_sample_and_the_findings_reach_the_view_and_apply_sets_the_for
         yield RunStarted(config=config, device=CPU_DEVICE, dataset_name="synthetic", train_size=64, test_size=8,
                          num_classes=10, steps_per_epoch=4, total_steps=4, parameter_count=1, started_at=0.0)
         yield sample
-        yield RunEnded("finished", RunSummary(status="finished", steps=4, findings=(finding,)))
+        yield RunEnded(status="finished", summary=RunSummary(status="finished", steps=4, findings=(finding,)))
 
     controller, view, runner, recording = make(run)
     controller.start_run()
@@ -338,8 +338,8 @@ def test_the_ceiling_probe_runs_as_a_job_between_runs_only():
 @pytest.mark.parametrize("failure", ["raise", "silent"])
 def test_a_sequence_whose_generator_breaks_still_ends_with_a_failed_sequence_and_run(failure):
     def events(controls):
-        yield SequenceStarted("sweep", None, "sweep seed", TINY_RUN, 2, ("seed",))
-        yield MemberStarted(0, TINY_RUN, (("seed", 1),), None)
+        yield SequenceStarted(kind="sweep", sweep_id=None, name="sweep seed", base=TINY_RUN, planned_members=2, fields=("seed",))
+        yield MemberStarted(index=0, config=TINY_RUN, values=(("seed", 1),), run_id=None)
         if failure == "raise":
             raise RuntimeError("the sequence broke")
 

@@ -128,7 +128,7 @@ def test_a_run_faster_than_its_ceiling_reads_ceiling_stale_everywhere():
                          ceiling_images_per_sec=67.0, pipeline_efficiency=90.0 / 67.0)
     stale = "ceiling stale — measure again"
     assert dict(summary_rows(summary, None))["efficiency"] == stale  # the CLI summary
-    assert stale in ended_text(RunEnded("finished", summary)) and "134%" not in ended_text(RunEnded("finished", summary))
+    assert stale in ended_text(RunEnded(status="finished", summary=summary)) and "134%" not in ended_text(RunEnded(status="finished", summary=summary))
     step = StepStats(step=5, total_steps=10, epoch=1, epochs=1, samples_seen=640, loss=1.0, lr=0.1,
                      images_per_sec=90.0, data_wait_seconds=0.0, device_span_seconds=0.0, window_seconds=1.0,
                      elapsed_seconds=5.0)

@@ -176,15 +176,15 @@ def started() -> RunStarted:
 
 def test_windows_leave_in_rank_0s_order_once_every_rank_has_sent_its_own():
     merger = RankEventMerger(2)
-    assert merger.add(0, StatusChanged("Loading…")) == [StatusChanged("Loading…")]
-    assert merger.add(1, StatusChanged("Loading…")) == []  # other ranks' status lines are not the run's
+    assert merger.add(0, StatusChanged(message="Loading…")) == [StatusChanged(message="Loading…")]
+    assert merger.add(1, StatusChanged(message="Loading…")) == []  # other ranks' status lines are not the run's
     assert merger.add(0, started()) == [started()]
     assert merger.add(1, started()) == []
     assert merger.add(0, window(1, 32, 1.0, wait=0.2, mem=memory(100, 150))) == []  # rank 1's is still to come
-    assert merger.add(0, StatusChanged("Evaluating…")) == []  # waits behind the window before it
+    assert merger.add(0, StatusChanged(message="Evaluating…")) == []  # waits behind the window before it
     released = merger.add(1, window(1, 32, 2.0, wait=0.5, loss=3.0, mem=memory(300, 120)))
     merged, status = released
-    assert status == StatusChanged("Evaluating…")
+    assert status == StatusChanged(message="Evaluating…")
     assert merged.samples_seen == 64 and merged.window_seconds == 2.0 and merged.images_per_sec == 32.0
     assert merged.loss == 2.0 and merged.data_wait_seconds == 0.5
     assert (merged.memory.torch_allocated, merged.memory.torch_peak_allocated) == (300, 150)  # each the highest

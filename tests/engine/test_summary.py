@@ -64,11 +64,11 @@ def gpu_sample(first, window=0.1, busy=0.03, host=0.05, data=0.01, other=0.01, k
                ops=(("aten::conv2d", 0.01),), trace=None):
     return ProfileSample(
         first_step=first, last_step=first + 10, device="cuda", steps=steps, window_seconds=window,
-        images_per_sec=1000.0, host_data_wait_seconds=data, top_ops=tuple(NamedTime(n, s, 2) for n, s in ops),
+        images_per_sec=1000.0, host_data_wait_seconds=data, top_ops=tuple(NamedTime(name=n, seconds=s, count=2) for n, s in ops),
         ops_steps=2, kernel_busy_seconds=busy, memcpy_seconds=0.0, memset_seconds=0.0,
         idle_waiting_for_data_seconds=data, idle_waiting_for_host_seconds=host, idle_other_seconds=other,
         kernels=kernels, launches=kernels, median_kernel_seconds=median,
-        top_kernels=(NamedTime("sm90_gemm", busy, kernels),), trace_path=trace,
+        top_kernels=(NamedTime(name="sm90_gemm", seconds=busy, count=kernels),), trace_path=trace,
     )
 
 

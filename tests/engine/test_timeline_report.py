@@ -8,7 +8,7 @@ from workbench.engine.events import Finding, NamedTime, ProfileSample, RunSummar
 
 SAMPLE = ProfileSample(
     first_step=21, last_step=31, device="cuda", steps=8, window_seconds=0.1, images_per_sec=2560.0,
-    host_data_wait_seconds=0.01, top_ops=(NamedTime("cudaLaunchKernel", 0.02, 700),), ops_steps=2,
+    host_data_wait_seconds=0.01, top_ops=(NamedTime(name="cudaLaunchKernel", seconds=0.02, count=700),), ops_steps=2,
     kernel_busy_seconds=0.025, memcpy_seconds=0.001, memset_seconds=0.0, idle_waiting_for_data_seconds=0.01,
     idle_waiting_for_host_seconds=0.06, idle_other_seconds=0.004, kernels=696, launches=712,
     median_kernel_seconds=2.4e-6, trace_path="/h/traces/step-0000022.trace.json.gz",
@@ -35,8 +35,8 @@ def test_a_profiled_gpu_summary():
         memset_fraction=0.0, idle_waiting_for_data_fraction=0.1, idle_waiting_for_host_fraction=0.6,
         idle_other_fraction=0.04, kernels_per_step=87.0, launches_per_step=89.0, median_kernel_seconds=2.4e-6,
         top_ops=SAMPLE.top_ops, trace_paths=("a", "b"), ceiling_images_per_sec=4000.0, pipeline_efficiency=0.5,
-        findings=(Finding("launch-bound", "Launch-bound: x.", "Launch-bound: x. Try compile=true: y.", 0.6,
-                          "idle_waiting_for_host_fraction", 0.2, "compile", True),),
+        findings=(Finding(kind="launch-bound", headline="Launch-bound: x.", text="Launch-bound: x. Try compile=true: y.", figure=0.6,
+                          figure_name="idle_waiting_for_host_fraction", threshold=0.2, field="compile", value=True),),
     )
     rows = dict(timeline_report.summary_rows(summary, RunConfig(profile=True)))
     assert rows["GPU timeline"] == ("kernels 25%, memcpy 1%, idle waiting for data 10%, for the host 60%, "

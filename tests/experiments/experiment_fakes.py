@@ -36,7 +36,7 @@ def ended(status: str, images_per_sec: Optional[float] = None, kind: Optional[st
           reason: Optional[str] = None, **peaks) -> RunEnded:
     summary = RunSummary(status=status, reason=reason, failure_kind=kind, images_per_sec=images_per_sec,
                          steps=3, **peaks)
-    return RunEnded(status, summary, reason, kind)
+    return RunEnded(status=status, summary=summary, reason=reason, kind=kind)
 
 
 class TimedRuns:

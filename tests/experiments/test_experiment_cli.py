@@ -111,8 +111,8 @@ def test_a_member_the_history_cannot_take_is_said_and_the_sweep_goes_on():
 
     stream = io.StringIO()
     output = SequenceProgress(stream)
-    output.show(RecordingFailed(7, "OperationalError: disk I/O error"))
-    output.show(RecordingFailed(None, "OperationalError: database is locked"))
+    output.show(RecordingFailed(run_id=7, reason="OperationalError: disk I/O error"))
+    output.show(RecordingFailed(run_id=None, reason="OperationalError: database is locked"))
     output.close()
     assert stream.getvalue().splitlines() == [
         "  run #7 is not being recorded in the history: OperationalError: disk I/O error",

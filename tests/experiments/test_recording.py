@@ -9,7 +9,7 @@ from workbench.experiments.recording import HistoryRecording, open_record, recor
 
 def test_a_recorder_that_fails_mid_run_ends_its_record_and_the_run_goes_on(isolated_workbench_home):
     config = tiny()
-    events = [StatusChanged("Loading data…"), started(config, CPU), StatusChanged("Evaluating…"), ended("finished")]
+    events = [StatusChanged(message="Loading data…"), started(config, CPU), StatusChanged(message="Evaluating…"), ended("finished")]
     with HistoryRecording() as recording:
         recorder, problem = open_record(recording, config, None, None)
         real_record = recorder.record

@@ -13,25 +13,25 @@ KERNEL = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFun
 def gpu_sample(first=21, busy=0.025, host=0.06, data=0.01, other=0.004, memcpy=0.001):
     return ProfileSample(
         first_step=first, last_step=first + 10, device="cuda", steps=8, window_seconds=0.1, images_per_sec=2560.0,
-        host_data_wait_seconds=data, top_ops=(NamedTime("cudaLaunchKernel", 0.02, 700), NamedTime("aten::add_", 0.004, 90)),
+        host_data_wait_seconds=data, top_ops=(NamedTime(name="cudaLaunchKernel", seconds=0.02, count=700), NamedTime(name="aten::add_", seconds=0.004, count=90)),
         ops_steps=2, kernel_busy_seconds=busy, memcpy_seconds=memcpy, memset_seconds=0.0,
         idle_waiting_for_data_seconds=data, idle_waiting_for_host_seconds=host, idle_other_seconds=other,
         kernels=696, launches=712, median_kernel_seconds=2.4e-6,
-        top_kernels=(NamedTime(KERNEL, 0.004, 300), NamedTime("sm80_xmma_gemm_f32f32", 0.002, 24)),
+        top_kernels=(NamedTime(name=KERNEL, seconds=0.004, count=300), NamedTime(name="sm80_xmma_gemm_f32f32", seconds=0.002, count=24)),
         trace_path=f"/home/traces/step-{first:07d}.trace.json.gz",
     )
 
 
 CPU_SAMPLE = ProfileSample(first_step=7, last_step=9, device="cpu", steps=3, window_seconds=0.9, images_per_sec=107.0,
-                           host_data_wait_seconds=0.09, top_ops=(NamedTime("aten::mkldnn_convolution", 0.4, 12),),
+                           host_data_wait_seconds=0.09, top_ops=(NamedTime(name="aten::mkldnn_convolution", seconds=0.4, count=12),),
                            gpu_unavailable_reason="a CPU run has no GPU timeline", trace_path="/t/cpu.trace.json.gz")
 FINDINGS = (
-    Finding("launch-bound", "Launch-bound: …", "Launch-bound: … Try batch_size=256: more work per launch.", 0.6,
-            "idle_waiting_for_host_fraction", 0.2, "batch_size", 256),
-    Finding("launch-bound", "Launch-bound: …", "Launch-bound: … Try compile=true: fewer launches.", 0.6,
-            "idle_waiting_for_host_fraction", 0.2, "compile", True),
-    Finding("compute-bound", "Compute-bound: …", "Compute-bound: … Only a faster GPU is left.", 0.9,
-            "kernel_busy_fraction", 0.8),
+    Finding(kind="launch-bound", headline="Launch-bound: …", text="Launch-bound: … Try batch_size=256: more work per launch.", figure=0.6,
+            figure_name="idle_waiting_for_host_fraction", threshold=0.2, field="batch_size", value=256),
+    Finding(kind="launch-bound", headline="Launch-bound: …", text="Launch-bound: … Try compile=true: fewer launches.", figure=0.6,
+            figure_name="idle_waiting_for_host_fraction", threshold=0.2, field="compile", value=True),
+    Finding(kind="compute-bound", headline="Compute-bound: …", text="Compute-bound: … Only a faster GPU is left.", figure=0.9,
+            figure_name="kernel_busy_fraction", threshold=0.8),
 )
 
 

@@ -79,9 +79,9 @@ def test_a_run_is_named_once_and_the_same_in_the_plots_the_runs_tab_and_the_csv(
 
 
 def fails_before_training(config, stop):
-    yield StatusChanged("Loading data…")
+    yield StatusChanged(message="Loading data…")
     reason = "data.npz is not a valid npz archive"
-    yield RunEnded("failed", RunSummary(status="failed", reason=reason, failure_kind="data"), reason, "data")
+    yield RunEnded(status="failed", summary=RunSummary(status="failed", reason=reason, failure_kind="data"), reason=reason, kind="data")
 
 
 def test_an_early_failure_ends_the_progress_bar_on_failed(qtbot, make_window):

@@ -76,8 +76,11 @@ def test_ten_thousand_cross_thread_emits_of_a_frozen_dataclass_survive(tmp_path)
             @Slot()
             def work(self):
                 for step in range(1, 10_001):
-                    self.stats.emit(StepStats(step, 10_000, 1, 1, step * 32, 1.0 / step, 0.05, 1000.0, 0.001,
-                                              0.004, 0.005, step * 0.005, MemorySnapshot()))
+                    self.stats.emit(StepStats(step=step, total_steps=10_000, epoch=1, epochs=1,
+                                              samples_seen=step * 32, loss=1.0 / step, lr=0.05,
+                                              images_per_sec=1000.0, data_wait_seconds=0.001,
+                                              device_span_seconds=0.004, window_seconds=0.005,
+                                              elapsed_seconds=step * 0.005, memory=MemorySnapshot()))
                 self.done.emit()
 
         class Receiver(QObject):

@@ -246,7 +246,7 @@ def test_the_x_axis_can_be_samples_seen_or_wall_time(panel, axis, expected):
 def test_release_marks_the_plot_and_drops_the_reserved_curve(panel):
     panel.begin_run("#1")
     panel.add_steps(steps(4))
-    panel.mark_release(MemoryRelease(3 * 2**30, 2**30, "reserved 3.0 GiB → 1.0 GiB"))
+    panel.mark_release(MemoryRelease(reserved_before=3 * 2**30, reserved_after=2**30, message="reserved 3.0 GiB → 1.0 GiB"))
     panel.redraw()
     _, reserved = panel.memory_curves["torch_reserved"].getData()
     assert list(reserved[-2:]) == [3.0, 1.0]

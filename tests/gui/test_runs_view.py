@@ -64,7 +64,7 @@ def record_gpu_run(store, config: RunConfig, images_per_sec=None, name=None, **s
         device="cuda", device_name=GPU.name,
     )
     values.update(summary_changes)
-    recorder.record(RunEnded("finished", summary(3, **values)))
+    recorder.record(RunEnded(status="finished", summary=summary(3, **values)))
     return recorder.run_id
 
 
@@ -348,7 +348,7 @@ def test_a_poll_during_a_run_re_reads_only_the_running_row_of_two_thousand(make_
     with HistoryStore.open(home) as cli_process:  # meanwhile a `workbench run` records a run and deletes one
         new_id = record_complete_run(cli_process, name="from the terminal")
         cli_process.delete(old_ids[0])
-    recorder.record(RunEnded("finished", summary(4)))
+    recorder.record(RunEnded(status="finished", summary=summary(4)))
     parsed.clear()
     view._refresh_if_changed()
     assert sorted(parsed) == [recorder.run_id, new_id]
@@ -382,7 +382,7 @@ def test_sweep_members_are_tagged_with_their_sweep(make_view, store):
         config = RunConfig(batch_size=batch)
         recorder = store.start_run(config, source="gui", sweep_id=sweep_id)
         recorder.record(started(config, device=GPU, total_steps=3))
-        recorder.record(RunEnded("finished", summary(3, device="cuda", device_name=GPU.name)))
+        recorder.record(RunEnded(status="finished", summary=summary(3, device="cuda", device_name=GPU.name)))
         members.append(recorder.run_id)
     view = make_view()
     tags = dict(zip(column(view, "ID"), column(view, "Sweep")))

@@ -45,7 +45,7 @@ def test_apply_on_a_finding_sets_that_field_in_the_form(qtbot, make_window):
     def run(config, stop) -> Iterator:
         yield RunStarted(config=config, device=CPU_DEVICE, dataset_name="synthetic", train_size=64, test_size=8,
                          num_classes=10, steps_per_epoch=2, total_steps=2, parameter_count=1, started_at=0.0)
-        yield RunEnded("finished", RunSummary(status="finished", steps=2, findings=(finding,)))
+        yield RunEnded(status="finished", summary=RunSummary(status="finished", steps=2, findings=(finding,)))
 
     window = make_window(run_function=run)
     window.show()
@@ -132,7 +132,7 @@ def test_find_faster_settings_shows_each_trial_and_apply_puts_the_best_in_the_fo
         rate = 1000.0 * (1.5 if config.augment == "gpu" else 1.0)
         yield RunStarted(config=config, device=GPU_DEVICE, dataset_name="synthetic", train_size=64, test_size=8,
                          num_classes=10, steps_per_epoch=10, total_steps=10, parameter_count=1, started_at=0.0)
-        yield RunEnded("finished", RunSummary(status="finished", steps=10, images_per_sec=rate))
+        yield RunEnded(status="finished", summary=RunSummary(status="finished", steps=10, images_per_sec=rate))
 
     window = make_window(run_function=timed, probe_function=fake_probe(GPU_DEVICE),
                          sequence_probe=lambda requested: GPU_DEVICE)

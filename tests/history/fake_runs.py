@@ -64,12 +64,12 @@ def summary(steps: int = 10, test_accuracy: float = 0.42, images_per_sec: float 
 
 def complete_run_events(config: RunConfig, steps: int = 10, test_accuracy: float = 0.42, **summary_changes):
     """A whole finished run, in engine order."""
-    yield StatusChanged("Loading data…")
+    yield StatusChanged(message="Loading data…")
     yield started(config, total_steps=steps)
     for index in range(1, steps + 1):
         yield step(index, steps)
     yield epoch(steps, test_accuracy)
-    yield RunEnded("finished", summary(steps, test_accuracy, **summary_changes))
+    yield RunEnded(status="finished", summary=summary(steps, test_accuracy, **summary_changes))
 
 
 def record_complete_run(store, config: RunConfig | None = None, name: str | None = None, source: str = "cli",

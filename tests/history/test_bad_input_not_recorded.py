@@ -21,15 +21,15 @@ def store(tmp_path):
 @pytest.mark.parametrize("kind", ["config", "data"])
 def test_a_run_refused_for_bad_input_before_it_started_is_not_kept(store, kind):
     recorder = store.start_run(RunConfig(), source="gui")
-    recorder.record(StatusChanged("Loading npz data…"))
-    recorder.record(RunEnded("failed", summary(0, status="failed"), reason="npz file x: bad labels", kind=kind))
+    recorder.record(StatusChanged(message="Loading npz data…"))
+    recorder.record(RunEnded(status="failed", summary=summary(0, status="failed"), reason="npz file x: bad labels", kind=kind))
     assert recorder.ended and recorder.discarded
     assert store.list_runs() == []
 
 
 def test_a_failure_of_the_run_itself_is_kept_with_its_reason(store):
     recorder = store.start_run(RunConfig(), source="cli")
-    recorder.record(RunEnded("failed", summary(0, status="failed"), reason="could not query the device", kind="error"))
+    recorder.record(RunEnded(status="failed", summary=summary(0, status="failed"), reason="could not query the device", kind="error"))
     [record] = store.list_runs()
     assert (record.status, record.reason, recorder.discarded) == ("failed", "could not query the device", False)
 
@@ -39,7 +39,7 @@ def test_a_run_that_started_training_is_kept_whatever_ends_it(store):
     recorder = store.start_run(config, source="cli")
     recorder.record(started(config))
     recorder.record(step(2))
-    recorder.record(RunEnded("failed", summary(2, status="failed"), reason="data went bad", kind="data"))
+    recorder.record(RunEnded(status="failed", summary=summary(2, status="failed"), reason="data went bad", kind="data"))
     [record] = store.list_runs()
     assert record.status == "failed" and record.summary.steps == 2
 

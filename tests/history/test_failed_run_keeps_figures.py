@@ -13,7 +13,7 @@ TRACEBACK = 'Traceback (most recent call last):\n  File "trainer.py", line 1, in
 def record_until_a_crash(store, ended: RunEnded) -> int:
     config = RunConfig(device="cpu")
     recorder = store.start_run(config, source="gui")
-    recorder.record(StatusChanged("Loading data…"))
+    recorder.record(StatusChanged(message="Loading data…"))
     recorder.record(started(config, total_steps=10))
     for index in range(1, 7):
         recorder.record(step(index, memory=MemorySnapshot(nvml_used=5 * 2**30, nvml_process_used=2 * 2**30)))
@@ -26,8 +26,8 @@ def record_until_a_crash(store, ended: RunEnded) -> int:
 
 def test_a_crash_reported_without_the_runs_figures_does_not_erase_them(tmp_path):
     """What a GUI worker reported for an exception escaping the engine: a RunEnded with an empty summary."""
-    empty = RunEnded("failed", RunSummary(status="failed", reason="RuntimeError: boom", failure_kind="error"),
-                     "RuntimeError: boom", "error", TRACEBACK)
+    empty = RunEnded(status="failed", summary=RunSummary(status="failed", reason="RuntimeError: boom", failure_kind="error"),
+                     reason="RuntimeError: boom", kind="error", traceback=TRACEBACK)
     with HistoryStore.open(tmp_path) as store:
         record = store.get_run(record_until_a_crash(store, empty))
     assert (record.status, record.reason, record.failure_kind) == ("failed", "RuntimeError: boom", "error")
@@ -39,7 +39,7 @@ def test_a_crash_reported_without_the_runs_figures_does_not_erase_them(tmp_path)
 
 
 def test_a_failures_traceback_goes_to_the_log_in_the_workbench_home(tmp_path):
-    ended = RunEnded("failed", RunSummary(status="failed"), "RuntimeError: boom", "error", TRACEBACK)
+    ended = RunEnded(status="failed", summary=RunSummary(status="failed"), reason="RuntimeError: boom", kind="error", traceback=TRACEBACK)
     with HistoryStore.open(tmp_path) as store:
         run_id = record_until_a_crash(store, ended)
     log = failure_log_path(tmp_path)
@@ -52,7 +52,7 @@ def test_a_failures_traceback_goes_to_the_log_in_the_workbench_home(tmp_path):
 def test_figures_the_engine_sent_win_and_user_errors_have_no_log(tmp_path):
     engine_summary = RunSummary(status="failed", reason="diverged", failure_kind="diverged", final_loss=None, steps=6,
                                 samples_seen=192, epochs_completed=1, images_per_sec=1234.0, wall_seconds=9.0)
-    ended = RunEnded("failed", engine_summary, "diverged", "diverged")
+    ended = RunEnded(status="failed", summary=engine_summary, reason="diverged", kind="diverged")
     with HistoryStore.open(tmp_path) as store:
         record = store.get_run(record_until_a_crash(store, ended))
     assert record.summary.images_per_sec == 1234.0 and record.summary.wall_seconds == 9.0  # the engine's own figures

@@ -51,7 +51,7 @@ def test_settings_that_differ_are_flagged_and_shown_readably(store):
 
 def test_status_row_carries_the_reason(store):
     recorder = store.start_run(RunConfig())
-    recorder.record(RunEnded("failed", summary(0, status="failed"), reason="CUDA out of memory", kind="out_of_memory"))
+    recorder.record(RunEnded(status="failed", summary=summary(0, status="failed"), reason="CUDA out of memory", kind="out_of_memory"))
     row = rows_by_key([store.get_run(recorder.run_id)])["Run", "status"]
     assert row.texts == ("failed: CUDA out of memory",)
 

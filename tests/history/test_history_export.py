@@ -96,7 +96,7 @@ def test_awkward_text_survives_the_round_trip_and_formulas_are_guarded(store, tm
     second = record_complete_run(store, name="=HYPERLINK(\"http://evil\")", final_loss=-1.5)
     recorder = store.start_run(RunConfig(), name="@SUM(A1)")
     failed = summary(0, status="failed", test_accuracy=None)
-    recorder.record(RunEnded("failed", failed, reason="-2 steps left; +inf loss"))
+    recorder.record(RunEnded(status="failed", summary=failed, reason="-2 steps left; +inf loss"))
     export_runs_csv(store, tmp_path / "runs.csv")
 
     raw = (tmp_path / "runs.csv").read_bytes()
@@ -147,7 +147,7 @@ def test_steps_csv_is_long_format_with_epoch_figures_and_no_empty_values(store, 
     recorder.record(step(1, 2, memory=MemorySnapshot(torch_allocated=1024)))
     recorder.record(step(2, 2, loss=0.5))
     recorder.record(epoch(2, test_accuracy=0.5))
-    recorder.record(RunEnded("finished", summary(2)))
+    recorder.record(RunEnded(status="finished", summary=summary(2)))
     other = record_complete_run(store, steps=3)
 
     rows_written = export_steps_csv(store, tmp_path / "steps.csv", [recorder.run_id])

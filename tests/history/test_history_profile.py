@@ -15,16 +15,16 @@ from workbench.history.store import HistoryStore
 
 SAMPLE = ProfileSample(
     first_step=21, last_step=31, device="cuda", steps=8, window_seconds=0.2, images_per_sec=1280.0,
-    host_data_wait_seconds=0.01, top_ops=(NamedTime("aten::convolution_backward", 0.004, 8),), ops_steps=2,
+    host_data_wait_seconds=0.01, top_ops=(NamedTime(name="aten::convolution_backward", seconds=0.004, count=8),), ops_steps=2,
     kernel_busy_seconds=0.05, memcpy_seconds=0.001, memset_seconds=0.0, idle_waiting_for_data_seconds=0.009,
     idle_waiting_for_host_seconds=0.13, idle_other_seconds=0.01, kernels=720, launches=740,
-    median_kernel_seconds=2.5e-6, top_kernels=(NamedTime("void at::native::elementwise", 0.01, 300),),
+    median_kernel_seconds=2.5e-6, top_kernels=(NamedTime(name="void at::native::elementwise", seconds=0.01, count=300),),
     trace_path="/home/traces/step-0000022.trace.json.gz", ops_trace_path="/home/traces/step-0000022-ops.trace.json.gz",
     overhead_seconds=0.3,
 )
-FINDING = Finding("launch-bound", "Launch-bound: the GPU sat idle waiting for the host 65% of the sampled time.",
-                  "Launch-bound: … Try batch_size=256: each kernel does more work per launch.", 0.65,
-                  "idle_waiting_for_host_fraction", 0.2, "batch_size", 256)
+FINDING = Finding(kind="launch-bound", headline="Launch-bound: the GPU sat idle waiting for the host 65% of the sampled time.",
+                  text="Launch-bound: … Try batch_size=256: each kernel does more work per launch.", figure=0.65,
+                  figure_name="idle_waiting_for_host_fraction", threshold=0.2, field="batch_size", value=256)
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def record_profiled_run(store) -> int:
         if index == 31:
             recorder.record(SAMPLE)
     recorder.record(epoch(40))
-    recorder.record(RunEnded("finished", summary(
+    recorder.record(RunEnded(status="finished", summary=summary(
         40, device="cuda", profile_samples=1, kernel_busy_fraction=0.25, memcpy_fraction=0.005,
         idle_waiting_for_data_fraction=0.045, idle_waiting_for_host_fraction=0.65, idle_other_fraction=0.05,
         kernels_per_step=90.0, launches_per_step=92.5, median_kernel_seconds=2.5e-6, ceiling_images_per_sec=2000.0,
@@ -94,7 +94,7 @@ def test_deleting_a_run_deletes_its_traces_and_nothing_else(store, tmp_path):
     recorder.record(step(1, 40))
     recorder.record(dataclasses.replace(SAMPLE, trace_path=str(main), ops_trace_path=str(ops)))
     recorder.record(dataclasses.replace(SAMPLE, first_step=30, trace_path=str(stranger), ops_trace_path=None))
-    recorder.record(RunEnded("stopped", summary(1, device="cuda")))
+    recorder.record(RunEnded(status="stopped", summary=summary(1, device="cuda")))
     store.delete(recorder.run_id)
     assert not main.exists() and not ops.exists() and not folder.exists()
     assert stranger.exists()

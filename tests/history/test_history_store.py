@@ -76,7 +76,7 @@ def test_step_and_epoch_metrics_round_trip_with_missing_memory_as_nan(store):
     recorder.record(step(2, 3))
     recorder.record(step(3, 3, loss=0.5))
     recorder.record(epoch(3, test_accuracy=0.5))
-    recorder.record(RunEnded("finished", summary(3)))
+    recorder.record(RunEnded(status="finished", summary=summary(3)))
 
     steps = store.step_metrics(recorder.run_id)
     assert steps["step"].tolist() == [1, 2, 3]
@@ -120,7 +120,7 @@ def test_status_and_epoch_events_flush_buffered_steps(store, tmp_path):
     recorder = store.start_run(RunConfig(device="cpu"))
     recorder.flush_interval_s = 3600
     recorder.record(step(1))
-    recorder.record(StatusChanged("Evaluating…"))
+    recorder.record(StatusChanged(message="Evaluating…"))
     recorder.record(step(2))
     recorder.record(epoch(2))
     with HistoryStore.open(tmp_path) as reader:
@@ -155,7 +155,7 @@ def test_fail_marks_the_run_failed_with_the_reason(store):
 
 def test_failed_run_end_keeps_reason_and_kind(store):
     recorder = store.start_run(RunConfig(device="cpu"))
-    recorder.record(RunEnded("failed", summary(0, status="failed"), reason="CUDA out of memory", kind="out_of_memory"))
+    recorder.record(RunEnded(status="failed", summary=summary(0, status="failed"), reason="CUDA out of memory", kind="out_of_memory"))
     record = store.get_run(recorder.run_id)
     assert (record.status, record.reason, record.failure_kind) == ("failed", "CUDA out of memory", "out_of_memory")
 
@@ -163,7 +163,7 @@ def test_failed_run_end_keeps_reason_and_kind(store):
 def test_an_ended_run_takes_no_more_events_and_fail_is_a_no_op(store):
     run_id = record_complete_run(store)
     recorder = store.start_run(RunConfig())
-    recorder.record(RunEnded("stopped", summary(0, status="stopped"), reason="stopped by the user"))
+    recorder.record(RunEnded(status="stopped", summary=summary(0, status="stopped"), reason="stopped by the user"))
     recorder.fail("too late")
     assert store.get_run(recorder.run_id).status == "stopped"
     with pytest.raises(RuntimeError, match="already ended"):

@@ -22,7 +22,7 @@ def record_two_rank_run(store: HistoryStore) -> int:
     recorder.record(dataclasses.replace(started(config), world_size=2))
     for index in (1, 2):
         recorder.record(step(index, 2))
-    recorder.record(RunEnded("finished", summary(2, world_size=2, rank_peak_allocated_bytes=(1024, 2048),
+    recorder.record(RunEnded(status="finished", summary=summary(2, world_size=2, rank_peak_allocated_bytes=(1024, 2048),
                                                  rank_peak_reserved_bytes=(4096, None),
                                                  rank_peak_nvml_used_bytes=(None, None))))
     return recorder.run_id
@@ -48,7 +48,7 @@ def test_the_runs_csv_carries_world_size_and_each_ranks_peaks(tmp_path):
         record_two_rank_run(store)
         recorder = store.start_run(RunConfig(device="cpu"), source="cli")  # a one-process run
         recorder.record(started(RunConfig(device="cpu")))
-        recorder.record(RunEnded("finished", summary(1)))
+        recorder.record(RunEnded(status="finished", summary=summary(1)))
         export_runs_csv(store, tmp_path / "runs.csv")
     two, one = read_rows(tmp_path / "runs.csv")
     assert (two["world_size"], two["devices"]) == ("2", "2")

@@ -73,7 +73,7 @@ def test_every_summary_field_survives_the_history(tmp_path):
         recorder.record(started(config, CPU))
         recorder.record(step(1))
         recorder.record(epoch(1))
-        recorder.record(RunEnded("failed", summary, summary.reason, summary.failure_kind))
+        recorder.record(RunEnded(status="failed", summary=summary, reason=summary.reason, kind=summary.failure_kind))
         record = store.get_run(recorder.run_id)
     stored = record.summary
     lost = [item.name for item in dataclasses.fields(RunSummary)
@@ -122,6 +122,6 @@ def test_a_new_field_that_no_place_carries_fails_these_checks():
 
 
 def test_named_times_are_plain_json():
-    summary = dataclasses.replace(every_field_set(), top_ops=(NamedTime("aten::conv2d", 0.5, 3),))
+    summary = dataclasses.replace(every_field_set(), top_ops=(NamedTime(name="aten::conv2d", seconds=0.5, count=3),))
     data = summary_json(summary, config=RunConfig(profile=True))
     assert data["profile"]["top_ops"] == [{"name": "aten::conv2d", "host_seconds": 0.5, "calls": 3}]

@@ -106,6 +106,6 @@ def drive(
             emit_steps(pending)
         if run_open:
             summary = seen.build("failed", failure, "error")
-            emit(RunEnded("failed", summary, failure, "error", failure_traceback))
+            emit(RunEnded(status="failed", summary=summary, reason=failure, kind="error", traceback=failure_traceback))
         if open_sequence is not None:
-            emit(SequenceEnded(open_sequence.kind, open_sequence.sweep_id, "failed", None, failure))
+            emit(SequenceEnded(kind=open_sequence.kind, sweep_id=open_sequence.sweep_id, status="failed", result=None, reason=failure))

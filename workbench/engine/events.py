@@ -23,7 +23,7 @@ EndStatus = Literal["finished", "stopped", "failed"]
 FailureKind = Literal["config", "data", "out_of_memory", "diverged", "data_loader", "error"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MemorySnapshot:
     """Memory at one moment, in bytes. A figure is None when it cannot be read; the reason says why."""
 
@@ -45,12 +45,12 @@ class MemorySnapshot:
     nvml_process_unavailable_reason: Optional[str] = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StatusChanged:
     message: str  # "Loading data…", "Compiling the model…", "Evaluating…"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunStarted:
     config: RunConfig
     device: DeviceInfo
@@ -73,7 +73,7 @@ class RunStarted:
         return self.config.batch_size * self.world_size * self.config.accumulation_steps
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RankStepStats:
     """One process's own figures for a StepStats window of a multi-process (data-parallel) run."""
 
@@ -86,7 +86,7 @@ class RankStepStats:
     memory: MemorySnapshot = field(default_factory=MemorySnapshot)  # this rank's device (NVML: its whole GPU)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StepStats:
     """Measurements over the window of steps since the previous StepStats.
 
@@ -129,7 +129,7 @@ class StepStats:
         return self.data_wait_seconds / self.window_seconds if self.window_seconds > 0 else 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EpochStats:
     epoch: int  # 1-based
     epochs: int
@@ -146,7 +146,7 @@ class EpochStats:
     rank_memory: tuple[MemorySnapshot, ...] = ()  # each rank's own, by rank; () for a one-process run
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NamedTime:
     """A kernel or host op and the time it took, summed over its calls."""
 
@@ -155,7 +155,7 @@ class NamedTime:
     count: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ProfileSample:
     """One profiler-sampled stretch of steps: where the GPU's time went, from its own timeline.
 
@@ -215,7 +215,7 @@ class ProfileSample:
         return self.launches / self.steps if self.launches is not None and self.steps else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Finding:
     """What bounds a run, or what it leaves unused, and the one setting to change for it.
 
@@ -340,7 +340,7 @@ def figure_fields() -> tuple[Field, ...]:
     return tuple(item for item in fields(RunSummary) if "label" in item.metadata)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunEnded:
     status: EndStatus
     summary: RunSummary
@@ -352,7 +352,7 @@ class RunEnded:
 Event = Union[StatusChanged, RunStarted, StepStats, EpochStats, ProfileSample, RunEnded]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MemoryRelease:
     """What release_cached_memory() did."""
 

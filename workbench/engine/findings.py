@@ -250,14 +250,14 @@ def _unmeasured_or_balanced(facts: RunFacts) -> list[Finding]:
                 + f" includes idle gaps between kernels, so it cannot tell busy from waiting{at_ceiling}.")
         profiled = facts.timeline_missing_though_profiled
         if profiled:
-            return [Finding("unmeasured", head, f"{head} {profiled[0].upper()}{profiled[1:]}.", span,
-                            "device_span_fraction", None)]
-        return [Finding("unmeasured", head, head + " Try profile=true: it samples the kernel timeline.",
-                        span, "device_span_fraction", None, "profile", True)]
+            return [Finding(kind="unmeasured", headline=head, text=f"{head} {profiled[0].upper()}{profiled[1:]}.", figure=span,
+                            figure_name="device_span_fraction", threshold=None)]
+        return [Finding(kind="unmeasured", headline=head, text=head + " Try profile=true: it samples the kernel timeline.",
+                        figure=span, figure_name="device_span_fraction", threshold=None, field="profile", value=True)]
     head = (f"No single bottleneck: kernels ran {_pct(facts.summary.kernel_busy_fraction)} of the sampled time; the GPU "
             f"waited for the host {_pct(facts.summary.idle_waiting_for_host_fraction)} and for data "
             f"{_pct(facts.summary.idle_waiting_for_data_fraction)}.")
-    return [Finding("balanced", head, head, facts.summary.kernel_busy_fraction, "kernel_busy_fraction", COMPUTE_BOUND_BUSY)]
+    return [Finding(kind="balanced", headline=head, text=head, figure=facts.summary.kernel_busy_fraction, figure_name="kernel_busy_fraction", threshold=COMPUTE_BOUND_BUSY)]
 
 
 def _memory_headroom(facts: RunFacts) -> list[Finding]:
@@ -272,8 +272,8 @@ def _memory_headroom(facts: RunFacts) -> list[Finding]:
     head = (f"Memory headroom: {_bytes(facts.training_peak_allocated_bytes)} of {_bytes(facts.total_memory_bytes)} "
             f"at batch {batch:,} (about {_bytes(per_sample)} per sample): the batch could grow to about {estimate:,}.")
     text = head + f" Try batch_size={value:,} (scale lr with it)."
-    return [Finding("memory-headroom", head, text, float(estimate), "max_batch_estimate",
-                    float(MEMORY_HEADROOM_FACTOR * batch), "batch_size", value)]
+    return [Finding(kind="memory-headroom", headline=head, text=text, figure=float(estimate), figure_name="max_batch_estimate",
+                    threshold=float(MEMORY_HEADROOM_FACTOR * batch), field="batch_size", value=value)]
 
 
 # -- helpers -------------------------------------------------------------------------------------------
@@ -282,11 +282,11 @@ def _memory_headroom(facts: RunFacts) -> list[Finding]:
 def _with_remedies(kind: str, head: str, figure: float, figure_name: str, threshold: Optional[float],
                    remedies: list[tuple[str, Any, str]], otherwise: str) -> list[Finding]:
     if not remedies:
-        return [Finding(kind, head, f"{head} {otherwise[0].upper()}{otherwise[1:]}.", figure, figure_name, threshold)]
+        return [Finding(kind=kind, headline=head, text=f"{head} {otherwise[0].upper()}{otherwise[1:]}.", figure=figure, figure_name=figure_name, threshold=threshold)]
     findings = []
     for field, value, why in remedies[:REMEDIES_PER_PROBLEM]:
         text = f"{head} Try {field}={_setting(value)}: {why}."
-        findings.append(Finding(kind, head, text, figure, figure_name, threshold, field, value))
+        findings.append(Finding(kind=kind, headline=head, text=text, figure=figure, figure_name=figure_name, threshold=threshold, field=field, value=value))
     return findings
 
 

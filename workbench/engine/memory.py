@@ -158,10 +158,10 @@ def _clear_cublas_workspaces() -> None:
 def release_cached_memory() -> MemoryRelease:
     """Free the CUDA caching allocator's unused blocks (gc first so dead tensors are unused)."""
     if not torch.cuda.is_available():
-        return MemoryRelease(None, None, "CPU mode: there is no CUDA cache to release")
+        return MemoryRelease(reserved_before=None, reserved_after=None, message="CPU mode: there is no CUDA cache to release")
     before = torch.cuda.memory_reserved()
     collect_garbage()
     _clear_cublas_workspaces()
     torch.cuda.empty_cache()
     after = torch.cuda.memory_reserved()
-    return MemoryRelease(before, after, f"reserved {format_bytes(before)} → {format_bytes(after)}")
+    return MemoryRelease(reserved_before=before, reserved_after=after, message=f"reserved {format_bytes(before)} → {format_bytes(after)}")

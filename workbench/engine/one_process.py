@@ -55,7 +55,7 @@ def run_one(
     summary = SummaryBuilder()
 
     def ended(status, reason=None, kind=None, traceback=None) -> RunEnded:
-        return RunEnded(status, summary.build(status, reason, kind), reason, kind, traceback)
+        return RunEnded(status=status, summary=summary.build(status, reason, kind), reason=reason, kind=kind, traceback=traceback)
 
     try:
         device_info = probe_device(config.device)
@@ -76,10 +76,10 @@ def run_one(
         # long phases are not cut short by a stop, or the ranks would part ways mid-collective.
         phase_stop = stop if world is None else _never
         try:
-            yield StatusChanged(f"Loading {config.dataset} data…")
+            yield StatusChanged(message=f"Loading {config.dataset} data…")
             arrays = call_interruptibly(lambda: load_arrays(config), phase_stop, "load data")
             _check_data(config, arrays, world.world_size if world is not None else 1)
-            yield StatusChanged(f"Building {config.model} on {device_info.type}…")
+            yield StatusChanged(message=f"Building {config.model} on {device_info.type}…")
             if world is None:
                 session = call_interruptibly(
                     lambda: _build_session(config, device_info, arrays, profile_requests), stop, "build",

@@ -153,7 +153,7 @@ class TrainingSession:
             self._phase_stop = stop
         yield self._run_started()
         if self.config.compile != "off":
-            yield StatusChanged("Compiling the model: the first steps are slow")
+            yield StatusChanged(message="Compiling the model: the first steps are slow")
         self._training_began = time.perf_counter()
         for epoch in range(1, self.epochs + 1):
             totals = _EpochTotals(self.device)
@@ -161,7 +161,7 @@ class TrainingSession:
             if self.stopped_at is not None or totals.samples == 0:
                 break
             train_seconds = time.perf_counter() - totals.began
-            yield StatusChanged(f"Evaluating epoch {epoch}…")
+            yield StatusChanged(message=f"Evaluating epoch {epoch}…")
             yield self._epoch_stats(epoch, totals, train_seconds)
 
     def _train_epoch(self, epoch: int, totals: _EpochTotals, stop: Callable[[], bool]) -> Iterator[Event]:

@@ -216,7 +216,7 @@ def merge_times(lists: Iterable[Iterable[NamedTime]], top: int) -> tuple[NamedTi
             seconds[item.name] += item.seconds
             counts[item.name] += item.count
     ranked = sorted(seconds, key=lambda name: (-seconds[name], name))[:top]
-    return tuple(NamedTime(name, seconds[name], counts[name]) for name in ranked)
+    return tuple(NamedTime(name=name, seconds=seconds[name], count=counts[name]) for name in ranked)
 
 
 def _median(values: Iterable[Optional[float]]) -> Optional[float]:

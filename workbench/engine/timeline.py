@@ -258,7 +258,7 @@ def _top_by_name(items: Iterable[tuple[str, int]], top: int) -> tuple[NamedTime,
         sums[name] += ns
         counts[name] += 1
     ranked = sorted(sums, key=lambda name: (-sums[name], name))[:top]
-    return tuple(NamedTime(name, _seconds(sums[name]), counts[name]) for name in ranked)
+    return tuple(NamedTime(name=name, seconds=_seconds(sums[name]), count=counts[name]) for name in ranked)
 
 
 # -- interval arithmetic on sorted, disjoint [start, end) lists -----------------------------------

@@ -33,7 +33,7 @@ def values_label(values: Values) -> str:
 
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SequenceStarted:
     kind: SequenceKind
     sweep_id: Optional[int]  # the sequence's id in the history (None when not recorded)
@@ -43,7 +43,7 @@ class SequenceStarted:
     fields: tuple[str, ...] = ()  # the settings a sweep varies (for the view's columns)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MemberStarted:
     index: int  # 0-based, in the order the members run
     config: RunConfig
@@ -52,7 +52,7 @@ class MemberStarted:
     purpose: str = ""  # "", or for a search what the run is for: "calibration", "start", "trial", "repeat"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MemberEnded:
     index: int
     config: RunConfig
@@ -74,7 +74,7 @@ class MemberEnded:
         return self.config.max_steps is None and self.summary.epochs_completed > 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunRecorded:
     """A run (alone, or a member of a sequence) has its record in the history: "#7 synthetic: …".
 
@@ -84,7 +84,7 @@ class RunRecorded:
     label: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RecordingFailed:
     """The history could not take this run (or the rest of it): the run goes on, unrecorded from here."""
 
@@ -92,7 +92,7 @@ class RecordingFailed:
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrialResult:
     """One setting tried by the search for faster settings, decided."""
 
@@ -107,7 +107,7 @@ class TrialResult:
     reason: Optional[str] = None  # why it failed
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BestSoFar:
     config: RunConfig
     images_per_sec: float
@@ -115,7 +115,7 @@ class BestSoFar:
     speedup: float  # images_per_sec ÷ the start's
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BatchTrial:
     """One batch size tried by the max-batch search."""
 
@@ -132,12 +132,12 @@ class BatchTrial:
 # -- results ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SweepResult:
     members: tuple[MemberEnded, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TuneResult:
     start_config: RunConfig
     start_images_per_sec: Optional[float]
@@ -165,7 +165,7 @@ class TuneResult:
         return sum(trial.knob != "start" for trial in self.trials)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MaxBatchResult:
     max_batch_size: Optional[int]  # None when not even the smallest batch tried fits
     limited_by: str  # "memory", "memory budget", "training set", "largest batch setting", "trials"
@@ -202,7 +202,7 @@ def edge_note(result: MaxBatchResult) -> Optional[str]:
 SequenceResult = Union[SweepResult, TuneResult, MaxBatchResult]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SequenceEnded:
     kind: SequenceKind
     sweep_id: Optional[int]

@@ -63,13 +63,13 @@ class MemberRunner:
         index, self.count = self.count, self.count + 1
         recorder, problem = open_record(self.recorders, config, member_name(config, label), self.sweep_id)
         run_id = recorder.run_id if recorder is not None else None
-        yield MemberStarted(index, config, values, run_id, purpose)
+        yield MemberStarted(index=index, config=config, values=values, run_id=run_id, purpose=purpose)
         ended = yield from record_events(started_on_use(self.run_function, config, stop), recorder, problem,
                                          "the sequence was closed before this run ended")
         if ended is None:  # a run function that ends without saying how is a failed run, never a silent one
             reason = "the run stopped without saying how it ended"
-            ended = RunEnded("failed", RunSummary(status="failed", reason=reason, failure_kind="error"), reason,
-                             "error")
+            ended = RunEnded(status="failed", summary=RunSummary(status="failed", reason=reason, failure_kind="error"), reason=reason,
+                             kind="error")
         if recorder is not None and recorder.discarded:
             run_id = None  # refused before it started: not history
         member = MemberEnded(

@@ -114,9 +114,9 @@ def record_events(
     exception from the run itself is recorded as the run's failure, with its traceback, and re-raised.
     """
     if recorder is not None:
-        yield RunRecorded(recorder.run_id, recorder.label)
+        yield RunRecorded(run_id=recorder.run_id, label=recorder.label)
     elif problem is not None:
-        yield RecordingFailed(None, problem)
+        yield RecordingFailed(run_id=None, reason=problem)
     ended: Optional[RunEnded] = None
     try:
         for event in events:
@@ -129,7 +129,7 @@ def record_events(
                     _fail(recorder, f"the history stopped taking this run ({_words(error)}); the run went on "
                           "without it")
                     failed_id, recorder = recorder.run_id, None
-                    yield RecordingFailed(failed_id, _words(error))
+                    yield RecordingFailed(run_id=failed_id, reason=_words(error))
             if isinstance(event, RunEnded):
                 ended = event
             yield event

@@ -138,11 +138,11 @@ def run_sweep(
     recorders = recorders or NoRecording()
     problems = plan_problems(plan, probe)
     if problems:
-        yield SequenceEnded("sweep", None, "failed", None, "; ".join(problems), tuple(problems))
+        yield SequenceEnded(kind="sweep", sweep_id=None, status="failed", result=None, reason="; ".join(problems), problems=tuple(problems))
         return
     members = plan.members()
     sweep_id = recorders.begin_sequence("sweep", plan.display_name, plan.to_plan_dict())
-    yield SequenceStarted("sweep", sweep_id, plan.display_name, plan.base, len(members), plan.fields)
+    yield SequenceStarted(kind="sweep", sweep_id=sweep_id, name=plan.display_name, base=plan.base, planned_members=len(members), fields=plan.fields)
     runner = MemberRunner(run_function or engine_run(), recorders, sweep_id)
     done: list[MemberEnded] = []
     status, reason = "finished", None
@@ -155,4 +155,4 @@ def run_sweep(
         if member.status == "stopped":
             status, reason = "stopped", f"stopped by the user during member {len(done)} of {len(members)}"
             break
-    yield SequenceEnded("sweep", sweep_id, status, SweepResult(tuple(done)), reason)
+    yield SequenceEnded(kind="sweep", sweep_id=sweep_id, status=status, result=SweepResult(members=tuple(done)), reason=reason)

@@ -384,8 +384,8 @@ class _Search:
         return trial
 
     def best_so_far(self) -> BestSoFar:
-        return BestSoFar(self.best, self.best_rate, changed_fields(self.start, self.best),
-                         self.best_rate / self.start_rate if self.start_rate else 1.0)
+        return BestSoFar(config=self.best, images_per_sec=self.best_rate, changes=changed_fields(self.start, self.best),
+                         speedup=self.best_rate / self.start_rate if self.start_rate else 1.0)
 
     def result(self, stop_reason: str) -> TuneResult:
         measured_start = self.measured.get(self.start)
@@ -416,21 +416,21 @@ def run_tune(
     device = (probe or probe_device)(plan.base.device)
     problems = plan_problems(plan, device)
     if problems:
-        yield SequenceEnded("tune", None, "failed", None, "; ".join(problems), tuple(problems))
+        yield SequenceEnded(kind="tune", sweep_id=None, status="failed", result=None, reason="; ".join(problems), problems=tuple(problems))
         return
     name = plan.display_name
     sweep_id = recorders.begin_sequence(
         "tune", name, plan_dict(plan.base, knobs=list(plan.searched_knobs()), allow=sorted(plan.allow),
                                 budget_seconds=plan.budget_seconds, trial_steps=plan.trial_steps)
     )
-    yield SequenceStarted("tune", sweep_id, name, plan.base)
+    yield SequenceStarted(kind="tune", sweep_id=sweep_id, name=name, base=plan.base)
     search = _Search(plan, stop, MemberRunner(run_function or engine_run(), recorders, sweep_id), device, clock)
     try:
         stop_reason = yield from search.run()
         status = "finished"
     except _StopSearch as ended:
         if ended.refused:
-            yield SequenceEnded("tune", sweep_id, "failed", None, ended.reason, (ended.reason,))
+            yield SequenceEnded(kind="tune", sweep_id=sweep_id, status="failed", result=None, reason=ended.reason, problems=(ended.reason,))
             return
         status, stop_reason = ended.status, ended.reason
-    yield SequenceEnded("tune", sweep_id, status, search.result(stop_reason), stop_reason)  # type: ignore[arg-type]
+    yield SequenceEnded(kind="tune", sweep_id=sweep_id, status=status, result=search.result(stop_reason), reason=stop_reason)  # type: ignore[arg-type]

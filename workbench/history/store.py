@@ -387,7 +387,7 @@ class HistoryStore:
             values["timeline_host_ops_recorded"] = bool(values["timeline_host_ops_recorded"])
             for name in PROFILE_SAMPLE_LISTS:
                 items = json.loads(row[name + "_json"] or "[]")
-                values[name] = tuple(NamedTime(item["name"], item["seconds"], item["count"]) for item in items)
+                values[name] = tuple(NamedTime(name=item["name"], seconds=item["seconds"], count=item["count"]) for item in items)
             samples.append(ProfileSample(**values))
         return samples
 

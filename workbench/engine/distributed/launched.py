@@ -35,8 +35,8 @@ def run_launched(config: RunConfig, stop: Callable[[], bool], world: World) -> I
             continue
         if isinstance(event, RunEnded):
             # The run's end, with a summary over every rank's figures.
-            yield RunEnded(event.status, summary.build(event.status, event.reason, event.kind), event.reason, event.kind,
-                           event.traceback)
+            yield RunEnded(status=event.status, summary=summary.build(event.status, event.reason, event.kind), reason=event.reason, kind=event.kind,
+                           traceback=event.traceback)
             return
         if merger is None:
             merger = RankEventMerger(world.world_size, started=lambda started: _with_notes(started, rank_run))

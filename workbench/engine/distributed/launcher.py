@@ -63,12 +63,12 @@ def run_distributed(config: RunConfig, stop: Callable[[], bool]) -> Iterator[Eve
         device = probe_device(config.device)
     except Exception as error:
         reason = f"could not query the device: {type(error).__name__}: {error}"
-        yield RunEnded("failed", SummaryBuilder().build("failed", reason, "error"), reason, "error")
+        yield RunEnded(status="failed", summary=SummaryBuilder().build("failed", reason, "error"), reason=reason, kind="error")
         return
     problems = config.validate(device)
     if problems:
         reason = "; ".join(problems)
-        yield RunEnded("failed", SummaryBuilder().build("failed", reason, "config"), reason, "config")
+        yield RunEnded(status="failed", summary=SummaryBuilder().build("failed", reason, "config"), reason=reason, kind="config")
         return
     world_size = world_size_for(config, device)
     if world_size == 1:  # devices=0 on a one-GPU machine: the one-process run, nothing to spawn
@@ -102,7 +102,7 @@ def spawn_run(
     exit_wait = 0.0  # unless every rank ended on its own terms, end the rest at once
     try:
         where = f"{world_size} GPUs" if device.type == "cuda" else "the CPU"
-        yield StatusChanged(f"Starting {world_size} processes on {where} ({backend})…")
+        yield StatusChanged(message=f"Starting {world_size} processes on {where} ({backend})…")
         spawned = torch.multiprocessing.start_processes(
             _rank_process, args=(rank_entry, world, config, events, stop_requested), nprocs=world_size,
             join=False, start_method="spawn",
@@ -248,7 +248,7 @@ class _Follower:
 
     def end(self, summary: SummaryBuilder) -> RunEnded:
         def ended(status, reason=None, kind=None, traceback=None) -> RunEnded:
-            return RunEnded(status, summary.build(status, reason, kind), reason, kind, traceback)
+            return RunEnded(status=status, summary=summary.build(status, reason, kind), reason=reason, kind=kind, traceback=traceback)
 
         if self.failure is not None:
             rank, reason, kind = self.failure

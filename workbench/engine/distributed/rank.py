@@ -154,7 +154,7 @@ class RankRun:
                 self.rank_world = join_world(world)
             except Exception as error:
                 reason = f"could not {step}: {type(error).__name__}: {error}"
-                yield RunEnded("failed", RunSummary(status="failed", reason=reason, failure_kind="error"), reason, "error")
+                yield RunEnded(status="failed", summary=RunSummary(status="failed", reason=reason, failure_kind="error"), reason=reason, kind="error")
                 return
             stop = self.local_stop
             if self.rank_world.control_group is not None:
@@ -189,7 +189,7 @@ def spawned_rank_main(index: int, world: World, config: RunConfig, events: Any, 
             failed = isinstance(event, RunEnded) and event.status == "failed"
     except Exception as error:  # a bug outside the run's own error handling: still a RunEnded, with the reason
         reason = f"{type(error).__name__}: {error}"
-        events.put((index, RunEnded("failed", RunSummary(status="failed", reason=reason, failure_kind="error"), reason, "error")))
+        events.put((index, RunEnded(status="failed", summary=RunSummary(status="failed", reason=reason, failure_kind="error"), reason=reason, kind="error")))
         failed = True
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # ending from here on: a SIGTERM may simply end it
