@@ -100,9 +100,9 @@ def gui_child(config_json: str, out_path: str) -> int:
 
     timer = QTimer(timerType=Qt.TimerType.PreciseTimer, interval=PING_INTERVAL_MS, timeout=ping)
     timer.start()
-    window.session.event.connect(lambda event: on_started(event) if isinstance(event, RunStarted)
+    window.training_thread.event.connect(lambda event: on_started(event) if isinstance(event, RunStarted)
                                  else on_ended(event) if isinstance(event, RunEnded) else None)
-    window.session.steps.connect(on_steps)
+    window.training_thread.steps.connect(on_steps)
     QTimer.singleShot(3000, window.start_button.click)  # after the device probe has imported torch
     return run_window(app, window)
 

@@ -111,7 +111,7 @@ def child(mode: str, runs: int, out_path: str) -> int:
 
     timer = QTimer(timerType=Qt.TimerType.PreciseTimer, interval=PING_INTERVAL_MS, timeout=ping)
     timer.start()
-    window.session.event.connect(lambda event: on_started(event) if isinstance(event, RunStarted)
+    window.training_thread.event.connect(lambda event: on_started(event) if isinstance(event, RunStarted)
                                  else on_ended(event) if isinstance(event, RunEnded) else None)
     QTimer.singleShot(3000, window.start_button.click)  # after the device probe has imported torch
     try:

@@ -146,8 +146,8 @@ def main() -> int:
         grab("screenshot-sweep.png")
         window.close()
 
-    window.session.event.connect(lambda event: isinstance(event, RunEnded) and on_ended(event))
-    window.session.finished.connect(on_finished)
+    window.training_thread.event.connect(lambda event: isinstance(event, RunEnded) and on_ended(event))
+    window.training_thread.finished.connect(on_finished)
     QTimer.singleShot(500, start_next)
     try:
         code = run_window(app, window)

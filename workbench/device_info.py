@@ -8,7 +8,7 @@ engine. Importing this module is cheap (no torch).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Callable, Literal, Optional
 
 
 @dataclass(frozen=True)
@@ -31,3 +31,7 @@ class DeviceInfo:
     gpu_count: int = 0  # CUDA GPUs visible to this process (torch.cuda.device_count())
     # torch.distributed backends this torch build has ("nccl", "gloo"); () without torch.distributed
     distributed_backends: tuple[str, ...] = ()
+
+
+# The device probe for a requested device ("auto", "cuda", "cpu"): the engine's probe_device, or a fake of it.
+Probe = Callable[[str], DeviceInfo]

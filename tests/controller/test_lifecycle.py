@@ -21,7 +21,7 @@ from workbench.engine.events import (
     RunSummary,
     StepStats,
 )
-from workbench.engine.requests import RunControls
+from workbench.engine.requests import JobRequests
 from workbench.experiments.events import MemberStarted, SequenceEnded, SequenceStarted
 from workbench.experiments.sweep import SweepAxis
 
@@ -85,7 +85,7 @@ class InPlaceRunner:
 
     def __init__(self):
         self.job: Optional[Job] = None
-        self.controls = RunControls()
+        self.controls = JobRequests()
         self.controller: Optional[RunController] = None
         self.during = lambda event: None
         self.samples_asked = 0
@@ -96,7 +96,7 @@ class InPlaceRunner:
 
     def start_job(self, job: Job) -> None:
         assert self.job is None, "one job at a time"
-        self.job, self.controls = job, RunControls()
+        self.job, self.controls = job, JobRequests()
 
     def request_stop(self) -> None:
         self.controls.stop()
@@ -344,7 +344,7 @@ def test_a_sequence_whose_generator_breaks_still_ends_with_a_failed_sequence_and
             raise RuntimeError("the sequence broke")
 
     emitted = []
-    drive(Job("sweep", "sweep seed", events), RunControls(), emitted.append, emitted.append)
+    drive(Job("sweep", "sweep seed", events), JobRequests(), emitted.append, emitted.append)
     assert isinstance(emitted[-2], RunEnded) and emitted[-2].status == "failed"
     assert isinstance(emitted[-1], SequenceEnded) and emitted[-1].status == "failed"
     if failure == "raise":
@@ -355,7 +355,7 @@ def test_steps_are_batched_and_kept_in_order_before_the_end():
     emitted = []
     now = iter(x * 0.01 for x in range(1000))
     job = Job("run", "run", lambda controls: FakeRun(steps=20)(TINY_RUN, controls))
-    drive(job, RunControls(), lambda steps: emitted.append(list(steps)), emitted.append, step_interval_s=0.05,
+    drive(job, JobRequests(), lambda steps: emitted.append(list(steps)), emitted.append, step_interval_s=0.05,
           clock=lambda: next(now))
     batches = [item for item in emitted if isinstance(item, list)]
     assert [stats.step for batch in batches for stats in batch] == list(range(1, 21))

@@ -154,3 +154,24 @@ def test_the_json_summary_and_csv_carry_the_interval(tmp_path, capsys):
     assert main(["--home", str(tmp_path), "export", "--out", str(tmp_path / "runs.csv")]) == 0
     header = (tmp_path / "runs.csv").read_text().splitlines()[0].split(",")
     assert {"images_per_sec_low", "images_per_sec_high", "compile_seconds", "cuda_graphs"} <= set(header)
+
+
+def test_fp16_skipped_steps_are_counted_by_the_optimizers_own_step_hook():
+    """The GradScaler skips a step whose gradients hold inf/NaN by not calling optimizer.step: a public step hook
+    counts the steps taken, no private scaler state read (here on the CPU, whose autocast has fp16 too)."""
+    from workbench.engine.train_step import TrainStep
+
+    model = torch.nn.Linear(4, 2)
+    poisoned = {2, 5}
+    calls = {"n": 0}
+
+    def criterion(logits, labels):
+        calls["n"] += 1
+        loss = torch.nn.functional.cross_entropy(logits.float(), labels)
+        return loss * float("inf") if calls["n"] in poisoned else loss
+
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), criterion, "cpu", "fp16")
+    for _ in range(6):
+        step(torch.randn(8, 4), torch.randint(0, 2, (8,)))
+    assert step.read_skipped_steps() == 2
+    assert step.read_loss_scale() == 65536.0 / 4  # halved at each skip

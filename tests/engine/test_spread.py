@@ -2,7 +2,6 @@
 
 import random
 
-import pytest
 
 from workbench.engine.spread import rate_interval
 

@@ -48,9 +48,9 @@ def make_window(qtbot, settings):
 
     yield make
     for window in windows:
-        window.session.request_stop()
-        assert window.session.wait(10_000), "the training thread did not end"
-        qtbot.waitUntil(lambda: not window.session.running)  # deliver the queued finished signal
+        window.training_thread.request_stop()
+        assert window.training_thread.wait(10_000), "the training thread did not end"
+        qtbot.waitUntil(lambda: not window.training_thread.running)  # deliver the queued finished signal
     wait_for_background_calls(10_000)
 
 

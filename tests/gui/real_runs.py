@@ -33,18 +33,18 @@ def run_to_end(qtbot, window, config: RunConfig, after_first_steps: Optional[Cal
     (``window.stop_button.click`` stops the run). Returns the run's RunEnded once its thread has finished."""
     ended: list[RunEnded] = []
     keep_ended = collect(RunEnded, ended)
-    window.session.event.connect(keep_ended)
+    window.training_thread.event.connect(keep_ended)
     try:
         window.form.set_config(config)
         if after_first_steps is not None:
-            with qtbot.waitSignal(window.session.steps, timeout=timeout_ms):
+            with qtbot.waitSignal(window.training_thread.steps, timeout=timeout_ms):
                 window.start_button.click()
-            with qtbot.waitSignal(window.session.finished, timeout=timeout_ms):
+            with qtbot.waitSignal(window.training_thread.finished, timeout=timeout_ms):
                 after_first_steps()
         else:
-            with qtbot.waitSignal(window.session.finished, timeout=timeout_ms):
+            with qtbot.waitSignal(window.training_thread.finished, timeout=timeout_ms):
                 window.start_button.click()
     finally:
-        window.session.event.disconnect(keep_ended)
+        window.training_thread.event.disconnect(keep_ended)
     assert len(ended) == 1, f"{len(ended)} RunEnded events for one run"
     return ended[0]

@@ -39,13 +39,13 @@ def test_closing_the_window_while_a_run_loads_or_builds_closes_without_waiting_f
     window.show()
     window.form.set_config(TINY_RUN)
     ended = []
-    window.session.event.connect(collect(RunEnded, ended))
-    with qtbot.waitSignal(window.session.event, timeout=30_000,
+    window.training_thread.event.connect(collect(RunEnded, ended))
+    with qtbot.waitSignal(window.training_thread.event, timeout=30_000,
                           check_params_cb=lambda event: isinstance(event, StatusChanged)
                           and event.message.startswith(starts_phase)):
         window.start_button.click()
     try:
-        with qtbot.waitSignal(window.session.finished, timeout=60_000):
+        with qtbot.waitSignal(window.training_thread.finished, timeout=60_000):
             assert not window.close()  # refused until the run has stopped
         qtbot.waitUntil(lambda: not window.isVisible(), timeout=60_000)
     finally:

@@ -33,11 +33,11 @@ def test_two_process_run_from_the_window_plots_records_and_leaves_the_window_rea
         assert window.start_button.isEnabled(), window.start_button.toolTip()
         assert "Effective batch 32 (16 × 2 devices)" in window.form.findChild(object, "derivedFacts").text()
         started = []
-        window.session.event.connect(collect(RunStarted, started))
+        window.training_thread.event.connect(collect(RunStarted, started))
         running_messages = []  # connected after the controller: the message as it drew it
-        window.session.event.connect(lambda event: isinstance(event, RunStarted)
+        window.training_thread.event.connect(lambda event: isinstance(event, RunStarted)
                                      and running_messages.append(window.run_message.text()))
-        with qtbot.waitSignal(window.session.finished, timeout=120_000):
+        with qtbot.waitSignal(window.training_thread.finished, timeout=120_000):
             window.start_button.click()
         window.plots.redraw()
 
@@ -58,11 +58,11 @@ def test_two_process_run_from_the_window_plots_records_and_leaves_the_window_rea
         # The window is ready for the next run, here a one-process one.
         assert window.start_button.isEnabled() and window.form.editable
         window.form.set_config(TINY_RUN)
-        with qtbot.waitSignal(window.session.finished, timeout=60_000):
+        with qtbot.waitSignal(window.training_thread.finished, timeout=60_000):
             window.start_button.click()
         assert [run.status for run in store.list_runs()] == ["finished", "finished"]
     finally:
-        window.session.request_stop()
-        window.session.wait(30_000)
+        window.training_thread.request_stop()
+        window.training_thread.wait(30_000)
         window.close()
         store.close()

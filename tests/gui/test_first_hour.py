@@ -69,8 +69,8 @@ def test_a_run_is_named_once_and_the_same_in_the_plots_the_runs_tab_and_the_csv(
         assert view.comparison.tree.columnCount() == 1
         assert window.plots.legend_labels() == [first.label, second.label]  # still this window's runs
     finally:
-        window.session.request_stop()
-        window.session.wait(10_000)
+        window.training_thread.request_stop()
+        window.training_thread.wait(10_000)
         window.close()
         store.close()
 
@@ -149,7 +149,7 @@ def test_release_is_disabled_during_a_run_with_the_reason_on_screen(qtbot, make_
     assert window.release_button.isEnabled() and window.release_result.text() == ""
     window.form.set_config(TINY_RUN.replace(device="auto"))
     try:
-        with qtbot.waitSignal(window.session.steps, timeout=10_000):
+        with qtbot.waitSignal(window.training_thread.steps, timeout=10_000):
             window.start_button.click()
         assert not window.release_button.isEnabled()
         assert window.release_result.isVisible() and window.release_result.text() == "Disabled while training"
@@ -157,7 +157,7 @@ def test_release_is_disabled_during_a_run_with_the_reason_on_screen(qtbot, make_
         assert "would not mean what they say" in window.release_result.toolTip()
     finally:
         gate.set()
-    qtbot.waitUntil(lambda: not window.session.running, timeout=10_000)
+    qtbot.waitUntil(lambda: not window.training_thread.running, timeout=10_000)
     assert window.release_button.isEnabled() and window.release_result.text() == ""
 
 
@@ -252,7 +252,7 @@ def test_the_progress_bar_ends_with_the_ceiling_probe(qtbot, make_window, outcom
     window.show()
     qtbot.waitUntil(lambda: window.controller.device is not None, timeout=10_000)
     window.form.set_config(TINY_RUN)
-    with qtbot.waitSignal(window.session.finished, timeout=10_000):
+    with qtbot.waitSignal(window.training_thread.finished, timeout=10_000):
         window.gpu_time.ceiling_button.click()
     qtbot.waitUntil(lambda: not window.controller.running)
     assert window.start_button.isEnabled()
@@ -310,7 +310,7 @@ def test_the_runs_tab_shows_the_figures_people_compare_and_the_forms_words_at_14
         assert comparison.item_for("pin_memory").toolTip(1).startswith("Not used: on the CPU")
         assert comparison.visible_rows()["num_workers"] == ("0", "not used")
     finally:
-        window.session.request_stop()
-        window.session.wait(10_000)
+        window.training_thread.request_stop()
+        window.training_thread.wait(10_000)
         window.close()
         store.close()

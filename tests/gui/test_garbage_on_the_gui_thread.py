@@ -31,7 +31,7 @@ def test_the_engines_collection_during_a_run_happens_on_the_gui_thread(qtbot, ma
     gc.callbacks.append(note)
     try:
         window.form.set_config(TINY_RUN)
-        with qtbot.waitSignal(window.session.finished, timeout=20_000):
+        with qtbot.waitSignal(window.training_thread.finished, timeout=20_000):
             window.start_button.click()
     finally:
         gc.callbacks.remove(note)

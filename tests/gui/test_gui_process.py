@@ -42,12 +42,12 @@ def test_closing_the_window_mid_run_exits_cleanly_with_status_0(tmp_path):
                 closing.append(True)
                 print("closing mid-run", flush=True)
                 QTimer.singleShot(0, window.close)
-        window.session.steps.connect(close_once_training)
+        window.training_thread.steps.connect(close_once_training)
         def report(event):
             if isinstance(event, RunEnded):
                 print("run ended:", event.status, event.reason, flush=True)
                 QTimer.singleShot(0, window.close)  # also when it ends early, so a failure cannot hang the test
-        window.session.event.connect(report)
+        window.training_thread.event.connect(report)
         QTimer.singleShot(0, window.start_button.click)
         sys.exit(run_window(app, window))
         """,

@@ -19,7 +19,7 @@ def test_a_gui_run_and_a_cli_run_share_one_history(qtbot, settings, isolated_wor
         window.show()
         qtbot.waitUntil(lambda: window.controller.device is not None, timeout=30_000)
         window.form.set_config(TINY_RUN)
-        with qtbot.waitSignal(window.session.finished, timeout=60_000):
+        with qtbot.waitSignal(window.training_thread.finished, timeout=60_000):
             window.start_button.click()
 
         assert cli_main(["run", "--dataset", "synthetic", "--synthetic-size", "256", "--batch-size", "32",
@@ -39,7 +39,7 @@ def test_a_gui_run_and_a_cli_run_share_one_history(qtbot, settings, isolated_wor
         assert window.status_line.text().startswith("Finished: test accuracy")
         assert "bound" in window.run_message.text()  # the verdict is shown with the result
     finally:
-        window.session.request_stop()
-        window.session.wait(10_000)
+        window.training_thread.request_stop()
+        window.training_thread.wait(10_000)
         window.close()
         store.close()

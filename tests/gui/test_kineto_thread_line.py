@@ -18,7 +18,7 @@ from workbench.controller.jobs import run_job
 from workbench.engine.events import RunEnded
 from workbench.gui.background import BackgroundCall, wait_for_background_calls
 from workbench.gui.engine_calls import engine_probe, engine_run
-from workbench.gui.worker import RunSession
+from workbench.gui.worker import TrainingThread
 
 app = QCoreApplication([])
 # torch is imported on a pool thread, as the window's device probe does; that thread stays alive while the run
@@ -27,7 +27,7 @@ imported, hold = threading.Event(), threading.Event()
 probe = BackgroundCall(lambda: (engine_probe(), imported.set(), hold.wait(300)))
 probe.start()
 assert imported.wait(120)
-session = RunSession(engine_run)
+session = TrainingThread(engine_run)
 ended = []
 session.event.connect(lambda event: isinstance(event, RunEnded) and ended.append(event))
 session.finished.connect(app.quit)

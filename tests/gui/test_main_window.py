@@ -23,7 +23,7 @@ def wait_for_device(qtbot, window):
 def run_once(qtbot, window, config: RunConfig, timeout_ms: int = 60_000):
     window.form.set_config(config)
     assert window.start_button.isEnabled(), window.start_button.toolTip()
-    with qtbot.waitSignal(window.session.finished, timeout=timeout_ms):
+    with qtbot.waitSignal(window.training_thread.finished, timeout=timeout_ms):
         window.start_button.click()
     window.plots.redraw()
 
@@ -42,7 +42,7 @@ def test_real_cpu_run_finishes_and_the_plots_hold_data(qtbot, make_window):
     window.show()
     wait_for_device(qtbot, window)
     ended = []
-    window.session.event.connect(collect(RunEnded, ended))
+    window.training_thread.event.connect(collect(RunEnded, ended))
     run_once(qtbot, window, TINY_RUN.replace(epochs=2))
     assert [event.status for event in ended] == ["finished"], ended[0].reason
     assert curve_points(window.plots.raw_loss_curve) == 8  # 256 // 32 = 8 steps per epoch, logged every 2
@@ -85,12 +85,12 @@ def test_stop_mid_run_stops_the_run_and_frees_the_window(qtbot, make_window, num
     window = make_window(run_function=engine_run)
     window.form.set_config(TINY_RUN.replace(synthetic_size=512, epochs=1000, log_every=1, num_workers=num_workers))
     ended = []
-    window.session.event.connect(collect(RunEnded, ended))
-    with qtbot.waitSignal(window.session.steps, timeout=60_000):
+    window.training_thread.event.connect(collect(RunEnded, ended))
+    with qtbot.waitSignal(window.training_thread.steps, timeout=60_000):
         window.start_button.click()
     assert window.stop_button.isEnabled() and not window.start_button.isEnabled()
     assert not window.form.editable
-    with qtbot.waitSignal(window.session.finished, timeout=60_000):
+    with qtbot.waitSignal(window.training_thread.finished, timeout=60_000):
         window.stop_button.click()
     assert [event.status for event in ended] == ["stopped"]
     assert window.status_line.text().startswith("Stopped")
@@ -186,13 +186,13 @@ def test_stale_stored_settings_fall_back_to_the_defaults(make_window, settings):
 def test_closing_mid_run_stops_the_run_then_closes(qtbot, make_window):
     window = make_window(run_function=FakeRun(steps=100_000, step_seconds=0.002))
     window.show()
-    with qtbot.waitSignal(window.session.steps, timeout=10_000):
+    with qtbot.waitSignal(window.training_thread.steps, timeout=10_000):
         window.start_button.click()
     # Unstopped, the fake would step for 200 s: a finish within 30 s (a loaded machine's margin) is the stop's.
-    with qtbot.waitSignal(window.session.finished, timeout=30_000):
+    with qtbot.waitSignal(window.training_thread.finished, timeout=30_000):
         assert not window.close()  # refused for now: the run must stop first
     qtbot.waitUntil(lambda: not window.isVisible())
-    assert not window.session.running
+    assert not window.training_thread.running
 
 
 def test_runs_view_replaces_the_placeholder(make_window):
@@ -219,9 +219,9 @@ def test_recorder_gets_every_event_of_each_run_in_order(qtbot, make_window):
 def test_a_failing_recorder_is_reported_and_the_run_goes_on(qtbot, make_window):
     window = make_window(run_function=FakeRun(steps=7), recordings=ListRecording(fail_at=3))
     messages = []
-    window.session.steps.connect(lambda _steps: messages.append(window.status_line.text()))
+    window.training_thread.steps.connect(lambda _steps: messages.append(window.status_line.text()))
     ended = []
-    window.session.event.connect(collect(RunEnded, ended))
+    window.training_thread.event.connect(collect(RunEnded, ended))
     run_once(qtbot, window, TINY_RUN)
     assert any("not being recorded in the history: OSError: disk full" in message for message in messages)
     assert [event.status for event in ended] == ["finished"]
@@ -238,8 +238,8 @@ def test_real_npz_data_runs_from_the_form(qtbot, make_window, subset_npz):
     form.editor("max_steps").setValue(6)
     assert "5,085 training images" in form.derived_label.text()
     ended = []
-    window.session.event.connect(collect(RunEnded, ended))
-    with qtbot.waitSignal(window.session.finished, timeout=60_000):
+    window.training_thread.event.connect(collect(RunEnded, ended))
+    with qtbot.waitSignal(window.training_thread.finished, timeout=60_000):
         window.start_button.click()
     assert [(event.status, event.summary.steps) for event in ended] == [("finished", 6)]
     assert 0.0 <= ended[0].summary.test_accuracy <= 1.0

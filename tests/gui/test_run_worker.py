@@ -1,4 +1,4 @@
-"""RunSession / RunWorker: events cross threads in order, steps are batched, stop works, errors surface."""
+"""TrainingThread / RunWorker: events cross threads in order, steps are batched, stop works, errors surface."""
 
 import threading
 
@@ -6,13 +6,13 @@ import pytest
 from gui_fakes import TINY_RUN, FakeRun
 
 from workbench.engine.events import EpochStats, RunEnded, RunStarted, StatusChanged, StepStats
-from workbench.gui.worker import RunSession
+from workbench.gui.worker import TrainingThread
 
 
 class Recorder:
     """Connects to every session signal and keeps what arrived (on the GUI thread), in order."""
 
-    def __init__(self, session: RunSession):
+    def __init__(self, session: TrainingThread):
         self.events: list = []
         self.step_batches: list[list[StepStats]] = []
         self.threads: set = set()
@@ -37,7 +37,7 @@ def session(qtbot):
     sessions = []
 
     def make(run_function, **kwargs):
-        made = RunSession(run_function, **kwargs)
+        made = TrainingThread(run_function, **kwargs)
         sessions.append(made)
         return made
 
@@ -48,7 +48,7 @@ def session(qtbot):
         qtbot.waitUntil(lambda made=made: not made.running)
 
 
-def run_to_end(qtbot, session: RunSession, timeout_ms: int = 10_000) -> None:
+def run_to_end(qtbot, session: TrainingThread, timeout_ms: int = 10_000) -> None:
     with qtbot.waitSignal(session.finished, timeout=timeout_ms):
         session.start(TINY_RUN)
 

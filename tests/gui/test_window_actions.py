@@ -71,7 +71,7 @@ def test_sample_now_during_a_real_run_brings_a_sample_to_the_breakdown(qtbot, ma
         assert window.breakdown.samples[0].top_ops
         qtbot.waitUntil(window.gpu_time.sample_button.isEnabled, timeout=5_000)  # it may be asked for again
     finally:
-        with qtbot.waitSignal(window.session.finished, timeout=30_000):
+        with qtbot.waitSignal(window.training_thread.finished, timeout=30_000):
             window.stop_button.click()
 
 
@@ -81,12 +81,12 @@ def test_measure_ceiling_between_runs_then_a_run_shows_its_efficiency(qtbot, mak
     config = TINY_RUN.replace(max_steps=6)
     window.form.set_config(config)
     assert window.gpu_time.ceiling_button.isEnabled()
-    with qtbot.waitSignal(window.session.finished, timeout=60_000):
+    with qtbot.waitSignal(window.training_thread.finished, timeout=60_000):
         window.gpu_time.ceiling_button.click()
         assert not window.gpu_time.ceiling_button.isEnabled() and not window.start_button.isEnabled()
     assert "images/s for small-cnn, batch 32" in window.gpu_time.ceiling_label.text()
     progress_texts = []
-    window.session.steps.connect(lambda _steps: progress_texts.append(window.progress.format()))
+    window.training_thread.steps.connect(lambda _steps: progress_texts.append(window.progress.format()))
     run_to_end(qtbot, window, config)
     # The efficiency beside images/sec, live and in the outcome; a run that beat its half-second ceiling on a
     # busy machine reads "ceiling stale" instead (issue 22), never a share above 100 %.
@@ -99,7 +99,7 @@ def test_measure_ceiling_between_runs_then_a_run_shows_its_efficiency(qtbot, mak
         assert not window.gpu_time.ceiling_button.isEnabled()
         assert "share the device" in window.gpu_time.ceiling_button.toolTip()
     finally:
-        with qtbot.waitSignal(window.session.finished, timeout=30_000):
+        with qtbot.waitSignal(window.training_thread.finished, timeout=30_000):
             window.stop_button.click()
 
 
@@ -108,7 +108,7 @@ def test_a_sweep_started_from_the_window_fills_its_chart_and_table_and_lands_in_
     window.form.set_config(TINY_RUN)
     window._ask_sweep = lambda: SweepRequest((SweepAxis("batch_size", (16, 32, 64)),), {"max_steps": 4})
     assert window.experiments.sweep_button.isEnabled()
-    with qtbot.waitSignal(window.session.finished, timeout=120_000):
+    with qtbot.waitSignal(window.training_thread.finished, timeout=120_000):
         window.experiments.sweep_button.click()
         assert not window.start_button.isEnabled() and not window.experiments.tune_button.isEnabled()
 
@@ -141,7 +141,7 @@ def test_find_faster_settings_shows_each_trial_and_apply_puts_the_best_in_the_fo
     start = TINY_RUN.replace(device="auto", augment="cpu", pipeline="dataloader")
     window.form.set_config(start)
     window._ask_tune = lambda: TuneRequest(frozenset(), None)
-    with qtbot.waitSignal(window.session.finished, timeout=30_000):
+    with qtbot.waitSignal(window.training_thread.finished, timeout=30_000):
         window.experiments.tune_button.click()
 
     tune_view = window.experiments.tune_view

@@ -6,12 +6,12 @@ import argparse
 import sys
 from typing import Sequence
 
-from workbench.cli.parsing import UsageError
+from workbench.cli.parsing import UsageError, positive_int
 
 
 def register(subparsers) -> None:
     runs = subparsers.add_parser("runs", help="list recorded runs, newest first")
-    runs.add_argument("--limit", type=_positive_int, metavar="N", help="show only the N newest runs")
+    runs.add_argument("--limit", type=positive_int, metavar="N", help="show only the N newest runs")
     runs.set_defaults(handler=list_runs_command)
 
     export = subparsers.add_parser(
@@ -21,7 +21,7 @@ def register(subparsers) -> None:
         "the runs' step metrics in long format (run_id, step, metric, value).",
     )
     export.add_argument("--out", required=True, metavar="FILE", help="the CSV file to write (replaced if it exists)")
-    export.add_argument("--runs", type=_positive_int, nargs="+", metavar="ID", help="run ids to export (default: all)")
+    export.add_argument("--runs", type=positive_int, nargs="+", metavar="ID", help="run ids to export (default: all)")
     export.add_argument("--steps", action="store_true", help="write the step metrics instead of one row per run")
     export.set_defaults(handler=export_command)
 
@@ -117,12 +117,3 @@ def _clip(text: str, width: int) -> str:
     text = " ".join(text.split())  # a name with a newline must not break the table
     return text if len(text) <= width else text[: width - 1] + "…"
 
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number from 1 up, got {value}")
-    return value

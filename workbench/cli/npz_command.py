@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from workbench.cli.parsing import UsageError
+from workbench.cli.parsing import UsageError, positive_int
 
 
 def register(subparsers) -> None:
@@ -26,8 +26,8 @@ def register(subparsers) -> None:
                         help="the .npz file to write (replaced if it exists; .npz is added to a name without a suffix)")
     parser.add_argument("--test-fraction", type=float, default=0.2, metavar="F",
                         help="share of an image folder held out for test when it has no test/ folder (default: 0.2)")
-    parser.add_argument("--max-train", type=_positive_int, metavar="N", help="keep only the first N training images")
-    parser.add_argument("--max-test", type=_positive_int, metavar="N", help="keep only the first N test images")
+    parser.add_argument("--max-train", type=positive_int, metavar="N", help="keep only the first N training images")
+    parser.add_argument("--max-test", type=positive_int, metavar="N", help="keep only the first N test images")
     parser.add_argument("--seed", type=int, default=0, help="seed of the train/test split of an image folder "
                         "(default: 0)")
     parser.set_defaults(handler=make_npz_command)
@@ -56,12 +56,3 @@ def make_npz_command(args: argparse.Namespace) -> int:
     )
     return 0
 
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number from 1 up, got {value}")
-    return value

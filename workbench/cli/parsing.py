@@ -55,3 +55,14 @@ def _with_suggestion(message: str) -> str:
         if nearest:
             return f"{message}; did you mean {nearest[0]!r}?"
     return message
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number from 1 up."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number from 1 up, got {value}")
+    return value

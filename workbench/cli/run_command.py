@@ -158,7 +158,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     from workbench.engine.requests import ProfileRequests
 
-    progress = Progress(sys.stderr)
+    progress = ProgressLine(sys.stderr)
     stop = threading.Event()
     requests = ProfileRequests()
     ended = None
@@ -249,7 +249,7 @@ def run_quietly(config: RunConfig, rank: int) -> int:
     return 0 if ended is not None and ended.status == "finished" else 1
 
 
-def _stop_then_interrupt(stop: threading.Event, progress: "Progress"):
+def _stop_then_interrupt(stop: threading.Event, progress: "ProgressLine"):
     """First Ctrl-C: stop at the next step (the run is kept as stopped). Second: abort."""
 
     def handle(signum: int, frame: Any) -> None:
@@ -261,7 +261,7 @@ def _stop_then_interrupt(stop: threading.Event, progress: "Progress"):
     return handle
 
 
-def _on_sample_request(requests: Any, progress: "Progress") -> Any:
+def _on_sample_request(requests: Any, progress: "ProgressLine") -> Any:
     """SIGUSR1 (`kill -USR1 <pid>`) asks the run for a profiler sample; returns the previous handler."""
     if not hasattr(signal, "SIGUSR1"):
         return None
@@ -337,7 +337,7 @@ def _rank_rows(s: RunSummary) -> list[tuple[str, str]]:
     return rows
 
 
-class Progress:
+class ProgressLine:
     """A one-line progress bar on a terminal; one line per epoch otherwise (logs stay readable)."""
 
     WIDTH = 24

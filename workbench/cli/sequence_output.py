@@ -9,7 +9,7 @@ import sys
 import threading
 from typing import Any, Callable, Iterator, Optional
 
-from workbench.cli.run_command import Progress, _stop_then_interrupt
+from workbench.cli.run_command import ProgressLine, _stop_then_interrupt
 from workbench.engine.events import RunStarted
 from workbench.experiments.events import (
     BatchTrial,
@@ -58,7 +58,7 @@ class SequenceProgress:
     """One line per member and per finding on stderr; the run's own progress bar on a terminal."""
 
     def __init__(self, stream: Any):
-        self.progress = Progress(stream)
+        self.progress = ProgressLine(stream)
         self.planned: Optional[int] = None
         self.notes_shown = False
 

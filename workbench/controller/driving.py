@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal, Optional
 
 from workbench.engine.events import RunEnded, RunStarted, StatusChanged, StepStats
-from workbench.engine.requests import RunControls
+from workbench.engine.requests import JobRequests
 from workbench.engine.summary import SummaryBuilder
 from workbench.experiments.events import MemberStarted, RunRecorded, SequenceEnded, SequenceStarted
 
@@ -29,7 +29,7 @@ class Job:
 
     kind: JobKind
     name: str  # what the window calls it: "run", "sweep num_workers", …
-    events: Callable[[RunControls], Iterator[Any]]
+    events: Callable[[JobRequests], Iterator[Any]]
 
     @property
     def lone_run(self) -> bool:
@@ -48,7 +48,7 @@ _OPENS_A_RUN = (StatusChanged, RunStarted, RunRecorded)
 
 def drive(
     job: Job,
-    controls: RunControls,
+    controls: JobRequests,
     emit_steps: Callable[[list[StepStats]], None],
     emit: Callable[[Any], None],
     step_interval_s: float = STEP_EMIT_INTERVAL_S,

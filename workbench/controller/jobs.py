@@ -15,19 +15,21 @@ from typing import Any, Callable, Iterator
 
 from workbench.config import RunConfig
 from workbench.controller.driving import Job
-from workbench.device_info import DeviceInfo
-from workbench.engine.events import Event
-from workbench.engine.requests import RunControls
+from workbench.device_info import Probe
+from workbench.engine.requests import JobRequests, RunFunction
 from workbench.experiments.max_batch import MaxBatchPlan, run_max_batch
 from workbench.experiments.members import started_on_use
-from workbench.experiments.recording import NoRecording, RecorderFactory, open_record, record_events
+from workbench.experiments.recording import (
+    NoRecording,
+    RecorderFactory,
+    open_record,
+    record_events,
+)
 from workbench.experiments.sweep import SweepPlan, run_sweep
 from workbench.experiments.tune import TunePlan, run_tune
 
-RunFunction = Callable[[RunConfig, Callable[[], bool]], Iterator[Event]]
 # A fresh recorder factory per job (e.g. a HistoryRecording); it is used, then closed, on the training thread.
 Recordings = Callable[[], RecorderFactory]
-Probe = Callable[[str], DeviceInfo]
 MeasureCeiling = Callable[[RunConfig, Callable[[], bool]], Any]  # → the engine's Ceiling
 
 
@@ -62,7 +64,7 @@ def _opened(recordings: Recordings) -> Iterator[RecorderFactory]:
 def run_job(config: RunConfig, run_function: RunFunction, recordings: Recordings = no_recording) -> Job:
     """One run of ``config``, recorded as the CLI records one (named by the history: data + what changed)."""
 
-    def events(controls: RunControls) -> Iterator[Any]:
+    def events(controls: JobRequests) -> Iterator[Any]:
         with _opened(recordings) as recorders:
             recorder, problem = open_record(recorders, config, None, None)
             yield from record_events(started_on_use(run_function, config, controls), recorder, problem)
@@ -71,7 +73,7 @@ def run_job(config: RunConfig, run_function: RunFunction, recordings: Recordings
 
 
 def sweep_job(plan: SweepPlan, run_function: RunFunction, recordings: Recordings, probe: Probe) -> Job:
-    def events(controls: RunControls) -> Iterator[Any]:
+    def events(controls: JobRequests) -> Iterator[Any]:
         with _opened(recordings) as recorders:
             yield from run_sweep(plan, controls, recorders, run_function, probe)
 
@@ -79,7 +81,7 @@ def sweep_job(plan: SweepPlan, run_function: RunFunction, recordings: Recordings
 
 
 def tune_job(plan: TunePlan, run_function: RunFunction, recordings: Recordings, probe: Probe) -> Job:
-    def events(controls: RunControls) -> Iterator[Any]:
+    def events(controls: JobRequests) -> Iterator[Any]:
         with _opened(recordings) as recorders:
             yield from run_tune(plan, controls, recorders, run_function, probe)
 
@@ -87,7 +89,7 @@ def tune_job(plan: TunePlan, run_function: RunFunction, recordings: Recordings, 
 
 
 def max_batch_job(plan: MaxBatchPlan, run_function: RunFunction, recordings: Recordings, probe: Probe) -> Job:
-    def events(controls: RunControls) -> Iterator[Any]:
+    def events(controls: JobRequests) -> Iterator[Any]:
         with _opened(recordings) as recorders:
             yield from run_max_batch(plan, controls, recorders, run_function, probe)
 
@@ -97,7 +99,7 @@ def max_batch_job(plan: MaxBatchPlan, run_function: RunFunction, recordings: Rec
 def ceiling_job(config: RunConfig, measure: MeasureCeiling) -> Job:
     """The compute ceiling for ``config``: the model alone on on-device batches (stopped by the stop flag)."""
 
-    def events(controls: RunControls) -> Iterator[Any]:
+    def events(controls: JobRequests) -> Iterator[Any]:
         # No StatusChanged: that is a run's event, and the probe is no run (the controller says what it does).
         try:
             ceiling = measure(config, controls)

@@ -1,7 +1,7 @@
 """What the controller asks of a window and of a runner (Protocols; no Qt).
 
 The window (``workbench.gui.main_window``) implements ``WindowView`` with widgets; the tests implement
-it with lists. ``Runner`` is the training thread (``workbench.gui.worker.RunSession``) or, in tests,
+it with lists. ``Runner`` is the training thread (``workbench.gui.worker.TrainingThread``) or, in tests,
 a synchronous stand-in; it reports back through the controller's ``on_steps``/``on_event``/``on_finished``.
 """
 

@@ -25,6 +25,7 @@ from workbench.config import RunConfig
 from workbench.device_info import DeviceInfo
 from workbench.engine.ceiling_cache import Ceiling, ceiling_key, num_classes_of, steady_chunks
 from workbench.engine.garbage import collect_garbage
+from workbench.engine.requests import never
 
 WARMUP_STEPS = 5  # cuDNN picks its algorithms on the first step of a shape; compile on the first call
 # Timing chunks shorter than this are dominated by the two synchronisations around them.
@@ -32,16 +33,12 @@ MIN_CHUNK_SECONDS = 0.25
 DEFAULT_BUDGET_SECONDS = 30.0
 
 
-def _never() -> bool:
-    return False
-
-
 def measure_ceiling(
     config: RunConfig,
     device: DeviceInfo,
     num_classes: Optional[int] = None,
     budget_seconds: float = DEFAULT_BUDGET_SECONDS,
-    stop: Callable[[], bool] = _never,
+    stop: Callable[[], bool] = never,
     progress: Optional[Callable[[str], None]] = None,
 ) -> Ceiling:
     """Measure (never read the cache): the model's images/sec on on-device batches, for these settings."""

@@ -121,10 +121,6 @@ def find(facts: RunFacts) -> tuple[Finding, ...]:
     return tuple(findings)
 
 
-def headline(findings: tuple[Finding, ...]) -> Optional[str]:
-    return findings[0].headline if findings else None
-
-
 # -- the rules --------------------------------------------------------------------------------------
 
 

@@ -27,7 +27,7 @@ from workbench.engine.events import Event, RunEnded, StatusChanged
 from workbench.engine.failures import Failure, describe_failure
 from workbench.engine.interruptible import Stopped, call_interruptibly
 from workbench.engine.memory import free_device_memory
-from workbench.engine.requests import ProfileRequests
+from workbench.engine.requests import ProfileRequests, never
 from workbench.engine.session import TrainingSession
 from workbench.engine.summary import SummaryBuilder
 
@@ -41,13 +41,9 @@ _PHASE_WORDS = {
 }
 
 
-def _never() -> bool:
-    return False
-
-
 def run_one(
     config: RunConfig,
-    stop: Callable[[], bool] = _never,
+    stop: Callable[[], bool] = never,
     profile_requests: Optional[ProfileRequests] = None,
     world: Optional[Any] = None,
 ) -> Iterator[Event]:
@@ -74,7 +70,7 @@ def run_one(
     try:
         # A rank stops only where every rank agrees to (dist10's agreed stop, called once per step): its
         # long phases are not cut short by a stop, or the ranks would part ways mid-collective.
-        phase_stop = stop if world is None else _never
+        phase_stop = stop if world is None else never
         try:
             yield StatusChanged(message=f"Loading {config.dataset} data…")
             arrays = call_interruptibly(lambda: load_arrays(config), phase_stop, "load data")

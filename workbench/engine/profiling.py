@@ -22,6 +22,7 @@ One recording (Kineto through torch's own entry points) is kineto_recording.py's
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -142,7 +143,7 @@ class ProfileSampler:
         self.next_step = 0
 
     def _lock(self):
-        return self.requests.lock if self.requests is not None else _NoLock()
+        return self.requests.lock if self.requests is not None else contextlib.nullcontext()
 
     def _idle_start(self, step: int) -> bool:
         """Start a sample at this boundary if one is due (or asked for) and fits; else plan the next."""
@@ -354,14 +355,6 @@ class _AnnotatedBatches:
                 return next(self.inner)
         finally:
             self.sample.timed_data_wait_seconds += time.perf_counter() - began
-
-
-class _NoLock:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _phase_lengths(cuda: bool, steps_per_epoch: int) -> list[tuple[str, int]]:

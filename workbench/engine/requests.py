@@ -9,7 +9,21 @@ only cost outside a sample stays one integer comparison per step.
 from __future__ import annotations
 
 import threading
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
+
+if TYPE_CHECKING:
+    from workbench.config import RunConfig
+    from workbench.engine.events import Event
+
+# The stop flag a run polls (between steps, and while it waits on a long phase).
+StopFlag = Callable[[], bool]
+# What runs a run: engine.run, or a fake of it in tests.
+RunFunction = Callable[["RunConfig", StopFlag], Iterator["Event"]]
+
+
+def never() -> bool:
+    """The stop flag of a run nobody stops."""
+    return False
 
 
 class ProfileRequests:
@@ -47,7 +61,7 @@ class ProfileRequests:
         self._pending = False
 
 
-class RunControls:
+class JobRequests:
     """What another thread holds on a running job (a run, or a sequence of runs): a stop flag and
     "sample now" requests, together. Called, it is the stop flag, so it goes wherever ``stop`` goes
     (``engine.run``, every member of a sweep), and a caller that knows it can reach the requests too."""

@@ -7,6 +7,7 @@ back from the device: the step stays free of host syncs.
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Callable, ContextManager, Optional
 
 import torch
@@ -59,7 +60,16 @@ class TrainStep:
         self.scaler = torch.amp.GradScaler(device_type, enabled=amp_dtype is torch.float16)
         self.micro_batches = 0
         self.optimizer_steps = 0
-        self._skipped_steps: Optional[torch.Tensor] = None  # on the device; read at log points
+        # fp16: optimizer steps the GradScaler asked for, and those the optimizer took (a step hook counts them, on
+        # the host: the scaler has already read its inf/NaN check back to decide). The difference is the skips.
+        self._scaled_steps = 0
+        self._taken_steps = 0
+        self._skips_inside_kernel = amp_dtype is torch.float16 and getattr(optimizer, "_step_supports_amp_scaling",
+                                                                           False)
+        self._kernel_skips = 0
+        self._scale_at_read = float(self.scaler.get_scale()) if self._skips_inside_kernel else 0.0  # the initial scale
+        if amp_dtype is torch.float16:
+            optimizer.register_step_post_hook(self._count_taken_step)
         self._set_lr()
 
     @property
@@ -96,25 +106,30 @@ class TrainStep:
             self.scaler.unscale_(self.optimizer)  # clip the true gradients, not fp16's scaled ones
             nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
         if self.scaler.is_enabled():
-            # GradScaler keeps its scale on the device and lowers it exactly when it skips a step for
-            # inf/NaN gradients (it only raises it otherwise): count those on the device, no sync.
-            scale_before = self.scaler._scale.clone()
-            self.scaler.step(self.optimizer)
+            self.scaler.step(self.optimizer)  # does not call optimizer.step when the gradients hold inf/NaN
             self.scaler.update()
-            skipped = (self.scaler._scale < scale_before).to(torch.int64)
-            if self._skipped_steps is None:
-                self._skipped_steps = skipped
-            else:
-                self._skipped_steps += skipped
+            self._scaled_steps += 1
         else:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.optimizer_steps += 1
         self._set_lr()
 
+    def _count_taken_step(self, optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
+        self._taken_steps += 1
+
     def read_skipped_steps(self) -> int:
-        """Optimizer steps the fp16 scaler has skipped so far (a device read: call at log points)."""
-        return 0 if self._skipped_steps is None else int(self._skipped_steps.item())
+        """Optimizer steps the fp16 scaler has skipped so far (call at log points)."""
+        if not self._skips_inside_kernel:
+            return self._scaled_steps - self._taken_steps
+        # A fused optimizer takes every step and skips an overflowing one inside its kernel, so no hook can see the
+        # skip; the scale halves at each, so count the halvings since the last read (a growth, every 2,000 clean
+        # steps, in the same window would hide one: the count is then one low).
+        scale = float(self.scaler.get_scale())
+        if scale < self._scale_at_read:
+            self._kernel_skips += round(math.log2(self._scale_at_read / scale))
+        self._scale_at_read = scale
+        return self._kernel_skips
 
     def read_loss_scale(self) -> Optional[float]:
         """The fp16 scaler's current scale (a device read: call at log points); None without a scaler."""

@@ -13,15 +13,11 @@ from workbench.engine.distributed.launcher import run_distributed
 from workbench.engine.distributed.world import launched_world
 from workbench.engine.events import Event
 from workbench.engine.one_process import run_one
-from workbench.engine.requests import ProfileRequests
-
-
-def _never() -> bool:
-    return False
+from workbench.engine.requests import ProfileRequests, never
 
 
 def run(
-    config: RunConfig, stop: Callable[[], bool] = _never, profile_requests: Optional[ProfileRequests] = None
+    config: RunConfig, stop: Callable[[], bool] = never, profile_requests: Optional[ProfileRequests] = None
 ) -> Iterator[Event]:
     """Train as ``config`` says; yield StatusChanged*, RunStarted, StepStats/EpochStats/ProfileSample*, RunEnded.
 

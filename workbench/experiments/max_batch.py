@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Generator, Iterator, Optional
 
 from workbench.config import RANGES, RunConfig
-from workbench.device_info import DeviceInfo
+from workbench.device_info import DeviceInfo, Probe
 from workbench.experiments.events import (
     AnyEvent,
     BatchTrial,
@@ -29,14 +29,13 @@ from workbench.experiments.members import (
     MemberRunner,
     RunFunction,
     StopFlag,
-    engine_run,
+    default_run_function,
     plan_dict,
     probe_device,
 )
 from workbench.experiments.recording import NoRecording, RecorderFactory
 from workbench.formatting import format_bytes
 
-Probe = Callable[[str], DeviceInfo]
 Release = Callable[[], object]
 LARGEST_BATCH_SETTING = int(RANGES["batch_size"][1])
 
@@ -207,7 +206,7 @@ def run_max_batch(
                                      memory_budget_bytes=plan.memory_budget_bytes)
     )
     yield SequenceStarted(kind="max_batch", sweep_id=sweep_id, name=name, base=plan.base, fields=("batch_size",))
-    search = _BatchSearch(plan, stop, MemberRunner(run_function or engine_run(), recorders, sweep_id),
+    search = _BatchSearch(plan, stop, MemberRunner(run_function or default_run_function(), recorders, sweep_id),
                           release or _release_cached_memory)
     try:
         status, limited_by, reason = yield from search.run()

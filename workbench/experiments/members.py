@@ -8,20 +8,18 @@ and the stop flag the caller passed reaches the engine. No Qt; torch only inside
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Generator, Iterator, Optional
+from typing import Any, Generator, Iterator, Optional
 
 from workbench.config import RunConfig
 from workbench.device_info import DeviceInfo
 from workbench.engine.events import Event, RunEnded, RunSummary
+from workbench.engine.requests import RunFunction, StopFlag
 from workbench.experiments.events import AnyEvent, MemberEnded, MemberStarted, Values
 from workbench.experiments.recording import RecorderFactory, open_record, record_events
 from workbench.history.naming import dataset_label
 
-RunFunction = Callable[[RunConfig, Callable[[], bool]], Iterator[Event]]
-StopFlag = Callable[[], bool]
 
-
-def engine_run() -> RunFunction:
+def default_run_function() -> RunFunction:
     """The real engine's ``run`` (imported on use: it imports torch)."""
     from workbench.engine import run
 

@@ -99,7 +99,7 @@ def open_record(recorders: RecorderFactory, config: RunConfig, name: Optional[st
     try:
         return recorders.start_run(config, name, sweep_id), None
     except Exception as error:  # a full disk, a locked or damaged database: said, and the run goes on
-        return None, _words(error)
+        return None, _error_text(error)
 
 
 def record_events(
@@ -126,16 +126,16 @@ def record_events(
                 except Exception as error:
                     # Its record is ended as failed, with why (if the history still takes that much), so it
                     # does not stay "running" while this process lives; the run itself goes on.
-                    _fail(recorder, f"the history stopped taking this run ({_words(error)}); the run went on "
+                    _fail(recorder, f"the history stopped taking this run ({_error_text(error)}); the run went on "
                           "without it")
                     failed_id, recorder = recorder.run_id, None
-                    yield RecordingFailed(run_id=failed_id, reason=_words(error))
+                    yield RecordingFailed(run_id=failed_id, reason=_error_text(error))
             if isinstance(event, RunEnded):
                 ended = event
             yield event
     except Exception as error:
         if recorder is not None and ended is None:
-            _fail(recorder, _words(error), "".join(traceback.format_exception(error)))
+            _fail(recorder, _error_text(error), "".join(traceback.format_exception(error)))
             recorder = None  # its end is written: the reason below must not replace this one
         raise
     finally:
@@ -154,5 +154,5 @@ def _fail(recorder: Recorder, reason: str, trace: Optional[str] = None) -> None:
         pass
 
 
-def _words(error: BaseException) -> str:
+def _error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"

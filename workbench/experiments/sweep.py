@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 from workbench.config import ConfigError, RunConfig
-from workbench.device_info import DeviceInfo
+from workbench.device_info import Probe
 from workbench.experiments.events import (
     AnyEvent,
     MemberEnded,
@@ -26,7 +26,7 @@ from workbench.experiments.members import (
     MemberRunner,
     RunFunction,
     StopFlag,
-    engine_run,
+    default_run_function,
     plan_dict,
     probe_device,
 )
@@ -34,7 +34,6 @@ from workbench.experiments.recording import NoRecording, RecorderFactory
 from workbench.experiments.values import field_problem
 
 MAX_AXES = 2
-Probe = Callable[[str], DeviceInfo]
 
 
 @dataclass(frozen=True)
@@ -143,7 +142,7 @@ def run_sweep(
     members = plan.members()
     sweep_id = recorders.begin_sequence("sweep", plan.display_name, plan.to_plan_dict())
     yield SequenceStarted(kind="sweep", sweep_id=sweep_id, name=plan.display_name, base=plan.base, planned_members=len(members), fields=plan.fields)
-    runner = MemberRunner(run_function or engine_run(), recorders, sweep_id)
+    runner = MemberRunner(run_function or default_run_function(), recorders, sweep_id)
     done: list[MemberEnded] = []
     status, reason = "finished", None
     for values, config in members:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Generator, Iterator, Optional
 
 from workbench.config import RunConfig
-from workbench.device_info import DeviceInfo
+from workbench.device_info import DeviceInfo, Probe
 from workbench.experiments.events import (
     AnyEvent,
     BestSoFar,
@@ -39,7 +39,7 @@ from workbench.experiments.members import (
     MemberRunner,
     RunFunction,
     StopFlag,
-    engine_run,
+    default_run_function,
     plan_dict,
     probe_device,
 )
@@ -73,7 +73,6 @@ PREFETCH_VALUES = (2, 4, 8)
 ACCUMULATION_VALUES = (1, 2, 4)
 
 Clock = Callable[[], float]
-Probe = Callable[[str], DeviceInfo]
 
 
 @dataclass(frozen=True)
@@ -424,7 +423,7 @@ def run_tune(
                                 budget_seconds=plan.budget_seconds, trial_steps=plan.trial_steps)
     )
     yield SequenceStarted(kind="tune", sweep_id=sweep_id, name=name, base=plan.base)
-    search = _Search(plan, stop, MemberRunner(run_function or engine_run(), recorders, sweep_id), device, clock)
+    search = _Search(plan, stop, MemberRunner(run_function or default_run_function(), recorders, sweep_id), device, clock)
     try:
         stop_reason = yield from search.run()
         status = "finished"

@@ -114,7 +114,7 @@ def run_window(app: QApplication, window: MainWindow) -> int:
     if os.environ.get(EXIT_AFTER_SHOWN_ENV):
         QTimer.singleShot(0, lambda: (print(f"shown_at={time.time():.6f}", flush=True), window.close()))
     code = app.exec()
-    window.session.request_stop()
-    window.session.wait()
+    window.training_thread.request_stop()
+    window.training_thread.wait()
     wait_for_background_calls()
     return code

@@ -4,6 +4,11 @@ Qt's global thread pool runs it; the result or the exception comes back as a que
 connected slots run on the GUI thread. Give it no parent: the pool's reference keeps it alive
 until it has reported, even if the widget that asked is gone by then (its slots are then simply
 disconnected). Connect bound methods of widgets, not lambdas, for that reason.
+
+Why not superqt's ``create_worker``: it runs generator workers on a QThread of their own and would bring a
+dependency for these thirty lines; a one-shot call on the shared pool, with ``wait_for_background_calls`` for
+tests and shutdown, is all the window needs. Likewise the two debounce timers (sample view, sweep view) are one
+single-shot QTimer each, where superqt's ``qdebounced`` would wrap the same timer.
 """
 
 from __future__ import annotations

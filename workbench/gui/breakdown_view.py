@@ -132,11 +132,6 @@ class BreakdownView(QWidget):
         self._redraw_bars()
         self.sample_picker.setCurrentIndex(len(self._samples) - 1)  # the newest is what the user asked for
 
-    def set_samples(self, samples: Sequence[ProfileSample]) -> None:
-        self.clear()
-        for sample in samples:
-            self.add_sample(sample)
-
     def clear(self) -> None:
         self._samples = []
         self.sample_picker.clear()

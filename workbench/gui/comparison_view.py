@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from typing import Optional, Sequence
 
 from PySide6.QtCore import Qt
@@ -81,7 +82,7 @@ class ComparisonView(QWidget):
             return
         differing = sum(1 for row in self._rows if row.section == "Settings" and row.differs)
         if len(records) == 1:
-            self.title.setText(f"<b>{_escape(records[0].label)}</b> — select two or more runs to compare")
+            self.title.setText(f"<b>{html.escape(records[0].label)}</b> — select two or more runs to compare")
         else:
             self.title.setText(
                 f"<b>Comparing {len(records)} runs</b> — {differing} setting{'s' if differing != 1 else ''} differ"
@@ -145,6 +146,3 @@ class ComparisonView(QWidget):
     def item_for(self, key: str) -> QTreeWidgetItem:
         return next(item for row, item in self._items if row.key == key)
 
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

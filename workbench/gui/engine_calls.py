@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Optional
 from workbench.config import RunConfig
 from workbench.device_info import DeviceInfo
 from workbench.engine.events import Event, MemoryRelease
-from workbench.engine.requests import RunControls
+from workbench.engine.requests import JobRequests
 
 if TYPE_CHECKING:
     from workbench.engine.data import SampleBatch
@@ -31,11 +31,11 @@ def _import_engine() -> None:
 
 
 def engine_run(config: RunConfig, stop: Callable[[], bool]) -> Iterator[Event]:
-    """The engine's run; a stop flag that is a RunControls brings its "sample now" requests along."""
+    """The engine's run; a stop flag that is a JobRequests brings its "sample now" requests along."""
     _import_engine()
     from workbench.engine import run
 
-    requests = stop.profile_requests if isinstance(stop, RunControls) else None
+    requests = stop.profile_requests if isinstance(stop, JobRequests) else None
     return run(config, stop, requests)
 
 

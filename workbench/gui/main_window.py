@@ -3,7 +3,7 @@ batch, Runs) on the right, Start / Stop / progress below.
 
 It is the view of ``workbench.controller.RunController``: it builds the widgets, draws what the
 controller hands it and forwards what the user does. What a click means (start, stop, a sweep, Apply,
-closing mid-run) is decided there, without Qt; the training thread is the RunSession's.
+closing mid-run) is decided there, without Qt; the training thread is the TrainingThread's.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from workbench.gui.window_settings import (  # noqa: F401 (SETTINGS_CONFIG: test
     save_config,
     stored_bytes,
 )
-from workbench.gui.worker import RunFunction, RunSession
+from workbench.gui.worker import RunFunction, TrainingThread
 
 ProbeFunction = Callable[[], DeviceInfo]
 ReleaseFunction = Callable[[], MemoryRelease]
@@ -111,7 +111,7 @@ class MainWindow(QMainWindow):
         self._collects_garbage = True
 
         config, settings_note = load_config(self._settings)
-        self.session = RunSession(run_function, parent=self)
+        self.training_thread = TrainingThread(run_function, parent=self)
         self.form = SettingsForm(config)
         self.device_panel = DevicePanel()
         self.plots = PlotsPanel()
@@ -120,7 +120,7 @@ class MainWindow(QMainWindow):
         self.experiments = ExperimentsTab()
         self.sample_view = SampleView(preview_function)
         self.sample_view.set_config(config)
-        self.controller = RunController(self, self.session, run_function, recordings, sequence_probe,
+        self.controller = RunController(self, self.training_thread, run_function, recordings, sequence_probe,
                                         release_function, measure_ceiling)
         self._build_layout()
         self._connect()
@@ -219,10 +219,10 @@ class MainWindow(QMainWindow):
         QShortcut(QKeySequence("Ctrl+Return"), self, activated=self.start_button.click)
         QShortcut(QKeySequence("Ctrl+."), self, activated=self.stop_button.click)
         self.form.config_changed.connect(self._on_config_changed)
-        session = self.session
-        session.steps.connect(controller.on_steps)
-        session.event.connect(controller.on_event)
-        session.finished.connect(controller.on_finished)
+        thread = self.training_thread
+        thread.steps.connect(controller.on_steps)
+        thread.event.connect(controller.on_event)
+        thread.finished.connect(controller.on_finished)
 
     def set_runs_view(self, view: QWidget) -> None:
         """Host the run-history view in the Runs tab (replaces the placeholder).

@@ -7,6 +7,7 @@ which figure it is, and the caption below the plot says so in words.
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 from typing import Optional
 
@@ -46,14 +47,14 @@ def figures(mode: str) -> tuple[MemoryFigure, ...]:
 def caption_html(mode: str, cpu_note: str = "", unavailable_reason: Optional[str] = None, ranks: int = 0) -> str:
     """The key to the lines, then (on a CPU) why a figure is missing and the note the window gives.
     ``ranks`` > 1: a multi-process run, whose merged lines are the highest rank's and each rank draws its own."""
-    text = " &nbsp; ".join(f"<b>{figure.glyph}</b>&nbsp;{_escape(figure.name)}" for figure in figures(mode))
+    text = " &nbsp; ".join(f"<b>{figure.glyph}</b>&nbsp;{html.escape(figure.name)}" for figure in figures(mode))
     if ranks > 1:
         figure = "torch reserved" if mode == "gpu" else "resident memory"
         text += (f"<br>{ranks} processes: these lines are the highest rank's; the thin lines, one per "
                  f"{'GPU' if mode == 'gpu' else 'process'} (named at their end), are each rank's own {figure}.")
     if mode == "cpu":
         if unavailable_reason:
-            text += f"<br>Not measured here: {_escape(unavailable_reason)}."
+            text += f"<br>Not measured here: {html.escape(unavailable_reason)}."
         if cpu_note:
             text += f"<br>{cpu_note}"
     return text
@@ -66,6 +67,3 @@ def title(mode: str, peak: Optional[float], total: Optional[int]) -> str:
         return "Device memory"
     return "Process memory (RSS)" + (f" · peak {format_bytes(peak)}" if peak is not None else "")
 
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

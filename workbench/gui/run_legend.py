@@ -6,8 +6,9 @@ run once for all four plots, and it folds away to one line when the runs are man
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
-from typing import Hashable, Iterable, Optional, Sequence
+from typing import Hashable, Optional, Sequence
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QWidget
@@ -42,11 +43,6 @@ class ColourBook:
 
     def release(self, key: Hashable) -> None:
         self._colours.pop(key, None)
-
-    def keep_only(self, keys: Iterable[Hashable]) -> None:
-        wanted = set(keys)
-        for key in [key for key in self._colours if key not in wanted]:
-            del self._colours[key]
 
 
 @dataclass(frozen=True)
@@ -121,8 +117,5 @@ class RunLegend(QWidget):
 def _unbreakable(text: str) -> str:
     """Lines break between entries, never inside one: no-break spaces, and no-break hyphens (U+2011)
     for file names such as "cifar10-subset" (Qt's rich text ignores white-space: nowrap on a span)."""
-    return _escape(text).replace(" ", "&nbsp;").replace("-", "\u2011")
+    return html.escape(text).replace(" ", "&nbsp;").replace("-", "\u2011")
 
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

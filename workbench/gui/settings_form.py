@@ -7,6 +7,7 @@ problems, greyed-out fields, disabled choices) comes from ``settings_model``.
 
 from __future__ import annotations
 
+import html
 from typing import Any, Optional, get_args
 
 from PySide6.QtCore import Qt, Signal
@@ -302,13 +303,10 @@ class SettingsForm(QWidget):
         augment.setItemText(augment.findData("gpu"), settings_model.AUGMENT_ON_CPU_TEXT if "augment" in notes else "gpu")
         self.derived_label.setText(settings_model.derive(config).describe(config))
         if found:
-            items = "".join(f"<li>{_escape(problem)}</li>" for problem in found)
+            items = "".join(f"<li>{html.escape(problem)}</li>" for problem in found)
             self.problems_label.setText(f"<b>Cannot start:</b><ul style='margin: 0'>{items}</ul>")
         else:
             self.problems_label.setText("")
         self.problems_label.setVisible(bool(found))
         return config
 
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -164,11 +164,6 @@ class SweepView(QWidget):
             return
         self._schedule()
 
-    def handle_steps(self, steps: list[StepStats]) -> None:
-        """The worker's batched step windows (only the last one matters here)."""
-        if steps:
-            self.handle(steps[-1])
-
     def _begin(self, event: SequenceStarted) -> None:
         self._members, self._ended = [], None
         self._fields, self._planned, self._name = event.fields, event.planned_members, event.name

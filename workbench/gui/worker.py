@@ -7,17 +7,14 @@ run, the job closed) is ``workbench.controller.driving.drive``, which the worker
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Optional
+from typing import Optional
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from workbench.config import RunConfig
 from workbench.controller.driving import Job, drive
-from workbench.engine.events import Event
-from workbench.engine.requests import RunControls
+from workbench.engine.requests import JobRequests, RunFunction
 from workbench.gui.engine_calls import engine_run
-
-RunFunction = Callable[[RunConfig, Callable[[], bool]], Iterator[Event]]
 
 
 class RunWorker(QObject):
@@ -30,7 +27,7 @@ class RunWorker(QObject):
     def __init__(self, job: Job):
         super().__init__()
         self._job = job
-        self.controls = RunControls()  # thread-safe: stop and "sample now" from the GUI thread
+        self.controls = JobRequests()  # thread-safe: stop and "sample now" from the GUI thread
 
     def request_stop(self) -> None:
         """Thread-safe: called from the GUI thread while ``work`` loops; the engine checks between steps."""
@@ -44,7 +41,7 @@ class RunWorker(QObject):
             self.finished.emit()
 
 
-class RunSession(QObject):
+class TrainingThread(QObject):
     """One job at a time: owns the QThread and the worker, and re-emits the worker's signals.
 
     Every signal arrives on the GUI thread (queued, in the order the job yielded), so slots may touch
@@ -67,7 +64,7 @@ class RunSession(QObject):
         return self._thread is not None
 
     def start(self, config: RunConfig) -> None:
-        """One run of ``config`` with the session's run function (unrecorded)."""
+        """One run of ``config`` with the thread's run function (unrecorded)."""
         run_function = self._run_function
         self.start_job(Job("run", "run", lambda stop: run_function(config, stop)))
 

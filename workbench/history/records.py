@@ -1,7 +1,7 @@
 """A run as the history gives it back (RunRecord), and how a row of the runs table becomes one.
 
 Reading is tolerant of the history's past: settings a newer or older workbench stored are dropped
-and named (``load_config``), JSON columns that cannot be read give empty values. No Qt here.
+and named (``config_from_json``), JSON columns that cannot be read give empty values. No Qt here.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def _rank_peaks(text: Optional[str]) -> dict[str, tuple[Optional[int], ...]]:
 
 def record_from_row(row: sqlite3.Row) -> RunRecord:
     """A RunRecord from a row of ``SELECT runs.*, sweeps.name AS sweep_name`` (store.py's _RUNS)."""
-    config, dropped = load_config(row["config_json"])
+    config, dropped = config_from_json(row["config_json"])
     # Columns an older schema wrote NULL in (skipped steps before schema 4) stay None: unknown, not 0.
     summary = RunSummary(
         status=row["status"], reason=row["reason"], failure_kind=row["failure_kind"], device=row["device_type"],
@@ -131,7 +131,7 @@ def _findings(text: Optional[str]) -> tuple[Finding, ...]:
     return tuple(Finding.from_dict(item) for item in items if isinstance(item, dict))
 
 
-def load_config(text: Optional[str]) -> tuple[RunConfig, tuple[str, ...]]:
+def config_from_json(text: Optional[str]) -> tuple[RunConfig, tuple[str, ...]]:
     """A stored RunConfig, tolerant of history: settings this version lacks are dropped (and named),
     settings it added take their defaults."""
     data = _json_object(text)

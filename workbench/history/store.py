@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 from workbench.config import RunConfig
 from workbench.history import processes
 from workbench.history.naming import NameOwner, distinct_name, run_name
-from workbench.history.records import RunChanges, RunRecord, load_config, rank_peaks_json, record_from_row
+from workbench.history.records import RunChanges, RunRecord, config_from_json, rank_peaks_json, record_from_row
 from workbench.history.schema import (
     EPOCH_COLUMNS,
     MIGRATIONS,
@@ -207,7 +207,7 @@ class HistoryStore:
                 previous = conn.execute(
                     "SELECT config_json FROM runs WHERE id < ? ORDER BY id DESC LIMIT 1", (run_id,)
                 ).fetchone()
-                previous_config = load_config(previous[0])[0] if previous is not None else None
+                previous_config = config_from_json(previous[0])[0] if previous is not None else None
                 name = run_name(config, previous_config)
             name = distinct_name(name, config, _sweep_name(conn, sweep_id), _name_owner(conn, run_id))
             if name != given:
@@ -532,6 +532,6 @@ def _name_owner(conn: sqlite3.Connection, run_id: int) -> NameOwner:
             "SELECT runs.config_json, sweeps.name FROM runs LEFT JOIN sweeps ON sweeps.id = runs.sweep_id "
             "WHERE runs.name = ? AND runs.id != ? ORDER BY runs.id DESC LIMIT 1", (name, run_id)
         ).fetchone()
-        return (load_config(row[0])[0], row[1]) if row is not None else None
+        return (config_from_json(row[0])[0], row[1]) if row is not None else None
 
     return owner

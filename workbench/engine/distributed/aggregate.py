@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from typing import Callable, Iterable, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from workbench.engine.events import (
     EpochStats,
@@ -143,8 +143,3 @@ class RankEventMerger:
                 del self._epochs[item]
             self._order.popleft()
         return released
-
-
-def first_failure(ended: Iterable[tuple[int, RunEnded]]) -> Optional[tuple[int, RunEnded]]:
-    """The first failed rank's RunEnded, in the order they came."""
-    return next(((rank, event) for rank, event in ended if event.status == "failed"), None)
