@@ -88,9 +88,9 @@ class ListRecorder:
     """A run's recorder (as RunRecorder is one) that keeps its events in a list; ``fail_at``: the count of
     events after which ``record`` raises, as a full disk would."""
 
-    def __init__(self, run_id: int, config: RunConfig, name: Optional[str], sweep_id: Optional[int],
+    def __init__(self, run_id: int, config: RunConfig, name: Optional[str], sequence_id: Optional[int],
                  fail_at: Optional[int] = None):
-        self.run_id, self.config, self.name, self.sweep_id, self.fail_at = run_id, config, name, sweep_id, fail_at
+        self.run_id, self.config, self.name, self.sequence_id, self.fail_at = run_id, config, name, sequence_id, fail_at
         self.label = f"#{run_id} {name or 'synthetic'}"
         self.discarded = False
         self.events: list[Any] = []
@@ -124,8 +124,8 @@ class ListRecording:
         self.sequences.append((kind, name))
         return 40 + len(self.sequences)
 
-    def start_run(self, config, name, sweep_id) -> ListRecorder:
-        self.recorders.append(ListRecorder(len(self.recorders) + 1, config, name, sweep_id, self.fail_at))
+    def start_run(self, config, name, sequence_id) -> ListRecorder:
+        self.recorders.append(ListRecorder(len(self.recorders) + 1, config, name, sequence_id, self.fail_at))
         return self.recorders[-1]
 
     def close(self) -> None:

@@ -222,7 +222,7 @@ def test_a_sweep_runs_every_member_on_the_one_job_recorded_with_one_sweep_id():
 
     assert [config.batch_size for config in run.configs] == [16, 32, 64]
     assert recording.sequences == [("sweep", recording.sequences[0][1])]
-    assert {recorder.sweep_id for recorder in recording.recorders} == {41}
+    assert {recorder.sequence_id for recorder in recording.recorders} == {41}
     assert recording.opened == recording.closed == 1
     sequence = [type(event).__name__ for event in view.named("draw_sequence_event")
                 if isinstance(event, (SequenceStarted, MemberStarted, SequenceEnded))]
@@ -338,7 +338,7 @@ def test_the_ceiling_probe_runs_as_a_job_between_runs_only():
 @pytest.mark.parametrize("failure", ["raise", "silent"])
 def test_a_sequence_whose_generator_breaks_still_ends_with_a_failed_sequence_and_run(failure):
     def events(controls):
-        yield SequenceStarted(kind="sweep", sweep_id=None, name="sweep seed", base=TINY_RUN, planned_members=2, fields=("seed",))
+        yield SequenceStarted(kind="sweep", sequence_id=None, name="sweep seed", base=TINY_RUN, planned_members=2, fields=("seed",))
         yield MemberStarted(index=0, config=TINY_RUN, values=(("seed", 1),), run_id=None)
         if failure == "raise":
             raise RuntimeError("the sequence broke")

@@ -49,7 +49,7 @@ def test_sweep_of_three_members_prints_a_table_and_json_and_lands_in_history_and
     assert [(int(r["run_id"]), r["sweep_id"], r["sweep_name"]) for r in rows] == [
         (m["run_id"], str(result["sweep_id"]), "sweep batch_size") for m in members]
     listed = workbench("runs")
-    assert "SWEEP" in listed.stdout.splitlines()[0]
+    assert "SEQUENCE" in listed.stdout.splitlines()[0]
     assert listed.stdout.count(f"{result['sweep_id']} sweep batch_size") == 3
 
 

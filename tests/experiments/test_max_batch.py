@@ -132,7 +132,7 @@ def test_a_largest_batch_much_slower_than_a_smaller_one_is_said_and_the_fastest_
     assert result.fastest is trials[3]
     note = edge_note(result)
     assert note.startswith("at the edge of memory it trains at 3,497 images/s, 11% of what batch 33,792 did")
-    ended = SequenceEnded(kind="max-batch", sweep_id=1, status="finished", result=result)
+    ended = SequenceEnded(kind="max-batch", sequence_id=1, status="finished", result=result)
     assert note in summary_text(ended, result)
     json_result = max_batch_json(ended, result)
     assert (json_result["max_batch_size"], json_result["fastest_batch_size"]) == (34304, 33792)

@@ -31,16 +31,16 @@ def test_three_tiny_cpu_members_land_three_runs_with_one_sweep_id(tmp_path, isol
     assert kinds[first_member + 1:].index(MemberEnded) > kinds[first_member + 1:].index(StepStats)
 
     with HistoryStore.open() as store:
-        runs = store.sweep_runs(ended.sweep_id)
+        runs = store.sequence_runs(ended.sequence_id)
         assert [run.id for run in runs] == [m.run_id for m in members]
-        assert {run.sweep_id for run in runs} == {ended.sweep_id}
+        assert {run.sequence_id for run in runs} == {ended.sequence_id}
         assert [run.config.batch_size for run in runs] == [16, 32, 64]
         assert all(run.status == "finished" and run.summary.images_per_sec for run in runs)
-        assert runs[0].sweep_name == "sweep batch_size" and runs[1].name == "synthetic: batch_size=32"
+        assert runs[0].sequence_name == "sweep batch_size" and runs[1].name == "synthetic: batch_size=32"
         export_runs_csv(store, tmp_path / "runs.csv")
     with open(tmp_path / "runs.csv", encoding="utf-8", newline="") as file:
         rows = list(csv.DictReader(file))
-    assert [(row["sweep_id"], row["sweep_name"]) for row in rows] == [(str(ended.sweep_id), "sweep batch_size")] * 3
+    assert [(row["sweep_id"], row["sweep_name"]) for row in rows] == [(str(ended.sequence_id), "sweep batch_size")] * 3
 
 
 def test_one_invalid_member_value_starts_nothing_and_every_problem_is_listed(isolated_workbench_home):
@@ -104,7 +104,7 @@ def test_stop_ends_the_whole_sweep(isolated_workbench_home):
     assert [m.status for m in ended.result.members] == ["stopped"]
     assert sum(isinstance(e, MemberStarted) for e in events) == 1
     with HistoryStore.open() as store:
-        assert [run.status for run in store.sweep_runs(ended.sweep_id)] == ["stopped"]
+        assert [run.status for run in store.sequence_runs(ended.sequence_id)] == ["stopped"]
 
 
 def test_closing_the_sequence_mid_member_fails_that_run_in_the_history(isolated_workbench_home):

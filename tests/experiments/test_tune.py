@@ -188,7 +188,7 @@ def test_every_trial_is_a_run_in_the_history_tagged_with_the_search(isolated_wor
     members = [e for e in events if isinstance(e, MemberStarted)]
     ended = events[-1]
     with HistoryStore.open() as store:
-        runs_in_history = store.sweep_runs(ended.sweep_id)
+        runs_in_history = store.sequence_runs(ended.sequence_id)
     assert [r.id for r in runs_in_history] == [m.run_id for m in members] and len(members) == len(runs.configs)
     assert runs_in_history[0].name == "synthetic: tune start"
     assert runs_in_history[-1].name == "synthetic: tune trial, pipeline=gpu-resident, augment=gpu"

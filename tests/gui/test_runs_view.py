@@ -376,16 +376,16 @@ def test_a_full_reload_reads_every_run_as_before(make_view, store, monkeypatch):
 
 def test_sweep_members_are_tagged_with_their_sweep(make_view, store):
     lone = record_gpu_run(store, RunConfig(), images_per_sec=900.0)
-    sweep_id = store.create_sweep("sweep", "sweep batch_size")
+    sequence_id = store.create_sequence("sweep", "sweep batch_size")
     members = []
     for batch in (64, 128):
         config = RunConfig(batch_size=batch)
-        recorder = store.start_run(config, source="gui", sweep_id=sweep_id)
+        recorder = store.start_run(config, source="gui", sequence_id=sequence_id)
         recorder.record(started(config, device=GPU, total_steps=3))
         recorder.record(RunEnded(status="finished", summary=summary(3, device="cuda", device_name=GPU.name)))
         members.append(recorder.run_id)
     view = make_view()
-    tags = dict(zip(column(view, "ID"), column(view, "Sweep")))
+    tags = dict(zip(column(view, "ID"), column(view, "Sequence")))
     assert tags == {str(lone): "", str(members[0]): "sweep batch_size", str(members[1]): "sweep batch_size"}
 
 

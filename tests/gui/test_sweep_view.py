@@ -53,11 +53,11 @@ def cell(view, row, header):
 
 def test_members_fill_the_charts_and_the_table(view):
     feed(view, [
-        SequenceStarted(kind="sweep", sweep_id=7, name="sweep num_workers", base=BASE, planned_members=3, fields=("num_workers",)),
+        SequenceStarted(kind="sweep", sequence_id=7, name="sweep num_workers", base=BASE, planned_members=3, fields=("num_workers",)),
         *member_events(0, 0, 400.0),
         *member_events(1, 1, None, status="failed", kind="out_of_memory"),
         *member_events(2, 2, 1000.0),
-        SequenceEnded(kind="sweep", sweep_id=7, status="finished", result=SweepResult(members=())),
+        SequenceEnded(kind="sweep", sequence_id=7, status="finished", result=SweepResult(members=())),
     ])
     assert view.title.text() == "sweep num_workers (sweep 7)"
     assert view.bar_heights("images_per_sec") == [400.0, None, 1000.0]
@@ -78,7 +78,7 @@ def test_members_fill_the_charts_and_the_table(view):
 
 def test_the_running_member_grows_from_its_steps_after_the_warm_up_window(view):
     events = member_events(0, 2, 900.0)
-    feed(view, [SequenceStarted(kind="sweep", sweep_id=None, name="sweep num_workers", base=BASE, planned_members=2, fields=("num_workers",)), *events[:2]])
+    feed(view, [SequenceStarted(kind="sweep", sequence_id=None, name="sweep num_workers", base=BASE, planned_members=2, fields=("num_workers",)), *events[:2]])
     assert view.bar_heights("images_per_sec") == [None]  # the first window is warm-up
     feed(view, [events[2]])
     assert view.bar_heights("images_per_sec") == [900.0]
@@ -87,14 +87,14 @@ def test_the_running_member_grows_from_its_steps_after_the_warm_up_window(view):
 
 def test_members_of_fixed_steps_hide_the_accuracy_chart(view):
     steps = BASE.replace(max_steps=20)
-    feed(view, [SequenceStarted(kind="sweep", sweep_id=1, name="s", base=steps, planned_members=1, fields=("num_workers",)),
+    feed(view, [SequenceStarted(kind="sweep", sequence_id=1, name="s", base=steps, planned_members=1, fields=("num_workers",)),
                 *member_events(0, 0, 100.0, config=steps)])
     assert not view.plots["test_accuracy"].isVisibleTo(view)
     assert view.bar_heights("test_accuracy") == [None]
 
 
 def test_a_refused_sweep_says_nothing_ran(view):
-    feed(view, [SequenceEnded(kind="sweep", sweep_id=None, status="failed", result=None, reason="fp16 needs a CUDA GPU", problems=("fp16 needs a CUDA GPU",))])
+    feed(view, [SequenceEnded(kind="sweep", sequence_id=None, status="failed", result=None, reason="fp16 needs a CUDA GPU", problems=("fp16 needs a CUDA GPU",))])
     assert view.status.text() == "Nothing ran: fp16 needs a CUDA GPU"
 
 
@@ -114,7 +114,7 @@ def labels(plot):
 def test_percent_charts_run_to_100_and_a_short_bars_figure_stands_clear_of_the_axis(view):
     """Issue 22: "1 %" sat on the axis tick and read as "-1 %"; the % axis ran to about 130."""
     config = BASE  # whole epochs: the accuracy chart shows
-    events = [SequenceStarted(kind="sweep", sweep_id=1, name="sweep num_workers", base=config, planned_members=3, fields=("num_workers",))]
+    events = [SequenceStarted(kind="sweep", sequence_id=1, name="sweep num_workers", base=config, planned_members=3, fields=("num_workers",))]
     for index, (wait, accuracy) in enumerate(((0.01, 0.2), (0.95, 0.9), (0.3, 0.5))):
         summary = RunSummary(status="finished", images_per_sec=100.0 * (index + 1), data_wait_fraction=wait,
                              test_accuracy=accuracy, peak_process_rss_bytes=(index + 1) * GIB // 2,

@@ -121,8 +121,8 @@ def test_a_sweep_started_from_the_window_fills_its_chart_and_table_and_lands_in_
     with HistoryStore.open() as store:
         runs = sorted(store.list_runs(), key=lambda run: run.id)
     assert [run.config.batch_size for run in runs] == [16, 32, 64]
-    assert len({run.sweep_id for run in runs}) == 1 and runs[0].sweep_id is not None
-    assert all(run.status == "finished" and run.sweep_name for run in runs)
+    assert len({run.sequence_id for run in runs}) == 1 and runs[0].sequence_id is not None
+    assert all(run.status == "finished" and run.sequence_name for run in runs)
     assert "3 members ran" in window.run_message.text()
     assert window.start_button.isEnabled()
 

@@ -31,8 +31,8 @@ def test_a_version_3_history_gains_the_sweeps_table_and_index_a_fresh_one_has(tm
         assert ("sweep_id", "INTEGER") in table_columns(upgraded._conn, "runs")
 
 
-def record(store, config, sweep_id=None, name=None):
-    recorder = store.start_run(config, name=name, sweep_id=sweep_id)
+def record(store, config, sequence_id=None, name=None):
+    recorder = store.start_run(config, name=name, sequence_id=sequence_id)
     for event in complete_run_events(config, 4):
         recorder.record(event)
     return recorder.run_id
@@ -42,20 +42,20 @@ def test_members_read_back_with_their_sweep_and_lone_runs_without(tmp_path):
     config = RunConfig(device="cpu")
     with HistoryStore.open(tmp_path) as store:
         lone = record(store, config)
-        sweep_id = store.create_sweep("sweep", "sweep num_workers", {"axes": [{"field": "num_workers"}]})
-        members = [record(store, config.replace(num_workers=n), sweep_id, f"synthetic: num_workers={n}")
+        sequence_id = store.create_sequence("sweep", "sweep num_workers", {"axes": [{"field": "num_workers"}]})
+        members = [record(store, config.replace(num_workers=n), sequence_id, f"synthetic: num_workers={n}")
                    for n in (0, 2)]
-        assert [(r.id, r.sweep_id, r.sweep_name) for r in store.list_runs()] == [
-            (members[1], sweep_id, "sweep num_workers"), (members[0], sweep_id, "sweep num_workers"),
+        assert [(r.id, r.sequence_id, r.sequence_name) for r in store.list_runs()] == [
+            (members[1], sequence_id, "sweep num_workers"), (members[0], sequence_id, "sweep num_workers"),
             (lone, None, None)]
-        assert [r.id for r in store.sweep_runs(sweep_id)] == members
-        assert store.get_run(members[0]).sweep_name == "sweep num_workers"
-        assert [r.sweep_id for r in store.get_runs([lone, members[1]])] == [None, sweep_id]
+        assert [r.id for r in store.sequence_runs(sequence_id)] == members
+        assert store.get_run(members[0]).sequence_name == "sweep num_workers"
+        assert [r.sequence_id for r in store.get_runs([lone, members[1]])] == [None, sequence_id]
         table = format_runs_table(store.list_runs()).splitlines()
-    assert table[0].split()[4] == "SWEEP"
-    assert f"{sweep_id} sweep num_workers" in table[1] and f"{sweep_id} sweep" not in table[3]
+    assert table[0].split()[4] == "SEQUENCE"
+    assert f"{sequence_id} sweep num_workers" in table[1] and f"{sequence_id} sweep" not in table[3]
 
 
 def test_a_sweep_id_that_does_not_exist_is_refused(tmp_path):
     with HistoryStore.open(tmp_path) as store, pytest.raises(sqlite3.IntegrityError):
-        store.start_run(RunConfig(), sweep_id=99)  # foreign keys are on: a member belongs to a recorded sequence
+        store.start_run(RunConfig(), sequence_id=99)  # foreign keys are on: a member belongs to a recorded sequence

@@ -59,12 +59,12 @@ def test_two_runs_never_share_a_name(tmp_path):
     with HistoryStore.open(tmp_path) as store:
         store.start_run(base, source="gui")
         lone = store.start_run(base.replace(num_workers=0), source="gui")
-        sweep = store.create_sweep("sweep", "sweep num_workers")
+        sweep = store.create_sequence("sweep", "sweep num_workers")
         member = store.start_run(base.replace(num_workers=0, max_steps=60), name="synthetic: num_workers=0",
-                                 sweep_id=sweep)
-        again = store.create_sweep("sweep", "sweep num_workers")
+                                 sequence_id=sweep)
+        again = store.create_sequence("sweep", "sweep num_workers")
         second = store.start_run(base.replace(num_workers=0, max_steps=60), name="synthetic: num_workers=0",
-                                 sweep_id=again)
+                                 sequence_id=again)
         first_named = store.start_run(base, name="baseline")
         second_named = store.start_run(base, name="baseline")
         names = [record.name for record in store.list_runs()]

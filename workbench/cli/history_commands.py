@@ -70,7 +70,7 @@ def format_runs_table(records: Sequence) -> str:
     from workbench.formatting import format_duration, format_table
     from workbench.history.metrics import format_metric, local_time
 
-    header = ("ID", "NAME", "STATUS", "FROM", "SWEEP", "STARTED", "WORLD SIZE", "IMG/S", "DATA WAIT", "PEAK MEMORY",
+    header = ("ID", "NAME", "STATUS", "FROM", "SEQUENCE", "STARTED", "WORLD SIZE", "IMG/S", "DATA WAIT", "PEAK MEMORY",
               "FINAL LOSS", "TEST ACC", "DURATION")
     right_aligned = {0, 6, 7, 8, 9, 10, 11, 12}
     rows = [
@@ -108,9 +108,9 @@ def _peak_memory(record) -> str:
 
 def _sweep_label(record) -> str:
     """"3 num_workers × precision": the sequence a run was a member of ("" for a lone run)."""
-    if record.sweep_id is None:
+    if record.sequence_id is None:
         return ""
-    return _clip(f"{record.sweep_id} {record.sweep_name or ''}".strip(), 28)
+    return _clip(f"{record.sequence_id} {record.sequence_name or ''}".strip(), 28)
 
 
 def _clip(text: str, width: int) -> str:

@@ -113,7 +113,7 @@ def summary_text(ended: SequenceEnded, result: MaxBatchResult) -> str:
 def max_batch_json(ended: SequenceEnded, result: MaxBatchResult) -> dict[str, Any]:
     best, fastest = result.best, result.fastest
     return {
-        "sweep_id": ended.sweep_id,
+        "sweep_id": ended.sequence_id,
         "status": ended.status,
         "reason": ended.reason,
         "max_batch_size": result.max_batch_size,

@@ -66,7 +66,7 @@ class SequenceProgress:
         say = self.progress.message
         if isinstance(event, SequenceStarted):
             self.planned = event.planned_members
-            where = f" (sweep {event.sweep_id} in the history)" if event.sweep_id is not None else ""
+            where = f" (sweep {event.sequence_id} in the history)" if event.sequence_id is not None else ""
             say(f"{event.name}{where}")
         elif isinstance(event, MemberStarted):
             label = values_label(event.values) or "start settings"

@@ -104,7 +104,7 @@ def sweep_table(fields: tuple[str, ...], members: tuple[MemberEnded, ...]) -> st
 
 def sweep_json(ended: SequenceEnded, fields: tuple[str, ...]) -> dict[str, Any]:
     return {
-        "sweep_id": ended.sweep_id,
+        "sweep_id": ended.sequence_id,
         "status": ended.status,
         "reason": ended.reason,
         "params": list(fields),

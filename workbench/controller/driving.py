@@ -108,4 +108,4 @@ def drive(
             summary = seen.build("failed", failure, "error")
             emit(RunEnded(status="failed", summary=summary, reason=failure, kind="error", traceback=failure_traceback))
         if open_sequence is not None:
-            emit(SequenceEnded(kind=open_sequence.kind, sweep_id=open_sequence.sweep_id, status="failed", result=None, reason=failure))
+            emit(SequenceEnded(kind=open_sequence.kind, sequence_id=open_sequence.sequence_id, status="failed", result=None, reason=failure))

@@ -36,7 +36,7 @@ def values_label(values: Values) -> str:
 @dataclass(frozen=True, kw_only=True)
 class SequenceStarted:
     kind: SequenceKind
-    sweep_id: Optional[int]  # the sequence's id in the history (None when not recorded)
+    sequence_id: Optional[int]  # the sequence's id in the history (None when not recorded)
     name: str
     base: RunConfig
     planned_members: Optional[int] = None  # known for a sweep; a search decides as it goes
@@ -205,7 +205,7 @@ SequenceResult = Union[SweepResult, TuneResult, MaxBatchResult]
 @dataclass(frozen=True, kw_only=True)
 class SequenceEnded:
     kind: SequenceKind
-    sweep_id: Optional[int]
+    sequence_id: Optional[int]
     status: SequenceStatus
     result: Optional[SequenceResult]  # None when refused before anything ran
     reason: Optional[str] = None  # why it stopped or failed, in words

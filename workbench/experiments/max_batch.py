@@ -198,15 +198,15 @@ def run_max_batch(
     device = (probe or probe_device)(plan.base.device)
     problems = plan_problems(plan, device)
     if problems:
-        yield SequenceEnded(kind="max_batch", sweep_id=None, status="failed", result=None, reason="; ".join(problems), problems=tuple(problems))
+        yield SequenceEnded(kind="max_batch", sequence_id=None, status="failed", result=None, reason="; ".join(problems), problems=tuple(problems))
         return
     name = plan.display_name
-    sweep_id = recorders.begin_sequence(
+    sequence_id = recorders.begin_sequence(
         "max_batch", name, plan_dict(plan.base, start_batch=plan.start_batch, steps_per_trial=plan.steps_per_trial,
                                      memory_budget_bytes=plan.memory_budget_bytes)
     )
-    yield SequenceStarted(kind="max_batch", sweep_id=sweep_id, name=name, base=plan.base, fields=("batch_size",))
-    search = _BatchSearch(plan, stop, MemberRunner(run_function or default_run_function(), recorders, sweep_id),
+    yield SequenceStarted(kind="max_batch", sequence_id=sequence_id, name=name, base=plan.base, fields=("batch_size",))
+    search = _BatchSearch(plan, stop, MemberRunner(run_function or default_run_function(), recorders, sequence_id),
                           release or _release_cached_memory)
     try:
         status, limited_by, reason = yield from search.run()
@@ -214,7 +214,7 @@ def run_max_batch(
         status, limited_by, reason = "failed", "error", str(error)
     finally:
         (release or _release_cached_memory)()
-    yield SequenceEnded(kind="max_batch", sweep_id=sweep_id, status=status, result=search.result(limited_by), reason=reason)  # type: ignore[arg-type]
+    yield SequenceEnded(kind="max_batch", sequence_id=sequence_id, status=status, result=search.result(limited_by), reason=reason)  # type: ignore[arg-type]
 
 def _release_cached_memory() -> object:
     from workbench.engine import release_cached_memory

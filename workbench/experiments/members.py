@@ -48,10 +48,10 @@ def member_name(config: RunConfig, label: str) -> str:
 class MemberRunner:
     """Runs the members of one sequence: numbers them, names them, records them."""
 
-    def __init__(self, run_function: RunFunction, recorders: RecorderFactory, sweep_id: Optional[int]):
+    def __init__(self, run_function: RunFunction, recorders: RecorderFactory, sequence_id: Optional[int]):
         self.run_function = run_function
         self.recorders = recorders
-        self.sweep_id = sweep_id
+        self.sequence_id = sequence_id
         self.count = 0
 
     def run(
@@ -59,7 +59,7 @@ class MemberRunner:
     ) -> Generator[AnyEvent, None, MemberEnded]:
         """Yield MemberStarted, the run's engine events, MemberEnded; return the MemberEnded."""
         index, self.count = self.count, self.count + 1
-        recorder, problem = open_record(self.recorders, config, member_name(config, label), self.sweep_id)
+        recorder, problem = open_record(self.recorders, config, member_name(config, label), self.sequence_id)
         run_id = recorder.run_id if recorder is not None else None
         yield MemberStarted(index=index, config=config, values=values, run_id=run_id, purpose=purpose)
         ended = yield from record_events(started_on_use(self.run_function, config, stop), recorder, problem,

@@ -36,7 +36,7 @@ class RecorderFactory(Protocol):
     def begin_sequence(self, kind: str, name: str, plan: dict[str, Any]) -> Optional[int]:
         """The new sequence's id (None when nothing is recorded)."""
 
-    def start_run(self, config: RunConfig, name: str, sweep_id: Optional[int]) -> Optional[Recorder]:
+    def start_run(self, config: RunConfig, name: str, sequence_id: Optional[int]) -> Optional[Recorder]:
         """A recorder for one member run (None when nothing is recorded)."""
 
 
@@ -46,7 +46,7 @@ class NoRecording:
     def begin_sequence(self, kind: str, name: str, plan: dict[str, Any]) -> Optional[int]:
         return None
 
-    def start_run(self, config: RunConfig, name: str, sweep_id: Optional[int]) -> Optional[Recorder]:
+    def start_run(self, config: RunConfig, name: str, sequence_id: Optional[int]) -> Optional[Recorder]:
         return None
 
     def close(self) -> None:
@@ -76,10 +76,10 @@ class HistoryRecording:
         return self._store
 
     def begin_sequence(self, kind: str, name: str, plan: dict[str, Any]) -> Optional[int]:
-        return self.store.create_sweep(kind, name, plan)
+        return self.store.create_sequence(kind, name, plan)
 
-    def start_run(self, config: RunConfig, name: str, sweep_id: Optional[int]) -> Optional[Recorder]:
-        return self.store.start_run(config, name=name, source=self.source, sweep_id=sweep_id)
+    def start_run(self, config: RunConfig, name: str, sequence_id: Optional[int]) -> Optional[Recorder]:
+        return self.store.start_run(config, name=name, source=self.source, sequence_id=sequence_id)
 
     def close(self) -> None:
         if self._store is not None:
@@ -94,10 +94,10 @@ class HistoryRecording:
 
 
 def open_record(recorders: RecorderFactory, config: RunConfig, name: Optional[str],
-                sweep_id: Optional[int]) -> tuple[Optional[Recorder], Optional[str]]:
+                sequence_id: Optional[int]) -> tuple[Optional[Recorder], Optional[str]]:
     """A recorder for one run, or (None, why not): a history that cannot take the run never stops it."""
     try:
-        return recorders.start_run(config, name, sweep_id), None
+        return recorders.start_run(config, name, sequence_id), None
     except Exception as error:  # a full disk, a locked or damaged database: said, and the run goes on
         return None, _error_text(error)
 

@@ -137,12 +137,12 @@ def run_sweep(
     recorders = recorders or NoRecording()
     problems = plan_problems(plan, probe)
     if problems:
-        yield SequenceEnded(kind="sweep", sweep_id=None, status="failed", result=None, reason="; ".join(problems), problems=tuple(problems))
+        yield SequenceEnded(kind="sweep", sequence_id=None, status="failed", result=None, reason="; ".join(problems), problems=tuple(problems))
         return
     members = plan.members()
-    sweep_id = recorders.begin_sequence("sweep", plan.display_name, plan.to_plan_dict())
-    yield SequenceStarted(kind="sweep", sweep_id=sweep_id, name=plan.display_name, base=plan.base, planned_members=len(members), fields=plan.fields)
-    runner = MemberRunner(run_function or default_run_function(), recorders, sweep_id)
+    sequence_id = recorders.begin_sequence("sweep", plan.display_name, plan.to_plan_dict())
+    yield SequenceStarted(kind="sweep", sequence_id=sequence_id, name=plan.display_name, base=plan.base, planned_members=len(members), fields=plan.fields)
+    runner = MemberRunner(run_function or default_run_function(), recorders, sequence_id)
     done: list[MemberEnded] = []
     status, reason = "finished", None
     for values, config in members:
@@ -154,4 +154,4 @@ def run_sweep(
         if member.status == "stopped":
             status, reason = "stopped", f"stopped by the user during member {len(done)} of {len(members)}"
             break
-    yield SequenceEnded(kind="sweep", sweep_id=sweep_id, status=status, result=SweepResult(members=tuple(done)), reason=reason)
+    yield SequenceEnded(kind="sweep", sequence_id=sequence_id, status=status, result=SweepResult(members=tuple(done)), reason=reason)

@@ -415,21 +415,21 @@ def run_tune(
     device = (probe or probe_device)(plan.base.device)
     problems = plan_problems(plan, device)
     if problems:
-        yield SequenceEnded(kind="tune", sweep_id=None, status="failed", result=None, reason="; ".join(problems), problems=tuple(problems))
+        yield SequenceEnded(kind="tune", sequence_id=None, status="failed", result=None, reason="; ".join(problems), problems=tuple(problems))
         return
     name = plan.display_name
-    sweep_id = recorders.begin_sequence(
+    sequence_id = recorders.begin_sequence(
         "tune", name, plan_dict(plan.base, knobs=list(plan.searched_knobs()), allow=sorted(plan.allow),
                                 budget_seconds=plan.budget_seconds, trial_steps=plan.trial_steps)
     )
-    yield SequenceStarted(kind="tune", sweep_id=sweep_id, name=name, base=plan.base)
-    search = _Search(plan, stop, MemberRunner(run_function or default_run_function(), recorders, sweep_id), device, clock)
+    yield SequenceStarted(kind="tune", sequence_id=sequence_id, name=name, base=plan.base)
+    search = _Search(plan, stop, MemberRunner(run_function or default_run_function(), recorders, sequence_id), device, clock)
     try:
         stop_reason = yield from search.run()
         status = "finished"
     except _StopSearch as ended:
         if ended.refused:
-            yield SequenceEnded(kind="tune", sweep_id=sweep_id, status="failed", result=None, reason=ended.reason, problems=(ended.reason,))
+            yield SequenceEnded(kind="tune", sequence_id=sequence_id, status="failed", result=None, reason=ended.reason, problems=(ended.reason,))
             return
         status, stop_reason = ended.status, ended.reason
-    yield SequenceEnded(kind="tune", sweep_id=sweep_id, status=status, result=search.result(stop_reason), reason=stop_reason)  # type: ignore[arg-type]
+    yield SequenceEnded(kind="tune", sequence_id=sequence_id, status=status, result=search.result(stop_reason), reason=stop_reason)  # type: ignore[arg-type]

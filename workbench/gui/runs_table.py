@@ -76,7 +76,7 @@ COLUMNS: tuple[Column, ...] = (
     _metric("peak_reserved_bytes"),
     _metric("peak_nvml_used_bytes"),
     _metric("peak_process_rss_bytes"),
-    Column("Sweep", lambda r: r.sweep_name or "", str,
+    Column("Sequence", lambda r: r.sequence_name or "", str,
            tooltip="the sweep, search or max-batch sequence this run was a member of"),
     Column("Started", lambda r: r.started_at, local_time, numeric=True),
     Column("Duration", lambda r: r.duration_seconds, format_duration, numeric=True),

@@ -62,7 +62,7 @@ class TuneView(QWidget):
 
     def handle(self, event: Any) -> None:
         if isinstance(event, SequenceStarted):
-            self.title.setText(event.name + (f" (sweep {event.sweep_id})" if event.sweep_id is not None else ""))
+            self.title.setText(event.name + (f" (sweep {event.sequence_id})" if event.sequence_id is not None else ""))
             self.table.setRowCount(0)
             self.best_label.setText("Measuring the start settings…")
             self.apply_button.setEnabled(False)

@@ -74,8 +74,8 @@ def run_row(record: RunRecord) -> list[str]:
         record.reason,
         iso_utc(record.started_at),
         iso_utc(record.finished_at),
-        record.sweep_id,
-        record.sweep_name,
+        record.sequence_id,
+        record.sequence_name,
         *(settings[name] for name in FIELD_NAMES),
         *(getattr(record.summary, metric.name) for metric in SUMMARY_METRICS),
     ]

@@ -53,16 +53,16 @@ def changed_settings(config: RunConfig, previous: RunConfig) -> list[str]:
 NameOwner = Callable[[str], Optional[tuple[RunConfig, Optional[str]]]]
 
 
-def distinct_name(name: str, config: RunConfig, sweep_name: Optional[str], owner: NameOwner) -> str:
+def distinct_name(name: str, config: RunConfig, sequence_name: Optional[str], owner: NameOwner) -> str:
     """``name``, or where another run has it already, the name with what tells this run from that one: its
     sequence's name, the settings that differ ("cifar10-subset: num_workers=0 (max_steps=60)"), or a count."""
     taken = owner(name)
     if taken is None:
         return name
-    other_config, other_sweep = taken
+    other_config, other_sequence = taken
     candidates = []
-    if sweep_name and sweep_name != other_sweep:
-        candidates.append(f"{name} ({sweep_name})")
+    if sequence_name and sequence_name != other_sequence:
+        candidates.append(f"{name} ({sequence_name})")
     changes = changed_settings(config, other_config)
     if changes:
         candidates.append(f"{name} ({', '.join(changes[:MAX_CHANGES_IN_NAME])})")

@@ -42,9 +42,10 @@ class RunRecord:
     app_version: Optional[str] = None
     # Stored settings this version does not know (or cannot read); the config uses defaults for them.
     config_dropped: tuple[str, ...] = ()
-    # The sequence of runs (sweep, tune, max-batch) this run belongs to; None for a lone run.
-    sweep_id: Optional[int] = None
-    sweep_name: Optional[str] = None
+    # The sequence of runs (a sweep, a search for faster settings, a max-batch search: the "kind") this run belongs
+    # to; None for a lone run. The database, the CSV and --json call it sweep_id / sweep_name (a contract kept).
+    sequence_id: Optional[int] = None
+    sequence_name: Optional[str] = None
     traceback: Optional[str] = None  # of a failure nobody expected (kinds error, data_loader, out_of_memory)
 
     @property
@@ -117,8 +118,8 @@ def record_from_row(row: sqlite3.Row) -> RunRecord:
         process_identity=row["process_identity"],
         app_version=row["app_version"],
         config_dropped=dropped,
-        sweep_id=row["sweep_id"],
-        sweep_name=row["sweep_name"],
+        sequence_id=row["sweep_id"],
+        sequence_name=row["sweep_name"],
         traceback=row["traceback"],
     )
 

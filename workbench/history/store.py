@@ -175,7 +175,7 @@ class HistoryStore:
 
     # -- runs ------------------------------------------------------------------------
     def start_run(
-        self, config: RunConfig, name: Optional[str] = None, source: str = "cli", sweep_id: Optional[int] = None
+        self, config: RunConfig, name: Optional[str] = None, source: str = "cli", sequence_id: Optional[int] = None
     ) -> RunRecorder:
         """Record a new run as "running" and return the recorder its events go to.
 
@@ -198,7 +198,7 @@ class HistoryStore:
                     processes.process_identity(pid),
                     _app_version(),
                     json.dumps(config.to_dict(), sort_keys=True),
-                    sweep_id,
+                    sequence_id,
                 ),
             )
             run_id = int(cursor.lastrowid)
@@ -209,12 +209,12 @@ class HistoryStore:
                 ).fetchone()
                 previous_config = config_from_json(previous[0])[0] if previous is not None else None
                 name = run_name(config, previous_config)
-            name = distinct_name(name, config, _sweep_name(conn, sweep_id), _name_owner(conn, run_id))
+            name = distinct_name(name, config, _sequence_name(conn, sequence_id), _name_owner(conn, run_id))
             if name != given:
                 conn.execute("UPDATE runs SET name = ? WHERE id = ?", (name, run_id))
         return RunRecorder(self, run_id, name=name, config=config, source=source)
 
-    def create_sweep(self, kind: str, name: str, plan: Optional[dict[str, Any]] = None) -> int:
+    def create_sequence(self, kind: str, name: str, plan: Optional[dict[str, Any]] = None) -> int:
         """Record a new sequence of runs (kind: sweep, tune or max_batch); returns its id for ``start_run``."""
         with self._transaction() as conn:
             cursor = conn.execute(
@@ -223,10 +223,10 @@ class HistoryStore:
             )
         return int(cursor.lastrowid)
 
-    def sweep_runs(self, sweep_id: int) -> list[RunRecord]:
+    def sequence_runs(self, sequence_id: int) -> list[RunRecord]:
         """The runs of one sequence, in the order they ran."""
         return [record_from_row(row) for row in self._conn.execute(f"{_RUNS} WHERE runs.sweep_id = ? ORDER BY runs.id",
-                                                           (sweep_id,))]
+                                                           (sequence_id,))]
 
     def changes_since(self, revision: Optional[int]) -> RunChanges:
         """The runs added or written since ``revision`` (every run when None), read in one snapshot.
@@ -519,8 +519,8 @@ def _delete_traces(paths: Sequence[str]) -> None:
             folder.rmdir()  # only when empty: another run's traces never share it, but be safe
 
 
-def _sweep_name(conn: sqlite3.Connection, sweep_id: Optional[int]) -> Optional[str]:
-    row = conn.execute("SELECT name FROM sweeps WHERE id = ?", (sweep_id,)).fetchone() if sweep_id else None
+def _sequence_name(conn: sqlite3.Connection, sequence_id: Optional[int]) -> Optional[str]:
+    row = conn.execute("SELECT name FROM sweeps WHERE id = ?", (sequence_id,)).fetchone() if sequence_id else None
     return row[0] if row is not None else None
 
 
