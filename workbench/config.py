@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import multiprocessing
+import re
 import shlex
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -18,7 +19,12 @@ from typing import Any, Literal, Optional, get_args, get_type_hints
 from workbench.device_info import DeviceInfo
 
 Dataset = Literal["synthetic", "npz", "cifar10", "cifar100"]
-Model = Literal["small-cnn", "small-cnn-gn", "resnet18", "mobilenet_v3_small"]
+# The models built in (engine/models.py). ``model`` also takes any torchvision classification model by name,
+# or "package.module:function" for the user's own (imported from the working directory or PYTHONPATH).
+BUILTIN_MODELS: tuple[str, ...] = ("small-cnn", "small-cnn-gn", "resnet18", "mobilenet_v3_small")
+# "package.module:function", the form Python entry points, uvicorn and gunicorn use.
+MODEL_FUNCTION = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+TORCHVISION_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 Pipeline = Literal["dataloader", "gpu-resident"]
 Augment = Literal["none", "cpu", "gpu"]
 StartMethod = Literal["fork", "forkserver", "spawn"]
@@ -63,7 +69,8 @@ class RunConfig:
     # 3.14 makes forkserver the POSIX default). spawn where there is no forkserver (Windows).
     worker_start_method: StartMethod = DEFAULT_START_METHOD
     # Model & optimiser
-    model: Model = "small-cnn"
+    model: str = "small-cnn"  # a built-in, a torchvision classification model, or "package.module:function"
+    model_kwargs: str = ""  # a JSON object of keyword arguments for the model's function ("" = none)
     optimizer: Optimizer = "sgd"
     lr: float = 0.05
     weight_decay: float = 5e-4
@@ -81,6 +88,7 @@ class RunConfig:
     batch_size: int = 128
     accumulation_steps: int = 1
     seed: int = 0
+    image_size: int = 32  # images reach the model as image_size × image_size (32: CIFAR's own size)
     device: DeviceChoice = "auto"
     devices: int = 1  # processes, one per GPU (DistributedDataParallel); 0 = every visible GPU
     log_every: int = 10
@@ -123,6 +131,7 @@ class RunConfig:
                 problems.append(f"{name} must be between {_num(low)} and {_num(high)} (got {_num(value)})")
         if not (self.lr > 0):
             problems.append(f"lr must be greater than 0 (got {self.lr})")
+        problems.extend(model_problems(self.model, self.model_kwargs))
 
         if self.max_steps is not None and 1 <= self.max_steps < self.accumulation_steps <= RANGES["accumulation_steps"][1]:
             problems.append(
@@ -257,6 +266,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "batch_size": (1, 65_536),
     "accumulation_steps": (1, 1024),
     "seed": (0, 2**31 - 1),
+    "image_size": (16, 1024),
     "devices": (0, 1024),  # fits a Qt spin box and every RNG the engine seeds
     "log_every": (1, 1_000_000),
     "profile_every": (20, 100_000_000),  # a sample spans about a dozen steps
@@ -267,6 +277,37 @@ def make_npz_command(folder: str) -> str:
     """The command that makes a dataset file of an image folder: `workbench make-npz pets --out pets.npz`."""
     source = folder.rstrip("/\\") or folder
     return shlex.join(["workbench", "make-npz", source, "--out", f"{source}.npz"])
+
+
+def model_kwargs_of(text: str) -> dict[str, Any]:
+    """``model_kwargs`` as a dict ({} for ""); ValueError with the reason when it is not a JSON object."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as error:
+        raise ValueError(f"model_kwargs is not valid JSON ({error})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"model_kwargs must be a JSON object such as {{\"width\": 64}}, not {type(value).__name__}")
+    return value
+
+
+def model_problems(model: str, model_kwargs: str) -> list[str]:
+    """What is wrong with a model spec that can be told without importing anything (the engine's model check,
+    engine/models.py, builds it and runs a dummy batch before a run starts)."""
+    problems = []
+    if model not in BUILTIN_MODELS and not MODEL_FUNCTION.match(model) and not TORCHVISION_NAME.match(model):
+        problems.append(f"model {model!r} is not a built-in ({', '.join(BUILTIN_MODELS)}), a torchvision model name "
+                        "or package.module:function")
+    try:
+        model_kwargs_of(model_kwargs)
+    except ValueError as error:
+        problems.append(str(error))
+    else:
+        if model_kwargs.strip() and model in BUILTIN_MODELS:
+            problems.append(f"model_kwargs apply to a torchvision model or your own function, not to the built-in "
+                            f"{model}")
+    return problems
 
 
 def _num(value: float) -> str:

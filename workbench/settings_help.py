@@ -98,13 +98,30 @@ SPECS: dict[str, FieldSpec] = {
     ),
     "model": FieldSpec(
         "Model",
-        "The network to train: small-cnn, small-cnn-gn, resnet18 (CIFAR stem) or mobilenet_v3_small.",
+        "The network to train: a built-in, any torchvision classification model by name (resnet50, vit_b_16, …), "
+        "or your own as package.module:function.",
+        "Your own: a function returning a torch.nn.Module, importable from the working directory or PYTHONPATH; it "
+        "gets num_classes when it takes it, and model_kwargs. Importing it runs your module's code, as running "
+        "your training script would. Before a run starts the model is built and given a batch of 2 images of "
+        "the run's size: it must return one logit per class.\n"
         "• small-cnn: a few convolution layers; quick, so the input pipeline shows clearly.\n"
         "• small-cnn-gn: the same with GroupNorm instead of BatchNorm: its result does not depend on how "
         "the batch is split, so N devices train exactly as one device on the whole batch (BatchNorm "
         "normalises each device's slice on its own); also the choice for very small batches.\n"
-        "• resnet18 (CIFAR stem): a real workload of about 11 M parameters.\n"
+        "• resnet18: a real workload of about 11 M parameters (with CIFAR's stem at 32×32).\n"
         "• mobilenet_v3_small: light, many small kernels: often limited by launch overhead, not compute.",
+    ),
+    "model_kwargs": FieldSpec(
+        "Model arguments",
+        "Keyword arguments for a torchvision model or your own function, as a JSON object ({\"width\": 64}).",
+        "Empty for none. The built-in models take none. Stored with the run, so the history can rerun it.",
+    ),
+    "image_size": FieldSpec(
+        "Image size",
+        "Images reach the model as image_size × image_size pixels (32 is CIFAR's own size).",
+        "Folders of your images are decoded and brought to this size in the loader; 32×32 datasets (CIFAR, "
+        ".npz, synthetic) are scaled on the device. Larger images make every step, and the input pipeline, "
+        "costlier: 224 is ImageNet's.",
     ),
     "optimizer": FieldSpec(
         "Optimiser",

@@ -42,7 +42,9 @@ def test_every_config_field_is_a_flag(capsys):
     "args, line",
     [
         (["--batch-size", "0"], "workbench run: batch_size must be between 1 and 65536 (got 0)"),
-        (["--model", "vgg"], "workbench run: model must be one of small-cnn, small-cnn-gn, resnet18, mobilenet_v3_small (got 'vgg')"),
+        (["--model", "vgg"], "workbench run: model 'vgg' is neither a built-in (small-cnn, small-cnn-gn, resnet18, "
+                             "mobilenet_v3_small) nor a torchvision classification model nor package.module:function "
+                             "(did you mean vgg19 or vgg16 or vgg13?)"),
         (["--batch-size", "many"], "workbench run: argument --batch-size: invalid int value: 'many'"),
         (["--precision", "fp16"], "workbench run: fp16 needs a CUDA GPU"),
         (["--dataset", "npz", "--data-path", "/nowhere/data.npz"],

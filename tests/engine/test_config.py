@@ -17,9 +17,9 @@ def test_defaults_are_valid_on_a_cpu_machine():
 
 
 def test_validate_reports_every_problem_at_once():
-    problems = RunConfig(batch_size=0, model="vgg", pipeline="gpu-resident", augment="cpu", lr=0.0).validate()
+    problems = RunConfig(batch_size=0, model="my model", pipeline="gpu-resident", augment="cpu", lr=0.0).validate()
     assert "batch_size must be between 1 and 65536 (got 0)" in problems
-    assert any(p.startswith("model must be one of small-cnn, small-cnn-gn, resnet18, mobilenet_v3_small") for p in problems)
+    assert any(p.startswith("model 'my model' is not a built-in") for p in problems)
     assert any("augment=cpu needs pipeline=dataloader" in p for p in problems)
     assert "lr must be greater than 0 (got 0.0)" in problems
     assert len(problems) == 4

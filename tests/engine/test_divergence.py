@@ -51,7 +51,7 @@ class Poisoned(nn.Module):
 def poison(monkeypatch):
     def install(**steps):
         # A linear model: CPU fp16 convolutions are emulated and slow, and the poison does not need them.
-        monkeypatch.setattr(session_module, "build_model", lambda name, classes: Poisoned(
+        monkeypatch.setattr(session_module, "build_model", lambda name, classes, *rest: Poisoned(
             nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, classes)), **steps))
 
     return install

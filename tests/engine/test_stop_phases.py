@@ -96,9 +96,9 @@ def test_stop_during_a_cifar_download(tmp_path, monkeypatch):
 def test_stop_while_building_the_model(monkeypatch):
     real_build = session_module.build_model
 
-    def slow_build(name, num_classes):
+    def slow_build(*args):
         time.sleep(4)
-        return real_build(name, num_classes)
+        return real_build(*args)
 
     monkeypatch.setattr(session_module, "build_model", slow_build)
     ended, seconds = stop_during(tiny_config(), status("Building"))
@@ -158,7 +158,7 @@ def test_stop_during_evaluation(monkeypatch):
                 time.sleep(1.0)  # each evaluation batch; the test split has four
             return self.model(images)
 
-    monkeypatch.setattr(session_module, "build_model", lambda name, classes: SlowToEvaluate(real_build(name, classes)))
+    monkeypatch.setattr(session_module, "build_model", lambda *args: SlowToEvaluate(real_build(*args)))
     config = tiny_config(synthetic_size=1024, batch_size=32, max_steps=4, log_every=2)
     ended, seconds = stop_during(config, status("Evaluating"), delay_s=0.2)
     assert seconds < STOP_WITHIN_S

@@ -41,6 +41,7 @@ def make_window(qtbot, settings):
         kwargs.setdefault("probe_function", fake_probe())
         kwargs.setdefault("release_function", fake_release)
         kwargs.setdefault("preview_function", blank_preview)
+        kwargs.setdefault("model_names_function", lambda: ("resnet50", "vit_b_16"))
         window = MainWindow(**kwargs)
         qtbot.addWidget(window)
         windows.append(window)

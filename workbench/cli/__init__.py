@@ -18,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
         ceiling_command,
         history_commands,
         max_batch_command,
+        models_command,
         npz_command,
         run_command,
         sweep_command,
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep_command.register(subparsers)
     tune_command.register(subparsers)
     max_batch_command.register(subparsers)
+    models_command.register(subparsers)
     return parser
 
 

@@ -58,14 +58,15 @@ def measure_ceiling(
     torch.manual_seed(config.seed)
     if cuda:
         torch.backends.cudnn.benchmark = config.cudnn_benchmark
-    model = to_memory_format(build_model(config.model, num_classes).to(target), config.channels_last)
+    model = to_memory_format(build_model(config.model, num_classes, config.image_size, config.model_kwargs).to(target),
+                             config.channels_last)
     forward = compiled(model, config.compile)
     step = TrainStep(
         forward, build_optimizer(config, model, target.type), nn.CrossEntropyLoss(label_smoothing=config.label_smoothing),
         target.type, config.precision, config.accumulation_steps,
     )
     memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
-    images = torch.randn(config.batch_size, 3, 32, 32, device=target).contiguous(memory_format=memory_format)
+    images = torch.randn(config.batch_size, 3, config.image_size, config.image_size, device=target).contiguous(memory_format=memory_format)
     labels = torch.randint(0, num_classes, (config.batch_size,), device=target)
 
     def synchronize() -> None:

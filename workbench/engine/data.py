@@ -66,7 +66,7 @@ class SampleBatch:
 def load_arrays(config: RunConfig) -> ImageArrays:
     """The run's dataset as uint8 tensors (cached per source)."""
     if config.dataset == "synthetic":
-        return _synthetic(config.synthetic_size, config.seed)
+        return _synthetic(config.synthetic_size, config.seed, config.image_size)
     if config.dataset == "npz":
         path = Path(config.data_path).expanduser().resolve()
         try:
@@ -79,17 +79,17 @@ def load_arrays(config: RunConfig) -> ImageArrays:
 
 
 @functools.lru_cache(maxsize=2)
-def _synthetic(size: int, seed: int) -> ImageArrays:
-    """CIFAR-shaped images with learnable labels: each class is a blurred colour template plus noise,
-    so loss curves fall as they would on real data while the run stays offline."""
+def _synthetic(size: int, seed: int, side: int = 32) -> ImageArrays:
+    """CIFAR-like images of side × side with learnable labels: each class is a blocky colour template plus
+    noise, so loss curves fall as they would on real data while the run stays offline."""
     generator = torch.Generator().manual_seed(seed)
     num_classes = 10
     templates = torch.randint(0, 256, (num_classes, 3, 4, 4), generator=generator, dtype=torch.uint8)
-    templates = templates.repeat_interleave(8, dim=2).repeat_interleave(8, dim=3)
+    templates = torch.nn.functional.interpolate(templates, size=(side, side), mode="nearest-exact")
 
     def split(count: int) -> tuple[torch.Tensor, torch.Tensor]:
         labels = torch.randint(0, num_classes, (count,), generator=generator)
-        noise = torch.randint(0, 256, (count, 3, 32, 32), generator=generator, dtype=torch.uint8)
+        noise = torch.randint(0, 256, (count, 3, side, side), generator=generator, dtype=torch.uint8)
         images = (templates[labels].to(torch.int16) + noise.to(torch.int16)) // 2
         return images.to(torch.uint8), labels
 
@@ -320,6 +320,7 @@ class DevicePreparer:
         self.mean = torch.tensor(CIFAR_MEAN, device=device).view(1, 3, 1, 1) * 255
         self.std = torch.tensor(CIFAR_STD, device=device).view(1, 3, 1, 1) * 255
         self.generator = torch.Generator(device=device).manual_seed(config.seed + 1 + rank)  # own crops per rank
+        self.side = config.image_size
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor, train: bool = True):
         images = images.to(self.device, non_blocking=self.non_blocking)
@@ -331,6 +332,9 @@ class DevicePreparer:
     def normalise(self, images: torch.Tensor) -> torch.Tensor:
         # One new tensor, already in the model's memory format, normalised in place (no temporaries).
         images = images.to(dtype=torch.float32, memory_format=self.memory_format, copy=True)
+        if images.shape[-1] != self.side or images.shape[-2] != self.side:  # 32×32 arrays for a larger model input
+            images = torch.nn.functional.interpolate(images, size=(self.side, self.side), mode="bilinear",
+                                                     antialias=images.shape[-1] > self.side)
         return images.sub_(self.mean).div_(self.std)
 
 

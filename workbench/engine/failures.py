@@ -20,6 +20,11 @@ from workbench.engine.data import DataError
 from workbench.engine.events import FailureKind
 
 
+class ModelError(ValueError):
+    """The model spec cannot give this run a model (engine/models.py); the message names what went wrong, in one
+    line. Bad input: refused before the run starts."""
+
+
 class Diverged(RuntimeError):
     """The loss or the fp16 loss scale says training has broken down; the message says what to change."""
 
@@ -60,6 +65,8 @@ def describe_failure(error: BaseException, config: RunConfig) -> Failure:
     """The reason, kind and traceback text of an exception that ended a run."""
     if isinstance(error, DataError):
         return Failure(str(error), "data")
+    if isinstance(error, ModelError):
+        return Failure(str(error), "config")
     if isinstance(error, Diverged):
         return Failure(str(error), "diverged")
     text = str(error)

@@ -1,9 +1,26 @@
-"""The models a user can pick: all take 3×32×32 images and return class logits."""
+"""The model a run trains: a built-in, any torchvision classification model by name, or the user's own
+``package.module:function``, each taking 3×image_size×image_size images and returning class logits.
+
+Importing the user's module runs its code, as running their training script would. A spec that cannot give a
+model (no such module or function, a function that raises or returns no nn.Module, logits of the wrong shape)
+is a ModelError: bad input, refused before the run starts (``check_model``).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import difflib
+import importlib
+import inspect
+import os
+import sys
+from typing import Any, Iterator
+
 import torch
 from torch import nn
+
+from workbench.config import BUILTIN_MODELS, model_kwargs_of
+from workbench.engine.failures import ModelError, is_out_of_memory
 
 
 def small_cnn(num_classes: int, norm: str = "batch") -> nn.Module:
@@ -33,33 +50,140 @@ def small_cnn(num_classes: int, norm: str = "batch") -> nn.Module:
     )
 
 
-def resnet18_cifar(num_classes: int) -> nn.Module:
-    """torchvision's resnet18 with the CIFAR stem: a 3×3 stride-1 first conv and no max-pool,
-    so 32×32 inputs are not shrunk to 8×8 before the first residual block."""
+def resnet18_cifar(num_classes: int, image_size: int = 32) -> nn.Module:
+    """torchvision's resnet18; at 32×32 with the CIFAR stem (a 3×3 stride-1 first conv and no max-pool), so
+    CIFAR's images are not shrunk to 8×8 before the first residual block. Larger images keep ImageNet's stem."""
     from torchvision import models as tv_models  # imported on use: it doubles a process's start-up time
 
     model = tv_models.resnet18(weights=None, num_classes=num_classes)
-    model.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
-    model.maxpool = nn.Identity()
+    if image_size == 32:
+        model.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
+        model.maxpool = nn.Identity()
     return model
 
 
-def mobilenet_v3_small(num_classes: int) -> nn.Module:
+def mobilenet_v3_small(num_classes: int, image_size: int = 32) -> nn.Module:
     from torchvision import models as tv_models
 
     return tv_models.mobilenet_v3_small(weights=None, num_classes=num_classes)
 
 
 BUILDERS = {
-    "small-cnn": small_cnn,
-    "small-cnn-gn": lambda num_classes: small_cnn(num_classes, norm="group"),
+    "small-cnn": lambda num_classes, image_size: small_cnn(num_classes),
+    "small-cnn-gn": lambda num_classes, image_size: small_cnn(num_classes, norm="group"),
     "resnet18": resnet18_cifar,
     "mobilenet_v3_small": mobilenet_v3_small,
 }
+assert tuple(BUILDERS) == BUILTIN_MODELS  # config.py lists them for the form and the checks
 
 
-def build_model(name: str, num_classes: int) -> nn.Module:
-    return BUILDERS[name](num_classes)
+def build_model(spec: str, num_classes: int, image_size: int = 32, model_kwargs: str = "") -> nn.Module:
+    """The model ``spec`` names (RunConfig.model), for ``num_classes`` classes; ModelError when it cannot."""
+    if spec in BUILDERS:
+        return BUILDERS[spec](num_classes, image_size)
+    try:
+        kwargs = model_kwargs_of(model_kwargs)
+    except ValueError as error:
+        raise ModelError(str(error)) from None
+    if ":" in spec:
+        return _user_model(spec, num_classes, kwargs)
+    from torchvision import models as tv_models
+
+    names = tv_models.list_models(module=tv_models)  # classification models only
+    if spec not in names:
+        nearest = difflib.get_close_matches(spec, [*BUILTIN_MODELS, *names], n=3, cutoff=0.5)
+        hint = f"did you mean {' or '.join(nearest)}?" if nearest else "`workbench models` lists them"
+        raise ModelError(f"model {spec!r} is neither a built-in ({', '.join(BUILTIN_MODELS)}) nor a torchvision "
+                         f"classification model nor package.module:function ({hint})")
+    try:
+        return tv_models.get_model(spec, weights=None, num_classes=num_classes, **kwargs)
+    except Exception as error:
+        raise ModelError(f"torchvision's {spec} with model_kwargs {kwargs} raised {type(error).__name__}: "
+                         f"{error}") from None
+
+
+def _user_model(spec: str, num_classes: int, kwargs: dict[str, Any]) -> nn.Module:
+    module_name, _, function_name = spec.partition(":")
+    try:
+        with _working_directory_importable():
+            module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        raise ModelError(f"model {spec}: no module named {error.name!r} (it must be importable from the working "
+                         f"directory {os.getcwd()} or PYTHONPATH)") from None
+    except Exception as error:  # their module's own code failed as it was imported
+        raise ModelError(f"model {spec}: importing {module_name} raised {type(error).__name__}: {error}") from None
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise ModelError(f"model {spec}: {module_name} has no function {function_name}")
+    if _takes(function, "num_classes") and "num_classes" not in kwargs:
+        kwargs = {**kwargs, "num_classes": num_classes}
+    try:
+        model = function(**kwargs)
+    except Exception as error:
+        raise ModelError(f"model {spec}: {function_name}({_call_text(kwargs)}) raised {type(error).__name__}: "
+                         f"{error}") from None
+    if not isinstance(model, nn.Module):
+        raise ModelError(f"model {spec}: {function_name} returned a {type(model).__name__}, not a torch.nn.Module")
+    return model
+
+
+def check_model(model: nn.Module, num_classes: int, image_size: int, device: torch.device,
+                spec: str = "the model") -> None:
+    """Run two images of the run's size through ``model`` (eval mode, no gradients); ModelError unless it gives
+    logits of shape (2, num_classes)."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            output = main_output(model(torch.zeros(2, 3, image_size, image_size, device=device)))
+    except Exception as error:
+        if is_out_of_memory(error):
+            raise  # the device is full, the model may be fine: the run's failure says so
+        raise ModelError(f"model {spec} failed on a batch of 2 images of 3×{image_size}×{image_size}: "
+                         f"{type(error).__name__}: {error}") from None
+    finally:
+        model.train(was_training)
+    if not isinstance(output, torch.Tensor) or tuple(output.shape) != (2, num_classes):
+        got = tuple(output.shape) if isinstance(output, torch.Tensor) else type(output).__name__
+        raise ModelError(f"model {spec} gives logits of shape {got} for 2 images of 3×{image_size}×{image_size}; "
+                         f"the run needs (2, {num_classes}): one logit per class for each image")
+
+
+def main_output(output: Any) -> Any:
+    """The logits of a model's output: itself, the first of a tuple (torchvision's GoogLeNet and Inception give
+    (logits, aux logits) in training: the aux heads are not trained here), or an output object's ``logits``."""
+    if isinstance(output, (tuple, list)) and output:
+        return output[0]
+    logits = getattr(output, "logits", None)
+    return logits if isinstance(logits, torch.Tensor) else output
+
+
+def _takes(function: Any, name: str) -> bool:
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+
+
+def _call_text(kwargs: dict[str, Any]) -> str:
+    return ", ".join(f"{name}={value!r}" for name, value in kwargs.items())
+
+
+@contextlib.contextmanager
+def _working_directory_importable() -> Iterator[None]:
+    """The working directory on sys.path while the user's module is imported (``python -m`` puts it there,
+    the ``workbench`` script does not)."""
+    here = os.getcwd()
+    added = here not in sys.path
+    if added:
+        sys.path.insert(0, here)
+    try:
+        yield
+    finally:
+        if added:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(here)
 
 
 def parameter_count(model: nn.Module) -> int:

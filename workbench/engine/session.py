@@ -26,7 +26,7 @@ from workbench.engine.events import DeviceInfo, EpochStats, Event, RunStarted, S
 from workbench.engine.failures import Diverged
 from workbench.engine.interruptible import HelperCall, Stopped, call_interruptibly
 from workbench.engine.memory import MemoryProbe, reset_peaks_for_a_new_run
-from workbench.engine.models import build_model, parameter_count, to_memory_format
+from workbench.engine.models import build_model, check_model, main_output, parameter_count, to_memory_format
 from workbench.engine.profiling import sampler_for_run
 from workbench.engine.requests import ProfileRequests
 from workbench.engine.step_timer import StepTimer
@@ -104,7 +104,8 @@ class TrainingSession:
         self.test_images = arrays.test_images.to(self.device)
         self.test_labels = arrays.test_labels.to(self.device)
 
-        model = build_model(config.model, arrays.num_classes).to(self.device)
+        model = build_model(config.model, arrays.num_classes, config.image_size, config.model_kwargs).to(self.device)
+        check_model(model, arrays.num_classes, config.image_size, self.device, config.model)
         self.model = to_memory_format(model, config.channels_last)
         self.parameter_count = parameter_count(self.model)
         # What the step calls: the model itself or, as one rank of several, wrapped in DDP; maybe compiled.
@@ -350,7 +351,7 @@ class TrainingSession:
             images = self.prepare.normalise(self.test_images[begin : begin + batch_size])
             labels = self.test_labels[begin : begin + batch_size]
             with self.train_step.autocast():
-                logits = self.eval_forward(images)
+                logits = main_output(self.eval_forward(images))
             loss_sum += nn.functional.cross_entropy(logits.float(), labels, reduction="sum")
             correct += (logits.argmax(dim=1) == labels).sum()
         self.model.train()

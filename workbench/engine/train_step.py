@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from workbench.config import RunConfig
+from workbench.engine.models import main_output
 
 WARMUP_FRACTION = 0.1
 
@@ -86,7 +87,7 @@ class TrainStep:
         # DistributedDataParallel's no_sync: micro-batches that do not step skip the gradient all-reduce.
         with self.no_sync() if self.no_sync is not None and not steps_after else contextlib.nullcontext():
             with self.autocast():
-                logits = self.model(images)
+                logits = main_output(self.model(images))
                 loss = self.criterion(logits, labels)
             self.scaler.scale(loss / group_size).backward()
         self.micro_batches += 1

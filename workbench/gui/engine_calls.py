@@ -80,3 +80,11 @@ def engine_ceiling(config: RunConfig, stop: Callable[[], bool], budget_seconds: 
     ceiling = measure_ceiling(config, probe_device(config.device), stop=stop, **budget)
     store_ceiling(ceiling)
     return ceiling
+
+
+def engine_model_names() -> list[str]:
+    """torchvision's classification models, by the name RunConfig.model takes (torchvision imported on use)."""
+    with _import_lock:
+        from torchvision import models as tv_models
+
+    return tv_models.list_models(module=tv_models)

@@ -24,6 +24,7 @@ from workbench.gui.background import BackgroundCall
 from workbench.gui.device_panel import DevicePanel
 from workbench.gui.engine_calls import (
     engine_ceiling,
+    engine_model_names,
     engine_preview,
     engine_probe,
     engine_probe_for,
@@ -97,12 +98,14 @@ class MainWindow(QMainWindow):
         recordings: Optional[Recordings] = None,
         sequence_probe: Probe = engine_probe_for,
         measure_ceiling: MeasureCeiling = engine_ceiling,
+        model_names_function: Callable[[], Sequence[str]] = engine_model_names,
     ):
         super().__init__()
         self.setObjectName("mainWindow")
         self.setWindowTitle("GPU Training Workbench")
         self._settings = settings if settings is not None else home_settings()
         self._probe_function = probe_function
+        self._model_names_function = model_names_function
         self._probe_call: Optional[BackgroundCall] = None
         self._runs_view: Optional[QWidget] = None
         self._details: Optional[str] = None
@@ -300,6 +303,8 @@ class MainWindow(QMainWindow):
     def _on_device(self, device: DeviceInfo) -> None:
         self.controller.device_known(device)
         garbage.freeze_what_lives()  # the engine is loaded now: what exists lives as long as the window
+        # torchvision's model names join the model field's list (importing it takes a second: off this thread).
+        self.run_in_background(self._model_names_function, self.form.add_model_suggestions, lambda error: None)
 
     def _set_memory_context(self, device: DeviceInfo) -> None:
         if device.type == "cuda":

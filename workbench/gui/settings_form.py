@@ -8,7 +8,7 @@ problems, greyed-out fields, disabled choices) comes from ``settings_model``.
 from __future__ import annotations
 
 import html
-from typing import Any, Optional, get_args
+from typing import Any, Optional, Sequence, get_args
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QStandardItemModel
@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.config import CHOICES, FIELD_NAMES, FIELD_TYPES, OPTIONAL_FIELDS, RANGES, RunConfig
+from workbench.config import BUILTIN_MODELS, CHOICES, FIELD_NAMES, FIELD_TYPES, OPTIONAL_FIELDS, RANGES, RunConfig
 from workbench.device_info import DeviceInfo
 from workbench.gui import settings_model
 from workbench.gui.settings_model import SPECS
@@ -193,6 +193,17 @@ class SettingsForm(QWidget):
             for choice in CHOICES[name]:
                 editor.addItem(choice, choice)
             editor.currentIndexChanged.connect(self._on_edit)
+        elif name == "model":  # typed, or picked from the built-ins (torchvision's names join once torch is loaded)
+            editor = row = QComboBox()
+            editor.setEditable(True)
+            editor.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+            for choice in BUILTIN_MODELS:
+                editor.addItem(choice, choice)
+            editor.currentTextChanged.connect(self._on_edit)
+        elif hint is str:
+            editor = row = QLineEdit()
+            editor.setPlaceholderText("none")
+            editor.textChanged.connect(self._on_edit)
         elif hint is bool:
             editor = row = QCheckBox()
             editor.toggled.connect(self._on_edit)
@@ -220,8 +231,23 @@ class SettingsForm(QWidget):
         self._editors[name] = editor
         return row
 
+    def add_model_suggestions(self, names: Sequence[str]) -> None:
+        """More model names to pick from (torchvision's classification models, once torch is loaded)."""
+        combo = self._editors["model"]
+        assert isinstance(combo, QComboBox)
+        known = {combo.itemText(index) for index in range(combo.count())}
+        text = combo.currentText()
+        combo.blockSignals(True)
+        for name in names:
+            if name not in known:
+                combo.addItem(name, name)
+        combo.setCurrentText(text)
+        combo.blockSignals(False)
+
     def _read(self, name: str) -> Any:
         editor = self._editors[name]
+        if isinstance(editor, QComboBox) and editor.isEditable():
+            return editor.currentText().strip()
         if isinstance(editor, QComboBox):
             return editor.currentData()
         if isinstance(editor, QCheckBox):
@@ -235,7 +261,9 @@ class SettingsForm(QWidget):
 
     def _write(self, name: str, value: Any) -> None:
         editor = self._editors[name]
-        if isinstance(editor, QComboBox):
+        if isinstance(editor, QComboBox) and editor.isEditable():
+            editor.setCurrentText(str(value))
+        elif isinstance(editor, QComboBox):
             editor.setCurrentIndex(max(0, editor.findData(value)))
         elif isinstance(editor, QCheckBox):
             editor.setChecked(bool(value))

@@ -28,7 +28,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "prefetch_factor", "worker_start_method",
     ),
     "Precision & kernels": ("precision", "channels_last", "compile", "fused_optimizer", "cudnn_benchmark"),
-    "Model & optimiser": ("model", "optimizer", "lr", "weight_decay", "label_smoothing", "max_grad_norm"),
+    "Model & optimiser": ("model", "model_kwargs", "image_size", "optimizer", "lr", "weight_decay", "label_smoothing",
+                          "max_grad_norm"),
     "Measurement": ("profile", "profile_every"),
 }
 

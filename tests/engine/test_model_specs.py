@@ -1,0 +1,112 @@
+"""--model takes the built-ins, torchvision's classification models by name, and the user's own
+package.module:function (with model_kwargs); a spec that cannot give a model is refused with one line, nothing
+recorded (issue 21 §2)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+import torch
+
+from workbench.cli import main
+from workbench.engine.failures import ModelError
+from workbench.engine.models import build_model, check_model
+from workbench.history.store import HistoryStore
+
+TINY = ["run", "--dataset", "synthetic", "--synthetic-size", "128", "--batch-size", "16", "--max-steps", "4",
+        "--log-every", "2", "--num-workers", "0", "--device", "cpu"]
+
+USER_MODELS = '''
+import torch
+from torch import nn
+
+
+def tiny_net(num_classes, width=8):
+    return nn.Sequential(nn.Conv2d(3, width, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(width, num_classes))
+
+
+def no_classes(width=8):  # does not take num_classes: gets only its kwargs
+    return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, 10))
+
+
+def raises(num_classes):
+    raise ValueError("width must be even")
+
+
+def not_a_module(num_classes):
+    return "a string"
+
+
+def wrong_logits(num_classes):
+    return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, num_classes + 1))
+'''
+
+
+@pytest.fixture
+def user_module(tmp_path, monkeypatch):
+    """mymodels.py in the working directory, as a user's own project would have it."""
+    (tmp_path / "mymodels.py").write_text(textwrap.dedent(USER_MODELS))
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+    import sys
+
+    sys.modules.pop("mymodels", None)
+
+
+def test_the_users_own_model_with_kwargs_trains_and_is_recorded_with_them(user_module, capsys):
+    home = user_module / "home"
+    assert main(["--home", str(home), *TINY, "--model", "mymodels:tiny_net", "--model-kwargs", '{"width": 4}',
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert data["status"] == "finished" and data["steps"] == 4
+    with HistoryStore.open(home) as store:
+        (record,) = store.list_runs()
+    assert (record.config.model, record.config.model_kwargs) == ("mymodels:tiny_net", '{"width": 4}')
+    assert "mymodels:tiny_net" in record.name
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v3_small", "squeezenet1_1", "shufflenet_v2_x0_5"])
+def test_torchvision_models_by_name_build_and_run_a_forward_pass_on_two_images(name):
+    model = build_model(name, 7, image_size=64)  # torchvision's own (ImageNet stem at 64: no weights downloaded)
+    check_model(model, 7, 64, torch.device("cpu"), name)
+
+
+def test_the_cifar_stem_stays_for_the_built_in_resnet18_at_32_only():
+    assert build_model("resnet18", 10, image_size=32).conv1.kernel_size == (3, 3)
+    assert build_model("resnet18", 10, image_size=64).conv1.kernel_size == (7, 7)
+
+
+@pytest.mark.parametrize("spec, kwargs, words", [
+    ("nosuchmodule:net", "", "model nosuchmodule:net: no module named 'nosuchmodule'"),
+    ("mymodels:missing", "", "model mymodels:missing: mymodels has no function missing"),
+    ("mymodels:raises", "", "model mymodels:raises: raises(num_classes=10) raised ValueError: width must be even"),
+    ("mymodels:not_a_module", "", "model mymodels:not_a_module: not_a_module returned a str, not a torch.nn.Module"),
+    ("mymodels:wrong_logits", "", "model mymodels:wrong_logits gives logits of shape (2, 11) for 2 images of "
+                                  "3×32×32; the run needs (2, 10)"),
+    ("resnet_18", "", "model 'resnet_18' is neither a built-in"),
+    ("mymodels:tiny_net", '{"depth": 3}', "raised TypeError"),
+    ("mymodels:tiny_net", "[1, 2]", "model_kwargs must be a JSON object"),
+])
+def test_a_model_spec_that_cannot_give_a_model_is_one_line_exit_2_and_records_nothing(user_module, capsys, spec,
+                                                                                       kwargs, words):
+    home = user_module / "home"
+    code = main(["--home", str(home), *TINY, "--model", spec, "--model-kwargs", kwargs])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and words in err[0], err
+    assert "Traceback" not in err[0]
+    if (home / "history.sqlite3").exists():
+        with HistoryStore.open(home) as store:
+            assert store.list_runs() == []
+
+
+def test_a_function_without_num_classes_gets_only_its_kwargs(user_module):
+    model = build_model("mymodels:no_classes", 10, model_kwargs='{"width": 3}')
+    check_model(model, 10, 32, torch.device("cpu"))
+
+
+def test_errors_name_what_went_wrong_without_a_traceback():
+    with pytest.raises(ModelError, match="did you mean"):
+        build_model("resnet", 10)
