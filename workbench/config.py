@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import multiprocessing
+import os
 import re
 import shlex
 from dataclasses import dataclass, fields
@@ -18,7 +19,10 @@ from typing import Any, Literal, Optional, get_args, get_type_hints
 
 from workbench.device_info import DeviceInfo
 
-Dataset = Literal["synthetic", "npz", "cifar10", "cifar100"]
+Dataset = Literal["synthetic", "npz", "cifar10", "cifar100", "folder"]
+# Where a folder's JPEGs are decoded: in the DataLoader workers, or by nvJPEG on the GPU (the workers then only
+# read the files).
+Decode = Literal["cpu", "gpu"]
 # The models built in (engine/models.py). ``model`` also takes any torchvision classification model by name,
 # or "package.module:function" for the user's own (imported from the working directory or PYTHONPATH).
 BUILTIN_MODELS: tuple[str, ...] = ("small-cnn", "small-cnn-gn", "resnet18", "mobilenet_v3_small")
@@ -53,11 +57,12 @@ class ConfigError(ValueError):
 class RunConfig:
     # Data
     dataset: Dataset = "synthetic"
-    data_path: str = ""  # cifar: folder ("" = the datasets folder in the workbench home); npz: file
+    data_path: str = ""  # cifar: folder ("" = the datasets folder in the workbench home); npz: file; folder: folder
     synthetic_size: int = 10_000  # training images for dataset=synthetic (test split: a fifth)
     # Loader
     pipeline: Pipeline = "dataloader"
     augment: Augment = "gpu"
+    decode: Decode = "cpu"  # dataset=folder: where JPEGs are decoded
     num_workers: int = 2
     pin_memory: bool = True
     non_blocking: bool = True
@@ -140,6 +145,21 @@ class RunConfig:
             )
         if self.augment == "cpu" and self.pipeline != "dataloader":
             problems.append("augment=cpu needs pipeline=dataloader (the workers do the CPU augmentation)")
+        if self.decode == "gpu":
+            if self.dataset != "folder":
+                problems.append(f"decode=gpu decodes an image folder's JPEGs; dataset={self.dataset} holds decoded "
+                                "images already: use decode=cpu")
+            elif self.augment == "cpu":
+                problems.append("decode=gpu leaves the workers only the files' bytes, so they cannot augment: use "
+                                "augment=gpu (crop and flip on the GPU) or augment=none")
+            elif self.pipeline != "dataloader":
+                problems.append("decode=gpu needs pipeline=dataloader (gpu-resident decodes the whole folder once)")
+        if self.dataset == "folder":
+            if not self.data_path:
+                problems.append("dataset=folder needs data_path: a folder with one sub-folder of images per class")
+            elif not _is_folder(self.data_path):
+                problems.append(f"data_path {self.data_path!r} is not a folder (dataset=folder needs a folder with "
+                                "one sub-folder of images per class)")
         if self.dataset == "npz":
             if not self.data_path:
                 problems.append("dataset=npz needs data_path: the .npz file to train on")
@@ -174,6 +194,8 @@ class RunConfig:
             )
         on_cuda = device.cuda_available and self.device != "cpu"
         problems.extend(self._devices_problems(device, on_cuda))
+        if self.decode == "gpu" and not on_cuda:
+            problems.append("decode=gpu needs a CUDA GPU (nvJPEG): use decode=cpu")
         if self.precision == "fp16" and not on_cuda:
             problems.append("fp16 needs a CUDA GPU")
         if self.precision == "bf16":
@@ -277,6 +299,16 @@ def make_npz_command(folder: str) -> str:
     """The command that makes a dataset file of an image folder: `workbench make-npz pets --out pets.npz`."""
     source = folder.rstrip("/\\") or folder
     return shlex.join(["workbench", "make-npz", source, "--out", f"{source}.npz"])
+
+
+def _is_folder(path: str) -> bool:
+    """os.stat only: a FIFO or device is answered without opening it, a symlink loop is not a folder."""
+    import stat
+
+    try:
+        return stat.S_ISDIR(os.stat(Path(path).expanduser()).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def model_kwargs_of(text: str) -> dict[str, Any]:

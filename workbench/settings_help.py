@@ -28,16 +28,21 @@ class FieldSpec:
 SPECS: dict[str, FieldSpec] = {
     "dataset": FieldSpec(
         "Dataset",
-        "Where the training images come from: synthetic, npz, cifar10 or cifar100.",
+        "Where the training images come from: synthetic, npz, cifar10, cifar100, or a folder of your own images.",
         "• synthetic: CIFAR-shaped images made in memory (learnable colour templates plus noise): fast, "
         "offline, good for measuring the pipeline.\n"
         "• npz: a .npz file with train_images, train_labels, test_images, test_labels (uint8, N×32×32×3); "
         "`workbench make-npz` writes one from an image folder or the CIFAR-10 tarball.\n"
-        "• cifar10 / cifar100: the torchvision datasets, from the data folder.",
+        "• cifar10 / cifar100: the torchvision datasets, from the data folder.\n"
+        "• folder: your own images (JPEG, PNG, …) at any size: one sub-folder per class, with train/ and val/ "
+        "splits if the folder has them (else a fifth of each class is held out, by the seed). The DataLoader "
+        "workers read and decode them and bring them to the image size: where num_workers and augmentation "
+        "placement decide the speed.",
     ),
     "data_path": FieldSpec(
         "Data file / folder",
-        "The .npz file (dataset=npz) or the CIFAR folder (empty = the datasets folder in the workbench home).",
+        "The .npz file (dataset=npz), the image folder (dataset=folder) or the CIFAR folder (empty = the "
+        "datasets folder in the workbench home).",
     ),
     "synthetic_size": FieldSpec(
         "Synthetic images",
@@ -50,6 +55,13 @@ SPECS: dict[str, FieldSpec] = {
         "num_workers > 0) and each batch is copied to the device. The usual setup.\n"
         "• gpu-resident: the whole dataset is copied to the device once and batches are sliced there: no "
         "workers, no per-step copies. The fastest choice when the dataset fits in device memory.",
+    ),
+    "decode": FieldSpec(
+        "JPEG decoding",
+        "Where a folder's JPEGs are decoded: in the DataLoader workers (cpu), or on the GPU with nvJPEG (gpu).",
+        "• cpu: the workers read, decode and resize each image: the CPU work that can leave a GPU waiting.\n"
+        "• gpu: the workers only read the files; the training thread decodes the whole batch on the GPU "
+        "(torchvision.io.decode_jpeg). JPEG files only, a CUDA GPU, and augmentation on the GPU or none.",
     ),
     "augment": FieldSpec(
         "Augmentation",
@@ -246,6 +258,8 @@ def inactive_fields(config: RunConfig, on_cpu: bool) -> dict[str, str]:
         inactive["data_path"] = "only used with dataset=npz, cifar10 or cifar100"
     else:
         inactive["synthetic_size"] = "only used with dataset=synthetic"
+    if config.dataset != "folder":
+        inactive["decode"] = "only used with dataset=folder (the other datasets are decoded already)"
     if config.max_steps is not None:
         inactive["epochs"] = "max steps is set: the run takes that many steps, for as many epochs as they need"
     if config.pipeline == "gpu-resident":

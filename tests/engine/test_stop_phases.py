@@ -67,7 +67,7 @@ def test_stop_while_loading_the_data(monkeypatch):
         time.sleep(4)
         return load_arrays(config)
 
-    monkeypatch.setattr(one_process, "load_arrays", slow_load)
+    monkeypatch.setattr(one_process, "load_data", slow_load)
     ended, seconds = stop_during(tiny_config(), status("Loading"))
     assert seconds < STOP_WITHIN_S
     assert ended.status == "stopped" and ended.reason == "stopped by the user while loading the data"

@@ -28,8 +28,8 @@ def test_closing_the_window_while_a_run_loads_or_builds_closes_without_waiting_f
         return call(*args)
 
     if phase == "loading the data":
-        real_load = one_process.load_arrays
-        monkeypatch.setattr(one_process, "load_arrays", lambda config: blocked(real_load, config))
+        real_load = one_process.load_data
+        monkeypatch.setattr(one_process, "load_data", lambda config: blocked(real_load, config))
         starts_phase = "Loading"
     else:
         real_build = session_module.build_model

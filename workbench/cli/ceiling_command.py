@@ -55,10 +55,11 @@ def ceiling_command(args: argparse.Namespace) -> int:
         raise UsageError("workbench ceiling: --budget must be more than 0 seconds")
     num_classes = num_classes_of(config)
     if num_classes is None:
-        from workbench.engine.data import DataError, load_arrays
+        from workbench.engine.data import DataError
+        from workbench.engine.datasets import load_data
 
         try:
-            num_classes = load_arrays(config).num_classes
+            num_classes = load_data(config).num_classes
         except DataError as error:
             raise UsageError(f"workbench ceiling: {error}") from None
 

@@ -12,7 +12,7 @@ _LAZY = {
     "run": "workbench.engine.trainer",
     "release_cached_memory": "workbench.engine.memory",
     "probe_device": "workbench.engine.device",
-    "preview_batch": "workbench.engine.data",
+    "preview_batch": "workbench.engine.datasets",
 }
 
 __all__ = sorted(_LAZY)

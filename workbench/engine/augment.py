@@ -1,6 +1,6 @@
 """The same augmentation two ways: per sample in DataLoader workers (CPU) or batched on the device.
 
-Both are random-crop(32, padding 4, zero fill) + horizontal flip, on uint8 CHW images, so a
+Both are random-crop(the image's size, padding 4, zero fill) + horizontal flip, on uint8 CHW images, so a
 user switching augment=cpu ↔ augment=gpu changes where the work runs, not what it does.
 """
 
@@ -17,12 +17,12 @@ if TYPE_CHECKING:
 PADDING = 4
 
 
-def per_sample_transform() -> v2.Compose:
-    """torchvision's classic CIFAR augmentation, run in the workers one image at a time."""
+def per_sample_transform(size: int = 32) -> v2.Compose:
+    """torchvision's classic CIFAR augmentation for size × size images, run in the workers one image at a time."""
     # Imported on use: torchvision doubles a process's start-up time (every distributed rank pays it).
     from torchvision.transforms import v2
 
-    return v2.Compose([v2.RandomCrop(32, padding=PADDING), v2.RandomHorizontalFlip()])
+    return v2.Compose([v2.RandomCrop(size, padding=PADDING), v2.RandomHorizontalFlip()])
 
 
 def random_crop_flip(images: torch.Tensor, generator: Optional[torch.Generator] = None) -> torch.Tensor:

@@ -49,9 +49,9 @@ def measure_ceiling(
     if num_classes is None:
         num_classes = num_classes_of(config)
         if num_classes is None:
-            from workbench.engine.data import load_arrays
+            from workbench.engine.datasets import load_data
 
-            num_classes = load_arrays(config).num_classes
+            num_classes = load_data(config).num_classes
     say = progress or (lambda message: None)
     target = resolve(device)
     cuda = target.type == "cuda"

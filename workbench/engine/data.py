@@ -15,7 +15,7 @@ import urllib.error
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import numpy as np
 import torch
@@ -47,6 +47,14 @@ class ImageArrays:
     test_labels: torch.Tensor
     num_classes: int
     class_names: tuple[str, ...] = ()  # by label, where the data names its classes (an .npz's, CIFAR's)
+
+    @property
+    def train_size(self) -> int:
+        return len(self.train_labels)
+
+    @property
+    def test_size(self) -> int:
+        return len(self.test_labels)
 
 
 @dataclass(frozen=True)
@@ -170,7 +178,7 @@ class UInt8ImageDataset(Dataset):
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, augment: bool):
         self.images = images
         self.labels = labels
-        self.transform = per_sample_transform() if augment else None
+        self.transform = per_sample_transform(images.shape[-1]) if augment else None
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -207,9 +215,13 @@ class LoaderBatches:
     ``shard=(rank, world_size)``: one data-parallel process's share, from torch's DistributedSampler.
     """
 
-    def __init__(self, arrays: ImageArrays, config: RunConfig, pin_memory: bool, shard: Optional[Shard] = None):
-        per_sample = config.augment == "cpu"
-        dataset = UInt8ImageDataset(arrays.train_images, arrays.train_labels, augment=per_sample)
+    def __init__(self, arrays: ImageArrays, config: RunConfig, pin_memory: bool, shard: Optional[Shard] = None,
+                 dataset: Optional[Dataset] = None, collate_fn: Optional[Callable] = None):
+        """``dataset`` instead of the arrays' (an image folder's files, decoded one per __getitem__), batched by
+        ``collate_fn`` where its items are not same-sized tensors."""
+        per_sample = config.augment == "cpu" or dataset is not None
+        if dataset is None:
+            dataset = UInt8ImageDataset(arrays.train_images, arrays.train_labels, augment=config.augment == "cpu")
         rank = shard[0] if shard else 0
         generator = torch.Generator().manual_seed(config.seed + rank)  # per rank: workers' own augmentation
         self.sampler: Optional[DistributedSampler] = None
@@ -223,7 +235,7 @@ class LoaderBatches:
         batches = BatchSampler(order, batch_size=config.batch_size, drop_last=True)
         options: dict = dict(num_workers=config.num_workers, pin_memory=pin_memory, generator=generator)
         if per_sample:
-            options.update(batch_sampler=batches)  # one __getitem__ per image, then collate
+            options.update(batch_sampler=batches, collate_fn=collate_fn)  # one __getitem__ per image, then collate
         else:
             # The same batches as above, fetched whole (dataset[list]); batch_size=None: nothing to collate.
             options.update(sampler=batches, batch_size=None)
@@ -312,7 +324,8 @@ class ResidentBatches:
 class DevicePreparer:
     """Host or device uint8 batch → normalised float batch on the device (+ GPU augmentation)."""
 
-    def __init__(self, config: RunConfig, device: torch.device, non_blocking: bool, rank: int = 0):
+    def __init__(self, config: RunConfig, device: torch.device, non_blocking: bool, rank: int = 0,
+                 decode_batch: Optional[Callable[[list[torch.Tensor], int, torch.device], torch.Tensor]] = None):
         self.device = device
         self.non_blocking = non_blocking
         self.augment = config.augment == "gpu"
@@ -321,8 +334,12 @@ class DevicePreparer:
         self.std = torch.tensor(CIFAR_STD, device=device).view(1, 3, 1, 1) * 255
         self.generator = torch.Generator(device=device).manual_seed(config.seed + 1 + rank)  # own crops per rank
         self.side = config.image_size
+        self.decode_batch = decode_batch  # decode=gpu: encoded JPEGs → uint8 (B, 3, side, side) on the device
 
-    def __call__(self, images: torch.Tensor, labels: torch.Tensor, train: bool = True):
+    def __call__(self, images: torch.Tensor | list[torch.Tensor], labels: torch.Tensor, train: bool = True):
+        if isinstance(images, list):  # decode=gpu: a batch of encoded JPEGs, decoded and resized on the device
+            assert self.decode_batch is not None, "a batch of encoded images needs a decoder"
+            images = self.decode_batch(images, self.side, self.device)
         images = images.to(self.device, non_blocking=self.non_blocking)
         labels = labels.to(self.device, non_blocking=self.non_blocking)
         if train and self.augment:
@@ -347,7 +364,7 @@ def preview_batch(config: RunConfig, count: int = 32) -> SampleBatch:
     index = torch.randperm(len(arrays.train_labels), generator=generator)[:count]
     images = arrays.train_images[index]
     if config.augment == "cpu":
-        transform = per_sample_transform()
+        transform = per_sample_transform(images.shape[-1])
         images = torch.stack([transform(image) for image in images])
     elif config.augment == "gpu":
         images = random_crop_flip(images, generator)

@@ -64,7 +64,7 @@ def is_out_of_memory(error: BaseException) -> bool:
 def describe_failure(error: BaseException, config: RunConfig) -> Failure:
     """The reason, kind and traceback text of an exception that ended a run."""
     if isinstance(error, DataError):
-        return Failure(str(error), "data")
+        return Failure(_worker_error_words(str(error)), "data")
     if isinstance(error, ModelError):
         return Failure(str(error), "config")
     if isinstance(error, Diverged):
@@ -79,6 +79,15 @@ def describe_failure(error: BaseException, config: RunConfig) -> Failure:
     if is_out_of_memory(error):
         return Failure(out_of_memory_reason(text, config), "out_of_memory", trace)
     return Failure(f"{type(error).__name__}: {text}", "error", trace)
+
+
+def _worker_error_words(text: str) -> str:
+    """A DataError raised in a DataLoader worker comes back as "Caught DataError in DataLoader worker process 0.
+    Original Traceback …": its own words are the traceback's last line (after the exception's name)."""
+    if "Original Traceback" not in text:
+        return text
+    last = [line for line in text.strip().splitlines() if line.strip()][-1]
+    return last.split("DataError: ", 1)[-1].strip()
 
 
 def out_of_memory_reason(text: str, config: RunConfig) -> str:

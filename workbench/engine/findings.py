@@ -40,7 +40,6 @@ CEILING_STALE_ABOVE = 1.0
 MEMORY_HEADROOM_FACTOR = 2
 # Plan with this share of the device's memory: fragmentation and cuDNN workspaces need the rest.
 USABLE_MEMORY_FRACTION = 0.85
-BYTES_PER_IMAGE = 3 * 32 * 32  # uint8 CHW, as the data sits on the device
 # A launch-bound step has four remedies worth trying in order (batch, CUDA graphs, fused optimizer, compile).
 REMEDIES_PER_PROBLEM = 4
 
@@ -293,10 +292,17 @@ def _fixed_bytes(facts: RunFacts) -> Optional[int]:
         return None
     states = 2 if facts.config.optimizer == "adamw" else 1
     fixed = facts.parameter_count * 4 * (2 + states)
-    fixed += (facts.test_size or 0) * BYTES_PER_IMAGE
+    fixed += (facts.test_size or 0) * _bytes_per_image(facts)
     if facts.config.pipeline == "gpu-resident":
-        fixed += (facts.train_size or 0) * BYTES_PER_IMAGE
+        fixed += (facts.train_size or 0) * _bytes_per_image(facts)
     return fixed
+
+
+def _bytes_per_image(facts: RunFacts) -> int:
+    """One uint8 CHW image as the data sits on the device: at the run's image size for a folder or synthetic data
+    (made at it), at 32×32 for CIFAR and .npz arrays (scaled on the device, batch by batch)."""
+    side = facts.config.image_size if facts.config.dataset in ("folder", "synthetic") else 32
+    return 3 * side**2
 
 
 def _per_sample_bytes(facts: RunFacts) -> Optional[float]:
@@ -334,7 +340,7 @@ def _dataset_fits(facts: RunFacts) -> bool:
     """The training set would take at most a quarter of the device's memory (unknown sizes: assume so)."""
     if facts.device_type != "cuda" or not facts.total_memory_bytes or facts.train_size is None:
         return True
-    return facts.train_size * BYTES_PER_IMAGE <= facts.total_memory_bytes / 4
+    return facts.train_size * _bytes_per_image(facts) <= facts.total_memory_bytes / 4
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

@@ -21,7 +21,8 @@ from typing import Any, Callable, Iterator, Optional
 
 from workbench.config import RunConfig
 from workbench.data_check import planned_steps, steps_problems
-from workbench.engine.data import DataError, ImageArrays, load_arrays
+from workbench.engine.data import DataError
+from workbench.engine.datasets import TrainingData, load_data
 from workbench.engine.device import on_device, probe_device, resolve
 from workbench.engine.events import Event, RunEnded, StatusChanged
 from workbench.engine.failures import Failure, describe_failure
@@ -73,16 +74,16 @@ def run_one(
         phase_stop = stop if world is None else never
         try:
             yield StatusChanged(message=f"Loading {config.dataset} data…")
-            arrays = call_interruptibly(lambda: load_arrays(config), phase_stop, "load data")
-            _check_data(config, arrays, world.world_size if world is not None else 1)
+            data = call_interruptibly(lambda: load_data(config), phase_stop, "load data")
+            _check_data(config, data, world.world_size if world is not None else 1)
             yield StatusChanged(message=f"Building {config.model} on {device_info.type}…")
             if world is None:
                 session = call_interruptibly(
-                    lambda: _build_session(config, device_info, arrays, profile_requests), stop, "build",
+                    lambda: _build_session(config, device_info, data, profile_requests), stop, "build",
                     on_abandoned=_close_quietly,
                 )
             else:  # a rank builds in its own thread: DDP's set-up is a collective on this thread's device
-                session = TrainingSession(config, device_info, arrays, profile_requests, world=world,
+                session = TrainingSession(config, device_info, data, profile_requests, world=world,
                                           phase_stop=phase_stop)
             with contextlib.closing(session.events(stop)) as events:
                 for event in events:
@@ -114,9 +115,9 @@ def run_one(
             session.close()
 
 
-def _check_data(config: RunConfig, arrays: ImageArrays, world_size: int) -> None:
+def _check_data(config: RunConfig, data: TrainingData, world_size: int) -> None:
     """What only the loaded data can tell about the settings (the form and CLI check it earlier where they can)."""
-    train_size = len(arrays.train_labels)
+    train_size = data.train_size
     if train_size < config.batch_size * world_size:
         per_step = f"batch_size {config.batch_size}" + (f" × {world_size} processes" if world_size > 1 else "")
         raise DataError(f"{per_step} is larger than the training set ({train_size} images)")
@@ -125,10 +126,10 @@ def _check_data(config: RunConfig, arrays: ImageArrays, world_size: int) -> None
         raise DataError("; ".join(problems))
 
 
-def _build_session(config: RunConfig, device_info: Any, arrays: ImageArrays,
+def _build_session(config: RunConfig, device_info: Any, data: TrainingData,
                    profile_requests: Optional[ProfileRequests]) -> TrainingSession:
     with on_device(resolve(device_info)):  # a helper thread's current CUDA device is 0 until told
-        return TrainingSession(config, device_info, arrays, profile_requests)
+        return TrainingSession(config, device_info, data, profile_requests)
 
 
 def _close_quietly(session: Optional[TrainingSession]) -> None:

@@ -18,7 +18,10 @@ import torch
 from torch import nn
 
 from workbench.config import RunConfig
-from workbench.engine.data import DevicePreparer, ImageArrays, LoaderBatches, ResidentBatches
+from workbench.engine.data import DevicePreparer
+from workbench.engine.datasets import TrainingData
+from workbench.engine.folder_data import decode_on_device
+from workbench.engine.pipelines import build_pipeline
 from workbench.engine.ceiling_cache import cached_ceiling
 from workbench.engine.compiling import CudaGraphWatch
 from workbench.engine.device import on_device, resolve
@@ -76,7 +79,7 @@ class TrainingSession:
     """Builds the model, optimizer and pipeline for one run; ``events(stop)`` trains and reports."""
 
     def __init__(
-        self, config: RunConfig, device_info: DeviceInfo, arrays: ImageArrays,
+        self, config: RunConfig, device_info: DeviceInfo, data: TrainingData,
         profile_requests: Optional[ProfileRequests] = None, world: Optional[Any] = None,
         phase_stop: Optional[Callable[[], bool]] = None,
     ):
@@ -85,7 +88,7 @@ class TrainingSession:
         shard = (world.rank, world.world_size) if world is not None else None
         self.device_info = device_info
         self.device = resolve(device_info)
-        self.arrays = arrays
+        self.data = data
         self.stopped_at: Optional[int] = None
         self.notes = ineffective_settings(config, device_info)
         on_cuda = self.device.type == "cuda"
@@ -94,18 +97,14 @@ class TrainingSession:
         if on_cuda:
             torch.backends.cudnn.benchmark = config.cudnn_benchmark
 
-        if config.pipeline == "gpu-resident":
-            self.batches = ResidentBatches(arrays, config, self.device, shard)
-        else:
-            self.batches = LoaderBatches(arrays, config, pin_memory=config.pin_memory and on_cuda, shard=shard)
+        self.batches, self.test_set = build_pipeline(data, config, self.device, shard, self.notes)
         self.prepare = DevicePreparer(
-            config, self.device, non_blocking=config.non_blocking and on_cuda, rank=shard[0] if shard else 0
+            config, self.device, non_blocking=config.non_blocking and on_cuda, rank=shard[0] if shard else 0,
+            decode_batch=decode_on_device if config.decode == "gpu" else None,
         )
-        self.test_images = arrays.test_images.to(self.device)
-        self.test_labels = arrays.test_labels.to(self.device)
 
-        model = build_model(config.model, arrays.num_classes, config.image_size, config.model_kwargs).to(self.device)
-        check_model(model, arrays.num_classes, config.image_size, self.device, config.model)
+        model = build_model(config.model, data.num_classes, config.image_size, config.model_kwargs).to(self.device)
+        check_model(model, data.num_classes, config.image_size, self.device, config.model)
         self.model = to_memory_format(model, config.channels_last)
         self.parameter_count = parameter_count(self.model)
         # What the step calls: the model itself or, as one rank of several, wrapped in DDP; maybe compiled.
@@ -249,16 +248,16 @@ class TrainingSession:
         return RunStarted(
             config=self.config,
             device=self.device_info,
-            dataset_name=self.arrays.name,
-            train_size=len(self.arrays.train_labels),
-            test_size=len(self.arrays.test_labels),
-            num_classes=self.arrays.num_classes,
+            dataset_name=self.data.name,
+            train_size=self.data.train_size,
+            test_size=self.data.test_size,
+            num_classes=self.data.num_classes,
             steps_per_epoch=self.steps_per_epoch,
             total_steps=self.total_steps,
             parameter_count=self.parameter_count,
             started_at=time.time(),
             notes=tuple(self.notes),
-            ceiling_images_per_sec=_known_ceiling(self.config, self.device_info, self.arrays.num_classes),
+            ceiling_images_per_sec=_known_ceiling(self.config, self.device_info, self.data.num_classes),
             world_size=self.world.world_size if self.world is not None else 1,
         )
 
@@ -345,17 +344,16 @@ class TrainingSession:
         loss_sum = torch.zeros((), device=self.device)
         correct = torch.zeros((), device=self.device, dtype=torch.int64)
         batch_size = min(EVAL_BATCH_SIZE, 2 * self.config.batch_size)
-        for begin in range(0, len(self.test_labels), batch_size):
+        for batch in self.test_set.batches(batch_size):
             if self._phase_stop():
                 raise Stopped("evaluation")
-            images = self.prepare.normalise(self.test_images[begin : begin + batch_size])
-            labels = self.test_labels[begin : begin + batch_size]
+            images, labels = self.prepare(*batch, train=False)
             with self.train_step.autocast():
                 logits = main_output(self.eval_forward(images))
             loss_sum += nn.functional.cross_entropy(logits.float(), labels, reduction="sum")
             correct += (logits.argmax(dim=1) == labels).sum()
         self.model.train()
-        count = len(self.test_labels)
+        count = max(1, self.test_set.size)
         return loss_sum.item() / count, correct.item() / count
 
     def _close_batches(self, _first_batch: object = None) -> None:
@@ -365,6 +363,7 @@ class TrainingSession:
         self.sampler.close()
         if not self._batches_abandoned:  # else the helper still starting the workers shuts them down
             self.batches.close()
+        self.test_set.close()
         self.memory.close()
 
 

@@ -47,12 +47,13 @@ class PathField(QWidget):
         super().__init__(parent)
         self.edit = QLineEdit()
         self.edit.setObjectName(name)
-        self.edit.setPlaceholderText("path to an .npz file, or a CIFAR folder")
+        self.edit.setPlaceholderText("path to an .npz file, an image folder, or a CIFAR folder")
+        self.wants_folder = False  # dataset=folder or CIFAR: Browse… picks a folder, not a file
         self.edit.setClearButtonEnabled(True)
         browse = QToolButton()
         browse.setObjectName(f"{name}Browse")
         browse.setText("Browse…")
-        browse.setToolTip("Choose an .npz dataset file")
+        browse.setToolTip("Choose the .npz file, or the folder (dataset=folder, cifar10, cifar100)")
         browse.clicked.connect(self._browse)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -60,8 +61,12 @@ class PathField(QWidget):
         layout.addWidget(browse)
 
     def _browse(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Choose an .npz dataset", self.edit.text(),
-                                              "NumPy archives (*.npz);;All files (*)")
+        if self.wants_folder:
+            path = QFileDialog.getExistingDirectory(self, "Choose the folder of images (one sub-folder per class)",
+                                                    self.edit.text())
+        else:
+            path, _ = QFileDialog.getOpenFileName(self, "Choose an .npz dataset", self.edit.text(),
+                                                  "NumPy archives (*.npz);;All files (*)")
         if path:
             self.edit.setText(path)
 
@@ -185,7 +190,7 @@ class SettingsForm(QWidget):
         hint = FIELD_TYPES[name]
         row: QWidget
         if name == "data_path":
-            row = PathField(name)
+            row = self._path_field = PathField(name)
             editor: QWidget = row.edit
             row.edit.textChanged.connect(self._on_edit)
         elif name in CHOICES:
@@ -299,6 +304,7 @@ class SettingsForm(QWidget):
 
     def _refresh(self) -> RunConfig:
         config = self.config()
+        self._path_field.wants_folder = config.dataset != "npz"
         inactive = settings_model.inactive_fields(config, self._device)
         notes = settings_model.device_notes(config, self._device)
         cpu = settings_model.on_cpu(config, self._device)

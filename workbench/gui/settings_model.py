@@ -22,7 +22,7 @@ from workbench.settings_help import SPECS, FieldSpec  # noqa: F401 (the form rea
 # two runs sits above the fold); every RunConfig field sits in exactly one.
 GROUPS: dict[str, tuple[str, ...]] = {
     "Run": ("epochs", "batch_size", "device", "devices", "max_steps", "accumulation_steps", "seed", "log_every"),
-    "Data": ("dataset", "data_path", "synthetic_size"),
+    "Data": ("dataset", "data_path", "synthetic_size", "decode"),
     "Loader": (
         "pipeline", "augment", "num_workers", "pin_memory", "non_blocking", "persistent_workers",
         "prefetch_factor", "worker_start_method",

@@ -1,0 +1,183 @@
+"""dataset=folder: the user's own images, decoded in the loader and brought to image_size (issue 21 §1)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from engine_helpers import run_to_end, tiny_config
+from PIL import Image
+
+from workbench.cli import main
+from workbench.engine import pipelines
+from workbench.engine.data import DataError
+from workbench.engine.datasets import load_data
+from workbench.engine.events import RunEnded, RunStarted
+from workbench.engine.folder_data import FOLDER_TEST_FRACTION, scan_folder
+from workbench.history.store import HistoryStore
+
+CLASSES = ("cat", "dog", "fox")
+SIZES = ((40, 50), (70, 70), (64, 64), (90, 60))  # mixed, one already at the 64×64 target
+
+
+def make_folder(root: Path, per_class: int = 12, layout: str = "flat") -> Path:
+    """A folder of PNG and JPEG images of mixed sizes whose classes differ in colour (so a model can learn them)."""
+    generator = np.random.default_rng(0)
+    for label, name in enumerate(CLASSES):
+        for index in range(per_class):
+            split = ("val" if index % 4 == 0 else "train") if layout == "split" else ""
+            folder = root / split / name
+            folder.mkdir(parents=True, exist_ok=True)
+            width, height = SIZES[index % len(SIZES)]
+            pixels = generator.integers(0, 60, (height, width, 3), dtype=np.uint8)
+            pixels[..., label] += 180  # each class leans to one colour channel
+            suffix = ".png" if index % 2 else ".jpg"
+            Image.fromarray(pixels).save(folder / f"{name}{index}{suffix}")
+    return root
+
+
+def folder_config(root: Path, **changes):
+    base = dict(dataset="folder", data_path=str(root), image_size=64, batch_size=8, max_steps=6, log_every=2)
+    base.update(changes)
+    return tiny_config(**base)
+
+
+@pytest.mark.parametrize("augment", ["cpu", "gpu", "none"])
+def test_a_folder_of_mixed_pngs_and_jpegs_trains_at_64_pixels(tmp_path, augment):
+    root = make_folder(tmp_path / "pets")
+    events = run_to_end(folder_config(root, augment=augment))
+    (started,) = [e for e in events if isinstance(e, RunStarted)]
+    ended = events[-1]
+    assert isinstance(ended, RunEnded) and ended.status == "finished", ended.reason
+    assert (started.dataset_name, started.num_classes) == ("pets", 3)
+    assert started.train_size + started.test_size == 36
+    assert any("held out for test" in note and "64×64" in note for note in started.notes)
+    assert ended.summary.test_accuracy is not None
+
+
+def test_train_and_val_folders_are_the_splits(tmp_path):
+    root = make_folder(tmp_path / "split", layout="split")
+    folder = scan_folder(root, seed=0)
+    assert (folder.train_size, folder.test_size, folder.class_names) == (27, 9, CLASSES)
+    assert "val/ folder is the test split" in folder.split_note
+
+
+def test_without_splits_each_class_holds_out_a_seeded_fifth(tmp_path):
+    root = make_folder(tmp_path / "flat")
+    one, again, other = scan_folder(root, 0), scan_folder(root, 0), scan_folder(root, 1)
+    assert one.test_size == 3 * round(12 * FOLDER_TEST_FRACTION)
+    assert one.test == again.test and one.test != other.test
+    assert not set(one.test.paths) & set(one.train.paths)
+
+
+def test_hidden_folders_empty_folders_and_a_symlink_loop_are_not_classes_and_do_not_hang(tmp_path):
+    root = make_folder(tmp_path / "odd")
+    (root / ".cache").mkdir()
+    Image.new("RGB", (8, 8)).save(root / ".cache" / "x.png")
+    (root / "empty").mkdir()
+    os.symlink(root, root / "cat" / "loop")  # a link back up: os.walk does not follow it
+    assert scan_folder(root, 0).class_names == CLASSES
+
+
+def test_a_damaged_image_names_its_file_and_the_run_keeps_what_it_recorded(tmp_path, capsys):
+    root = make_folder(tmp_path / "broken")
+    bad = root / "dog" / "dog99.jpg"
+    bad.write_bytes(b"this is not a JPEG at all" * 10)
+    home = tmp_path / "home"
+    code = main(["--home", str(home), "run", "--dataset", "folder", "--data-path", str(root), "--image-size", "32",
+                 "--batch-size", "4", "--epochs", "1", "--num-workers", "0", "--device", "cpu", "--log-every", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"cannot decode {bad}" in err and "Traceback" not in err
+    with HistoryStore.open(home) as store:
+        (record,) = store.list_runs()
+    assert record.status == "failed" and record.failure_kind == "data" and str(bad) in record.reason
+
+
+def test_a_damaged_image_read_by_a_worker_is_named_too(tmp_path):
+    root = make_folder(tmp_path / "broken")
+    bad = root / "fox" / "fox99.png"
+    bad.write_bytes(b"\x89PNG garbage")
+    ended = run_to_end(folder_config(root, num_workers=2, worker_start_method="forkserver", epochs=1,
+                                     max_steps=None, batch_size=4, image_size=32))[-1]
+    assert ended.status == "failed" and ended.kind == "data"
+    assert ended.reason.startswith(f"cannot decode {bad}") and "\n" not in ended.reason
+
+
+def test_gpu_resident_decodes_the_folder_once_when_it_fits_and_is_refused_with_the_sizes_when_not(tmp_path,
+                                                                                                  monkeypatch):
+    root = make_folder(tmp_path / "resident")
+    ended = run_to_end(folder_config(root, pipeline="gpu-resident"))[-1]
+    assert ended.status == "finished", ended.reason
+    monkeypatch.setattr(pipelines, "RESIDENT_SHARE", 1e-9)
+    refused = run_to_end(folder_config(root, pipeline="gpu-resident"))[-1]
+    assert refused.status == "failed" and refused.kind == "data"
+    assert "pipeline=gpu-resident would hold 30 decoded images of 3×64×64: 360.0 KiB, more than" in refused.reason
+    assert "iB free; use pipeline=dataloader" in refused.reason
+
+
+def test_decode_on_the_gpu_is_refused_where_it_cannot_apply(tmp_path):
+    from workbench.engine.device import probe_device
+
+    root = make_folder(tmp_path / "pngs")
+    cpu = probe_device("cpu")
+    assert "decode=gpu needs a CUDA GPU (nvJPEG): use decode=cpu" in folder_config(root, decode="gpu").validate(cpu)
+    assert any("cannot augment" in p for p in folder_config(root, decode="gpu", augment="cpu").validate())
+    assert any("holds decoded images already" in p for p in tiny_config(decode="gpu").validate())
+    with pytest.raises(DataError, match="decode=gpu decodes JPEGs only"):  # 18 of its 36 images are PNGs
+        pipelines.build_pipeline(load_data(folder_config(root, decode="gpu")), folder_config(root, decode="gpu"),
+                                 torch.device("cpu"), None, [])
+
+
+def test_a_path_that_is_no_folder_is_refused_before_anything_runs(tmp_path):
+    file = tmp_path / "one.png"
+    Image.new("RGB", (8, 8)).save(file)
+    assert any("is not a folder" in p for p in folder_config(file).validate())
+    os.mkfifo(tmp_path / "fifo")
+    assert any("is not a folder" in p for p in folder_config(tmp_path / "fifo").validate())  # stat only: no hang
+
+
+def test_the_sample_batch_of_a_folder_is_at_the_image_size_with_its_class_names(tmp_path):
+    from workbench.engine.datasets import preview_batch
+
+    root = make_folder(tmp_path / "preview")
+    for augment in ("cpu", "gpu", "none"):
+        batch = preview_batch(folder_config(root, augment=augment), count=6)
+        assert batch.images.shape == (6, 64, 64, 3) and batch.images.dtype == np.uint8
+        assert set(batch.names()) <= set(CLASSES)
+
+
+def test_the_ceiling_of_a_folder_run_uses_its_classes_and_image_size(tmp_path):
+    from workbench.engine.ceiling import measure_ceiling
+    from workbench.engine.device import probe_device
+
+    root = make_folder(tmp_path / "ceiling")
+    ceiling = measure_ceiling(folder_config(root, batch_size=4), probe_device("cpu"), budget_seconds=1.0)
+    assert ceiling.images_per_sec > 0 and ceiling.key["num_classes"] == 3
+
+
+def test_a_sweep_and_a_search_run_on_a_folder_with_a_torchvision_model(tmp_path):
+    from workbench.experiments.events import SequenceEnded
+    from workbench.experiments.sweep import SweepAxis, SweepPlan, run_sweep
+    from workbench.experiments.tune import TunePlan, run_tune
+
+    root = make_folder(tmp_path / "sweep")
+    base = folder_config(root, model="squeezenet1_1", image_size=48, max_steps=4)
+    swept = list(run_sweep(SweepPlan(base, (SweepAxis("augment", ("cpu", "gpu")),)), lambda: False))
+    assert [e.status for e in swept if isinstance(e, SequenceEnded)] == ["finished"]
+    searched = list(run_tune(TunePlan(base, trial_steps=4, knobs=("channels_last",), max_passes=1), lambda: False))
+    assert searched[-1].status == "finished", searched[-1].reason
+
+
+def test_findings_count_the_bytes_of_images_at_the_runs_size():
+    from workbench.config import RunConfig
+    from workbench.engine.events import RunSummary
+    from workbench.engine.findings import RunFacts, _bytes_per_image
+
+    def facts(**changes):
+        return RunFacts(config=RunConfig(**changes), summary=RunSummary(status="finished"), device_type="cuda")
+
+    assert _bytes_per_image(facts(dataset="folder", data_path="/x", image_size=224)) == 3 * 224 * 224
+    assert _bytes_per_image(facts(dataset="npz", data_path="/x.npz", image_size=224)) == 3 * 32 * 32

@@ -1,0 +1,274 @@
+"""dataset=folder: the user's own images, read from disk and decoded in the DataLoader workers.
+
+The layout is torchvision's ImageFolder: one sub-folder of images per class, with ``train/`` and ``val/`` (or
+``test/``) splits when the folder has them, else a seeded split holding out ``FOLDER_TEST_FRACTION``. Images are
+decoded at their native size (torchvision.io: libjpeg-turbo, libpng) and brought to ``image_size``:
+
+- augment=cpu: the workers decode, crop and flip: a random resized crop + flip, or, for images already at
+  image_size, CIFAR's pad-and-crop + flip;
+- augment=gpu: the workers decode and resize to a fixed image_size square (uint8); the batch is cropped and
+  flipped on the device (augment.random_crop_flip, as for CIFAR);
+- decode=gpu: the workers only read the files' bytes; the training thread decodes the batch's JPEGs on the GPU
+  (torchvision.io.decode_jpeg on a list of byte tensors), then resizes there.
+
+Evaluation resizes and centre-crops (the shorter side to image_size / 0.875, as ImageNet evaluation does). A file
+that cannot be decoded stops the run with its path (DataError): not a bare PIL or libjpeg traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from workbench.engine.augment import PADDING
+from workbench.engine.data import DataError
+from workbench.formatting import format_bytes
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+JPEG_SUFFIXES = (".jpg", ".jpeg")
+TEST_FOLDERS = ("val", "test")  # ImageFolder datasets name their held-out split either way
+FOLDER_TEST_FRACTION = 0.2  # held out for test where the folder has no val/ or test/ split
+EVAL_RESIZE_RATIO = 0.875  # resize the shorter side to image_size / 0.875, then centre-crop (ImageNet's habit)
+MAX_FILE_BYTES = 256 * 2**20  # a file past this is not an image a training step can use: refused, named
+
+
+@dataclass(frozen=True)
+class FolderSplit:
+    paths: tuple[str, ...]
+    labels: tuple[int, ...]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+@dataclass(frozen=True)
+class ImageFolder:
+    """An image folder, scanned: its classes and each split's files (not decoded yet)."""
+
+    name: str
+    root: str
+    class_names: tuple[str, ...]
+    train: FolderSplit
+    test: FolderSplit
+    split_note: str  # how the test split was made, said once when the run starts
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def train_size(self) -> int:
+        return len(self.train)
+
+    @property
+    def test_size(self) -> int:
+        return len(self.test)
+
+    def non_jpeg_count(self) -> int:
+        return sum(not path.lower().endswith(JPEG_SUFFIXES) for split in (self.train, self.test)
+                   for path in split.paths)
+
+
+def scan_folder(root: Path, seed: int) -> ImageFolder:
+    """The classes and files of ``root`` (nothing decoded); DataError when it is no image folder."""
+    if not root.is_dir():
+        raise DataError(f"data_path {root} is not a folder (dataset=folder needs a folder with one sub-folder of "
+                        "images per class)")
+    train_root = root / "train"
+    test_root = next((root / name for name in TEST_FOLDERS if (root / name).is_dir()), None)
+    if train_root.is_dir() and test_root is not None:
+        classes = _classes(train_root)
+        train = _files(train_root, classes)
+        test = _files(test_root, classes)
+        note = f"the {test_root.name}/ folder is the test split"
+    else:
+        classes = _classes(root)
+        everything = _files(root, classes)
+        train, test = _split(everything, seed)
+        note = f"{FOLDER_TEST_FRACTION:.0%} of each class held out for test (seed {seed}): the folder has no val/"
+    if len(classes) < 2:
+        raise DataError(f"{root} has {len(classes)} class folder{'s' if len(classes) != 1 else ''} with images: a "
+                        "classifier needs at least two (one sub-folder of images per class)")
+    if not len(train):
+        raise DataError(f"{root}: no training images ({', '.join(IMAGE_SUFFIXES)})")
+    return ImageFolder(root.name, str(root), classes, train, test, note)
+
+
+def _classes(root: Path) -> tuple[str, ...]:
+    """Sub-folders that hold at least one image, sorted (hidden ones, '.x', are not classes)."""
+    names = []
+    with os.scandir(root) as entries:
+        for entry in entries:
+            if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+                continue
+            if any(True for _ in _images_in(Path(entry.path))):
+                names.append(entry.name)
+    return tuple(sorted(names))
+
+
+def _images_in(folder: Path):
+    # os.walk does not follow symlinks to folders: a link loop cannot make the scan endless.
+    for directory, subfolders, files in os.walk(folder):
+        subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
+        for name in sorted(files):
+            if not name.startswith(".") and name.lower().endswith(IMAGE_SUFFIXES):
+                yield os.path.join(directory, name)
+
+
+def _files(root: Path, classes: Sequence[str]) -> FolderSplit:
+    paths: list[str] = []
+    labels: list[int] = []
+    for label, name in enumerate(classes):
+        folder = root / name
+        if not folder.is_dir():
+            continue  # a class without images in this split
+        for path in _images_in(folder):
+            paths.append(path)
+            labels.append(label)
+    return FolderSplit(tuple(paths), tuple(labels))
+
+
+def _split(everything: FolderSplit, seed: int) -> tuple[FolderSplit, FolderSplit]:
+    """Each class's images shuffled by ``seed``; FOLDER_TEST_FRACTION of them (at least one where a class has
+    two or more) held out."""
+    generator = random.Random(seed)
+    by_class: dict[int, list[str]] = {}
+    for path, label in zip(everything.paths, everything.labels):
+        by_class.setdefault(label, []).append(path)
+    train: list[tuple[str, int]] = []
+    test: list[tuple[str, int]] = []
+    for label, paths in sorted(by_class.items()):
+        generator.shuffle(paths)
+        held = max(1, round(len(paths) * FOLDER_TEST_FRACTION)) if len(paths) > 1 else 0
+        test += [(path, label) for path in paths[:held]]
+        train += [(path, label) for path in paths[held:]]
+    return (FolderSplit(tuple(p for p, _ in train), tuple(label for _, label in train)),
+            FolderSplit(tuple(p for p, _ in test), tuple(label for _, label in test)))
+
+
+def read_bytes(path: str) -> torch.Tensor:
+    """A file's bytes as a uint8 tensor; DataError naming the file when it cannot be read as one."""
+    try:
+        if os.stat(path).st_size > MAX_FILE_BYTES:
+            raise DataError(f"{path} is {os.stat(path).st_size / 2**20:,.0f} MiB: larger than any image a step "
+                            f"can use ({MAX_FILE_BYTES // 2**20} MiB at most); remove it from the folder")
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError as error:
+        raise DataError(f"cannot read {path}: {(error.strerror or str(error)).lower()}") from None
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+
+
+def decode(path: str, size_hint: Optional[int] = None) -> torch.Tensor:
+    """uint8 RGB (3, H, W) from an image file, with Pillow (libjpeg-turbo, libpng: torchvision's own decoders are
+    deprecated from 0.29 on); DataError naming the file when it is not a readable image. ``size_hint``: a JPEG much
+    larger than that is decoded at a reduced scale (its DCT does the shrinking, several times faster)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        if os.stat(path).st_size > MAX_FILE_BYTES:
+            raise DataError(f"{path} is larger than any image a step can use ({MAX_FILE_BYTES // 2**20} MiB at "
+                            "most): remove it from the folder")
+        with Image.open(path) as image:
+            if size_hint is not None:
+                image.draft("RGB", (size_hint, size_hint))  # JPEG only; keeps at least size_hint per side
+            pixels = np.asarray(image.convert("RGB"))
+    except (OSError, UnidentifiedImageError, Image.DecompressionBombError, ValueError) as error:
+        words = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise DataError(f"cannot decode {path} as an image ({words}): remove or replace the file") from None
+    return torch.from_numpy(pixels.copy()).permute(2, 0, 1)
+
+
+class Transforms:
+    """What the workers (or the device, for decode=gpu) do to one decoded image, per split and placement."""
+
+    def __init__(self, image_size: int, augment: str):
+        from torchvision.transforms import v2
+
+        self.size = image_size
+        self.augment = augment
+        # Decode JPEGs no smaller than this: room for the random resized crop's scale and evaluation's resize.
+        self.decode_size = round(image_size / EVAL_RESIZE_RATIO)
+        self.random_resized = v2.Compose([v2.RandomResizedCrop(image_size, antialias=True), v2.RandomHorizontalFlip()])
+        self.pad_crop = v2.Compose([v2.RandomCrop(image_size, padding=PADDING), v2.RandomHorizontalFlip()])
+        self.fixed = v2.Compose([v2.Resize(image_size, antialias=True), v2.CenterCrop(image_size)])
+        self.evaluation = v2.Compose([v2.Resize(round(image_size / EVAL_RESIZE_RATIO), antialias=True),
+                                      v2.CenterCrop(image_size)])
+
+    def train(self, image: torch.Tensor) -> torch.Tensor:
+        at_size = image.shape[-2:] == (self.size, self.size)
+        if self.augment == "cpu":
+            return self.pad_crop(image) if at_size else self.random_resized(image)
+        return image if at_size else self.fixed(image)  # augment=gpu crops and flips the batch on the device
+
+    def test(self, image: torch.Tensor) -> torch.Tensor:
+        return image if image.shape[-2:] == (self.size, self.size) else self.evaluation(image)
+
+
+class FolderImages(Dataset):
+    """One split of an image folder: (uint8 (3, image_size, image_size), label) per index, decoded on access;
+    with ``bytes_only``, (the file's bytes, label): decode=gpu decodes them on the device."""
+
+    def __init__(self, split: FolderSplit, transforms: Transforms, train: bool, bytes_only: bool = False):
+        self.split, self.transforms, self.is_train, self.bytes_only = split, transforms, train, bytes_only
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        path, label = self.split.paths[index], self.split.labels[index]
+        if self.bytes_only:
+            return read_bytes(path), label
+        image = decode(path, size_hint=self.transforms.decode_size)
+        image = self.transforms.train(image) if self.is_train else self.transforms.test(image)
+        return image.contiguous(), label
+
+
+def collate_bytes(items: Sequence[tuple[torch.Tensor, int]]) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """decode=gpu: a batch of encoded files stays a list (their lengths differ), with the labels as one tensor."""
+    return [data for data, _ in items], torch.tensor([label for _, label in items], dtype=torch.int64)
+
+
+def decode_on_device(batch: list[torch.Tensor], size: int, device: torch.device) -> torch.Tensor:
+    """decode=gpu: the batch's JPEGs decoded by nvJPEG on ``device``, each resized to size × size (uint8)."""
+    import warnings
+
+    from torchvision.io import ImageReadMode, decode_jpeg
+    from torchvision.transforms.v2 import functional as TF
+
+    try:
+        with warnings.catch_warnings():
+            # torchvision 0.29 deprecates its codecs for TorchCodec, which has no batched nvJPEG decode of images
+            # yet: this is still the one on a GPU. (Files are decoded with Pillow everywhere else.)
+            warnings.filterwarnings("ignore", "The image decoding and encoding capabilities", DeprecationWarning)
+            images = decode_jpeg(batch, mode=ImageReadMode.RGB, device=device)
+    except RuntimeError as error:
+        raise DataError(f"a JPEG of the batch could not be decoded on the GPU ({str(error).splitlines()[0]}): "
+                        "decode=cpu names the file") from None
+    return torch.stack([TF.center_crop(TF.resize(image, size, antialias=True), [size, size]) for image in images])
+
+
+def resident_share_problem(folder: ImageFolder, image_size: int, free_bytes: Optional[int], share: float) -> Optional[str]:
+    """pipeline=gpu-resident holds the decoded training set on the device: refused, with the sizes, when it
+    would need more than ``share`` of the free memory (None when it fits)."""
+    needed = folder.train_size * 3 * image_size * image_size
+    if free_bytes is None:
+        return None
+    if needed > share * free_bytes:
+        return (f"pipeline=gpu-resident would hold {folder.train_size:,} decoded images of 3×{image_size}×{image_size}: "
+                f"{format_bytes(needed)}, more than {share:.0%} of the {format_bytes(free_bytes)} free; use "
+                "pipeline=dataloader (the workers decode each batch), or a smaller image_size")
+    return None
+
+
+def describe(folder: ImageFolder) -> dict[str, Any]:
+    """For the run's notes: how many images and classes, and how the test split was made."""
+    return {"train": folder.train_size, "test": folder.test_size, "classes": folder.num_classes,
+            "split": folder.split_note}
