@@ -10,14 +10,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import multiprocessing
-import os
 import re
 import shlex
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import Any, Literal, Optional, get_args, get_type_hints
 
 from workbench.device_info import DeviceInfo
+from workbench.regular_file import folder_problem, regular_file_problem
 
 Dataset = Literal["synthetic", "npz", "cifar10", "cifar100", "folder"]
 # Where a folder's JPEGs are decoded: in the DataLoader workers, or by nvJPEG on the GPU (the workers then only
@@ -157,17 +156,22 @@ class RunConfig:
         if self.dataset == "folder":
             if not self.data_path:
                 problems.append("dataset=folder needs data_path: a folder with one sub-folder of images per class")
-            elif not _is_folder(self.data_path):
-                problems.append(f"data_path {self.data_path!r} is not a folder (dataset=folder needs a folder with "
-                                "one sub-folder of images per class)")
+            else:
+                problem = folder_problem(self.data_path)  # os.stat only: a FIFO must not block
+                if problem is not None:
+                    problems.append(f"data_path {self.data_path!r} {problem}: dataset=folder needs a folder with one "
+                                    "sub-folder of images per class")
         if self.dataset == "npz":
             if not self.data_path:
                 problems.append("dataset=npz needs data_path: the .npz file to train on")
-            elif Path(self.data_path).expanduser().is_dir():
-                problems.append(f"data_path {self.data_path!r} is a folder: dataset=npz trains on an .npz file; make "
-                                f"one from a folder of class folders with `{make_npz_command(self.data_path)}`")
-            elif not Path(self.data_path).expanduser().is_file():
-                problems.append(f"data_path {self.data_path!r} is not a file (dataset=npz needs an .npz file)")
+            elif folder_problem(self.data_path) is None:
+                problems.append(f"data_path {self.data_path!r} is a folder: dataset=npz trains on an .npz file; "
+                                "choose dataset=folder to train on its images directly, or make an .npz from it "
+                                f"with `{make_npz_command(self.data_path)}`")
+            else:
+                problem = regular_file_problem(self.data_path)  # os.stat only: a FIFO must not block
+                if problem is not None:
+                    problems.append(f"data_path {self.data_path!r} {problem}: dataset=npz needs an .npz file")
         if self.pipeline == "dataloader" and self.num_workers > 0:
             available = multiprocessing.get_all_start_methods()
             if self.worker_start_method in CHOICES["worker_start_method"] and self.worker_start_method not in available:
@@ -300,15 +304,6 @@ def make_npz_command(folder: str) -> str:
     source = folder.rstrip("/\\") or folder
     return shlex.join(["workbench", "make-npz", source, "--out", f"{source}.npz"])
 
-
-def _is_folder(path: str) -> bool:
-    """os.stat only: a FIFO or device is answered without opening it, a symlink loop is not a folder."""
-    import stat
-
-    try:
-        return stat.S_ISDIR(os.stat(Path(path).expanduser()).st_mode)
-    except (OSError, ValueError):
-        return False
 
 
 def model_kwargs_of(text: str) -> dict[str, Any]:

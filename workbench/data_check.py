@@ -2,16 +2,18 @@
 
 The CLI runs them before it records a run, and the settings form before it enables Start, so bad
 input (an unreadable or wrong .npz, a batch larger than the data) starts nothing and stores nothing.
-What only the arrays can tell (a negative label) is still found when the run loads them.
+What only the label values can tell (a label outside the classes) is label_problems', which reads them:
+the CLI's, before it records; the engine checks the same when it loads the arrays.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional
 
 from workbench.config import RunConfig
 from workbench.npz import header
+from workbench.npz.labels import read_label_check
+from workbench.regular_file import regular_file_problem
 
 KNOWN_DATASET_SIZES = {"cifar10": 50_000, "cifar100": 50_000}
 
@@ -28,7 +30,7 @@ def train_size(config: RunConfig) -> Optional[int]:
 def data_problems(config: RunConfig) -> list[str]:
     """What is wrong with the run's data, in words; [] when the cheap checks pass."""
     if config.dataset == "npz":
-        if not config.data_path or not Path(config.data_path).expanduser().is_file():
+        if not config.data_path or regular_file_problem(config.data_path) is not None:
             return []  # RunConfig.validate already says the file is missing
         found = header.npz_problems(config.data_path)
         if found:
@@ -42,6 +44,15 @@ def data_problems(config: RunConfig) -> list[str]:
     if size is not None and config.max_steps is None:  # with max_steps, RunConfig.validate says it
         return steps_problems(config, planned_steps(config, size))
     return []
+
+
+def label_problems(config: RunConfig) -> list[str]:
+    """What the labels of an .npz make wrong (out of its classes, a stray label): they are read, so call
+    this off the GUI thread, before recording a run. [] for the other datasets and when the cheap checks
+    fail (they say it)."""
+    if config.dataset != "npz" or data_problems(config):
+        return []
+    return read_label_check(config.data_path).problems
 
 
 def planned_steps(config: RunConfig, train_size: int, world_size: Optional[int] = None) -> int:

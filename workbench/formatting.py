@@ -8,7 +8,7 @@ from typing import Any, Optional, Sequence
 def format_bytes(value: Optional[float]) -> str:
     if value is None:
         return "n/a"
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if abs(value) >= size:
             return f"{value / size:.1f} {unit}"
     return f"{int(value)} B"

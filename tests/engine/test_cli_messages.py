@@ -60,10 +60,11 @@ def test_data_path_to_an_npz_without_dataset_trains_on_it_and_says_so(capsys, tm
 
 @pytest.mark.parametrize("args, line", [
     (["--data-path", "/some/folder"],
-     "workbench run: --data-path needs --dataset: npz for an .npz file, cifar10 or cifar100 for a CIFAR folder"),
+     "workbench run: --data-path needs --dataset: npz for an .npz file, folder for a folder of class folders, "
+         "cifar10 or cifar100 for a CIFAR folder"),
     (["--dataset", "synthetic", "--data-path", "x.npz"],
      "workbench run: --data-path is not used with --dataset synthetic: drop it, or choose --dataset npz "
-     "(an .npz file) or cifar10/cifar100 (a CIFAR folder)"),
+     "(an .npz file), folder (a folder of class folders) or cifar10/cifar100 (a CIFAR folder)"),
 ])
 def test_data_path_that_would_be_ignored_is_refused(capsys, args, line):
     code, out, err = run_cli(capsys, *TINY, *args)

@@ -48,7 +48,7 @@ def test_every_config_field_is_a_flag(capsys):
         (["--batch-size", "many"], "workbench run: argument --batch-size: invalid int value: 'many'"),
         (["--precision", "fp16"], "workbench run: fp16 needs a CUDA GPU"),
         (["--dataset", "npz", "--data-path", "/nowhere/data.npz"],
-         "workbench run: data_path '/nowhere/data.npz' is not a file (dataset=npz needs an .npz file)"),
+         "workbench run: data_path '/nowhere/data.npz' does not exist: dataset=npz needs an .npz file"),
         (["--colour", "red"], "workbench run: unknown flag --colour (see `workbench run --help`)"),
         (["--batchsize", "64"], "workbench run: unknown flag --batchsize (did you mean --batch-size?)"),
         (["--num_workers=2"], "workbench run: unknown flag --num_workers (did you mean --num-workers?)"),

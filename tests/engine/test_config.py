@@ -53,7 +53,7 @@ def test_precisions_the_gpu_supports_are_valid():
 def test_npz_needs_an_existing_file(tmp_path):
     assert "dataset=npz needs data_path: the .npz file to train on" in RunConfig(dataset="npz").validate()
     missing = str(tmp_path / "missing.npz")
-    assert any("is not a file" in p for p in RunConfig(dataset="npz", data_path=missing).validate())
+    assert any("does not exist" in p for p in RunConfig(dataset="npz", data_path=missing).validate())
 
 
 def test_dict_and_json_round_trip():

@@ -134,9 +134,10 @@ def test_decode_on_the_gpu_is_refused_where_it_cannot_apply(tmp_path):
 def test_a_path_that_is_no_folder_is_refused_before_anything_runs(tmp_path):
     file = tmp_path / "one.png"
     Image.new("RGB", (8, 8)).save(file)
-    assert any("is not a folder" in p for p in folder_config(file).validate())
+    assert any("is a file: dataset=folder needs a folder" in p for p in folder_config(file).validate())
     os.mkfifo(tmp_path / "fifo")
-    assert any("is not a folder" in p for p in folder_config(tmp_path / "fifo").validate())  # stat only: no hang
+    assert any("is a FIFO (named pipe): dataset=folder" in p  # stat only: no hang
+               for p in folder_config(tmp_path / "fifo").validate())
 
 
 def test_the_sample_batch_of_a_folder_is_at_the_image_size_with_its_class_names(tmp_path):
@@ -181,3 +182,12 @@ def test_findings_count_the_bytes_of_images_at_the_runs_size():
 
     assert _bytes_per_image(facts(dataset="folder", data_path="/x", image_size=224)) == 3 * 224 * 224
     assert _bytes_per_image(facts(dataset="npz", data_path="/x.npz", image_size=224)) == 3 * 32 * 32
+
+
+def test_a_folder_as_data_path_without_dataset_trains_as_a_folder_and_says_so(tmp_path, capsys):
+    root = make_folder(tmp_path / "pets")
+    code = main(["--home", str(tmp_path / "home"), "run", "--data-path", str(root), "--max-steps", "2",
+                 "--batch-size", "8", "--num-workers", "0", "--device", "cpu", "--log-every", "1"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert f"{root} is a folder: training on its images, one sub-folder per class (--dataset folder)" in err

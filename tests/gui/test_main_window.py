@@ -174,13 +174,15 @@ def test_settings_and_geometry_persist_between_launches(qtbot, make_window, sett
     assert isinstance(settings.value("window/geometry"), QByteArray)
 
 
-def test_stale_stored_settings_fall_back_to_the_defaults(make_window, settings):
+def test_stale_stored_settings_drop_what_is_gone_and_keep_the_rest(make_window, settings):
     settings.setValue(SETTINGS_CONFIG, '{"batch_size": 64, "renamed_knob": 3}')
     window = make_window()
-    assert window.form.config() == RunConfig()
-    assert "reset to the defaults" in window.status_line.text()
+    assert window.form.config() == RunConfig(batch_size=64)
+    assert "renamed_knob is not a setting of this version: dropped" in window.status_line.text()
     settings.setValue(SETTINGS_CONFIG, "{not json")
-    assert make_window().form.config() == RunConfig()
+    window = make_window()
+    assert window.form.config() == RunConfig()
+    assert "all reset to the defaults" in window.status_line.text()
 
 
 def test_closing_mid_run_stops_the_run_then_closes(qtbot, make_window):

@@ -45,6 +45,8 @@ def make_npz_command(args: argparse.Namespace) -> int:
         out = image_set.save(args.out)
     except MakeNpzError as error:
         raise UsageError(f"workbench make-npz: {error}") from None
+    for note in image_set.notes:
+        print(f"workbench make-npz: note: {note}", file=sys.stderr)
     names = ", ".join(image_set.class_names[:10]) + (", …" if len(image_set.class_names) > 10 else "")
     scaled = (" Each image was cropped to its centre square and scaled to 32×32 pixels, the size the workbench's "
               "models take." if image_set.source.startswith("image folder") else "")

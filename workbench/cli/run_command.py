@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any, Optional, get_args
 
+from workbench.cli.config_file import read_config_file
 from workbench.cli.parsing import UsageError
 from workbench.cli import timeline_report
 from workbench.cli.summary_json import summary_json
@@ -27,6 +28,7 @@ from workbench.config import (
 )
 from workbench.formatting import format_bytes, format_duration
 from workbench.history.failure_log import log_failure
+from workbench.regular_file import folder_problem
 from workbench.settings_help import cli_help
 
 # Exit codes: 0 finished, 1 the run failed (or was stopped), 2 bad input.
@@ -80,14 +82,7 @@ def config_from_args(args: argparse.Namespace, prog: str = "workbench run") -> R
     values: dict[str, Any] = {}
     config_file: Optional[str] = getattr(args, "config", None)
     if config_file:
-        try:
-            values.update(json.loads(Path(config_file).read_text(encoding="utf-8")))
-        except OSError as error:
-            raise UsageError(f"{prog}: cannot read --config {config_file}: {error.strerror}") from None
-        except json.JSONDecodeError as error:
-            raise UsageError(f"{prog}: --config {config_file} is not valid JSON: {error}") from None
-        if not isinstance(values, dict):
-            raise UsageError(f"{prog}: --config {config_file} must hold a JSON object")
+        values.update(read_config_file(config_file, prog))
     values.update({name: getattr(args, name) for name in FIELD_NAMES if hasattr(args, name)})
     _dataset_for_data_path(args, values, prog)
     try:
@@ -98,29 +93,36 @@ def config_from_args(args: argparse.Namespace, prog: str = "workbench run") -> R
 
 def _dataset_for_data_path(args: argparse.Namespace, values: dict[str, Any], prog: str) -> None:
     """--data-path without --dataset would train on synthetic data and ignore the file: infer npz from the
-    suffix (and say so), or refuse, naming what to add."""
+    suffix, or folder from a folder of class folders (and say so), or refuse, naming what to add."""
     path = getattr(args, "data_path", None)
     if not path or values.get("dataset", "synthetic") != "synthetic":
         return
     if hasattr(args, "dataset"):
         raise UsageError(
             f"{prog}: --data-path is not used with --dataset synthetic: drop it, or choose "
-            "--dataset npz (an .npz file) or cifar10/cifar100 (a CIFAR folder)"
+            "--dataset npz (an .npz file), folder (a folder of class folders) or cifar10/cifar100 (a CIFAR folder)"
         )
     if str(path).lower().endswith(".npz"):
         values["dataset"] = "npz"
         # Said once the settings pass their checks (bad input gets one line).
         args.notes = [*getattr(args, "notes", []), f"{path} is an .npz file: training on it (--dataset npz)"]
         return
-    if Path(path).expanduser().is_dir():
-        raise UsageError(
-            f"{prog}: --data-path {path} is a folder: a folder of class folders trains once it is an .npz file "
-            f"(`{make_npz_command(path)}`, then --data-path {path.rstrip('/')}.npz); a CIFAR folder needs "
-            "--dataset cifar10 or cifar100"
-        )
+    if folder_problem(path) is None:  # os.stat only: a FIFO answers without blocking
+        folder = Path(path).expanduser()
+        if any((folder / name).exists() for name in CIFAR_FOLDER_MARKS):
+            raise UsageError(f"{prog}: --data-path {path} is a CIFAR folder: add --dataset cifar10 or cifar100")
+        values["dataset"] = "folder"
+        args.notes = [*getattr(args, "notes", []),
+                      f"{path} is a folder: training on its images, one sub-folder per class (--dataset folder)"]
+        return
     raise UsageError(
-        f"{prog}: --data-path needs --dataset: npz for an .npz file, cifar10 or cifar100 for a CIFAR folder"
+        f"{prog}: --data-path needs --dataset: npz for an .npz file, folder for a folder of class folders, "
+        "cifar10 or cifar100 for a CIFAR folder"
     )
+
+
+# What torchvision's CIFAR download leaves in its folder.
+CIFAR_FOLDER_MARKS = ("cifar-10-batches-py", "cifar-100-python", "cifar-10-python.tar.gz", "cifar-100-python.tar.gz")
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -132,14 +134,14 @@ def run_command(args: argparse.Namespace) -> int:
         config = launched_config(args, config, world)
         if world.rank != 0:
             return run_quietly(config, world.rank)
-    from workbench.data_check import data_problems
+    from workbench.data_check import data_problems, label_problems
 
     # Bad input starts nothing and stores nothing: the settings and the cheap data checks (an .npz is read
     # from its headers) come first, before torch is imported (seconds, on a busy machine a minute); what
     # the device can run once it is probed. Under torchrun the processes on this machine are what its
     # GPUs must hold.
     local = config.replace(devices=world.local_world_size or world.world_size) if world is not None else config
-    problems = local.validate() or data_problems(config)
+    problems = local.validate() or data_problems(config) or label_problems(config)
     if problems:
         raise UsageError("workbench run: " + "; ".join(problems))
     from workbench.engine import probe_device, run  # torch is imported only now

@@ -23,8 +23,10 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, DistributedSampl
 
 from workbench.config import RunConfig
 from workbench.engine.augment import per_sample_transform, random_crop_flip
-from workbench.npz.header import NPZ_KEYS, npz_problems
+from workbench.npz.header import CLASS_NAMES_KEY, NPZ_KEYS, npz_problems
+from workbench.npz.labels import check_labels
 from workbench.paths import default_datasets_dir
+from workbench.regular_file import regular_file_problem
 
 # CIFAR-10's per-channel mean and std on the training set (0..1 scale); close enough for CIFAR-100.
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
@@ -47,6 +49,7 @@ class ImageArrays:
     test_labels: torch.Tensor
     num_classes: int
     class_names: tuple[str, ...] = ()  # by label, where the data names its classes (an .npz's, CIFAR's)
+    notes: tuple[str, ...] = ()  # what the run should say about its data at the start (one class, ...)
 
     @property
     def train_size(self) -> int:
@@ -76,12 +79,11 @@ def load_arrays(config: RunConfig) -> ImageArrays:
     if config.dataset == "synthetic":
         return _synthetic(config.synthetic_size, config.seed, config.image_size)
     if config.dataset == "npz":
-        path = Path(config.data_path).expanduser().resolve()
-        try:
-            stamp = path.stat().st_mtime_ns
-        except OSError:
-            raise DataError(f"npz file {path} does not exist") from None
-        return _npz(path, stamp)
+        path = Path(config.data_path).expanduser()
+        problem = regular_file_problem(path)  # os.stat: a FIFO or a device is never opened, a loop never resolved
+        if problem is not None:
+            raise DataError(f"npz file {path} {problem}")
+        return _npz(path.resolve(), path.stat().st_mtime_ns)
     root = Path(config.data_path).expanduser() if config.data_path else default_datasets_dir()
     return _cifar(config.dataset, root.resolve())
 
@@ -114,24 +116,23 @@ def _npz(path: Path, _mtime_ns: int) -> ImageArrays:
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {key: archive[key] for key in NPZ_KEYS}
-            names = archive["class_names"] if "class_names" in archive.files else None
+            names = archive[CLASS_NAMES_KEY] if CLASS_NAMES_KEY in archive.files else None
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
         raise DataError(f"{path} is not a valid npz archive ({error})") from None
+    labels = check_labels(path, arrays["train_labels"], arrays["test_labels"], names)  # the CLI's words
+    if labels.problems:
+        raise DataError("; ".join(labels.problems))
     # make-npz writes the class names; a file without them (or with something else there) is named by index.
     class_names = tuple(str(name) for name in names) if names is not None and names.dtype.kind == "U" else ()
-    for split in ("train", "test"):
-        labels = arrays[f"{split}_labels"]
-        if labels.size and labels.min() < 0:
-            raise DataError(f"npz file {path}: {split}_labels has negative labels")
-    num_classes = int(max(arrays["train_labels"].max(), arrays["test_labels"].max())) + 1
     return ImageArrays(
         path.name,
         _hwc_to_chw(arrays["train_images"]),
         torch.from_numpy(arrays["train_labels"].astype(np.int64)),
         _hwc_to_chw(arrays["test_images"]),
         torch.from_numpy(arrays["test_labels"].astype(np.int64)),
-        num_classes,
-        class_names if len(class_names) == num_classes else (),
+        labels.num_classes,
+        class_names if len(class_names) == labels.num_classes else (),
+        tuple(labels.notes),
     )
 
 

@@ -58,6 +58,7 @@ class ImageFolder:
     train: FolderSplit
     test: FolderSplit
     split_note: str  # how the test split was made, said once when the run starts
+    notes: tuple[str, ...] = ()  # what else the run should say about its data at the start (as ImageArrays')
 
     @property
     def num_classes(self) -> int:

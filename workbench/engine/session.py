@@ -90,7 +90,7 @@ class TrainingSession:
         self.device = resolve(device_info)
         self.data = data
         self.stopped_at: Optional[int] = None
-        self.notes = ineffective_settings(config, device_info)
+        self.notes = ineffective_settings(config, device_info) + list(data.notes)
         on_cuda = self.device.type == "cuda"
         torch.manual_seed(config.seed)
         reset_peaks_for_a_new_run(self.device)

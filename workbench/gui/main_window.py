@@ -103,7 +103,10 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.setObjectName("mainWindow")
         self.setWindowTitle("GPU Training Workbench")
-        self._settings = settings if settings is not None else home_settings()
+        settings_file_note = None
+        if settings is None:
+            settings, settings_file_note = home_settings()
+        self._settings = settings
         self._probe_function = probe_function
         self._model_names_function = model_names_function
         self._probe_call: Optional[BackgroundCall] = None
@@ -129,7 +132,7 @@ class MainWindow(QMainWindow):
         self._connect()
         self._restore_window()
         self.controller.config_changed()
-        self.status_line.setText(settings_note or READY)
+        self.status_line.setText(" ".join(note for note in (settings_file_note, settings_note) if note) or READY)
 
     # == assembly ================================================================================
     def _build_layout(self) -> None:

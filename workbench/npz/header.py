@@ -8,13 +8,19 @@ hundreds of megabytes, so the form can check a file as the user types its path.
 from __future__ import annotations
 
 import functools
+import math
+import os
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from workbench.npz.sizes import size_problems
+from workbench.regular_file import kind_problem, regular_file_problem
+
 NPZ_KEYS = ("train_images", "train_labels", "test_images", "test_labels")
+CLASS_NAMES_KEY = "class_names"  # optional: the classes' names, and so their number
 IMAGE_SHAPE = (32, 32, 3)
 
 
@@ -26,6 +32,15 @@ class NpzError(ValueError):
 class ArrayHeader:
     shape: tuple[int, ...]
     dtype: np.dtype
+    # From the zip's central directory and the member itself: what the sizes the header claims are checked against.
+    header_bytes: int = 0  # the .npy header (magic, version, dict), before the data
+    stored_bytes: int = 0  # the member once decompressed (ZipInfo.file_size): zipfile never reads past it
+    compressed_bytes: int = 0  # the member in the file (ZipInfo.compress_size)
+
+    @property
+    def data_bytes(self) -> int:
+        """What the array takes once decoded, as its header claims (shape × item size)."""
+        return math.prod(self.shape) * self.dtype.itemsize
 
     def describe(self) -> str:
         return f"{self.dtype} {self.shape}"
@@ -34,10 +49,15 @@ class ArrayHeader:
 def read_headers(path: Path | str) -> dict[str, ArrayHeader]:
     """Every array in the archive by name (without ".npy"), from the headers alone; NpzError otherwise."""
     path = Path(path).expanduser()
+    # os.stat before any open: a FIFO would block the caller (the form, on the GUI thread) forever,
+    # a device would be read without end, and a symlink loop makes Path.resolve raise.
     try:
-        stat = path.resolve().stat()
-    except OSError as error:
-        raise NpzError(f"cannot read {path}: {(error.strerror or str(error)).lower()}") from None
+        stat = os.stat(path)
+    except (OSError, ValueError):
+        raise NpzError(f"npz file {path} {regular_file_problem(path)}") from None
+    problem = kind_problem(stat.st_mode)
+    if problem is not None:
+        raise NpzError(f"npz file {path} {problem}, not an .npz file")
     return _read_headers(path.resolve(), stat.st_mtime_ns, stat.st_size)
 
 
@@ -50,17 +70,19 @@ def _read_headers(path: Path, _mtime_ns: int, _size: int) -> dict[str, ArrayHead
     headers: dict[str, ArrayHeader] = {}
     try:
         with zipfile.ZipFile(path) as archive:
-            for member in archive.namelist():
-                if not member.endswith(".npy"):
+            for info in archive.infolist():
+                if not info.filename.endswith(".npy"):
                     continue
-                with archive.open(member) as stream:
-                    headers[member[: -len(".npy")]] = _read_member_header(stream)
+                with archive.open(info) as stream:
+                    shape, dtype = _read_member_header(stream)
+                    headers[info.filename[: -len(".npy")]] = ArrayHeader(
+                        shape, dtype, stream.tell(), info.file_size, info.compress_size)
     except (OSError, zipfile.BadZipFile, EOFError, ValueError) as error:
         raise NpzError(f"{path} is not a valid npz archive ({error})") from None
     return headers
 
 
-def _read_member_header(stream) -> ArrayHeader:
+def _read_member_header(stream) -> tuple[tuple[int, ...], np.dtype]:
     version = np.lib.format.read_magic(stream)
     if version == (1, 0):
         shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
@@ -68,13 +90,14 @@ def _read_member_header(stream) -> ArrayHeader:
         shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
     else:  # 3.0 (utf-8 field names) has no public reader
         shape, _, dtype = np.lib.format._read_array_header(stream, version)
-    return ArrayHeader(tuple(int(size) for size in shape), np.dtype(dtype))
+    return tuple(int(size) for size in shape), np.dtype(dtype)
 
 
 def npz_problems(path: Path | str) -> list[str]:
     """What stops this file from being a workbench dataset, from its headers; [] when it looks right.
 
-    What needs the values (negative labels) is checked when the run loads the arrays.
+    Sizes are checked too (npz/sizes.py): a header that lies, a decompression bomb, more than fits in RAM.
+    What needs the values (the labels) is npz/labels.py's, before a run starts.
     """
     try:
         headers = read_headers(path)
@@ -106,7 +129,13 @@ def npz_problems(path: Path | str) -> list[str]:
                 f"npz file {shown}: {split}_labels is {labels.describe()}; "
                 f"expected {images.shape[0]} integer labels, one per image"
             )
-    return problems
+    names = headers.get(CLASS_NAMES_KEY)
+    if names is not None and (len(names.shape) != 1 or names.dtype.kind not in "US"):
+        problems.append(f"npz file {shown}: {CLASS_NAMES_KEY} is {names.describe()}; expected one name per class "
+                        "(an array of strings)")
+    if problems:
+        return problems
+    return size_problems(shown, headers, NPZ_KEYS + ((CLASS_NAMES_KEY,) if names is not None else ()))
 
 
 def train_size(path: Path | str) -> int | None:

@@ -8,20 +8,29 @@ and Pillow (a torchvision dependency) for image files.
 from __future__ import annotations
 
 import os
-import pickle
 import tarfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from workbench.npz.cifar_pickle import RefusedPickle, load_cifar_batch
+from workbench.regular_file import NotARegularFile, read_regular_file
+
+# The largest real batch is CIFAR-100's train (about 155 MB); a member far past it is not a CIFAR batch.
+BATCH_MAX_BYTES = 512 * 2**20
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 SIDE = 32
 
 
 class MakeNpzError(ValueError):
     """The source cannot become a dataset; the message says why and what to do."""
+
+
+class RefusedBatch(MakeNpzError):
+    """A CIFAR batch asked to run code (a crafted pickle); nothing it named was called."""
 
 
 @dataclass(frozen=True)
@@ -32,12 +41,13 @@ class ImageSet:
     test_labels: np.ndarray
     class_names: tuple[str, ...]
     source: str  # "CIFAR-10 tarball", "image folder (train/ and test/)", ...
+    notes: tuple[str, ...] = ()  # what the source held that is not in the file (a hidden or empty folder)
 
     def limited(self, max_train: Optional[int], max_test: Optional[int]) -> ImageSet:
         """The first ``max_train`` / ``max_test`` images of each split (CIFAR's batches are already shuffled)."""
         return ImageSet(
             self.train_images[:max_train], self.train_labels[:max_train],
-            self.test_images[:max_test], self.test_labels[:max_test], self.class_names, self.source,
+            self.test_images[:max_test], self.test_labels[:max_test], self.class_names, self.source, self.notes,
         )
 
     def save(self, out: Path | str) -> Path:
@@ -95,7 +105,11 @@ def _from_cifar_tarball(path: Path) -> ImageSet:
             for top, layout in _CIFAR_LAYOUTS.items():
                 if f"{top}/{layout[1]}" in members:
                     def read(name: str, tar=tar, top=top) -> dict:
-                        handle = tar.extractfile(members[f"{top}/{name}"])
+                        member = members[f"{top}/{name}"]
+                        if member.size > BATCH_MAX_BYTES:
+                            raise MakeNpzError(f"{path}:{top}/{name} is {member.size:,} bytes: larger than any "
+                                               f"CIFAR batch ({BATCH_MAX_BYTES:,} at most)")
+                        handle = tar.extractfile(member)
                         assert handle is not None
                         return _unpickle(handle.read(), f"{path}:{top}/{name}")
 
@@ -111,10 +125,10 @@ def _from_cifar_folder(folder: Path) -> ImageSet:
     top = "cifar-100-python" if (folder / "test").is_file() else "cifar-10-batches-py"
 
     def read(name: str) -> dict:
-        try:
-            return _unpickle((folder / name).read_bytes(), str(folder / name))
-        except OSError as error:
-            raise MakeNpzError(f"cannot read {folder / name}: {(error.strerror or str(error)).lower()}") from None
+        try:  # a FIFO named data_batch_1 would block a plain read
+            return _unpickle(read_regular_file(folder / name, BATCH_MAX_BYTES), str(folder / name))
+        except NotARegularFile as error:
+            raise MakeNpzError(f"cannot read {error}") from None
 
     return _cifar_set(read, _CIFAR_LAYOUTS[top], f"extracted {'CIFAR-10' if '10' in top else 'CIFAR-100'} folder")
 
@@ -124,21 +138,30 @@ def _cifar_set(read: Callable[[str], dict], layout: tuple, source: str) -> Image
     train = [read(name) for name in train_names]
     test = read(test_name)
     try:
-        class_names = tuple(str(name) for name in read(meta_name)[names_key])
-    except (MakeNpzError, KeyError):
+        class_names = tuple(name.decode("latin1") if isinstance(name, bytes) else str(name)
+                            for name in read(meta_name)[names_key])
+    except RefusedBatch:
+        raise
+    except (MakeNpzError, KeyError, TypeError):  # no usable meta: the classes are numbered
         class_names = ()
-    train_images = np.concatenate([_cifar_images(batch) for batch in train])
-    train_labels = np.concatenate([np.asarray(batch[label_key], dtype=np.int64) for batch in train])
+    try:
+        train_images = np.concatenate([_cifar_images(batch) for batch in train])
+        train_labels = np.concatenate([np.asarray(batch[label_key], dtype=np.int64) for batch in train])
+        test_images, test_labels = _cifar_images(test), np.asarray(test[label_key], dtype=np.int64)
+    except (KeyError, ValueError, TypeError) as error:
+        raise MakeNpzError(f"the {source}'s batches are not CIFAR's ({type(error).__name__}: {error})") from None
     if not class_names:
         class_names = tuple(str(index) for index in range(int(train_labels.max()) + 1))
-    return ImageSet(train_images, train_labels, _cifar_images(test),
-                    np.asarray(test[label_key], dtype=np.int64), class_names, source)
+    return ImageSet(train_images, train_labels, test_images, test_labels, class_names, source)
 
 
 def _unpickle(data: bytes, where: str) -> dict:
-    # CIFAR's batches were pickled by Python 2; latin1 turns their byte-string keys into str (as torchvision does).
+    # Never pickle.loads: a crafted batch would run its code. The restricted unpickler admits numpy's array
+    # rebuilders alone; latin1 turns Python 2's byte-string keys into str (as torchvision does).
     try:
-        batch = pickle.loads(data, encoding="latin1")
+        batch = load_cifar_batch(data)
+    except RefusedPickle as error:
+        raise RefusedBatch(f"{where} is not a CIFAR batch: {error}") from None
     except Exception as error:  # a damaged pickle can raise almost anything
         raise MakeNpzError(f"{where} is not a CIFAR batch ({type(error).__name__}: {error})") from None
     if not isinstance(batch, dict):
@@ -155,55 +178,102 @@ def _cifar_images(batch: dict) -> np.ndarray:
 
 
 def _from_image_folder(root: Path, test_fraction: float, seed: int) -> ImageSet:
-    """root/train/<class>/* and root/test/<class>/*, or root/<class>/* split by ``test_fraction``."""
+    """root/train/<class>/* and root/test/<class>/*, or root/<class>/* split by ``test_fraction``.
+
+    What a folder holds that is not a class is said, not dropped in silence: folders named ".x" are
+    skipped (.git, .ipynb_checkpoints) and class folders without images are not classes, each with a
+    note, and the file is still made; fewer than two classes left, or a class name that cannot be shown
+    on one line (a newline), is refused.
+    """
+    notes: list[str] = []
     if (root / "train").is_dir() and (root / "test").is_dir():
-        classes = _class_names(root / "train")
-        train = _read_class_folders(root / "train", classes)
-        test = _read_class_folders(root / "test", classes)
-        return ImageSet(*train, *test, tuple(classes), "image folder (train/ and test/)")
+        train = _read_classes(root / "train", _class_folders(root / "train", notes))
+        classes = _classes_with_images(root / "train", train, notes)
+        left_out = sorted(set(_class_folders(root / "test", [])) - set(classes))
+        if left_out:
+            notes.append(f"{root / 'test'}: {', '.join(left_out)} ha{'ve' if len(left_out) > 1 else 's'} no "
+                         "training images: left out of the test set")
+        test = _read_classes(root / "test", classes)
+        return ImageSet(*_stack(root / "train", train, classes), *_stack(root / "test", test, classes),
+                        tuple(classes), "image folder (train/ and test/)", tuple(notes))
     if not 0 < test_fraction < 1:
         raise MakeNpzError(f"test fraction must be between 0 and 1 (got {test_fraction:g})")
-    classes = _class_names(root)
-    images, labels = _read_class_folders(root, classes)
+    per_class = _read_classes(root, _class_folders(root, notes))
+    classes = _classes_with_images(root, per_class, notes)
+    images, labels = _stack(root, per_class, classes)
     order = np.random.default_rng(seed).permutation(len(labels))
     test_count = max(1, round(len(labels) * test_fraction))
     if test_count >= len(labels):
         raise MakeNpzError(f"{root} has {len(labels)} images: too few to split into train and test")
     test, train = order[:test_count], order[test_count:]
     return ImageSet(images[train], labels[train], images[test], labels[test], tuple(classes),
-                    f"image folder, {test_fraction:.0%} held out for test")
+                    f"image folder, {test_fraction:.0%} held out for test", tuple(notes))
 
 
-def _class_names(folder: Path) -> list[str]:
-    classes = sorted(entry.name for entry in folder.iterdir() if entry.is_dir() and not entry.name.startswith("."))
+def _class_folders(folder: Path, notes: list[str]) -> list[str]:
+    names = sorted(entry.name for entry in folder.iterdir() if entry.is_dir())
+    hidden = [name for name in names if name.startswith(".")]
+    if hidden:
+        notes.append(f"{folder}: skipped {', '.join(hidden)} (a folder whose name starts with '.' is not a class)")
+    classes = [name for name in names if not name.startswith(".")]
+    for name in classes:
+        if not name.isprintable():  # a newline or control character would break every one-line message and CSV
+            raise MakeNpzError(f"{folder}: the class folder {name!r} has a character that cannot be shown on one "
+                               "line (a newline or control character): rename it")
     if not classes:
         raise MakeNpzError(
             f"{folder} has no class folders: put each class's images in a sub-folder named after it "
-            "(cat/, dog/, …), or give cifar-10-python.tar.gz"
+            "(cat/, dog/, …), or give cifar-10-python.tar.gz" + "".join(f"; {note}" for note in notes)
         )
     return classes
 
 
-def _read_class_folders(folder: Path, classes: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+def _classes_with_images(folder: Path, per_class: dict[str, list[np.ndarray]], notes: list[str]) -> list[str]:
+    """The classes that have images; an empty class folder is no class (the model could never learn it)."""
+    empty = [name for name, images in per_class.items() if not images]
+    if empty:
+        notes.append(f"{folder}: {', '.join(empty)} ha{'ve' if len(empty) > 1 else 's'} no images "
+                     f"({', '.join(IMAGE_SUFFIXES)}): not counted as {'classes' if len(empty) > 1 else 'a class'}")
+    classes = [name for name, images in per_class.items() if images]
+    if len(classes) == 1:
+        raise MakeNpzError(f"{folder} has images of one class only ({classes[0]}): a classifier needs two or "
+                           "more" + "".join(f"; {note}" for note in notes))
+    return classes
+
+
+def _read_classes(folder: Path, classes: Sequence[str]) -> dict[str, list[np.ndarray]]:
+    """Each class's images, scaled to 32×32 ([] for a class with none here: a class with no test images is allowed)."""
     from PIL import Image, UnidentifiedImageError  # Pillow comes with torchvision
 
-    images, labels = [], []
-    for label, name in enumerate(classes):
+    per_class: dict[str, list[np.ndarray]] = {}
+    for name in classes:
+        images = per_class.setdefault(name, [])
         class_folder = folder / name
         if not class_folder.is_dir():
-            continue  # a class with no test images is allowed
+            continue
         for path in sorted(class_folder.rglob("*")):
             if path.suffix.lower() not in IMAGE_SUFFIXES or not path.is_file():
                 continue
             try:
-                with Image.open(path) as image:
-                    images.append(_to_32x32(image))
+                with warnings.catch_warnings():
+                    # Pillow warns past MAX_IMAGE_PIXELS (89 M) and raises past twice that: refuse both, naming the file.
+                    warnings.simplefilter("error", Image.DecompressionBombWarning)
+                    with Image.open(path) as image:
+                        images.append(_to_32x32(image))
+            except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
+                raise MakeNpzError(f"{path} is too large to decode safely ({error}): scale it down, or leave it "
+                                   "out") from None
             except (UnidentifiedImageError, OSError) as error:
                 raise MakeNpzError(f"cannot read {path} as an image ({error})") from None
-            labels.append(label)
-    if not images:
+    return per_class
+
+
+def _stack(folder: Path, per_class: dict[str, list[np.ndarray]], classes: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    labels = [label for label, name in enumerate(classes) for _ in per_class[name]]
+    if not labels:
         raise MakeNpzError(f"{folder} has no images ({', '.join(IMAGE_SUFFIXES)}) in its class folders")
-    return np.stack(images), np.asarray(labels, dtype=np.int64)
+    return (np.stack([image for name in classes for image in per_class[name]]),
+            np.asarray(labels, dtype=np.int64))
 
 
 def _to_32x32(image) -> np.ndarray:

@@ -1,0 +1,95 @@
+"""Hostile files given to the CLI (--config, --data-path): one line, exit 2, no traceback, no hang."""
+
+import contextlib
+import json
+import os
+
+import pytest
+from hostile_paths import fifo_unblocked, make_fifo, make_symlink_loop
+
+from workbench.cli import main
+
+TINY = ["--dataset", "synthetic", "--synthetic-size", "128", "--batch-size", "32", "--max-steps", "3",
+        "--device", "cpu", "--num-workers", "0", "--no-history"]
+POSIX_ONLY = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs and /dev/zero are POSIX")
+
+
+def one_line(capsys, *args) -> tuple[int, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return code, lines[0]
+
+
+CONFIG_CONTENTS = {
+    "array-of-pairs": (b'[["batch_size", 64], ["epochs", 1]]', "holds an array; it must hold a JSON object"),
+    "array": (b"[1, 2, 3]", "holds an array"),
+    "string": (b'"batch_size=64"', "holds a string"),
+    "number": (b"64", "holds a number"),
+    "null": (b"null", "holds null"),
+    "not-utf8": (b'{"name": "\xff\xfe"}', "is not UTF-8 text (invalid start byte at byte 10)"),
+    "deep-nesting": (b"[" * 100_000 + b"]" * 100_000, "is nested too deeply to be settings"),
+    "deep-inside-an-object": (b'{"lr": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "is nested too deeply"),
+    "too-large": (b'{"name": "' + b"x" * (2 << 20) + b'"}', "is larger than 1,048,576 bytes"),
+    "not-json": (b"batch_size: 64", "is not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("command", ["run", "sweep", "max-batch"])
+@pytest.mark.parametrize("case", list(CONFIG_CONTENTS))
+def test_a_config_that_is_not_an_object_of_settings_is_one_line(capsys, tmp_path, command, case):
+    contents, words = CONFIG_CONTENTS[case]
+    path = tmp_path / "settings.json"
+    path.write_bytes(contents)
+    extra = ["--param", "batch_size", "--values", "32,64"] if command == "sweep" else []
+    code, line = one_line(capsys, command, *extra, "--config", str(path))
+    assert code == 2
+    assert line.startswith(f"workbench {command}: ") and words in line, line
+
+
+@POSIX_ONLY
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda tmp: make_fifo(tmp / "settings.json"), "is a FIFO (named pipe)"),
+        (lambda tmp: make_symlink_loop(tmp / "settings.json"), "is a symlink loop (too many levels of symbolic links)"),
+        (lambda tmp: tmp, "is a folder"),
+        (lambda tmp: "/dev/zero", "is a character device"),
+        (lambda tmp: tmp / "missing.json", "does not exist"),
+    ],
+    ids=["fifo", "symlink-loop", "folder", "device", "missing"],
+)
+def test_a_config_that_is_not_a_regular_file_is_one_line_and_never_read(capsys, tmp_path, make, words):
+    path = make(tmp_path)
+    with fifo_unblocked(path) if words.endswith("(named pipe)") else contextlib.nullcontext():
+        code, line = one_line(capsys, "run", *TINY, "--config", str(path))
+    assert code == 2 and line == f"workbench run: cannot read --config: {path} {words}"
+
+
+def test_a_config_object_still_gives_the_settings(capsys, tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"batch_size": 16, "max_steps": 2}))
+    code = main(["run", *TINY, "--config", str(path), "--json"])
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0 and summary["config"]["max_steps"] == 3  # the flag wins over the file
+    assert summary["config"]["batch_size"] == 32
+
+
+@POSIX_ONLY
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda tmp: make_fifo(tmp / "data.npz"), "is a FIFO (named pipe)"),
+        (lambda tmp: make_symlink_loop(tmp / "data.npz"), "is a symlink loop (too many levels of symbolic links)"),
+        (lambda tmp: "/dev/zero", "is a character device"),
+    ],
+    ids=["fifo", "symlink-loop", "device"],
+)
+def test_a_data_path_that_is_not_a_regular_file_is_one_line(capsys, tmp_path, make, words):
+    path = make(tmp_path)
+    with fifo_unblocked(path) if words.endswith("(named pipe)") else contextlib.nullcontext():
+        code, line = one_line(capsys, "run", *TINY, "--dataset", "npz", "--data-path", str(path))
+    assert code == 2
+    assert line == f"workbench run: data_path '{path}' {words}: dataset=npz needs an .npz file"

@@ -1,0 +1,35 @@
+"""--config FILE.json: a JSON object of settings, read without blocking and refused in one line otherwise."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from workbench.cli.parsing import UsageError
+from workbench.regular_file import NotARegularFile, read_regular_file
+
+CONFIG_FILE_MAX_BYTES = 1 << 20  # settings are a few hundred bytes; a larger --config is not one
+
+
+def read_config_file(config_file: str, prog: str) -> dict[str, Any]:
+    """--config's JSON object; UsageError (one line) for anything else: not a regular file (a FIFO would
+    block the read), too large, not UTF-8, not JSON, nested past the parser's depth, not an object."""
+    try:
+        data = read_regular_file(config_file, CONFIG_FILE_MAX_BYTES)
+    except NotARegularFile as error:
+        raise UsageError(f"{prog}: cannot read --config: {error}") from None
+    try:
+        loaded = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise UsageError(f"{prog}: --config {config_file} is not UTF-8 text ({error.reason} at byte "
+                         f"{error.start})") from None
+    except json.JSONDecodeError as error:
+        raise UsageError(f"{prog}: --config {config_file} is not valid JSON: {error}") from None
+    except RecursionError:
+        raise UsageError(f"{prog}: --config {config_file} is nested too deeply to be settings") from None
+    if not isinstance(loaded, dict):
+        kind = "null" if loaded is None else {list: "an array", str: "a string", bool: "a boolean"}.get(
+            type(loaded), "a number")
+        raise UsageError(f"{prog}: --config {config_file} holds {kind}; it must hold a JSON object of settings "
+                         '(like {"batch_size": 256})')
+    return loaded

@@ -1,0 +1,96 @@
+"""Is a user-given path a regular file? Asked before anything opens it.
+
+Opening a FIFO waits for a writer forever, reading /dev/zero never ends, and a symlink loop raises
+from places that do not expect it (``Path.resolve``). ``os.stat`` follows the links without opening
+the path, so the answer never blocks; every reader of a path a user (or a saved setting) gave asks
+here first. Stdlib only: the settings (config.py) ask it too.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+from typing import Optional
+
+_KINDS = (
+    (stat.S_ISDIR, "is a folder"),
+    (stat.S_ISFIFO, "is a FIFO (named pipe)"),
+    (stat.S_ISCHR, "is a character device"),
+    (stat.S_ISBLK, "is a block device"),
+    (stat.S_ISSOCK, "is a socket"),
+)
+
+
+class NotARegularFile(ValueError):
+    """The path cannot be read as a file; the message names it and says why."""
+
+
+def regular_file_problem(path: Path | str) -> Optional[str]:
+    """Why this path is not a regular file, as words that follow the path ("is a FIFO (named pipe)",
+    "does not exist", ...); None when it is one (symlinks followed)."""
+    try:
+        mode = os.stat(Path(path).expanduser()).st_mode
+    except OSError as error:
+        return _os_error_words(error)
+    except ValueError:
+        return "is not a valid path (it holds a NUL character)"
+    return kind_problem(mode)
+
+
+def folder_problem(path: Path | str) -> Optional[str]:
+    """Why this path is not a folder, in words that follow the path; None when it is one (os.stat only)."""
+    try:
+        mode = os.stat(Path(path).expanduser()).st_mode
+    except OSError as error:
+        return _os_error_words(error)
+    except ValueError:
+        return "is not a valid path (it holds a NUL character)"
+    if stat.S_ISDIR(mode):
+        return None
+    return "is a file" if stat.S_ISREG(mode) else kind_problem(mode)
+
+
+def kind_problem(mode: int) -> Optional[str]:
+    """Why a file of this ``st_mode`` is not a regular file; None when it is."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((words for test, words in _KINDS if test(mode)), "is not a regular file")
+
+
+def read_regular_file(path: Path | str, max_bytes: int) -> bytes:
+    """The file's bytes, at most ``max_bytes``; NotARegularFile (naming the path) for anything else.
+
+    Checked twice: by path before opening (the message), and on the opened descriptor (a path swapped
+    for a FIFO in between). O_NONBLOCK keeps even that open from waiting for a writer.
+    """
+    shown = Path(path).expanduser()
+    problem = regular_file_problem(shown)
+    if problem is not None:
+        raise NotARegularFile(f"{shown} {problem}")
+    try:
+        descriptor = os.open(shown, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as error:
+        raise NotARegularFile(f"{shown} {_os_error_words(error)}") from None
+    with os.fdopen(descriptor, "rb") as stream:
+        problem = kind_problem(os.fstat(stream.fileno()).st_mode)
+        if problem is not None:
+            raise NotARegularFile(f"{shown} {problem}")
+        try:
+            data = stream.read(max_bytes + 1)
+        except OSError as error:
+            raise NotARegularFile(f"{shown} {_os_error_words(error)}") from None
+    if len(data) > max_bytes:
+        raise NotARegularFile(f"{shown} is larger than {max_bytes:,} bytes")
+    return data
+
+
+def _os_error_words(error: OSError) -> str:
+    if error.errno in (errno.ENOENT, errno.ENOTDIR):
+        return "does not exist"
+    if error.errno == errno.ELOOP:
+        return "is a symlink loop (too many levels of symbolic links)"
+    if error.errno in (errno.EACCES, errno.EPERM):
+        return "cannot be read (permission denied)"
+    return f"cannot be read ({(error.strerror or str(error)).lower()})"
