@@ -4,6 +4,7 @@ The next migration that adds a column must not collide with a version-1 table bu
 column lists (it used to: version 1 was generated from the lists the store writes).
 """
 
+import hashlib
 import sqlite3
 
 import pytest
@@ -29,6 +30,22 @@ SHIPPED_VERSION_ADDS = {
     2: {"runs": ["device_busy_fraction"]},
     3: {"runs": ["device_span_fraction", "images_per_sec"], "step_metrics": ["device_span_seconds"]},
 }
+
+
+# What sqlite_master holds after each shipped version (its tables, indexes and triggers, their SQL as written):
+# a shipped version's statements never change, because databases in the wild were made by exactly them.
+# When a release ships a new version, add its digest here (print it with schema_digest below).
+SHIPPED_SCHEMA_DIGESTS = {
+    1: "a1ecb16b3619f04ada79f2eb5d3314170a1229337bb2aca66a757b9c25b23d69",
+    2: "6c9a59e27b906c1260ad0fa028242bb81d96b39cd5cd75947be25c4a85467ab4",
+    3: "6d2ebf84b44a356ae9b7386fdc57e501a31e7965a33763cde9423b424ffb171b",
+    4: "f2366df2d80c74532e21564b2dbf001122a6bda18ffbec8ec6d0bc6a22fe453d",
+}
+
+
+def schema_digest(conn: sqlite3.Connection) -> str:
+    rows = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name").fetchall()
+    return hashlib.sha256(repr(rows).encode()).hexdigest()
 
 
 def columns(conn: sqlite3.Connection) -> dict[str, list[tuple[str, str]]]:
@@ -80,6 +97,14 @@ def test_shipped_versions_are_unchanged(tmp_path):
         after = columns(conn)
         added = {t: [n for n, _ in after[t] if (n, dict(after[t])[n]) not in before[t]] for t in TABLES}
         assert {t: names for t, names in added.items() if names} == SHIPPED_VERSION_ADDS[version]
+
+
+def test_shipped_versions_leave_exactly_the_schema_they_shipped_with():
+    conn = sqlite3.connect(":memory:")
+    for version, digest in sorted(SHIPPED_SCHEMA_DIGESTS.items()):
+        MIGRATIONS[version - 1](conn)
+        assert schema_digest(conn) == digest, f"schema version {version} has shipped: append a new version instead"
+    assert SCHEMA_VERSION >= max(SHIPPED_SCHEMA_DIGESTS)
 
 
 def test_the_next_migration_can_add_a_step_column_to_a_fresh_database(tmp_path, monkeypatch):
