@@ -38,7 +38,7 @@ def test_compile_is_a_mode_and_the_old_switch_still_reads_as_one():
 ])
 def test_the_compile_flag_keeps_working_and_takes_a_mode(flags, mode):
     from workbench.cli import build_parser
-    from workbench.cli.run_command import config_from_args
+    from workbench.cli.setting_flags import config_from_args
 
     args = build_parser().parse_args(["run", *flags])
     assert config_from_args(args).compile == mode

@@ -17,7 +17,7 @@ from workbench.cli.parsing import UsageError
 
 
 def register(subparsers: Any) -> None:
-    from workbench.cli.run_command import add_setting_flags
+    from workbench.cli.setting_flags import add_setting_flags
     from workbench.engine.ceiling_cache import STEADY_CHUNKS, STEADY_MIN_SECONDS, STEADY_TOLERANCE
 
     parser = subparsers.add_parser(
@@ -39,7 +39,7 @@ def register(subparsers: Any) -> None:
 
 
 def ceiling_command(args: argparse.Namespace) -> int:
-    from workbench.cli.run_command import config_from_args
+    from workbench.cli.setting_flags import config_from_args
 
     config = config_from_args(args, "workbench ceiling")
     from workbench.data_check import data_problems

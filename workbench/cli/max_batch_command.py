@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from workbench.cli.parsing import UsageError
-from workbench.cli.run_command import add_setting_flags, config_from_args, print_notes
+from workbench.cli.setting_flags import add_setting_flags, config_from_args, print_notes
 from workbench.cli.sequence_output import add_sequence_flags, drive, peaks, recording_for, refuse
 from workbench.experiments.events import BatchTrial, MaxBatchResult, SequenceEnded, edge_note
 from workbench.formatting import format_bytes, format_table

@@ -9,7 +9,8 @@ import sys
 import threading
 from typing import Any, Callable, Iterator, Optional
 
-from workbench.cli.run_command import ProgressLine, _stop_then_interrupt
+from workbench.cli.interrupts import stop_then_interrupt
+from workbench.cli.progress_line import ProgressLine
 from workbench.engine.events import RunStarted
 from workbench.experiments.events import (
     BatchTrial,
@@ -40,7 +41,7 @@ def drive(sequence: Callable[[Callable[[], bool]], Iterator[Any]]) -> SequenceEn
     """Iterate a sequence to its end; the first Ctrl-C stops it at the next step, a second aborts."""
     stop = threading.Event()
     progress = SequenceProgress(sys.stderr)
-    previous_handler = signal.signal(signal.SIGINT, _stop_then_interrupt(stop, progress.progress))
+    previous_handler = signal.signal(signal.SIGINT, stop_then_interrupt(stop, progress.progress))
     ended: Optional[SequenceEnded] = None
     try:
         for event in sequence(stop.is_set):

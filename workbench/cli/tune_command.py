@@ -8,7 +8,7 @@ import shlex
 from typing import Any
 
 from workbench.cli.parsing import UsageError
-from workbench.cli.run_command import add_setting_flags, config_from_args, print_notes
+from workbench.cli.setting_flags import add_setting_flags, config_from_args, print_notes
 from workbench.cli.sequence_output import (
     add_sequence_flags,
     drive,
