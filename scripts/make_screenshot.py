@@ -1,7 +1,7 @@
 """Make the README's screenshots: the real app after real short runs, each changing one thing, then a sweep.
 
     python scripts/make_screenshot.py                                           # synthetic data
-    python scripts/make_screenshot.py --data ../shared/data/cifar10-subset.npz  # real CIFAR-10 images
+    python scripts/make_screenshot.py --data cifar10-subset.npz                 # real CIFAR-10 images
 
 Writes, under assets/ (or --out-dir):
   screenshot.png              the Live tab after the runs, two of them selected in the Runs tab

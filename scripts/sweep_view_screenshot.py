@@ -1,7 +1,7 @@
 """Make assets/sweep-view.png: the sweep view fed by a real sweep (the engine, on this machine).
 
     python scripts/sweep_view_screenshot.py                     # num_workers × augment on synthetic data
-    python scripts/sweep_view_screenshot.py --data ../shared/data/cifar10-subset.npz
+    python scripts/sweep_view_screenshot.py --data cifar10-subset.npz
 
 Runs the sweep through ``run_sweep``, recorded in a scratch history (your own is untouched), feeds
 every event to a SweepView as the GUI would, and saves the widget. The view is standalone (not yet
