@@ -139,7 +139,7 @@ def test_stop_mid_run_ends_both_ranks_at_the_same_step():
 
     def stop() -> bool:
         if len(seen) >= 3 and not asked:
-            asked.append(time.monotonic())
+            asked.append(seen[-1].step)
         return bool(asked)
 
     events = []
@@ -149,7 +149,7 @@ def test_stop_mid_run_ends_both_ranks_at_the_same_step():
             seen.append(event)
     end = events[-1]
     assert end.status == "stopped", end.reason
-    assert time.monotonic() - asked[0] < 5.0
+    assert end.summary.steps <= asked[0] + 3  # the ranks agree on the step after the one the stop was seen at
     assert "stopped by the user at step" in end.reason
     # Both ranks reported the last window (it was merged), so they stopped at the same step.
     assert end.summary.steps == seen[-1].step and len(seen[-1].ranks) == 2
@@ -157,10 +157,9 @@ def test_stop_mid_run_ends_both_ranks_at_the_same_step():
 
 
 def test_stop_while_the_processes_start_ends_at_once():
-    began = time.monotonic()
     events = list(run(two_process_config(max_steps=100_000), lambda: True))
     assert events[-1].status == "stopped" and "before training started" in events[-1].reason
-    assert time.monotonic() - began < 10.0
+    assert not any(isinstance(event, StepStats) for event in events)  # no rank trained a step
 
 
 @pytest.mark.parametrize("how, words", [("raise", "RuntimeError: injected fault in forward pass 3"),
