@@ -45,9 +45,9 @@ def test_two_process_run_from_the_window_plots_records_and_leaves_the_window_rea
         assert curve_points(window.plots.throughput_curve) == 4  # 256 / 2 ranks / 16 = 8 steps, every 2
         assert curve_points(window.plots.raw_loss_curve) == 4
         # One memory line per process (on this CPU: each rank's resident memory), named at its end.
-        assert window.plots.rank_lines.ranks == [0, 1]
-        assert all(curve_points(curve) == 4 for curve in window.plots.rank_lines._curves.values())
-        assert "2 processes" in window.plots.memory_caption.text()
+        assert window.plots.memory.rank_lines.ranks == [0, 1]
+        assert all(curve_points(curve) == 4 for curve in window.plots.memory.rank_lines._curves.values())
+        assert "2 processes" in window.plots.memory.caption.text()
         assert "effective batch 32 (16 × 2 devices)" in running_messages[0]  # while it ran
         assert started[0].world_size == 2 and started[0].effective_batch_size == 32
         (record,) = store.list_runs()

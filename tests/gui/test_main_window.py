@@ -51,10 +51,10 @@ def test_real_cpu_run_finishes_and_the_plots_hold_data(qtbot, make_window):
     assert curve_points(window.plots.data_wait_curve) == 8
     assert len(window.plots.test_loss_points.data) == 2  # one test loss per epoch
     # CPU: the memory plot shows this process's resident memory, and says the GPU figures need CUDA.
-    assert curve_points(window.plots.memory_curves["process_rss"]) == 8
-    assert all(curve_points(window.plots.memory_curves[key]) == 0
+    assert curve_points(window.plots.memory.curves["process_rss"]) == 8
+    assert all(curve_points(window.plots.memory.curves[key]) == 0
                for key in ("torch_allocated", "torch_reserved", "nvml_used"))
-    caption = window.plots.memory_caption
+    caption = window.plots.memory.caption
     assert caption.isVisible() and "resident memory (RSS) of this process" in caption.text()
     assert "CPU mode" in caption.text() and "need a CUDA GPU" in caption.text()
     assert window.progress.value() == window.progress.maximum() == 16
@@ -69,13 +69,13 @@ def test_gpu_run_fills_the_memory_plot_with_the_device_total_as_limit(qtbot, mak
     wait_for_device(qtbot, window)
     run_once(qtbot, window, TINY_RUN.replace(device="auto"))
     for key in ("torch_allocated", "torch_reserved", "nvml_used"):
-        assert curve_points(window.plots.memory_curves[key]) == 30
-    assert curve_points(window.plots.memory_curves["process_rss"]) == 0  # host memory: not on the GPU's axis
-    x, y = window.plots.memory_curves["torch_reserved"].getData()
+        assert curve_points(window.plots.memory.curves[key]) == 30
+    assert curve_points(window.plots.memory.curves["process_rss"]) == 0  # host memory: not on the GPU's axis
+    x, y = window.plots.memory.curves["torch_reserved"].getData()
     assert y[0] == pytest.approx(3.0)  # GiB
-    assert window.plots.device_total_line.isVisible() and window.plots.device_total_line.value() == 80
-    assert "NVML used (device-wide: all processes" in window.plots.memory_caption.text()
-    assert "CPU mode" not in window.plots.memory_caption.text()
+    assert window.plots.memory.device_total_line.isVisible() and window.plots.memory.device_total_line.value() == 80
+    assert "NVML used (device-wide: all processes" in window.plots.memory.caption.text()
+    assert "CPU mode" not in window.plots.memory.caption.text()
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
@@ -143,7 +143,7 @@ def test_release_button_on_a_gpu_shows_what_it_freed_and_marks_the_plot(qtbot, m
     qtbot.waitUntil(lambda: window.release_result.text() == "reserved 3.0 GiB → 1.0 GiB")
     assert "reserved 3.0 GiB → 1.0 GiB" in window.status_line.text()
     window.plots.redraw()
-    _, reserved = window.plots.memory_curves["torch_reserved"].getData()
+    _, reserved = window.plots.memory.curves["torch_reserved"].getData()
     assert list(reserved) == [3.0, 1.0]  # the drop, in GiB
     assert window.release_button.isEnabled()
 

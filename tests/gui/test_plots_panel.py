@@ -78,7 +78,7 @@ def test_timer_redraws_one_changed_plot_per_tick(qtbot, panel):
     for _ in range(3):
         panel._redraw_next()
     assert points(panel.throughput_curve) == points(panel.data_wait_curve) == 10
-    assert points(panel.memory_curves["nvml_used"]) == 10
+    assert points(panel.memory.curves["nvml_used"]) == 10
 
 
 def test_rerun_turns_the_previous_run_into_an_overlay(panel):
@@ -248,9 +248,9 @@ def test_release_marks_the_plot_and_drops_the_reserved_curve(panel):
     panel.add_steps(steps(4))
     panel.mark_release(MemoryRelease(reserved_before=3 * 2**30, reserved_after=2**30, message="reserved 3.0 GiB → 1.0 GiB"))
     panel.redraw()
-    _, reserved = panel.memory_curves["torch_reserved"].getData()
+    _, reserved = panel.memory.curves["torch_reserved"].getData()
     assert list(reserved[-2:]) == [3.0, 1.0]
-    marker, _ = panel._release_markers[0]
+    marker, _ = panel.memory.release_markers[0]
     assert "reserved 3.0 GiB → 1.0 GiB" in marker.label.format
 
 
@@ -261,7 +261,7 @@ def test_memory_title_and_range_follow_the_device_total(panel):
     panel.redraw()
     assert "peak 4.0 GiB of 80.0 GiB (5%)" in panel.memory_plot.plotItem.titleLabel.text
     assert panel.memory_plot.viewRange()[1][1] < 10  # far below the total: the curves fill the plot
-    assert "NVML used (device-wide: all processes" in panel.memory_caption.text()
+    assert "NVML used (device-wide: all processes" in panel.memory.caption.text()
 
 
 def test_on_a_cpu_the_memory_plot_shows_the_processs_resident_memory_and_the_note(qtbot, panel):
@@ -272,11 +272,11 @@ def test_on_a_cpu_the_memory_plot_shows_the_processs_resident_memory_and_the_not
     panel.begin_run("#1")
     panel.add_steps(steps(5, memory=CPU_MEMORY))
     panel.redraw()
-    assert points(panel.memory_curves["process_rss"]) == 5
-    assert panel.memory_curves["process_rss"].getData()[1][0] == pytest.approx(1.5)  # GiB
-    assert all(points(panel.memory_curves[key]) == 0 for key in ("torch_reserved", "torch_allocated", "nvml_used"))
+    assert points(panel.memory.curves["process_rss"]) == 5
+    assert panel.memory.curves["process_rss"].getData()[1][0] == pytest.approx(1.5)  # GiB
+    assert all(points(panel.memory.curves[key]) == 0 for key in ("torch_reserved", "torch_allocated", "nvml_used"))
     assert "Process memory (RSS) · peak 1.5 GiB" in panel.memory_plot.plotItem.titleLabel.text
-    caption = panel.memory_caption
+    caption = panel.memory.caption
     assert "resident memory (RSS) of this process" in caption.text()
     assert "CPU mode: the GPU figures need a CUDA GPU." in caption.text()
     assert caption.isVisible()
@@ -292,7 +292,7 @@ def test_where_resident_memory_cannot_be_read_the_caption_says_why(panel):
                                                            "which this system does not have")
     panel.add_steps(steps(3, memory=memory))
     panel.redraw()
-    assert "Not measured here: resident memory is read from /proc/self/statm" in panel.memory_caption.text()
+    assert "Not measured here: resident memory is read from /proc/self/statm" in panel.memory.caption.text()
 
 
 def rank_steps(count: int, reserved_gib: tuple[float, ...]) -> list[StepStats]:
@@ -316,26 +316,26 @@ def test_a_multi_process_run_draws_one_memory_line_per_gpu(panel):
     panel.begin_run("#1")
     panel.add_steps(rank_steps(4, (2.0, 5.0)))
     panel.redraw()
-    lines = panel.rank_lines
+    lines = panel.memory.rank_lines
     assert lines.ranks == [0, 1]
     last = [lines._curves[rank].getData()[1][-1] for rank in (0, 1)]
     assert last == pytest.approx([2.4, 5.4])  # each GPU's own reserved memory, in GiB
     assert [lines._labels[rank].textItem.toPlainText() for rank in (0, 1)] == ["GPU 0", "GPU 1"]
     assert "5.4 GiB" in panel.memory_plot.plotItem.titleLabel.text  # the range takes the ranks' lines
-    assert "2 processes" in panel.memory_caption.text() and "one per GPU" in panel.memory_caption.text()
+    assert "2 processes" in panel.memory.caption.text() and "one per GPU" in panel.memory.caption.text()
     # The next run (one process) draws no rank lines.
     panel.begin_run("#2")
     panel.add_steps(steps(3))
     panel.redraw()
-    assert panel.rank_lines.ranks == [] and not panel.rank_lines._curves
-    assert "one per GPU" not in panel.memory_caption.text()
+    assert panel.memory.rank_lines.ranks == [] and not panel.memory.rank_lines._curves
+    assert "one per GPU" not in panel.memory.caption.text()
 
 
 def test_a_one_process_run_has_no_rank_lines(panel):
     panel.begin_run("#1")
     panel.add_steps(steps(3))
     panel.redraw()
-    assert panel.rank_lines.ranks == []
+    assert panel.memory.rank_lines.ranks == []
 
 
 def drawn_colours(plot) -> set[str]:

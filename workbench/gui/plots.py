@@ -105,10 +105,6 @@ class PlotsPanel(QWidget):
                       self.data_wait_curve):
             curve.setZValue(10)  # the current run over the earlier ones
         self.memory = MemoryPlot(self.memory_plot)
-        # Its parts, by the names tests and scripts know them.
-        self.memory_curves, self.memory_caption = self.memory.curves, self.memory.caption
-        self.device_total_line, self.rank_lines = self.memory.device_total_line, self.memory.rank_lines
-        self._release_markers = self.memory.release_markers
         self.smooth_check = QCheckBox("Smooth loss")
         self.smooth_check.setObjectName("smoothLossCheck")
         self.smooth_check.setChecked(True)
@@ -139,7 +135,7 @@ class PlotsPanel(QWidget):
         grid.addWidget(self.throughput_plot, 0, 1)
         grid.addWidget(self.memory_plot, 1, 0)
         grid.addWidget(self.data_wait_plot, 1, 1)
-        grid.addWidget(self.memory_caption, 2, 0)  # a row of its own: the four plots keep one size
+        grid.addWidget(self.memory.caption, 2, 0)  # a row of its own: the four plots keep one size
         for index in (0, 1):
             grid.setRowStretch(index, 1)
             grid.setColumnStretch(index, 1)
@@ -234,14 +230,6 @@ class PlotsPanel(QWidget):
         """Show a release-cached-memory click: a marked line and the reserved figure's drop."""
         self.memory.mark_release(self._buffer, self._x_key, release)
         self._dirty.add("memory")
-
-    @property
-    def run_label(self) -> str:
-        return self._run_label
-
-    @property
-    def run_key(self) -> Optional[Hashable]:
-        return self._run_key
 
     def current_series(self) -> dict[str, np.ndarray]:
         """The current run's SERIES_KEYS columns (copies), in the form add_overlay takes."""
