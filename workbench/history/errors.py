@@ -76,7 +76,7 @@ def sqlite_code(error: sqlite3.Error) -> Optional[int]:
 
 def damaged(path: Path, detail: str) -> HistoryDamaged:
     return HistoryDamaged(
-        f"the run history {path} is damaged ({detail}); nothing was written to it: move it aside "
+        f"the run history {path} is damaged ({detail}); it is left as it is: move it aside "
         f"(e.g. rename it to {path.name}.damaged) and the workbench starts a new one there, or use --home to "
         "keep the history elsewhere"
     )
@@ -92,7 +92,7 @@ def history_error(error: BaseException, path: Path, doing: str) -> HistoryError:
         code = sqlite_code(error)
         if code == SQLITE_NOTADB:
             return HistoryDamaged(
-                f"{path} is not a workbench history database ({detail}); nothing was written to it: move it aside "
+                f"{path} is not a workbench history database ({detail}); it is left as it is: move it aside "
                 f"(e.g. rename it to {path.name}.damaged) to start afresh, or use --home to keep the history elsewhere"
             )
         if code in DAMAGED_CODES:
@@ -129,9 +129,11 @@ def _why_not_writable(path: Path, code: Optional[int], detail: str) -> tuple[str
     if stats is not None and stats.f_flag & os.ST_RDONLY:
         return f"{folder} is on a read-only file system ({detail})", "remount it read-write, or "
     free = stats.f_bavail * stats.f_frsize if stats is not None else None
-    if code == SQLITE_FULL or (free is not None and free < NEARLY_FULL_BYTES):
-        shown = f", {format_bytes(free)} free" if free is not None else ""
-        return f"the disk is full ({detail}{shown})", "free some space, or "
+    if free is not None and free < NEARLY_FULL_BYTES:
+        return f"the disk is full ({detail}, {format_bytes(free)} free)", "free some space, or "
+    if code == SQLITE_FULL:  # room on the disk: a quota, or a size limit on the file
+        shown = f"; {format_bytes(free)} free on its disk" if free is not None else ""
+        return f"the database or its disk is full ({detail}{shown})", "free some space, or "
     if code in (SQLITE_PERM, SQLITE_READONLY) or not os.access(folder, os.W_OK) or (
             path.exists() and not os.access(path, os.W_OK)):
         return f"no permission to write in {folder} ({detail})", "give this user write permission there, or "
