@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import os
+import shutil
 import sqlite3
 from types import SimpleNamespace
 
@@ -184,3 +185,25 @@ def test_a_write_refused_mid_run_by_a_full_disk_is_unwritable_not_damaged(disk):
                 recorder.flush()
     finally:
         store.close()
+
+
+def test_runs_on_a_read_only_mount_says_when_the_newest_writes_are_out_of_reach(disk, tmp_path, capsys):
+    """Without WAL's shared-memory file beside it, a read-only mount reads the database file alone: runs still
+    only in its -wal file cannot be seen, and `runs` says so in one line beside the list."""
+    live = tmp_path / "live"
+    home = disk / "home"
+    home.mkdir()
+    with HistoryStore.open(live) as store:
+        record_complete_run(store, name="in the file")
+        store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        store._conn.execute("PRAGMA wal_autocheckpoint = 0")
+        config = RunConfig(device="cpu")
+        running = store.start_run(config, name="only in the log")  # still running: its end would checkpoint
+        running.record(started(config))
+        for name in ("history.sqlite3", "history.sqlite3-wal"):  # as a machine that lost power left them
+            shutil.copyfile(live / name, home / name)
+    remount_read_only(disk)
+    code, out, err = cli(capsys, home, "runs")
+    assert code == 0
+    assert err.count("\n") == 1 and err.startswith("workbench runs: the newest writes, in ") and "-wal" in err
+    assert "in the file" in out and "only in the log" not in out

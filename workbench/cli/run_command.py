@@ -88,11 +88,12 @@ def run_command(args: argparse.Namespace) -> int:
     started = False
     previous_handler = signal.signal(signal.SIGINT, stop_then_interrupt(stop, progress))
     previous_usr1 = on_sample_request(requests, progress)
+    # A history that stops taking the run's writes mid-run (a full disk) ends its record as failed, naming
+    # why, and the run goes on without it, as sequences and the window do (record_events).
+    recorded = record_events(run(config, stop.is_set, profile_requests=requests), recorder,
+                             closed_reason=INTERRUPTED_BEFORE_THE_END)
     try:
-        # A history that stops taking the run's writes mid-run (a full disk) ends its record as failed, naming
-        # why, and the run goes on without it, as sequences and the window do (record_events).
-        for event in record_events(run(config, stop.is_set, profile_requests=requests), recorder,
-                                   closed_reason=INTERRUPTED_BEFORE_THE_END):
+        for event in recorded:
             if isinstance(event, RecordingFailed):
                 progress.message(f"workbench run: the history stopped taking run #{event.run_id} ({event.reason}); "
                                  "the run goes on without it")
@@ -104,6 +105,7 @@ def run_command(args: argparse.Namespace) -> int:
             if isinstance(event, RunEnded):
                 ended = event
     finally:
+        recorded.close()  # now, not when collected: an aborted run's record is ended before the store closes
         signal.signal(signal.SIGINT, previous_handler)
         if previous_usr1 is not None:
             signal.signal(signal.SIGUSR1, previous_usr1)
