@@ -23,6 +23,7 @@ from workbench.engine.events import MemorySnapshot, RunEnded  # noqa: E402
 from workbench.gui.comparison_view import DIFFERENCE_BACKGROUND  # noqa: E402
 from workbench.gui.runs_table import COLUMN_TITLES  # noqa: E402
 from workbench.gui.runs_view import OVERLAY_KEYS, RunsView  # noqa: E402
+from workbench.history import reads  # noqa: E402
 from workbench.history import store as store_module  # noqa: E402
 from workbench.history.store import HistoryStore  # noqa: E402
 
@@ -330,8 +331,8 @@ def test_a_poll_during_a_run_re_reads_only_the_running_row_of_two_thousand(make_
     assert view.model.rowCount() == 2001 and column(view, "Status")[0] == "running"
     view.select_runs([old_ids[5]])
     parsed, redrawn, resets = [], [], []
-    real_record = store_module.record_from_row
-    monkeypatch.setattr(store_module, "record_from_row", lambda row: parsed.append(row["id"]) or real_record(row))
+    real_record = reads.record_from_row
+    monkeypatch.setattr(reads, "record_from_row", lambda row: parsed.append(row["id"]) or real_record(row))
     view.model.dataChanged.connect(lambda first, last: redrawn.append((first.row(), last.row())))
     view.model.modelReset.connect(lambda: resets.append(True))
 
@@ -366,8 +367,8 @@ def test_a_full_reload_reads_every_run_as_before(make_view, store, monkeypatch):
     view = make_view()
     view.full_reload = True
     parsed = []
-    real_record = store_module.record_from_row
-    monkeypatch.setattr(store_module, "record_from_row", lambda row: parsed.append(row["id"]) or real_record(row))
+    real_record = reads.record_from_row
+    monkeypatch.setattr(reads, "record_from_row", lambda row: parsed.append(row["id"]) or real_record(row))
     store.rename(store.list_runs()[0].id, "renamed")
     parsed.clear()
     view._refresh_if_changed()

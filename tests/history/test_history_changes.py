@@ -6,6 +6,7 @@ import pytest
 from fake_runs import fill_history, record_complete_run, started, step
 
 from workbench.config import RunConfig
+from workbench.history import reads
 from workbench.history import store as store_module
 from workbench.history.schema import MIGRATIONS
 from workbench.history.store import HistoryStore
@@ -21,8 +22,8 @@ def store(tmp_path):
 def parsed(monkeypatch):
     """The ids of the rows turned into RunRecords, in order."""
     ids = []
-    real = store_module.record_from_row
-    monkeypatch.setattr(store_module, "record_from_row", lambda row: ids.append(row["id"]) or real(row))
+    real = reads.record_from_row
+    monkeypatch.setattr(reads, "record_from_row", lambda row: ids.append(row["id"]) or real(row))
     return ids
 
 

@@ -18,9 +18,10 @@ from workbench.engine.events import MemorySnapshot, RunEnded, StatusChanged
 from workbench.history import store as store_module
 from workbench.history.schema import MIGRATIONS, SCHEMA_VERSION
 from workbench.history.store import (
+    HistoryDamaged,
     HistoryError,
-    HistorySchemaError,
     HistoryStore,
+    HistoryTooNew,
     RunInProgress,
     RunNotFound,
 )
@@ -290,7 +291,7 @@ def test_a_database_from_a_newer_workbench_is_refused_clearly(tmp_path):
     conn = sqlite3.connect(tmp_path / "history.sqlite3")
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 2}")
     conn.close()
-    with pytest.raises(HistorySchemaError) as raised:
+    with pytest.raises(HistoryTooNew) as raised:
         HistoryStore.open(tmp_path)
     message = str(raised.value)
     assert "written by a newer workbench" in message
@@ -302,7 +303,7 @@ def test_a_database_from_a_newer_workbench_is_refused_clearly(tmp_path):
 
 def test_a_file_that_is_not_a_database_is_refused_clearly(tmp_path):
     (tmp_path / "history.sqlite3").write_bytes(b"this is not sqlite, just some text that is long enough" * 20)
-    with pytest.raises(HistorySchemaError, match="is not a workbench history database"):
+    with pytest.raises(HistoryDamaged, match="is not a workbench history database"):
         HistoryStore.open(tmp_path)
 
 

@@ -11,6 +11,10 @@ import sys
 from typing import Optional, Sequence
 
 from workbench.cli.parsing import Parser, UsageError
+from workbench.history.errors import HistoryError
+
+# The commands that record runs: where the history cannot take them, they can train without it.
+RECORDING_COMMANDS = ("run", "sweep", "tune", "max-batch")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    args = None
     try:
         args = build_parser().parse_args(argv)
         if args.home:
@@ -55,6 +60,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except UsageError as error:
         print(str(error), file=sys.stderr)
         return 2
+    except HistoryError as error:
+        # Damaged, from a newer workbench, or not writable here: one line with what to do, and nothing started.
+        command = getattr(args, "command", None)
+        hint = ", or --no-history to train without recording" if command in RECORDING_COMMANDS else ""
+        print(f"workbench {command}: {error}{hint}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("workbench: interrupted", file=sys.stderr)
         return 130

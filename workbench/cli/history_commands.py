@@ -27,15 +27,15 @@ def register(subparsers) -> None:
 
 
 def list_runs_command(args: argparse.Namespace) -> int:
-    from workbench.history.store import HistoryError, HistoryStore
+    from workbench.history.store import HistoryStore
 
-    try:
-        with HistoryStore.open() as store:
-            records = store.list_runs()
-            path = store.path
-    except HistoryError as error:
-        print(f"workbench runs: {error}", file=sys.stderr)
-        return 1
+    # Only reads: a read-only or full disk lists the runs all the same. A HistoryError (damaged, newer) is one
+    # line from cli.main, exit 1.
+    with HistoryStore.open_for_reading() as store:
+        records = store.list_runs()
+        path, note = store.path, store.note
+    if note:
+        print(f"workbench runs: {note}", file=sys.stderr)
     if not records:
         print(f"No runs recorded yet in {path}.")
         return 0
@@ -47,10 +47,12 @@ def list_runs_command(args: argparse.Namespace) -> int:
 
 def export_command(args: argparse.Namespace) -> int:
     from workbench.history.export import ExportError, export_runs_csv, export_steps_csv
-    from workbench.history.store import HistoryError, HistoryStore, RunNotFound
+    from workbench.history.store import HistoryStore, RunNotFound
 
     try:
-        with HistoryStore.open() as store:
+        with HistoryStore.open_for_reading() as store:  # only reads, as `workbench runs`
+            if store.note:
+                print(f"workbench export: {store.note}", file=sys.stderr)
             if args.steps:
                 rows = export_steps_csv(store, args.out, args.runs)
                 what = f"{rows} step metric row{'s' if rows != 1 else ''}"
@@ -59,9 +61,6 @@ def export_command(args: argparse.Namespace) -> int:
                 what = f"{rows} run{'s' if rows != 1 else ''}"
     except (ExportError, RunNotFound) as error:
         raise UsageError(f"workbench export: {error}") from error
-    except HistoryError as error:
-        print(f"workbench export: {error}", file=sys.stderr)
-        return 1
     print(f"Wrote {what} to {args.out}")
     return 0
 

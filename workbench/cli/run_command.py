@@ -18,11 +18,14 @@ from workbench.cli.summary_json import summary_json
 from workbench.config import RunConfig
 from workbench.engine.events import RunEnded, RunStarted
 from workbench.engine.interruptible import wait_for_abandoned
+from workbench.experiments.events import RecordingFailed, RunRecorded
+from workbench.experiments.recording import record_events
 from workbench.history.failure_log import log_failure
 
 # Exit codes: 0 finished, 1 the run failed (or was stopped), 2 bad input.
 BAD_INPUT_KINDS = ("config", "data")
 ABANDONED_WORK_WAIT_S = 15.0
+INTERRUPTED_BEFORE_THE_END = "the command was interrupted before the run ended"
 
 
 def register(subparsers: Any) -> None:
@@ -58,19 +61,23 @@ def run_command(args: argparse.Namespace) -> int:
     problems = local.validate() or data_problems(config) or label_problems(config)
     if problems:
         raise UsageError("workbench run: " + "; ".join(problems))
-    from workbench.engine import probe_device, run  # torch is imported only now
+    # The history is opened (and checked) before torch is imported too: a history that is damaged or cannot be
+    # written here is one line and starts nothing (HistoryError: exit 1), and nothing is written into a damaged file.
+    from workbench.history.store import HistoryStore
 
-    problems = local.hardware_problems(probe_device(config.device))
-    if problems:
-        raise UsageError("workbench run: " + "; ".join(problems))
-    print_notes(args, "workbench run")
+    store = None if getattr(args, "no_history", False) else HistoryStore.open()
+    try:
+        from workbench.engine import probe_device, run  # torch is imported only now
 
-    store = recorder = None
-    if not getattr(args, "no_history", False):
-        from workbench.history.store import HistoryStore
-
-        store = HistoryStore.open()
-        recorder = store.start_run(config, name=getattr(args, "name", None), source="cli")
+        problems = local.hardware_problems(probe_device(config.device))
+        if problems:
+            raise UsageError("workbench run: " + "; ".join(problems))
+        print_notes(args, "workbench run")
+        recorder = store.start_run(config, name=getattr(args, "name", None), source="cli") if store else None
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
 
     from workbench.engine.requests import ProfileRequests
 
@@ -81,15 +88,24 @@ def run_command(args: argparse.Namespace) -> int:
     started = False
     previous_handler = signal.signal(signal.SIGINT, stop_then_interrupt(stop, progress))
     previous_usr1 = on_sample_request(requests, progress)
+    # A history that stops taking the run's writes mid-run (a full disk) ends its record as failed, naming
+    # why, and the run goes on without it, as sequences and the window do (record_events).
+    recorded = record_events(run(config, stop.is_set, profile_requests=requests), recorder,
+                             closed_reason=INTERRUPTED_BEFORE_THE_END)
     try:
-        for event in run(config, stop.is_set, profile_requests=requests):
-            if recorder is not None:
-                recorder.record(event)
+        for event in recorded:
+            if isinstance(event, RecordingFailed):
+                progress.message(f"workbench run: the history stopped taking run #{event.run_id} ({event.reason}); "
+                                 "the run goes on without it")
+                continue
+            if isinstance(event, RunRecorded):
+                continue
             progress.show(event)
             started = started or isinstance(event, RunStarted)
             if isinstance(event, RunEnded):
                 ended = event
     finally:
+        recorded.close()  # now, not when collected: an aborted run's record is ended before the store closes
         signal.signal(signal.SIGINT, previous_handler)
         if previous_usr1 is not None:
             signal.signal(signal.SIGUSR1, previous_usr1)
@@ -98,8 +114,6 @@ def run_command(args: argparse.Namespace) -> int:
             # Work a stop abandoned (workers still starting, a download) winds down before the process
             # exits, so it shuts its workers down cleanly rather than being cut off mid-start.
             wait_for_abandoned(ABANDONED_WORK_WAIT_S)
-        if recorder is not None and ended is None:
-            recorder.fail("the command was interrupted before the run ended")
         if store is not None:
             store.close()
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Generator, Iterator, Optional, Protocol, 
 from workbench.config import RunConfig
 from workbench.engine.events import Event, RunEnded
 from workbench.experiments.events import RecordingFailed, RunRecorded
+from workbench.history.errors import HistoryError
 
 if TYPE_CHECKING:
     from workbench.history.store import HistoryStore
@@ -155,4 +156,6 @@ def _fail(recorder: Recorder, reason: str, trace: Optional[str] = None) -> None:
 
 
 def _error_text(error: BaseException) -> str:
+    if isinstance(error, HistoryError):  # already in words, with what to do
+        return str(error)
     return f"{type(error).__name__}: {error}"

@@ -8,30 +8,30 @@ metrics at most. Each write also stores the summary so far, so an interrupted ru
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from workbench.config import RunConfig
 from workbench.engine.events import EpochStats, Event, ProfileSample, RunEnded, RunStarted, RunSummary, StepStats
 from workbench.engine.summary import SummaryBuilder
+from workbench.history.errors import HistoryDamaged, HistoryError, HistoryTooNew
 from workbench.history.failure_log import log_failure
+from workbench.history.run_writes import RunWrites
 from workbench.history.schema import EPOCH_COLUMNS, PROFILE_SAMPLE_COLUMNS, PROFILE_SAMPLE_LISTS, STEP_COLUMNS
 
 # Failures caused by the user's settings or data (the CLI exits 2 for them).
 BAD_INPUT_KINDS = ("config", "data")
 
-if TYPE_CHECKING:
-    from workbench.history.store import HistoryStore
-
 
 class RunRecorder:
-    def __init__(self, store: HistoryStore, run_id: int, flush_interval_s: float = 1.0, name: str = "",
+    def __init__(self, writes: RunWrites, flush_interval_s: float = 1.0, name: str = "",
                  config: Optional[RunConfig] = None, source: Optional[str] = None):
-        self._store = store
-        self.run_id = run_id
+        self._writes = writes
+        self.run_id = writes.run_id
         self.name = name  # as the store named it: views show the run as ``label``
         self.config, self.source = config, source
         self.log_path: Optional[Path] = None  # failures.log, once a failure with a traceback was written there
@@ -44,6 +44,7 @@ class RunRecorder:
         self._started = False
         self.ended = False
         self.discarded = False  # True when the run was refused for bad input before it started
+        self.write_error: Optional[HistoryError] = None  # the first write the history refused, if any
 
     @property
     def label(self) -> str:
@@ -61,7 +62,8 @@ class RunRecorder:
                 self.flush()
         elif isinstance(event, RunStarted):
             self._started = True
-            self._store._write_started(self.run_id, event)
+            with self._noting_refusal():
+                self._writes.started(event)
             self.flush()
         elif isinstance(event, EpochStats):
             self._epochs.append(epoch_row(event))
@@ -74,16 +76,19 @@ class RunRecorder:
             kind = event.kind or event.summary.failure_kind
             if event.status == "failed" and kind in BAD_INPUT_KINDS and not self._started:
                 # Refused before training for the user's input: nothing ran, so it is not history.
-                self._store._discard_unstarted(self.run_id)
+                with self._noting_refusal():
+                    self._writes.discard_unstarted()
                 self.ended = self.discarded = True
+                self._checkpoint()
                 return
             self._write(_keep_known_figures(event.summary, self._summary.build(event.status, reason, kind)),
                         end=(event.status, reason, kind, event.traceback))
+            self._checkpoint()
             if event.traceback:
                 self.log_path = log_failure(
                     reason or "no reason given", event.traceback, kind=kind, run_id=self.run_id,
                     source=self.source, settings=self.config.to_dict() if self.config else None,
-                    home=self._store.path.parent,
+                    home=self._writes.home,
                 )
         else:  # a status change ("Evaluating…") may precede a long quiet spell: save what we have
             self.flush()
@@ -94,16 +99,44 @@ class RunRecorder:
             self._write(self._summary.build("finished"))
 
     def fail(self, reason: str, kind: str = "error", traceback: Optional[str] = None) -> None:
-        """End the run as failed when the caller's loop died without a RunEnded; no-op once ended."""
-        if not self.ended:
+        """End the run as failed when the caller's loop died without a RunEnded, or the history stopped taking its
+        writes; no-op once ended. Where the history refuses the whole write (a full disk), the end alone is
+        written (RunWrites.bare_end); a damaged history is not written to again. Raises HistoryError when even
+        the end could not be written: the row stays "running" until this process has gone, and the next open
+        then marks it interrupted (mark_interrupted_runs)."""
+        if self.ended:
+            return
+        self.ended = True  # whatever comes of the writes below, this recorder takes nothing more
+        if isinstance(self.write_error, (HistoryDamaged, HistoryTooNew)):
+            raise self.write_error
+        try:
             self._write(self._summary.build("failed", reason), end=("failed", reason, kind, traceback))
+        except (HistoryDamaged, HistoryTooNew):
+            raise
+        except HistoryError:
+            self._writes.bare_end("failed", reason, kind)
+        self._checkpoint()
 
     def _write(self, summary, end: Optional[tuple] = None) -> None:
-        self._store._write_progress(self.run_id, self._steps, self._epochs, summary, end, self._samples)
+        with self._noting_refusal():
+            self._writes.progress(self._steps, self._epochs, summary, end, self._samples)
         self._steps, self._epochs, self._samples = [], [], []
         self._last_flush = time.monotonic()
         if end is not None:
             self.ended = True
+
+
+    @contextlib.contextmanager
+    def _noting_refusal(self):
+        try:
+            yield
+        except HistoryError as error:
+            self.write_error = self.write_error or error
+            raise
+
+    def _checkpoint(self) -> None:
+        with contextlib.suppress(HistoryError):  # the run is recorded; an uncut log costs disk space only
+            self._writes.checkpoint()
 
 
 def _keep_known_figures(ended: RunSummary, seen: RunSummary) -> RunSummary:

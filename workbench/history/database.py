@@ -1,0 +1,238 @@
+"""The history's SQLite file: opened for writing or only for reading, checked to be a history this workbench can
+use before anything is written to it, brought up to date, and the transactions every write goes through.
+
+One connection per HistoryDatabase, used from one thread. WAL mode lets a GUI read while a CLI run in another
+process writes; the log is checkpointed often and truncated, so a long run does not grow it without bound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sqlite3
+from pathlib import Path
+from typing import Callable, Iterator, Optional, Sequence
+
+from workbench.history.errors import (
+    SQLITE_CANTOPEN,
+    SQLITE_IOERR,
+    SQLITE_READONLY,
+    HistoryTooNew,
+    damaged,
+    history_error,
+    sqlite_code,
+    translated,
+)
+
+DATABASE_NAME = "history.sqlite3"
+# A checkpoint every 128 pages (512 KiB at SQLite's 4 KiB pages; SQLite's default is 1000) and the log cut back
+# to 1 MiB after one: a run's log stays small on a small disk. Checkpoints run in the writing process.
+WAL_AUTOCHECKPOINT_PAGES = 128
+JOURNAL_SIZE_LIMIT_BYTES = 1 << 20
+# The tables a run's start writes: checked page by page on open (they are small; step metrics are not read).
+CHECKED_TABLES = ("runs", "sweeps", "run_revision")
+
+Migration = Callable[[sqlite3.Connection], None]
+
+
+class HistoryDatabase:
+    """One connection to the history file and the transactions on it."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, note: Optional[str] = None):
+        self.conn = conn
+        self.path = path
+        self.note = note  # what a read-only open could not see, in words (None: it sees everything)
+        self.local_writes = 0  # PRAGMA data_version only counts other connections' commits
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        # IMMEDIATE takes the write lock up front: a deferred transaction that later upgrades to a
+        # writer gets SQLITE_BUSY at once under WAL instead of waiting out the busy timeout. Every SQLite
+        # error inside (not only BEGIN and COMMIT) comes out as the HistoryError that says what to do.
+        with translated(self.path, "write"):
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+        self.local_writes += 1
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """Reads that see one state of the file, whatever other processes commit meanwhile (WAL)."""
+        with translated(self.path, "read"):
+            self.conn.execute("BEGIN")
+            try:
+                yield self.conn
+            finally:
+                self._rollback()  # nothing was written: ending the read transaction is all
+
+    def _rollback(self) -> None:
+        if self.conn.in_transaction:  # some errors (a full disk) have rolled back already
+            with contextlib.suppress(sqlite3.Error):  # the error that brought us here is the one to report
+                self.conn.execute("ROLLBACK")
+
+    def checkpoint(self) -> None:
+        """Copy the log into the database and cut it to nothing (frees a full disk's room for a last write)."""
+        with translated(self.path, "write"):
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def open_for_writing(path: Path, migrations: Sequence[Migration], newest: int) -> HistoryDatabase:
+    """The history at ``path`` (made when absent), checked and brought up to schema ``newest``."""
+    with translated(path, "open"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE), see HistoryDatabase.transaction.
+        conn = sqlite3.connect(path, timeout=10.0, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    database = HistoryDatabase(conn, path)
+    try:
+        version = usable_version(conn, path, migrations, newest)  # before anything writes to the file
+        with translated(path, "open"):
+            conn.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL keeps every commit through a process crash; only power loss can cost the last ones.
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+            conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT_BYTES}")
+        if version < newest:
+            migrate(database, migrations, newest)
+    except BaseException:
+        conn.close()
+        raise
+    return database
+
+
+def open_for_reading(path: Path, migrations: Sequence[Migration], newest: int) -> HistoryDatabase:
+    """The history at ``path`` for reading only: nothing is written to the file, so it reads on a read-only or
+    full disk. An older schema is read from an upgraded copy in memory; a history not made yet reads as empty."""
+    if not path.exists():
+        return _in_memory(path, migrations, newest)
+    conn, note = _connect_read_only(path)
+    try:
+        version = usable_version(conn, path, migrations, newest)
+        if version < newest:
+            with translated(path, "read"):
+                copy = sqlite3.connect(":memory:", isolation_level=None)
+                conn.backup(copy)
+            conn.close()
+            conn = copy
+            migrate(HistoryDatabase(copy, path), migrations, newest)
+    except BaseException:
+        conn.close()
+        raise
+    conn.row_factory = sqlite3.Row
+    return HistoryDatabase(conn, path, note)
+
+
+def _connect_read_only(path: Path) -> tuple[sqlite3.Connection, Optional[str]]:
+    """mode=ro; where WAL's shared-memory file cannot be made beside the database (a read-only mount, a full
+    disk), immutable=1, which reads the database file alone: commits still in its -wal file are not seen."""
+    uri = path.absolute().as_uri()
+    with translated(path, "read"):
+        conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=10.0, isolation_level=None)
+    try:
+        conn.execute("PRAGMA user_version").fetchone()  # the first read opens the WAL, if the file has one
+        return conn, None
+    except sqlite3.Error as error:
+        conn.close()
+        if sqlite_code(error) not in (SQLITE_CANTOPEN, SQLITE_IOERR, SQLITE_READONLY):
+            raise history_error(error, path, "read") from error
+    with translated(path, "read"):
+        conn = sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
+    log = path.with_name(path.name + "-wal")
+    unseen = log.exists() and log.stat().st_size > 0
+    note = (f"the newest writes, in {log}, cannot be read without writing beside it; the runs shown may miss them"
+            if unseen else None)
+    return conn, note
+
+
+def _in_memory(path: Path, migrations: Sequence[Migration], newest: int) -> HistoryDatabase:
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    database = HistoryDatabase(conn, path)
+    migrate(database, migrations, newest)
+    return database
+
+
+def usable_version(conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration], newest: int) -> int:
+    """The file's schema version, once it is known to be a history this workbench can use and is undamaged
+    where a run's start would write; otherwise HistoryTooNew or HistoryDamaged, having written nothing."""
+    with translated(path, "open"):
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if version > newest:
+            raise HistoryTooNew(
+                f"history database {path} was written by a newer workbench "
+                f"(schema {version}; this version reads up to {newest}); update the workbench to open it, "
+                "or use --home to keep this version's history elsewhere"
+            )
+        present = _schema(conn)
+        expected = expected_schema(tuple(migrations[:version]))
+        if version == 0 and present:
+            raise damaged(path, f"it holds tables ({', '.join(sorted(name for _, name in present))}) "
+                                "but no workbench schema version")
+        problems = _missing(expected, present)
+        if problems:
+            raise damaged(path, "; ".join(problems))
+        for table in CHECKED_TABLES:
+            if ("table", table) in expected:
+                found = [row[0] for row in conn.execute(f"PRAGMA quick_check({table})")]
+                if found != ["ok"]:
+                    raise damaged(path, f"table {table}: {found[0]}")
+    return version
+
+
+def migrate(database: HistoryDatabase, migrations: Sequence[Migration], newest: int) -> None:
+    with database.transaction() as conn:
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])  # another process may have migrated
+        if version > newest:
+            raise HistoryTooNew(f"history database {database.path} was upgraded by a newer workbench meanwhile "
+                                f"(schema {version}; this version reads up to {newest})")
+        for migration in migrations[version:]:
+            migration(conn)
+        conn.execute(f"PRAGMA user_version = {newest}")
+
+
+Schema = dict[tuple[str, str], frozenset[str]]  # (type, name) → its columns (tables) or nothing (indexes, triggers)
+
+
+@functools.lru_cache(maxsize=8)
+def expected_schema(migrations: tuple[Migration, ...]) -> Schema:
+    """What a history of ``len(migrations)`` versions holds: the migrations, run on an empty database in memory."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        for migration in migrations:
+            migration(conn)
+        conn.execute("COMMIT")
+        return _schema(conn)
+    finally:
+        conn.close()
+
+
+def _schema(conn: sqlite3.Connection) -> Schema:
+    objects = conn.execute(
+        "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'index', 'trigger') "
+        "AND name NOT LIKE 'sqlite_%'"
+    ).fetchall()
+    return {
+        (kind, name): frozenset(row[1] for row in conn.execute(f'PRAGMA table_info("{name}")'))
+        if kind == "table" else frozenset()
+        for kind, name in objects
+    }
+
+
+def _missing(expected: Schema, present: Schema) -> list[str]:
+    problems = []
+    for (kind, name), columns in sorted(expected.items()):
+        if (kind, name) not in present:
+            problems.append(f"no {kind} {name}")
+        elif columns - present[(kind, name)]:
+            missing = ", ".join(sorted(columns - present[(kind, name)]))
+            problems.append(f"table {name} has no column {missing}")
+    return problems
