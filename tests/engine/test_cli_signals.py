@@ -11,7 +11,6 @@ import json
 import os
 import pty
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -197,5 +196,6 @@ def test_after_sigkill_everything_the_run_started_exits_by_itself(tmp_path):
             reader.join(10)
         process.stdout.close()
         process.stderr.close()
-    assert any("forkserver" in line for line in started.values()) and any("resource_tracker" in line for line in started.values())
+    assert {"forkserver", "resource_tracker"} <= {what for line in started.values()
+                                                 for what in ("forkserver", "resource_tracker") if what in line}
     assert not left, f"still running {GONE_S:.0f} s after SIGKILL of the run: {left}"

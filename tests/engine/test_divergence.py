@@ -13,8 +13,8 @@ from torch import nn
 
 from workbench.config import RunConfig
 from workbench.engine import session as session_module
-from workbench.engine.events import StepStats
 from workbench.engine.divergence import MIN_LOSS_SCALE, NONFINITE_WINDOWS_TO_DIVERGE
+from workbench.engine.events import StepStats
 from workbench.engine.train_step import TrainStep
 
 

@@ -103,7 +103,8 @@ class RunFacts:
 
 
 def find(facts: RunFacts) -> tuple[Finding, ...]:
-    """The ranked findings (empty when nothing was measured); a diverged run's first: its speed is moot until it learns."""
+    """The ranked findings (empty when nothing was measured); a diverged run's first: its speed is moot until it
+    learns."""
     diverged = _diverged(facts)
     if facts.summary.images_per_sec is None and facts.summary.data_wait_fraction is None:
         return tuple(diverged)

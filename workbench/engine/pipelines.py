@@ -22,7 +22,6 @@ from workbench.engine.data import (
     Shard,
 )
 from workbench.engine.datasets import TrainingData
-from workbench.engine.worker_lifetime import worker_init_for_this_run
 from workbench.engine.folder_data import (
     FolderImages,
     ImageFolder,
@@ -31,6 +30,7 @@ from workbench.engine.folder_data import (
     decode,
     resident_share_problem,
 )
+from workbench.engine.worker_lifetime import worker_init_for_this_run
 
 Batches = Union[LoaderBatches, ResidentBatches]
 # pipeline=gpu-resident holds a decoded folder in at most this share of the device's free memory (on a CPU, of the

@@ -47,7 +47,8 @@ def worker_init(run_pid: int, _worker_id: int) -> None:
     """In each worker, first thing: ignore the stop signals, and exit when the run's process ends."""
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
-    threading.Thread(target=_exit_with, args=(run_pid,), name="workbench-run-watch", daemon=True).start()
+    if os.name == "posix":  # (Windows has spawn only, whose workers torch's watchdog ties to the run already)
+        threading.Thread(target=_exit_with, args=(run_pid,), name="workbench-run-watch", daemon=True).start()
 
 
 def _exit_with(run_pid: int) -> None:

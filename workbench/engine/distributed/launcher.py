@@ -195,8 +195,8 @@ class _Follower:
         elif self.stop_deadline is not None and time.monotonic() > self.stop_deadline:
             missing = sorted(set(range(self.world_size)) - set(self.ended))
             self.stopped_early = (
-                f"stopped by {stopped_by(self.stop)}; rank{'s' if len(missing) > 1 else ''} {_listed(missing)} did not end "
-                f"within {STOP_GRACE_SECONDS:.0f} s and {'were' if len(missing) > 1 else 'was'} ended"
+                f"stopped by {stopped_by(self.stop)}; rank{'s' if len(missing) > 1 else ''} {_listed(missing)} "
+                f"did not end within {STOP_GRACE_SECONDS:.0f} s and {'were' if len(missing) > 1 else 'was'} ended"
             )
 
     def _root_cause(self, rank: int, event: RunEnded) -> tuple[int, str, str]:
