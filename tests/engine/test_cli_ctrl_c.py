@@ -25,7 +25,7 @@ AT_ONCE = 3  # CLI processes run side by side (each in its own process group)
 DELAYS_S = (0.0, 0.15, 0.4, 0.8, 1.5, 2.5)  # after the run-started line: worker start-up, then training
 
 
-def cli(home: Path, *args: str, preamble: str = "") -> subprocess.Popen:
+def cli(home: Path, *args: str, preamble: str = "", stderr=subprocess.PIPE) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
            "WORKBENCH_HOME": str(home)}
     code = preamble + "import sys\nfrom workbench.cli import main\nsys.exit(main(sys.argv[1:]))\n"
@@ -33,7 +33,7 @@ def cli(home: Path, *args: str, preamble: str = "") -> subprocess.Popen:
         [sys.executable, "-c", code, "run", "--dataset", "synthetic", "--synthetic-size", "2048", "--batch-size", "32",
          "--max-steps", "100000", "--device", "cpu", "--num-workers", "2", "--persistent-workers", "--log-every", "5",
          "--json", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, start_new_session=True,
     )
 
 

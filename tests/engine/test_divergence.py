@@ -13,8 +13,8 @@ from torch import nn
 
 from workbench.config import RunConfig
 from workbench.engine import session as session_module
+from workbench.engine.divergence import MIN_LOSS_SCALE, NONFINITE_WINDOWS_TO_DIVERGE
 from workbench.engine.events import StepStats
-from workbench.engine.session import MIN_LOSS_SCALE, NONFINITE_WINDOWS_TO_DIVERGE
 from workbench.engine.train_step import TrainStep
 
 
@@ -152,3 +152,63 @@ def test_max_grad_norm_is_a_setting_with_a_range():
     assert RunConfig(max_grad_norm=1.0).validate() == []
     assert RunConfig(max_grad_norm=0.0).validate() == ["max_grad_norm must be between 1e-06 and 1e+06 (got 0)"]
     assert RunConfig.from_dict({"max_grad_norm": 2}).max_grad_norm == 2.0
+
+
+def mlp(name, classes, *rest):
+    """No normalization anywhere: at a high lr its weights blow up without overflowing (the issue's 2 → 2e17)."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 256), nn.ReLU(), nn.Linear(256, classes))
+
+
+def test_a_loss_that_rises_far_above_its_start_and_stays_there_is_divergence(monkeypatch):
+    # Before: this run went 2.1 → 20,000 → 125 and "finished", its one finding about speed.
+    monkeypatch.setattr(session_module, "build_model", mlp)
+    events = run_to_end(tiny_config(synthetic_size=1024, max_steps=120, log_every=4, lr=0.3))
+    ended = events[-1]
+    losses = [event.loss for event in events if isinstance(event, StepStats)]
+    assert ended.status == "failed" and ended.kind == "diverged", ended.reason
+    assert ended.reason.startswith("training diverged: the loss rose to ") and ended.reason.endswith(
+        "at 3 log points in a row (up to step 24), over 10× where it started (2.3); try a lower lr (now 0.3) or "
+        "max_grad_norm=1.0"), ended.reason
+    assert losses[0] < 2.3 and all(loss > 23 for loss in losses[-2:])  # the third high point ended the run
+    first = ended.summary.findings[0]
+    assert (first.kind, first.field, first.value) == ("diverged", "lr", 0.03)
+    assert first.figure == ended.summary.final_loss == losses[-1]  # the run keeps its figures
+
+
+@pytest.mark.parametrize("case", ["learning", "noisy start"])
+def test_a_learning_run_and_a_noisy_start_are_not_divergence(monkeypatch, case):
+    if case == "learning":
+        monkeypatch.setattr(session_module, "build_model", mlp)
+        config = tiny_config(synthetic_size=1024, max_steps=40, log_every=4, lr=0.05)
+    else:  # small-cnn at lr 5: 16.5 in its first window, 88 and 138 at two log points, then down to chance
+        config = tiny_config(synthetic_size=1024, max_steps=40, log_every=4, lr=5.0)
+    events = run_to_end(config)
+    losses = [event.loss for event in events if isinstance(event, StepStats)]
+    assert events[-1].status == "finished", events[-1].reason
+    assert all(finding.kind != "diverged" for finding in events[-1].summary.findings)
+    if case == "noisy start":
+        high = [loss > 10 * math.log(10) for loss in losses]  # a rule held to chance alone would fire
+        assert any(all(high[i:i + 3]) for i in range(len(high) - 2)), losses
+
+
+@pytest.mark.parametrize("losses, diverged", [
+    ([2.3, 30, 30, 30], True),
+    ([2.3, 30, 30, 2.0, 30, 30], False),  # not in a row
+    ([50, 60, 70, 80], False),  # a high start is where it started
+    ([0.01, 0.5, 0.5, 0.5], False),  # a low start is held to chance (ln 10), not to a hair trigger
+    ([0.01, 30, 30, 30], True),
+    ([2.3, float("inf"), 30, 30], True),  # an overflowing window counts as high
+])
+def test_the_rise_rule_on_its_own(losses, diverged):
+    from workbench.engine.divergence import DivergenceWatch
+    from workbench.engine.failures import Diverged
+
+    watch = DivergenceWatch(RunConfig(), num_classes=10)
+    try:
+        for step, loss in enumerate(losses, start=1):
+            watch.check(loss, None, step, 0, step)
+    except Diverged:
+        assert diverged
+    else:
+        assert not diverged

@@ -196,3 +196,19 @@ def test_thresholds_are_exact_boundaries(threshold):
             "COMPUTE_BOUND_BUSY": "compute-bound"}[threshold]
     assert kind in kinds(find(facts(**timeline(**{figure: value}))))
     assert kind not in kinds(find(facts(**timeline(**{figure: value - 0.01}))))
+
+
+def test_a_diverged_run_is_named_first_with_a_tenth_of_its_lr():
+    case = facts(data_wait_fraction=0.4, config=RunConfig(augment="cpu", lr=0.3))  # input-bound too
+    case = dataclasses.replace(case, summary=dataclasses.replace(
+        case.summary, status="failed", failure_kind="diverged", final_loss=279.0,
+        reason="training diverged: the loss rose to 81.6, 279, 717 at 3 log points in a row (up to step 24)"))
+    found = find(case)
+    assert kinds(found)[0] == "diverged" and "input-bound" in kinds(found)
+    first = found[0]
+    assert (first.field, first.value, first.figure, first.figure_name) == ("lr", 0.03, 279.0, "final_loss")
+    assert first.text.startswith(first.headline) and not RunConfig(lr=0.3).replace(lr=first.value).validate()
+    unmeasured = dataclasses.replace(case, summary=dataclasses.replace(case.summary, images_per_sec=None,
+                                                                       data_wait_fraction=None))
+    assert kinds(find(unmeasured)) == ["diverged"]  # even with no speed figure
+    assert "diverged" not in kinds(find(facts(data_wait_fraction=0.4)))

@@ -172,3 +172,28 @@ def test_the_sampler_takes_no_pace_from_the_first_window_or_one_a_sample_touched
     sampler._window_touched = True  # a sample ran during the next window
     sampler.note_window(0.9, 10, 0.0)
     assert sampler._unprofiled == (pytest.approx(0.02), pytest.approx(0.01))
+
+
+def test_two_runs_in_one_second_keep_their_own_traces_and_deleting_one_leaves_the_other(
+        isolated_workbench_home, monkeypatch):
+    from workbench.engine import profiling
+    from workbench.history.store import HistoryStore
+
+    monkeypatch.setattr(profiling.time, "strftime", lambda *args: "20261124-120000")  # one second for both
+    traces = []
+    with HistoryStore.open() as store:
+        for _ in range(2):  # one process: the same pid
+            config = tiny_config(max_steps=None, synthetic_size=320, profile=True)
+            recorder = store.start_run(config, source="cli")
+            for event in run(config):
+                recorder.record(event)
+                if isinstance(event, ProfileSample):
+                    traces.append((recorder.run_id, Path(event.trace_path)))
+        (first_id, first), (second_id, second) = traces
+        assert first.parent != second.parent  # before: both step-0000007.trace.json.gz in one folder
+        assert first.exists() and second.exists()
+        store.delete(first_id)
+    assert not first.exists() and not first.parent.exists()
+    assert second.exists()  # before: deleted with the first run
+    with gzip.open(second) as file:
+        assert json.load(file)

@@ -210,6 +210,18 @@ def test_a_stop_mid_window_reports_the_steps_done_once(monkeypatch):
     assert ended.summary.samples_seen == 5 * config.batch_size
 
 
+def test_a_stop_a_signal_asked_for_names_the_signal_in_the_reason():
+    from workbench.engine.requests import StopRequest
+
+    stop = StopRequest()
+    events = []
+    for event in run(tiny_config(synthetic_size=512, epochs=2, max_steps=None, log_every=1), stop):
+        events.append(event)
+        if isinstance(event, StepStats) and event.step == 2:
+            stop.set("SIGTERM")  # as the CLI's SIGTERM handler does
+    assert (events[-1].status, events[-1].reason) == ("stopped", "stopped by SIGTERM at step 2")
+
+
 def test_max_steps_is_the_runs_length_even_past_the_epochs():
     """`--max-steps 12` runs 12 steps although one epoch is only 8 (README examples do what they say)."""
     events = run_to_end(tiny_config(synthetic_size=256, batch_size=32, epochs=1, max_steps=12, log_every=4))

@@ -117,3 +117,22 @@ def test_closing_the_sequence_mid_member_fails_that_run_in_the_history(isolated_
         sequence.close()
         runs = recording.store.list_runs()
     assert [(run.status, run.reason) for run in runs] == [("failed", "the sequence was closed before this run ended")]
+
+
+def test_sigterm_stops_a_sweep_the_cli_drives_and_its_reason_names_it(isolated_workbench_home):
+    import os
+    import signal
+
+    from workbench.cli.sequence_output import drive
+
+    runs = TimedRuns(lambda config: 1000.0)
+
+    def first_member_gets_sigterm(config, stop):
+        if not runs.configs:
+            os.kill(os.getpid(), signal.SIGTERM)  # as a service manager stops the service
+        return runs(config, stop)
+
+    plan = SweepPlan(tiny(device="auto"), (SweepAxis("batch_size", (16, 32, 64)),))
+    ended = drive(lambda stop: run_sweep(plan, stop, run_function=first_member_gets_sigterm, probe=probe_of(CPU)))
+    assert (ended.status, ended.reason) == ("stopped", "stopped by SIGTERM after 1 of 3 members")
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # given back

@@ -1,25 +1,54 @@
-"""What a signal does to a headless run: Ctrl-C stops at the next step (twice: aborts), SIGUSR1 asks for a
-profiler sample."""
+"""What a signal does to a headless run: Ctrl-C, SIGTERM and SIGHUP stop it at the next step (the run is
+kept as stopped, its reason naming the signal; a second Ctrl-C aborts), SIGUSR1 asks for a profiler sample."""
 
 from __future__ import annotations
 
 import signal
-import threading
-from typing import Any
+from typing import Any, Callable, Optional
 
 from workbench.cli.progress_line import ProgressLine
+from workbench.engine.requests import THE_USER, StopRequest
+
+# What a service manager (SIGTERM) or a closed terminal (SIGHUP) sends: a request to end, which a run answers as
+# it answers Ctrl-C. Left to their default they would kill the process mid-step, with the run unrecorded.
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
-def stop_then_interrupt(stop: threading.Event, progress: ProgressLine):
-    """First Ctrl-C: stop at the next step (the run is kept as stopped). Second: abort."""
+def stop_then_interrupt(stop: StopRequest, progress: Optional[ProgressLine], abort_on_second: bool = True):
+    """First signal: stop at the next step, named in the run's reason. A second Ctrl-C aborts (KeyboardInterrupt);
+    a second SIGTERM or SIGHUP changes nothing (a closed terminal sends SIGHUP twice: once from the kernel, once
+    from the shell). ``progress`` None: say nothing (a quiet torchrun rank)."""
 
     def handle(signum: int, frame: Any) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-        progress.message("stopping at the next step (Ctrl-C again to abort)…")
+        ctrl_c = signum == signal.SIGINT
+        if stop():
+            if ctrl_c and abort_on_second:
+                raise KeyboardInterrupt
+            return
+        by = THE_USER if ctrl_c else signal.Signals(signum).name
+        stop.set(by)
+        if progress is None:
+            return
+        progress.message("stopping at the next step (Ctrl-C again to abort)…" if ctrl_c
+                         else f"{by}: stopping at the next step…")
 
     return handle
+
+
+def take_stop_signals(stop: StopRequest, progress: Optional[ProgressLine],
+                      abort_on_second: bool = True) -> Callable[[], None]:
+    """From now on SIGINT, SIGTERM and SIGHUP set ``stop`` (see ``stop_then_interrupt``); returns the call that
+    gives the previous handlers back."""
+    handle = stop_then_interrupt(stop, progress, abort_on_second)
+    # A signal the process was started with ignored stays ignored: `nohup workbench run …` outlives its terminal.
+    taken = [signal.SIGINT, *(signum for signum in STOP_SIGNALS if signal.getsignal(signum) != signal.SIG_IGN)]
+    previous = {signum: signal.signal(signum, handle) for signum in taken}
+
+    def give_back() -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+    return give_back
 
 
 def on_sample_request(requests: Any, progress: ProgressLine) -> Any:

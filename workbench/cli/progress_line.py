@@ -18,6 +18,7 @@ class ProgressLine:
         self.stream = stream
         self.tty = stream.isatty()
         self._dirty = False
+        self.lost = False  # the stream refused a write: a terminal that hung up (SIGHUP) fails them with EIO
 
     def show(self, event: Any) -> None:
         if isinstance(event, StatusChanged):
@@ -55,17 +56,26 @@ class ProgressLine:
 
     def _line(self, text: str) -> None:
         if self.tty:
-            self.stream.write("\r\033[K" + text)
-            self.stream.flush()
+            self._write("\r\033[K" + text)
             self._dirty = True
 
     def _print(self, text: str) -> None:
         if self._dirty:
-            self.stream.write("\r\033[K")
+            self._write("\r\033[K")
             self._dirty = False
-        print(text, file=self.stream, flush=True)
+        self._write(text + "\n")
 
     def close(self) -> None:
         if self._dirty:
-            self.stream.write("\n")
+            self._write("\n")
             self._dirty = False
+
+    def _write(self, text: str) -> None:
+        """Progress is not worth a run: once the stream refuses a write, the run goes on without it."""
+        if self.lost:
+            return
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except OSError:
+            self.lost = True

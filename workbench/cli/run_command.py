@@ -6,10 +6,9 @@ import argparse
 import json
 import signal
 import sys
-import threading
 from typing import Any
 
-from workbench.cli.interrupts import on_sample_request, stop_then_interrupt
+from workbench.cli.interrupts import on_sample_request, take_stop_signals
 from workbench.cli.parsing import UsageError
 from workbench.cli.progress_line import ProgressLine
 from workbench.cli.run_summary_text import print_summary
@@ -79,18 +78,18 @@ def run_command(args: argparse.Namespace) -> int:
             store.close()
         raise
 
-    from workbench.engine.requests import ProfileRequests
+    from workbench.engine.requests import ProfileRequests, StopRequest
 
     progress = ProgressLine(sys.stderr)
-    stop = threading.Event()
+    stop = StopRequest()  # Ctrl-C, SIGTERM, SIGHUP: the run's reason names which
     requests = ProfileRequests()
     ended = None
     started = False
-    previous_handler = signal.signal(signal.SIGINT, stop_then_interrupt(stop, progress))
+    give_back_signals = take_stop_signals(stop, progress)
     previous_usr1 = on_sample_request(requests, progress)
     # A history that stops taking the run's writes mid-run (a full disk) ends its record as failed, naming
     # why, and the run goes on without it, as sequences and the window do (record_events).
-    recorded = record_events(run(config, stop.is_set, profile_requests=requests), recorder,
+    recorded = record_events(run(config, stop, profile_requests=requests), recorder,
                              closed_reason=INTERRUPTED_BEFORE_THE_END)
     try:
         for event in recorded:
@@ -106,7 +105,7 @@ def run_command(args: argparse.Namespace) -> int:
                 ended = event
     finally:
         recorded.close()  # now, not when collected: an aborted run's record is ended before the store closes
-        signal.signal(signal.SIGINT, previous_handler)
+        give_back_signals()
         if previous_usr1 is not None:
             signal.signal(signal.SIGUSR1, previous_usr1)
         progress.close()
@@ -157,16 +156,18 @@ def launched_config(args: argparse.Namespace, config: RunConfig, world: Any) -> 
 def run_quietly(config: RunConfig, rank: int) -> int:
     """A torchrun rank other than 0: train, print nothing but a failure, record nothing."""
     from workbench.engine import run
+    from workbench.engine.requests import StopRequest
 
-    stop = threading.Event()
-    previous_handler = signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
+    stop = StopRequest()
     ended = None
+    # Every rank stops where the ranks agree (a second signal does not abort one rank alone).
+    give_back_signals = take_stop_signals(stop, None, abort_on_second=False)
     try:
-        for event in run(config, stop.is_set):
+        for event in run(config, stop):
             if isinstance(event, RunEnded):
                 ended = event
     finally:
-        signal.signal(signal.SIGINT, previous_handler)
+        give_back_signals()
     if ended is not None and ended.status == "failed":
         print(f"workbench run: rank {rank}: {ended.reason}", file=sys.stderr)
         return 2 if ended.kind in BAD_INPUT_KINDS else 1

@@ -4,14 +4,13 @@ one progress line per member on stderr, the recorder factory, tables and JSON fi
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 from typing import Any, Callable, Iterator, Optional
 
-from workbench.cli.interrupts import stop_then_interrupt
+from workbench.cli.interrupts import take_stop_signals
 from workbench.cli.progress_line import ProgressLine
 from workbench.engine.events import RunStarted
+from workbench.engine.requests import StopRequest
 from workbench.experiments.events import (
     BatchTrial,
     MemberEnded,
@@ -38,18 +37,18 @@ def recording_for(args: argparse.Namespace) -> HistoryRecording | NoRecording:
 
 
 def drive(sequence: Callable[[Callable[[], bool]], Iterator[Any]]) -> SequenceEnded:
-    """Iterate a sequence to its end; the first Ctrl-C stops it at the next step, a second aborts."""
-    stop = threading.Event()
+    """Iterate a sequence to its end; the first Ctrl-C (SIGTERM, SIGHUP) stops it at the next step, a second aborts."""
+    stop = StopRequest()
     progress = SequenceProgress(sys.stderr)
-    previous_handler = signal.signal(signal.SIGINT, stop_then_interrupt(stop, progress.progress))
     ended: Optional[SequenceEnded] = None
+    give_back_signals = take_stop_signals(stop, progress.progress)
     try:
-        for event in sequence(stop.is_set):
+        for event in sequence(stop):
             progress.show(event)
             if isinstance(event, SequenceEnded):
                 ended = event
     finally:
-        signal.signal(signal.SIGINT, previous_handler)
+        give_back_signals()
         progress.close()
     assert ended is not None  # every sequence ends with SequenceEnded
     return ended

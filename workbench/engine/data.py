@@ -23,6 +23,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, DistributedSampl
 
 from workbench.config import RunConfig
 from workbench.engine.augment import per_sample_transform, random_crop_flip
+from workbench.engine.worker_lifetime import block_stop_signals, worker_init_for_this_run
 from workbench.npz.header import CLASS_NAMES_KEY, NPZ_KEYS, npz_problems
 from workbench.npz.labels import check_labels
 from workbench.paths import default_datasets_dir
@@ -196,14 +197,6 @@ class UInt8ImageDataset(Dataset):
         return image, self.labels[index]
 
 
-def ignore_sigint_in_worker(_worker_id: int) -> None:
-    """DataLoader workers ignore Ctrl-C: a terminal sends SIGINT to the whole process group, and the
-    run's own process decides what a Ctrl-C means (stop at the next step, then abort). A worker that
-    died of it, or ran the CLI's handler inherited through fork, would fail or garble the stop.
-    Workers start with SIGINT blocked (interruptible.py), so none can arrive before this runs."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 # A forkserver worker is forked from a small server process that has imported these once, so each
 # worker starts in milliseconds instead of importing torch itself (the server has no Qt, no CUDA and
 # no threads of ours: forking it is safe).
@@ -248,7 +241,7 @@ class LoaderBatches:
                 persistent_workers=config.persistent_workers,
                 prefetch_factor=config.prefetch_factor,
                 multiprocessing_context=config.worker_start_method,
-                worker_init_fn=ignore_sigint_in_worker,
+                worker_init_fn=worker_init_for_this_run(),  # ignores Ctrl-C, SIGTERM, SIGHUP; ends with the run
             )
         self.loader = DataLoader(dataset, **options)
         self.steps_per_epoch = len(self.loader)
@@ -257,18 +250,19 @@ class LoaderBatches:
         self._iterator = None
 
     def prepare_worker_start(self) -> None:
-        """Call in the (helper) thread that will start the workers, with SIGINT blocked there.
+        """Call in the (helper) thread that will start the workers, with the stop signals blocked there.
 
-        Workers inherit the starting thread's signal mask (across fork and exec), which keeps SIGINT
-        away until they ignore it. But multiprocessing's resource tracker, started on first use by
-        spawn and forkserver, unblocks SIGINT in the thread that started it: start it now and block again.
+        Workers inherit the starting thread's signal mask (across fork and exec), which keeps the stop
+        signals away until they ignore them (worker_lifetime.py). But multiprocessing's resource tracker,
+        started on first use by spawn and forkserver, unblocks SIGINT and SIGTERM in the thread that started
+        it: start it now and block again.
         """
         if not hasattr(signal, "pthread_sigmask") or os.name != "posix" or self._start_method == "fork":
             return
         from multiprocessing import resource_tracker
 
         resource_tracker.ensure_running()
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        block_stop_signals()
 
     def epoch(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """One epoch's batches; the workers start (``iter(loader)``) at the first ``next()``."""

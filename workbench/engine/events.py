@@ -225,7 +225,7 @@ class Finding:
     the remedy.
     """
 
-    kind: str  # input-bound, launch-bound, compute-bound, model-bound, memory-headroom, unmeasured, balanced
+    kind: str  # diverged, input-bound, launch-bound, compute-bound, model-bound, memory-headroom, unmeasured, balanced
     headline: str
     text: str
     figure: Optional[float]

@@ -42,6 +42,8 @@ MEMORY_HEADROOM_FACTOR = 2
 USABLE_MEMORY_FRACTION = 0.85
 # A launch-bound step has four remedies worth trying in order (batch, CUDA graphs, fused optimizer, compile).
 REMEDIES_PER_PROBLEM = 4
+# A diverged run's next lr: a tenth, the step a learning-rate range search takes (divergence.py says when).
+DIVERGED_LR_FACTOR = 0.1
 
 
 @dataclass(frozen=True)
@@ -101,9 +103,11 @@ class RunFacts:
 
 
 def find(facts: RunFacts) -> tuple[Finding, ...]:
-    """The ranked findings (empty when nothing was measured)."""
+    """The ranked findings (empty when nothing was measured); a diverged run's first: its speed is moot until it
+    learns."""
+    diverged = _diverged(facts)
     if facts.summary.images_per_sec is None and facts.summary.data_wait_fraction is None:
-        return ()
+        return tuple(diverged)
     problems: list[tuple[float, list[Finding]]] = []  # (how much of the time it costs, its findings)
     for rule in (_input_bound, _launch_bound):
         result = rule(facts)
@@ -117,7 +121,18 @@ def find(facts: RunFacts) -> tuple[Finding, ...]:
     elif not problems and not compute:
         findings += _unmeasured_or_balanced(facts)
     findings += _memory_headroom(facts)
-    return tuple(findings)
+    return tuple(diverged + findings)
+
+
+def _diverged(facts: RunFacts) -> list[Finding]:
+    """The run ended diverged (engine/divergence.py): lower the lr."""
+    if facts.summary.failure_kind != "diverged":
+        return []
+    lr = facts.config.lr
+    lower = float(f"{lr * DIVERGED_LR_FACTOR:.3g}")
+    head = "Diverged: the loss blew up instead of falling, so no speed figure of this run is worth acting on yet."
+    return [Finding(kind="diverged", headline=head, text=f"{head} Try lr={lower:g}, a tenth of {lr:g}.",
+                    figure=facts.summary.final_loss, figure_name="final_loss", threshold=None, field="lr", value=lower)]
 
 
 # -- the rules --------------------------------------------------------------------------------------

@@ -8,17 +8,18 @@ call on a daemon thread and polls ``stop()`` every ``POLL_SECONDS``; on a stop i
 then ``on_abandoned`` gets its result (or None after an error) to release what it made — so
 workers it started are shut down and memory it holds is freed when it finishes.
 
-Helper threads block SIGINT, so processes they start (DataLoader workers, the forkserver) begin
-life with SIGINT blocked: a Ctrl-C sent to the terminal's process group cannot kill a worker before
-its init function ignores the signal (see data.py).
+Helper threads block the stop signals (SIGINT, SIGTERM, SIGHUP), so processes they start (DataLoader
+workers, the forkserver) begin life with them blocked: a Ctrl-C or hang-up sent to the terminal's process
+group cannot kill a worker before its init function ignores the signal (see worker_lifetime.py).
 """
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from typing import Callable, Optional, TypeVar
+
+from workbench.engine.worker_lifetime import block_stop_signals
 
 T = TypeVar("T")
 
@@ -105,8 +106,7 @@ class _Call:
         self.done = threading.Event()
 
     def work(self) -> None:
-        if hasattr(signal, "pthread_sigmask"):
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        block_stop_signals()
         result, error = None, None
         try:
             result = self._function()  # type: ignore[misc]

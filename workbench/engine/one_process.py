@@ -28,7 +28,7 @@ from workbench.engine.events import Event, RunEnded, StatusChanged
 from workbench.engine.failures import Failure, describe_failure
 from workbench.engine.interruptible import Stopped, call_interruptibly
 from workbench.engine.memory import free_device_memory
-from workbench.engine.requests import ProfileRequests, never
+from workbench.engine.requests import ProfileRequests, never, stopped_by
 from workbench.engine.session import TrainingSession
 from workbench.engine.summary import SummaryBuilder
 
@@ -105,9 +105,9 @@ def run_one(
             yield ended("failed", failure.reason, failure.kind, failure.traceback)
         elif stopped_phase is not None:
             at = f"at step {steps_done}, " if steps_done else ""
-            yield ended("stopped", f"stopped by the user {at}{stopped_phase}")
+            yield ended("stopped", f"stopped by {stopped_by(stop)} {at}{stopped_phase}")
         elif stopped_at is not None:
-            yield ended("stopped", f"stopped by the user at step {stopped_at}")
+            yield ended("stopped", f"stopped by {stopped_by(stop)} at step {stopped_at}")
         else:
             yield ended("finished")
     finally:

@@ -20,7 +20,6 @@ from workbench.engine.data import (
     LoaderBatches,
     ResidentBatches,
     Shard,
-    ignore_sigint_in_worker,
 )
 from workbench.engine.datasets import TrainingData
 from workbench.engine.folder_data import (
@@ -31,6 +30,7 @@ from workbench.engine.folder_data import (
     decode,
     resident_share_problem,
 )
+from workbench.engine.worker_lifetime import worker_init_for_this_run
 
 Batches = Union[LoaderBatches, ResidentBatches]
 # pipeline=gpu-resident holds a decoded folder in at most this share of the device's free memory (on a CPU, of the
@@ -65,7 +65,7 @@ class FolderTestSet:
         self.pin_memory = pin_memory
 
     def batches(self, batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        options = ({"multiprocessing_context": self.start_method, "worker_init_fn": ignore_sigint_in_worker}
+        options = ({"multiprocessing_context": self.start_method, "worker_init_fn": worker_init_for_this_run()}
                    if self.workers else {})
         loader = DataLoader(self.dataset, batch_size=batch_size, num_workers=self.workers,
                             pin_memory=self.pin_memory, **options)

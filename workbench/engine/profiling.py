@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -383,8 +384,10 @@ def _synchronize(device: torch.device) -> None:
 
 
 def default_trace_dir(home: Path) -> Path:
-    """A folder per run for its traces: start time and process id (the history's run id is not known here)."""
-    return home / "traces" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    """A folder of the run's own for its traces: start time, process id and a random tag (the history's run id is
+    not known here). Time and pid alone were shared by two runs of one process within a second: the second's
+    traces overwrote the first's (the same step numbers), and deleting either deleted both."""
+    return home / "traces" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
 def sampler_for_run(

@@ -15,15 +15,42 @@ if TYPE_CHECKING:
     from workbench.config import RunConfig
     from workbench.engine.events import Event
 
-# The stop flag a run polls (between steps, and while it waits on a long phase).
+# The stop flag a run polls (between steps, and while it waits on a long phase). One that has a ``by``
+# attribute (StopRequest, JobRequests) names who asked, and the stopped run's reason says so.
 StopFlag = Callable[[], bool]
 # What runs a run: engine.run, or a fake of it in tests.
 RunFunction = Callable[["RunConfig", StopFlag], Iterator["Event"]]
 
 
+# Who stopped a run, unless its stop flag says otherwise.
+THE_USER = "the user"
+
+
 def never() -> bool:
     """The stop flag of a run nobody stops."""
     return False
+
+
+def stopped_by(stop: StopFlag) -> str:
+    """Who asked ``stop`` to stop: a signal's name ("SIGTERM") where a flag was set by one, else the user."""
+    return getattr(stop, "by", None) or THE_USER
+
+
+class StopRequest:
+    """A stop flag that remembers who set it first: called, it says whether a stop was asked for."""
+
+    def __init__(self) -> None:
+        self._set = threading.Event()
+        self.by: Optional[str] = None
+
+    def __call__(self) -> bool:
+        return self._set.is_set()
+
+    def set(self, by: str = THE_USER) -> None:
+        """Ask for a stop (any thread, or a signal handler); a second request does not rename the first."""
+        if not self._set.is_set():
+            self.by = by
+            self._set.set()
 
 
 class ProfileRequests:
@@ -67,12 +94,16 @@ class JobRequests:
     (``engine.run``, every member of a sweep), and a caller that knows it can reach the requests too."""
 
     def __init__(self) -> None:
-        self._stop = threading.Event()
+        self._stop = StopRequest()
         self.profile_requests = ProfileRequests()
 
     def __call__(self) -> bool:
-        return self._stop.is_set()
+        return self._stop()
 
-    def stop(self) -> None:
-        """Ask the job to stop at its next check (any thread)."""
-        self._stop.set()
+    @property
+    def by(self) -> Optional[str]:
+        return self._stop.by
+
+    def stop(self, by: str = THE_USER) -> None:
+        """Ask the job to stop at its next check (any thread); ``by`` names who asked (a signal: "SIGTERM")."""
+        self._stop.set(by)

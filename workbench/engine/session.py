@@ -26,7 +26,7 @@ from workbench.engine.ceiling_cache import cached_ceiling
 from workbench.engine.compiling import CudaGraphWatch
 from workbench.engine.device import on_device, resolve
 from workbench.engine.events import DeviceInfo, EpochStats, Event, RunStarted, StatusChanged, StepStats
-from workbench.engine.failures import Diverged
+from workbench.engine.divergence import DivergenceWatch
 from workbench.engine.interruptible import HelperCall, Stopped, call_interruptibly
 from workbench.engine.memory import MemoryProbe, reset_peaks_for_a_new_run
 from workbench.engine.models import build_model, check_model, main_output, parameter_count, to_memory_format
@@ -39,13 +39,6 @@ from workbench.engine.train_step import TrainStep, build_optimizer, compiled, op
 # a training step of b (forward + backward ≈ 3 forwards), so a stop during evaluation waits no longer
 # than one during training, and memory stays below the training step's.
 EVAL_BATCH_SIZE = 1000
-# A run has diverged when its loss is non-finite at this many log points in a row. One non-finite
-# window can be a single overflowing fp16 batch the scaler skipped, with the weights still finite;
-# three in a row means the weights themselves are inf/NaN, which no later step undoes.
-NONFINITE_WINDOWS_TO_DIVERGE = 3
-# fp16's GradScaler halves its scale (from 65,536) at every step whose gradients overflow. Below this
-# floor (fairseq's --min-loss-scale default) gradients overflow at nearly every step: the run has broken.
-MIN_LOSS_SCALE = 1e-4
 
 
 class _Window:
@@ -141,7 +134,7 @@ class TrainingSession:
         # What ends the phases that block (first batch, compile, evaluation); the run's stop when None.
         self._phase_stop = phase_stop
         self._skipped_steps_read = 0
-        self._nonfinite_windows = 0
+        self.divergence = DivergenceWatch(config, data.num_classes)
         self._batches_abandoned = False  # a helper thread still starting workers owns their shutdown
         # What compiling cost and did, said once, with the window of the step that compiled (StepStats).
         self._compile_report: Optional[tuple[float, Optional[str]]] = None
@@ -272,7 +265,7 @@ class TrainingSession:
         skipped_total = self.train_step.read_skipped_steps()
         skipped, self._skipped_steps_read = skipped_total - self._skipped_steps_read, skipped_total
         loss_scale = self.train_step.read_loss_scale()
-        self._check_divergence(loss, loss_scale)
+        self.divergence.check(loss, loss_scale, self.step, self._skipped_steps_read, self.train_step.optimizer_steps)
         window_seconds = now - window.began
         compile_seconds, cuda_graphs = self._compile_report or (None, None)
         self._compile_report = None
@@ -295,25 +288,6 @@ class TrainingSession:
             compile_seconds=compile_seconds,
             cuda_graphs=cuda_graphs,
         )
-
-    def _check_divergence(self, loss: float, loss_scale: Optional[float]) -> None:
-        self._nonfinite_windows = 0 if math.isfinite(loss) else self._nonfinite_windows + 1
-        advice = f"try a lower lr (now {self.config.lr:g})"
-        if self.config.max_grad_norm is None:
-            advice += " or max_grad_norm=1.0"
-        if self.config.precision == "fp16":
-            advice += ", or bf16 (fp32's range, no scaler) or fp32 instead of fp16"
-        if self._nonfinite_windows >= NONFINITE_WINDOWS_TO_DIVERGE:
-            raise Diverged(
-                f"loss was {loss} at {self._nonfinite_windows} log points in a row (up to step {self.step}): "
-                f"the weights are no longer finite; {advice}"
-            )
-        if loss_scale is not None and loss_scale < MIN_LOSS_SCALE:
-            raise Diverged(
-                f"the fp16 loss scale fell to {loss_scale:.2g} (floor {MIN_LOSS_SCALE:g}) by step {self.step}: "
-                f"gradients overflow at nearly every step ({self._skipped_steps_read:,} of "
-                f"{self.train_step.optimizer_steps:,} optimizer steps skipped); {advice}"
-            )
 
     def _epoch_stats(self, epoch: int, totals: _EpochTotals, train_seconds: float) -> EpochStats:
         steps_done = totals.samples // self.config.batch_size

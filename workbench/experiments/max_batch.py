@@ -17,6 +17,7 @@ from typing import Callable, Generator, Iterator, Optional
 
 from workbench.config import RANGES, RunConfig
 from workbench.device_info import DeviceInfo, Probe
+from workbench.engine.requests import stopped_by
 from workbench.experiments.events import (
     AnyEvent,
     BatchTrial,
@@ -122,11 +123,11 @@ class _BatchSearch:
             if len(self.trials) >= self.plan.max_trials:
                 return "finished", "trials", f"{self.plan.max_trials} trials done before the search closed in"
             if self.stop():
-                return "stopped", "stopped", "stopped by the user"
+                return "stopped", "stopped", f"stopped by {stopped_by(self.stop)}"
             self.release()  # a failed trial's cache (and a success's) goes back before the next one
             trial = yield from self.try_size(size)
             if trial is None:
-                return "stopped", "stopped", "stopped by the user"
+                return "stopped", "stopped", f"stopped by {stopped_by(self.stop)}"
             yield trial
             if trial.fits:
                 low = size

@@ -13,6 +13,7 @@ from typing import Any, Iterator, Optional
 
 from workbench.config import ConfigError, RunConfig
 from workbench.device_info import Probe
+from workbench.engine.requests import stopped_by
 from workbench.experiments.events import (
     AnyEvent,
     MemberEnded,
@@ -147,11 +148,11 @@ def run_sweep(
     status, reason = "finished", None
     for values, config in members:
         if stop():
-            status, reason = "stopped", f"stopped by the user after {len(done)} of {len(members)} members"
+            status, reason = "stopped", f"stopped by {stopped_by(stop)} after {len(done)} of {len(members)} members"
             break
         member = yield from runner.run(config, values, stop, values_label(values))
         done.append(member)
         if member.status == "stopped":
-            status, reason = "stopped", f"stopped by the user during member {len(done)} of {len(members)}"
+            status, reason = "stopped", f"stopped by {stopped_by(stop)} during member {len(done)} of {len(members)}"
             break
     yield SequenceEnded(kind="sweep", sequence_id=sequence_id, status=status, result=SweepResult(members=tuple(done)), reason=reason)

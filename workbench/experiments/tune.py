@@ -24,6 +24,7 @@ from typing import Any, Callable, Generator, Iterator, Optional
 
 from workbench.config import RunConfig
 from workbench.device_info import DeviceInfo, Probe
+from workbench.engine.requests import stopped_by
 from workbench.experiments.events import (
     AnyEvent,
     BestSoFar,
@@ -251,7 +252,7 @@ class _Search:
         if purpose != "calibration":
             self.trial_seconds.append(self.clock() - began)
         if member.status == "stopped":
-            raise _StopSearch("stopped", "stopped by the user")
+            raise _StopSearch("stopped", f"stopped by {stopped_by(self.stop)}")
         return member
 
     def measure(self, config: RunConfig, purpose: str) -> Generator[AnyEvent, None, Optional[MemberEnded]]:
@@ -265,7 +266,7 @@ class _Search:
 
     def check_stop(self) -> None:
         if self.stop():
-            raise _StopSearch("stopped", f"stopped by the user ({self.changes_tried_text()})")
+            raise _StopSearch("stopped", f"stopped by {stopped_by(self.stop)} ({self.changes_tried_text()})")
         budget = self.plan.budget_seconds
         if budget is not None:
             typical = statistics.median(self.trial_seconds) if self.trial_seconds else 0.0

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 
 from workbench.gui.background import wait_for_background_calls
 from workbench.gui.main_window import MainWindow
+from workbench.gui.stop_signals import StopSignals
 
 ORGANIZATION = "gpu-training-workbench"
 APPLICATION = "workbench"
@@ -107,14 +108,30 @@ def open_history():
 def run_window(app: QApplication, window: MainWindow) -> int:
     """Show the window, run the event loop until it closes, and return the exit code.
 
-    Closing the window mid-run stops the run and joins its thread first (MainWindow.closeEvent);
-    here we only make sure nothing is left running if the loop ended some other way.
+    Closing the window mid-run stops the run and joins its thread first (MainWindow.closeEvent); SIGTERM and
+    SIGHUP close it the same way. Here we only make sure nothing is left running if the loop ended some other way.
     """
     window.show()
     if os.environ.get(EXIT_AFTER_SHOWN_ENV):
         QTimer.singleShot(0, lambda: (print(f"shown_at={time.time():.6f}", flush=True), window.close()))
-    code = app.exec()
+    stop_signals = StopSignals(lambda name: close_on_signal(app, window, name))
+    try:
+        code = app.exec()
+    finally:
+        stop_signals.close()
     window.training_thread.request_stop()
     window.training_thread.wait()
     wait_for_background_calls()
     return code
+
+
+def close_on_signal(app: QApplication, window: MainWindow, name: str) -> None:
+    """A stop signal closes the window as the user would: a run stops first (its reason naming the signal), then
+    the window closes and the app quits. A dialog waiting for an answer would hold the close back: it goes first."""
+    window.training_thread.request_stop(name)
+    for _ in range(8):  # dialogs stacked on dialogs, at most a few
+        dialog = app.activeModalWidget()
+        if dialog is None or dialog is window:
+            break
+        dialog.close()
+    window.close()

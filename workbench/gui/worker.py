@@ -13,7 +13,7 @@ from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from workbench.config import RunConfig
 from workbench.controller.driving import Job, drive
-from workbench.engine.requests import JobRequests, RunFunction
+from workbench.engine.requests import THE_USER, JobRequests, RunFunction
 from workbench.gui.engine_calls import engine_run
 
 
@@ -29,9 +29,10 @@ class RunWorker(QObject):
         self._job = job
         self.controls = JobRequests()  # thread-safe: stop and "sample now" from the GUI thread
 
-    def request_stop(self) -> None:
-        """Thread-safe: called from the GUI thread while ``work`` loops; the engine checks between steps."""
-        self.controls.stop()
+    def request_stop(self, by: str = THE_USER) -> None:
+        """Thread-safe: called from the GUI thread while ``work`` loops; the engine checks between steps.
+        ``by``: who asked (a signal's name), as the stopped run's reason will say."""
+        self.controls.stop(by)
 
     @Slot()
     def work(self) -> None:
@@ -84,9 +85,9 @@ class TrainingThread(QObject):
         self._thread, self._worker = thread, worker
         thread.start()
 
-    def request_stop(self) -> None:
+    def request_stop(self, by: str = THE_USER) -> None:
         if self._worker is not None:
-            self._worker.request_stop()
+            self._worker.request_stop(by)
 
     def request_sample(self) -> None:
         """Ask the running job's engine for a profiler sample as soon as one fits."""

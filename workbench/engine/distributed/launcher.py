@@ -42,6 +42,7 @@ from workbench.engine.distributed.world import (
 )
 from workbench.engine.events import DeviceInfo, Event, RunEnded, RunStarted, StatusChanged
 from workbench.engine.one_process import run_one
+from workbench.engine.requests import THE_USER, stopped_by
 from workbench.engine.summary import SummaryBuilder
 
 POLL_SECONDS = 0.05  # how often the parent looks at Stop and the ranks' health between events
@@ -190,12 +191,12 @@ class _Follower:
             self.stop_requested.set()
             self.stop_deadline = time.monotonic() + STOP_GRACE_SECONDS
             if len(self.started) < self.world_size:  # still starting (imports, data): nothing to agree on yet
-                self.stopped_early = "stopped by the user before training started"
+                self.stopped_early = f"stopped by {stopped_by(self.stop)} before training started"
         elif self.stop_deadline is not None and time.monotonic() > self.stop_deadline:
             missing = sorted(set(range(self.world_size)) - set(self.ended))
             self.stopped_early = (
-                f"stopped by the user; rank{'s' if len(missing) > 1 else ''} {_listed(missing)} did not end "
-                f"within {STOP_GRACE_SECONDS:.0f} s and {'were' if len(missing) > 1 else 'was'} ended"
+                f"stopped by {stopped_by(self.stop)}; rank{'s' if len(missing) > 1 else ''} {_listed(missing)} "
+                f"did not end within {STOP_GRACE_SECONDS:.0f} s and {'were' if len(missing) > 1 else 'was'} ended"
             )
 
     def _root_cause(self, rank: int, event: RunEnded) -> tuple[int, str, str]:
@@ -261,7 +262,9 @@ class _Follower:
         statuses = {event.status for event in self.ended.values()}
         if statuses == {"finished"}:
             return ended("finished")
-        return ended("stopped", self.ended[0].reason)
+        # The ranks stopped on the launcher's word, and say "by the user": say who asked the launcher.
+        reason = (self.ended[0].reason or "").replace(f"by {THE_USER}", f"by {stopped_by(self.stop)}", 1)
+        return ended("stopped", reason or None)
 
 
 # How gloo and NCCL say that the other end of a collective went away.

@@ -1,0 +1,201 @@
+"""SIGTERM, SIGHUP and SIGKILL of `workbench run --num-workers 2` with forkserver workers (issue 18, item 2).
+
+SIGTERM and SIGHUP stop the run as the first Ctrl-C does: it is kept as stopped, its reason naming the signal.
+After any of the three, nothing the run started (the resource tracker, the forkserver, the DataLoader workers)
+outlives it. Before, each left those three behind under parent 1, ~1.1 GB resident, for as long as anyone looked.
+
+Each CLI runs in its own session, so "what it started" is every process of that session.
+"""
+
+import json
+import os
+import pty
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from test_cli_ctrl_c import cli, wait_for
+
+from workbench.cli.interrupts import take_stop_signals
+from workbench.engine.requests import StopRequest
+from workbench.history.store import HistoryStore
+
+START_METHOD = ("--worker-start-method", "forkserver")  # the default, and the one whose processes kept each other
+# The run waits on its workers (slow_batches.py): a worker a signal killed would fail the run, not go unnoticed.
+SLOW_BATCHES = f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\nimport slow_batches\n"
+WORKERS_UP_S = 240.0  # a loaded 2-core machine may take a minute to start the forkserver and two workers
+GONE_S = 30.0  # processes that end on their own end within seconds; this is the generous margin
+
+
+def test_sigterm_and_sighup_stop_once_named_and_only_a_second_ctrl_c_aborts():
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    stop = StopRequest()
+    give_back = take_stop_signals(stop, None)
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop() and stop.by == "SIGTERM"
+        os.kill(os.getpid(), signal.SIGHUP)  # a closed terminal sends it twice: nothing more happens
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.by == "SIGTERM"
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C after a stop: abort
+    finally:
+        give_back()
+    assert {signum: signal.getsignal(signum) for signum in before} == before
+
+
+def test_a_hangup_ignored_at_start_stays_ignored():
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as `nohup workbench run …` starts it
+    stop = StopRequest()
+    give_back = take_stop_signals(stop, None)
+    try:
+        os.kill(os.getpid(), signal.SIGHUP)
+        assert not stop()
+    finally:
+        give_back()
+        signal.signal(signal.SIGHUP, previous)
+
+
+def session_processes(session: int) -> dict[int, str]:
+    """pid → command line of every live (not zombie) process of ``session``."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getsid(int(entry.name)) != session:
+                continue
+            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+            found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:  # gone meanwhile
+            continue
+    return found
+
+
+def wait_for_workers(session: int) -> None:
+    """Until the run, its resource tracker, the forkserver and both workers are up."""
+    deadline = time.monotonic() + WORKERS_UP_S
+    while len(session_processes(session)) < 5:
+        assert time.monotonic() < deadline, f"the workers never started: {session_processes(session)}"
+        time.sleep(0.2)
+
+
+def left_after(session: int, timeout: float = GONE_S) -> dict[int, str]:
+    """The session's processes still alive once they have had ``timeout`` seconds to go."""
+    deadline = time.monotonic() + timeout
+    while (left := session_processes(session)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def kill_session(session: int) -> None:
+    """Never leave a run of 100,000 steps behind, nor what it started (each pid, as found)."""
+    for pid in session_processes(session):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def history_row(home: Path):
+    with HistoryStore.open(home) as store:
+        (run,) = store.list_runs()
+    return run
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize("to", ["run", "group"])
+def test_sigterm_and_sighup_stop_the_run_as_ctrl_c_does_and_leave_nothing(tmp_path, name, to):
+    # "run": `kill <pid>`. "group": every process of the run's group, workers and forkserver too, as a service
+    # manager stopping a service sends SIGTERM, and a shell whose terminal closed resends SIGHUP to each job.
+    process = cli(tmp_path / "home", *START_METHOD, preamble=SLOW_BATCHES)
+    err: list = []
+    reader = None
+    try:
+        reader = wait_for(process, err, "100,000 steps")
+        wait_for_workers(process.pid)
+        (os.kill if to == "run" else os.killpg)(process.pid, getattr(signal, name))
+        process.wait(timeout=240)
+        left = left_after(process.pid)
+    finally:
+        kill_session(process.pid)
+        out = process.stdout.read()  # only now: a process left behind would hold the pipe open
+        process.kill()
+        process.wait()
+        if reader is not None:
+            reader.join(10)
+        process.stdout.close()
+        process.stderr.close()
+    stderr = "".join(err)
+    assert process.returncode == 1, f"exit code {process.returncode}: {stderr}"  # before: killed by the signal
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["status"] == "stopped", stderr
+    assert summary["reason"].startswith(f"stopped by {name}"), summary["reason"]
+    assert f"{name}: stopping at the next step" in stderr and "Traceback" not in stderr, stderr
+    run = history_row(tmp_path / "home")
+    assert (run.status, run.reason) == ("stopped", summary["reason"])
+    assert not left, f"still running {GONE_S:.0f} s after the run ended: {left}"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_closing_its_terminal_stops_the_run_and_leaves_nothing(tmp_path):
+    # The kernel's SIGHUP: the run's stderr is a terminal it controls (it leads its session, as a shell would);
+    # closing the terminal's other end sends it SIGHUP, and its progress writes fail from then on (EIO).
+    master, terminal = pty.openpty()
+    take_terminal = "import fcntl, termios\nfcntl.ioctl(2, termios.TIOCSCTTY, 0)\n"
+    process = cli(tmp_path / "home", *START_METHOD, preamble=take_terminal + SLOW_BATCHES, stderr=terminal)
+    os.close(terminal)
+    try:
+        seen = b""
+        while b"100,000 steps" not in seen:
+            seen += os.read(master, 4096)
+        wait_for_workers(process.pid)
+        os.close(master)  # the terminal window closes
+        master = None
+        process.wait(timeout=240)
+        left = left_after(process.pid)
+    finally:
+        if master is not None:
+            os.close(master)
+        kill_session(process.pid)
+        out = process.stdout.read()
+        process.kill()
+        process.wait()
+        process.stdout.close()
+    assert process.returncode == 1, f"exit code {process.returncode}: {out}"  # before: killed by SIGHUP
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["status"] == "stopped", out
+    assert summary["reason"].startswith("stopped by SIGHUP"), summary["reason"]
+    assert history_row(tmp_path / "home").status == "stopped"
+    assert not left, f"still running {GONE_S:.0f} s after the run ended: {left}"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_after_sigkill_everything_the_run_started_exits_by_itself(tmp_path):
+    process = cli(tmp_path / "home", *START_METHOD)
+    err: list = []
+    reader = None
+    try:
+        reader = wait_for(process, err, "100,000 steps")
+        wait_for_workers(process.pid)
+        started = {pid: line for pid, line in session_processes(process.pid).items() if pid != process.pid}
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+        left = left_after(process.pid)
+    finally:
+        kill_session(process.pid)
+        process.kill()
+        process.wait()
+        if reader is not None:
+            reader.join(10)
+        process.stdout.close()
+        process.stderr.close()
+    assert {"forkserver", "resource_tracker"} <= {what for line in started.values()
+                                                 for what in ("forkserver", "resource_tracker") if what in line}
+    assert not left, f"still running {GONE_S:.0f} s after SIGKILL of the run: {left}"
