@@ -196,3 +196,9 @@ def test_thresholds_are_exact_boundaries(threshold):
             "COMPUTE_BOUND_BUSY": "compute-bound"}[threshold]
     assert kind in kinds(find(facts(**timeline(**{figure: value}))))
     assert kind not in kinds(find(facts(**timeline(**{figure: value - 0.01}))))
+
+
+def test_no_launch_bound_finding_from_a_flagged_timeline():
+    flagged = facts(**timeline(kernel_busy_fraction=0.25, idle_waiting_for_host_fraction=0.62,
+                               timeline_flag="1 of 1 samples: the run's step is shorter than the GPU's work"))
+    assert "launch-bound" not in kinds(find(flagged))

@@ -152,6 +152,8 @@ def _launch_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
     wait = facts.summary.idle_waiting_for_host_fraction
     if facts.device_type != "cuda" or wait is None or wait < LAUNCH_BOUND_HOST_WAIT:
         return None
+    if facts.summary.timeline_flag is not None:  # the host wait is a remainder of a base that cannot be right
+        return None
     config = facts.config
     detail = []
     if facts.summary.kernels_per_step is not None:

@@ -193,6 +193,10 @@ def profile_figures(
     def share(name: str) -> float:
         return sum(getattr(part, name) * weight for weight, part in shares if part is not None) / steps
 
+    flagged = [part for _, part in shares if part is not None and part.base_shorter_than_gpu_work]
+    if flagged:
+        figures["timeline_flag"] = f"{len(flagged)} of {len(shares)} samples: {flagged[0].flag_text()}"
+
     figures.update(
         kernel_busy_fraction=share("compute"),
         memcpy_fraction=share("memcpy"),

@@ -344,6 +344,8 @@ _V5: tuple[Step, ...] = (
     "ALTER TABLE runs ADD COLUMN cuda_graphs TEXT",
     # compile became a mode (off / default / reduce-overhead / max-autotune).
     _compile_switches_to_modes,
+    # A profile sample whose base step was shorter than its GPU work (its host wait a negative remainder).
+    "ALTER TABLE runs ADD COLUMN timeline_flag TEXT",
 )
 
 # Append new versions here, each a tuple of statements (or functions of the connection where SQL alone cannot
