@@ -194,12 +194,13 @@ class ProfileSample:
     # True where this torch could not keep host ops out of the timeline window: recording them slows the
     # host, so the GPU's wait for the host reads higher than it is without the profiler.
     timeline_host_ops_recorded: bool = False
-    # The run's own step outside any sample (the last steady log window before this sample), per step: the
-    # time base of the shares people are shown (timeline.step_shares). CUPTI slows every launch by
-    # microseconds, so a sampled step runs longer than the run's own, and that extra time would read as
-    # the GPU waiting for the host. None when no steady window came before the sample.
+    # The run's own step outside any sample (the last few steady log windows before this sample, summed:
+    # seconds over steps), per step: the time base of the shares people are shown (timeline.step_shares).
+    # CUPTI slows every launch by microseconds, so a sampled step runs longer than the run's own, and that
+    # extra time would read as the GPU waiting for the host. None when no steady window came before the sample.
     unprofiled_step_seconds: Optional[float] = None
-    unprofiled_data_wait_seconds: Optional[float] = None  # the host's wait for data per step, same window
+    unprofiled_data_wait_seconds: Optional[float] = None  # the host's wait for data per step, same windows
+    unprofiled_windows: int = 0  # how many log windows those two are over
 
     def fraction(self, seconds: Optional[float]) -> Optional[float]:
         if seconds is None or self.window_seconds <= 0:

@@ -114,6 +114,7 @@ PROFILE_SAMPLE_COLUMNS: tuple[str, ...] = (
     "timeline_host_ops_recorded",
     "unprofiled_step_seconds",
     "unprofiled_data_wait_seconds",
+    "unprofiled_windows",  # schema 5
 )
 PROFILE_SAMPLE_LISTS: tuple[str, ...] = ("top_kernels", "top_ops")
 
@@ -346,6 +347,8 @@ _V5: tuple[Step, ...] = (
     _compile_switches_to_modes,
     # A profile sample whose base step was shorter than its GPU work (its host wait a negative remainder).
     "ALTER TABLE runs ADD COLUMN timeline_flag TEXT",
+    # How many log windows a sample's unprofiled step time is over (it was the last one alone).
+    "ALTER TABLE profile_samples ADD COLUMN unprofiled_windows INTEGER NOT NULL DEFAULT 0",
 )
 
 # Append new versions here, each a tuple of statements (or functions of the connection where SQL alone cannot
