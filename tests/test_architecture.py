@@ -94,3 +94,21 @@ def test_the_cycle_check_finds_a_cycle_through_a_lazy_import(tmp_path):
     (package / "engine" / "typed.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from workbench.engine import trainer\n")
     assert import_cycles(package) == [["workbench.engine.launcher", "workbench.engine.trainer"]]
+
+
+def importers_of(top_level: str, package: Path = PACKAGE) -> list[str]:
+    """The package's modules that import ``top_level`` (or a submodule of it) anywhere in their code."""
+    found = []
+    for module, path in sorted(module_paths(package).items()):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            if any(name == top_level or name.startswith(top_level + ".") for name in names):
+                found.append(module)
+                break
+    return found
+
+
+def test_only_the_nvml_wrapper_imports_pynvml():
+    """One door to NVML: its init/shutdown count and its reasons stay in one place (engine/nvml.py)."""
+    assert importers_of("pynvml") == ["workbench.engine.nvml"]

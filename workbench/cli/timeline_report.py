@@ -8,6 +8,7 @@ from workbench.config import RunConfig
 from workbench.engine.events import NamedTime, ProfileSample, RunSummary, figure_fields
 from workbench.engine.timeline import step_shares
 from workbench.formatting import efficiency_text
+from workbench.telemetry_text import summary_text
 
 # The --json `profile` object's GPU figures: RunSummary's timeline figures (None on a CPU, with gpu_unavailable_reason).
 GPU_FIELDS = tuple(item.name for item in figure_fields() if item.metadata["timeline"])
@@ -83,6 +84,9 @@ def summary_rows(summary: RunSummary, config: Optional[RunConfig]) -> list[tuple
             rows.append(("timeline flag", summary.timeline_flag))
     elif summary.profile_samples or (config is not None and config.profile):
         rows.append(("GPU timeline", f"n/a ({summary.gpu_timeline_unavailable_reason})"))
+    telemetry = summary_text(summary)
+    if telemetry is not None:
+        rows.append(("GPU telemetry", telemetry))
     if summary.top_ops:
         rows.append(("top host ops", ", ".join(_op(op) for op in summary.top_ops[:SHOWN_OPS])))
     if summary.trace_paths:

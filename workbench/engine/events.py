@@ -46,6 +46,31 @@ class MemorySnapshot:
 
 
 @dataclass(frozen=True, kw_only=True)
+class DeviceTelemetry:
+    """What NVML says about the GPU beside its memory (engine/telemetry.py): power, SM clock, why the clocks
+    are held down and PCIe traffic at the log point; on Hopper and newer, GPM's activity figures over the
+    log window (fractions 0-1). A figure is None where it cannot be read, its reason beside it. In a
+    multi-process run: rank 0's GPU."""
+
+    power_watts: Optional[float] = None
+    power_unavailable_reason: Optional[str] = None
+    sm_clock_mhz: Optional[float] = None
+    sm_clock_unavailable_reason: Optional[str] = None
+    clock_event_reasons: Optional[tuple[str, ...]] = None  # () where the clocks are not held down
+    clock_events_unavailable_reason: Optional[str] = None
+    pcie_rx_bytes_per_sec: Optional[float] = None  # into the GPU
+    pcie_tx_bytes_per_sec: Optional[float] = None
+    pcie_unavailable_reason: Optional[str] = None
+    # GPM: SMs with a warp resident (share of time × SMs), resident warps over the maximum, any tensor-core
+    # pipe active, DRAM bandwidth used over its peak.
+    sm_activity: Optional[float] = None
+    sm_occupancy: Optional[float] = None
+    tensor_activity: Optional[float] = None
+    dram_bandwidth: Optional[float] = None
+    gpm_unavailable_reason: Optional[str] = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class StatusChanged:
     message: str  # "Loading data…", "Compiling the model…", "Evaluating…"
 
@@ -119,6 +144,7 @@ class StepStats:
     compile_seconds: Optional[float] = None
     cuda_graphs: Optional[str] = None
     ranks: tuple[RankStepStats, ...] = ()  # each rank's own figures, by rank; () for a one-process run
+    telemetry: DeviceTelemetry = field(default_factory=DeviceTelemetry)
 
     @property
     def world_size(self) -> int:
@@ -326,6 +352,21 @@ class RunSummary:
     ceiling_images_per_sec: Optional[float] = figure("Ceiling img/s", "rate")
     pipeline_efficiency: Optional[float] = figure("Efficiency", "efficiency")
     findings: tuple[Finding, ...] = ()  # ranked, most costly first
+    # NVML's telemetry over the steady windows, each the median of its readings (rank 0's GPU in a multi-process
+    # run). NVML's "utilisation" is the share of time any kernel ran, however few SMs it used; GPM's SM activity
+    # says how much of the GPU was at work (Hopper and newer).
+    nvml_kernel_time_fraction: Optional[float] = figure("Any kernel ran (NVML)", "fraction")
+    power_watts: Optional[float] = figure("Power (W)", "count")
+    sm_clock_mhz: Optional[float] = figure("SM clock (MHz)", "count")
+    clock_event_reasons: Optional[str] = figure("Clocks held by", "text")  # the reasons seen, "none" if none
+    pcie_rx_bytes_per_sec: Optional[float] = figure("PCIe rx/s", "bytes")
+    pcie_tx_bytes_per_sec: Optional[float] = figure("PCIe tx/s", "bytes")
+    sm_activity_fraction: Optional[float] = figure("SM activity (GPM)", "fraction")
+    sm_occupancy_fraction: Optional[float] = figure("SM occupancy (GPM)", "fraction")
+    tensor_activity_fraction: Optional[float] = figure("Tensor activity (GPM)", "fraction")
+    dram_bandwidth_fraction: Optional[float] = figure("DRAM bandwidth (GPM)", "fraction")
+    telemetry_unavailable_reason: Optional[str] = figure("No telemetry because", "text")
+    gpm_unavailable_reason: Optional[str] = figure("No GPM because", "text")
     # Processes that trained together; the peaks above are then the highest rank's.
     world_size: int = figure("Processes", "count", 1)
     # Each rank's own peaks, by rank (() for a one-process run); None where a rank's figure was unreadable.

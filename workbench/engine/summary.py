@@ -22,6 +22,7 @@ from workbench.engine.events import (
 )
 from workbench.engine.findings import RunFacts, find
 from workbench.engine.spread import rate_interval
+from workbench.engine.telemetry import run_figures
 from workbench.engine.timeline import step_shares
 
 TOP_COUNT = 10
@@ -145,6 +146,7 @@ class SummaryBuilder:
             cuda_graphs=self._cuda_graphs,
             ceiling_images_per_sec=ceiling,
             pipeline_efficiency=images_per_sec / ceiling if images_per_sec and ceiling else None,
+            **run_figures(steady.stats),
             **profile_figures(self._samples, profiled=started is not None and started.config.profile,
                               step_seconds=steady.step_seconds(), data_wait_seconds=steady.data_wait_per_step()),
             world_size=started.world_size if started else 1,
@@ -246,6 +248,7 @@ class _Windows:
         self.rates: list[float] = []
         self.window_samples: list[int] = []
         self.window_seconds: list[float] = []
+        self.stats: list[StepStats] = []
         self.unprofiled = True  # False when every window held a profiler sample
 
     def step_seconds(self) -> Optional[float]:
@@ -264,3 +267,4 @@ class _Windows:
         self.rates.append(stats.images_per_sec)
         self.window_samples.append(samples)
         self.window_seconds.append(stats.window_seconds)
+        self.stats.append(stats)
