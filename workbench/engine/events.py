@@ -171,6 +171,11 @@ class EpochStats:
     memory: MemorySnapshot = field(default_factory=MemorySnapshot)  # multi-process: each figure the highest rank's
     rank_memory: tuple[MemorySnapshot, ...] = ()  # each rank's own, by rank; () for a one-process run
 
+    @property
+    def evaluated(self) -> bool:
+        """False where the run did not evaluate (evaluate=false): the test figures are NaN, not measured."""
+        return self.test_accuracy == self.test_accuracy
+
 
 @dataclass(frozen=True, kw_only=True)
 class NamedTime:

@@ -112,7 +112,7 @@ class TrainingSession:
         trained = world.wrap_model(self.model, self.device) if world is not None else self.model
         self.forward = compiled(trained, config.compile)
         # Only rank 0 evaluates, with the bare model: a DDP forward on one rank alone would wait for the others.
-        self.evaluates = world is None or world.rank == 0
+        self.evaluates = config.evaluate and (world is None or world.rank == 0)
         # Eagerly, also when compiled: eval mode and no-grad would make torch.compile compile a second
         # graph, for a pass that is a small part of the run (and a stop could not end that compilation).
         self.eval_forward = self.model
@@ -163,7 +163,8 @@ class TrainingSession:
             if self.stopped_at is not None or totals.samples == 0:
                 break
             train_seconds = time.perf_counter() - totals.began
-            yield StatusChanged(message=f"Evaluating epoch {epoch}…")
+            if self.evaluates:
+                yield StatusChanged(message=f"Evaluating epoch {epoch}…")
             yield self._epoch_stats(epoch, totals, train_seconds)
 
     def _train_epoch(self, epoch: int, totals: _EpochTotals, stop: Callable[[], bool]) -> Iterator[Event]:
@@ -327,7 +328,8 @@ class TrainingSession:
         train_loss = totals.loss.item() / max(1, steps_done)
         train_accuracy = totals.correct.item() / totals.samples
         eval_began = time.perf_counter()
-        # Other ranks leave the test figures to rank 0 (NaN here, never shown: the ranks' epochs are merged).
+        # Other ranks leave the test figures to rank 0 (NaN here, never shown: the ranks' epochs are merged);
+        # evaluate=false leaves them NaN in every rank (EpochStats.evaluated).
         test_loss, test_accuracy = self.evaluate() if self.evaluates else (math.nan, math.nan)
         return EpochStats(
             epoch=epoch,

@@ -121,7 +121,7 @@ class SummaryBuilder:
             status=status,
             reason=reason,
             failure_kind=kind,
-            test_accuracy=epoch.test_accuracy if epoch else None,
+            test_accuracy=epoch.test_accuracy if epoch and epoch.evaluated else None,
             final_loss=step.loss if step and math.isfinite(step.loss) else None,  # a diverged run's reason says why
             images_per_sec=images_per_sec,
             images_per_sec_low=interval[0] if interval else None,
