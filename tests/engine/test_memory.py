@@ -5,9 +5,9 @@ import types
 
 import pytest
 import torch
+from fake_nvml import fake_pynvml
 
 from workbench.engine.memory import MemoryProbe, release_cached_memory
-from fake_nvml import fake_pynvml
 
 
 def test_cpu_snapshot_has_no_gpu_figures_and_says_why():

@@ -51,6 +51,25 @@ def test_figures_the_gpu_does_not_support_are_none_with_the_reason(monkeypatch):
     assert reading.gpm_unavailable_reason == "GPM is not supported on this GPU (it needs Hopper or newer)"
 
 
+def test_pcie_is_read_at_most_every_few_seconds(monkeypatch):
+    """NVML counts PCIe bytes for 20 ms inside the call: not at every log point of a fast run."""
+    from workbench.engine.telemetry import PCIE_EVERY_SECONDS, PCIE_SKIPPED
+
+    now = [100.0]
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml())
+    telemetry = TelemetryProbe(Gpu(lambda: (0, None)), clock=lambda: now[0])
+    assert telemetry.read().pcie_rx_bytes_per_sec == 1000 * 1024
+    now[0] += 1.0
+    skipped = telemetry.read()
+    assert skipped.pcie_rx_bytes_per_sec is None and skipped.pcie_unavailable_reason == PCIE_SKIPPED
+    assert skipped.power_watts == 312.5  # the fast reads go on
+    now[0] += PCIE_EVERY_SECONDS
+    assert telemetry.read().pcie_tx_bytes_per_sec == 250 * 1024
+    # The run's figure: the median of the windows that read it, and no reason, though the last window skipped it.
+    figures = run_figures([window(10, pcie_rx_bytes_per_sec=2.0), window(20, pcie_unavailable_reason=PCIE_SKIPPED)])
+    assert figures["pcie_rx_bytes_per_sec"] == 2.0 and figures["telemetry_unavailable_reason"] is None
+
+
 def test_an_nvidia_ml_py_without_gpm_says_so(monkeypatch):
     reading = probe(monkeypatch, fake_pynvml(gpm=None)).read()
     assert reading.sm_activity is None

@@ -10,19 +10,26 @@ snapshot) is the share of time *any* kernel ran; GPM's SM activity is how much o
 from __future__ import annotations
 
 import statistics
-from typing import Any, Iterable, Optional
+import time
+from typing import Any, Callable, Iterable, Optional
 
 from workbench.engine.events import DeviceTelemetry, StepStats
-from workbench.engine.nvml import GPM_METRICS, Gpu
+from workbench.engine.nvml import GPM_METRICS, Gpu, Reading
 
 CPU_REASON = "CPU device: no GPU telemetry"
+# NVML measures PCIe traffic by counting bytes over 20 ms inside the call: at every log point of a fast run
+# (a window of 10 steps of 3 ms) that would cost two thirds of a window. At most this often, then.
+PCIE_EVERY_SECONDS = 5.0
+PCIE_SKIPPED = f"read at most every {PCIE_EVERY_SECONDS:.0f} s (NVML takes 20 ms to sample PCIe traffic)"
 
 
 class TelemetryProbe:
     """Reads one GPU's telemetry (``gpu`` None: every figure None with ``reason``). Never raises."""
 
-    def __init__(self, gpu: Optional[Gpu], reason: Optional[str] = None):
+    def __init__(self, gpu: Optional[Gpu], reason: Optional[str] = None, clock: Callable[[], float] = time.monotonic):
         self.gpu = gpu
+        self.clock = clock
+        self._pcie_read_at: Optional[float] = None
         self.reason = reason or (gpu.reason if gpu is not None else CPU_REASON)
         self._window_start: Any = None
         self.gpm_reason: Optional[str] = self.reason
@@ -45,7 +52,7 @@ class TelemetryProbe:
         if gpu is None or not gpu.readable:
             return _unreadable(self.reason)
         power, clock, events = gpu.power_watts(), gpu.sm_clock_mhz(), gpu.clock_event_reasons()
-        rx, tx = gpu.pcie_bytes_per_second("rx"), gpu.pcie_bytes_per_second("tx")
+        rx, tx = self._pcie()
         figures: dict[str, Any] = dict(
             power_watts=power.value, power_unavailable_reason=power.reason,
             sm_clock_mhz=clock.value, sm_clock_unavailable_reason=clock.reason,
@@ -54,6 +61,13 @@ class TelemetryProbe:
         )
         figures.update(self._gpm())
         return DeviceTelemetry(**figures)
+
+    def _pcie(self) -> tuple[Reading[float], Reading[float]]:
+        now = self.clock()
+        if self._pcie_read_at is not None and now - self._pcie_read_at < PCIE_EVERY_SECONDS:
+            return Reading(reason=PCIE_SKIPPED), Reading(reason=PCIE_SKIPPED)
+        self._pcie_read_at = now
+        return self.gpu.pcie_bytes_per_second("rx"), self.gpu.pcie_bytes_per_second("tx")
 
     def _gpm(self) -> dict[str, Any]:
         if self.gpm_reason is not None:
@@ -100,8 +114,10 @@ _MEDIANS = (
     ("tensor_activity_fraction", "tensor_activity"),
     ("dram_bandwidth_fraction", "dram_bandwidth"),
 )
-_NVML_REASONS = ("power_unavailable_reason", "sm_clock_unavailable_reason", "clock_events_unavailable_reason",
-                 "pcie_unavailable_reason")
+# The reason beside each RunSummary figure read by NVML (said where no window read the figure).
+_NVML_REASONS = (("power_watts", "power_unavailable_reason"), ("sm_clock_mhz", "sm_clock_unavailable_reason"),
+                 ("clock_event_reasons", "clock_events_unavailable_reason"),
+                 ("pcie_rx_bytes_per_sec", "pcie_unavailable_reason"))
 
 
 def run_figures(windows: Iterable[StepStats]) -> dict[str, Any]:
@@ -119,7 +135,8 @@ def run_figures(windows: Iterable[StepStats]) -> dict[str, Any]:
         figures["clock_event_reasons"] = ", ".join(names) if names else "none"
     if windows:
         last = windows[-1].telemetry
-        reasons = [getattr(last, name) for name in _NVML_REASONS if getattr(last, name)]
+        reasons = [getattr(last, reason) for figure, reason in _NVML_REASONS
+                   if figures.get(figure) is None and getattr(last, reason)]
         figures["telemetry_unavailable_reason"] = "; ".join(dict.fromkeys(reasons)) or None
         if figures["sm_activity_fraction"] is None:
             figures["gpm_unavailable_reason"] = last.gpm_unavailable_reason
