@@ -108,7 +108,8 @@ def main() -> None:
         plain, distributed = [], []
         for repeat in range(args.repeats):
             plain.append(measure(run(config)))
-            distributed.append(measure(spawn_run(config, lambda: False, 1)))
+            # One process trains without DDP's wrapper now; this measures the wrapper's cost, so it asks for it.
+            distributed.append(measure(spawn_run(config, lambda: False, 1, wrap_one_process=True)))
             # Progress as it goes: a run cut short by a time limit still shows what it measured.
             print(f"{config.model} {config.pipeline} {config.precision} run {repeat + 1}: "
                   f"plain {_rate(plain[-1])}, DDP {_rate(distributed[-1])} "

@@ -170,3 +170,21 @@ def private_calls_on_others(package: Path = PACKAGE) -> list[str]:
 
 def test_no_module_calls_another_objects_private_methods():
     assert private_calls_on_others() == []
+
+
+def importers_of(top_level: str, package: Path = PACKAGE) -> list[str]:
+    """The package's modules that import ``top_level`` (or a submodule of it) anywhere in their code."""
+    found = []
+    for module, path in sorted(module_paths(package).items()):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            if any(name == top_level or name.startswith(top_level + ".") for name in names):
+                found.append(module)
+                break
+    return found
+
+
+def test_only_the_nvml_wrapper_imports_pynvml():
+    """One door to NVML: its init/shutdown count and its reasons stay in one place (engine/nvml.py)."""
+    assert importers_of("pynvml") == ["workbench.engine.nvml"]

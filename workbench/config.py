@@ -96,6 +96,7 @@ class RunConfig:
     device: DeviceChoice = "auto"
     devices: int = 1  # processes, one per GPU (DistributedDataParallel); 0 = every visible GPU
     log_every: int = 10
+    evaluate: bool = True  # test-split loss and accuracy at each epoch's end (max-batch trials and benchmarks skip it)
     # Measurement
     profile: bool = False  # profiler-sampled GPU timeline (workbench.engine.profiling)
     profile_every: int = 1000

@@ -229,6 +229,12 @@ SPECS: dict[str, FieldSpec] = {
         "On the CPU, several processes share the same cores: it checks a multi-process setup, it is not "
         "faster. Under torchrun the processes come from torchrun and this setting follows them.",
     ),
+    "evaluate": FieldSpec(
+        "Evaluate",
+        "Measure test loss and accuracy at the end of each epoch (off: training figures only, no evaluation pass).",
+        "Off for runs that only measure speed or memory: max-batch trials and benchmarks train a few steps and "
+        "would otherwise pay a whole pass over the test split; their test accuracy is then not measured.",
+    ),
     "log_every": FieldSpec(
         "Measure every",
         "Report every this many steps: one point on the plots.",

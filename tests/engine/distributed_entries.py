@@ -21,8 +21,8 @@ from workbench.engine.distributed.rank import spawned_rank_main
 def _wrap_builder(name: str, on_model) -> None:
     build = models.BUILDERS[name]
 
-    def built(num_classes: int):
-        model = build(num_classes)
+    def built(num_classes: int, image_size: int):
+        model = build(num_classes, image_size)
         on_model(model)
         return model
 
@@ -36,6 +36,8 @@ def fail_on_rank(index, world, config, events, stop_requested, *, rank: int, at_
         calls = [0]
 
         def before_forward(module, inputs):
+            if not module.training:  # the model check before the run (models.check_model) is not a step
+                return
             calls[0] += 1
             if index == rank and calls[0] == at_forward:
                 if how == "die":

@@ -25,7 +25,7 @@ def test_one_rank_over_nccl_trains_and_reads_its_gpus_memory():
     ended = events[-1]
     assert ended.status == "finished", ended.reason
     started = next(event for event in events if isinstance(event, RunStarted))
-    assert any("DistributedDataParallel, nccl" in note for note in started.notes)
+    assert any("1 process (nccl): trained without DistributedDataParallel" in note for note in started.notes)
     for stats in (event for event in events if isinstance(event, StepStats)):
         (rank,) = stats.ranks
         assert 0 < rank.memory.torch_allocated <= rank.memory.nvml_used <= rank.memory.nvml_total

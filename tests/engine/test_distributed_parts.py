@@ -250,3 +250,43 @@ def test_the_json_summary_of_one_process_says_world_size_1(capsys):
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["world_size"] == 1 and summary["rank_peak_memory_bytes"] == []
     assert summary["config"]["devices"] == 1
+
+
+# -- one process --------------------------------------------------------------------------------------
+
+
+def test_a_one_process_world_trains_the_bare_model():
+    from workbench.engine.distributed.rank import RankWorld
+    from workbench.engine.distributed.world import World, distributed_notes
+
+    model = nn.Linear(2, 2)
+    assert RankWorld(World(0, 1, 0, "gloo", "env://")).wrap_model(model, torch.device("cpu")) is model
+    assert World(0, 1, 0, "gloo", "env://", wrap_one_process=True).wraps_model  # the benchmark's switch
+    assert World(0, 2, 0, "gloo", "env://").wraps_model
+    assert distributed_notes(RunConfig(), CPU, 1, "gloo", wraps_model=False) == [
+        "1 process (gloo): trained without DistributedDataParallel, since one process has no gradients to average"]
+
+
+@pytest.mark.slow
+def test_torchrun_with_one_process_trains_without_the_ddp_wrapper(monkeypatch):
+    import socket
+
+    from workbench.engine.distributed import rank
+    from workbench.engine.distributed.launched import run_launched
+
+    def no_ddp(*args, **kwargs):
+        raise AssertionError("one process was wrapped in DistributedDataParallel")
+
+    monkeypatch.setattr(rank, "DistributedDataParallel", no_ddp)
+    with socket.socket() as probe:  # a free port for env://'s rendezvous
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    for name, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0"), ("MASTER_ADDR", "127.0.0.1"),
+                        ("MASTER_PORT", str(port))):
+        monkeypatch.setenv(name, value)
+    world = launched_world()
+    events = list(run_launched(tiny_config(max_steps=4, log_every=2), lambda: False, world))
+    ended = events[-1]
+    assert ended.status == "finished", ended.reason
+    started = next(event for event in events if isinstance(event, RunStarted))
+    assert any("trained without DistributedDataParallel" in note for note in started.notes)

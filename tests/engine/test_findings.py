@@ -212,3 +212,23 @@ def test_a_diverged_run_is_named_first_with_a_tenth_of_its_lr():
                                                                        data_wait_fraction=None))
     assert kinds(find(unmeasured)) == ["diverged"]  # even with no speed figure
     assert "diverged" not in kinds(find(facts(data_wait_fraction=0.4)))
+
+
+def test_no_launch_bound_finding_from_a_flagged_timeline():
+    flagged = facts(**timeline(kernel_busy_fraction=0.25, idle_waiting_for_host_fraction=0.62,
+                               timeline_flag="1 of 1 samples: the run's step is shorter than the GPU's work"))
+    assert "launch-bound" not in kinds(find(flagged))
+
+
+def test_gpm_activity_is_quoted_beside_kernel_busy_and_low_tensor_activity_backs_faster_math():
+    found = find(facts(**timeline(kernel_busy_fraction=0.93, sm_activity_fraction=0.62, tensor_activity_fraction=0.04),
+                       pipeline_efficiency=0.91))
+    assert found[0].headline == ("Compute-bound: kernels ran 93% of the sampled time (SM activity 62% by GPM), "
+                                 "at 91% of its compute ceiling.")
+    assert [(f.field, f.value) for f in found[:2]] == [("precision", "bf16"), ("channels_last", True)]
+    assert all("the tensor cores were active only 4% of the time (GPM)" in f.text for f in found[:2])
+    busy_tensor_cores = find(facts(**timeline(kernel_busy_fraction=0.93, tensor_activity_fraction=0.7)))
+    assert "tensor cores were active" not in busy_tensor_cores[0].text
+    balanced = find(facts(**timeline(kernel_busy_fraction=0.5, sm_activity_fraction=0.3)))
+    assert balanced[0].headline.startswith("No single bottleneck: kernels ran 50% of the sampled time "
+                                           "(SM activity 30% by GPM); ")

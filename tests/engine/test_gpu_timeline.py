@@ -62,9 +62,10 @@ def test_a_launch_bound_run_waits_for_the_host_and_is_not_called_compute_bound()
 def test_a_heavy_run_keeps_the_gpu_busy():
     if not probe_device("cuda").bf16_supported:
         pytest.skip("this GPU has no native bf16")
-    # Batch 2048, not 512: on an H100 (16-core host) resnet18 bf16 at batch 512 is launch-bound. Its
-    # kernels need ~8.7 ms a step but the host takes ~13 ms to launch them: kernel-busy 66 %, NVML 73 %
-    # (benchmarks/results/gpu_time_truth-h100.json). Batch 1024 read 95 %; 2048 leaves a slower host room.
+    # Batch 2048, not 512: on an H100 (16-core host) resnet18 bf16 at batch 512 is launch-bound. In the
+    # profiled run of benchmarks/results/gpu_time_truth-h100.json its kernels took 9.2 ms of each 13.8 ms
+    # step (kernel-busy 66 %; NVML's 73 % there is from another, unprofiled run). Batch 1024 read 95 %
+    # kernel-busy; 2048 leaves a slower host room.
     # log_every=25: the timeline window (steps 22-29) holds no log point, whose sync and memory reads
     # would idle the GPU for a moment (a run's own cost, but not what this test is about).
     samples, summary = samples_and_summary(profiled(model="resnet18", batch_size=2048, precision="bf16",

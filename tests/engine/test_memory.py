@@ -5,6 +5,7 @@ import types
 
 import pytest
 import torch
+from fake_nvml import fake_pynvml
 
 from workbench.engine.memory import MemoryProbe, release_cached_memory
 
@@ -118,25 +119,6 @@ def test_every_run_resets_its_peaks_at_start(monkeypatch):
     monkeypatch.setattr(session, "reset_peaks_for_a_new_run", devices.append)
     run_to_end(tiny_config())
     assert devices == [torch.device("cpu")]
-
-
-def fake_pynvml(processes=(), list_error=None, used=6 * 2**30, total=80 * 2**30):
-    """pynvml as the driver answers: device memory, utilisation, and the compute processes with their memory."""
-    fake = types.ModuleType("pynvml")
-    fake.nvmlInit = lambda: None
-    fake.nvmlShutdown = lambda: None
-    fake.nvmlDeviceGetHandleByUUID = lambda uuid: "handle"
-    fake.nvmlDeviceGetHandleByIndex = lambda index: "handle"
-    fake.nvmlDeviceGetMemoryInfo = lambda handle: types.SimpleNamespace(used=used, total=total, free=total - used)
-    fake.nvmlDeviceGetUtilizationRates = lambda handle: types.SimpleNamespace(gpu=87, memory=40)
-
-    def compute_processes(handle):
-        if list_error is not None:
-            raise list_error
-        return [types.SimpleNamespace(pid=pid, usedGpuMemory=memory) for pid, memory in processes]
-
-    fake.nvmlDeviceGetComputeRunningProcesses = compute_processes
-    return fake
 
 
 def gpu_probe(monkeypatch, fake):

@@ -15,6 +15,7 @@ from workbench.engine.profiling import (
     CPU_STEPS,
     NEVER,
     OPS_STEPS,
+    PACE_WINDOWS,
     TIMELINE_STEPS,
     WARMUP_STEPS,
     ProfileSampler,
@@ -147,8 +148,8 @@ def test_a_request_wakes_the_loop_at_once():
 
 
 
-def test_a_sample_carries_the_runs_own_pace_from_the_last_window_no_sample_touched():
-    # log windows of 4 steps: [1-4] warm-up (not a pace), [5-8] steady, then a sample in steps 9-11.
+def test_a_sample_carries_the_runs_own_pace_from_the_last_windows_no_sample_touched():
+    # log windows of 4 steps: [1-4] warm-up (not a pace), then steady windows until a sample in steps 20-31.
     events = run_to_end(tiny_config(max_steps=None, synthetic_size=640, log_every=4, profile=True,
                                     profile_every=100))
     samples = [e for e in events if isinstance(e, ProfileSample)]
@@ -156,22 +157,36 @@ def test_a_sample_carries_the_runs_own_pace_from_the_last_window_no_sample_touch
     assert samples
     sample = samples[0]
     before = [w for w in windows if w.step < sample.first_step]
-    steady = [w for w in before[1:] if w.step - 4 >= 0]
-    assert steady, "the run had a steady window before its first sample"
-    last = steady[-1]
-    assert sample.unprofiled_step_seconds == pytest.approx(last.window_seconds / 4)
-    assert sample.unprofiled_data_wait_seconds == pytest.approx(last.data_wait_seconds / 4)
+    steady = before[1:][-PACE_WINDOWS:]
+    assert len(steady) >= 2, "the run had steady windows before its first sample"
+    assert sample.unprofiled_windows == len(steady)
+    assert sample.unprofiled_step_seconds == pytest.approx(sum(w.window_seconds for w in steady) / (4 * len(steady)))
+    assert sample.unprofiled_data_wait_seconds == pytest.approx(
+        sum(w.data_wait_seconds for w in steady) / (4 * len(steady)))
+
+
+def test_the_pace_is_seconds_over_steps_of_the_last_few_steady_windows():
+    sampler = ProfileSampler(torch.device("cpu"), 8, 100, 100, every=None, trace_dir=Path("/nonexistent"))
+    sampler.note_window(1.0, 10, 0.5)  # the first window: cuDNN autotuning, worker start-up
+    for seconds in (0.010, 0.012, 0.014):  # one step each: 10, 12 and 14 ms
+        sampler.note_window(seconds, 1, 0.001)
+    assert sampler.pace() == (pytest.approx(0.012), pytest.approx(0.001), 3)
+    sampler.note_window(0.4, 20, 0.0)  # windows weigh by their steps: 20 ms a step over 20 steps
+    assert sampler.pace() == (pytest.approx(0.436 / 23), pytest.approx(0.003 / 23), 4)
+    sampler.note_window(0.02, 1, 0.0)  # the oldest (10 ms) leaves
+    assert sampler.pace()[2] == PACE_WINDOWS == 4
+    assert sampler.pace()[0] == pytest.approx(0.446 / 23)
 
 
 def test_the_sampler_takes_no_pace_from_the_first_window_or_one_a_sample_touched():
     sampler = ProfileSampler(torch.device("cpu"), 8, 100, 100, every=None, trace_dir=Path("/nonexistent"))
     sampler.note_window(1.0, 10, 0.5)  # the first window: cuDNN autotuning, worker start-up
-    assert sampler._unprofiled is None
+    assert sampler.pace() is None
     sampler.note_window(0.2, 10, 0.1)
-    assert sampler._unprofiled == (pytest.approx(0.02), pytest.approx(0.01))
+    assert sampler.pace() == (pytest.approx(0.02), pytest.approx(0.01), 1)
     sampler._window_touched = True  # a sample ran during the next window
     sampler.note_window(0.9, 10, 0.0)
-    assert sampler._unprofiled == (pytest.approx(0.02), pytest.approx(0.01))
+    assert sampler.pace() == (pytest.approx(0.02), pytest.approx(0.01), 1)
 
 
 def test_two_runs_in_one_second_keep_their_own_traces_and_deleting_one_leaves_the_other(
@@ -189,7 +204,7 @@ def test_two_runs_in_one_second_keep_their_own_traces_and_deleting_one_leaves_th
                 recorder.record(event)
                 if isinstance(event, ProfileSample):
                     traces.append((recorder.run_id, Path(event.trace_path)))
-        (first_id, first), (second_id, second) = traces
+        (first_id, first), (_, second) = traces
         assert first.parent != second.parent  # before: both step-0000007.trace.json.gz in one folder
         assert first.exists() and second.exists()
         store.delete(first_id)

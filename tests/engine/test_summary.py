@@ -124,3 +124,16 @@ def test_a_profiled_run_without_a_sample_says_why():
     assert summary.profile_samples == 0 and summary.kernel_busy_fraction is None
     assert "no profile sample was taken" in summary.gpu_timeline_unavailable_reason
     assert gpu_run(config=RunConfig()).gpu_timeline_unavailable_reason is None  # not asked for
+
+
+def test_a_sample_whose_gpu_work_outlasts_the_runs_step_flags_the_run_and_reads_no_launch_bound():
+    # The run's own step is 0.1 s; the first sample holds 0.15 s of kernels a step: not the run's step. Its
+    # host wait is a negative remainder (-0.55) that, averaged with the second sample's 0.96, would still
+    # read as launch-bound (0.205 over the 20 % threshold).
+    summary = gpu_run(gpu_sample(21, window=2.0, busy=1.5, host=0.4, data=0.05, other=0.05),
+                      gpu_sample(61, window=0.1, busy=0.03, host=0.05))
+    assert summary.timeline_flag.startswith("1 of 2 samples: the run's step (100.00 ms) is shorter than the GPU's "
+                                            "work per step in the sample (150.00 ms)")
+    assert summary.idle_waiting_for_host_fraction == pytest.approx((-0.55 + 0.96) / 2)
+    assert "launch-bound" not in [finding.kind for finding in summary.findings]
+    assert gpu_run(gpu_sample(61)).timeline_flag is None

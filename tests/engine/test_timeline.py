@@ -260,11 +260,14 @@ def test_shares_are_per_step_of_the_run_as_it_runs_unprofiled():
     assert shares.rebased and shares.step_seconds == pytest.approx(0.010)
     assert shares.compute == pytest.approx(0.8)
     assert shares.memcpy == pytest.approx(0.1)
-    # Idle is what is left of the 10 ms step: 1 ms; the loop's own timer says 0.5 ms of it waited for data,
-    # the timeline's "other" (1 ms a step) is capped by what is left, and nothing is left for the host.
+    # Idle is what is left of the 10 ms step: 1 ms; the loop's own timer says 0.5 ms of it waited for data and
+    # the timeline's "other" is 1 ms a step: the host's remainder is -0.5 ms, kept signed (the base is 0.5 ms
+    # short of the rest, or "other" reads long), not capped to nothing.
     assert shares.waiting_for_data == pytest.approx(0.05)
-    assert shares.other == pytest.approx(0.05)
-    assert shares.waiting_for_host == pytest.approx(0.0)
+    assert shares.other == pytest.approx(0.1)
+    assert shares.waiting_for_host == pytest.approx(-0.05)
+    assert shares.host_remainder_seconds == pytest.approx(-0.0005)
+    assert not shares.base_shorter_than_gpu_work and shares.flag_text() is None
     assert shares.profiler_slowdown == pytest.approx(0.6)
     total = shares.compute + shares.memcpy + shares.memset + shares.idle
     assert total == pytest.approx(1.0)
@@ -286,10 +289,37 @@ def test_without_the_runs_own_step_time_the_shares_are_over_the_sampled_window()
     assert shares.waiting_for_host == pytest.approx(22 / 64)
 
 
-def test_gpu_work_longer_than_the_runs_step_is_the_floor():
+def test_a_base_shorter_than_the_gpu_work_is_flagged_and_its_remainder_stays_negative():
+    # 9 ms of GPU work a step (8 kernels, 1 copy) against a 5 ms base: no step of the run can be that short.
     shares = timeline.step_shares(sampled(unprofiled_step_seconds=0.005, unprofiled_data_wait_seconds=0.0))
-    assert shares.step_seconds == pytest.approx(0.009)
-    assert shares.idle == pytest.approx(0.0)
+    assert shares.base_shorter_than_gpu_work
+    assert shares.step_seconds == pytest.approx(0.005)  # the base as given, not raised to the GPU's work
+    assert shares.gpu_work_seconds == pytest.approx(0.009)
+    assert shares.host_remainder_seconds == pytest.approx(0.005 - 0.009 - 0.001)  # less "other": -5 ms
+    assert shares.waiting_for_host == pytest.approx(-1.0)
+    assert shares.compute + shares.memcpy + shares.memset + shares.idle == pytest.approx(1.0)
+    assert "shorter than the GPU's work per step" in shares.flag_text()
+
+
+def test_an_error_in_the_base_moves_the_remainder_linearly_on_the_resnet18_fixture():
+    """A base 8.5 % above the GPU's work, data and other idle (a remainder of 0.9 ms a step): at -10 % it is
+    below them, and the remainder follows the base down by exactly the error, negative, instead of stopping
+    at zero (the GPU's 0.79 ms a step of waiting for data still fits in the step's idle time)."""
+    dump, r = real_dump("kineto_heavy_resnet18_b512_bf16_cl_h100_trimmed.json.gz")
+    sample = timeline.to_sample(r, 1, r.steps, "cuda", dump["batch"])
+    steps = r.steps
+    data = r.idle_waiting_for_data_seconds / steps
+    rest = (r.kernel_busy_seconds + r.memcpy_seconds + r.memset_seconds + r.idle_other_seconds) / steps + data
+    base = 1.085 * rest
+    remainders = []
+    for error in (-0.10, 0.0, 0.10):
+        shares = timeline.step_shares(sample, step_seconds=base * (1 + error), data_wait_seconds=data)
+        assert shares.compute + shares.memcpy + shares.memset + shares.idle == pytest.approx(1.0)
+        remainders.append(shares.host_remainder_seconds)
+    assert remainders[1] == pytest.approx(0.085 * rest)
+    assert remainders[0] == pytest.approx(remainders[1] - 0.10 * base)  # negative: no clamp at zero
+    assert remainders[2] == pytest.approx(remainders[1] + 0.10 * base)
+    assert remainders[0] < 0
 
 
 def test_a_cpu_sample_has_no_shares():

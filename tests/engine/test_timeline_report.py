@@ -47,3 +47,17 @@ def test_a_profiled_gpu_summary():
     profile = timeline_report.profile_json(summary, RunConfig(profile=True))
     assert profile["trace_path"] == "b" and profile["kernel_busy_fraction"] == 0.25
     assert profile["top_ops"] == [{"name": "cudaLaunchKernel", "host_seconds": 0.02, "calls": 700}]
+
+
+def test_a_flagged_sample_line_says_the_base_is_shorter_than_the_gpu_work():
+    # 3.25 ms of GPU work a step (kernels and copies) against a 2 ms step of the run.
+    sample = dataclasses.replace(SAMPLE, unprofiled_step_seconds=0.002, unprofiled_data_wait_seconds=0.0)
+    line = timeline_report.sample_line(sample)
+    assert "host -88%" in line  # the signed remainder: 2 - 3.25 - 0.5 other = -1.75 ms of a 2 ms step
+    assert ("flagged: the run's step (2.00 ms) is shorter than the GPU's work per step in the sample (3.25 ms): "
+            "the sample's host wait is a remainder of -1.75 ms, not a measurement") in line
+    summary = RunSummary(status="finished", profile_samples=1, kernel_busy_fraction=1.5, memcpy_fraction=0.0,
+                         memset_fraction=0.0, idle_waiting_for_data_fraction=0.0, idle_waiting_for_host_fraction=-1.9,
+                         idle_other_fraction=0.25, kernels_per_step=87.0, launches_per_step=89.0,
+                         timeline_flag="1 of 1 samples: the run's step (2.00 ms) is shorter")
+    assert dict(timeline_report.summary_rows(summary, None))["timeline flag"] == summary.timeline_flag

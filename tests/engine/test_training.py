@@ -286,3 +286,24 @@ def test_a_run_shorter_than_one_accumulation_group_is_refused_before_it_starts(t
     assert not any(isinstance(event, RunStarted) for event in events)
     assert events[-1].kind == "data" and "1 epoch of 2 steps make fewer steps than accumulation_steps=4" in \
         events[-1].reason
+
+
+def test_evaluate_false_trains_without_the_evaluation_pass(monkeypatch, capsys):
+    from workbench.cli import main
+    from workbench.engine.session import TrainingSession
+
+    evaluations = []
+    real = TrainingSession.evaluate
+    monkeypatch.setattr(TrainingSession, "evaluate", lambda self: evaluations.append(1) or real(self))
+    events = run_to_end(tiny_config(evaluate=False, epochs=2, max_steps=None, synthetic_size=64))
+    epochs = [event for event in events if isinstance(event, EpochStats)]
+    assert len(epochs) == 2 and evaluations == []
+    assert not any(epoch.evaluated for epoch in epochs)
+    assert not any(isinstance(e, StatusChanged) and e.message.startswith("Evaluating") for e in events)
+    assert events[-1].status == "finished" and events[-1].summary.test_accuracy is None  # not measured: no figure
+    run_to_end(tiny_config(epochs=1, max_steps=None, synthetic_size=64))
+    assert evaluations == [1]  # the default evaluates, through the same spy
+    assert main(["run", "--synthetic-size", "64", "--batch-size", "32", "--epochs", "1", "--device", "cpu",
+                 "--num-workers", "0", "--no-history", "--no-evaluate"]) == 0
+    printed = capsys.readouterr()
+    assert evaluations == [1] and "not evaluated" in printed.err and "test accuracy  n/a" in printed.out

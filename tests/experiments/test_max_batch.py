@@ -16,22 +16,24 @@ def search(allocator, plan, release=None, stop=lambda: False):
 
 
 @pytest.mark.parametrize("limit_images", [1, 2, 3, 127, 128, 129, 1000, 4095, 4096, 10_007])
-def test_finds_exactly_the_largest_batch_that_fits(limit_images):
+def test_finds_the_largest_multiple_of_64_that_fits_or_the_exact_size_below_64(limit_images):
     allocator = FakeAllocator(limit_bytes=GIB + limit_images * 1000, fixed_bytes=GIB, bytes_per_image=1000)
     events = search(allocator, MaxBatchPlan(tiny(device="auto", batch_size=128)))
     ended = events[-1]
-    assert ended.status == "finished" and ended.result.max_batch_size == limit_images
+    expected = limit_images if limit_images < 64 else limit_images // 64 * 64
+    assert ended.status == "finished" and ended.result.max_batch_size == expected
     assert ended.result.limited_by == "memory"
     trials = {trial.batch_size: trial.fits for trial in ended.result.trials}
-    assert trials[limit_images] is True and trials[limit_images + 1] is False  # proven on both sides
+    step = 1 if limit_images < 64 else 64
+    assert trials[expected] is True and trials[expected + step] is False  # proven on both sides
     best = ended.result.best
-    assert best.peak_allocated_bytes == allocator.needed(limit_images) and best.images_per_sec == 1000.0
+    assert best.peak_allocated_bytes == allocator.needed(expected) and best.images_per_sec == 1000.0
 
 
 def test_memory_is_released_before_every_trial_after_a_failure():
     allocator = FakeAllocator(limit_bytes=GIB + 300 * 1000, fixed_bytes=GIB, bytes_per_image=1000)
     events = search(allocator, MaxBatchPlan(tiny(device="auto", batch_size=64)))
-    assert events[-1].result.max_batch_size == 300
+    assert events[-1].result.max_batch_size == 256
     assert sum(not trial.fits for trial in events[-1].result.trials) >= 2
     assert allocator.reserved_at_trial_start == [0] * len(allocator.sizes)
     assert allocator.releases == len(allocator.sizes) + 1  # before each trial, and once at the end
@@ -42,22 +44,31 @@ def test_without_the_release_the_leaked_cache_would_spoil_the_answer():
     """What the release is for: the fake allocator keeps a failed trial's memory until released."""
     allocator = FakeAllocator(limit_bytes=GIB + 300 * 1000, fixed_bytes=GIB, bytes_per_image=1000)
     events = search(allocator, MaxBatchPlan(tiny(device="auto", batch_size=64)), release=lambda: None)
-    assert events[-1].result.max_batch_size != 300
+    assert events[-1].result.max_batch_size != 256
 
 
-def test_the_search_doubles_then_bisects_as_lightning_binsearch_does():
+def test_the_search_doubles_then_bisects_on_multiples_of_64():
     allocator = FakeAllocator(limit_bytes=GIB + 300 * 1000, fixed_bytes=GIB, bytes_per_image=1000)
     search(allocator, MaxBatchPlan(tiny(device="auto", batch_size=64)))
-    assert allocator.sizes == [64, 128, 256, 512, 384, 320, 288, 304, 296, 300, 302, 301]
+    assert allocator.sizes == [64, 128, 256, 512, 384, 320]  # 256 fits and 320 does not: no multiple of 64 between
     assert next_batch(256, None, 1000) == 512 and next_batch(256, 512, 1000) == 384
-    assert next_batch(300, 301, 1000) is None and next_batch(1000, None, 1000) is None
+    assert next_batch(256, 320, 1000) is None and next_batch(1000, None, 1000) is None
+    assert next_batch(400, 800, 1000) == 576  # a start off the grid: the midpoint, down to a multiple of 64
+    assert next_batch(400, 448, 1000) is None  # no multiple of 64 strictly between
+    assert next_batch(0, 32, 1000) == 16 and next_batch(16, 17, 1000) is None  # below 64, size by size
+
+
+def test_trials_skip_the_evaluation():
+    allocator = FakeAllocator(limit_bytes=GIB + 300 * 1000, fixed_bytes=GIB, bytes_per_image=1000)
+    search(allocator, MaxBatchPlan(tiny(device="auto", batch_size=64)))
+    assert allocator.configs and all(config.evaluate is False for config in allocator.configs)
 
 
 def test_a_memory_budget_counts_as_the_limit():
     allocator = FakeAllocator(limit_bytes=80 * GIB, fixed_bytes=GIB, bytes_per_image=1000)
     plan = MaxBatchPlan(tiny(device="auto", batch_size=128), memory_budget_bytes=GIB + 5000 * 1000)
     ended = search(allocator, plan)[-1]
-    assert ended.result.max_batch_size == 5000 and ended.result.limited_by == "memory budget"
+    assert ended.result.max_batch_size == 4992 and ended.result.limited_by == "memory budget"
     over = [trial for trial in ended.result.trials if not trial.fits]
     assert over and all(trial.reason.startswith("peak reserved ") and "> budget" in trial.reason for trial in over)
 

@@ -110,3 +110,12 @@ def test_short_kernel_names():
     assert model.short_kernel_name("void at::native::(anonymous namespace)::max_pool_backward_nchw<float>(int)") == (
         "at::native::max_pool_backward_nchw")
     assert model.short_kernel_name("sm90_xmma_fprop_implicit_gemm_bf16") == "sm90_xmma_fprop_implicit_gemm_bf16"
+
+
+def test_a_flagged_sample_draws_no_negative_bar_and_says_why():
+    import dataclasses
+
+    sample = dataclasses.replace(gpu_sample(), unprofiled_step_seconds=0.002, unprofiled_data_wait_seconds=0.0)
+    parts = {part.key: part.fraction for part in model.segments(sample)}
+    assert parts["host"] == 0.0 and parts["compute"] > 1  # the base is shorter than the kernels alone
+    assert "Flagged: the run's step (2.00 ms) is shorter than the GPU's work per step" in model.sample_summary(sample)

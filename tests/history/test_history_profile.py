@@ -20,7 +20,7 @@ SAMPLE = ProfileSample(
     idle_waiting_for_host_seconds=0.13, idle_other_seconds=0.01, kernels=720, launches=740,
     median_kernel_seconds=2.5e-6, top_kernels=(NamedTime(name="void at::native::elementwise", seconds=0.01, count=300),),
     trace_path="/home/traces/step-0000022.trace.json.gz", ops_trace_path="/home/traces/step-0000022-ops.trace.json.gz",
-    overhead_seconds=0.3,
+    overhead_seconds=0.3, unprofiled_step_seconds=0.012, unprofiled_data_wait_seconds=0.001, unprofiled_windows=3,
 )
 FINDING = Finding(kind="launch-bound", headline="Launch-bound: the GPU sat idle waiting for the host 65% of the sampled time.",
                   text="Launch-bound: … Try batch_size=256: each kernel does more work per launch.", figure=0.65,

@@ -47,7 +47,8 @@ class ProgressLine:
         elif isinstance(event, EpochStats):
             self._print(
                 f"epoch {event.epoch}/{event.epochs}: train loss {event.train_loss:.3f}, "
-                f"test accuracy {event.test_accuracy:.1%}, {event.images_per_sec:,.0f} img/s, "
+                + (f"test accuracy {event.test_accuracy:.1%}, " if event.evaluated else "not evaluated, ")
+                + f"{event.images_per_sec:,.0f} img/s, "
                 f"data wait {event.data_wait_fraction:.0%}"
             )
 

@@ -8,6 +8,7 @@ from workbench.config import RunConfig
 from workbench.engine.events import NamedTime, ProfileSample, RunSummary, figure_fields
 from workbench.engine.timeline import step_shares
 from workbench.formatting import efficiency_text
+from workbench.telemetry_text import summary_text
 
 # The --json `profile` object's GPU figures: RunSummary's timeline figures (None on a CPU, with gpu_unavailable_reason).
 GPU_FIELDS = tuple(item.name for item in figure_fields() if item.metadata["timeline"])
@@ -57,6 +58,8 @@ def sample_line(sample: ProfileSample) -> str:
             (f"per {shares.step_seconds * 1e3:,.2f} ms step ({shares.sampled_step_seconds * 1e3:,.2f} ms sampled)"
              if shares.rebased else f"over the sampled {sample.window_seconds * 1e3:,.1f} ms"),
         ]
+        if shares.base_shorter_than_gpu_work:
+            parts.append(f"flagged: {shares.flag_text()}")
     else:
         parts = [f"data wait {sample.fraction(sample.host_data_wait_seconds):.0%}"]
         if sample.top_ops:
@@ -77,8 +80,13 @@ def summary_rows(summary: RunSummary, config: Optional[RunConfig]) -> list[tuple
         )))
         rows.append(("kernels", f"{summary.kernels_per_step:,.0f} per step, median "
                      f"{(summary.median_kernel_seconds or 0) * 1e6:,.1f} µs, {summary.launches_per_step:,.0f} launches per step"))
+        if summary.timeline_flag is not None:
+            rows.append(("timeline flag", summary.timeline_flag))
     elif summary.profile_samples or (config is not None and config.profile):
         rows.append(("GPU timeline", f"n/a ({summary.gpu_timeline_unavailable_reason})"))
+    telemetry = summary_text(summary)
+    if telemetry is not None:
+        rows.append(("GPU telemetry", telemetry))
     if summary.top_ops:
         rows.append(("top host ops", ", ".join(_op(op) for op in summary.top_ops[:SHOWN_OPS])))
     if summary.trace_paths:

@@ -60,8 +60,9 @@ def started_text(event: RunStarted) -> str:
 
 
 def epoch_text(stats: EpochStats) -> str:
-    return (f"Epoch {stats.epoch}/{stats.epochs}: test accuracy {stats.test_accuracy:.1%}, "
-            f"test loss {stats.test_loss:.3f}, {stats.images_per_sec:,.0f} images/s, "
+    tested = (f"test accuracy {stats.test_accuracy:.1%}, test loss {stats.test_loss:.3f}" if stats.evaluated
+              else "not evaluated (evaluate=false)")
+    return (f"Epoch {stats.epoch}/{stats.epochs}: {tested}, {stats.images_per_sec:,.0f} images/s, "
             f"waiting for data {stats.data_wait_fraction:.0%} of the time")
 
 

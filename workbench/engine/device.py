@@ -15,6 +15,7 @@ from typing import ContextManager
 import torch
 
 from workbench.device_info import DeviceInfo
+from workbench.engine import nvml
 
 
 @functools.lru_cache(maxsize=None)
@@ -98,17 +99,7 @@ def _torchvision_version() -> str:
 
 
 def _driver_version() -> str | None:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            version = pynvml.nvmlSystemGetDriverVersion()
-        finally:
-            pynvml.nvmlShutdown()
-        return version.decode() if isinstance(version, bytes) else version
-    except Exception:  # NVML missing or unusable: the driver version is a nicety
-        return None
+    return nvml.driver_version().value  # None where NVML is missing or unusable: the version is a nicety
 
 
 def resolve(info: DeviceInfo) -> torch.device:

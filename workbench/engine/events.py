@@ -46,6 +46,31 @@ class MemorySnapshot:
 
 
 @dataclass(frozen=True, kw_only=True)
+class DeviceTelemetry:
+    """What NVML says about the GPU beside its memory (engine/telemetry.py): power, SM clock, why the clocks
+    are held down and PCIe traffic at the log point; on Hopper and newer, GPM's activity figures over the
+    log window (fractions 0-1). A figure is None where it cannot be read, its reason beside it. In a
+    multi-process run: rank 0's GPU."""
+
+    power_watts: Optional[float] = None
+    power_unavailable_reason: Optional[str] = None
+    sm_clock_mhz: Optional[float] = None
+    sm_clock_unavailable_reason: Optional[str] = None
+    clock_event_reasons: Optional[tuple[str, ...]] = None  # () where the clocks are not held down
+    clock_events_unavailable_reason: Optional[str] = None
+    pcie_rx_bytes_per_sec: Optional[float] = None  # into the GPU
+    pcie_tx_bytes_per_sec: Optional[float] = None
+    pcie_unavailable_reason: Optional[str] = None
+    # GPM: SMs with a warp resident (share of time × SMs), resident warps over the maximum, any tensor-core
+    # pipe active, DRAM bandwidth used over its peak.
+    sm_activity: Optional[float] = None
+    sm_occupancy: Optional[float] = None
+    tensor_activity: Optional[float] = None
+    dram_bandwidth: Optional[float] = None
+    gpm_unavailable_reason: Optional[str] = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class StatusChanged:
     message: str  # "Loading data…", "Compiling the model…", "Evaluating…"
 
@@ -119,6 +144,7 @@ class StepStats:
     compile_seconds: Optional[float] = None
     cuda_graphs: Optional[str] = None
     ranks: tuple[RankStepStats, ...] = ()  # each rank's own figures, by rank; () for a one-process run
+    telemetry: DeviceTelemetry = field(default_factory=DeviceTelemetry)
 
     @property
     def world_size(self) -> int:
@@ -144,6 +170,11 @@ class EpochStats:
     eval_seconds: float
     memory: MemorySnapshot = field(default_factory=MemorySnapshot)  # multi-process: each figure the highest rank's
     rank_memory: tuple[MemorySnapshot, ...] = ()  # each rank's own, by rank; () for a one-process run
+
+    @property
+    def evaluated(self) -> bool:
+        """False where the run did not evaluate (evaluate=false): the test figures are NaN, not measured."""
+        return self.test_accuracy == self.test_accuracy
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,12 +225,13 @@ class ProfileSample:
     # True where this torch could not keep host ops out of the timeline window: recording them slows the
     # host, so the GPU's wait for the host reads higher than it is without the profiler.
     timeline_host_ops_recorded: bool = False
-    # The run's own step outside any sample (the last steady log window before this sample), per step: the
-    # time base of the shares people are shown (timeline.step_shares). CUPTI slows every launch by
-    # microseconds, so a sampled step runs longer than the run's own, and that extra time would read as
-    # the GPU waiting for the host. None when no steady window came before the sample.
+    # The run's own step outside any sample (the last few steady log windows before this sample, summed:
+    # seconds over steps), per step: the time base of the shares people are shown (timeline.step_shares).
+    # CUPTI slows every launch by microseconds, so a sampled step runs longer than the run's own, and that
+    # extra time would read as the GPU waiting for the host. None when no steady window came before the sample.
     unprofiled_step_seconds: Optional[float] = None
-    unprofiled_data_wait_seconds: Optional[float] = None  # the host's wait for data per step, same window
+    unprofiled_data_wait_seconds: Optional[float] = None  # the host's wait for data per step, same windows
+    unprofiled_windows: int = 0  # how many log windows those two are over
 
     def fraction(self, seconds: Optional[float]) -> Optional[float]:
         if seconds is None or self.window_seconds <= 0:
@@ -311,6 +343,9 @@ class RunSummary:
     launches_per_step: Optional[float] = figure("Launches/step", "count", timeline=True)
     median_kernel_seconds: Optional[float] = figure("Median kernel (s)", "seconds", timeline=True)  # of the samples' medians
     gpu_timeline_unavailable_reason: Optional[str] = figure("No timeline because", "text")
+    # Set when a sample's base step (the run's own) was shorter than the GPU's work per step in it: its host wait
+    # is a negative remainder, not a measurement, and no finding reads a host wait from the run (timeline.StepShares).
+    timeline_flag: Optional[str] = figure("Timeline flag", "text")
     top_ops: tuple[NamedTime, ...] = ()
     top_kernels: tuple[NamedTime, ...] = ()
     trace_paths: tuple[str, ...] = ()
@@ -322,6 +357,21 @@ class RunSummary:
     ceiling_images_per_sec: Optional[float] = figure("Ceiling img/s", "rate")
     pipeline_efficiency: Optional[float] = figure("Efficiency", "efficiency")
     findings: tuple[Finding, ...] = ()  # ranked, most costly first
+    # NVML's telemetry over the steady windows, each the median of its readings (rank 0's GPU in a multi-process
+    # run). NVML's "utilisation" is the share of time any kernel ran, however few SMs it used; GPM's SM activity
+    # says how much of the GPU was at work (Hopper and newer).
+    nvml_kernel_time_fraction: Optional[float] = figure("Any kernel ran (NVML)", "fraction")
+    power_watts: Optional[float] = figure("Power (W)", "count")
+    sm_clock_mhz: Optional[float] = figure("SM clock (MHz)", "count")
+    clock_event_reasons: Optional[str] = figure("Clocks held by", "text")  # the reasons seen, "none" if none
+    pcie_rx_bytes_per_sec: Optional[float] = figure("PCIe rx/s", "bytes")
+    pcie_tx_bytes_per_sec: Optional[float] = figure("PCIe tx/s", "bytes")
+    sm_activity_fraction: Optional[float] = figure("SM activity (GPM)", "fraction")
+    sm_occupancy_fraction: Optional[float] = figure("SM occupancy (GPM)", "fraction")
+    tensor_activity_fraction: Optional[float] = figure("Tensor activity (GPM)", "fraction")
+    dram_bandwidth_fraction: Optional[float] = figure("DRAM bandwidth (GPM)", "fraction")
+    telemetry_unavailable_reason: Optional[str] = figure("No telemetry because", "text")
+    gpm_unavailable_reason: Optional[str] = figure("No GPM because", "text")
     # Processes that trained together; the peaks above are then the highest rank's.
     world_size: int = figure("Processes", "count", 1)
     # Each rank's own peaks, by rank (() for a one-process run); None where a rank's figure was unreadable.

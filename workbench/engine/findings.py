@@ -36,6 +36,10 @@ MODEL_BOUND_EFFICIENCY = 0.85
 # Above this the ceiling measured slower than the run itself (stale, or timed before it settled): the
 # share is no figure, and no rule reads it.
 CEILING_STALE_ABOVE = 1.0
+# GPM's tensor activity (Hopper and newer) below this in a compute-bound run: the math runs mostly outside the
+# tensor cores, which bf16 / fp16 and channels_last put it on. A first threshold, to be checked against GPM
+# readings of the same settings in fp32 and bf16 on a GPU (issue 20, part 2).
+LOW_TENSOR_ACTIVITY = 0.25
 # A batch that could at least double is worth saying; less is within what tuning the lr would eat.
 MEMORY_HEADROOM_FACTOR = 2
 # Plan with this share of the device's memory: fragmentation and cuDNN workspaces need the rest.
@@ -167,6 +171,8 @@ def _launch_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
     wait = facts.summary.idle_waiting_for_host_fraction
     if facts.device_type != "cuda" or wait is None or wait < LAUNCH_BOUND_HOST_WAIT:
         return None
+    if facts.summary.timeline_flag is not None:  # the host wait is a remainder of a base that cannot be right
+        return None
     config = facts.config
     detail = []
     if facts.summary.kernels_per_step is not None:
@@ -216,15 +222,19 @@ def _compute_bound(facts: RunFacts) -> list[Finding]:
     busy = facts.summary.kernel_busy_fraction
     if busy < COMPUTE_BOUND_BUSY:
         return []
-    head = f"Compute-bound: kernels ran {_pct(busy)} of the sampled time{at_ceiling}."
+    head = f"Compute-bound: kernels ran {_pct(busy)} of the sampled time{_sm_activity(facts)}{at_ceiling}."
+    tensor = facts.summary.tensor_activity_fraction
+    # Where GPM measured it, say how little the tensor cores did: the reason the next two remedies help.
+    low_tensor = (f"; the tensor cores were active only {_pct(tensor)} of the time (GPM)"
+                  if tensor is not None and tensor < LOW_TENSOR_ACTIVITY else "")
     remedies = []
     if config.precision == "fp32":
         if facts.bf16_supported:
-            remedies.append(("precision", "bf16", "tensor-core math at half the bytes, no loss scaling"))
+            remedies.append(("precision", "bf16", "tensor-core math at half the bytes, no loss scaling" + low_tensor))
         else:
-            remedies.append(("precision", "fp16", "tensor-core math at half the bytes"))
+            remedies.append(("precision", "fp16", "tensor-core math at half the bytes" + low_tensor))
     if not config.channels_last:
-        remedies.append(("channels_last", True, "convolutions run in the layout tensor cores want"))
+        remedies.append(("channels_last", True, "convolutions run in the layout tensor cores want" + low_tensor))
     if config.compile == "off":
         remedies.append(("compile", "default", "torch.compile fuses the elementwise work between the big kernels"))
     return _with_remedies("compute-bound", head, busy, "kernel_busy_fraction", COMPUTE_BOUND_BUSY, remedies,
@@ -264,7 +274,8 @@ def _unmeasured_or_balanced(facts: RunFacts) -> list[Finding]:
                             figure_name="device_span_fraction", threshold=None)]
         return [Finding(kind="unmeasured", headline=head, text=head + " Try profile=true: it samples the kernel timeline.",
                         figure=span, figure_name="device_span_fraction", threshold=None, field="profile", value=True)]
-    head = (f"No single bottleneck: kernels ran {_pct(facts.summary.kernel_busy_fraction)} of the sampled time; the GPU "
+    head = (f"No single bottleneck: kernels ran {_pct(facts.summary.kernel_busy_fraction)} of the sampled time"
+            f"{_sm_activity(facts)}; the GPU "
             f"waited for the host {_pct(facts.summary.idle_waiting_for_host_fraction)} and for data "
             f"{_pct(facts.summary.idle_waiting_for_data_fraction)}.")
     return [Finding(kind="balanced", headline=head, text=head, figure=facts.summary.kernel_busy_fraction, figure_name="kernel_busy_fraction", threshold=COMPUTE_BOUND_BUSY)]
@@ -368,6 +379,12 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     if dataclasses.is_dataclass(value):
         return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     return {}
+
+
+def _sm_activity(facts: RunFacts) -> str:
+    """GPM's SM activity beside kernel-busy, where it was read: a kernel running is not the GPU busy."""
+    sm = facts.summary.sm_activity_fraction
+    return f" (SM activity {_pct(sm)} by GPM)" if sm is not None else ""
 
 
 def _microseconds(seconds: float) -> str:

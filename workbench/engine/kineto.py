@@ -56,7 +56,7 @@ def activities(records: Iterable[Mapping[str, Any]], device_index: Optional[int]
         else:
             if name in PROFILER_RECORDS:
                 continue
-            kind = _host_kind(name)
+            kind = host_kind(name)
         result.append(Activity(start, end, kind, stream, name, correlation))
     return result
 
@@ -65,7 +65,7 @@ def _is_device(device_type: Any) -> bool:
     return str(device_type).rsplit(".", 1)[-1].upper() == "CUDA"
 
 
-def _host_kind(name: str) -> str:
+def host_kind(name: str) -> str:
     if name == DATA_WAIT_ANNOTATION:
         return DATA_WAIT
     if name.startswith(STEP_PREFIX):

@@ -11,34 +11,28 @@ import torch
 
 from workbench.engine.events import MemoryRelease, MemorySnapshot
 from workbench.engine.garbage import collect_garbage
+from workbench.engine.nvml import Gpu
 from workbench.formatting import format_bytes
 
 
 class MemoryProbe:
-    """Reads memory for one device; holds an NVML handle for the run's lifetime.
+    """Reads memory for one device; holds its NVML GPU (engine/nvml.py) for the run's lifetime.
 
     Every read is cheap and never raises: what cannot be read is None with a reason.
     """
 
     def __init__(self, device: torch.device):
         self.device = device
-        self._nvml: Any = None
-        self._handle: Any = None
+        self.gpu: Optional[Gpu] = None
         self.nvml_unavailable_reason: Optional[str] = None
         if device.type != "cuda":
             self.nvml_unavailable_reason = "CPU device: no GPU memory to read"
             return
-        try:
-            import pynvml
-        except ImportError:
-            self.nvml_unavailable_reason = "nvidia-ml-py (pynvml) is not installed"
-            return
-        try:
-            pynvml.nvmlInit()
-            self._handle = _nvml_handle(pynvml, device)
-            self._nvml = pynvml
-        except Exception as error:  # pynvml.NVMLError and friends: no driver library, no permission
-            self.nvml_unavailable_reason = f"NVML unavailable: {error}"
+        gpu = Gpu(lambda: _cuda_identity(device))
+        if gpu.readable:
+            self.gpu = gpu
+        else:
+            self.nvml_unavailable_reason = gpu.reason
 
     def snapshot(self) -> MemorySnapshot:
         torch_figures: dict[str, Any]
@@ -55,15 +49,13 @@ class MemoryProbe:
             nvml_unavailable_reason=self.nvml_unavailable_reason,
             nvml_process_unavailable_reason=self.nvml_unavailable_reason,
         )
-        if self._nvml is not None:
-            try:
-                info = self._nvml.nvmlDeviceGetMemoryInfo(self._handle)
-                utilization = self._nvml.nvmlDeviceGetUtilizationRates(self._handle)
-                nvml_figures = dict(
-                    nvml_used=int(info.used), nvml_total=int(info.total), gpu_utilization_percent=float(utilization.gpu)
-                )
-            except Exception as error:
-                nvml_figures = dict(nvml_unavailable_reason=f"NVML read failed: {error}")
+        if self.gpu is not None:
+            memory, utilization = self.gpu.memory(), self.gpu.utilization_percent()
+            if memory.value is not None and utilization.value is not None:
+                used, total = memory.value
+                nvml_figures = dict(nvml_used=used, nvml_total=total, gpu_utilization_percent=utilization.value)
+            else:
+                nvml_figures = dict(nvml_unavailable_reason=memory.reason or utilization.reason)
             used, reason = self._process_used()
             nvml_figures.update(nvml_process_used=used, nvml_process_unavailable_reason=reason)
         rss, rss_reason = process_resident_bytes()
@@ -72,11 +64,10 @@ class MemoryProbe:
     def _process_used(self) -> tuple[Optional[int], Optional[str]]:
         """This process's memory on the device, from NVML's list of compute processes."""
         pid = os.getpid()
-        try:
-            processes = self._nvml.nvmlDeviceGetComputeRunningProcesses(self._handle)
-        except Exception as error:  # NVML_ERROR_NOT_SUPPORTED on some drivers and vGPUs
-            return None, f"NVML cannot list the GPU's processes: {error}"
-        ours = [process for process in processes if process.pid == pid]
+        processes = self.gpu.compute_processes()  # NVML_ERROR_NOT_SUPPORTED on some drivers and vGPUs
+        if processes.value is None:
+            return None, processes.reason
+        ours = [process for process in processes.value if process.pid == pid]
         if not ours:
             return None, (f"NVML does not list this process (pid {pid}) on the GPU: in a container the driver "
                           "sees host pids, not the container's")
@@ -85,12 +76,9 @@ class MemoryProbe:
         return sum(int(process.usedGpuMemory) for process in ours), None
 
     def close(self) -> None:
-        if self._nvml is not None:
-            try:
-                self._nvml.nvmlShutdown()
-            except Exception:
-                pass
-            self._nvml = None
+        if self.gpu is not None:
+            self.gpu.close()
+            self.gpu = None
 
     def __enter__(self) -> MemoryProbe:
         return self
@@ -112,16 +100,12 @@ def process_resident_bytes() -> tuple[Optional[int], Optional[str]]:
     return resident_pages * mmap.PAGESIZE, None
 
 
-def _nvml_handle(pynvml: Any, device: torch.device) -> Any:
-    """NVML numbers GPUs differently from CUDA under CUDA_VISIBLE_DEVICES: match by UUID when possible."""
+def _cuda_identity(device: torch.device) -> tuple[int, Optional[str]]:
+    """CUDA's index of the device and its UUID as NVML spells it (NVML's own numbering differs under
+    CUDA_VISIBLE_DEVICES; the UUID finds the same GPU)."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
-    if uuid is not None:
-        try:
-            return pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}")
-        except Exception:
-            pass
-    return pynvml.nvmlDeviceGetHandleByIndex(index)
+    return index, (f"GPU-{uuid}" if uuid is not None else None)
 
 
 def reset_peaks_for_a_new_run(device: torch.device) -> None:

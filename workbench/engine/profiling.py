@@ -27,6 +27,7 @@ import os
 import secrets
 import sys
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
@@ -52,6 +53,10 @@ WARMUP_STEPS = 1
 TIMELINE_STEPS = 8
 OPS_STEPS = 2  # host ops repeat step after step; two steps rank them
 CPU_STEPS = 3  # a CPU step is long: three show its ops and data waits
+# The run's own pace, the time base of a sample's shares, is over the last few log windows no sample touched:
+# one window is one draw of the run's noise (a sample's shares moved with it), a handful averages it out and
+# still follows a run whose pace changes.
+PACE_WINDOWS = 4
 
 DATA_WAIT = kineto.DATA_WAIT_ANNOTATION
 
@@ -86,8 +91,8 @@ class ProfileSampler:
             self.next_step = self._planned
         self._sample: Optional[_Sample] = None
         self._broken = False
-        # The run's own step outside samples (seconds, data wait seconds), from the last steady log window.
-        self._unprofiled: Optional[tuple[float, float]] = None
+        # The last steady log windows no sample touched: (seconds, steps, data wait seconds) each.
+        self._steady_windows: deque[tuple[float, int, float]] = deque(maxlen=PACE_WINDOWS)
         self._windows_seen = 0
         self._window_touched = False  # a sample ran during the log window now open
         if requests is not None:
@@ -99,8 +104,18 @@ class ProfileSampler:
         start-up), is the run's own pace, the time base of the next sample's shares."""
         self._windows_seen += 1
         if self._windows_seen > 1 and not self._window_touched and steps > 0 and window_seconds > 0:
-            self._unprofiled = (window_seconds / steps, data_wait_seconds / steps)
+            self._steady_windows.append((window_seconds, steps, data_wait_seconds))
         self._window_touched = self._sample is not None
+
+    def pace(self) -> Optional[tuple[float, float, int]]:
+        """The run's own step outside samples: (seconds per step, data wait seconds per step, windows it is
+        over), summed over the last PACE_WINDOWS steady windows; None before the first."""
+        if not self._steady_windows:
+            return None
+        steps = sum(steps for _, steps, _ in self._steady_windows)
+        seconds = sum(seconds for seconds, _, _ in self._steady_windows)
+        wait = sum(wait for _, _, wait in self._steady_windows)
+        return seconds / steps, wait / steps, len(self._steady_windows)
 
     def at_step(self, step: int, batches: Iterator) -> tuple[Iterator, Optional[ProfileSample]]:
         """At the boundary before step ``step + 1``: start, advance or finish a sample.
@@ -315,6 +330,7 @@ class _Sample:
             breakdown = timeline.TimelineBreakdown(breakdown.window_seconds, breakdown.steps,
                                                    breakdown.host_data_wait_seconds, breakdown.top_ops)
         overhead = self.overhead + (time.perf_counter() - began)
+        pace = sampler.pace()
         return timeline.to_sample(
             breakdown, self.start + 1, self.end, sampler.device.type, sampler.batch_size,
             steps=steps,
@@ -326,8 +342,9 @@ class _Sample:
             trace_unavailable_reason=reason,
             overhead_seconds=overhead,
             timeline_host_ops_recorded=all_host_ops,
-            unprofiled_step_seconds=sampler._unprofiled[0] if sampler._unprofiled else None,
-            unprofiled_data_wait_seconds=sampler._unprofiled[1] if sampler._unprofiled else None,
+            unprofiled_step_seconds=pace[0] if pace else None,
+            unprofiled_data_wait_seconds=pace[1] if pace else None,
+            unprofiled_windows=pace[2] if pace else 0,
         )
 
     def failed(self, reason: str) -> ProfileSample:

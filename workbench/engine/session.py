@@ -33,6 +33,7 @@ from workbench.engine.models import build_model, check_model, main_output, param
 from workbench.engine.profiling import sampler_for_run
 from workbench.engine.requests import ProfileRequests
 from workbench.engine.step_timer import StepTimer
+from workbench.engine.telemetry import TelemetryProbe
 from workbench.engine.train_step import TrainStep, build_optimizer, compiled, optimizer_steps_in, warmup_linear_decay
 
 # Evaluation batches of at most twice the training batch: a forward pass of 2b costs about as much as
@@ -104,7 +105,7 @@ class TrainingSession:
         trained = world.wrap_model(self.model, self.device) if world is not None else self.model
         self.forward = compiled(trained, config.compile)
         # Only rank 0 evaluates, with the bare model: a DDP forward on one rank alone would wait for the others.
-        self.evaluates = world is None or world.rank == 0
+        self.evaluates = config.evaluate and (world is None or world.rank == 0)
         # Eagerly, also when compiled: eval mode and no-grad would make torch.compile compile a second
         # graph, for a pass that is a small part of the run (and a stop could not end that compilation).
         self.eval_forward = self.model
@@ -126,6 +127,7 @@ class TrainingSession:
         )
         self.notes += accumulation_notes(config, self.total_steps)
         self.memory = MemoryProbe(self.device)
+        self.telemetry = TelemetryProbe(self.memory.gpu, self.memory.nvml_unavailable_reason if on_cuda else None)
         self.timer = StepTimer(self.device)
         self.sampler = sampler_for_run(config, self.device, self.steps_per_epoch, self.total_steps, profile_requests)
         self.step = 0  # micro-batches done
@@ -154,14 +156,15 @@ class TrainingSession:
             if self.stopped_at is not None or totals.samples == 0:
                 break
             train_seconds = time.perf_counter() - totals.began
-            yield StatusChanged(message=f"Evaluating epoch {epoch}…")
+            if self.evaluates:
+                yield StatusChanged(message=f"Evaluating epoch {epoch}…")
             yield self._epoch_stats(epoch, totals, train_seconds)
 
     def _train_epoch(self, epoch: int, totals: _EpochTotals, stop: Callable[[], bool]) -> Iterator[Event]:
         """Steps until the epoch's batches or the run's steps run out, or ``stop()``; a StepStats per window
         and a ProfileSample per profiler sample."""
         self.model.train()
-        window = _Window(self.device)
+        window = self._new_window()
         batches = self.batches.epoch()
         next_batch = self._first_batch  # workers start on an epoch's first batch: on a helper thread
         while self.step < self.total_steps:
@@ -183,7 +186,7 @@ class TrainingSession:
             at_epoch_end = self.step % self.steps_per_epoch == 0 or self.step == self.total_steps
             if self.step % self.config.log_every == 0 or at_epoch_end:
                 yield self._close_window(window, totals, epoch)
-                window = _Window(self.device)
+                window = self._new_window()
         if window.steps:  # stopped mid-window: report the steps done, so every count of them agrees
             yield self._close_window(window, totals, epoch)
 
@@ -228,6 +231,10 @@ class TrainingSession:
                 return result
 
         return call_interruptibly(first_step, self._phase_stop, "torch.compile")
+
+    def _new_window(self) -> _Window:
+        self.telemetry.window_started()  # GPM measures over the window: its first sample
+        return _Window(self.device)
 
     def _close_window(self, window: _Window, totals: _EpochTotals, epoch: int) -> StepStats:
         stats = self._step_stats(window, epoch)
@@ -283,6 +290,7 @@ class TrainingSession:
             window_seconds=window_seconds,
             elapsed_seconds=now - self._training_began,
             memory=self.memory.snapshot(),
+            telemetry=self.telemetry.read(),
             skipped_optimizer_steps=skipped,
             loss_scale=loss_scale,
             compile_seconds=compile_seconds,
@@ -294,7 +302,8 @@ class TrainingSession:
         train_loss = totals.loss.item() / max(1, steps_done)
         train_accuracy = totals.correct.item() / totals.samples
         eval_began = time.perf_counter()
-        # Other ranks leave the test figures to rank 0 (NaN here, never shown: the ranks' epochs are merged).
+        # Other ranks leave the test figures to rank 0 (NaN here, never shown: the ranks' epochs are merged);
+        # evaluate=false leaves them NaN in every rank (EpochStats.evaluated).
         test_loss, test_accuracy = self.evaluate() if self.evaluates else (math.nan, math.nan)
         return EpochStats(
             epoch=epoch,
@@ -338,6 +347,7 @@ class TrainingSession:
         if not self._batches_abandoned:  # else the helper still starting the workers shuts them down
             self.batches.close()
         self.test_set.close()
+        self.telemetry.close()
         self.memory.close()
 
 

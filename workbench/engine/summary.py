@@ -22,6 +22,7 @@ from workbench.engine.events import (
 )
 from workbench.engine.findings import RunFacts, find
 from workbench.engine.spread import rate_interval
+from workbench.engine.telemetry import run_figures
 from workbench.engine.timeline import step_shares
 
 TOP_COUNT = 10
@@ -120,7 +121,7 @@ class SummaryBuilder:
             status=status,
             reason=reason,
             failure_kind=kind,
-            test_accuracy=epoch.test_accuracy if epoch else None,
+            test_accuracy=epoch.test_accuracy if epoch and epoch.evaluated else None,
             final_loss=step.loss if step and math.isfinite(step.loss) else None,  # a diverged run's reason says why
             images_per_sec=images_per_sec,
             images_per_sec_low=interval[0] if interval else None,
@@ -145,6 +146,7 @@ class SummaryBuilder:
             cuda_graphs=self._cuda_graphs,
             ceiling_images_per_sec=ceiling,
             pipeline_efficiency=images_per_sec / ceiling if images_per_sec and ceiling else None,
+            **run_figures(steady.stats),
             **profile_figures(self._samples, profiled=started is not None and started.config.profile,
                               step_seconds=steady.step_seconds(), data_wait_seconds=steady.data_wait_per_step()),
             world_size=started.world_size if started else 1,
@@ -192,6 +194,10 @@ def profile_figures(
 
     def share(name: str) -> float:
         return sum(getattr(part, name) * weight for weight, part in shares if part is not None) / steps
+
+    flagged = [part for _, part in shares if part is not None and part.base_shorter_than_gpu_work]
+    if flagged:
+        figures["timeline_flag"] = f"{len(flagged)} of {len(shares)} samples: {flagged[0].flag_text()}"
 
     figures.update(
         kernel_busy_fraction=share("compute"),
@@ -242,6 +248,7 @@ class _Windows:
         self.rates: list[float] = []
         self.window_samples: list[int] = []
         self.window_seconds: list[float] = []
+        self.stats: list[StepStats] = []
         self.unprofiled = True  # False when every window held a profiler sample
 
     def step_seconds(self) -> Optional[float]:
@@ -260,3 +267,4 @@ class _Windows:
         self.rates.append(stats.images_per_sec)
         self.window_samples.append(samples)
         self.window_seconds.append(stats.window_seconds)
+        self.stats.append(stats)

@@ -2,7 +2,7 @@
 
 Lightning's BatchSizeFinder (``mode="binsearch"``) is the reference: grow the batch by doubling
 from the user's size while trials succeed; after the first failure, try the midpoint of the
-largest success and the smallest failure until they are adjacent. Each trial is a few real
+largest success and the smallest failure, on multiples of 64, until no multiple lies between them. Each trial is a few real
 training steps with the user's model, precision, memory format and compile (an ordinary run,
 recorded). A trial fails on CUDA out of memory (the engine's RunEnded of kind "out_of_memory",
 which has already dropped the run's model and data), or when its peak reserved memory passes the
@@ -39,6 +39,9 @@ from workbench.formatting import format_bytes
 
 Release = Callable[[], object]
 LARGEST_BATCH_SETTING = int(RANGES["batch_size"][1])
+# The bisection stops at a multiple of this: the last 63 images of a batch are not worth six more trials,
+# and kernels tile batches in such multiples anyway. Below it the search goes on image by image.
+BATCH_GRANULE = 64
 
 @dataclass(frozen=True)
 class MaxBatchPlan:
@@ -91,13 +94,17 @@ def batch_cap(config: RunConfig) -> tuple[int, str]:
 
 def next_batch(low: int, high: Optional[int], cap: int) -> Optional[int]:
     """The next size to try, given the largest success ``low`` (0: none yet) and the smallest failure
-    ``high`` (None: none yet); None when the search is done."""
+    ``high`` (None: none yet); None when the search is done. Bisection tries multiples of BATCH_GRANULE
+    only, and stops when none lies between the two (below the granule: every size)."""
     if high is None:
         candidate = min(low * 2, cap)
         return candidate if candidate > low else None
-    if high - low <= 1:
+    granule = BATCH_GRANULE if high > BATCH_GRANULE else 1
+    first = (low // granule + 1) * granule  # the smallest multiple above the largest success
+    last = (high - 1) // granule * granule  # the largest below the smallest failure
+    if first > last:
         return None
-    return (low + high) // 2
+    return min(max((low + high) // 2 // granule * granule, first), last)
 
 class _BatchSearch:
     def __init__(self, plan: MaxBatchPlan, stop: StopFlag, runner: MemberRunner, release: Release):
@@ -106,8 +113,10 @@ class _BatchSearch:
         self.best: Optional[BatchTrial] = None
 
     def trial_config(self, batch_size: int) -> RunConfig:
+        # No evaluation: a trial measures training memory and speed, and a pass over the test split would
+        # cost more than its few steps (and can run out of memory on its own, at twice the batch).
         config = self.plan.base.replace(
-            batch_size=batch_size, max_steps=self.plan.steps_per_trial, log_every=1, epochs=1
+            batch_size=batch_size, max_steps=self.plan.steps_per_trial, log_every=1, epochs=1, evaluate=False
         )
         if config.dataset == "synthetic" and config.synthetic_size < batch_size:
             config = config.replace(synthetic_size=batch_size)

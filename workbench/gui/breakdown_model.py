@@ -37,7 +37,8 @@ def segments(sample: ProfileSample) -> Optional[list[Segment]]:
         "compute": shares.compute,
         "memcpy": shares.memcpy + shares.memset,
         "data": shares.waiting_for_data,
-        "host": shares.waiting_for_host,
+        # A bar has no negative part: a negative remainder draws as none, and the line under the bars says it.
+        "host": max(0.0, shares.waiting_for_host),
         "other": shares.other,
     }
     return [Segment(key, label, colour, fractions[key]) for key, label, colour in SEGMENTS]
@@ -71,6 +72,10 @@ def sample_summary(sample: ProfileSample) -> str:
         facts.append(f"over the sampled {sample.window_seconds * 1e3:,.1f} ms (the run's own step time was not "
                      "known yet, so the profiler's cost reads as waiting for the host)")
     note = " · host ops were recorded too, so host waits read high" if sample.timeline_host_ops_recorded else ""
+    if shares is not None and shares.waiting_for_host < 0:
+        note += "\n" + (f"Flagged: {shares.flag_text()}." if shares.base_shorter_than_gpu_work else
+                        f"The host's remainder is negative ({shares.host_remainder_seconds * 1e3:,.2f} ms a step): "
+                        "the run's step time is shorter than the parts the timeline measured.")
     return f"{text}\n{', '.join(facts)}{note}"
 
 

@@ -30,6 +30,11 @@ class DevicePanel(QFrame):
         self.details = QLabel()
         self.details.setObjectName("deviceDetails")
         self.details.setWordWrap(True)
+        # NVML's telemetry during a run (workbench.telemetry_text.live_line); hidden without one.
+        self.live = QLabel()
+        self.live.setObjectName("deviceLive")
+        self.live.setWordWrap(True)
+        self.live.setVisible(False)
         self.busy = QProgressBar()
         self.busy.setObjectName("deviceProbeBusy")
         self.busy.setRange(0, 0)  # indeterminate: torch's import reports no progress
@@ -39,6 +44,7 @@ class DevicePanel(QFrame):
         self._text.setSpacing(2)
         self._text.addWidget(self.title)
         self._text.addWidget(self.details)
+        self._text.addWidget(self.live)
         self._text.addWidget(self.busy)
         self._layout = QHBoxLayout(self)
         self._layout.setContentsMargins(12, 6, 12, 6)
@@ -85,6 +91,11 @@ class DevicePanel(QFrame):
                 + f"Training runs on {device.name}; the memory plot shows this process's resident memory and "
                 f"fp16/bf16 are unavailable. {versions}",
             )
+
+    def show_live(self, line: Optional[str]) -> None:
+        """The latest log window's telemetry line; None hides it (a CPU run, or NVML read nothing)."""
+        self.live.setText(line or "")
+        self.live.setVisible(bool(line))
 
     def show_error(self, message: str) -> None:
         self._set("error", "Could not query the device", message)

@@ -52,6 +52,7 @@ from workbench.gui.window_settings import (  # noqa: F401 (SETTINGS_CONFIG: test
     stored_bytes,
 )
 from workbench.gui.worker import RunFunction, TrainingThread
+from workbench.telemetry_text import live_line
 
 ProbeFunction = Callable[[], DeviceInfo]
 ReleaseFunction = Callable[[], MemoryRelease]
@@ -370,6 +371,8 @@ class MainWindow(QMainWindow):
 
     def draw_steps(self, steps: Sequence[StepStats]) -> None:
         self.plots.add_steps(steps)
+        if steps:
+            self.device_panel.show_live(live_line(steps[-1]))
 
     def draw_epoch(self, stats: EpochStats) -> None:
         self.plots.add_epoch(stats)

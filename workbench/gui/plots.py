@@ -214,6 +214,8 @@ class PlotsPanel(QWidget):
             self._update_memory_caption()
 
     def add_epoch(self, stats: EpochStats) -> None:
+        if not stats.evaluated:
+            return
         self._test_points.append((stats.step, stats.test_loss))
         self._dirty.add("loss")
         self._update_legend()

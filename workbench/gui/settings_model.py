@@ -21,7 +21,8 @@ from workbench.settings_help import SPECS, FieldSpec  # noqa: F401 (the form rea
 # Groups in the order the form shows them, the most-used settings first (what a user changes between
 # two runs sits above the fold); every RunConfig field sits in exactly one.
 GROUPS: dict[str, tuple[str, ...]] = {
-    "Run": ("epochs", "batch_size", "device", "devices", "max_steps", "accumulation_steps", "seed", "log_every"),
+    "Run": ("epochs", "batch_size", "device", "devices", "max_steps", "accumulation_steps", "seed", "log_every",
+            "evaluate"),
     "Data": ("dataset", "data_path", "synthetic_size", "decode"),
     "Loader": (
         "pipeline", "augment", "num_workers", "pin_memory", "non_blocking", "persistent_workers",

@@ -114,6 +114,7 @@ PROFILE_SAMPLE_COLUMNS: tuple[str, ...] = (
     "timeline_host_ops_recorded",
     "unprofiled_step_seconds",
     "unprofiled_data_wait_seconds",
+    "unprofiled_windows",  # schema 5
 )
 PROFILE_SAMPLE_LISTS: tuple[str, ...] = ("top_kernels", "top_ops")
 
@@ -344,6 +345,23 @@ _V5: tuple[Step, ...] = (
     "ALTER TABLE runs ADD COLUMN cuda_graphs TEXT",
     # compile became a mode (off / default / reduce-overhead / max-autotune).
     _compile_switches_to_modes,
+    # A profile sample whose base step was shorter than its GPU work (its host wait a negative remainder).
+    "ALTER TABLE runs ADD COLUMN timeline_flag TEXT",
+    # How many log windows a sample's unprofiled step time is over (it was the last one alone).
+    "ALTER TABLE profile_samples ADD COLUMN unprofiled_windows INTEGER NOT NULL DEFAULT 0",
+    # NVML's telemetry over the steady windows (medians), and GPM's activity figures on Hopper and newer.
+    "ALTER TABLE runs ADD COLUMN nvml_kernel_time_fraction REAL",
+    "ALTER TABLE runs ADD COLUMN power_watts REAL",
+    "ALTER TABLE runs ADD COLUMN sm_clock_mhz REAL",
+    "ALTER TABLE runs ADD COLUMN clock_event_reasons TEXT",
+    "ALTER TABLE runs ADD COLUMN pcie_rx_bytes_per_sec REAL",
+    "ALTER TABLE runs ADD COLUMN pcie_tx_bytes_per_sec REAL",
+    "ALTER TABLE runs ADD COLUMN sm_activity_fraction REAL",
+    "ALTER TABLE runs ADD COLUMN sm_occupancy_fraction REAL",
+    "ALTER TABLE runs ADD COLUMN tensor_activity_fraction REAL",
+    "ALTER TABLE runs ADD COLUMN dram_bandwidth_fraction REAL",
+    "ALTER TABLE runs ADD COLUMN telemetry_unavailable_reason TEXT",
+    "ALTER TABLE runs ADD COLUMN gpm_unavailable_reason TEXT",
 )
 
 # Append new versions here, each a tuple of statements (or functions of the connection where SQL alone cannot

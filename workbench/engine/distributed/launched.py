@@ -60,7 +60,7 @@ def _gathered(event: Event, rank_run: RankRun) -> list:
 
 def _with_notes(event: RunStarted, rank_run: RankRun) -> RunStarted:
     world = rank_run.world
-    notes = distributed_notes(event.config, event.device, world.world_size, world.backend)
+    notes = distributed_notes(event.config, event.device, world.world_size, world.backend, world.wraps_model)
     if world.world_size != (world.local_world_size or world.world_size):
         notes.append(f"{world.world_size // max(1, world.local_world_size)} machines × {world.local_world_size} "
                      "processes (torchrun); the device shown is rank 0's")

@@ -84,21 +84,24 @@ def spawn_run(
     world_size: int,
     device: Optional[DeviceInfo] = None,
     rank_entry: RankEntry = spawned_rank_main,
+    wrap_one_process: bool = False,
 ) -> Iterator[Event]:
-    """Run ``config`` in ``world_size`` spawned ranks (1 is allowed: the distributed path on one device).
+    """Run ``config`` in ``world_size`` spawned ranks (1 is allowed: the distributed path on one device,
+    without DDP's wrapper unless ``wrap_one_process``).
 
     ``rank_entry`` is what each spawned process runs (tests wrap spawned_rank_main to provoke faults).
     """
     device = device or probe_device(config.device)
     backend = backend_for(device)
     summary = SummaryBuilder()
-    notes = tuple(distributed_notes(config, device, world_size, backend))
+    notes = tuple(distributed_notes(config, device, world_size, backend, world_size > 1 or wrap_one_process))
     merger = RankEventMerger(world_size, started=lambda event: _started(event, notes))
     context = multiprocessing.get_context("spawn")
     events: Any = context.Queue()
     stop_requested: Any = context.Event()
     folder = tempfile.mkdtemp(prefix="workbench-rendezvous-")
-    world = World(0, world_size, 0, backend, "file://" + os.path.join(folder, "store"))
+    world = World(0, world_size, 0, backend, "file://" + os.path.join(folder, "store"),
+                  wrap_one_process=wrap_one_process)
     processes: list = []
     exit_wait = 0.0  # unless every rank ended on its own terms, end the rest at once
     try:

@@ -34,11 +34,15 @@ class RankWorld:
     def __init__(self, world: World):
         self.rank, self.world_size, self.local_rank = world.rank, world.world_size, world.local_rank
         self.backend = world.backend
+        self.wraps_model = world.wraps_model
         # Host-side control (stop agreement, gathering figures under torchrun) on gloo: CPU tensors and
         # objects, and never in the way of NCCL's gradient traffic.
         self.control_group = dist.new_group(backend="gloo") if world.world_size > 1 else None
 
     def wrap_model(self, model: nn.Module, device: torch.device) -> nn.Module:
+        """DDP around the model; the model itself for one process (World.wrap_one_process)."""
+        if not self.wraps_model:
+            return model
         # gradient_as_bucket_view: gradients live in DDP's all-reduce buckets instead of a copy beside them.
         return DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=True,

@@ -28,6 +28,13 @@ class World:
     backend: str  # "nccl" (GPUs) or "gloo" (CPU)
     init_method: str  # "file:///…/rendezvous" (spawned here) or "env://" (torchrun)
     local_world_size: int = 0  # processes on this machine (0 = world_size)
+    # One process has no gradients to average: it trains without DistributedDataParallel, unless asked for
+    # the wrapper anyway (benchmarks/distributed_overhead.py measures what the wrapper costs a step).
+    wrap_one_process: bool = False
+
+    @property
+    def wraps_model(self) -> bool:
+        return self.world_size > 1 or self.wrap_one_process
 
     def for_rank(self, rank: int) -> World:
         """The same world seen from another locally spawned rank."""
@@ -63,8 +70,12 @@ def backend_for(device: DeviceInfo) -> str:
     return "gloo"
 
 
-def distributed_notes(config: RunConfig, device: DeviceInfo, world_size: int, backend: str) -> list[str]:
+def distributed_notes(config: RunConfig, device: DeviceInfo, world_size: int, backend: str,
+                      wraps_model: bool = True) -> list[str]:
     """What a user should know about this multi-process run, said once at its start."""
+    if world_size == 1 and not wraps_model:
+        return [f"1 process ({backend}): trained without DistributedDataParallel, since one process has no "
+                "gradients to average"]
     notes = [
         f"{world_size} processes, data-parallel (DistributedDataParallel, {backend}): effective batch "
         f"{config.batch_size} × {world_size} × {config.accumulation_steps} = "

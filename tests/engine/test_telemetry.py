@@ -1,0 +1,140 @@
+"""NVML's telemetry through a fake NVML: the figures where they are supported, None with the reason where
+they are not (a figure the GPU does not support, a GPU without GPM, an nvidia-ml-py without GPM, a CPU)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from engine_helpers import run_to_end, tiny_config
+from fake_nvml import fake_pynvml
+
+from workbench.engine import nvml
+from workbench.engine.events import DeviceTelemetry, MemorySnapshot, StepStats
+from workbench.engine.nvml import Gpu, NvmlHold, clock_event_names
+from workbench.engine.telemetry import TelemetryProbe, run_figures
+
+
+def probe(monkeypatch, fake) -> TelemetryProbe:
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    return TelemetryProbe(Gpu(lambda: (0, "GPU-1234")))
+
+
+def test_every_figure_where_the_gpu_supports_it(monkeypatch):
+    fake = fake_pynvml()
+    telemetry = probe(monkeypatch, fake)
+    telemetry.window_started()
+    reading = telemetry.read()
+    assert reading.power_watts == 312.5 and reading.sm_clock_mhz == 1980.0  # NVML gives mW
+    assert reading.clock_event_reasons == ("software power cap",)
+    assert reading.pcie_rx_bytes_per_sec == 1000 * 1024 and reading.pcie_tx_bytes_per_sec == 250 * 1024  # KB/s
+    # GPM over the window: a sample at its start, one at its end (the fake refuses them the wrong way round).
+    assert (reading.sm_activity, reading.sm_occupancy, reading.tensor_activity, reading.dram_bandwidth) == (
+        pytest.approx(0.41), pytest.approx(0.22), pytest.approx(0.09), pytest.approx(0.30))
+    assert reading.power_unavailable_reason is None and reading.gpm_unavailable_reason is None
+    telemetry.window_started()
+    telemetry.close()
+    assert fake.gpm_samples_alive == set()  # every GPM sample freed
+
+
+def test_figures_the_gpu_does_not_support_are_none_with_the_reason(monkeypatch):
+    fake = fake_pynvml(unsupported=("nvmlDeviceGetPowerUsage", "nvmlDeviceGetPcieThroughput"), gpm=False)
+    telemetry = probe(monkeypatch, fake)
+    telemetry.window_started()
+    reading = telemetry.read()
+    assert reading.power_watts is None
+    assert reading.power_unavailable_reason == "NVML cannot read the power here: Not Supported"
+    assert reading.pcie_rx_bytes_per_sec is None and reading.pcie_tx_bytes_per_sec is None
+    assert reading.pcie_unavailable_reason == "NVML cannot read PCIe rx here: Not Supported"
+    assert reading.sm_clock_mhz == 1980.0  # what is supported is still read
+    assert reading.sm_activity is None and reading.tensor_activity is None
+    assert reading.gpm_unavailable_reason == "GPM is not supported on this GPU (it needs Hopper or newer)"
+
+
+def test_pcie_is_read_at_most_every_few_seconds(monkeypatch):
+    """NVML counts PCIe bytes for 20 ms inside the call: not at every log point of a fast run."""
+    from workbench.engine.telemetry import PCIE_EVERY_SECONDS, PCIE_SKIPPED
+
+    now = [100.0]
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml())
+    telemetry = TelemetryProbe(Gpu(lambda: (0, None)), clock=lambda: now[0])
+    assert telemetry.read().pcie_rx_bytes_per_sec == 1000 * 1024
+    now[0] += 1.0
+    skipped = telemetry.read()
+    assert skipped.pcie_rx_bytes_per_sec is None and skipped.pcie_unavailable_reason == PCIE_SKIPPED
+    assert skipped.power_watts == 312.5  # the fast reads go on
+    now[0] += PCIE_EVERY_SECONDS
+    assert telemetry.read().pcie_tx_bytes_per_sec == 250 * 1024
+    # The run's figure: the median of the windows that read it, and no reason, though the last window skipped it.
+    figures = run_figures([window(10, pcie_rx_bytes_per_sec=2.0), window(20, pcie_unavailable_reason=PCIE_SKIPPED)])
+    assert figures["pcie_rx_bytes_per_sec"] == 2.0 and figures["telemetry_unavailable_reason"] is None
+
+
+def test_an_nvidia_ml_py_without_gpm_says_so(monkeypatch):
+    reading = probe(monkeypatch, fake_pynvml(gpm=None)).read()
+    assert reading.sm_activity is None
+    assert reading.gpm_unavailable_reason == "GPM needs nvidia-ml-py 12.535 or newer"
+
+
+def test_without_nvml_or_on_a_cpu_every_figure_is_none_with_the_reason(monkeypatch):
+    cpu = TelemetryProbe(None).read()
+    assert cpu == TelemetryProbe(None).read() and cpu.power_watts is None
+    assert cpu.power_unavailable_reason == cpu.gpm_unavailable_reason == "CPU device: no GPU telemetry"
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    missing = TelemetryProbe(Gpu(lambda: (0, None))).read()
+    assert missing.sm_clock_mhz is None and missing.sm_clock_unavailable_reason == "nvidia-ml-py (pynvml) is not installed"
+
+
+def test_clock_event_bits_are_named():
+    assert clock_event_names(0) == ()
+    assert clock_event_names(0x1 | 0x40) == ("idle", "hardware thermal slowdown")
+    assert clock_event_names(0x4 | 0x1000) == ("software power cap", "other (0x1000)")
+
+
+def test_nvml_is_initialised_once_for_all_its_holders_and_shut_down_after_the_last(monkeypatch):
+    fake = fake_pynvml()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    first, second = Gpu(lambda: (0, None)), NvmlHold()
+    assert nvml.driver_version().value == "580.65.06"  # a third hold, let go at once
+    first.close()
+    assert fake.calls == ["init"]
+    second.close()
+    second.close()  # letting go twice is once
+    assert fake.calls == ["init", "shutdown"]
+
+
+def window(step, **telemetry):
+    utilization = telemetry.pop("utilization", None)
+    return StepStats(step=step, total_steps=100, epoch=1, epochs=1, samples_seen=step * 32, loss=1.0, lr=0.1,
+                     images_per_sec=1000.0, data_wait_seconds=0.0, device_span_seconds=0.1, window_seconds=0.1,
+                     elapsed_seconds=0.1 * step, memory=MemorySnapshot(gpu_utilization_percent=utilization),
+                     telemetry=DeviceTelemetry(**telemetry))
+
+
+def test_the_runs_figures_are_medians_over_its_windows_and_reasons_where_none_was_read():
+    windows = [
+        window(10, utilization=100.0, power_watts=300.0, sm_activity=0.4, clock_event_reasons=()),
+        window(20, utilization=98.0, power_watts=350.0, sm_activity=0.5, clock_event_reasons=("software power cap",)),
+        window(30, utilization=99.0, power_watts=700.0, sm_activity=0.45, clock_event_reasons=()),
+    ]
+    figures = run_figures(windows)
+    assert figures["nvml_kernel_time_fraction"] == pytest.approx(0.99)
+    assert figures["power_watts"] == 350.0 and figures["sm_activity_fraction"] == 0.45
+    assert figures["clock_event_reasons"] == "software power cap"
+    assert figures["telemetry_unavailable_reason"] is None and "gpm_unavailable_reason" not in figures
+    quiet = run_figures(windows[:1])
+    assert quiet["clock_event_reasons"] == "none"
+    unread = run_figures([window(10, power_unavailable_reason="NVML cannot read the power here: Not Supported",
+                                 gpm_unavailable_reason="GPM is not supported on this GPU")])
+    assert unread["power_watts"] is None and unread["tensor_activity_fraction"] is None
+    assert unread["telemetry_unavailable_reason"] == "NVML cannot read the power here: Not Supported"
+    assert unread["gpm_unavailable_reason"] == "GPM is not supported on this GPU"
+
+
+def test_a_cpu_run_carries_the_reason_to_its_windows_and_summary():
+    events = run_to_end(tiny_config())
+    windows = [event for event in events if isinstance(event, StepStats)]
+    assert all(w.telemetry.power_unavailable_reason == "CPU device: no GPU telemetry" for w in windows)
+    summary = events[-1].summary
+    assert summary.power_watts is None and summary.telemetry_unavailable_reason == "CPU device: no GPU telemetry"
+    assert summary.gpm_unavailable_reason == "CPU device: no GPU telemetry"
