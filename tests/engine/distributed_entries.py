@@ -21,8 +21,8 @@ from workbench.engine.distributed.rank import spawned_rank_main
 def _wrap_builder(name: str, on_model) -> None:
     build = models.BUILDERS[name]
 
-    def built(num_classes: int):
-        model = build(num_classes)
+    def built(num_classes: int, image_size: int):
+        model = build(num_classes, image_size)
         on_model(model)
         return model
 
@@ -30,12 +30,14 @@ def _wrap_builder(name: str, on_model) -> None:
 
 
 def fail_on_rank(index, world, config, events, stop_requested, *, rank: int, at_forward: int, how: str) -> None:
-    """On ``rank``, the ``at_forward``-th forward pass raises (how="raise") or kills the process ("die")."""
+    """On ``rank``, the ``at_forward``-th training forward pass raises (how="raise") or kills the process ("die")."""
 
     def arm(model):
         calls = [0]
 
         def before_forward(module, inputs):
+            if not module.training:
+                return  # the model check's dummy batch and evaluation are not training steps
             calls[0] += 1
             if index == rank and calls[0] == at_forward:
                 if how == "die":

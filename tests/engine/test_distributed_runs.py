@@ -47,7 +47,7 @@ def test_two_processes_train_as_one_process_on_the_global_batch(tmp_path, monkey
                   accumulation_steps=2, max_steps=6, log_every=2, epochs=1)
     built = []
     build = models.BUILDERS["small-cnn-gn"]
-    monkeypatch.setitem(models.BUILDERS, "small-cnn-gn", lambda classes: built.append(build(classes)) or built[-1])
+    monkeypatch.setitem(models.BUILDERS, "small-cnn-gn", lambda *args: built.append(build(*args)) or built[-1])
     one = run_to_end(tiny_config(batch_size=32, **common))
     assert one[-1].status == "finished", one[-1].reason
 
