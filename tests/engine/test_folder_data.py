@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from engine_helpers import run_to_end, tiny_config
+from own_images import CLASSES, make_folder
 from PIL import Image
 
 from workbench.cli import main
@@ -18,25 +19,6 @@ from workbench.engine.datasets import load_data
 from workbench.engine.events import RunEnded, RunStarted
 from workbench.engine.folder_data import FOLDER_TEST_FRACTION, scan_folder
 from workbench.history.store import HistoryStore
-
-CLASSES = ("cat", "dog", "fox")
-SIZES = ((40, 50), (70, 70), (64, 64), (90, 60))  # mixed, one already at the 64×64 target
-
-
-def make_folder(root: Path, per_class: int = 12, layout: str = "flat") -> Path:
-    """A folder of PNG and JPEG images of mixed sizes whose classes differ in colour (so a model can learn them)."""
-    generator = np.random.default_rng(0)
-    for label, name in enumerate(CLASSES):
-        for index in range(per_class):
-            split = ("val" if index % 4 == 0 else "train") if layout == "split" else ""
-            folder = root / split / name
-            folder.mkdir(parents=True, exist_ok=True)
-            width, height = SIZES[index % len(SIZES)]
-            pixels = generator.integers(0, 60, (height, width, 3), dtype=np.uint8)
-            pixels[..., label] += 180  # each class leans to one colour channel
-            suffix = ".png" if index % 2 else ".jpg"
-            Image.fromarray(pixels).save(folder / f"{name}{index}{suffix}")
-    return root
 
 
 def folder_config(root: Path, **changes):
