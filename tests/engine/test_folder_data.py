@@ -17,7 +17,8 @@ from workbench.engine import pipelines
 from workbench.engine.data import DataError
 from workbench.engine.datasets import load_data
 from workbench.engine.events import RunEnded, RunStarted
-from workbench.engine.folder_data import FOLDER_TEST_FRACTION, scan_folder
+from workbench.engine.folder_data import scan_folder
+from workbench.folder_layout import FOLDER_TEST_FRACTION, training_image_count
 from workbench.history.store import HistoryStore
 
 
@@ -173,3 +174,17 @@ def test_a_folder_as_data_path_without_dataset_trains_as_a_folder_and_says_so(tm
     err = capsys.readouterr().err
     assert code == 0, err
     assert f"{root} is a folder: training on its images, one sub-folder per class (--dataset folder)" in err
+
+
+def test_a_folder_is_scanned_again_once_a_class_folder_changes(tmp_path):
+    # A window's runs reuse the scan; an image added to (or removed from) a class folder is seen by the next
+    # run (the folder's own time does not change when a class folder's files do).
+    root = make_folder(tmp_path / "pets", layout="split")
+    config = folder_config(root)
+    first = load_data(config)
+    assert load_data(config) is first
+    before = os.stat(root / "train" / "dog").st_mtime_ns
+    Image.new("RGB", (8, 8)).save(root / "train" / "dog" / "new.png")
+    os.utime(root / "train" / "dog", ns=(before + 10**9, before + 10**9))  # as coarse file-system times see it
+    again = load_data(config)
+    assert again.train_size == first.train_size + 1 and str(root / "train" / "dog" / "new.png") in again.train.paths
