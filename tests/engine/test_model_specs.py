@@ -85,3 +85,11 @@ def test_a_function_without_num_classes_gets_only_its_kwargs(user_module):
 def test_errors_name_what_went_wrong_without_a_traceback():
     with pytest.raises(ModelError, match="did you mean"):
         build_model("resnet", 10)
+
+
+def test_a_near_miss_suggests_each_name_once():
+    # resnet18 is a built-in (the CIFAR stem) and a torchvision name: one suggestion, not two.
+    with pytest.raises(ModelError) as refused:
+        build_model("resnet_18", 10)
+    suggested = str(refused.value).partition("did you mean ")[2].rstrip("?)").split(" or ")
+    assert "resnet18" in suggested and len(suggested) == len(set(suggested))
