@@ -29,7 +29,7 @@ def test_a_refused_run_marks_the_settings_its_reason_names_and_is_not_recorded()
     controller.start_run()
     runner.finish()
     assert view.named("mark_refused") == [(config, REASON)]
-    assert view.message[0] == "failed" and view.message[1] == f"Not started: {REASON} (nothing recorded)"
+    assert view.message[0] == "failed" and view.message[1] == f"Run failed: {REASON}"
     (recorder,) = recording.recorders
     assert isinstance(recorder.events[-1], RunEnded)  # the history's recorder drops a run refused before it started
     assert view.controls.start.enabled  # the fix may be in the user's module: Start again as it is

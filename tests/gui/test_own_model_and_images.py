@@ -42,7 +42,7 @@ def test_a_model_the_engine_refuses_is_marked_in_the_form_with_its_reason_and_no
     said = html.unescape(window.form.problems_label.text())
     assert f"Refused when it started: model {spec}" in said.replace("<b>", "").replace("</b>", "") and words in said
     assert window.form.problems_label.isVisibleTo(window.form)
-    assert window.run_message.text().startswith(f"Not started: model {spec}")
+    assert window.run_message.text().startswith(f"Run failed: model {spec}")
     assert window.start_button.isEnabled()  # the fix may be in the user's module, not in the form
     with HistoryStore.open(isolated_workbench_home) as store:
         assert store.list_runs() == []

@@ -194,7 +194,6 @@ class RunReports:
         if event.status == "failed" and event.kind in BAD_INPUT_KINDS and run.started is None:
             # Refused before training (the engine's model check; the data as loaded): nothing is recorded, and
             # the form marks the settings the reason names, as it marks what it can tell before Start.
-            text = f"Not started: {event.reason or 'no reason given'} (nothing recorded)"
             self.view.mark_refused(run.config, event.reason or "")
         history_note = f" (not recorded in the history: {run.history_error})" if run.history_error else ""
         self.view.show_status(text + history_note)
