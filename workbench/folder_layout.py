@@ -205,7 +205,7 @@ def training_image_count(root: Path | str) -> Optional[int]:
             return None
         reader = _Reader()
         reader.note_time(key)  # a split folder added or removed changes how the folder is read
-        train_root, test_root = split_roots(path)
+        train_root, _ = split_roots(path)
         if train_root is not None:
             count = sum(len(images) for images in _images_by_class(reader, train_root).values())
         else:

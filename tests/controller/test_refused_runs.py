@@ -36,7 +36,7 @@ def test_a_refused_run_marks_the_settings_its_reason_names_and_is_not_recorded()
 
 
 def test_a_run_that_failed_otherwise_marks_nothing():
-    controller, view, runner, recording = make(run_function=crashed)
+    controller, view, runner, _ = make(run_function=crashed)
     controller.start_run()
     runner.finish()
     assert view.named("mark_refused") == [] and view.message[1] == "Run failed: boom"

@@ -53,7 +53,7 @@ def test_a_model_the_engine_refuses_is_marked_in_the_form_with_its_reason_and_no
 def test_torchvision_names_join_the_model_list_after_the_device_probe(qtbot, make_window):
     window = make_window(probe_function=fake_probe(), model_names_function=lambda: ("resnet18", "resnet50", "vit_b_16"))
     combo = window.form.editor("model")
-    names = lambda: [combo.itemText(index) for index in range(combo.count())]  # noqa: E731
+    names = lambda: [combo.itemText(index) for index in range(combo.count())]
     assert "resnet50" not in names()  # torch is not loaded before the probe
     window.show()
     qtbot.waitUntil(lambda: "vit_b_16" in names(), timeout=30_000)

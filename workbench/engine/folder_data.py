@@ -27,7 +27,7 @@ from torch.utils.data import Dataset
 from workbench import folder_layout
 from workbench.engine.augment import PADDING
 from workbench.engine.data import DataError
-from workbench.folder_layout import ImageFolder, FolderSplit
+from workbench.folder_layout import FolderSplit, ImageFolder
 from workbench.formatting import format_bytes
 
 EVAL_RESIZE_RATIO = 0.875  # resize the shorter side to image_size / 0.875, then centre-crop (ImageNet's habit)
