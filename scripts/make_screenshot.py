@@ -2,6 +2,8 @@
 
     python scripts/make_screenshot.py                                           # synthetic data
     python scripts/make_screenshot.py --data cifar10-subset.npz                 # real CIFAR-10 images
+    python scripts/make_screenshot.py --folder ~/pets --image-size 64 --model mymodels:tiny_net \
+        --model-kwargs '{"width": 32}'                                          # your own images and model
 
 Writes, under assets/ (or --out-dir):
   screenshot.png              the Live tab after the runs, two of them selected in the Runs tab
@@ -10,6 +12,10 @@ Writes, under assets/ (or --out-dir):
                               host ops on a CPU), its top kernels / ops and its findings with Apply buttons
   screenshot-sweep.png        the Experiments tab after a sweep started from the window (batch size)
   screenshot-1024x700.png     the whole window at 1024×700 (a small laptop screen), Live tab
+With --folder, only:
+  screenshot-folder.png       the Live tab after two runs on the image folder at --image-size with --model
+                              (augment=cpu, then augment=gpu), the form showing the folder, size and model
+  screenshot-folder-samples.png  the Sample batch tab: the folder's images as the last run's settings feed them
 
 Run 1 loads batches in the training thread with per-image CPU augmentation; the next runs change
 one setting each (loader workers, where augmentation runs, the batch size, the learning rate), so
@@ -42,6 +48,11 @@ def main() -> int:
     parser.add_argument("--select", default="2,3", help="the runs to select in the Runs tab (run numbers)")
     parser.add_argument("--profile-every", type=int, default=40, help="the profiled run samples every N steps")
     parser.add_argument("--sweep-steps", type=int, default=24, help="the length of each sweep member, in steps")
+    parser.add_argument("--folder", type=Path, help="an image folder (one sub-folder per class): screenshot-folder.png")
+    parser.add_argument("--image-size", type=int, default=64, help="the folder runs' image_size")
+    parser.add_argument("--model", default="small-cnn",
+                        help="the folder runs' model: a built-in, a torchvision name or package.module:function")
+    parser.add_argument("--model-kwargs", default="", help="the folder runs' model_kwargs (a JSON object)")
     args = parser.parse_args()
 
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -57,17 +68,24 @@ def main() -> int:
     from workbench.gui.runs_view import RunsView
     from workbench.history.store import HistoryStore
 
-    if args.data:
+    if args.folder:
+        base = RunConfig(dataset="folder", data_path=str(args.folder.expanduser().resolve()),
+                         image_size=args.image_size, model=args.model, model_kwargs=args.model_kwargs,
+                         epochs=args.epochs, batch_size=64, lr=0.05, log_every=5, device="auto")
+    elif args.data:
         base = RunConfig(dataset="npz", data_path=str(args.data.resolve()), epochs=args.epochs, batch_size=64,
                          lr=0.05, log_every=5, device="auto")
     else:
         base = RunConfig(dataset="synthetic", synthetic_size=4096, epochs=args.epochs, batch_size=64, lr=0.02,
                          log_every=5, device="auto")
-    first = base.replace(num_workers=0, augment="cpu")
-    runs = [first]
-    for change in (dict(num_workers=2), dict(augment="gpu"), dict(batch_size=128), dict(lr=base.lr * 2)):
-        runs.append(runs[-1].replace(**change))
-    runs[-1] = runs[-1].replace(profile=True, profile_every=args.profile_every)
+    if args.folder:  # the workers decode the files: where augmentation runs is the one change
+        runs = [base.replace(num_workers=2, augment="cpu"), base.replace(num_workers=2, augment="gpu")]
+    else:
+        first = base.replace(num_workers=0, augment="cpu")
+        runs = [first]
+        for change in (dict(num_workers=2), dict(augment="gpu"), dict(batch_size=128), dict(lr=base.lr * 2)):
+            runs.append(runs[-1].replace(**change))
+        runs[-1] = runs[-1].replace(profile=True, profile_every=args.profile_every)
 
     app = create_application()
     store = HistoryStore.open()
@@ -101,6 +119,8 @@ def main() -> int:
             window.close()
         elif len(outcomes) < len(runs):
             QTimer.singleShot(200, start_next)
+        elif args.folder:
+            QTimer.singleShot(300, take_folder_screenshot)
         elif not sweep_started:
             QTimer.singleShot(300, take_screenshots)
         else:
@@ -130,6 +150,21 @@ def main() -> int:
         window.tabs.setCurrentIndex(0)
         QTimer.singleShot(300, take_small_then_sweep)
 
+    def take_folder_screenshot() -> None:
+        from PySide6.QtWidgets import QScrollArea
+
+        # The form scrolled just enough to show the model's fields below the data's.
+        window.form.findChild(QScrollArea, "settingsScroll").ensureWidgetVisible(window.form.editor("model_kwargs"))
+        window.plots.set_x_axis("samples_seen")
+        window.tabs.setCurrentIndex(0)
+        grab("screenshot-folder.png")
+        window.tabs.setCurrentWidget(window.sample_view)
+        QTimer.singleShot(3000, take_folder_samples)  # the preview decodes the folder's files off this thread
+
+    def take_folder_samples() -> None:
+        grab("screenshot-folder-samples.png")
+        window.close()
+
     def take_small_then_sweep() -> None:
         nonlocal sweep_started
         grab(f"screenshot-{small[0]}x{small[1]}.png")
@@ -153,7 +188,8 @@ def main() -> int:
         code = run_window(app, window)
     finally:
         store.close()
-    return code if outcomes == ["finished"] * (len(runs) + len(SWEEP_BATCHES)) else 1
+    expected = len(runs) + (0 if args.folder else len(SWEEP_BATCHES))
+    return code if outcomes == ["finished"] * expected else 1
 
 
 if __name__ == "__main__":

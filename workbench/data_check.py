@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Optional
 
 from workbench.config import RunConfig
+from workbench.folder_layout import training_image_count
 from workbench.npz import header
 from workbench.npz.labels import read_label_check
 from workbench.regular_file import regular_file_problem
@@ -18,12 +19,15 @@ from workbench.regular_file import regular_file_problem
 KNOWN_DATASET_SIZES = {"cifar10": 50_000, "cifar100": 50_000}
 
 
-def train_size(config: RunConfig) -> Optional[int]:
-    """Training images, known without loading the data; None when it cannot be known cheaply."""
+def train_size(config: RunConfig, count_folder: bool = False) -> Optional[int]:
+    """Training images, known without loading the data; None when it cannot be known cheaply. An image folder's
+    are counted only with ``count_folder`` (its directories are listed: never on the GUI thread)."""
     if config.dataset == "synthetic":
         return config.synthetic_size
     if config.dataset == "npz":
         return header.train_size(config.data_path) if config.data_path else None
+    if config.dataset == "folder":
+        return training_image_count(config.data_path) if count_folder and config.data_path else None
     return KNOWN_DATASET_SIZES.get(config.dataset)
 
 

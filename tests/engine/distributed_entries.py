@@ -30,7 +30,7 @@ def _wrap_builder(name: str, on_model) -> None:
 
 
 def fail_on_rank(index, world, config, events, stop_requested, *, rank: int, at_forward: int, how: str) -> None:
-    """On ``rank``, the ``at_forward``-th forward pass raises (how="raise") or kills the process ("die")."""
+    """On ``rank``, the ``at_forward``-th training forward pass raises (how="raise") or kills the process ("die")."""
 
     def arm(model):
         calls = [0]

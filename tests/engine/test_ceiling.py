@@ -8,7 +8,7 @@ from engine_helpers import run_to_end, tiny_config
 from workbench.cli import main
 from workbench.engine import probe_device
 from workbench.engine.ceiling import measure_ceiling
-from workbench.engine.ceiling_cache import cache_path, cached_ceiling, ceiling_key, store_ceiling
+from workbench.engine.ceiling_cache import Ceiling, cache_path, cached_ceiling, ceiling_key, store_ceiling
 
 CPU_FLAGS = ["--device", "cpu", "--batch-size", "8", "--budget", "1"]
 
@@ -62,3 +62,21 @@ def test_workbench_ceiling_json_last_line_then_cached(capsys):
 def test_workbench_ceiling_refuses_bad_settings_in_one_line(capsys):
     assert main(["ceiling", "--device", "cpu", "--precision", "fp16"]) == 2
     assert capsys.readouterr()[1].strip() == "workbench ceiling: fp16 needs a CUDA GPU"
+
+
+def test_a_ceiling_is_kept_per_image_size_and_model_kwargs(isolated_workbench_home):
+    # A 32×32 ceiling says nothing about 64×64 images (4× the pixels per image), nor one model's width about
+    # another's: each is its own entry.
+    device = probe_device("cpu")
+    config = tiny_config(model="resnet34", batch_size=8)
+    ceiling = Ceiling(images_per_sec=1000.0, steady=True, timed_steps=10, timed_seconds=1.0,
+                      key=ceiling_key(config, device, 10), measured_at=0.0)
+    store_ceiling(ceiling)
+    assert cached_ceiling(config, device, 10).images_per_sec == 1000.0
+    assert cached_ceiling(config.replace(image_size=64), device, 10) is None
+    assert cached_ceiling(config.replace(model_kwargs='{"width_per_group": 32}'), device, 10) is None
+    wide = config.replace(model_kwargs='{"width_per_group": 32}')
+    store_ceiling(Ceiling(images_per_sec=500.0, steady=True, timed_steps=10, timed_seconds=1.0,
+                          key=ceiling_key(wide, device, 10), measured_at=0.0))
+    # The same kwargs written another way are the same model.
+    assert cached_ceiling(config.replace(model_kwargs='{ "width_per_group":32 }'), device, 10).images_per_sec == 500.0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from engine_helpers import run_to_end, tiny_config
+from own_images import make_folder, write_user_models
 from process_tree import descendants, leftovers
 
 import distributed_entries
@@ -131,6 +133,33 @@ def test_events_arrive_merged_in_order_with_each_ranks_figures():
     assert end.summary.world_size == 2 and end.summary.steps == 16 and end.summary.samples_seen == 512
     assert end.summary.test_accuracy == epochs[-1].test_accuracy
     assert len(end.summary.rank_peak_allocated_bytes) == 2  # None on a CPU, one per rank
+
+
+@pytest.mark.parametrize("pipeline, augment, workers", [("dataloader", "cpu", 1), ("dataloader", "gpu", 0),
+                                                       ("gpu-resident", "gpu", 0)])
+def test_two_processes_train_the_users_own_model_on_an_image_folder(tmp_path, monkeypatch, pipeline, augment,
+                                                                     workers):
+    # Each rank scans the folder, decodes at 48×48 (not 32) and imports mymodels itself (spawned: nothing of
+    # the parent's imports is inherited), from the working directory and PYTHONPATH as a user's script would.
+    root = make_folder(tmp_path / "pets")
+    code = tmp_path / "code"
+    code.mkdir()
+    write_user_models(code)
+    monkeypatch.chdir(code)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(code), str(REPO)]))
+    monkeypatch.delitem(sys.modules, "mymodels", raising=False)
+    config = two_process_config(dataset="folder", data_path=str(root), model="mymodels:tiny_net",
+                                model_kwargs='{"width": 4}', image_size=48, batch_size=4, max_steps=2, log_every=1,
+                                pipeline=pipeline, augment=augment, num_workers=workers)
+    events = run_to_end(config)
+    sys.modules.pop("mymodels", None)
+    end = events[-1]
+    assert end.status == "finished", end.reason
+    (started,) = [event for event in events if isinstance(event, RunStarted)]
+    assert (started.world_size, started.dataset_name, started.num_classes) == (2, "pets", 3)
+    assert started.parameter_count == (4 * 3 * 3 * 3 + 4) + (4 * 3 + 3)  # tiny_net(3, width=4): conv + linear
+    assert end.summary.steps == 2 and end.summary.samples_seen == 2 * 4 * 2
+    assert end.summary.test_accuracy is not None
 
 
 def test_stop_mid_run_ends_both_ranks_at_the_same_step():

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from engine_helpers import run_to_end, tiny_config
+from own_images import CLASSES, make_folder
 from PIL import Image
 
 from workbench.cli import main
@@ -16,27 +17,9 @@ from workbench.engine import pipelines
 from workbench.engine.data import DataError
 from workbench.engine.datasets import load_data
 from workbench.engine.events import RunEnded, RunStarted
-from workbench.engine.folder_data import FOLDER_TEST_FRACTION, scan_folder
+from workbench.engine.folder_data import scan_folder
+from workbench.folder_layout import FOLDER_TEST_FRACTION, training_image_count
 from workbench.history.store import HistoryStore
-
-CLASSES = ("cat", "dog", "fox")
-SIZES = ((40, 50), (70, 70), (64, 64), (90, 60))  # mixed, one already at the 64×64 target
-
-
-def make_folder(root: Path, per_class: int = 12, layout: str = "flat") -> Path:
-    """A folder of PNG and JPEG images of mixed sizes whose classes differ in colour (so a model can learn them)."""
-    generator = np.random.default_rng(0)
-    for label, name in enumerate(CLASSES):
-        for index in range(per_class):
-            split = ("val" if index % 4 == 0 else "train") if layout == "split" else ""
-            folder = root / split / name
-            folder.mkdir(parents=True, exist_ok=True)
-            width, height = SIZES[index % len(SIZES)]
-            pixels = generator.integers(0, 60, (height, width, 3), dtype=np.uint8)
-            pixels[..., label] += 180  # each class leans to one colour channel
-            suffix = ".png" if index % 2 else ".jpg"
-            Image.fromarray(pixels).save(folder / f"{name}{index}{suffix}")
-    return root
 
 
 def folder_config(root: Path, **changes):
@@ -78,13 +61,14 @@ def test_hidden_folders_empty_folders_and_a_symlink_loop_are_not_classes_and_do_
     (root / ".cache").mkdir()
     Image.new("RGB", (8, 8)).save(root / ".cache" / "x.png")
     (root / "empty").mkdir()
-    os.symlink(root, root / "cat" / "loop")  # a link back up: os.walk does not follow it
+    os.symlink(root, root / "cat" / "loop")  # a link back up: the scan does not follow it
     assert scan_folder(root, 0).class_names == CLASSES
 
 
 def test_a_damaged_image_names_its_file_and_the_run_keeps_what_it_recorded(tmp_path, capsys):
-    root = make_folder(tmp_path / "broken")
-    bad = root / "dog" / "dog99.jpg"
+    # In the val/ split: the epoch's 6 training steps are recorded before evaluation meets the file.
+    root = make_folder(tmp_path / "broken", layout="split")
+    bad = root / "val" / "dog" / "dog99.jpg"
     bad.write_bytes(b"this is not a JPEG at all" * 10)
     home = tmp_path / "home"
     code = main(["--home", str(home), "run", "--dataset", "folder", "--data-path", str(root), "--image-size", "32",
@@ -93,7 +77,9 @@ def test_a_damaged_image_names_its_file_and_the_run_keeps_what_it_recorded(tmp_p
     assert code == 2 and f"cannot decode {bad}" in err and "Traceback" not in err
     with HistoryStore.open(home) as store:
         (record,) = store.list_runs()
+        steps = [row["step"] for row in store.iter_step_rows(record.id)]
     assert record.status == "failed" and record.failure_kind == "data" and str(bad) in record.reason
+    assert steps == [1, 2, 3, 4, 5, 6] and record.summary.steps == 6  # 27 training images, batches of 4
 
 
 def test_a_damaged_image_read_by_a_worker_is_named_too(tmp_path):
@@ -184,6 +170,22 @@ def test_findings_count_the_bytes_of_images_at_the_runs_size():
     assert _bytes_per_image(facts(dataset="npz", data_path="/x.npz", image_size=224)) == 3 * 32 * 32
 
 
+def test_findings_do_not_count_a_folders_test_set_as_held_on_the_device():
+    # FolderTestSet streams the test files through the loader; arrays' test split sits on the device.
+    from workbench.config import RunConfig
+    from workbench.engine.events import RunSummary
+    from workbench.engine.findings import RunFacts, _fixed_bytes
+
+    def fixed(**changes):
+        return _fixed_bytes(RunFacts(config=RunConfig(**changes), summary=RunSummary(status="finished"),
+                                     device_type="cuda", parameter_count=1000, train_size=5000, test_size=1000))
+
+    weights = 1000 * 4 * 3  # weights, gradients, SGD momentum
+    assert fixed(dataset="folder", data_path="/x", image_size=224) == weights
+    assert fixed(dataset="folder", data_path="/x", image_size=64, pipeline="gpu-resident") == weights + 5000 * 3 * 64**2
+    assert fixed(dataset="npz", data_path="/x.npz") == weights + 1000 * 3 * 32**2
+
+
 def test_a_folder_as_data_path_without_dataset_trains_as_a_folder_and_says_so(tmp_path, capsys):
     root = make_folder(tmp_path / "pets")
     code = main(["--home", str(tmp_path / "home"), "run", "--data-path", str(root), "--max-steps", "2",
@@ -191,3 +193,17 @@ def test_a_folder_as_data_path_without_dataset_trains_as_a_folder_and_says_so(tm
     err = capsys.readouterr().err
     assert code == 0, err
     assert f"{root} is a folder: training on its images, one sub-folder per class (--dataset folder)" in err
+
+
+def test_a_folder_is_scanned_again_once_a_class_folder_changes(tmp_path):
+    # A window's runs reuse the scan; an image added to (or removed from) a class folder is seen by the next
+    # run (the folder's own time does not change when a class folder's files do).
+    root = make_folder(tmp_path / "pets", layout="split")
+    config = folder_config(root)
+    first = load_data(config)
+    assert load_data(config) is first
+    before = os.stat(root / "train" / "dog").st_mtime_ns
+    Image.new("RGB", (8, 8)).save(root / "train" / "dog" / "new.png")
+    os.utime(root / "train" / "dog", ns=(before + 10**9, before + 10**9))  # as coarse file-system times see it
+    again = load_data(config)
+    assert again.train_size == first.train_size + 1 and str(root / "train" / "dog" / "new.png") in again.train.paths

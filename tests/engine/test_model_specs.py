@@ -5,10 +5,10 @@ recorded (issue 21 §2)."""
 from __future__ import annotations
 
 import json
-import textwrap
 
 import pytest
 import torch
+from own_images import write_user_models
 
 from workbench.cli import main
 from workbench.engine.failures import ModelError
@@ -18,37 +18,12 @@ from workbench.history.store import HistoryStore
 TINY = ["run", "--dataset", "synthetic", "--synthetic-size", "128", "--batch-size", "16", "--max-steps", "4",
         "--log-every", "2", "--num-workers", "0", "--device", "cpu"]
 
-USER_MODELS = '''
-import torch
-from torch import nn
-
-
-def tiny_net(num_classes, width=8):
-    return nn.Sequential(nn.Conv2d(3, width, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                         nn.Linear(width, num_classes))
-
-
-def no_classes(width=8):  # does not take num_classes: gets only its kwargs
-    return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, 10))
-
-
-def raises(num_classes):
-    raise ValueError("width must be even")
-
-
-def not_a_module(num_classes):
-    return "a string"
-
-
-def wrong_logits(num_classes):
-    return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, num_classes + 1))
-'''
 
 
 @pytest.fixture
 def user_module(tmp_path, monkeypatch):
     """mymodels.py in the working directory, as a user's own project would have it."""
-    (tmp_path / "mymodels.py").write_text(textwrap.dedent(USER_MODELS))
+    write_user_models(tmp_path)
     monkeypatch.chdir(tmp_path)
     yield tmp_path
     import sys
@@ -110,3 +85,11 @@ def test_a_function_without_num_classes_gets_only_its_kwargs(user_module):
 def test_errors_name_what_went_wrong_without_a_traceback():
     with pytest.raises(ModelError, match="did you mean"):
         build_model("resnet", 10)
+
+
+def test_a_near_miss_suggests_each_name_once():
+    # resnet18 is a built-in (the CIFAR stem) and a torchvision name: one suggestion, not two.
+    with pytest.raises(ModelError) as refused:
+        build_model("resnet_18", 10)
+    suggested = str(refused.value).partition("did you mean ")[2].rstrip("?)").split(" or ")
+    assert "resnet18" in suggested and len(suggested) == len(set(suggested))

@@ -153,3 +153,27 @@ def test_a_largest_batch_much_slower_than_a_smaller_one_is_said_and_the_fastest_
     # Within a fifth of the fastest: nothing to say.
     even = MaxBatchResult(max_batch_size=33792, limited_by="memory", best=trials[3], trials=trials[:4])
     assert edge_note(even) is None and "edge" not in summary_text(ended, even)
+
+
+def test_the_training_set_caps_the_batch_of_an_image_folder(tmp_path):
+    from own_images import make_folder
+
+    root = make_folder(tmp_path / "pets", per_class=40)  # 3 × (40 − 8 held out) = 96 training images
+    allocator = FakeAllocator(limit_bytes=80 * GIB, fixed_bytes=GIB, bytes_per_image=1000)
+    base = tiny(device="auto", dataset="folder", data_path=str(root), image_size=64, batch_size=32)
+    ended = search(allocator, MaxBatchPlan(base))[-1]
+    assert allocator.sizes == [32, 64, 96]
+    assert ended.result.max_batch_size == 96 and ended.result.limited_by == "training set"
+
+
+def test_a_user_model_on_a_folder_keeps_its_spec_kwargs_and_image_size_in_every_trial(tmp_path):
+    from own_images import make_folder
+
+    root = make_folder(tmp_path / "pets", per_class=40)
+    allocator = FakeAllocator(limit_bytes=GIB + 50 * 1000, fixed_bytes=GIB, bytes_per_image=1000)
+    base = tiny(device="auto", dataset="folder", data_path=str(root), image_size=96, batch_size=16,
+                model="mymodels:tiny_net", model_kwargs='{"width": 4}')
+    ended = search(allocator, MaxBatchPlan(base))[-1]
+    assert ended.result.max_batch_size == 50 and ended.result.limited_by == "memory"
+    assert {(c.model, c.model_kwargs, c.image_size, c.dataset, c.data_path) for c in allocator.configs} == {
+        ("mymodels:tiny_net", '{"width": 4}', 96, "folder", str(root))}

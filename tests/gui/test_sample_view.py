@@ -98,3 +98,24 @@ def test_each_image_is_captioned_with_its_class_name_or_index(qtbot, make_view, 
     view.set_config(TINY_RUN.replace(augment="none"))  # synthetic data names no classes: the index
     qtbot.waitUntil(lambda: "class index" in view.caption.text(), timeout=30_000)
     assert set(view.names) <= {str(label) for label in range(10)} and len(view.names) == 32
+
+
+def test_images_larger_than_cifars_are_captioned_under_each_image(qtbot, make_view):
+    # A 64×64 folder's images were shown at 3× (192 px) with captions on the 32×32 grid (every 96 px),
+    # written across the images. Now: 2× (128 px), each caption in the white row under its image.
+    from workbench.engine.data import SampleBatch
+
+    white = SampleBatch(np.full((32, 64, 64, 3), 255, np.uint8), np.zeros(32, np.int64), ("cat",))
+    view = make_view(lambda config, count: white)
+    view.show()
+    view.set_config(TINY_RUN.replace(image_size=64))
+    qtbot.waitUntil(lambda: view.names == ["cat"] * 32, timeout=30_000)
+    image = view.image.pixmap().toImage()
+    assert (image.width(), image.height()) == (8 * 128 + 7 * 4, 4 * (128 + 16) + 3 * 4)
+
+    def dark_pixels(top, bottom):
+        return sum(image.pixelColor(x, y).lightness() < 128 for y in range(top, bottom) for x in range(0, 128))
+
+    assert dark_pixels(0, 128) == 0  # the first image: white, no text over it
+    assert dark_pixels(128, 144) > 0  # its caption, under it
+    assert "64×64 pixels, shown 2×" in view.caption.text()

@@ -73,3 +73,11 @@ def test_two_runs_never_share_a_name(tmp_path):
     assert second.name == "synthetic: num_workers=0 (max_steps=60)"  # the same sweep name: what differs
     assert (first_named.name, second_named.name) == ("baseline", "baseline (repeat 2)")  # nothing differs
     assert len(set(names)) == len(names)
+
+
+def test_a_folder_run_is_named_by_the_folders_name_and_a_model_by_its_kwargs():
+    folder = RunConfig(dataset="folder", data_path="/home/me/pets/", model="mymodels:tiny_net",
+                       model_kwargs='{"width": 4}')
+    assert run_name(folder) == 'pets: mymodels:tiny_net {"width":4}, batch 128, fp32'
+    assert run_name(folder.replace(model="resnet50", model_kwargs="")) == "pets: resnet50, batch 128, fp32"
+    assert run_name(folder.replace(batch_size=64), folder) == "pets: batch_size=64"

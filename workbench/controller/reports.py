@@ -29,6 +29,7 @@ from workbench.experiments.events import (
     TrialResult,
 )
 from workbench.history.naming import run_name
+from workbench.history.recorder import BAD_INPUT_KINDS
 
 
 @dataclass
@@ -190,6 +191,10 @@ class RunReports:
         run = self._current_run()
         self._run = None
         text = messages.ended_text(event)
+        if event.status == "failed" and event.kind in BAD_INPUT_KINDS and run.started is None:
+            # Refused before training (the engine's model check; the data as loaded): nothing is recorded, and
+            # the form marks the settings the reason names, as it marks what it can tell before Start.
+            self.view.mark_refused(run.config, event.reason or "")
         history_note = f" (not recorded in the history: {run.history_error})" if run.history_error else ""
         self.view.show_status(text + history_note)
         maximum = max(1, run.started.total_steps) if run.started is not None else 1

@@ -54,6 +54,9 @@ class WindowView(Protocol):
     def draw_sequence_event(self, event: Any) -> None:
         """A sequence's own events (and its members' engine events), for the sequence's view."""
     def mark_release(self, release: Any) -> None: ...
+    def mark_refused(self, config: RunConfig, reason: str) -> None:
+        """The engine refused ``config`` before training (a model that cannot be built, say): the form marks the
+        settings ``reason`` names while it holds that config."""
     def history_changed(self) -> None:
         """A run's record appeared or changed: the Runs tab may read it again."""
 

@@ -1,8 +1,8 @@
 """Measured compute ceilings, kept in the workbench home (no torch: a run only looks one up).
 
 One JSON file, ``ceilings.json``: each entry is keyed by everything that sets how fast the model
-itself can train (device, model, classes, precision, batch, accumulation, optimizer, memory format,
-compile, torch version), so a ceiling is only ever compared with runs it describes.
+itself can train (device, model and its kwargs, classes, image size, precision, batch, accumulation,
+optimizer, memory format, compile, torch version), so a ceiling is only ever compared with runs it describes.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from workbench.config import RunConfig
+from workbench.config import RunConfig, model_kwargs_of
 from workbench.device_info import DeviceInfo
 
 FILE_NAME = "ceilings.json"
@@ -53,7 +53,9 @@ def ceiling_key(config: RunConfig, device: DeviceInfo, num_classes: int) -> dict
         "device": device.name,
         "device_type": device.type,
         "model": config.model,
+        "model_kwargs": _kwargs_key(config.model_kwargs),
         "num_classes": num_classes,
+        "image_size": config.image_size,
         "precision": config.precision,
         "batch_size": config.batch_size,
         "accumulation_steps": config.accumulation_steps,
@@ -64,6 +66,15 @@ def ceiling_key(config: RunConfig, device: DeviceInfo, num_classes: int) -> dict
         "cudnn_benchmark": config.cudnn_benchmark and device.type == "cuda",
         "torch_version": device.torch_version,
     }
+
+
+def _kwargs_key(text: str) -> Any:
+    """model_kwargs as a dict, so '{"width":4}' and '{"width": 4}' are one ceiling (the text where it is no
+    JSON object: such settings never reach a probe)."""
+    try:
+        return model_kwargs_of(text)
+    except ValueError:
+        return text
 
 
 def _key_text(key: dict[str, Any]) -> str:

@@ -65,7 +65,7 @@ class ImageArrays:
 class SampleBatch:
     """What the sample-batch view shows: images as the model is fed them, and what each one is."""
 
-    images: np.ndarray  # uint8 (N, 32, 32, 3), after augmentation, before normalisation
+    images: np.ndarray  # uint8 (N, image_size, image_size, 3), after augmentation, before normalisation
     labels: np.ndarray  # int64 (N,)
     class_names: tuple[str, ...] = ()  # by label; () where the data names no classes
 

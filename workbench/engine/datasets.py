@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import functools
+import threading
 from pathlib import Path
 from typing import Union
 
@@ -13,6 +13,7 @@ from workbench.engine.augment import random_crop_flip
 from workbench.engine.data import ImageArrays, SampleBatch, load_arrays
 from workbench.engine.data import preview_batch as preview_arrays
 from workbench.engine.folder_data import ImageFolder, Transforms, decode, scan_folder
+from workbench.folder_layout import is_current
 
 TrainingData = Union[ImageArrays, ImageFolder]
 
@@ -20,14 +21,26 @@ TrainingData = Union[ImageArrays, ImageFolder]
 def load_data(config: RunConfig) -> TrainingData:
     """Arrays for the sources held in memory; for dataset=folder, the folder scanned (decoded by the loader)."""
     if config.dataset == "folder":
-        root = Path(config.data_path).expanduser().resolve()
-        return _scanned(root, config.seed, root.stat().st_mtime_ns)
+        return _scanned(Path(config.data_path).expanduser().resolve(), config.seed)
     return load_arrays(config)
 
 
-@functools.lru_cache(maxsize=2)
-def _scanned(root: Path, seed: int, _mtime_ns: int) -> ImageFolder:
-    return scan_folder(root, seed)
+_scans: dict[tuple[Path, int], ImageFolder] = {}
+_scans_lock = threading.Lock()
+
+
+def _scanned(root: Path, seed: int) -> ImageFolder:
+    """The last scan of this folder while none of the directories it read has changed (a window's runs, a
+    sweep's members scan once); a file added to or removed from a class folder changes that folder's time."""
+    with _scans_lock:
+        last = _scans.get((root, seed))
+    if last is not None and is_current(last.directory_times):
+        return last
+    folder = scan_folder(root, seed)
+    with _scans_lock:
+        _scans.clear()  # one folder's file list at a time: a million paths are ~100 MB
+        _scans[(root, seed)] = folder
+    return folder
 
 
 def preview_batch(config: RunConfig, count: int = 32) -> SampleBatch:

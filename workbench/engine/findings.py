@@ -313,12 +313,14 @@ def _with_remedies(kind: str, head: str, figure: float, figure_name: str, thresh
 
 def _fixed_bytes(facts: RunFacts) -> Optional[int]:
     """Memory a run holds whatever its batch: weights, gradients and optimizer state (fp32), the
-    test split on the device, and the training set when it is resident there."""
+    test split on the device (a folder's streams through the loader: not held), and the training set when it
+    is resident there."""
     if facts.parameter_count is None:
         return None
     states = 2 if facts.config.optimizer == "adamw" else 1
     fixed = facts.parameter_count * 4 * (2 + states)
-    fixed += (facts.test_size or 0) * _bytes_per_image(facts)
+    if facts.config.dataset != "folder":
+        fixed += (facts.test_size or 0) * _bytes_per_image(facts)
     if facts.config.pipeline == "gpu-resident":
         fixed += (facts.train_size or 0) * _bytes_per_image(facts)
     return fixed

@@ -1,8 +1,7 @@
 """dataset=folder: the user's own images, read from disk and decoded in the DataLoader workers.
 
-The layout is torchvision's ImageFolder: one sub-folder of images per class, with ``train/`` and ``val/`` (or
-``test/``) splits when the folder has them, else a seeded split holding out ``FOLDER_TEST_FRACTION``. Images are
-decoded at their native size (torchvision.io: libjpeg-turbo, libpng) and brought to ``image_size``:
+The layout (classes, splits, files) is folder_layout's, read without torch. Images are decoded at their native
+size with Pillow (libjpeg-turbo, libpng) and brought to ``image_size`` with torchvision's transforms:
 
 - augment=cpu: the workers decode, crop and flip: a random resized crop + flip, or, for images already at
   image_size, CIFAR's pad-and-crop + flip;
@@ -18,8 +17,6 @@ that cannot be decoded stops the run with its path (DataError): not a bare PIL o
 from __future__ import annotations
 
 import os
-import random
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -27,131 +24,23 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from workbench import folder_layout
 from workbench.engine.augment import PADDING
 from workbench.engine.data import DataError
+from workbench.folder_layout import FolderSplit, ImageFolder
 from workbench.formatting import format_bytes
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
-JPEG_SUFFIXES = (".jpg", ".jpeg")
-TEST_FOLDERS = ("val", "test")  # ImageFolder datasets name their held-out split either way
-FOLDER_TEST_FRACTION = 0.2  # held out for test where the folder has no val/ or test/ split
 EVAL_RESIZE_RATIO = 0.875  # resize the shorter side to image_size / 0.875, then centre-crop (ImageNet's habit)
 MAX_FILE_BYTES = 256 * 2**20  # a file past this is not an image a training step can use: refused, named
 
 
-@dataclass(frozen=True)
-class FolderSplit:
-    paths: tuple[str, ...]
-    labels: tuple[int, ...]
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-
-@dataclass(frozen=True)
-class ImageFolder:
-    """An image folder, scanned: its classes and each split's files (not decoded yet)."""
-
-    name: str
-    root: str
-    class_names: tuple[str, ...]
-    train: FolderSplit
-    test: FolderSplit
-    split_note: str  # how the test split was made, said once when the run starts
-    notes: tuple[str, ...] = ()  # what else the run should say about its data at the start (as ImageArrays')
-
-    @property
-    def num_classes(self) -> int:
-        return len(self.class_names)
-
-    @property
-    def train_size(self) -> int:
-        return len(self.train)
-
-    @property
-    def test_size(self) -> int:
-        return len(self.test)
-
-    def non_jpeg_count(self) -> int:
-        return sum(not path.lower().endswith(JPEG_SUFFIXES) for split in (self.train, self.test)
-                   for path in split.paths)
-
-
 def scan_folder(root: Path, seed: int) -> ImageFolder:
-    """The classes and files of ``root`` (nothing decoded); DataError when it is no image folder."""
-    if not root.is_dir():
-        raise DataError(f"data_path {root} is not a folder (dataset=folder needs a folder with one sub-folder of "
-                        "images per class)")
-    train_root = root / "train"
-    test_root = next((root / name for name in TEST_FOLDERS if (root / name).is_dir()), None)
-    if train_root.is_dir() and test_root is not None:
-        classes = _classes(train_root)
-        train = _files(train_root, classes)
-        test = _files(test_root, classes)
-        note = f"the {test_root.name}/ folder is the test split"
-    else:
-        classes = _classes(root)
-        everything = _files(root, classes)
-        train, test = _split(everything, seed)
-        note = f"{FOLDER_TEST_FRACTION:.0%} of each class held out for test (seed {seed}): the folder has no val/"
-    if len(classes) < 2:
-        raise DataError(f"{root} has {len(classes)} class folder{'s' if len(classes) != 1 else ''} with images: a "
-                        "classifier needs at least two (one sub-folder of images per class)")
-    if not len(train):
-        raise DataError(f"{root}: no training images ({', '.join(IMAGE_SUFFIXES)})")
-    return ImageFolder(root.name, str(root), classes, train, test, note)
-
-
-def _classes(root: Path) -> tuple[str, ...]:
-    """Sub-folders that hold at least one image, sorted (hidden ones, '.x', are not classes)."""
-    names = []
-    with os.scandir(root) as entries:
-        for entry in entries:
-            if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
-                continue
-            if any(True for _ in _images_in(Path(entry.path))):
-                names.append(entry.name)
-    return tuple(sorted(names))
-
-
-def _images_in(folder: Path):
-    # os.walk does not follow symlinks to folders: a link loop cannot make the scan endless.
-    for directory, subfolders, files in os.walk(folder):
-        subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
-        for name in sorted(files):
-            if not name.startswith(".") and name.lower().endswith(IMAGE_SUFFIXES):
-                yield os.path.join(directory, name)
-
-
-def _files(root: Path, classes: Sequence[str]) -> FolderSplit:
-    paths: list[str] = []
-    labels: list[int] = []
-    for label, name in enumerate(classes):
-        folder = root / name
-        if not folder.is_dir():
-            continue  # a class without images in this split
-        for path in _images_in(folder):
-            paths.append(path)
-            labels.append(label)
-    return FolderSplit(tuple(paths), tuple(labels))
-
-
-def _split(everything: FolderSplit, seed: int) -> tuple[FolderSplit, FolderSplit]:
-    """Each class's images shuffled by ``seed``; FOLDER_TEST_FRACTION of them (at least one where a class has
-    two or more) held out."""
-    generator = random.Random(seed)
-    by_class: dict[int, list[str]] = {}
-    for path, label in zip(everything.paths, everything.labels):
-        by_class.setdefault(label, []).append(path)
-    train: list[tuple[str, int]] = []
-    test: list[tuple[str, int]] = []
-    for label, paths in sorted(by_class.items()):
-        generator.shuffle(paths)
-        held = max(1, round(len(paths) * FOLDER_TEST_FRACTION)) if len(paths) > 1 else 0
-        test += [(path, label) for path in paths[:held]]
-        train += [(path, label) for path in paths[held:]]
-    return (FolderSplit(tuple(p for p, _ in train), tuple(label for _, label in train)),
-            FolderSplit(tuple(p for p, _ in test), tuple(label for _, label in test)))
+    """The classes and files of ``root`` (folder_layout.scan_folder; nothing decoded); DataError when it is no
+    image folder."""
+    try:
+        return folder_layout.scan_folder(root, seed)
+    except folder_layout.FolderLayoutError as error:
+        raise DataError(str(error)) from None
 
 
 def read_bytes(path: str) -> torch.Tensor:

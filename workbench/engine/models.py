@@ -91,7 +91,8 @@ def build_model(spec: str, num_classes: int, image_size: int = 32, model_kwargs:
 
     names = tv_models.list_models(module=tv_models)  # classification models only
     if spec not in names:
-        nearest = difflib.get_close_matches(spec, [*BUILTIN_MODELS, *names], n=3, cutoff=0.5)
+        known = list(dict.fromkeys([*BUILTIN_MODELS, *names]))  # resnet18 is both: suggested once
+        nearest = difflib.get_close_matches(spec, known, n=3, cutoff=0.5)
         hint = f"did you mean {' or '.join(nearest)}?" if nearest else "`workbench models` lists them"
         raise ModelError(f"model {spec!r} is neither a built-in ({', '.join(BUILTIN_MODELS)}) nor a torchvision "
                          f"classification model nor package.module:function ({hint})")

@@ -87,7 +87,7 @@ def batch_cap(config: RunConfig) -> tuple[int, str]:
     Synthetic data grows with the trial (its size is a setting), so only the range caps it."""
     from workbench.data_check import train_size
 
-    size = None if config.dataset == "synthetic" else train_size(config)
+    size = None if config.dataset == "synthetic" else train_size(config, count_folder=True)  # off the GUI thread
     if size is not None and size < LARGEST_BATCH_SETTING:
         return size, "training set"
     return LARGEST_BATCH_SETTING, "largest batch setting"

@@ -393,6 +393,9 @@ class MainWindow(QMainWindow):
     def mark_release(self, release: MemoryRelease) -> None:
         self.plots.mark_release(release)
 
+    def mark_refused(self, config: RunConfig, reason: str) -> None:
+        self.form.show_refused(config, reason)
+
     def history_changed(self) -> None:
         refresh = getattr(self._runs_view, "refresh", None)
         if refresh is not None:

@@ -27,6 +27,7 @@ PreviewFunction = Callable[[RunConfig, int], "SampleBatch"]
 SAMPLE_COUNT = 32
 COLUMNS = 8
 SCALE = 3  # 32-pixel images at 3× (nearest neighbour: the pixels are what the model sees)
+SHOWN_SIDE = 96  # larger images are scaled by whole numbers towards this side, never below 1×
 GAP = 4
 CAPTION_HEIGHT = 16  # under each image: its class
 REFRESH_DELAY_MS = 300  # settle typing before reloading
@@ -71,6 +72,12 @@ def captioned(pixmap: QPixmap, names: Sequence[str], columns: int = COLUMNS, sid
     finally:
         painter.end()
     return pixmap
+
+
+def display_scale(side: int) -> int:
+    """The whole-number scale an image of ``side`` pixels is shown at: 3× for CIFAR's 32, 2× for 64, 1× from
+    96 on (224×224 images are shown as they are)."""
+    return max(1, round(SHOWN_SIDE / side))
 
 
 def to_pixmap(rgb: np.ndarray) -> QPixmap:
@@ -146,14 +153,16 @@ class SampleView(QWidget):
         config, batch = result
         self._shown_config = config
         self.names = batch.names()
-        grid = to_pixmap(mosaic(batch.images, caption_height=CAPTION_HEIGHT))
-        self.image.setPixmap(captioned(grid, self.names, font=self.font()))
+        side = batch.images.shape[2]
+        scale = display_scale(side)  # the captions go under images of the size they are shown at
+        grid = to_pixmap(mosaic(batch.images, scale=scale, caption_height=CAPTION_HEIGHT))
+        self.image.setPixmap(captioned(grid, self.names, side=side * scale, font=self.font()))
         labels = ("each under its class name" if batch.class_names
                   else "each under its class index (the data names no classes)")
         self.caption.setText(
             f"What the model sees: {len(batch.images)} {config.dataset} training images (seed {config.seed}) after "
             f"{AUGMENT_WORDS.get(config.augment, config.augment)}, before normalisation, {labels}. "
-            "Shown 3× with no smoothing."
+            f"{side}×{side} pixels, shown {scale}× with no smoothing."
         )
 
     def _show_error(self, error: Exception) -> None:

@@ -83,6 +83,7 @@ class SettingsForm(QWidget):
         self._editors: dict[str, QWidget] = {}  # the value-holding widget, named after the field
         self._rows: dict[str, tuple[QLabel, QWidget]] = {}  # label and row widget, greyed together
         self._tooltips: dict[str, str] = {}
+        self._refused: Optional[tuple[RunConfig, str]] = None  # settings the engine refused, and why
 
         self._fields = fields_widget = QWidget()
         fields_layout = QVBoxLayout(fields_widget)
@@ -183,6 +184,18 @@ class SettingsForm(QWidget):
 
     def editor(self, name: str) -> QWidget:
         return self._editors[name]
+
+    def show_refused(self, config: RunConfig, reason: str) -> None:
+        """The engine refused ``config`` when it started (a model spec that gives no model, ...): marked and said
+        while the form holds these settings. Start stays open: the fix may be in the user's own module."""
+        self._refused = (config, reason)
+        self._refresh()
+
+    def refused_reason(self) -> Optional[str]:
+        """Why the engine refused the settings the form holds now (None when it did not)."""
+        if self._refused is None or self._refused[0] != self.config():
+            return None
+        return self._refused[1]
 
     # -- widgets per field type --------------------------------------------------------------
     def _make_editor(self, name: str) -> QWidget:
@@ -309,8 +322,9 @@ class SettingsForm(QWidget):
         notes = settings_model.device_notes(config, self._device)
         cpu = settings_model.on_cpu(config, self._device)
         found = settings_model.problems(config, self._device)
+        refused = self.refused_reason()
         flagged: set[str] = set()
-        for problem in found:
+        for problem in found + ([refused] if refused else []):
             flagged |= settings_model.fields_named_in(problem, config, self._device)
         for name, (label, row) in self._rows.items():
             reason = inactive.get(name)
@@ -336,11 +350,13 @@ class SettingsForm(QWidget):
         assert isinstance(augment, QComboBox)
         augment.setItemText(augment.findData("gpu"), settings_model.AUGMENT_ON_CPU_TEXT if "augment" in notes else "gpu")
         self.derived_label.setText(settings_model.derive(config).describe(config))
+        text = ""
         if found:
             items = "".join(f"<li>{html.escape(problem)}</li>" for problem in found)
-            self.problems_label.setText(f"<b>Cannot start:</b><ul style='margin: 0'>{items}</ul>")
-        else:
-            self.problems_label.setText("")
-        self.problems_label.setVisible(bool(found))
+            text = f"<b>Cannot start:</b><ul style='margin: 0'>{items}</ul>"
+        if refused:
+            text += f"<b>Refused when it started:</b> {html.escape(refused)}"
+        self.problems_label.setText(text)
+        self.problems_label.setVisible(bool(text))
         return config
 

@@ -23,13 +23,13 @@ from workbench.settings_help import SPECS, FieldSpec  # noqa: F401 (the form rea
 GROUPS: dict[str, tuple[str, ...]] = {
     "Run": ("epochs", "batch_size", "device", "devices", "max_steps", "accumulation_steps", "seed", "log_every",
             "evaluate"),
-    "Data": ("dataset", "data_path", "synthetic_size", "decode"),
+    "Data": ("dataset", "data_path", "image_size", "synthetic_size", "decode"),  # image_size: what the data becomes
     "Loader": (
         "pipeline", "augment", "num_workers", "pin_memory", "non_blocking", "persistent_workers",
         "prefetch_factor", "worker_start_method",
     ),
     "Precision & kernels": ("precision", "channels_last", "compile", "fused_optimizer", "cudnn_benchmark"),
-    "Model & optimiser": ("model", "model_kwargs", "image_size", "optimizer", "lr", "weight_decay", "label_smoothing",
+    "Model & optimiser": ("model", "model_kwargs", "optimizer", "lr", "weight_decay", "label_smoothing",
                           "max_grad_norm"),
     "Measurement": ("profile", "profile_every"),
 }

@@ -8,10 +8,11 @@ the new run from that one (``distinct_name``). No Qt, no torch.
 
 from __future__ import annotations
 
+import json
 from pathlib import PurePath
 from typing import Callable, Optional
 
-from workbench.config import FIELD_NAMES, RunConfig
+from workbench.config import FIELD_NAMES, RunConfig, model_kwargs_of
 from workbench.formatting import format_setting
 
 MAX_CHANGES_IN_NAME = 3
@@ -20,10 +21,23 @@ _DATA_FIELDS = ("dataset", "data_path")
 
 
 def dataset_label(config: RunConfig) -> str:
-    """"synthetic", "cifar10", or an .npz file's stem ("cifar10-subset")."""
+    """"synthetic", "cifar10", an .npz file's stem ("cifar10-subset") or an image folder's name ("pets")."""
     if config.dataset == "npz" and config.data_path:
         return PurePath(config.data_path).stem or "npz"
+    if config.dataset == "folder" and config.data_path:
+        return PurePath(config.data_path).name or "folder"
     return config.dataset
+
+
+def model_label(config: RunConfig) -> str:
+    """The model spec, with its kwargs when it has any: 'mymodels:tiny_net {"width":4}'."""
+    if not config.model_kwargs.strip():
+        return config.model
+    try:
+        kwargs = json.dumps(model_kwargs_of(config.model_kwargs), separators=(",", ":"))
+    except ValueError:  # an older record's text that is no JSON object: shown as it was given
+        kwargs = config.model_kwargs.strip()
+    return f"{config.model} {kwargs}"
 
 
 def run_name(config: RunConfig, previous: Optional[RunConfig] = None) -> str:
@@ -34,7 +48,7 @@ def run_name(config: RunConfig, previous: Optional[RunConfig] = None) -> str:
         if previous is not None and dataset_label(previous) == data:
             return f"{data}: same settings"
         devices = "" if config.devices == 1 else f" × {config.devices or 'every GPU'}"
-        return f"{data}: {config.model}, batch {config.batch_size}{devices}, {config.precision}"
+        return f"{data}: {model_label(config)}, batch {config.batch_size}{devices}, {config.precision}"
     shown = ", ".join(changes[:MAX_CHANGES_IN_NAME])
     more = len(changes) - MAX_CHANGES_IN_NAME
     return f"{data}: {shown}" + (f" (+{more} more)" if more > 0 else "")

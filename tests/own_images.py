@@ -1,0 +1,62 @@
+"""A user's own images and their own model module, as the tests of dataset=folder and --model make them."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+CLASSES = ("cat", "dog", "fox")
+SIZES = ((40, 50), (70, 70), (64, 64), (90, 60))  # mixed, one already at the 64×64 target
+
+
+def make_folder(root: Path, per_class: int = 12, layout: str = "flat") -> Path:
+    """A folder of PNG and JPEG images of mixed sizes whose classes differ in colour (so a model can learn them)."""
+    generator = np.random.default_rng(0)
+    for label, name in enumerate(CLASSES):
+        for index in range(per_class):
+            split = ("val" if index % 4 == 0 else "train") if layout == "split" else ""
+            folder = root / split / name
+            folder.mkdir(parents=True, exist_ok=True)
+            width, height = SIZES[index % len(SIZES)]
+            pixels = generator.integers(0, 60, (height, width, 3), dtype=np.uint8)
+            pixels[..., label] += 180  # each class leans to one colour channel
+            suffix = ".png" if index % 2 else ".jpg"
+            Image.fromarray(pixels).save(folder / f"{name}{index}{suffix}")
+    return root
+
+
+USER_MODELS = '''
+import torch
+from torch import nn
+
+
+def tiny_net(num_classes, width=8):
+    return nn.Sequential(nn.Conv2d(3, width, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(width, num_classes))
+
+
+def no_classes(width=8):  # does not take num_classes: gets only its kwargs
+    return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, 10))
+
+
+def raises(num_classes):
+    raise ValueError("width must be even")
+
+
+def not_a_module(num_classes):
+    return "a string"
+
+
+def wrong_logits(num_classes):
+    return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, num_classes + 1))
+'''
+
+
+def write_user_models(folder: Path) -> Path:
+    """mymodels.py in ``folder`` (tiny_net(num_classes, width=8) and the wrong specs' functions)."""
+    path = folder / "mymodels.py"
+    path.write_text(textwrap.dedent(USER_MODELS))
+    return path

@@ -1,0 +1,217 @@
+"""An image folder's layout, without torch: its classes, its splits and its files, read from directory entries
+only (nothing opened or decoded).
+
+The layout is torchvision's ImageFolder: one sub-folder of images per class, with ``train/`` and ``val/`` (or
+``test/``) splits when the folder has them, else a seeded split holding out ``FOLDER_TEST_FRACTION`` of each
+class. The engine scans a folder with ``scan_folder`` (engine/folder_data.py decodes its files); the checks that
+run before anything starts count its training images with ``training_image_count``, cached per folder by the
+modification times of the directories it read.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Optional, Sequence
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+JPEG_SUFFIXES = (".jpg", ".jpeg")
+TEST_FOLDERS = ("val", "test")  # ImageFolder datasets name their held-out split either way
+FOLDER_TEST_FRACTION = 0.2  # held out for test where the folder has no val/ or test/ split
+
+# (directory, st_mtime_ns) of every directory whose entries a scan read: adding, removing or renaming an entry
+# changes its directory's time, so a scan is current while these are.
+DirectoryTimes = tuple[tuple[str, int], ...]
+
+
+class FolderLayoutError(ValueError):
+    """The path is no image folder; the message says why, in words."""
+
+
+@dataclass(frozen=True)
+class FolderSplit:
+    paths: tuple[str, ...]
+    labels: tuple[int, ...]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+@dataclass(frozen=True)
+class ImageFolder:
+    """An image folder, scanned: its classes and each split's files (not decoded yet)."""
+
+    name: str
+    root: str
+    class_names: tuple[str, ...]
+    train: FolderSplit
+    test: FolderSplit
+    split_note: str  # how the test split was made, said once when the run starts
+    notes: tuple[str, ...] = ()  # what else the run should say about its data at the start (as ImageArrays')
+    directory_times: DirectoryTimes = ()
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def train_size(self) -> int:
+        return len(self.train)
+
+    @property
+    def test_size(self) -> int:
+        return len(self.test)
+
+    def non_jpeg_count(self) -> int:
+        return sum(not path.lower().endswith(JPEG_SUFFIXES) for split in (self.train, self.test)
+                   for path in split.paths)
+
+
+def held_out(count: int) -> int:
+    """Test images of a class of ``count`` where the folder has no split: a fifth, at least one where it has two."""
+    return max(1, round(count * FOLDER_TEST_FRACTION)) if count > 1 else 0
+
+
+class _Reader:
+    """Reads directory entries, noting each directory's modification time (DirectoryTimes)."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, int] = {}
+
+    def note_time(self, directory: str) -> None:
+        self.times[directory] = os.stat(directory).st_mtime_ns
+
+    def entries(self, directory: str) -> list[os.DirEntry]:
+        self.note_time(directory)
+        with os.scandir(directory) as found:
+            return sorted(found, key=lambda entry: entry.name)
+
+    def subfolders(self, root: str) -> list[str]:
+        """Sub-folders (not links to folders, not hidden '.x' ones), sorted."""
+        return [entry.path for entry in self.entries(root)
+                if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False)]
+
+    def images_in(self, folder: str) -> Iterator[str]:
+        """Image files under ``folder``, sorted, sub-folders included. Links to folders are not followed: a link
+        loop cannot make the scan endless."""
+        folders = []
+        for entry in self.entries(folder):
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+            elif entry.name.lower().endswith(IMAGE_SUFFIXES):
+                yield entry.path
+        for sub in folders:
+            yield from self.images_in(sub)
+
+    def frozen_times(self) -> DirectoryTimes:
+        return tuple(sorted(self.times.items()))
+
+
+def split_roots(root: Path) -> tuple[Optional[Path], Optional[Path]]:
+    """(train/, val/ or test/) when the folder has both, else (None, None): each class's images then split."""
+    train = root / "train"
+    test = next((root / name for name in TEST_FOLDERS if (root / name).is_dir()), None)
+    return (train, test) if train.is_dir() and test is not None else (None, None)
+
+
+def scan_folder(root: Path, seed: int) -> ImageFolder:
+    """The classes and files of ``root`` (nothing decoded); FolderLayoutError when it is no image folder."""
+    if not root.is_dir():
+        raise FolderLayoutError(f"data_path {root} is not a folder (dataset=folder needs a folder with one "
+                                "sub-folder of images per class)")
+    reader = _Reader()
+    reader.note_time(str(root))  # a split folder added or removed changes how the folder is read
+    train_root, test_root = split_roots(root)
+    if train_root is not None and test_root is not None:
+        by_class = _images_by_class(reader, train_root)
+        classes = tuple(by_class)
+        train = _labelled(by_class, classes)
+        test = _labelled(_images_by_class(reader, test_root), classes)
+        note = f"the {test_root.name}/ folder is the test split"
+    else:
+        by_class = _images_by_class(reader, root)
+        classes = tuple(by_class)
+        train, test = _split(by_class, seed)
+        note = f"{FOLDER_TEST_FRACTION:.0%} of each class held out for test (seed {seed}): the folder has no val/"
+    if len(classes) < 2:
+        raise FolderLayoutError(f"{root} has {len(classes)} class folder{'s' if len(classes) != 1 else ''} with "
+                                "images: a classifier needs at least two (one sub-folder of images per class)")
+    if not len(train):
+        raise FolderLayoutError(f"{root}: no training images ({', '.join(IMAGE_SUFFIXES)})")
+    return ImageFolder(root.name, str(root), classes, train, test, note, directory_times=reader.frozen_times())
+
+
+def _images_by_class(reader: _Reader, root: Path) -> dict[str, list[str]]:
+    """Each sub-folder that holds at least one image (a class), sorted by name, with its images."""
+    found = {}
+    for folder in reader.subfolders(str(root)):
+        images = list(reader.images_in(folder))
+        if images:
+            found[os.path.basename(folder)] = images
+    return found
+
+
+def _labelled(by_class: dict[str, list[str]], classes: Sequence[str]) -> FolderSplit:
+    """The images of ``classes`` (a split's folders may lack a class, or have one the training split lacks)."""
+    pairs = [(path, label) for label, name in enumerate(classes) for path in by_class.get(name, ())]
+    return FolderSplit(tuple(path for path, _ in pairs), tuple(label for _, label in pairs))
+
+
+def _split(by_class: dict[str, list[str]], seed: int) -> tuple[FolderSplit, FolderSplit]:
+    """Each class's images shuffled by ``seed``; ``held_out`` of them for test."""
+    generator = random.Random(seed)
+    train: list[tuple[str, int]] = []
+    test: list[tuple[str, int]] = []
+    for label, paths in enumerate(by_class.values()):
+        paths = list(paths)
+        generator.shuffle(paths)
+        held = held_out(len(paths))
+        test += [(path, label) for path in paths[:held]]
+        train += [(path, label) for path in paths[held:]]
+    return (FolderSplit(tuple(p for p, _ in train), tuple(label for _, label in train)),
+            FolderSplit(tuple(p for p, _ in test), tuple(label for _, label in test)))
+
+
+def is_current(times: DirectoryTimes) -> bool:
+    """Whether no directory a scan read has changed since (one os.stat each; nothing listed)."""
+    try:
+        return all(os.stat(directory).st_mtime_ns == mtime for directory, mtime in times)
+    except OSError:
+        return False
+
+
+_counts: dict[str, tuple[DirectoryTimes, int]] = {}
+_counts_lock = threading.Lock()
+
+
+def training_image_count(root: Path | str) -> Optional[int]:
+    """How many training images a run on this folder would have (as ``scan_folder`` splits it); None where it
+    is no readable folder. Directory entries only (os.scandir; no file opened), cached per folder until one
+    of the directories it read changes. It lists every class folder: call it off the GUI thread (a folder of a
+    million images, or one on a network drive, takes seconds)."""
+    try:
+        path = Path(root).expanduser().resolve()
+        key = str(path)
+        with _counts_lock:
+            cached = _counts.get(key)
+        if cached is not None and is_current(cached[0]):
+            return cached[1]
+        if not path.is_dir():
+            return None
+        reader = _Reader()
+        reader.note_time(key)  # a split folder added or removed changes how the folder is read
+        train_root, _ = split_roots(path)
+        if train_root is not None:
+            count = sum(len(images) for images in _images_by_class(reader, train_root).values())
+        else:
+            count = sum(len(images) - held_out(len(images)) for images in _images_by_class(reader, path).values())
+    except (OSError, ValueError, RuntimeError):  # unreadable, a NUL in the path, a symlink loop in resolve()
+        return None
+    with _counts_lock:
+        _counts[key] = (reader.frozen_times(), count)
+    return count
