@@ -23,7 +23,7 @@ from workbench.experiments.events import (
     values_label,
 )
 from workbench.experiments.recording import HistoryRecording, NoRecording
-from workbench.formatting import format_bytes
+from workbench.formatting import format_bytes, speedup_text
 from workbench.history.metrics import format_metric
 
 
@@ -87,8 +87,10 @@ class SequenceProgress:
         elif isinstance(event, TrialResult):
             rate = format_metric("rate", event.images_per_sec) or "n/a"
             change = values_label(tuple(event.changes.items())) or "start settings"
-            say(f"  trial {event.trial} {change}: {rate} img/s, {event.outcome} "
-                f"(best {format_metric('rate', event.best_images_per_sec)} img/s)")
+            speedup = speedup_text(event.speedup, event.speedup_low, event.speedup_high)
+            best = format_metric("rate", event.best_images_per_sec) or "n/a"
+            say(f"  trial {event.trial} {change}: {rate} img/s" + (f", {speedup} the best" if speedup else "")
+                + f", {event.outcome.replace('_', ' ')} (best {best} img/s)")
         elif isinstance(event, BatchTrial):
             verdict = "fits" if event.fits else f"does not fit: {event.reason}"
             say(f"  batch {event.batch_size:,} {verdict}"

@@ -124,7 +124,7 @@ def sequence_ended_text(event: SequenceEnded) -> str:
             return (f"{head}: no change was tried ({result.stop_reason}); the start settings train at "
                     f"{result.start_images_per_sec:,.0f} images/s. Give the search more time.")
         if not changes:
-            return (f"{head}: the start settings were already the fastest tried "
+            return (f"{head}: no change measured faster than the start settings beyond the noise "
                     f"({result.start_images_per_sec:,.0f} images/s). {result.stop_reason.capitalize()}.")
         return (f"{head}: {changes} trains at {result.best_images_per_sec:,.0f} images/s, {speedup:.2f}× the start "
                 f"({result.start_images_per_sec:,.0f} images/s). {result.stop_reason.capitalize()}. "
