@@ -155,6 +155,7 @@ class BatchTrial:
 @dataclass(frozen=True, kw_only=True)
 class SweepResult:
     members: tuple[MemberEnded, ...]
+    repeats: int = 1  # runs of each value (a "repeats" sequence: of its one setting), interleaved
 
 
 @dataclass(frozen=True, kw_only=True)
