@@ -76,5 +76,5 @@ def rate_interval_text(low: Optional[float], high: Optional[float], coverage: Op
         return ""
     text = f"{low:,.0f}–{high:,.0f}"
     if coverage is not None and abs(coverage - 0.90) > 0.005:
-        text += f" ({coverage:.0%})"
+        text += f" ({coverage * 100:.3g} %)"
     return text

@@ -122,7 +122,7 @@ def test_closing_the_sequence_mid_member_fails_that_run_in_the_history(isolated_
 def test_repeats_run_round_robin_and_each_value_reads_as_the_median_of_its_runs_with_an_interval(
         isolated_workbench_home):
     """Issue 23: --repeats N runs every value N times, interleaved (a b a b …), grouped in one sequence."""
-    from workbench.experiments.repeated import per_value
+    from workbench.experiments.rate_over_runs import per_value
 
     speeds = iter([1000, 2000, 1100, 2300, 900, 2100])  # in the order the members run
     runs = TimedRuns(lambda config: next(speeds), noise=0.0, device=GPU)

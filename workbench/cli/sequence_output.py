@@ -67,12 +67,13 @@ class SequenceProgress:
         say = self.progress.message
         if isinstance(event, SequenceStarted):
             self.planned = event.planned_members
-            where = f" (sweep {event.sequence_id} in the history)" if event.sequence_id is not None else ""
+            kind = "sweep" if event.kind == "sweep" else "sequence"
+            where = f" ({kind} {event.sequence_id} in the history)" if event.sequence_id is not None else ""
             say(f"{event.name}{where}")
         elif isinstance(event, MemberStarted):
-            label = values_label(event.values) or "start settings"
+            label = values_label(event.values) or ("start settings" if event.purpose else "")
             run = f" run #{event.run_id}" if event.run_id is not None else ""
-            say(f"{self._position(event.index)} {event.purpose + ': ' if event.purpose else ''}{label}{run}")
+            say(f"{self._position(event.index)} {event.purpose + ': ' if event.purpose else ''}{label}{run}".replace("  ", " "))
         elif isinstance(event, RunStarted):
             if not self.notes_shown:  # the members share their device and data: say it once
                 self.progress.show(event)

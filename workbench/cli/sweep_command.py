@@ -10,7 +10,7 @@ from workbench.cli.parsing import UsageError
 from workbench.cli.setting_flags import add_setting_flags, config_from_args, print_notes
 from workbench.cli.sequence_output import add_sequence_flags, drive, peaks, recording_for, refuse
 from workbench.experiments.events import MemberEnded, SequenceEnded, SweepResult
-from workbench.experiments.repeated import ValueResult, compared, per_value
+from workbench.experiments.rate_over_runs import ValueResult, compared, per_value
 from workbench.formatting import format_setting, format_table, speedup_text
 from workbench.history.metrics import format_metric
 

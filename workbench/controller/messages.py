@@ -15,7 +15,7 @@ from workbench.experiments.events import (
     edge_note,
     values_label,
 )
-from workbench.experiments.repeated import fastest_text, per_value
+from workbench.experiments.rate_over_runs import fastest_text, per_value
 from workbench.formatting import efficiency_text, format_bytes, format_duration
 from workbench.history.metrics import format_metric
 

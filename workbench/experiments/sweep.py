@@ -6,7 +6,7 @@ sweep; a member that fails (out of memory, diverged) is marked failed and the sw
 
 With ``repeats`` N every value runs N times, interleaved: round-robin over the values, N rounds
 (a b c a b c …), so a machine that warms up, throttles or gets busy weighs on every value alike. Each
-value then reads as the median of its runs and its interval (experiments/repeated.py).
+value then reads as the median of its runs and its interval (experiments/rate_over_runs.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 (when the members ran whole epochs) test accuracy, above a table of the members (every run).
 
 A value run several times (a sweep with repeats) is one bar: the median of its runs, with error bars
-for the interval of that median (experiments/repeated.py); a value run once shows its run's own
+for the interval of that median (experiments/rate_over_runs.py); a value run once shows its run's own
 interval, from the spread of its steady windows. The other charts show the median of a value's runs
 (memory: the highest).
 
@@ -46,7 +46,7 @@ from workbench.experiments.events import (
     SequenceEnded,
     SequenceStarted,
 )
-from workbench.experiments.repeated import RateOverRuns, ValueResult, fastest_text, rate_over
+from workbench.experiments.rate_over_runs import RateOverRuns, ValueResult, fastest_text, rate_over
 from workbench.formatting import format_setting
 from workbench.gui.series import GIB
 from workbench.history.metrics import format_metric
@@ -289,7 +289,7 @@ class SweepView(QWidget):
         return bars
 
     def value_results(self) -> list[ValueResult]:
-        """The values with a finished run, as experiments/repeated.py reads them (for the status line)."""
+        """The values with a finished run, as experiments/rate_over_runs.py reads them (for the status line)."""
         return [ValueResult(value.values, tuple(value.finished), value.rate()) for value in self._values
                 if value.finished]
 
