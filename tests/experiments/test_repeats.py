@@ -134,3 +134,19 @@ def test_a_sweep_with_no_repeats_is_refused_with_one_line(capsys):
     code = main(["sweep", "--param", "batch_size", "--values", "8,16", "--repeats", "0", *TINY])
     out, err = capsys.readouterr()
     assert (code, err.strip(), out) == (2, "workbench sweep: --repeats must be at least 1 (got 0)", "")
+
+
+def test_repeats_without_history_still_read_as_their_median_and_two_give_no_interval(capsys):
+    from workbench.cli import main
+
+    code = main(["run", *TINY, "--repeats", "2", "--no-history", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["run_ids"] == [None, None] and result["sequence_id"] is None
+    rates = [run["images_per_sec"]["mean"] for run in result["runs"]]
+    assert result["images_per_sec"] == pytest.approx(statistics.median(rates))
+    assert (result["images_per_sec_low"], result["images_per_sec_high"], result["interval_from"]) == (None, None, None)
+    assert "median: " in out and ": no interval under 3 runs" in out
+    with HistoryStore.open() as store:
+        assert store.list_runs() == []

@@ -129,8 +129,8 @@ def per_value_table(fields: tuple[str, ...], members: tuple[MemberEnded, ...]) -
             comparison.verdict.replace("_", " ") if comparison else "",
         ))
     first = len(fields)
-    note = ("RUNS: finished of run. INTERVAL: of the median over the runs (90 % from 5 runs; with 3 or 4 the "
-            "smallest to the largest, at the coverage shown)")
+    note = ("RUNS: finished/run. INTERVAL: of the median over the runs (90 % from 5 runs; with 3 or 4, the "
+            "smallest to the largest at the coverage shown)")
     return format_table(header, rows, right_aligned={first, first + 1, first + 2}) + "\n" + note
 
 
