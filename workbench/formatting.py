@@ -59,3 +59,22 @@ def format_setting(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
+
+
+def speedup_text(speedup: Optional[float], low: Optional[float], high: Optional[float]) -> str:
+    """"1.31× (1.25–1.37)": a ratio of medians and its interval; "1.31× (no interval)"; "" when unmeasured."""
+    if speedup is None:
+        return ""
+    if low is None or high is None:
+        return f"{speedup:.2f}× (no interval)"
+    return f"{speedup:.2f}× ({low:.2f}–{high:.2f})"
+
+
+def rate_interval_text(low: Optional[float], high: Optional[float], coverage: Optional[float] = None) -> str:
+    """"1,200–1,260" images/sec, "1,200–1,260 (75 %)" when the coverage is not the usual 90 %; "" without one."""
+    if low is None or high is None:
+        return ""
+    text = f"{low:,.0f}–{high:,.0f}"
+    if coverage is not None and abs(coverage - 0.90) > 0.005:
+        text += f" ({coverage * 100:.3g} %)"
+    return text

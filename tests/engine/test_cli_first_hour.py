@@ -188,8 +188,8 @@ def test_tune_refuses_a_budget_too_small_for_one_change_before_anything_runs(tmp
     result = workbench("tune", "--budget-seconds", "5", "--device", "cpu", WORKBENCH_HOME=str(tmp_path))
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.strip() == (
-        "workbench tune: the time budget of 5 s cannot fit one trial: the start settings run twice and a change "
-        "once, each 4 s of training or more; give a budget of 12 s or more")
+        "workbench tune: the time budget of 5 s cannot fit one change: the best settings and the change run 3 times "
+        "each, interleaved, each 4 s of training or more; give a budget of 24 s or more")
 
 
 def test_tune_help_reads_3_percent_and_names_max_steps_as_the_trial_length():

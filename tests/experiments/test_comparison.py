@@ -12,6 +12,7 @@ from workbench.experiments.comparison import (
     MIN_EFFECT,
     compare_rates,
     interleaved,
+    median_interval,
     ratio_interval,
 )
 
@@ -103,3 +104,26 @@ def test_the_minimum_effect_is_stated_and_applied():
     # A steady 1.5 % gain with almost no noise is real, but below the stated minimum effect.
     assert compare_rates([1000, 1000.1, 999.9], [1015, 1015.1, 1014.9]).verdict == "within_noise"
     assert compare_rates([1000, 1000.1, 999.9], [1015, 1015.1, 1014.9], min_effect=0.01).verdict == "faster"
+
+
+def test_the_median_of_repeats_has_an_order_statistic_interval_with_its_exact_coverage():
+    assert median_interval([1000, 1010]) is None  # under MIN_TRIALS: no interval
+    assert median_interval([1010, 990, float("nan"), 0]) is None  # what failed is left out
+    # 3 or 4 repeats cannot reach 90 %: the smallest to the largest, at the coverage they give.
+    assert median_interval([1010, 990, 1000]) == (990, 1010, 0.75)
+    assert median_interval([4, 1, 3, 2]) == (1, 4, 0.875)
+    assert median_interval([5, 1, 4, 2, 3]) == (1, 5, pytest.approx(1 - 2 / 32))
+    low, high, coverage = median_interval(list(range(1, 12)))  # 11 repeats: the 3rd smallest to the 3rd largest
+    assert (low, high) == (3, 9) and coverage == pytest.approx(1 - 2 * (1 + 11 + 55) / 2**11) and coverage >= 0.90
+
+
+def test_the_median_interval_covers_as_often_as_it_says_whatever_the_noise():
+    # Skewed noise (a run now and then much slower, as a busy machine gives): the true median is known.
+    generator = random.Random(4)
+    true_median = 1000 * math.exp(-math.log(2))  # of 1000 · exp(-Exponential(1))
+    for repeats in (3, 5, 8):
+        covered = []
+        for _ in range(4000):
+            low, high, coverage = median_interval([1000 * math.exp(-generator.expovariate(1)) for _ in range(repeats)])
+            covered.append(low <= true_median <= high)
+        assert sum(covered) / len(covered) == pytest.approx(coverage, abs=0.025)

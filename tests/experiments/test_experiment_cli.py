@@ -98,8 +98,13 @@ def test_tune_prints_its_trials_and_the_json_contract():
                            "sweep_id"}
     assert result["start_images_per_sec"] > 0 and result["speedup"] > 0
     assert result["best_config"]["max_steps"] == 4  # the user's settings, not the trials' length
-    assert result["trials"][0]["knob"] == "start" and result["trials"][1]["changes"] == {"channels_last": True}
-    assert all(isinstance(t["images_per_sec"], float) for t in result["trials"])
+    (trial,) = result["trials"]  # one change: 3 + 3 runs interleaved with the start settings
+    assert trial["changes"] == {"channels_last": True} and isinstance(trial["images_per_sec"], float)
+    assert len(trial["run_ids"]) == len(trial["baseline_run_ids"]) == 3
+    assert trial["verdict"] in ("faster", "slower", "within_noise")
+    assert trial["outcome"] == ("kept" if trial["verdict"] == "faster" else trial["verdict"])
+    assert trial["speedup_low"] <= trial["speedup"] <= trial["speedup_high"]
+    assert (result["trials_per_side"], result["confidence"], result["min_effect"]) == (3, 0.9, 0.02)
     assert "TRIAL" in done.stdout.splitlines()[0]
 
 

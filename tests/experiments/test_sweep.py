@@ -136,3 +136,37 @@ def test_sigterm_stops_a_sweep_the_cli_drives_and_its_reason_names_it(isolated_w
     ended = drive(lambda stop: run_sweep(plan, stop, run_function=first_member_gets_sigterm, probe=probe_of(CPU)))
     assert (ended.status, ended.reason) == ("stopped", "stopped by SIGTERM after 1 of 3 members")
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # given back
+
+
+def test_repeats_run_round_robin_and_each_value_reads_as_the_median_of_its_runs_with_an_interval(
+        isolated_workbench_home):
+    """Issue 23: --repeats N runs every value N times, interleaved (a b a b …), grouped in one sequence."""
+    from workbench.experiments.rate_over_runs import per_value
+
+    speeds = iter([1000, 2000, 1100, 2300, 900, 2100])  # in the order the members run
+    runs = TimedRuns(lambda config: next(speeds), noise=0.0, device=GPU)
+    plan = SweepPlan(tiny(device="auto"), (SweepAxis("precision", ("fp32", "bf16")),), repeats=3)
+    with HistoryRecording() as recording:
+        events = list(run_sweep(plan, lambda: False, recording, run_function=runs, probe=probe_of(GPU)))
+    ended = events[-1]
+    assert [c.precision for c in runs.configs] == ["fp32", "bf16"] * 3
+    assert events[0].planned_members == 6 and ended.result.repeats == 3
+    fp32, bf16 = per_value(ended.result.members)
+    assert fp32.values == (("precision", "fp32"),) and fp32.rate.rates == (1000, 1100, 900)
+    assert (fp32.rate.images_per_sec, fp32.rate.images_per_sec_low, fp32.rate.images_per_sec_high) == (1000, 900, 1100)
+    assert fp32.rate.confidence == 0.75 and fp32.rate.interval_from == "repeats"  # 3 runs: min to max, said
+    assert bf16.rate.images_per_sec == 2100
+    with HistoryStore.open() as store:
+        history = store.sequence_runs(ended.sequence_id)
+        plan_json = store._conn.execute("SELECT plan_json FROM sweeps WHERE id = ?", (ended.sequence_id,)).fetchone()[0]
+    assert [run.id for run in history] == [m.run_id for m in ended.result.members]  # one sequence: grouped
+    assert [run.name for run in history[:3]] == ["synthetic: precision=fp32, repeat 1/3",
+                                                 "synthetic: precision=bf16, repeat 1/3",
+                                                 "synthetic: precision=fp32, repeat 2/3"]
+    assert '"repeats": 3' in plan_json
+    assert fp32.run_ids == tuple(run.id for run in history[0::2])
+
+
+def test_a_sweep_needs_at_least_one_repeat():
+    plan = SweepPlan(tiny(), (SweepAxis("num_workers", (0, 1)),), repeats=0)
+    assert plan_problems(plan, probe_of(CPU)) == ["repeats must be at least 1 (got 0)"]

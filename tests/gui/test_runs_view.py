@@ -411,3 +411,27 @@ def test_a_message_goes_when_it_stops_being_true(make_view, store, tmp_path, qtb
     monkeypatch.setattr(store, "changes_since", real)
     view.refresh()  # the history reads again
     assert view.status_label.text() == ""
+
+
+def test_the_comparison_says_what_the_selected_repeats_measured(make_view, store):
+    """Issue 23: two groups of repeats read as medians with intervals, and the A/B verdict of compare_rates."""
+    sequence = store.create_sequence("sweep", "sweep channels_last", {})
+    base = RunConfig(device="cpu", max_steps=3)
+    ids = []
+    for a, b in ((1000.0, 1310.0), (1010.0, 1300.0), (990.0, 1320.0)):
+        for config, rate in ((base, a), (base.replace(channels_last=True), b)):
+            recorder = store.start_run(config, source="cli", sequence_id=sequence)
+            recorder.record(started(config, total_steps=3))
+            recorder.record(RunEnded(status="finished", summary=summary(3, images_per_sec=rate)))
+            ids.append(recorder.run_id)
+    view = make_view()
+    view.select_runs(ids)
+    speed = view.comparison.speed
+    assert speed.isVisibleTo(view)
+    lines = speed.text().splitlines()
+    assert lines[0].endswith(": 1,000 img/s (median of 3 runs, 990–1,010 (75 %))")
+    assert lines[2].startswith("B against A: measured 1.31×: faster (")
+    view.select_runs(ids[:1])
+    assert speed.text() == f"Images/sec of #{ids[0]}: 1,000 img/s (one run)."
+    view.select_runs([])
+    assert not speed.isVisibleTo(view)

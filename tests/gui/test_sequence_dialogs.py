@@ -25,6 +25,9 @@ def test_a_sweep_of_one_setting_over_steps(qtbot):
     request, problems = dialog.request()
     assert problems == [] and ok_button(dialog).isEnabled()
     assert request.axes == (SweepAxis("batch_size", (16, 32, 64)),) and request.length == {"max_steps": 30}
+    assert request.repeats == 1
+    dialog.repeats.setValue(3)  # every value 3 times, interleaved: error bars and a verdict
+    assert dialog.request()[0].repeats == 3
 
 
 def test_a_grid_over_whole_epochs(qtbot):

@@ -137,3 +137,50 @@ def test_percent_charts_run_to_100_and_a_short_bars_figure_stands_clear_of_the_a
     assert view.bar_heights("peak_memory") == [0.5, 1.0, 1.5]
     assert view.plots["peak_memory"].getPlotItem().titleLabel.text == "Peak RSS (process)"
     assert cell(view, 0, "Peak RSS") == "512.0 MiB"
+
+
+def repeat_events(index, workers, rate, run_id, low=None, high=None):
+    config = BASE.replace(num_workers=workers, max_steps=20)
+    values = (("num_workers", workers),)
+    summary = RunSummary(status="finished", images_per_sec=rate, images_per_sec_low=low, images_per_sec_high=high,
+                         data_wait_fraction=0.1, peak_process_rss_bytes=GIB)
+    return [MemberStarted(index=index, config=config, values=values, run_id=run_id),
+            RunEnded(status="finished", summary=summary),
+            MemberEnded(index=index, config=config, values=values, run_id=run_id, status="finished", summary=summary)]
+
+
+def error_bar_items(view):
+    return [item for item in view.plots["images_per_sec"].items() if type(item).__name__ == "ErrorBarItem"]
+
+
+def test_repeats_are_one_bar_per_value_with_error_bars_for_the_interval_of_the_median(view, tmp_path):
+    """Issue 23: a sweep with repeats draws each value's median with error bars; the table keeps every run."""
+    rates = {0: (400.0, 460.0, 430.0), 2: (1000.0, 900.0, 1080.0)}
+    events = [SequenceStarted(kind="sweep", sequence_id=3, name="sweep num_workers", base=BASE, planned_members=6,
+                              fields=("num_workers",))]
+    for round_ in range(3):  # round-robin, as run_sweep runs them
+        for offset, workers in enumerate((0, 2)):
+            index = 2 * round_ + offset
+            events += repeat_events(index, workers, rates[workers][round_], 20 + index)
+    feed(view, events)
+    assert view.table.rowCount() == 6  # every run
+    assert view.bar_heights("images_per_sec") == [430.0, 1000.0]  # one bar per value: the median
+    assert view.error_bars() == [(400.0, 460.0), (900.0, 1080.0)]  # 3 runs: smallest to largest (75 %)
+    (bars,) = error_bar_items(view)
+    assert list(bars.opts["left"]) == [30.0, 100.0] and list(bars.opts["right"]) == [30.0, 80.0]
+    assert [tick for tick, _ in view.plots["images_per_sec"].getAxis("left")._tickLevels[0]] == [0, 1]
+    assert "Fastest: 2 at 1,000 images/s, median of 3 (2.33× the slowest); against 0: measured 2.33×: faster" \
+        in view.status.text()
+    view.grab().save(str(tmp_path / "sweep-repeats.png"))
+    import os
+    if os.environ.get("SWEEP_SCREENSHOT"):  # for a person to look at: SWEEP_SCREENSHOT=path pytest -k error_bars
+        view.grab().save(os.environ["SWEEP_SCREENSHOT"])
+
+
+def test_a_value_run_once_shows_its_runs_own_interval(view):
+    feed(view, [SequenceStarted(kind="sweep", sequence_id=3, name="s", base=BASE, planned_members=2,
+                                fields=("num_workers",)),
+                *repeat_events(0, 0, 400.0, 1, low=390.0, high=410.0), *repeat_events(1, 2, 900.0, 2)])
+    assert view.error_bars() == [(390.0, 410.0), None]  # the second has fewer than 3 steady windows: none
+    (bars,) = error_bar_items(view)
+    assert list(bars.opts["y"]) == [0.0]

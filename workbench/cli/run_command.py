@@ -11,6 +11,7 @@ from typing import Any
 from workbench.cli.interrupts import on_sample_request, take_stop_signals
 from workbench.cli.parsing import UsageError
 from workbench.cli.progress_line import ProgressLine
+from workbench.cli.repeats import add_repeats_flag, run_repeats_command
 from workbench.cli.run_summary_text import print_summary
 from workbench.cli.setting_flags import add_setting_flags, config_from_args, print_notes
 from workbench.cli.summary_json import summary_json
@@ -37,12 +38,15 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--name", help="a name for this run in the history")
     parser.add_argument("--json", action="store_true", help="print the run summary as JSON on the last line")
     parser.add_argument("--no-history", action="store_true", help="do not record this run in the history")
+    add_repeats_flag(parser)
     add_setting_flags(parser)
     parser.set_defaults(handler=run_command)
 
 
 def run_command(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    if "repeats" in args:  # the same run N times: a sequence of its own (cli/repeats.py)
+        return run_repeats_command(args, config)
     from workbench.engine.distributed.world import launched_world
 
     world = launched_world()

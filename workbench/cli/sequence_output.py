@@ -22,7 +22,7 @@ from workbench.experiments.events import (
     values_label,
 )
 from workbench.experiments.recording import HistoryRecording, NoRecording
-from workbench.formatting import format_bytes
+from workbench.formatting import format_bytes, speedup_text
 from workbench.history.metrics import format_metric
 
 
@@ -66,12 +66,13 @@ class SequenceProgress:
         say = self.progress.message
         if isinstance(event, SequenceStarted):
             self.planned = event.planned_members
-            where = f" (sweep {event.sequence_id} in the history)" if event.sequence_id is not None else ""
+            kind = "sweep" if event.kind == "sweep" else "sequence"
+            where = f" ({kind} {event.sequence_id} in the history)" if event.sequence_id is not None else ""
             say(f"{event.name}{where}")
         elif isinstance(event, MemberStarted):
-            label = values_label(event.values) or "start settings"
+            label = values_label(event.values) or ("start settings" if event.purpose else "")
             run = f" run #{event.run_id}" if event.run_id is not None else ""
-            say(f"{self._position(event.index)} {event.purpose + ': ' if event.purpose else ''}{label}{run}")
+            say(f"{self._position(event.index)} {event.purpose + ': ' if event.purpose else ''}{label}{run}".replace("  ", " "))
         elif isinstance(event, RunStarted):
             if not self.notes_shown:  # the members share their device and data: say it once
                 self.progress.show(event)
@@ -86,8 +87,10 @@ class SequenceProgress:
         elif isinstance(event, TrialResult):
             rate = format_metric("rate", event.images_per_sec) or "n/a"
             change = values_label(tuple(event.changes.items())) or "start settings"
-            say(f"  trial {event.trial} {change}: {rate} img/s, {event.outcome} "
-                f"(best {format_metric('rate', event.best_images_per_sec)} img/s)")
+            speedup = speedup_text(event.speedup, event.speedup_low, event.speedup_high)
+            best = format_metric("rate", event.best_images_per_sec) or "n/a"
+            say(f"  trial {event.trial} {change}: {rate} img/s" + (f", {speedup} the best" if speedup else "")
+                + f", {event.outcome.replace('_', ' ')} (best {best} img/s)")
         elif isinstance(event, BatchTrial):
             verdict = "fits" if event.fits else f"does not fit: {event.reason}"
             say(f"  batch {event.batch_size:,} {verdict}"

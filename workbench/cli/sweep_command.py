@@ -9,8 +9,9 @@ from typing import Any
 from workbench.cli.parsing import UsageError
 from workbench.cli.setting_flags import add_setting_flags, config_from_args, print_notes
 from workbench.cli.sequence_output import add_sequence_flags, drive, peaks, recording_for, refuse
-from workbench.experiments.events import MemberEnded, SequenceEnded
-from workbench.formatting import format_setting, format_table
+from workbench.experiments.events import MemberEnded, SequenceEnded, SweepResult
+from workbench.experiments.rate_over_runs import ValueResult, compared, per_value
+from workbench.formatting import format_setting, format_table, speedup_text
 from workbench.history.metrics import format_metric
 
 PROG = "workbench sweep"
@@ -22,14 +23,18 @@ def register(subparsers: Any) -> None:
         help="run once per value of a setting (or a grid of two) and compare",
         description="Run one member per value of --param (and per pair with --param2), one after another, each "
         "an ordinary run of the length the settings give (--max-steps or --epochs), recorded in the history "
-        "with the sweep's id. Every member is checked before the first starts. Every other flag is a setting, "
-        "as for `workbench run`.",
+        "with the sweep's id. Every member is checked before the first starts. --repeats N runs every value N "
+        "times, interleaved (round-robin over the values), and reads each as the median of its runs with an "
+        "interval. Every other flag is a setting, as for `workbench run`.",
         argument_default=argparse.SUPPRESS,
     )
     parser.add_argument("--param", required=True, metavar="SETTING", help="the setting to vary (a RunConfig field)")
     parser.add_argument("--values", required=True, metavar="V1,V2,...", help="its values, comma-separated")
     parser.add_argument("--param2", metavar="SETTING", help="a second setting, for a grid")
     parser.add_argument("--values2", metavar="V1,V2,...", help="the second setting's values")
+    parser.add_argument("--repeats", type=int, metavar="N",
+                        help="run every value N times, interleaved (a b a b …); each value reads as the median of its "
+                        "runs and its interval (default 1)")
     add_sequence_flags(parser, "sweep")
     add_setting_flags(parser)
     parser.set_defaults(handler=sweep_command)
@@ -54,7 +59,10 @@ def plan_from_args(args: argparse.Namespace):
         axes.append(SweepAxis(name, values))
     if problems:
         raise UsageError(f"{PROG}: " + "; ".join(problems))
-    return SweepPlan(base, tuple(axes), getattr(args, "name", None) or "")
+    repeats = getattr(args, "repeats", 1)
+    if repeats < 1:
+        raise UsageError(f"{PROG}: --repeats must be at least 1 (got {repeats})")
+    return SweepPlan(base, tuple(axes), getattr(args, "name", None) or "", repeats)
 
 
 def sweep_command(args: argparse.Namespace) -> int:
@@ -70,13 +78,14 @@ def sweep_command(args: argparse.Namespace) -> int:
     if ended.result is None:
         refuse(PROG, ended)
     members = ended.result.members
+    print(sweep_table(plan.fields, members))
+    if plan.repeats > 1:
+        print()
+        print(per_value_table(plan.fields, members))
     if getattr(args, "json", False):
-        print(sweep_table(plan.fields, members))
         print(json.dumps(sweep_json(ended, plan.fields)))
-    else:
-        print(sweep_table(plan.fields, members))
-        if ended.reason:
-            print(ended.reason)
+    elif ended.reason:
+        print(ended.reason)
     all_finished = ended.status == "finished" and all(member.status == "finished" for member in members)
     return 0 if all_finished else 1
 
@@ -102,13 +111,65 @@ def sweep_table(fields: tuple[str, ...], members: tuple[MemberEnded, ...]) -> st
     return format_table(header, rows, right_aligned={first, *range(first + 2, first + 8)})
 
 
+def per_value_table(fields: tuple[str, ...], members: tuple[MemberEnded, ...]) -> str:
+    """One row per value over its repeats: the median images/sec, its interval, and the A/B against the first
+    value (comparison.compare_rates)."""
+    results = per_value(members)
+    header = (*(name.upper() for name in fields), "RUNS", "MEDIAN IMG/S", "INTERVAL", "VS FIRST (90 % INTERVAL)",
+              "VERDICT")
+    rows = []
+    for result in results:
+        comparison = compared(results[0].rate, result.rate) if result is not results[0] else None
+        rows.append((
+            *(format_setting(value) for _, value in result.values),
+            f"{result.rate.runs}/{len(result.members)}",
+            format_metric("rate", result.rate.images_per_sec),
+            result.rate.interval_text(),
+            speedup_text(comparison.speedup, comparison.speedup_low, comparison.speedup_high) if comparison else "",
+            comparison.verdict.replace("_", " ") if comparison else "",
+        ))
+    first = len(fields)
+    note = ("RUNS: finished/run. INTERVAL: of the median over the runs (90 % from 5 runs; with 3 or 4, the "
+            "smallest to the largest at the coverage shown)")
+    return format_table(header, rows, right_aligned={first, first + 1, first + 2}) + "\n" + note
+
+
 def sweep_json(ended: SequenceEnded, fields: tuple[str, ...]) -> dict[str, Any]:
+    result = ended.result
+    assert isinstance(result, SweepResult)
+    values = per_value(result.members)
     return {
         "sweep_id": ended.sequence_id,
         "status": ended.status,
         "reason": ended.reason,
         "params": list(fields),
-        "members": [member_json(member) for member in ended.result.members],  # type: ignore[union-attr]
+        "repeats": result.repeats,
+        "members": [member_json(member) for member in result.members],
+        # Each value over its repeats (with one repeat, its run's own interval from its steady windows).
+        "per_value": [value_json(value, values[0]) for value in values],
+    }
+
+
+def value_json(value: ValueResult, first: ValueResult) -> dict[str, Any]:
+    rate = value.rate
+    comparison = compared(first.rate, rate) if value is not first else None
+    settings = dict(value.values)
+    return {
+        **settings,
+        "values": settings,
+        "run_ids": list(value.run_ids),
+        "finished_runs": rate.runs,
+        "images_per_sec": rate.images_per_sec,  # the median of the finished runs' steady-state images/sec
+        "images_per_sec_low": rate.images_per_sec_low,
+        "images_per_sec_high": rate.images_per_sec_high,
+        "interval_confidence": rate.confidence,  # the interval's exact coverage
+        "interval_from": rate.interval_from,  # "repeats" (the runs' spread) or "windows" (one run's)
+        # Against the first value: the ratio of medians, its interval and the verdict (None for the first, or
+        # without 2 finished runs on each side).
+        "speedup": comparison.speedup if comparison else None,
+        "speedup_low": comparison.speedup_low if comparison else None,
+        "speedup_high": comparison.speedup_high if comparison else None,
+        "verdict": comparison.verdict if comparison else None,
     }
 
 

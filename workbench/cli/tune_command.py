@@ -16,13 +16,14 @@ from workbench.cli.sequence_output import (
     refuse,
 )
 from workbench.config import RunConfig
+from workbench.experiments.comparison import CONFIDENCE, MIN_EFFECT
 from workbench.experiments.events import (
     SequenceEnded,
     TrialResult,
     TuneResult,
     values_label,
 )
-from workbench.formatting import format_setting, format_table
+from workbench.formatting import format_setting, format_table, speedup_text
 from workbench.history.metrics import format_metric
 
 PROG = "workbench tune"
@@ -34,14 +35,16 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "tune",
         help="search for faster settings that train the same model the same way",
-        description="From the given settings, try each speed knob's values with the others fixed (short runs "
-        "measuring steady-state images/sec), keep a change only when it beats the best by more than the "
-        "measured noise, and stop when a full pass gains less than 3 %. Batch size, lr and accumulation are "
-        "left alone unless --allow names them. Every trial is a run in the history. Every other flag is a "
-        "setting, as for `workbench run`.",
+        description="From the given settings, try each speed knob's values with the others fixed: each change is "
+        "measured against the best settings so far in short runs, interleaved (best, change, best, change, best, "
+        "change: 6 runs a change), and kept only when the 90 % interval of its speedup lies above 1.02×; the "
+        "search stops when a full pass gains less than 3 %. Batch size, lr and accumulation are left alone unless "
+        "--allow names them. Every trial is a run in the history. Every other flag is a setting, as for "
+        "`workbench run`.",
         argument_default=argparse.SUPPRESS,
     )
-    parser.add_argument("--budget-seconds", type=float, metavar="N", help="start no trial after N seconds")
+    parser.add_argument("--budget-seconds", type=float, metavar="N",
+                        help="start no comparison that cannot finish within N seconds")
     parser.add_argument("--trial-steps", type=int, metavar="N",
                         help="steps per trial (default: --max-steps when given, else sized by a first short run to "
                         "--trial-seconds)")
@@ -100,20 +103,22 @@ def tune_command(args: argparse.Namespace) -> int:
 
 
 def trials_table(trials: tuple[TrialResult, ...]) -> str:
-    header = ("TRIAL", "KNOB", "CHANGE", "IMG/S", "RUNS", "OUTCOME", "BEST IMG/S")
+    header = ("TRIAL", "KNOB", "CHANGE", "IMG/S", "VS BEST (90 % INTERVAL)", "RUNS", "OUTCOME", "BEST IMG/S")
     rows = [
         (
             str(trial.trial),
             trial.knob,
-            values_label(tuple(trial.changes.items())) or "(start settings)",
+            values_label(tuple(trial.changes.items())),
             format_metric("rate", trial.images_per_sec),
+            speedup_text(trial.speedup, trial.speedup_low, trial.speedup_high),
             " ".join(f"#{run_id}" for run_id in trial.run_ids if run_id is not None),
-            trial.outcome + (f": {trial.reason}" if trial.reason else ""),
+            trial.outcome.replace("_", " ") + (f": {trial.reason}" if trial.reason else ""),
             format_metric("rate", trial.best_images_per_sec),
         )
         for trial in trials
     ]
-    return format_table(header, rows, right_aligned={0, 3, 6})
+    return format_table(header, rows, right_aligned={0, 3, 7})
+
 
 
 def summary_text(result: TuneResult) -> str:
@@ -121,8 +126,9 @@ def summary_text(result: TuneResult) -> str:
     lines = [
         f"start: {format_metric('rate', result.start_images_per_sec) or 'n/a'} img/s; "
         f"best: {format_metric('rate', result.best_images_per_sec) or 'n/a'} img/s"
-        + (f" ({result.speedup:.2f}× faster)" if result.speedup and tried else ""),
-        f"noise allowed for: {format_metric('fraction', result.noise_fraction) or 'n/a'}; "
+        + (f" ({result.speedup:.2f}× faster)" if result.speedup and result.best_changes else ""),
+        f"each change: {result.trials_per_side}+{result.trials_per_side} runs interleaved with the best so far, kept "
+        f"when the {CONFIDENCE * 100:.0f} % interval of its speedup lies above {1 + MIN_EFFECT:.2f}×; "
         f"trials of {result.trial_steps or 'n/a'} steps; {result.stop_reason}",
     ]
     changes = result.best_changes
@@ -130,7 +136,7 @@ def summary_text(result: TuneResult) -> str:
         lines.append("best changes: " + values_label(tuple(changes.items())))
         lines.append("train with them: " + run_command_line(result.best_config))
     elif tried:
-        lines.append(f"no change beat the start settings by more than the noise ({tried} tried)")
+        lines.append(f"no change was measured faster than the start settings beyond the noise ({tried} tried)")
     else:
         lines.append("no change was tried, so nothing is known to be faster: give the search more time")
     return "\n".join(lines)
@@ -161,20 +167,32 @@ def tune_json(ended: SequenceEnded, result: TuneResult) -> dict[str, Any]:
         "speedup": result.speedup,
         "best_config": result.best_config.to_dict(),
         "best_changes": result.best_changes,
-        "noise_fraction": result.noise_fraction,
         "passes": result.passes,
         "trial_steps": result.trial_steps,
-        "trials": [
-            {
-                "trial": trial.trial,
-                "knob": trial.knob,
-                "changes": trial.changes,
-                "images_per_sec": trial.images_per_sec,
-                "measurements": list(trial.measurements),
-                "run_ids": list(trial.run_ids),
-                "outcome": trial.outcome,
-                "reason": trial.reason,
-            }
-            for trial in result.trials
-        ],
+        # The rule each change was decided by (experiments/comparison.py).
+        "trials_per_side": result.trials_per_side,
+        "confidence": CONFIDENCE,
+        "min_effect": MIN_EFFECT,
+        "trials": [trial_json(trial) for trial in result.trials],
+    }
+
+
+def trial_json(trial: TrialResult) -> dict[str, Any]:
+    comparison = trial.comparison
+    return {
+        "trial": trial.trial,
+        "knob": trial.knob,
+        "changes": trial.changes,
+        "images_per_sec": trial.images_per_sec,  # median of the change's runs
+        "measurements": list(trial.measurements),
+        "run_ids": list(trial.run_ids),
+        "baseline_images_per_sec": comparison.baseline_images_per_sec if comparison else None,
+        "baseline_measurements": list(comparison.baseline_rates) if comparison else [],
+        "baseline_run_ids": list(trial.baseline_run_ids),
+        "speedup": trial.speedup,
+        "speedup_low": trial.speedup_low,
+        "speedup_high": trial.speedup_high,
+        "verdict": trial.verdict,  # faster, slower, within_noise; None when the trial failed
+        "outcome": trial.outcome,  # kept (the verdict was faster), slower, within_noise, failed
+        "reason": trial.reason,
     }

@@ -98,8 +98,8 @@ def controls_for(state: WindowState) -> Controls:
                            "Run one setting over a list of values (or two, as a grid), one run per value, "
                            "and compare their speed, data wait, memory and accuracy"),
         tune=_idle_action(state, blocked,
-                          "Try the settings that change speed but not what is learned, one at a time, and keep what "
-                          "is faster beyond the noise"),
+                          "Try the settings that change speed but not what is learned, one at a time, each measured "
+                          "3 times interleaved with the best so far, and keep what is faster beyond the noise"),
         max_batch=_max_batch(state, blocked),
     )
 

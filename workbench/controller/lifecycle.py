@@ -90,12 +90,14 @@ class RunController(RunReports):
         config = self.view.form_config()
         self._start(run_job(config, self.run_function, self.recordings), config)
 
-    def start_sweep(self, axes: Sequence[SweepAxis], length: Optional[dict[str, Any]] = None, name: str = "") -> None:
-        """A sweep from the form's settings: ``axes`` the settings varied, ``length`` e.g. {"max_steps": 40}."""
+    def start_sweep(self, axes: Sequence[SweepAxis], length: Optional[dict[str, Any]] = None, name: str = "",
+                    repeats: int = 1) -> None:
+        """A sweep from the form's settings: ``axes`` the settings varied, ``length`` e.g. {"max_steps": 40},
+        every value run ``repeats`` times, interleaved."""
         if self.running or self.view.form_problems():
             return
         base = self.view.form_config().replace(**(length or {}))
-        plan = SweepPlan(base, tuple(axes), name)
+        plan = SweepPlan(base, tuple(axes), name, repeats)
         self._start(sweep_job(plan, self.run_function, self.recordings, self._probe()), base)
 
     def start_tune(self, allow: frozenset[str] = frozenset(), budget_seconds: Optional[float] = None,

@@ -15,10 +15,12 @@ from workbench.experiments.events import (
     edge_note,
     values_label,
 )
+from workbench.experiments.rate_over_runs import fastest_text, per_value
 from workbench.formatting import efficiency_text, format_bytes, format_duration
 from workbench.history.metrics import format_metric
 
-SEQUENCE_NAMES = {"sweep": "Sweep", "tune": "Search for faster settings", "max_batch": "Largest-batch search"}
+SEQUENCE_NAMES = {"sweep": "Sweep", "tune": "Search for faster settings", "max_batch": "Largest-batch search",
+                  "repeats": "Repeats"}
 
 
 def eta_seconds(stats: StepStats) -> Optional[float]:
@@ -106,16 +108,14 @@ def sequence_ended_text(event: SequenceEnded) -> str:
     result = event.result
     head = f"{name} {event.status}" + (f" ({event.reason})" if event.reason and event.status != "finished" else "")
     if isinstance(result, SweepResult):
-        done = [member for member in result.members if member.status == "finished" and member.images_per_sec]
         failed = sum(member.status == "failed" for member in result.members)
         text = f"{head}: {len(result.members)} member{'s' if len(result.members) != 1 else ''} ran"
         text += f", {failed} failed" if failed else ""
-        if len(done) > 1:
-            best = max(done, key=lambda member: member.images_per_sec or 0.0)
-            slowest = min(member.images_per_sec or 0.0 for member in done)
-            text += (f". Fastest: {values_label(best.values)} at {best.images_per_sec:,.0f} images/s"
-                     f" ({best.images_per_sec / slowest:.2f}× the slowest)")
-        return text + "."
+        values = per_value(result.members)
+        if event.kind == "repeats" and values:
+            return text + f": {values[0].rate.describe()}."
+        fastest = fastest_text(values, lambda value: values_label(value.values))
+        return text + (f". {fastest}" if fastest else "") + "."
     if isinstance(result, TuneResult):
         if result.best_images_per_sec is None or result.start_images_per_sec is None:
             return f"{head}: no trial was measured."
@@ -125,7 +125,7 @@ def sequence_ended_text(event: SequenceEnded) -> str:
             return (f"{head}: no change was tried ({result.stop_reason}); the start settings train at "
                     f"{result.start_images_per_sec:,.0f} images/s. Give the search more time.")
         if not changes:
-            return (f"{head}: the start settings were already the fastest tried "
+            return (f"{head}: no change measured faster than the start settings beyond the noise "
                     f"({result.start_images_per_sec:,.0f} images/s). {result.stop_reason.capitalize()}.")
         return (f"{head}: {changes} trains at {result.best_images_per_sec:,.0f} images/s, {speedup:.2f}× the start "
                 f"({result.start_images_per_sec:,.0f} images/s). {result.stop_reason.capitalize()}. "

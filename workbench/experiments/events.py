@@ -16,9 +16,10 @@ from typing import Any, Literal, Optional, Union
 
 from workbench.config import RunConfig
 from workbench.engine.events import Event, RunSummary
+from workbench.experiments.comparison import Comparison, Verdict
 from workbench.formatting import format_setting
 
-SequenceKind = Literal["sweep", "tune", "max_batch"]
+SequenceKind = Literal["sweep", "tune", "max_batch", "repeats"]
 # finished: ran to its end; stopped: the user stopped it; failed: refused before anything ran (bad input),
 # or ended by an error that is not one member's own trouble.
 SequenceStatus = Literal["finished", "stopped", "failed"]
@@ -49,7 +50,7 @@ class MemberStarted:
     config: RunConfig
     values: Values
     run_id: Optional[int]  # in the history (None when not recorded)
-    purpose: str = ""  # "", or for a search what the run is for: "calibration", "start", "trial", "repeat"
+    purpose: str = ""  # "", or for a search what the run is for: "calibration", "best" (the best so far), "trial"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,17 +95,36 @@ class RecordingFailed:
 
 @dataclass(frozen=True, kw_only=True)
 class TrialResult:
-    """One setting tried by the search for faster settings, decided."""
+    """One change tried by the search for faster settings: measured interleaved with the best so far
+    (experiments/comparison.py) and decided: kept only when the comparison's verdict is faster."""
 
     trial: int  # 1-based
     knob: str  # "num_workers", "placement", ...
     changes: dict[str, Any]  # the settings this trial changed against the best so far
-    images_per_sec: Optional[float]  # mean of its measurements; None when it failed
+    images_per_sec: Optional[float]  # median of its measurements; None when it failed
     measurements: tuple[float, ...]
     run_ids: tuple[Optional[int], ...]
-    outcome: Literal["start", "kept", "slower", "within noise", "failed"]
-    best_images_per_sec: float  # the best after this trial
+    outcome: Literal["kept", "slower", "within_noise", "failed"]
+    best_images_per_sec: Optional[float]  # the best after this trial (median of its measurements)
     reason: Optional[str] = None  # why it failed
+    comparison: Optional[Comparison] = None  # against the best so far; None when the trial failed
+    baseline_run_ids: tuple[Optional[int], ...] = ()  # the best settings' runs in this comparison
+
+    @property
+    def speedup(self) -> Optional[float]:
+        return self.comparison.speedup if self.comparison else None
+
+    @property
+    def speedup_low(self) -> Optional[float]:
+        return self.comparison.speedup_low if self.comparison else None
+
+    @property
+    def speedup_high(self) -> Optional[float]:
+        return self.comparison.speedup_high if self.comparison else None
+
+    @property
+    def verdict(self) -> Optional[Verdict]:
+        return self.comparison.verdict if self.comparison else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,6 +155,7 @@ class BatchTrial:
 @dataclass(frozen=True, kw_only=True)
 class SweepResult:
     members: tuple[MemberEnded, ...]
+    repeats: int = 1  # runs of each value (a "repeats" sequence: of its one setting), interleaved
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,10 +165,10 @@ class TuneResult:
     best_config: RunConfig
     best_images_per_sec: Optional[float]
     trials: tuple[TrialResult, ...]
-    noise_fraction: Optional[float]  # the measured run-to-run spread the decisions allowed for
     passes: int
     stop_reason: str  # why the search ended: "a full pass gained 1.2 % (< 3 %)", "time budget of 300 s spent"
     trial_steps: Optional[int] = None
+    trials_per_side: int = 3  # each comparison measured the best and the change this many times each
 
     @property
     def speedup(self) -> Optional[float]:
@@ -161,8 +182,7 @@ class TuneResult:
 
     @property
     def changes_tried(self) -> int:
-        """Trials of a change (the start settings' own measurements are not one)."""
-        return sum(trial.knob != "start" for trial in self.trials)
+        return len(self.trials)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -3,6 +3,10 @@
 Every member is checked before the first starts: one bad value and nothing runs, with every
 problem listed. Members run one after another with the caller's stop flag: stop ends the whole
 sweep; a member that fails (out of memory, diverged) is marked failed and the sweep goes on.
+
+With ``repeats`` N every value runs N times, interleaved: round-robin over the values, N rounds
+(a b c a b c …), so a machine that warms up, throttles or gets busy weighs on every value alike. Each
+value then reads as the median of its runs and its interval (experiments/rate_over_runs.py).
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ class SweepPlan:
     base: RunConfig  # every member's settings except the swept ones; its length (epochs or max_steps) is theirs
     axes: tuple[SweepAxis, ...]
     name: str = ""
+    repeats: int = 1  # runs of each value, interleaved: round-robin over the values, this many rounds
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -57,16 +62,21 @@ class SweepPlan:
     def display_name(self) -> str:
         return self.name or "sweep " + " × ".join(self.fields)
 
-    def members(self) -> list[tuple[Values, RunConfig]]:
-        """(values, settings) of every member, the first setting varying slowest."""
-        members = []
+    def combinations(self) -> list[tuple[Values, RunConfig]]:
+        """(values, settings) of each value (each combination of a grid), the first setting varying slowest."""
+        combinations = []
         for combination in itertools.product(*(axis.values for axis in self.axes)):
             values: Values = tuple(zip(self.fields, combination))
-            members.append((values, self.base.replace(**dict(values))))
-        return members
+            combinations.append((values, self.base.replace(**dict(values))))
+        return combinations
+
+    def members(self) -> list[tuple[Values, RunConfig]]:
+        """Every member in the order they run: the combinations once per round, ``repeats`` rounds."""
+        return self.combinations() * self.repeats
 
     def to_plan_dict(self) -> dict[str, Any]:
-        return plan_dict(self.base, axes=[{"field": axis.field, "values": list(axis.values)} for axis in self.axes])
+        return plan_dict(self.base, axes=[{"field": axis.field, "values": list(axis.values)} for axis in self.axes],
+                         repeats=self.repeats)
 
 
 def plan_problems(plan: SweepPlan, probe: Optional[Probe] = None) -> list[str]:
@@ -75,6 +85,8 @@ def plan_problems(plan: SweepPlan, probe: Optional[Probe] = None) -> list[str]:
     A problem every member shares is said once; one that only some have names them by their values.
     """
     problems: list[str] = []
+    if plan.repeats < 1:
+        problems.append(f"repeats must be at least 1 (got {plan.repeats})")
     if not plan.axes:
         problems.append("a sweep needs a setting to vary and its values")
     if len(plan.axes) > MAX_AXES:
@@ -98,7 +110,7 @@ def plan_problems(plan: SweepPlan, probe: Optional[Probe] = None) -> list[str]:
 
     probe = probe or probe_device
     found: dict[str, list[int]] = {}
-    members = plan.members()
+    members = plan.combinations()  # a repeat is the same settings: checked once
     for index, (values, config) in enumerate(members):
         try:
             RunConfig.from_dict(config.to_dict())  # the values' types, as a stored run would be read back
@@ -146,13 +158,16 @@ def run_sweep(
     runner = MemberRunner(run_function or default_run_function(), recorders, sequence_id)
     done: list[MemberEnded] = []
     status, reason = "finished", None
-    for values, config in members:
+    per_round = len(members) // plan.repeats
+    for index, (values, config) in enumerate(members):
         if stop():
             status, reason = "stopped", f"stopped by {stopped_by(stop)} after {len(done)} of {len(members)} members"
             break
-        member = yield from runner.run(config, values, stop, values_label(values))
+        label = values_label(values) + (f", repeat {index // per_round + 1}/{plan.repeats}" if plan.repeats > 1 else "")
+        member = yield from runner.run(config, values, stop, label)
         done.append(member)
         if member.status == "stopped":
             status, reason = "stopped", f"stopped by {stopped_by(stop)} during member {len(done)} of {len(members)}"
             break
-    yield SequenceEnded(kind="sweep", sequence_id=sequence_id, status=status, result=SweepResult(members=tuple(done)), reason=reason)
+    yield SequenceEnded(kind="sweep", sequence_id=sequence_id, status=status,
+                        result=SweepResult(members=tuple(done), repeats=plan.repeats), reason=reason)

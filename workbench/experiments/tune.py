@@ -1,22 +1,26 @@
 """Find faster settings: coordinate descent over the knobs that change speed, not what is learned.
 
-From the user's settings, each knob's values are tried with the others fixed (one short run each,
-measuring steady-state images/sec after the warm-up window). A change is kept only when it beats the
-best so far by more than the measured noise; a result within the noise is measured again before it
-is decided. The search stops when a full pass over the knobs gains less than 3 %, when the time
-budget is spent, or when the user stops it. Batch size, lr and accumulation are left alone unless
-the plan allows them. Every trial is an ordinary run in the history, tagged with the search.
+From the user's settings, each knob's values are tried with the others fixed. Every change is one
+comparison (experiments/comparison.py): the best settings so far (A) and the change (B), measured
+interleaved, A B A B A B (``TunePlan.trials`` runs of each, 3 by default), each run's steady-state
+images/sec taken after its warm-up window; the speedup is the ratio of the medians with its 90 % interval,
+and the change is kept only when the verdict is faster (the whole interval above 1.02×). A change costs
+2 × trials runs (6 by default). The search stops when a full pass gains less than 3 %, when the time budget
+is spent (no comparison starts that the budget cannot finish), or when the user stops it. Batch size, lr
+and accumulation are left alone unless the plan allows them. Every run is an ordinary run in the history,
+tagged with the search.
 
-A trial is as long as the plan's ``trial_steps``, else the settings' own ``max_steps``, else sized by a
-first short calibration run. A budget that cannot fit the start settings twice and one change is
-refused: before anything runs where the trial length alone says so, else as soon as the first run
-has shown how long a trial takes here (start-up and evaluation included), with the budget it needs.
+The search begins with one short run of the start settings (``CALIBRATION_STEPS``): it warms the process up
+(the first run in a process pays one-off costs the comparisons should not see) and times a step. A trial is
+as long as the plan's ``trial_steps``, else the settings' own ``max_steps``, else sized from that first run to
+``trial_seconds``. A budget that cannot fit one comparison is refused: before anything runs where the trial
+length alone says so, else as soon as the first run has shown how long a trial takes here (start-up and
+evaluation included), with the budget it needs.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -25,6 +29,7 @@ from typing import Any, Callable, Generator, Iterator, Optional
 from workbench.config import RunConfig
 from workbench.device_info import DeviceInfo, Probe
 from workbench.engine.requests import stopped_by
+from workbench.experiments.comparison import MIN_TRIALS, Comparison, compare_rates, interleaved
 from workbench.experiments.events import (
     AnyEvent,
     BestSoFar,
@@ -45,35 +50,18 @@ from workbench.experiments.members import (
     probe_device,
 )
 from workbench.experiments.recording import NoRecording, RecorderFactory
+from workbench.experiments.tune_knobs import ALLOWABLE, KNOBS, OPTIONAL_KNOBS, candidates
 
-# The knobs, in the order a pass tries them: where the input work runs first (usually the largest
-# effect), then the model's arithmetic, then the loader's fine settings, compile last (slow to try).
-KNOBS: tuple[str, ...] = (
-    "placement",  # pipeline and augmentation placement together: augment=cpu needs the dataloader
-    "precision",
-    "channels_last",
-    "num_workers",
-    "pin_memory",
-    "non_blocking",
-    "persistent_workers",
-    "prefetch_factor",
-    "fused_optimizer",
-    "compile",
-)
-# Settings that change what is learned: searched only when the user allows them. lr is not a speed
-# knob; allowed, it follows the batch size (the linear scaling rule).
-OPTIONAL_KNOBS: tuple[str, ...] = ("batch_size", "accumulation_steps")
-ALLOWABLE: tuple[str, ...] = ("batch_size", "lr", "accumulation_steps")
+__all__ = ["ALLOWABLE", "KNOBS", "OPTIONAL_KNOBS", "TunePlan", "candidates", "plan_problems", "run_tune"]
 
-CALIBRATION_STEPS = 12  # a first short run of the start settings sizes the trials
-RUNS_FOR_ONE_CHANGE = 3  # the start settings twice (their noise), then one change
+CALIBRATION_STEPS = 12  # the first short run of the start settings: warms the process up, times a step
 WINDOWS_PER_TRIAL = 8  # log windows per trial: the first (warm-up) is left out of its images/sec
 MIN_TRIAL_STEPS = 16
 MAX_TRIAL_STEPS = 20_000
-PREFETCH_VALUES = (2, 4, 8)
-ACCUMULATION_VALUES = (1, 2, 4)
 
 Clock = Callable[[], float]
+# Each side's measurements in one comparison: (images/sec, run ids), in the order measured.
+_Sides = dict[str, tuple[list[float], list[Optional[int]]]]
 
 
 @dataclass(frozen=True)
@@ -81,12 +69,12 @@ class TunePlan:
     base: RunConfig
     allow: frozenset[str] = frozenset()  # of ALLOWABLE: batch_size, lr, accumulation_steps
     knobs: Optional[tuple[str, ...]] = None  # only these knobs (default: every one that applies here)
-    budget_seconds: Optional[float] = None  # no new trial starts once this much time has passed
-    trial_steps: Optional[int] = None  # steps per trial; None: sized from a calibration run to trial_seconds
+    budget_seconds: Optional[float] = None  # no comparison starts that this much time cannot finish
+    trial_steps: Optional[int] = None  # steps per trial; None: sized from the first run to trial_seconds
     trial_seconds: float = 4.0
     min_pass_gain: float = 0.03  # a pass that gains less than this ends the search
-    noise_floor: float = 0.02  # the smallest run-to-run spread assumed, however quiet two runs were
     max_passes: int = 3
+    trials: int = MIN_TRIALS  # runs of each side per comparison: the best so far and the change
     name: str = ""
 
     @property
@@ -95,6 +83,11 @@ class TunePlan:
             return self.name
         base = self.base
         return f"tune {base.model}, batch {base.batch_size}, {base.precision}"
+
+    @property
+    def runs_per_change(self) -> int:
+        """What one change costs: the best settings and the change, ``trials`` runs each."""
+        return 2 * self.trials
 
     def trial_length(self) -> Optional[int]:
         """Steps per trial when the plan says (trial_steps, else the settings' max_steps); None: calibrated."""
@@ -118,6 +111,8 @@ def plan_problems(plan: TunePlan, device: DeviceInfo) -> list[str]:
         problems.append(f"{name} cannot be allowed (only {', '.join(ALLOWABLE)})")
     if plan.budget_seconds is not None and not plan.budget_seconds > 0:
         problems.append(f"the time budget must be more than 0 seconds (got {plan.budget_seconds:g})")
+    if plan.trials < MIN_TRIALS:
+        problems.append(f"a comparison needs at least {MIN_TRIALS} runs of each side for an interval (got {plan.trials})")
     steps = plan.trial_length()
     if steps is not None and steps < 4:
         given = "max_steps" if plan.trial_steps is None else "trial steps"
@@ -125,93 +120,23 @@ def plan_problems(plan: TunePlan, device: DeviceInfo) -> list[str]:
     if not plan.trial_seconds > 0:
         problems.append(f"trial seconds must be more than 0 (got {plan.trial_seconds:g})")
     elif plan.budget_seconds is not None and plan.budget_seconds > 0 and steps is None:
-        # Each trial trains trial_seconds at least; one change needs the start settings twice and the change once.
-        needed = RUNS_FOR_ONE_CHANGE * plan.trial_seconds
+        # Each trial trains trial_seconds at least; one change is one comparison of runs_per_change trials.
+        needed = plan.runs_per_change * plan.trial_seconds
         if plan.budget_seconds < needed:
-            problems.append(f"the time budget of {plan.budget_seconds:g} s cannot fit one trial: the start settings "
-                            f"run twice and a change once, each {plan.trial_seconds:g} s of training or more; give "
-                            f"a budget of {needed:g} s or more")
+            problems.append(f"the time budget of {plan.budget_seconds:g} s cannot fit one change: {_cost(plan)}, "
+                            f"each {plan.trial_seconds:g} s of training or more; give a budget of {needed:g} s or more")
     return problems
 
 
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def candidates(knob: str, config: RunConfig, device: DeviceInfo, allow: frozenset[str] = frozenset(),
-               cores: Optional[int] = None) -> list[dict[str, Any]]:
-    """The changes worth trying for ``knob`` from ``config`` on this device (none where it has no effect)."""
-    on_cuda = device.type == "cuda"
-    loader = config.pipeline == "dataloader"
-    workers = loader and config.num_workers > 0
-    options: list[dict[str, Any]]
-    if knob == "placement":
-        if config.augment == "none":  # no augmentation to place: only where batches come from
-            options = [{"pipeline": "dataloader"}, {"pipeline": "gpu-resident"}]
-        else:  # the same crop + flip, per image in the workers or batched on the device
-            options = [
-                {"pipeline": "dataloader", "augment": "cpu"},
-                {"pipeline": "dataloader", "augment": "gpu"},
-                {"pipeline": "gpu-resident", "augment": "gpu"},
-            ]
-    elif knob == "num_workers":
-        if not loader:
-            return []
-        cores = cores or usable_cores()
-        values = {value for value in (0, 1, 2, 4, 8, 16, 32, 64) if value <= cores} | {min(cores, 64)}
-        options = [{"num_workers": value} for value in sorted(values)]
-    elif knob in ("pin_memory", "non_blocking"):
-        if not (loader and on_cuda):  # both act on the host → device copy
-            return []
-        options = [{knob: not getattr(config, knob)}]
-    elif knob == "persistent_workers":
-        options = [{knob: not config.persistent_workers}] if workers else []
-    elif knob == "prefetch_factor":
-        options = [{knob: value} for value in PREFETCH_VALUES] if workers else []
-    elif knob == "precision":
-        options = [{knob: value} for value in ("fp32", "fp16", "bf16")] if on_cuda else []
-    elif knob == "channels_last":
-        options = [{knob: not config.channels_last}]
-    elif knob == "fused_optimizer":
-        options = [{knob: not config.fused_optimizer}] if on_cuda else []  # the fused kernels are CUDA's
-    elif knob == "compile":
-        # max-autotune is left out: it compiles for minutes, more than a trial's budget; CUDA graphs need CUDA.
-        modes = ("off", "default", "reduce-overhead") if on_cuda else ("off", "default")
-        options = [{knob: mode} for mode in modes]
-    elif knob == "batch_size":
-        options = []
-        for size in (config.batch_size // 2, config.batch_size * 2, config.batch_size * 4):
-            if size >= 1:
-                change: dict[str, Any] = {"batch_size": size}
-                if "lr" in allow:
-                    change["lr"] = config.lr * size / config.batch_size
-                options.append(change)
-    elif knob == "accumulation_steps":
-        options = [{knob: value} for value in ACCUMULATION_VALUES]
-    else:
-        raise ValueError(f"unknown knob {knob!r}")
-    # Only real changes, and only settings this machine can run.
-    return [change for change in options if config.replace(**change) != config]
-
-
-@dataclass
-class _Measured:
-    rates: list[float]
-    run_ids: list[Optional[int]]
-
-    @property
-    def mean(self) -> float:
-        return statistics.fmean(self.rates)
+def _cost(plan: TunePlan) -> str:
+    return f"the best settings and the change run {plan.trials} times each, interleaved"
 
 
 class _StopSearch(Exception):
     def __init__(self, status: str, reason: str, refused: bool = False):
         super().__init__(reason)
         self.status, self.reason = status, reason
-        self.refused = refused  # bad input (a budget too small for one trial): said as a problem, not a result
+        self.refused = refused  # bad input (a budget too small for one change): said as a problem, not a result
 
 
 class _Search:
@@ -219,67 +144,44 @@ class _Search:
         self.plan, self.stop, self.runner, self.device, self.clock = plan, stop, runner, device, clock
         self.began = clock()
         self.trial_steps = plan.trial_length()
-        self.measured: dict[RunConfig, _Measured] = {}
+        self.rates: dict[RunConfig, list[float]] = {}  # every finished trial's images/sec, by settings
+        self.tried: set[RunConfig] = {plan.base}
         self.trials: list[TrialResult] = []
         self.trial_seconds: list[float] = []
+        self.trial_estimate = 0.0  # seconds a trial takes here, from the first run, until trials have run
         self.start = plan.base
         self.best = plan.base
-        self.start_rate: Optional[float] = None
         self.passes = 0
 
     # -- measuring -------------------------------------------------------------------------------
-    @property
-    def noise(self) -> float:
-        """The typical relative difference between two runs of the same settings, at least the floor."""
-        spreads = [
-            (max(m.rates) - min(m.rates)) / m.mean for m in self.measured.values() if len(m.rates) > 1 and m.mean > 0
-        ]
-        return max(self.plan.noise_floor, statistics.fmean(spreads) if spreads else 0.0)
-
-    def trial_config(self, config: RunConfig, steps: int, log_every: int) -> RunConfig:
-        return config.replace(max_steps=steps, log_every=log_every)
-
-    def run_once(self, config: RunConfig, purpose: str) -> Generator[AnyEvent, None, MemberEnded]:
-        self.check_stop()
-        steps = self.trial_steps or CALIBRATION_STEPS
-        log_every = max(1, steps // WINDOWS_PER_TRIAL) if self.trial_steps else 3
-        changes = changed_fields(self.start, config)
-        label = f"tune {purpose}" + (f", {values_label(tuple(changes.items()))}" if changes else "")
-        began = self.clock()
-        member = yield from self.runner.run(
-            self.trial_config(config, steps, log_every), tuple(changes.items()), self.stop, label, purpose
-        )
-        if purpose != "calibration":
-            self.trial_seconds.append(self.clock() - began)
-        if member.status == "stopped":
-            raise _StopSearch("stopped", f"stopped by {stopped_by(self.stop)}")
-        return member
-
-    def measure(self, config: RunConfig, purpose: str) -> Generator[AnyEvent, None, Optional[MemberEnded]]:
-        """One trial run of ``config``; its rate joins the config's measurements when it finished."""
-        member = yield from self.run_once(config, purpose)
-        if member.status == "finished" and member.images_per_sec:
-            entry = self.measured.setdefault(config, _Measured([], []))
-            entry.rates.append(member.images_per_sec)
-            entry.run_ids.append(member.run_id)
-        return member
-
-    def check_stop(self) -> None:
+    def run_once(self, config: RunConfig, purpose: str, count: str = "") -> Generator[AnyEvent, None, MemberEnded]:
+        """One run of ``config`` (``count``: "2/3", the how-manieth of its side in a comparison)."""
         if self.stop():
             raise _StopSearch("stopped", f"stopped by {stopped_by(self.stop)} ({self.changes_tried_text()})")
-        budget = self.plan.budget_seconds
-        if budget is not None:
-            typical = statistics.median(self.trial_seconds) if self.trial_seconds else 0.0
-            if self.clock() - self.began + typical > budget:
-                raise _StopSearch("finished", f"the time budget of {budget:g} s is spent ({self.changes_tried_text()})")
-
-    @property
-    def changes_tried(self) -> int:
-        return sum(trial.knob != "start" for trial in self.trials)
+        calibration = purpose == "calibration"
+        steps = CALIBRATION_STEPS if calibration else self.trial_steps
+        assert steps is not None
+        log_every = 3 if calibration else max(1, steps // WINDOWS_PER_TRIAL)
+        changes = changed_fields(self.start, config)
+        word = "start" if purpose == "best" and not changes else purpose
+        label = f"tune {word}" + (f" {count}" if count else "") + (
+            f", {values_label(tuple(changes.items()))}" if changes else "")
+        began = self.clock()
+        member = yield from self.runner.run(
+            config.replace(max_steps=steps, log_every=log_every), tuple(changes.items()), self.stop, label, purpose
+        )
+        if not calibration:
+            self.trial_seconds.append(self.clock() - began)
+        if member.status == "stopped":
+            raise _StopSearch("stopped", f"stopped by {stopped_by(self.stop)} ({self.changes_tried_text()})")
+        return member
 
     def changes_tried_text(self) -> str:
-        tried = self.changes_tried
+        tried = len(self.trials)
         return f"{tried} change{'s' if tried != 1 else ''} tried" if tried else "no change was tried"
+
+    def typical_trial_seconds(self) -> float:
+        return statistics.median(self.trial_seconds) if self.trial_seconds else self.trial_estimate
 
     def require_room_for_one_change(self, trial_seconds: float, runs_left: int) -> None:
         """Refuse a budget that cannot fit the runs one change needs, now that a trial's length here is known."""
@@ -289,117 +191,126 @@ class _Search:
         needed = self.clock() - self.began + runs_left * trial_seconds
         if needed > budget:
             raise _StopSearch("failed", (
-                f"the time budget of {budget:g} s cannot fit one trial: a trial of {self.trial_steps} steps takes "
-                f"about {trial_seconds:.0f} s here (start-up and evaluation included), and one change needs the "
-                f"start settings twice and the change once; give a budget of {math.ceil(needed):d} s or more, "
-                "or fewer steps per trial"), refused=True)
+                f"the time budget of {budget:g} s cannot fit one change: a trial of {self.trial_steps} steps takes "
+                f"about {trial_seconds:.0f} s here (start-up and evaluation included), and {_cost(self.plan)}; "
+                f"give a budget of {math.ceil(needed):d} s or more, or fewer steps per trial"), refused=True)
+
+    def check_budget(self) -> None:
+        """No comparison starts that the budget cannot finish: half a comparison decides nothing."""
+        budget = self.plan.budget_seconds
+        if budget is None:
+            return
+        if self.clock() - self.began + self.plan.runs_per_change * self.typical_trial_seconds() > budget:
+            raise _StopSearch("finished", f"the time budget of {budget:g} s is spent ({self.changes_tried_text()})")
 
     # -- the search ------------------------------------------------------------------------------
     def run(self) -> Generator[AnyEvent, None, str]:
-        if self.trial_steps is None:
-            began = self.clock()
-            calibration = yield from self.run_once(self.start, "calibration")
-            if calibration.status != "finished" or not calibration.images_per_sec:
-                raise _StopSearch("failed", f"the starting settings fail: {calibration.reason}")
-            per_step = self.start.batch_size / calibration.images_per_sec
-            self.trial_steps = min(MAX_TRIAL_STEPS, max(MIN_TRIAL_STEPS, math.ceil(self.plan.trial_seconds / per_step)))
-            # A trial costs what the calibration run cost (start-up, evaluation) plus its extra steps.
-            estimate = self.clock() - began + max(0, self.trial_steps - CALIBRATION_STEPS) * per_step
-            self.require_room_for_one_change(estimate, RUNS_FOR_ONE_CHANGE)
-        first = yield from self.measure(self.start, "start")
-        if self.trial_seconds:
-            self.require_room_for_one_change(self.trial_seconds[-1], RUNS_FOR_ONE_CHANGE - 1)
-        second = yield from self.measure(self.start, "start")
-        if self.start not in self.measured:
-            failed = second if second is not None and second.status == "failed" else first
-            raise _StopSearch("failed", f"the starting settings fail: {failed.reason if failed else 'no result'}")
-        start = self.measured[self.start]
-        self.start_rate = start.mean
-        yield self.record_trial("start", {}, self.start, "start")
-        yield self.best_so_far()
+        yield from self.calibrate()
         knobs = self.plan.searched_knobs()
         for _ in range(self.plan.max_passes):
             self.passes += 1
-            rate_before = self.best_rate
+            gain = 1.0
             for knob in knobs:
                 for change in candidates(knob, self.best, self.device, self.plan.allow):
                     candidate = self.best.replace(**change)
-                    if candidate in self.measured or self._refused(candidate):
+                    if candidate in self.tried or self._refused(candidate):
                         continue  # tried in an earlier pass, or not a run this machine can do
-                    yield from self.try_candidate(knob, change, candidate)
-            gain = self.best_rate / rate_before - 1
-            if gain < self.plan.min_pass_gain:
-                return f"a full pass gained {gain:.1%} (< {self.plan.min_pass_gain:.0%}; {self.changes_tried_text()})"
+                    self.tried.add(candidate)
+                    trial = yield from self.compare(knob, change, candidate)
+                    if trial.outcome == "kept" and trial.speedup:
+                        gain *= trial.speedup
+            if gain - 1 < self.plan.min_pass_gain:
+                return (f"a full pass gained {gain - 1:.1%} (< {self.plan.min_pass_gain:.0%}; "
+                        f"{self.changes_tried_text()})")
         return f"{self.plan.max_passes} passes done ({self.changes_tried_text()})"
+
+    def calibrate(self) -> Generator[AnyEvent, None, None]:
+        """The first short run: warms the process up, sizes the trials when the plan does not, checks the budget."""
+        began = self.clock()
+        calibration = yield from self.run_once(self.start, "calibration")
+        if calibration.status != "finished" or not calibration.images_per_sec:
+            raise _StopSearch("failed", f"the starting settings fail: {calibration.reason}")
+        per_step = self.start.batch_size / calibration.images_per_sec
+        if self.trial_steps is None:
+            self.trial_steps = min(MAX_TRIAL_STEPS, max(MIN_TRIAL_STEPS, math.ceil(self.plan.trial_seconds / per_step)))
+        # A trial costs what the first run cost (start-up, evaluation) plus its extra steps.
+        self.trial_estimate = self.clock() - began + max(0, self.trial_steps - CALIBRATION_STEPS) * per_step
+        self.require_room_for_one_change(self.trial_estimate, self.plan.runs_per_change)
 
     def _refused(self, config: RunConfig) -> bool:
         from workbench.data_check import data_problems
 
         return bool(config.validate(self.device) or data_problems(config))
 
-    @property
-    def best_rate(self) -> float:
-        return self.measured[self.best].mean
-
-    def try_candidate(self, knob: str, change: dict[str, Any], candidate: RunConfig) -> Generator[AnyEvent, None, None]:
-        member = yield from self.measure(candidate, "trial")
-        if candidate not in self.measured:
-            yield self.record_trial(knob, change, candidate, "failed", reason=member.reason if member else None)
-            return
-        if self._decide(candidate) == "within noise":
-            # A close call: measure the candidate again, and the best too if it has fewer measurements.
-            yield from self.measure(candidate, "repeat")
-            if len(self.measured[self.best].rates) < len(self.measured[candidate].rates):
-                yield from self.measure(self.best, "repeat")
-        outcome = self._decide(candidate)
-        if outcome == "kept":
+    def compare(self, knob: str, change: dict[str, Any], candidate: RunConfig) -> Generator[AnyEvent, None, TrialResult]:
+        """The best so far (A) and ``candidate`` (B), measured A B A B …; the change kept when B is faster."""
+        self.check_budget()
+        sides: _Sides = {"A": ([], []), "B": ([], [])}
+        for index, side in enumerate(interleaved(self.plan.trials)):
+            config = self.best if side == "A" else candidate
+            count = f"{index // 2 + 1}/{self.plan.trials}"
+            member = yield from self.run_once(config, "best" if side == "A" else "trial", count)
+            if len(self.trial_seconds) == 1:  # the first trial: now a trial's length here is known
+                self.require_room_for_one_change(self.trial_seconds[0], self.plan.runs_per_change - 1)
+            if member.status != "finished" or not member.images_per_sec:
+                reason = member.reason or "no steady-state images/sec"
+                trial = self.record(knob, change, "failed", sides,
+                                    reason=reason if side == "B" else f"the best settings so far failed: {reason}")
+                yield trial
+                return trial
+            rates, run_ids = sides[side]
+            rates.append(member.images_per_sec)
+            run_ids.append(member.run_id)
+            self.rates.setdefault(config, []).append(member.images_per_sec)
+        comparison = compare_rates(sides["A"][0], sides["B"][0])
+        kept = comparison.verdict == "faster"
+        if kept:
             self.best = candidate
-        yield self.record_trial(knob, change, candidate, outcome)
-        if outcome == "kept":
+        trial = self.record(knob, change, "kept" if kept else comparison.verdict, sides, comparison=comparison)
+        yield trial
+        if kept:
             yield self.best_so_far()
+        return trial
 
-    def _decide(self, candidate: RunConfig) -> str:
-        rate, best = self.measured[candidate].mean, self.best_rate
-        if rate > best * (1 + self.noise):
-            return "kept"
-        if rate >= best * (1 - self.noise):
-            return "within noise"
-        return "slower"
-
-    def record_trial(self, knob: str, change: dict[str, Any], config: RunConfig, outcome: str,
-                     reason: Optional[str] = None) -> TrialResult:
-        measured = self.measured.get(config)
+    def record(self, knob: str, change: dict[str, Any], outcome: str, sides: _Sides, reason: Optional[str] = None,
+               comparison: Optional[Comparison] = None) -> TrialResult:
         trial = TrialResult(
             trial=len(self.trials) + 1,
             knob=knob,
             changes=dict(change),
-            images_per_sec=measured.mean if measured else None,
-            measurements=tuple(measured.rates) if measured else (),
-            run_ids=tuple(measured.run_ids) if measured else (),
+            images_per_sec=comparison.changed_images_per_sec if comparison else None,
+            measurements=tuple(sides["B"][0]),
+            run_ids=tuple(sides["B"][1]),
             outcome=outcome,  # type: ignore[arg-type]
-            best_images_per_sec=self.best_rate,
+            best_images_per_sec=self.median_rate(self.best),
             reason=reason,
+            comparison=comparison,
+            baseline_run_ids=tuple(sides["A"][1]),
         )
         self.trials.append(trial)
         return trial
 
+    def median_rate(self, config: RunConfig) -> Optional[float]:
+        rates = self.rates.get(config)
+        return statistics.median(rates) if rates else None
+
     def best_so_far(self) -> BestSoFar:
-        return BestSoFar(config=self.best, images_per_sec=self.best_rate, changes=changed_fields(self.start, self.best),
-                         speedup=self.best_rate / self.start_rate if self.start_rate else 1.0)
+        best, start = self.median_rate(self.best), self.median_rate(self.start)
+        assert best is not None  # kept: measured
+        return BestSoFar(config=self.best, images_per_sec=best, changes=changed_fields(self.start, self.best),
+                         speedup=best / start if start else 1.0)
 
     def result(self, stop_reason: str) -> TuneResult:
-        measured_start = self.measured.get(self.start)
-        measured_best = self.measured.get(self.best)
         return TuneResult(
             start_config=self.start,
-            start_images_per_sec=measured_start.mean if measured_start else None,
+            start_images_per_sec=self.median_rate(self.start),
             best_config=self.best,
-            best_images_per_sec=measured_best.mean if measured_best else None,
+            best_images_per_sec=self.median_rate(self.best),
             trials=tuple(self.trials),
-            noise_fraction=self.noise if self.measured else None,
             passes=self.passes,
             stop_reason=stop_reason,
             trial_steps=self.trial_steps,
+            trials_per_side=self.plan.trials,
         )
 
 
@@ -421,7 +332,8 @@ def run_tune(
     name = plan.display_name
     sequence_id = recorders.begin_sequence(
         "tune", name, plan_dict(plan.base, knobs=list(plan.searched_knobs()), allow=sorted(plan.allow),
-                                budget_seconds=plan.budget_seconds, trial_steps=plan.trial_steps)
+                                budget_seconds=plan.budget_seconds, trial_steps=plan.trial_steps,
+                                trials=plan.trials)
     )
     yield SequenceStarted(kind="tune", sequence_id=sequence_id, name=name, base=plan.base)
     search = _Search(plan, stop, MemberRunner(run_function or default_run_function(), recorders, sequence_id), device, clock)

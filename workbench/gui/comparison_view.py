@@ -1,4 +1,6 @@
-"""Selected runs side by side: every setting, result and environment fact, the rows that differ highlighted."""
+"""Selected runs side by side: every setting, result and environment fact, the rows that differ highlighted;
+above them, what the runs say about speed: each side's images/sec with its interval, and the A/B verdict
+where both sides have repeats (controller/speed_comparison.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.controller.speed_comparison import speed_lines
 from workbench.history.compare import SECTIONS, ComparisonRow, compare_runs
 from workbench.history.records import RunRecord
 
@@ -38,6 +41,13 @@ class ComparisonView(QWidget):
         self.differences_only.setObjectName("differencesOnlyCheck")
         self.differences_only.setToolTip("Hide the rows where every selected run has the same value")
         self.differences_only.toggled.connect(self._apply_filter)
+        self.speed = QLabel()
+        self.speed.setObjectName("comparisonSpeed")
+        self.speed.setWordWrap(True)
+        self.speed.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.speed.setToolTip("Runs of one setting in one sequence (repeats) read as their median and its interval; "
+                              "a run alone, with the interval of its steady windows. \"faster\" only where the "
+                              "interval of the speed-up clears 1 by 2 %.")
         self.tree = QTreeWidget()
         self.tree.setObjectName("comparisonTree")
         self.tree.setUniformRowHeights(True)
@@ -54,6 +64,7 @@ class ComparisonView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 4, 0, 0)
         layout.addLayout(top)
+        layout.addWidget(self.speed)
         layout.addWidget(self.tree)
         self._rows: list[ComparisonRow] = []
         self._items: list[tuple[ComparisonRow, QTreeWidgetItem]] = []
@@ -74,6 +85,9 @@ class ComparisonView(QWidget):
         self._items.clear()
         self._sections.clear()
         self._rows = compare_runs(records) if records else []
+        lines = speed_lines(records)
+        self.speed.setText("\n".join(lines))
+        self.speed.setVisible(bool(lines))
         if not records:
             self.title.setText(empty_text or "Select runs in the table to compare their settings and results.")
             self.tree.setColumnCount(1)  # setHeaderLabels alone never removes columns: old runs' names would stay

@@ -254,7 +254,7 @@ class MainWindow(QMainWindow):
     def start_sweep(self) -> None:
         request = self._ask_sweep()
         if request is not None:
-            self.controller.start_sweep(request.axes, request.length)
+            self.controller.start_sweep(request.axes, request.length, repeats=request.repeats)
 
     def start_tune(self) -> None:
         request = self._ask_tune()

@@ -77,7 +77,7 @@ COLUMNS: tuple[Column, ...] = (
     _metric("peak_nvml_used_bytes"),
     _metric("peak_process_rss_bytes"),
     Column("Sequence", lambda r: r.sequence_name or "", str,
-           tooltip="the sweep, search or max-batch sequence this run was a member of"),
+           tooltip="the sweep, search, max-batch or repeats sequence this run was a member of"),
     Column("Started", lambda r: r.started_at, local_time, numeric=True),
     Column("Duration", lambda r: r.duration_seconds, format_duration, numeric=True),
     Column("Note", lambda r: r.note, lambda v: v.splitlines()[0] if v else ""),

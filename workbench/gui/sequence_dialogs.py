@@ -40,6 +40,7 @@ COMMON_SWEEPS = ("num_workers", "batch_size", "precision", "pipeline", "augment"
 class SweepRequest:
     axes: tuple[SweepAxis, ...]
     length: dict[str, Any]  # {"max_steps": 40} or {"epochs": 1, "max_steps": None}
+    repeats: int = 1  # runs of each value, interleaved
 
 
 def suggested_values(name: str, config: RunConfig) -> str:
@@ -116,6 +117,13 @@ class SweepDialog(QDialog):
         for widget in (self.steps, self.by_steps, self.epochs, self.by_epochs):
             length.addWidget(widget)
         length.addStretch(1)
+        self.repeats = QSpinBox()
+        self.repeats.setObjectName("sweepRepeats")
+        self.repeats.setRange(1, 100)
+        self.repeats.setValue(1)
+        self.repeats.setToolTip("Run every value this many times, interleaved (a b a b …): each value then shows the "
+                                "median of its runs with error bars for its interval (3 or more runs), and the "
+                                "fastest is compared with the runner-up beyond the noise")
         self.problems = QLabel()
         self.problems.setObjectName("sweepProblems")
         self.problems.setWordWrap(True)
@@ -133,6 +141,7 @@ class SweepDialog(QDialog):
         form.addRow("", self.second_check)
         form.addRow("Second setting", self.second)
         form.addRow("Each member trains", length)
+        form.addRow("Runs of each value", self.repeats)
         layout = QVBoxLayout(self)
         intro = QLabel("Every member is an ordinary run with the form's settings and these values, checked "
                        "before the first starts; Stop ends the whole sweep.")
@@ -159,7 +168,7 @@ class SweepDialog(QDialog):
             length: dict[str, Any] = {"max_steps": self.steps.value()}
         else:
             length = {"epochs": self.epochs.value(), "max_steps": None}
-        return SweepRequest(tuple(axes), length), []
+        return SweepRequest(tuple(axes), length, self.repeats.value()), []
 
     def _check(self) -> None:
         _, problems = self.request()
@@ -181,8 +190,9 @@ class TuneDialog(QDialog):
         self.setWindowTitle("Find faster settings")
         intro = QLabel("Tries the settings that change speed but not what is learned (pipeline and augmentation "
                        "placement, workers, pin_memory, precision, channels_last, compile…), one at a time from "
-                       "the form's settings, in short runs; a change is kept only when it is faster beyond the "
-                       "measured noise. Every trial is kept in the history.")
+                       "the form's settings, in short runs: each change runs 3 times interleaved with the best "
+                       "settings so far (6 runs a change) and is kept only when the 90 % interval of its speed-up "
+                       "lies above 1.02×. Every trial is kept in the history.")
         intro.setWordWrap(True)
         self.allow = {}
         for name, text in (("batch_size", "batch size"), ("lr", "learning rate (follows the batch size)"),

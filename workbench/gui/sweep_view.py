@@ -1,5 +1,10 @@
-"""The sweep view: one bar per member for steady-state images/sec, data-wait share, peak memory and
-(when the members ran whole epochs) test accuracy, above a table of the members.
+"""The sweep view: one bar per value for steady-state images/sec, data-wait share, peak memory and
+(when the members ran whole epochs) test accuracy, above a table of the members (every run).
+
+A value run several times (a sweep with repeats) is one bar: the median of its runs, with error bars
+for the interval of that median (experiments/rate_over_runs.py); a value run once shows its run's own
+interval, from the spread of its steady windows. The other charts show the median of a value's runs
+(memory: the highest).
 
 The charts are small multiples: horizontal bars, one row per member in the same order in every
 chart, the members' values written once down the left of the first. Each bar's figure is written just
@@ -14,9 +19,11 @@ shows as failed, without a bar. Redraws are coalesced on a short timer, never on
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import Any, Optional
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QBrush, QColor
@@ -39,6 +46,7 @@ from workbench.experiments.events import (
     SequenceEnded,
     SequenceStarted,
 )
+from workbench.experiments.rate_over_runs import RateOverRuns, ValueResult, fastest_text, rate_over
 from workbench.formatting import format_setting
 from workbench.gui.series import GIB
 from workbench.history.metrics import format_metric
@@ -48,6 +56,7 @@ BAR_COLOUR = "#1f77b4"
 BEST_COLOUR = "#0b4f8a"
 RUNNING_COLOUR = "#9ecae1"
 FAILED_COLOUR = "#c62828"
+ERROR_BAR_COLOUR = "#303030"
 CHARTS = (  # key → title, unit
     ("images_per_sec", "Images/sec (steady state)", ""),
     ("data_wait", "Time waiting for data", "%"),
@@ -74,11 +83,36 @@ class _Member:
     ended: Optional[MemberEnded] = None
 
 
+@dataclass
+class _Value:
+    """One value (or combination) of the sweep: a row of every chart, over its repeats."""
+
+    label: str
+    values: tuple
+    members: list[_Member]
+
+    @property
+    def finished(self) -> list[MemberEnded]:
+        return [m.ended for m in self.members if m.ended is not None and m.ended.status == "finished"]
+
+    @property
+    def failed(self) -> bool:
+        return all(member.status == "failed" for member in self.members)
+
+    @property
+    def running(self) -> Optional[_Member]:
+        return next((member for member in self.members if member.ended is None), None)
+
+    def rate(self) -> RateOverRuns:
+        return rate_over([member.summary for member in self.finished])
+
+
 class SweepView(QWidget):
     def __init__(self, parent: Optional[QWidget] = None):
         super().__init__(parent)
         self.setObjectName("sweepView")
         self._members: list[_Member] = []
+        self._values: list[_Value] = []
         self._fields: tuple[str, ...] = ()
         self._planned: Optional[int] = None
         self._ended: Optional[SequenceEnded] = None
@@ -145,8 +179,14 @@ class SweepView(QWidget):
             self._begin(event)
         elif isinstance(event, MemberStarted):
             label = ", ".join(format_setting(value) for _, value in event.values) or f"#{event.index + 1}"
-            self._members.append(_Member(label, event.values, event.run_id))
-            self._add_row(self._members[-1])
+            member = _Member(label, event.values, event.run_id)
+            self._members.append(member)
+            value = next((value for value in self._values if value.values == event.values), None)
+            if value is None:
+                self._values.append(_Value(label, event.values, [member]))
+            else:
+                value.members.append(member)
+            self._add_row(member)
         elif isinstance(event, StepStats) and self._members and self._members[-1].ended is None:
             member = self._members[-1]
             member.windows += 1
@@ -165,7 +205,7 @@ class SweepView(QWidget):
         self._schedule()
 
     def _begin(self, event: SequenceStarted) -> None:
-        self._members, self._ended = [], None
+        self._members, self._values, self._ended = [], [], None
         self._fields, self._planned, self._name = event.fields, event.planned_members, event.name
         where = f" (sweep {event.sequence_id})" if event.sequence_id is not None else ""
         self.title.setText(event.name + where)
@@ -214,25 +254,44 @@ class SweepView(QWidget):
             self._redraw_timer.start()
 
     def bar_heights(self, key: str) -> list[Optional[float]]:
-        """Each member's figure on chart ``key`` (None: no bar), as drawn."""
+        """Each value's figure on chart ``key`` (None: no bar), as drawn: over its finished runs, the median
+        (memory: the highest); images/sec of a value with none finished yet, its running member's live rate."""
         heights: list[Optional[float]] = []
-        for member in self._members:
-            summary = member.ended.summary if member.ended else None
-            if member.status == "failed":
+        rss = self._memory_is_rss()
+        for value in self._values:
+            finished = value.finished
+            if value.failed:
                 heights.append(None)
             elif key == "images_per_sec":
-                heights.append(summary.images_per_sec if summary else member.live_images_per_sec)
-            elif summary is None:
-                heights.append(None)
+                running = value.running
+                live = running.live_images_per_sec if running is not None else None
+                heights.append(value.rate().images_per_sec if finished else live)
             elif key == "data_wait":
-                heights.append(None if summary.data_wait_fraction is None else summary.data_wait_fraction * 100)
+                heights.append(_median([m.summary.data_wait_fraction * 100 for m in finished
+                                        if m.summary.data_wait_fraction is not None]))
             elif key == "peak_memory":
-                peak = summary.peak_process_rss_bytes if self._memory_is_rss() else summary.peak_allocated_bytes
-                heights.append(None if peak is None else peak / GIB)
+                peaks = [m.summary.peak_process_rss_bytes if rss else m.summary.peak_allocated_bytes for m in finished]
+                known = [peak for peak in peaks if peak is not None]
+                heights.append(max(known) / GIB if known else None)
             else:
-                whole = member.ended is not None and member.ended.whole_epochs
-                heights.append(summary.test_accuracy * 100 if whole and summary.test_accuracy is not None else None)
+                heights.append(_median([m.summary.test_accuracy * 100 for m in finished
+                                        if m.whole_epochs and m.summary.test_accuracy is not None]))
         return heights
+
+    def error_bars(self) -> list[Optional[tuple[float, float]]]:
+        """Each value's images/sec interval (low, high) as drawn: of the median over its repeats, or one run's
+        own from its steady windows; None where there is none."""
+        bars: list[Optional[tuple[float, float]]] = []
+        for value in self._values:
+            rate = value.rate()
+            low, high = rate.images_per_sec_low, rate.images_per_sec_high
+            bars.append((low, high) if low is not None and high is not None and not value.failed else None)
+        return bars
+
+    def value_results(self) -> list[ValueResult]:
+        """The values with a finished run, as experiments/rate_over_runs.py reads them (for the status line)."""
+        return [ValueResult(value.values, tuple(value.finished), value.rate()) for value in self._values
+                if value.finished]
 
     def _memory_is_rss(self) -> bool:
         """No member has torch's CUDA figures (a CPU sweep): the memory chart shows the process's RSS."""
@@ -243,10 +302,11 @@ class SweepView(QWidget):
         self._redraw_timer.stop()
         memory_title = RSS_TITLE if self._memory_is_rss() else dict((k, t) for k, t, _ in CHARTS)["peak_memory"]
         self.plots["peak_memory"].setTitle(memory_title, size="10pt")
-        ticks = [[(index, member.label) for index, member in enumerate(self._members)]]
+        ticks = [[(index, value.label) for index, value in enumerate(self._values)]]
         rates = [h for h in self.bar_heights("images_per_sec") if h is not None]
         best = max(rates) if rates else None
         whole_epochs = any(m.ended is not None and m.ended.whole_epochs for m in self._members)
+        bars = self.error_bars()
         self.plots["test_accuracy"].setVisible(whole_epochs)
         for key, _, _ in CHARTS:
             plot = self.plots[key]
@@ -259,34 +319,48 @@ class SweepView(QWidget):
                 top = 100.0
             else:
                 top = max([h for h in heights if h is not None], default=1.0) or 1.0
+            whiskers = [i for i in rows if key == "images_per_sec" and bars[i] is not None]
+            if key == "images_per_sec":
+                top = max([top, *(bars[i][1] for i in whiskers)])  # type: ignore[index]
             if rows:
-                brushes = [self._brush(key, self._members[i], heights[i], best) for i in rows]
+                brushes = [self._brush(key, self._values[i], heights[i], best) for i in rows]
                 plot.addItem(pg.BarGraphItem(x0=0, y=rows, width=[heights[i] for i in rows], height=0.6,
                                              brushes=brushes, pen=pg.mkPen(None)))
+                if whiskers:
+                    centre = np.array([heights[i] for i in whiskers], dtype=float)
+                    plot.addItem(pg.ErrorBarItem(
+                        x=centre, y=np.array(whiskers, dtype=float),
+                        left=centre - np.array([bars[i][0] for i in whiskers]),  # type: ignore[index]
+                        right=np.array([bars[i][1] for i in whiskers]) - centre,  # type: ignore[index]
+                        beam=0.3, pen=pg.mkPen(ERROR_BAR_COLOUR, width=1.5)))
                 for i in rows:
-                    plot.addItem(self._label(key, heights[i], i, inside=percent and heights[i] > LABEL_INSIDE_ABOVE))
-            for index, member in enumerate(self._members):
-                if member.status == "failed":
+                    end = max(heights[i], bars[i][1]) if i in whiskers else heights[i]  # type: ignore[index]
+                    plot.addItem(self._label(key, heights[i], i, inside=percent and heights[i] > LABEL_INSIDE_ABOVE,
+                                             at=end))
+            for index, value in enumerate(self._values):
+                if value.failed:
                     text = pg.TextItem(LABEL_GAP + "failed", color=FAILED_COLOUR, anchor=(0.0, 0.5))
                     text.setPos(0, index)
                     plot.addItem(text)
             if key == "peak_memory" and not rows and self._members and self._members[0].ended is not None:
                 note = pg.TextItem("memory could\nnot be read", color="#707070", anchor=(0.5, 0.5))
-                note.setPos(0.5, (len(self._members) - 1) / 2)
+                note.setPos(0.5, (len(self._values) - 1) / 2)
                 plot.addItem(note)
-            plot.setYRange(-0.6, max(0, len(self._members) - 1) + 0.6, padding=0)
+            plot.setYRange(-0.6, max(0, len(self._values) - 1) + 0.6, padding=0)
             # A percent chart is 0–100 (a long bar's figure sits inside it); others leave room past the longest bar.
             plot.setXRange(0, top if percent else top * 1.3, padding=0)
         self.status.setText(self._status_text())
 
-    def _brush(self, key: str, member: _Member, height: float, best: Optional[float]) -> QBrush:
-        if member.ended is None:
+    def _brush(self, key: str, value: _Value, height: float, best: Optional[float]) -> QBrush:
+        if not value.finished:
             return pg.mkBrush(RUNNING_COLOUR)
-        if key == "images_per_sec" and best is not None and height == best and len(self._members) > 1:
+        if key == "images_per_sec" and best is not None and height == best and len(self._values) > 1:
             return pg.mkBrush(BEST_COLOUR)
         return pg.mkBrush(BAR_COLOUR)
 
-    def _label(self, key: str, height: float, row: int, inside: bool = False) -> pg.TextItem:
+    def _label(self, key: str, height: float, row: int, inside: bool = False,
+               at: Optional[float] = None) -> pg.TextItem:
+        """The bar's figure, just past ``at`` (its end, or its error bar's end), or inside a long percent bar."""
         text = {
             "images_per_sec": f"{height:,.0f}",
             "data_wait": f"{height:.0f} %",
@@ -297,7 +371,7 @@ class SweepView(QWidget):
             label = pg.TextItem(text + LABEL_GAP, color="#ffffff", anchor=(1.0, 0.5))
         else:
             label = pg.TextItem(LABEL_GAP + text, color="#303030", anchor=(0.0, 0.5))
-        label.setPos(height, row)
+        label.setPos(height if inside or at is None else at, row)
         return label
 
     def _status_text(self) -> str:
@@ -311,10 +385,10 @@ class SweepView(QWidget):
             text = f"Sweep {self._ended.status}: " + text + (f" ({self._ended.reason})" if self._ended.reason else "")
         elif self._members and self._members[-1].ended is None:
             text += f"; running {self._members[-1].label}"
-        rates = [(h, m.label) for h, m in zip(self.bar_heights("images_per_sec"), self._members)
-                 if h is not None and m.ended is not None]
-        if len(rates) > 1:
-            best, label = max(rates)
-            slowest = min(rate for rate, _ in rates)
-            text += f". Fastest: {label} at {best:,.0f} images/s ({best / slowest:.2f}× the slowest)"
-        return text
+        labels = {value.values: value.label for value in self._values}
+        fastest = fastest_text(self.value_results(), lambda result: labels[result.values])
+        return text + (f". {fastest}" if fastest else "")
+
+
+def _median(values: list[float]) -> Optional[float]:
+    return statistics.median(values) if values else None

@@ -21,10 +21,11 @@ from PySide6.QtWidgets import (
 
 from workbench.controller.messages import sequence_ended_text
 from workbench.experiments.events import BestSoFar, SequenceEnded, SequenceStarted, TrialResult, values_label
+from workbench.formatting import speedup_text
 from workbench.history.metrics import format_metric
 
-COLUMNS = ("Trial", "Setting", "Change", "Img/s", "Runs", "Outcome", "Best so far")
-OUTCOME_COLOURS = {"kept": "#2e7d32", "failed": "#c62828", "slower": "#6b6b6b", "within noise": "#8a6d00"}
+COLUMNS = ("Trial", "Setting", "Change", "Img/s", "Vs. best (90 % interval)", "Runs", "Outcome", "Best so far")
+OUTCOME_COLOURS = {"kept": "#2e7d32", "failed": "#c62828", "slower": "#6b6b6b", "within_noise": "#8a6d00"}
 
 
 class TuneView(QWidget):
@@ -64,7 +65,7 @@ class TuneView(QWidget):
         if isinstance(event, SequenceStarted):
             self.title.setText(event.name + (f" (sweep {event.sequence_id})" if event.sequence_id is not None else ""))
             self.table.setRowCount(0)
-            self.best_label.setText("Measuring the start settings…")
+            self.best_label.setText("Measuring the start settings against the first change…")
             self.apply_button.setEnabled(False)
         elif isinstance(event, TrialResult):
             self._add_trial(event)
@@ -83,17 +84,21 @@ class TuneView(QWidget):
         cells = (
             str(trial.trial),
             trial.knob,
-            values_label(tuple(trial.changes.items())) or "start settings",
+            values_label(tuple(trial.changes.items())),
             format_metric("rate", trial.images_per_sec),
+            speedup_text(trial.speedup, trial.speedup_low, trial.speedup_high),
             ", ".join(f"#{run_id}" for run_id in trial.run_ids if run_id is not None),
-            trial.outcome,
+            trial.outcome.replace("_", " "),
             format_metric("rate", trial.best_images_per_sec),
         )
         for column, text in enumerate(cells):
             item = QTableWidgetItem(text)
-            if column in (0, 3, 6):
+            if column in (0, 3, 4, 7):
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            if column == 5:
+            if column == 4 and trial.comparison is not None:
+                item.setToolTip(trial.comparison.describe() + "; the best so far's runs: "
+                                + ", ".join(f"#{run_id}" for run_id in trial.baseline_run_ids if run_id is not None))
+            if column == 6:
                 item.setForeground(QBrush(QColor(OUTCOME_COLOURS.get(trial.outcome, "#303030"))))
                 if trial.reason:
                     item.setToolTip(trial.reason)

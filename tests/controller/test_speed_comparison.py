@@ -1,0 +1,83 @@
+"""The Runs tab's comparison of speed: repeats of one setting read as their median and its interval, a run alone
+as its own window interval, and "faster" only where compare_rates' interval says so."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "history"))  # the hand-built engine events
+from fake_runs import complete_run_events  # noqa: E402
+
+from workbench.config import RunConfig  # noqa: E402
+from workbench.controller.speed_comparison import sides, speed_lines  # noqa: E402
+from workbench.history.store import HistoryStore  # noqa: E402
+
+FP32 = RunConfig(device="cpu", dataset="synthetic", max_steps=10)
+CHANNELS_LAST = FP32.replace(channels_last=True)
+
+
+@pytest.fixture
+def store():
+    with HistoryStore.open() as opened:
+        yield opened
+
+
+def record(store, config, rate, sequence_id=None, low=None, high=None) -> int:
+    recorder = store.start_run(config, source="cli", sequence_id=sequence_id)
+    for event in complete_run_events(config, images_per_sec=rate, images_per_sec_low=low, images_per_sec_high=high):
+        recorder.record(event)
+    return recorder.run_id
+
+
+def sweep_with_repeats(store, baseline, changed):
+    """A sweep of channels_last with repeats, interleaved: baseline and changed rates, in the order run."""
+    sequence = store.create_sequence("sweep", "sweep channels_last", {})
+    for a, b in zip(baseline, changed):
+        record(store, FP32, a, sequence)
+        record(store, CHANNELS_LAST, b, sequence)
+    return store.sequence_runs(sequence)
+
+
+def test_two_groups_of_repeats_read_as_medians_with_intervals_and_a_real_gain_is_faster(store):
+    runs = sweep_with_repeats(store, [1000, 1010, 990], [1310, 1300, 1320])
+    found = sides(runs)
+    assert [side.label for side in found] == [", ".join(f"#{r.id}" for r in runs[0::2]),
+                                              ", ".join(f"#{r.id}" for r in runs[1::2])]
+    lines = speed_lines(runs)
+    assert lines[0] == f"A = {found[0].label}: 1,000 img/s (median of 3 runs, 990–1,010 (75 %))"
+    assert lines[1] == f"B = {found[1].label}: 1,310 img/s (median of 3 runs, 1,300–1,320 (75 %))"
+    assert lines[2].startswith("B against A: measured 1.31×: faster (") and lines[2].endswith("3+3 trials)")
+
+
+def test_repeats_two_percent_apart_in_ten_percent_noise_are_within_the_noise(store):
+    lines = speed_lines(sweep_with_repeats(store, [1000, 1100, 920], [1020, 940, 1090]))
+    assert lines[2].startswith("B against A: measured 1.02×: within the noise (")
+
+
+def test_one_run_of_each_shows_its_own_interval_and_draws_no_verdict(store):
+    first = record(store, FP32, 1000.0, low=990.0, high=1010.0)
+    second = record(store, CHANNELS_LAST, 1300.0, low=1290.0, high=1315.0)
+    records = [store.get_run(first), store.get_run(second)]
+    lines = speed_lines(records)
+    assert lines[:2] == [f"A = #{first}: 1,000 img/s (one run; its windows: 990–1,010)",
+                         f"B = #{second}: 1,300 img/s (one run; its windows: 1,290–1,315)"]
+    # The windows' intervals do not overlap, yet one run of each cannot tell a change from run-to-run noise.
+    assert lines[2].startswith("B against A: 1.30×, no verdict: one run each") and "faster" not in lines[2]
+    assert speed_lines([records[0]]) == [f"Images/sec of #{first}: 1,000 img/s (one run; its windows: 990–1,010)."]
+    assert speed_lines([]) == []
+
+
+def test_repeats_from_two_sequences_are_compared_and_said_to_be_not_interleaved(store):
+    first = store.create_sequence("repeats", "fp32 ×3", {})
+    second = store.create_sequence("repeats", "channels_last ×3", {})
+    for rate in (1000, 1010, 990):
+        record(store, FP32, rate, first)
+    for rate in (1310, 1300, 1320):
+        record(store, CHANNELS_LAST, rate, second)
+    lines = speed_lines(store.sequence_runs(first) + store.sequence_runs(second))
+    assert lines[2].startswith("B against A: measured 1.31×: faster (")
+    assert lines[2].endswith("measured in different sequences, not interleaved: a machine that changed between "
+                             "them weighs in")

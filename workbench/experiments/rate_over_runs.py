@@ -1,0 +1,121 @@
+"""What repeated runs of one setting came to: the median of their steady-state images/sec and its interval.
+
+Runs of the same settings differ by 8–15 % on one machine, so a setting measured N times (``--repeats N``)
+reads as the median of its runs' rates with the order-statistic interval of that median
+(``comparison.median_interval``: exact coverage, 75 % with 3 runs, 90 % from 5). A setting measured once has
+only its run's own interval, from the spread of its steady windows (engine/spread.py): narrower, because it
+cannot see the run-to-run noise; ``interval_from`` says which one a figure carries. No torch, no Qt.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Literal, Optional, Sequence
+
+from workbench.experiments.comparison import CONFIDENCE, Comparison, compare_rates, median_interval
+from workbench.formatting import rate_interval_text
+
+if TYPE_CHECKING:
+    from workbench.engine.events import RunSummary
+    from workbench.experiments.events import MemberEnded, Values
+
+IntervalFrom = Literal["repeats", "windows"]
+
+
+@dataclass(frozen=True)
+class RateOverRuns:
+    """images/sec over one setting's runs: the median of the finished ones, and its interval (None without one)."""
+
+    rates: tuple[float, ...]  # the finished runs' steady-state images/sec, in the order they ran
+    images_per_sec: Optional[float]
+    images_per_sec_low: Optional[float] = None
+    images_per_sec_high: Optional[float] = None
+    confidence: Optional[float] = None  # the interval's coverage
+    interval_from: Optional[IntervalFrom] = None  # the runs' spread, or (one run) its steady windows' spread
+
+    @property
+    def runs(self) -> int:
+        return len(self.rates)
+
+    def interval_text(self) -> str:
+        """"1,200–1,260" ("… (75 %)" where the coverage is not 90 %); "" without an interval."""
+        return rate_interval_text(self.images_per_sec_low, self.images_per_sec_high, self.confidence)
+
+    def describe(self) -> str:
+        """"1,234 img/s (median of 3 runs, 1,200–1,260 (75 %))", or for one run "… (its windows: …)"."""
+        if self.images_per_sec is None:
+            return "no run finished"
+        interval = self.interval_text()
+        if self.runs == 1:
+            return f"{self.images_per_sec:,.0f} img/s (one run" + (f"; its windows: {interval})" if interval else ")")
+        return (f"{self.images_per_sec:,.0f} img/s (median of {self.runs} runs"
+                + (f", {interval})" if interval else ", no interval under 3 runs)"))
+
+
+def rate_over(summaries: Sequence[RunSummary]) -> RateOverRuns:
+    """The rate of one setting over its runs' summaries (failed and stopped runs are left out)."""
+    finished = [summary for summary in summaries if summary.status == "finished" and summary.images_per_sec]
+    rates = tuple(float(summary.images_per_sec) for summary in finished)  # type: ignore[arg-type]
+    if not rates:
+        return RateOverRuns(rates=(), images_per_sec=None)
+    if len(rates) == 1:
+        only = finished[0]
+        has_interval = only.images_per_sec_low is not None and only.images_per_sec_high is not None
+        return RateOverRuns(rates=rates, images_per_sec=rates[0], images_per_sec_low=only.images_per_sec_low,
+                            images_per_sec_high=only.images_per_sec_high,
+                            confidence=CONFIDENCE if has_interval else None,
+                            interval_from="windows" if has_interval else None)
+    interval = median_interval(rates)
+    low, high, coverage = interval if interval is not None else (None, None, None)
+    return RateOverRuns(rates=rates, images_per_sec=statistics.median(rates), images_per_sec_low=low,
+                        images_per_sec_high=high, confidence=coverage,
+                        interval_from="repeats" if interval is not None else None)
+
+
+def compared(baseline: RateOverRuns, changed: RateOverRuns) -> Optional[Comparison]:
+    """The A/B of two settings' runs (comparison.compare_rates); None unless each has at least two runs (one run
+    each says nothing about run-to-run noise: a verdict needs repeats)."""
+    if baseline.runs < 2 or changed.runs < 2:
+        return None
+    return compare_rates(baseline.rates, changed.rates)
+
+
+@dataclass(frozen=True)
+class ValueResult:
+    """One swept value (or combination) over its repeats."""
+
+    values: Values
+    members: tuple[MemberEnded, ...]  # every repeat, finished or not, in the order they ran
+    rate: RateOverRuns
+
+    @property
+    def run_ids(self) -> tuple[Optional[int], ...]:
+        return tuple(member.run_id for member in self.members)
+
+
+def per_value(members: Sequence[MemberEnded]) -> list[ValueResult]:
+    """The members grouped by their values, in the order each value first ran."""
+    groups: dict[Values, list[MemberEnded]] = {}
+    for member in members:
+        groups.setdefault(member.values, []).append(member)
+    return [ValueResult(values, tuple(group), rate_over([member.summary for member in group]))
+            for values, group in groups.items()]
+
+
+def fastest_text(results: Sequence[ValueResult], label: Callable[[ValueResult], str]) -> str:
+    """"Fastest: 4 at 1,234 images/s, median of 3 (2.50× the slowest)", and with repeats, whether it is faster than the
+    runner-up beyond the noise: "; against 2: measured 1.05×: within the noise (0.98–1.10, 3+3 trials)".
+    "" with fewer than two measured values."""
+    measured = sorted((result for result in results if result.rate.images_per_sec),
+                      key=lambda result: result.rate.images_per_sec or 0.0, reverse=True)
+    if len(measured) < 2:
+        return ""
+    best, runner_up, slowest = measured[0], measured[1], measured[-1]
+    rate, slowest_rate = best.rate.images_per_sec or 0.0, slowest.rate.images_per_sec or 1.0
+    median = f", median of {best.rate.runs}" if best.rate.runs > 1 else ""
+    text = f"Fastest: {label(best)} at {rate:,.0f} images/s{median} ({rate / slowest_rate:.2f}× the slowest)"
+    comparison = compared(runner_up.rate, best.rate)
+    if comparison is not None:
+        text += f"; against {label(runner_up)}: {comparison.describe()}"
+    return text

@@ -1,0 +1,88 @@
+"""One setting run N times (`workbench run --repeats N`): a sequence of kind "repeats", every run an ordinary
+run in the history grouped under it, read as the median of their images/sec and its interval
+(experiments/rate_over_runs.py).
+
+The runs go one after another in this process with the caller's stop flag: stop ends the sequence. A run
+that fails ends it too: the same settings would fail the same way, and a failure is not noise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+from workbench.config import ConfigError, RunConfig
+from workbench.device_info import Probe
+from workbench.engine.requests import stopped_by
+from workbench.experiments.events import AnyEvent, MemberEnded, SequenceEnded, SequenceStarted, SweepResult
+from workbench.experiments.members import (
+    MemberRunner,
+    RunFunction,
+    StopFlag,
+    default_run_function,
+    plan_dict,
+    probe_device,
+)
+from workbench.experiments.recording import NoRecording, RecorderFactory
+from workbench.history.naming import run_name
+
+
+@dataclass(frozen=True)
+class RepeatsPlan:
+    base: RunConfig
+    repeats: int
+    name: str = ""
+
+    @property
+    def display_name(self) -> str:
+        return self.name or f"{run_name(self.base)} ×{self.repeats}"
+
+
+def plan_problems(plan: RepeatsPlan, probe: Optional[Probe] = None) -> list[str]:
+    """What stops the runs from starting, in words; [] when they can run."""
+    if plan.repeats < 1:
+        return [f"repeats must be at least 1 (got {plan.repeats})"]
+    from workbench.data_check import data_problems
+
+    try:
+        return plan.base.validate((probe or probe_device)(plan.base.device)) or data_problems(plan.base)
+    except ConfigError as error:
+        return list(error.problems)
+
+
+def run_repeats(
+    plan: RepeatsPlan,
+    stop: StopFlag,
+    recorders: Optional[RecorderFactory] = None,
+    run_function: Optional[RunFunction] = None,
+    probe: Optional[Probe] = None,
+) -> Iterator[AnyEvent]:
+    """Run ``plan.base`` ``plan.repeats`` times; yield the sequence's events and each run's engine events."""
+    recorders = recorders or NoRecording()
+    problems = plan_problems(plan, probe)
+    if problems:
+        yield SequenceEnded(kind="repeats", sequence_id=None, status="failed", result=None, reason="; ".join(problems),
+                            problems=tuple(problems))
+        return
+    sequence_id = recorders.begin_sequence("repeats", plan.display_name, plan_dict(plan.base, repeats=plan.repeats))
+    yield SequenceStarted(kind="repeats", sequence_id=sequence_id, name=plan.display_name, base=plan.base,
+                          planned_members=plan.repeats)
+    runner = MemberRunner(run_function or default_run_function(), recorders, sequence_id)
+    done: list[MemberEnded] = []
+    status, reason = "finished", None
+    for index in range(plan.repeats):
+        if stop():
+            status, reason = "stopped", f"stopped by {stopped_by(stop)} after {len(done)} of {plan.repeats} runs"
+            break
+        member = yield from runner.run(plan.base, (), stop, f"repeat {index + 1}/{plan.repeats}")
+        done.append(member)
+        if member.status == "stopped":
+            status, reason = "stopped", f"stopped by {stopped_by(stop)} during run {index + 1} of {plan.repeats}"
+            break
+        if member.status == "failed":
+            left = plan.repeats - index - 1
+            reason = f"run {index + 1} of {plan.repeats} failed ({member.reason})" + (
+                f"; the other {left} were not run" if left else "")
+            break
+    yield SequenceEnded(kind="repeats", sequence_id=sequence_id, status=status,  # type: ignore[arg-type]
+                        result=SweepResult(members=tuple(done), repeats=plan.repeats), reason=reason)
