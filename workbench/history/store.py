@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
 from workbench.config import RunConfig
-from workbench.history import processes
+from workbench.history import comparisons, processes
 from workbench.history.naming import NameOwner, distinct_name, run_name
 from workbench.history.records import RunChanges, RunRecord, config_from_json, rank_peaks_json, record_from_row
 from workbench.history.schema import (
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from workbench.device_info import DeviceInfo
     from workbench.engine.events import ProfileSample, RunStarted, RunSummary
+    from workbench.history.comparisons import MeasuredChange
     from workbench.history.recorder import RunRecorder
 
 DATABASE_NAME = "history.sqlite3"
@@ -222,6 +223,18 @@ class HistoryStore:
                 (kind, name, time.time(), json.dumps(plan, sort_keys=True) if plan is not None else None),
             )
         return int(cursor.lastrowid)
+
+    def add_measured_change(self, change: MeasuredChange) -> int:
+        """Store one change measured against a baseline (history/comparisons.py); its id."""
+        with self._transaction() as conn:
+            return comparisons.add(conn, change)
+
+    def measured_changes(self, config: RunConfig, device_type: str, device_name: str) -> list[MeasuredChange]:
+        """The changes measured on this device from ``config``'s speed settings, oldest first."""
+        try:
+            return comparisons.measured_on(self._conn, config, device_type, device_name)
+        except sqlite3.Error as error:
+            raise HistoryError(f"cannot read the run history at {self.path}: {_words(error)}") from error
 
     def sequence_runs(self, sequence_id: int) -> list[RunRecord]:
         """The runs of one sequence, in the order they ran."""
