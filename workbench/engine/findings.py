@@ -130,11 +130,11 @@ def with_measurements(findings: Sequence[Finding], lookup: MeasurementLookup) ->
     """The findings with what their changes measured here, ranked by it.
 
     A measured remedy's text ends with its measurement ("measured 1.31×: faster (1.25–1.37, 3+3 trials)").
-    Measured gains come first (the largest first), measured losses last, so a measured loss is never the
-    first "Try" while anything else is offered: within a problem its remedies are reordered so; a problem with
-    a measured gain moves to the front and one whose remedies all measured slower to the back (a problem keeps
-    its remedies together: the GPU time tab shows each under its headline). Findings without a setting, and
-    unmeasured or within-the-noise ones, keep their order. Pure: the caller reads the history.
+    Measured gains come first (the largest first), measured losses last, so a measured loss is never the first
+    "Try" while anything else is offered. Within a problem its remedies are reordered so; problems with a measured
+    gain move to the front (the largest gain first) and one whose remedies all measured slower to the back (a
+    problem keeps its remedies together: the GPU time tab shows each under its headline). Findings without a
+    setting, and unmeasured or within-the-noise ones, keep their order. Pure: the caller reads the history.
     """
     measured = [_measured(finding, lookup) for finding in findings]
     groups: list[list[Finding]] = []
@@ -168,13 +168,15 @@ def _remedy_rank(finding: Finding) -> tuple[int, float]:
     return (2, 0.0)
 
 
-def _problem_rank(group: list[Finding]) -> int:
-    if any(f.measured is not None and f.measured.verdict == "faster" for f in group):
-        return 0
+def _problem_rank(group: list[Finding]) -> tuple[int, float]:
+    """A problem with a measured gain first (the largest gain first), one whose remedies all measured slower last."""
+    gains = [f.measured.speedup for f in group if f.measured is not None and f.measured.verdict == "faster"]
+    if gains:
+        return (0, -max(gains))
     remedies = [f for f in group if f.field is not None]
     if remedies and all(f.measured is not None and f.measured.verdict == "slower" for f in remedies):
-        return 2
-    return 1
+        return (2, 0.0)
+    return (1, 0.0)
 
 
 # -- the rules --------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import Any, Iterator, Optional
 
 from workbench.config import ConfigError, RunConfig
 from workbench.device_info import DeviceInfo, Probe
+from workbench.engine.events import Finding, RunSummary
 from workbench.experiments.comparison import MIN_TRIALS, compare_rates
 from workbench.experiments.events import (
     AnyEvent,
@@ -87,6 +88,20 @@ class VerifyPlan:
 
     def changed_config(self, change: Change) -> RunConfig:
         return self.base.replace(**{change.field: change.value})
+
+    @classmethod
+    def for_run(cls, config: RunConfig, summary: RunSummary, changes: tuple[Change, ...], run_id: Optional[int] = None,
+                trial_steps: Optional[int] = None, repeats: int = MIN_TRIALS, name: str = "") -> VerifyPlan:
+        """A plan against a run's settings; trials sized from its measured speed unless ``trial_steps`` says."""
+        steps = trial_steps if trial_steps is not None else trial_steps_for(config, summary.images_per_sec,
+                                                                            summary.steps or None)
+        return cls(config, changes, steps, repeats, run_id, name)
+
+
+def finding_change(finding: Finding) -> Change:
+    """The change a finding proposes (it must have a setting: ``finding.field``)."""
+    assert finding.field is not None
+    return Change(finding.field, finding.value, finding.text)
 
 
 def trial_config(config: RunConfig, steps: int) -> RunConfig:

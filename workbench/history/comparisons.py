@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from workbench.config import RunConfig
-from workbench.engine.events import Measurement
-from workbench.engine.findings import MeasurementLookup
+from workbench.engine.events import Finding, Measurement
+from workbench.engine.findings import MeasurementLookup, with_measurements
 from workbench.history.records import config_from_json
 
 # Settings that decide how long a run is, what it records or what its numbers start from, never how fast a
@@ -104,6 +104,16 @@ def lookup(changes: list[MeasuredChange]) -> MeasurementLookup:
     (measurements from different sequences are not pooled: each was interleaved only within its own)."""
     newest = {(change.field, value_key(change.value)): change.measurement for change in changes}
     return lambda field, value: newest.get((field, value_key(value)))
+
+
+def findings_as_shown(source: Any, findings: tuple[Finding, ...], config: RunConfig, device_type: Optional[str],
+                      device_name: Optional[str]) -> tuple[Finding, ...]:
+    """A run's findings as every view shows them: with what their changes measured on the run's device from its
+    settings, ranked by it (findings.with_measurements). ``source`` has ``measured_changes`` (a HistoryStore, or
+    a recorder factory); reads only when there is a finding to measure and a device to match."""
+    if not device_type or not device_name or not any(finding.field is not None for finding in findings):
+        return tuple(findings)
+    return with_measurements(findings, lookup(source.measured_changes(config, device_type, device_name)))
 
 
 def _from_row(row: sqlite3.Row, baseline: RunConfig) -> MeasuredChange:
