@@ -90,10 +90,9 @@ def test_a_measurement_round_trips_with_its_finding():
 
 def test_a_measurement_reads_as_the_comparison_says_it():
     from workbench.experiments.comparison import compare_rates
+    from workbench.experiments.verify import measurement_of
 
-    for changed in ([1310, 1300, 1320], [860, 850, 870], [1000, 1012, 995]):
+    for changed in ([1310, 1300, 1320], [860, 850, 870], [1000, 1012, 995], [1300, 1310]):
         comparison = compare_rates([1000, 1010, 990], changed)
-        measurement = Measurement(speedup=comparison.speedup, low=comparison.speedup_low,
-                                  high=comparison.speedup_high, verdict=comparison.verdict, baseline_trials=3,
-                                  changed_trials=3)
-        assert measurement.describe() == comparison.describe()
+        assert measurement_of(comparison).describe() == comparison.describe()
+    assert measurement_of(compare_rates([1000.0], [])) is None

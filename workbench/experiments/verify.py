@@ -20,8 +20,8 @@ from typing import Any, Iterator, Optional
 
 from workbench.config import ConfigError, RunConfig
 from workbench.device_info import DeviceInfo, Probe
-from workbench.engine.events import Finding, RunSummary
-from workbench.experiments.comparison import MIN_TRIALS, compare_rates
+from workbench.engine.events import Finding, Measurement, RunSummary
+from workbench.experiments.comparison import MIN_TRIALS, Comparison, compare_rates
 from workbench.experiments.events import (
     AnyEvent,
     ChangeVerified,
@@ -96,6 +96,15 @@ class VerifyPlan:
         steps = trial_steps if trial_steps is not None else trial_steps_for(config, summary.images_per_sec,
                                                                             summary.steps or None)
         return cls(config, changes, steps, repeats, run_id, name)
+
+
+def measurement_of(comparison: Comparison) -> Optional[Measurement]:
+    """What a finding carries of a comparison: None without a speedup (a side with no finished trial)."""
+    if comparison.speedup is None:
+        return None
+    return Measurement(speedup=comparison.speedup, low=comparison.speedup_low, high=comparison.speedup_high,
+                       verdict=comparison.verdict, baseline_trials=len(comparison.baseline_rates),
+                       changed_trials=len(comparison.changed_rates))
 
 
 def finding_change(finding: Finding) -> Change:
