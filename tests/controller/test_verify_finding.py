@@ -4,9 +4,9 @@ history off the GUI thread), Stop ends it, and what cannot be verified is refuse
 
 from __future__ import annotations
 
+from gui_fakes import CPU_DEVICE, TINY_RUN
 from test_lifecycle import make
 
-from gui_fakes import CPU_DEVICE, TINY_RUN
 from workbench.engine.events import Finding, RunEnded, RunStarted, RunSummary, StepStats
 from workbench.experiments.events import MemberStarted, SequenceEnded, SequenceStarted
 

@@ -2,9 +2,8 @@
 first and measured losses last (a measured loss is never the first thing to try)."""
 
 from workbench.config import RunConfig
-from workbench.engine.events import Finding, Measurement
+from workbench.engine.events import Finding, Measurement, RunSummary
 from workbench.engine.findings import RunFacts, find, with_measurements
-from workbench.engine.events import RunSummary
 
 LAUNCH_BOUND = RunFacts(
     config=RunConfig(batch_size=128, pipeline="gpu-resident", augment="gpu"),

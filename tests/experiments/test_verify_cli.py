@@ -16,7 +16,7 @@ from workbench.history.comparisons import MeasuredChange
 from workbench.history.store import HistoryStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "history"))  # the hand-built engine events
-from fake_runs import GPU, started, step  # noqa: E402
+from fake_runs import GPU, started, step
 
 TINY = RunConfig(dataset="synthetic", synthetic_size=256, batch_size=32, max_steps=8, log_every=1, num_workers=0,
                  device="cpu", channels_last=False)
@@ -92,23 +92,45 @@ def test_bad_input_is_one_line_and_starts_nothing(capsys, isolated_workbench_hom
         assert store._conn.execute("SELECT COUNT(*) FROM sweeps").fetchone()[0] == 0
 
 
-def test_the_run_summary_shows_what_a_finding_measured_here(capsys, isolated_workbench_home):
-    from workbench.cli.run_command import with_measured_findings
-
+def keep_a_measured_loss(config):
     device = this_machine()
     with HistoryStore.open() as store:
         store.add_measured_change(MeasuredChange(
-            sequence_id=None, device_type=device.type, device_name=device.name, baseline=TINY.replace(max_steps=99),
-            field="channels_last", value=True, speedup=0.86, speedup_low=0.8, speedup_high=0.9, verdict="slower",
-            baseline_run_ids=(1, 3, 5), changed_run_ids=(2, 4, 6)))
+            sequence_id=None, device_type=device.type, device_name=device.name, baseline=config, field="channels_last",
+            value=True, speedup=0.86, speedup_low=0.8, speedup_high=0.9, verdict="slower", baseline_run_ids=(1, 3, 5),
+            changed_run_ids=(2, 4, 6)))
+    return device
+
+
+def test_a_run_end_reads_what_its_findings_measured_on_this_device(isolated_workbench_home):
+    from workbench.cli.run_command import with_measured_findings
+
+    device = keep_a_measured_loss(TINY.replace(max_steps=99))
     summary = RunSummary(status="finished", images_per_sec=1000.0, device=device.type, device_name=device.name,
                          findings=FINDINGS[1:] + FINDINGS[:1])
     ended = with_measured_findings(RunEnded(status="finished", summary=summary), TINY)
     assert [f.field for f in ended.summary.findings] == [None, "channels_last"]  # a measured loss is never first
-    assert ended.summary.findings[1].text.endswith("measured 0.86×: slower here, not recommended (0.80–0.90, "
+    assert ended.summary.findings[1].text.endswith("; measured 0.86×: slower here, not recommended (0.80–0.90, "
                                                    "3+3 trials).")
-    assert with_measured_findings(RunEnded(status="finished", summary=summary), TINY.replace(batch_size=64)).summary \
-        == summary  # other settings: that measurement does not speak for them
+    other = with_measured_findings(RunEnded(status="finished", summary=summary), TINY.replace(batch_size=64))
+    assert other.summary == summary  # other settings: that measurement does not speak for them
+
+
+@pytest.mark.slow
+def test_workbench_run_shows_what_a_finding_measured_on_this_device(capsys, monkeypatch):
+    import workbench.engine.summary
+
+    # A CPU run's rules name no setting: these findings stand in for a GPU run's (the run itself is real).
+    monkeypatch.setattr(workbench.engine.summary, "find", lambda facts: FINDINGS[1:] + FINDINGS[:1])
+    keep_a_measured_loss(TINY.replace(max_steps=99))
+    flags = ["--dataset", "synthetic", "--synthetic-size", "256", "--batch-size", "32", "--max-steps", "4",
+             "--log-every", "1", "--device", "cpu", "--num-workers", "0"]
+    assert main(["run", *flags, "--json"]) == 0
+    findings = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["findings"]
+    assert [f["field"] for f in findings] == [None, "channels_last"]  # a measured loss is never first
+    assert findings[1]["text"].endswith("; measured 0.86×: slower here, not recommended (0.80–0.90, 3+3 trials).")
+    assert findings[1]["measured"] == {"speedup": 0.86, "low": 0.8, "high": 0.9, "verdict": "slower",
+                                       "baseline_trials": 3, "changed_trials": 3}
 
 
 @pytest.mark.slow
@@ -143,3 +165,19 @@ def test_verify_runs_real_cpu_trials_for_a_finding_and_keeps_them(isolated_workb
                                "FROM comparisons").fetchall()
     assert kept[:5] == ("channels_last", "true", verified["verdict"], pytest.approx(verified["speedup"]), device.name)
     assert json.loads(kept[5]) == TINY.to_dict()
+
+
+def test_a_finding_verified_again_is_named_by_its_own_words_not_its_last_measurement():
+    from argparse import Namespace
+
+    from workbench.cli.verify_command import changes_from_args
+    from workbench.engine.events import Measurement
+    from workbench.engine.findings import with_measurements
+
+    gain = Measurement(speedup=1.3, low=1.2, high=1.4, verdict="faster", baseline_trials=3, changed_trials=3)
+    shown = with_measurements(FINDINGS, lambda field, value: gain if field == "channels_last" else None)
+    assert shown[0].field == "channels_last" and "measured 1.30×" in shown[0].text  # a measured gain is shown first
+    (change,) = changes_from_args(Namespace(finding=1), 1, shown, FINDINGS)
+    assert (change.field, change.value, change.text) == ("channels_last", True, FINDINGS[1].text)
+    (change,) = changes_from_args(Namespace(), 1, shown, FINDINGS)
+    assert change.text == FINDINGS[1].text

@@ -51,23 +51,29 @@ def register(subparsers: Any) -> None:
 
 
 def verify_command(args: argparse.Namespace) -> int:
+    from workbench.history.store import HistoryError
+
+    try:
+        return verify(args)
+    except HistoryError as error:  # a damaged or locked history: said in one line, nothing measured is claimed
+        print(f"{PROG}: {error}", file=sys.stderr)
+        return 1
+
+
+def verify(args: argparse.Namespace) -> int:
     from workbench.experiments.comparison import MIN_TRIALS
     from workbench.experiments.verify import VerifyPlan, plan_problems, run_verify
     from workbench.history.comparisons import findings_as_shown
-    from workbench.history.store import HistoryError, HistoryStore, RunNotFound
+    from workbench.history.store import HistoryStore, RunNotFound
 
-    try:
-        store = HistoryStore.open()
-    except HistoryError as error:
-        raise UsageError(f"{PROG}: {error}") from None
-    with store:
+    with HistoryStore.open() as store:
         try:
             record = store.get_run(args.run_id)
         except RunNotFound as error:
             raise UsageError(f"{PROG}: {error}") from None
         findings = findings_as_shown(store, record.summary.findings, record.config, record.device.get("type"),
                                      record.device.get("name"))
-        changes = changes_from_args(args, record.id, findings)
+        changes = changes_from_args(args, record.id, findings, record.summary.findings)
         from workbench.engine import probe_device  # torch is imported only now
 
         device = probe_device(record.config.device)
@@ -104,11 +110,17 @@ def verify_command(args: argparse.Namespace) -> int:
     return 0 if ended.status == "finished" else 1
 
 
-def changes_from_args(args: argparse.Namespace, run_id: int, findings: tuple[Finding, ...]) -> tuple[Any, ...]:
-    """The changes asked for: each --set, the --finding, else every finding that names a setting a trial can
-    measure (each change once). UsageError (one line) when there is none."""
-    from workbench.experiments.verify import finding_change
+def changes_from_args(args: argparse.Namespace, run_id: int, findings: tuple[Finding, ...],
+                      own: tuple[Finding, ...]) -> tuple[Any, ...]:
+    """The changes asked for: each --set, the --finding (numbered as ``findings`` are shown), else every finding
+    that names a setting a trial can measure (each change once); a change's words are the run's own finding's
+    (``own``: without what an earlier verification added). UsageError (one line) when there is none."""
+    from workbench.experiments.verify import finding_change as change_of
     from workbench.history.comparisons import NOT_SPEED_SETTINGS, value_key
+
+    def finding_change(shown: Finding) -> Any:
+        return change_of(next(finding for finding in own if (finding.field, value_key(finding.value)) ==
+                              (shown.field, value_key(shown.value))))
 
     if hasattr(args, "set_values"):
         return tuple(set_change(text) for text in args.set_values)
