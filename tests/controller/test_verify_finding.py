@@ -94,10 +94,12 @@ def test_a_later_run_of_the_same_settings_shows_the_measurement_from_the_history
 def test_a_history_answer_after_a_newer_draw_is_dropped():
     controller, view, runner, recording, trials = finished_run()
     stale_function, stale_done, _ = view.background.pop()
+    stale_answer = stale_function()  # read before the verification: nothing measured
     controller.verify_finding(FINDING)
     runner.finish()
     measured = view.named("draw_findings")[-1]
-    stale_done(stale_function())
+    assert measured[0].measured is not None
+    stale_done(stale_answer)  # ... and delivered after it
     assert view.named("draw_findings")[-1] == measured
 
 
