@@ -132,3 +132,11 @@ def test_what_cannot_be_verified_is_refused_before_anything_runs():
     assert controller.job.kind == "run" and "Stop the current run" in view.status
     runner.finish()
     assert not [e for _, e in view.calls if isinstance(e, SequenceStarted)]
+
+
+def test_a_history_that_cannot_be_read_leaves_the_findings_as_drawn():
+    controller, view, runner, recording, trials = finished_run()
+    _function, _done, failed = view.background.pop()
+    drawn = list(view.named("draw_findings"))
+    failed(OSError("database is locked"))
+    assert view.named("draw_findings") == drawn == [(FINDING, OTHER)]

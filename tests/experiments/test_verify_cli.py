@@ -181,3 +181,18 @@ def test_a_finding_verified_again_is_named_by_its_own_words_not_its_last_measure
     assert (change.field, change.value, change.text) == ("channels_last", True, FINDINGS[1].text)
     (change,) = changes_from_args(Namespace(), 1, shown, FINDINGS)
     assert change.text == FINDINGS[1].text
+
+
+def test_a_history_that_cannot_be_read_leaves_a_run_ends_findings_as_they_were(monkeypatch, capsys):
+    from workbench.cli.run_command import with_measured_findings
+    from workbench.history.store import HistoryError
+
+    def locked(*args, **kwargs):
+        raise HistoryError("cannot open the run history: database is locked")
+
+    monkeypatch.setattr(HistoryStore, "open", locked)
+    summary = RunSummary(status="finished", device="cpu", device_name="AMD EPYC (2 cores)", findings=FINDINGS)
+    ended = RunEnded(status="finished", summary=summary)
+    assert with_measured_findings(ended, TINY) is ended
+    assert main(["verify", "1"]) == 1  # said in one line, nothing claimed
+    assert capsys.readouterr().err == "workbench verify: cannot open the run history: database is locked\n"
