@@ -114,6 +114,7 @@ class ListRecording:
         self.fail_at = fail_at  # each run's recorder fails after this many events
         self.recorders: list[ListRecorder] = []
         self.sequences: list[tuple[str, str]] = []
+        self.measured: list[Any] = []  # the measured changes kept (history/comparisons.MeasuredChange)
         self.opened = self.closed = 0
 
     def __call__(self) -> "ListRecording":
@@ -127,6 +128,15 @@ class ListRecording:
     def start_run(self, config, name, sequence_id) -> ListRecorder:
         self.recorders.append(ListRecorder(len(self.recorders) + 1, config, name, sequence_id, self.fail_at))
         return self.recorders[-1]
+
+    def add_measured_change(self, change) -> None:
+        self.measured.append(change)
+
+    def measured_changes(self, config, device_type, device_name) -> list:
+        from workbench.history.comparisons import speed_settings
+
+        return [change for change in self.measured if (change.device_type, change.device_name) == (
+            device_type, device_name) and speed_settings(change.baseline) == speed_settings(config)]
 
     def close(self) -> None:
         self.closed += 1

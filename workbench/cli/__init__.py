@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
         run_command,
         sweep_command,
         tune_command,
+        verify_command,
     )
 
     parser = Parser(prog="workbench", description="GPU training workbench: see why your GPU is idle. "
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     npz_command.register(subparsers)
     sweep_command.register(subparsers)
     tune_command.register(subparsers)
+    verify_command.register(subparsers)
     max_batch_command.register(subparsers)
     models_command.register(subparsers)
     return parser

@@ -125,6 +125,8 @@ def run_command(args: argparse.Namespace) -> int:
         # Refused before training (found only by loading the data): one line, nothing recorded.
         raise UsageError(f"workbench run: {ended.reason}")
     run_id = recorder.run_id if recorder is not None else None
+    if store is not None:  # the findings say what their changes measured on this device before
+        ended = with_measured_findings(ended, config)
     if args.__dict__.get("json"):
         print(json.dumps(summary_json(ended.summary, run_id=run_id, config=config)))
     else:
@@ -140,6 +142,22 @@ def run_command(args: argparse.Namespace) -> int:
                 print(f"workbench run: the traceback is in {log_path}", file=sys.stderr)
         return 2 if ended.kind in BAD_INPUT_KINDS else 1
     return 1
+
+
+def with_measured_findings(ended: RunEnded, config: RunConfig) -> RunEnded:
+    """The run's end with its findings as the history's measurements rank them (as they were, if it cannot be read)."""
+    from dataclasses import replace
+
+    from workbench.history.comparisons import findings_as_shown
+    from workbench.history.store import HistoryError, HistoryStore
+
+    summary = ended.summary
+    try:
+        with HistoryStore.open() as store:
+            findings = findings_as_shown(store, summary.findings, config, summary.device, summary.device_name)
+    except HistoryError:
+        return ended
+    return replace(ended, summary=replace(summary, findings=findings))
 
 
 def launched_config(args: argparse.Namespace, config: RunConfig, world: Any) -> RunConfig:

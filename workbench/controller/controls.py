@@ -63,7 +63,7 @@ RELEASE_TOOLTIP = ("Give the blocks torch's CUDA allocator keeps cached back to 
 SHARED_DEVICE = ("the probe and the run would share the device, and each would time the other's work: "
                  "measure it between runs")
 JOB_NAMES = {"run": "a run", "sweep": "a sweep", "tune": "the search for faster settings",
-             "max_batch": "the largest-batch search", "ceiling": "the ceiling probe"}
+             "max_batch": "the largest-batch search", "ceiling": "the ceiling probe", "verify": "a verification"}
 
 
 def controls_for(state: WindowState) -> Controls:

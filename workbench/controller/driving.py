@@ -19,7 +19,7 @@ from workbench.engine.requests import JobRequests
 from workbench.engine.summary import SummaryBuilder
 from workbench.experiments.events import MemberStarted, RunRecorded, SequenceEnded, SequenceStarted
 
-JobKind = Literal["run", "sweep", "tune", "max_batch", "ceiling"]
+JobKind = Literal["run", "sweep", "tune", "max_batch", "ceiling", "verify"]
 
 
 @dataclass(frozen=True)

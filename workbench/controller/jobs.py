@@ -1,4 +1,5 @@
-"""The jobs the window starts, each ONE generator on the one training thread (no Qt, no torch here).
+"""The jobs the window starts, each ONE generator on the one training thread (no Qt, no torch here): a run, a
+sweep, a search, max-batch, a verification of a finding, the ceiling probe.
 
 A lone run and every member of a sequence are recorded the same way as the CLI's sweep, tune and
 max-batch record theirs: a recorder from the factory, fed each event in the thread that iterates
@@ -27,6 +28,7 @@ from workbench.experiments.recording import (
 )
 from workbench.experiments.sweep import SweepPlan, run_sweep
 from workbench.experiments.tune import TunePlan, run_tune
+from workbench.experiments.verify import VerifyPlan, run_verify
 
 # A fresh recorder factory per job (e.g. a HistoryRecording); it is used, then closed, on the training thread.
 Recordings = Callable[[], RecorderFactory]
@@ -94,6 +96,14 @@ def max_batch_job(plan: MaxBatchPlan, run_function: RunFunction, recordings: Rec
             yield from run_max_batch(plan, controls, recorders, run_function, probe)
 
     return Job("max_batch", plan.display_name, events)
+
+
+def verify_job(plan: VerifyPlan, run_function: RunFunction, recordings: Recordings, probe: Probe) -> Job:
+    def events(controls: JobRequests) -> Iterator[Any]:
+        with _opened(recordings) as recorders:
+            yield from run_verify(plan, controls, recorders, run_function, probe)
+
+    return Job("verify", plan.display_name, events)
 
 
 def ceiling_job(config: RunConfig, measure: MeasureCeiling) -> Job:

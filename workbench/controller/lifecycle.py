@@ -27,11 +27,14 @@ from workbench.controller.jobs import (
     run_job,
     sweep_job,
     tune_job,
+    verify_job,
 )
 from workbench.controller.reports import RunReports, _Run
+from workbench.controller.shown_findings import FindingsOf
 from workbench.controller.view import Progress, Runner, WindowView
 from workbench.device_info import DeviceInfo
 from workbench.engine.events import (
+    Finding,
     MemoryRelease,
 )
 from workbench.experiments.events import (
@@ -41,6 +44,7 @@ from workbench.experiments.events import (
 from workbench.experiments.max_batch import MaxBatchPlan
 from workbench.experiments.sweep import SweepAxis, SweepPlan
 from workbench.experiments.tune import TunePlan
+from workbench.experiments.verify import VerifyPlan, finding_change, plan_problems
 
 READY = "Ready. Set the knobs and press Start."
 
@@ -78,6 +82,8 @@ class RunController(RunReports):
         self._pending_history_error: Optional[str] = None
         self._shown_controls: Optional[Controls] = None
         self._busy = False  # the progress bar shows "busy" (a job whose length is not known yet)
+        self.findings_of: Optional[FindingsOf] = None  # the run whose findings the GPU time tab shows
+        self._findings_drawn = 0
 
     # == what the user does =====================================================================
     @property
@@ -152,6 +158,25 @@ class RunController(RunReports):
             return
         self.view.set_form_config(self.view.form_config().replace(**{field: value}))
         self.view.show_status(f"Applied {field}={value} to the settings: press Start to try it.")
+
+    def verify_finding(self, finding: Finding) -> None:
+        """A finding's Verify: its change against the shown run's settings, interleaved short trials (a job)."""
+        source = self.findings_of
+        if self.running:
+            self.view.show_status("Stop the current run before verifying a finding.")
+            return
+        # The run's own finding (the one shown may carry a measurement in its text).
+        own = next((shown for shown in source.findings if finding.field is not None
+                    and (shown.field, shown.value) == (finding.field, finding.value)), None) if source else None
+        if source is None or own is None:
+            self.view.show_status("That finding is no longer shown: verify a finding of the last run.")
+            return
+        plan = VerifyPlan.for_run(source.config, source.summary, (finding_change(own),), source.run_id)
+        problems = plan_problems(plan, self.device) if self.device is not None else []
+        if problems:  # refused before anything runs: said, not started (e.g. a setting this machine cannot run)
+            self.view.show_status("Cannot verify: " + "; ".join(problems))
+            return
+        self._start(verify_job(plan, self.run_function, self.recordings, self._probe()), source.config)
 
     def apply_best(self) -> None:
         """Put the search's best settings into the form."""

@@ -12,15 +12,17 @@ from workbench.experiments.events import (
     SequenceEnded,
     SweepResult,
     TuneResult,
+    VerifyResult,
     edge_note,
     values_label,
 )
 from workbench.experiments.rate_over_runs import fastest_text, per_value
+from workbench.experiments.verify import measurement_of
 from workbench.formatting import efficiency_text, format_bytes, format_duration
 from workbench.history.metrics import format_metric
 
 SEQUENCE_NAMES = {"sweep": "Sweep", "tune": "Search for faster settings", "max_batch": "Largest-batch search",
-                  "repeats": "Repeats"}
+                  "repeats": "Repeats", "verify": "Verification"}
 
 
 def eta_seconds(stats: StepStats) -> Optional[float]:
@@ -139,4 +141,11 @@ def sequence_ended_text(event: SequenceEnded) -> str:
         note = edge_note(result)
         return (f"{head}: the largest batch that fits is {result.max_batch_size:,} (limited by {result.limited_by}; "
                 f"peak reserved {peak}, {rate} images/s)." + (f" {note[0].upper()}{note[1:]}." if note else ""))
+    if isinstance(result, VerifyResult):
+        said = []
+        for change in result.changes:
+            measured = measurement_of(change.comparison)
+            said.append(f"{values_label(((change.field, change.value),))} " + (
+                measured.describe() if measured is not None else f"not measured ({change.reason or 'too few trials'})"))
+        return f"{head}: " + "; ".join(said) + "."
     return f"{head}." + (f" {event.reason}" if event.reason and event.status == "finished" else "")

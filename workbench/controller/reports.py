@@ -13,10 +13,12 @@ from typing import Hashable, Optional, Sequence
 
 from workbench.config import RunConfig
 from workbench.controller import messages
-from workbench.controller.jobs import CeilingFailed, CeilingMeasured
+from workbench.controller.jobs import CeilingFailed, CeilingMeasured, Recordings
+from workbench.controller.shown_findings import FindingsOf, either, read_measured_changes, verified_lookup
 from workbench.controller.driving import Job
 from workbench.controller.view import Progress, WindowView
 from workbench.engine.events import EpochStats, ProfileSample, RunEnded, RunStarted, StatusChanged, StepStats
+from workbench.engine.findings import with_measurements
 from workbench.experiments.events import (
     BatchTrial,
     BestSoFar,
@@ -27,7 +29,9 @@ from workbench.experiments.events import (
     SequenceEnded,
     SequenceStarted,
     TrialResult,
+    VerifyResult,
 )
+from workbench.history.comparisons import lookup
 from workbench.history.naming import run_name
 from workbench.history.recorder import BAD_INPUT_KINDS
 
@@ -59,6 +63,9 @@ class RunReports:
     _run: Optional[_Run]
     _member: Optional[MemberStarted]
     _pending_history_error: Optional[str]
+    recordings: Recordings
+    findings_of: Optional[FindingsOf]  # the run whose findings the GPU time tab shows
+    _findings_drawn: int  # counts the draws: a history read that comes back after a newer draw is dropped
 
     def _update_controls(self) -> None:  # RunController's
         raise NotImplementedError
@@ -206,7 +213,8 @@ class RunReports:
         self.view.show_run_message(event.status, text + verdict + history_note,
                                    event.traceback if event.status == "failed" else None)
         self.view.draw_run_ended(event)
-        self.view.draw_findings(event.summary.findings)
+        if self.job is None or self.job.kind != "verify":  # a verification's trials leave the verified findings
+            self._show_findings(FindingsOf(run.config, event.summary, run.key if isinstance(run.key, int) else None))
         if self.sequence is not None:
             self.view.draw_sequence_event(event)
         self.view.history_changed()
@@ -214,6 +222,8 @@ class RunReports:
 
     def _on_sequence_ended(self, event: SequenceEnded) -> None:
         self.view.draw_sequence_event(event)
+        if isinstance(event.result, VerifyResult) and self.findings_of is not None:
+            self._show_findings(self.findings_of, event.result)
         text = messages.sequence_ended_text(event)
         self.view.show_run_message(event.status, text)
         self.view.show_status(text)
@@ -225,6 +235,25 @@ class RunReports:
                                              event.status))
         self.sequence = None
         self._member = None
+
+    def _show_findings(self, source: FindingsOf, verified: Optional[VerifyResult] = None) -> None:
+        """Draw ``source``'s findings with what a verification just measured, then, read off the GUI thread,
+        with what the history holds for them."""
+        self.findings_of = source
+        self._findings_drawn += 1
+        drawn = self._findings_drawn
+        just_measured = verified_lookup(verified)
+        self.view.draw_findings(with_measurements(source.findings, just_measured))
+        if not source.measurable:
+            return
+
+        def read_back(changes: list) -> None:
+            if drawn == self._findings_drawn:  # nothing newer was drawn meanwhile
+                self.view.draw_findings(with_measurements(source.findings, either(just_measured, lookup(changes))))
+
+        # A history that cannot be read leaves the findings as drawn (what a verification just measured included).
+        self.view.run_in_background(lambda: read_measured_changes(self.recordings, source), read_back,
+                                    lambda error: None)
 
     def _begin(self, label: str, key: Hashable, config: RunConfig, history_error: Optional[str]) -> _Run:
         self._runs_begun += 1

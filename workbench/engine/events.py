@@ -248,6 +248,52 @@ class ProfileSample:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Measurement:
+    """What a finding's change did when it was measured on this device against these settings: interleaved
+    short runs of each (experiments/verify.py, compared by experiments/comparison.py), stored in the history.
+
+    ``speedup`` is median(changed) ÷ median(baseline) images/sec, ``low``–``high`` its interval (None without
+    one), ``verdict`` faster / slower / within_noise as the comparison decided it."""
+
+    speedup: float
+    low: Optional[float]
+    high: Optional[float]
+    verdict: Literal["faster", "slower", "within_noise"]
+    baseline_trials: int
+    changed_trials: int
+
+    @property
+    def trials(self) -> str:
+        return f"{self.baseline_trials}+{self.changed_trials} trials"
+
+    def describe(self) -> str:
+        """"measured 1.31×: faster (1.25–1.37, 3+3 trials)": the words of Comparison.describe."""
+        interval = (f"{self.low:.2f}–{self.high:.2f}, " if self.low is not None and self.high is not None
+                    else "no interval: ")
+        words = {"faster": "faster", "slower": "slower here, not recommended",
+                 "within_noise": "within the noise"}[self.verdict]
+        return f"measured {self.speedup:.2f}×: {words} ({interval}{self.trials})"
+
+    def to_dict(self) -> dict:
+        return {"speedup": self.speedup, "low": self.low, "high": self.high, "verdict": self.verdict,
+                "baseline_trials": self.baseline_trials, "changed_trials": self.changed_trials}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Optional["Measurement"]:
+        """None for anything that is not a stored measurement (an older or damaged record)."""
+        try:
+            return cls(speedup=float(data["speedup"]), low=_optional_float(data.get("low")),
+                       high=_optional_float(data.get("high")), verdict=data["verdict"],
+                       baseline_trials=int(data["baseline_trials"]), changed_trials=int(data["changed_trials"]))
+        except (TypeError, KeyError, ValueError, AttributeError):
+            return None
+
+
+def _optional_float(value: Any) -> Optional[float]:
+    return None if value is None else float(value)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Finding:
     """What bounds a run, or what it leaves unused, and the one setting to change for it.
 
@@ -265,17 +311,22 @@ class Finding:
     threshold: Optional[float] = None
     field: Optional[str] = None
     value: Union[str, int, float, bool, None] = None
+    # What this change did when measured here (the history's verifications; findings.with_measurements), else None.
+    measured: Optional[Measurement] = None
 
     def to_dict(self) -> dict:
         return {
             "kind": self.kind, "headline": self.headline, "text": self.text, "figure": self.figure,
             "figure_name": self.figure_name, "threshold": self.threshold, "field": self.field, "value": self.value,
+            "measured": self.measured.to_dict() if self.measured is not None else None,
         }
 
     @classmethod
     def from_dict(cls, data: dict) -> "Finding":
+        measured = data.get("measured")
         return cls(**{name: data.get(name) for name in (
-            "kind", "headline", "text", "figure", "figure_name", "threshold", "field", "value")})
+            "kind", "headline", "text", "figure", "figure_name", "threshold", "field", "value")},
+                   measured=Measurement.from_dict(measured) if measured is not None else None)
 
 
 # How a figure reads (history/metrics.py formats each kind): 1,234 img/s, 12.5 %, 1.2 GiB, 0.1234, 2 m 5 s.

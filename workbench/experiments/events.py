@@ -19,7 +19,7 @@ from workbench.engine.events import Event, RunSummary
 from workbench.experiments.comparison import Comparison, Verdict
 from workbench.formatting import format_setting
 
-SequenceKind = Literal["sweep", "tune", "max_batch", "repeats"]
+SequenceKind = Literal["sweep", "tune", "max_batch", "repeats", "verify"]
 # finished: ran to its end; stopped: the user stopped it; failed: refused before anything ran (bad input),
 # or ended by an error that is not one member's own trouble.
 SequenceStatus = Literal["finished", "stopped", "failed"]
@@ -219,7 +219,29 @@ def edge_note(result: MaxBatchResult) -> Optional[str]:
             f"there; a batch near {fastest.batch_size:,} trains faster")
 
 
-SequenceResult = Union[SweepResult, TuneResult, MaxBatchResult]
+@dataclass(frozen=True, kw_only=True)
+class ChangeVerified:
+    """One change measured against the baseline by interleaved trials (verify)."""
+
+    text: str  # what was verified, in words: the finding's text, or "set num_workers=4"
+    field: str
+    value: Any
+    comparison: Comparison
+    baseline_run_ids: tuple[Optional[int], ...]  # the trials' runs, in the order they ran
+    changed_run_ids: tuple[Optional[int], ...]
+    reason: Optional[str] = None  # why a trial of the change failed (its later trials were not run)
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifyResult:
+    base: RunConfig  # the settings verified against (the run's own)
+    device_type: str
+    device_name: str
+    trial_steps: int
+    changes: tuple[ChangeVerified, ...]
+
+
+SequenceResult = Union[SweepResult, TuneResult, MaxBatchResult, VerifyResult]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,4 +1,5 @@
-"""Where runs are recorded: one factory, so the CLI and the GUI record them the same way.
+"""Where runs are recorded: one factory, so the CLI and the GUI record them the same way (and keep, and read
+back, what a verification measured).
 
 A sequence asks its factory once for a sequence id (``begin_sequence``) and then for one recorder per
 member (``start_run``); each recorder takes that member's engine events in order, in the thread that
@@ -20,6 +21,7 @@ from workbench.experiments.events import RecordingFailed, RunRecorded
 from workbench.history.errors import HistoryError
 
 if TYPE_CHECKING:
+    from workbench.history.comparisons import MeasuredChange
     from workbench.history.store import HistoryStore
 
 
@@ -40,6 +42,13 @@ class RecorderFactory(Protocol):
     def start_run(self, config: RunConfig, name: str, sequence_id: Optional[int]) -> Optional[Recorder]:
         """A recorder for one member run (None when nothing is recorded)."""
 
+    def add_measured_change(self, change: MeasuredChange) -> None:
+        """Keep what a change measured against its baseline (a verification)."""
+
+    def measured_changes(self, config: RunConfig, device_type: str, device_name: str) -> list[MeasuredChange]:
+        """The changes measured on this device from ``config``'s speed settings, oldest first ([] when nothing
+        is kept): what the findings of a run with these settings read."""
+
 
 class NoRecording:
     """Records nothing: every id is None."""
@@ -49,6 +58,12 @@ class NoRecording:
 
     def start_run(self, config: RunConfig, name: str, sequence_id: Optional[int]) -> Optional[Recorder]:
         return None
+
+    def add_measured_change(self, change: MeasuredChange) -> None:
+        pass
+
+    def measured_changes(self, config: RunConfig, device_type: str, device_name: str) -> list[MeasuredChange]:
+        return []
 
     def close(self) -> None:
         pass
@@ -81,6 +96,12 @@ class HistoryRecording:
 
     def start_run(self, config: RunConfig, name: str, sequence_id: Optional[int]) -> Optional[Recorder]:
         return self.store.start_run(config, name=name, source=self.source, sequence_id=sequence_id)
+
+    def add_measured_change(self, change: MeasuredChange) -> None:
+        self.store.add_measured_change(change)
+
+    def measured_changes(self, config: RunConfig, device_type: str, device_name: str) -> list[MeasuredChange]:
+        return self.store.measured_changes(config, device_type, device_name)
 
     def close(self) -> None:
         if self._store is not None:

@@ -115,6 +115,13 @@ def apply_label(finding: Finding) -> Optional[str]:
     return f"Apply {finding.field}={_value(finding.value)}"
 
 
+def verify_tooltip(finding: Finding) -> str:
+    """What the Verify button does, and what was measured already."""
+    measured = f" Measured here before: {finding.measured.describe()}." if finding.measured is not None else ""
+    return (f"Measure {finding.field}={_value(finding.value)} against this run's settings: short runs of each, "
+            f"interleaved (3 + 3), compared by their steady images/sec. Stop ends it.{measured}")
+
+
 def _value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -2,8 +2,9 @@
 
 A stacked bar per profiler sample (compute / memcpy / waiting for data / waiting for host / other),
 the chosen sample's top kernels and top host ops, and the run's findings, each with an "Apply"
-button that emits the RunConfig (field, value) to set in the form. It only draws: the figures come
-from ProfileSample and Finding (see breakdown_model for the words).
+button that emits the RunConfig (field, value) to set in the form and a "Verify" button that asks for the
+change to be measured against the run's settings. It only draws: the figures come from ProfileSample and
+Finding (see breakdown_model for the words).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ TOP_ROWS = 8
 
 class BreakdownView(QWidget):
     apply_requested = Signal(str, object)  # (RunConfig field, value)
+    verify_requested = Signal(object)  # the Finding whose change to measure
 
     def __init__(self, parent: Optional[QWidget] = None):
         super().__init__(parent)
@@ -110,6 +112,7 @@ class BreakdownView(QWidget):
         self.no_findings = QLabel("No findings yet: they come with the run's end.")
         self.findings_box.addWidget(self.no_findings)
         self.apply_buttons: list[QPushButton] = []
+        self.verify_buttons: list[QPushButton] = []
         self.headline_labels: list[QLabel] = []
         self.remedy_labels: list[QLabel] = []
 
@@ -203,7 +206,7 @@ class BreakdownView(QWidget):
             widget = self.findings_box.takeAt(0).widget()
             if widget is not None and widget is not self.no_findings:
                 widget.deleteLater()
-        self.apply_buttons, self.headline_labels, self.remedy_labels = [], [], []
+        self.apply_buttons, self.verify_buttons, self.headline_labels, self.remedy_labels = [], [], [], []
         if not findings:
             self.findings_box.addWidget(self.no_findings)
             self.no_findings.show()
@@ -238,6 +241,12 @@ class BreakdownView(QWidget):
             button.clicked.connect(lambda _=False, f=finding: self.apply_requested.emit(f.field, f.value))
             layout.addWidget(button, 0, Qt.AlignmentFlag.AlignVCenter)
             self.apply_buttons.append(button)
+            verify = QPushButton("Verify")
+            verify.setObjectName("verifyFinding")
+            verify.setToolTip(model.verify_tooltip(finding))
+            verify.clicked.connect(lambda _=False, f=finding: self.verify_requested.emit(f))
+            layout.addWidget(verify, 0, Qt.AlignmentFlag.AlignVCenter)
+            self.verify_buttons.append(verify)
         return row
 
 

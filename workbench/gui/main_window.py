@@ -219,6 +219,7 @@ class MainWindow(QMainWindow):
         self.gpu_time.sample_button.clicked.connect(controller.request_sample)
         self.gpu_time.ceiling_button.clicked.connect(controller.measure_ceiling)
         self.breakdown.apply_requested.connect(controller.apply_setting)
+        self.breakdown.verify_requested.connect(controller.verify_finding)
         self.experiments.sweep_button.clicked.connect(self.start_sweep)
         self.experiments.tune_button.clicked.connect(self.start_tune)
         self.experiments.max_batch_button.clicked.connect(self.start_max_batch)

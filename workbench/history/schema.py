@@ -362,6 +362,28 @@ _V5: tuple[Step, ...] = (
     "ALTER TABLE runs ADD COLUMN dram_bandwidth_fraction REAL",
     "ALTER TABLE runs ADD COLUMN telemetry_unavailable_reason TEXT",
     "ALTER TABLE runs ADD COLUMN gpm_unavailable_reason TEXT",
+    # Measured changes (history/comparisons.py): what one setting's change did to images/sec against a
+    # baseline on one device, by interleaved trials (verify; a search or sweep may write them too). The findings
+    # of a run with the same speed settings on the same device read them back.
+    """
+    CREATE TABLE comparisons (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        sequence_id INTEGER REFERENCES sweeps(id) ON DELETE SET NULL,  -- the sequence that measured it
+        device_type TEXT NOT NULL,       -- cuda, cpu
+        device_name TEXT NOT NULL,       -- DeviceInfo.name
+        baseline_json TEXT NOT NULL,     -- RunConfig.to_dict() of the settings changed from
+        field TEXT NOT NULL,             -- the RunConfig field changed
+        value_json TEXT NOT NULL,        -- its new value, as JSON
+        speedup REAL NOT NULL,           -- median(changed) / median(baseline) images/sec
+        speedup_low REAL,                -- its interval (NULL without one)
+        speedup_high REAL,
+        verdict TEXT NOT NULL,           -- faster, slower, within_noise
+        baseline_run_ids_json TEXT NOT NULL,  -- JSON lists of the trials' run ids, in the order they ran
+        changed_run_ids_json TEXT NOT NULL,
+        created_at REAL NOT NULL         -- unix seconds
+    )
+    """,
+    "CREATE INDEX comparisons_by_device ON comparisons(device_type, device_name, field)",
 )
 
 # Append new versions here, each a tuple of statements (or functions of the connection where SQL alone cannot

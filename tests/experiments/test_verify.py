@@ -1,0 +1,179 @@
+"""Verify: a run's settings against one changed setting, interleaved trials (A B A B …), compared by the one A/B
+statistic and kept in the history; bad plans start nothing; stop ends the sequence."""
+
+import threading
+
+import pytest
+from experiment_fakes import CPU, TimedRuns, probe_of, tiny
+
+from workbench.engine.events import StepStats
+from workbench.experiments.events import MemberStarted, RecordingFailed, SequenceEnded, SequenceStarted
+from workbench.experiments.recording import HistoryRecording, NoRecording
+from workbench.experiments.verify import Change, VerifyPlan, run_verify, trial_config, trial_steps_for
+from workbench.history.store import HistoryStore
+
+BASE = tiny(max_steps=None, epochs=2, log_every=10, profile=True, channels_last=False, num_workers=0)
+
+
+def speed(config):
+    """channels_last is 1.3× faster; num_workers=1 changes nothing."""
+    return 1000.0 * (1.3 if config.channels_last else 1.0)
+
+
+def verify(runs, plan, stop=lambda: False, recorders=None):
+    return list(run_verify(plan, stop, recorders, runs, probe_of(CPU)))
+
+
+class KeptChanges(NoRecording):
+    """A recorder factory that keeps the measured changes in a list."""
+
+    def __init__(self):
+        self.changes = []
+
+    def add_measured_change(self, change):
+        self.changes.append(change)
+
+
+def test_trials_alternate_baseline_and_change_and_a_real_1_3x_is_faster():
+    runs = TimedRuns(speed, noise=0.03, seed=1, device=CPU)
+    kept = KeptChanges()
+    events = verify(runs, VerifyPlan(BASE, (Change("channels_last", True, "Try channels_last=true"),), trial_steps=16),
+                    recorders=kept)
+    # A B A B A B, each a short unprofiled trial of the run's settings (its own length, logging and profiling aside).
+    assert [config.channels_last for config in runs.configs] == [False, True] * 3
+    assert {(c.max_steps, c.log_every, c.profile) for c in runs.configs} == {(16, 2, False)}
+    assert [e.purpose for e in events if isinstance(e, MemberStarted)] == ["baseline", "change"] * 3
+    started = next(e for e in events if isinstance(e, SequenceStarted))
+    assert started.kind == "verify" and started.planned_members == 6
+    ended = events[-1]
+    assert isinstance(ended, SequenceEnded) and ended.status == "finished"
+    (change,) = ended.result.changes
+    assert change.comparison.verdict == "faster" and change.comparison.speedup == pytest.approx(1.3, rel=0.05)
+    assert change.comparison.speedup_low > 1.02 and change.comparison.trials == "3+3 trials"
+    assert change.text == "Try channels_last=true" and (change.field, change.value) == ("channels_last", True)
+    (stored,) = kept.changes  # kept with the run's own settings as the baseline, not a trial's
+    assert stored.baseline == BASE and stored.verdict == "faster" and stored.device_name == CPU.name
+    assert stored.measurement.describe().startswith("measured 1.3")
+
+
+def test_no_effect_is_within_noise_and_a_loss_is_slower():
+    runs = TimedRuns(lambda config: 1000.0 * (0.8 if config.channels_last else 1.0), noise=0.03, seed=2, device=CPU)
+    plan = VerifyPlan(BASE, (Change("channels_last", True), Change("num_workers", 1)), trial_steps=16)
+    result = verify(runs, plan)[-1].result
+    slower, same = result.changes
+    assert slower.comparison.verdict == "slower" and same.comparison.verdict == "within_noise"
+    assert same.text == "set num_workers=1"
+
+
+def test_several_changes_share_baseline_trials_each_round_holding_one_of_each():
+    runs = TimedRuns(speed, noise=0.01, seed=3, device=CPU)
+    plan = VerifyPlan(BASE, (Change("channels_last", True), Change("num_workers", 1)), trial_steps=16, repeats=4)
+    result = verify(runs, plan)[-1].result
+    order = [("B1" if c.channels_last else "B2" if c.num_workers == 1 else "A") for c in runs.configs]
+    assert order == ["A", "B1", "B2"] * 4
+    first, second = result.changes
+    assert first.baseline_run_ids == second.baseline_run_ids and first.comparison.trials == "4+4 trials"
+
+
+def test_bad_plans_start_nothing_and_say_every_problem():
+    runs = TimedRuns(speed, device=CPU)
+    plan = VerifyPlan(BASE, (Change("chanels_last", True), Change("profile", False), Change("num_workers", 0),
+                             Change("precision", "bf16")), trial_steps=16)
+    (ended,) = verify(runs, plan)
+    assert ended.status == "failed" and ended.result is None and runs.configs == []
+    problems = " | ".join(ended.problems)
+    assert "chanels_last is not a setting (did you mean channels_last?)" in problems
+    assert "profile decides how long a run is or what it records" in problems
+    assert "num_workers=0 is already the run's setting" in problems
+    assert "precision=bf16: bf16 needs a CUDA GPU" in problems
+    (ended,) = verify(runs, VerifyPlan(BASE, (Change("channels_last", True),), trial_steps=2, repeats=2))
+    assert ended.problems == ("a verdict needs at least 3 trials of each side (got 2)",
+                              "a trial needs at least 4 steps to measure after its warm-up (got trial steps 2)")
+
+
+def test_a_failing_change_is_dropped_with_its_reason_and_a_failing_baseline_ends_the_sequence():
+    runs = TimedRuns(speed, device=CPU, fail=lambda config: "out_of_memory" if config.batch_size == 64 else None)
+    plan = VerifyPlan(BASE, (Change("batch_size", 64), Change("channels_last", True)), trial_steps=16)
+    ended = verify(runs, plan)[-1]
+    big, channels = ended.result.changes
+    assert ended.status == "finished" and big.reason == "fake out_of_memory" and big.changed_run_ids == ()
+    assert big.comparison.speedup is None and channels.comparison.verdict == "faster"
+    assert sum(config.batch_size == 64 for config in runs.configs) == 1  # not tried again
+
+    runs = TimedRuns(speed, device=CPU, fail=lambda config: None if config.channels_last else "error")
+    ended = verify(runs, VerifyPlan(BASE, (Change("channels_last", True),), trial_steps=16))[-1]
+    assert ended.status == "failed" and ended.reason == "the run's own settings failed in a trial: fake error"
+    assert len(runs.configs) == 1
+
+
+def test_a_history_that_cannot_keep_the_measurement_says_so_and_the_result_stands():
+    class Full(NoRecording):
+        def add_measured_change(self, change):
+            raise OSError("disk full")
+
+    events = verify(TimedRuns(speed, device=CPU), VerifyPlan(BASE, (Change("channels_last", True),), trial_steps=16),
+                    recorders=Full())
+    failed = [e for e in events if isinstance(e, RecordingFailed)]
+    assert len(failed) == 1 and "channels_last=on was not kept: OSError: disk full" in failed[0].reason
+    assert events[-1].status == "finished" and events[-1].result.changes[0].comparison.verdict == "faster"
+
+
+def test_trial_length_follows_the_runs_own_speed():
+    config = tiny(batch_size=32)
+    assert trial_steps_for(config, 3200.0) == 300  # 3 s at 100 steps/s
+    assert trial_steps_for(config, 3200.0, run_steps=40) == 40  # never longer than the run itself
+    assert trial_steps_for(config, 3200.0, run_steps=5) == 16  # never shorter than 16 steps
+    assert trial_steps_for(config, None) == 16
+    assert trial_config(config.replace(profile=True), 40) == config.replace(max_steps=40, log_every=5, profile=False)
+
+
+def test_stop_between_trials_ends_the_sequence_with_what_finished():
+    stop = threading.Event()
+    events = []
+    for event in run_verify(VerifyPlan(BASE, (Change("channels_last", True),), trial_steps=16), stop.is_set,
+                            None, TimedRuns(speed, device=CPU), probe_of(CPU)):
+        events.append(event)
+        if sum(isinstance(e, MemberStarted) for e in events) == 5:
+            stop.set()
+    ended = events[-1]
+    assert ended.status == "stopped" and ended.reason == "stopped by the user in round 3 of 3"
+    (change,) = ended.result.changes  # 3 + 2 trials: a speedup, but no interval and no verdict
+    assert change.comparison.trials == "3+2 trials" and change.comparison.speedup_low is None
+
+
+@pytest.mark.slow
+def test_stop_mid_trial_ends_the_sequence_and_keeps_nothing(isolated_workbench_home):
+    stop = threading.Event()
+    events = []
+    plan = VerifyPlan(tiny(), (Change("channels_last", True),), trial_steps=40)
+    with HistoryRecording() as recording:
+        for event in run_verify(plan, stop.is_set, recording):  # the real engine: it checks stop between steps
+            events.append(event)
+            if isinstance(event, StepStats):
+                stop.set()
+    ended = events[-1]
+    assert ended.status == "stopped" and ended.reason == "stopped by the user in round 1 of 3"
+    assert ended.result.changes[0].comparison.speedup is None
+    with HistoryStore.open() as store:
+        assert [run.status for run in store.sequence_runs(ended.sequence_id)] == ["stopped"]
+        assert store.measured_changes(tiny(), "cpu", ended.result.device_name) == []
+
+
+@pytest.mark.slow
+def test_real_tiny_cpu_trials_are_recorded_and_the_measurement_kept(isolated_workbench_home):
+    base = tiny(max_steps=None, epochs=1, channels_last=False)
+    plan = VerifyPlan(base, (Change("channels_last", True),), trial_steps=8, run_id=None)
+    with HistoryRecording() as recording:
+        ended = list(run_verify(plan, lambda: False, recording))[-1]
+    assert ended.status == "finished", ended.reason
+    (change,) = ended.result.changes
+    assert len(change.comparison.baseline_rates) == len(change.comparison.changed_rates) == 3
+    assert change.comparison.verdict in ("faster", "slower", "within_noise") and change.comparison.speedup_low
+    with HistoryStore.open() as store:
+        runs = store.sequence_runs(ended.sequence_id)
+        assert [run.config.channels_last for run in runs] == [False, True] * 3
+        assert all(run.status == "finished" and run.config.max_steps == 8 for run in runs)
+        (kept,) = store.measured_changes(base.replace(epochs=5, seed=3), "cpu", ended.result.device_name)
+        assert kept.sequence_id == ended.sequence_id and kept.baseline == base
+        assert kept.baseline_run_ids == change.baseline_run_ids == tuple(run.id for run in runs[::2])
+        assert kept.speedup == pytest.approx(change.comparison.speedup)

@@ -1,0 +1,67 @@
+"""The findings the GPU time tab shows, and what their changes measured (no Qt).
+
+The tab shows the findings of the last run that ended (a verification's own trials leave them in place): first
+as the run gave them, then, once the history has been read off the GUI thread, with what their changes measured
+on that run's device from its settings (findings.with_measurements); a verification that just ended adds its own
+measurements, which show even when the history keeps nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from workbench.config import RunConfig
+from workbench.engine.events import Finding, Measurement, RunSummary
+from workbench.engine.findings import MeasurementLookup
+from workbench.experiments.events import VerifyResult
+from workbench.experiments.verify import measurement_of
+from workbench.history.comparisons import value_key
+
+if TYPE_CHECKING:
+    from workbench.history.comparisons import MeasuredChange
+
+
+@dataclass(frozen=True)
+class FindingsOf:
+    """A run whose findings are shown: what Verify measures against."""
+
+    config: RunConfig
+    summary: RunSummary
+    run_id: Optional[int]  # None when the history does not have the run
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return self.summary.findings
+
+    @property
+    def measurable(self) -> bool:
+        """A finding names a setting, and the run's device is known: the history may hold a measurement."""
+        return (any(finding.field is not None for finding in self.findings)
+                and bool(self.summary.device) and bool(self.summary.device_name))
+
+
+def read_measured_changes(recordings: Callable[[], Any], source: FindingsOf) -> list[MeasuredChange]:
+    """What the history holds for ``source``'s settings on its device: called off the GUI thread, through a
+    recorder factory of its own (a SQLite connection belongs to the thread that opens it), closed after."""
+    recorders = recordings()
+    try:
+        return recorders.measured_changes(source.config, source.summary.device, source.summary.device_name)
+    finally:
+        close = getattr(recorders, "close", None)
+        if close is not None:
+            close()
+
+
+def verified_lookup(result: Optional[VerifyResult]) -> MeasurementLookup:
+    """What a verification that just ended measured, by (field, value)."""
+    measured: dict[tuple[str, str], Measurement] = {}
+    for change in result.changes if result is not None else ():
+        measurement = measurement_of(change.comparison)
+        if measurement is not None and measurement.low is not None:
+            measured[(change.field, value_key(change.value))] = measurement
+    return lambda field, value: measured.get((field, value_key(value)))
+
+
+def either(first: MeasurementLookup, then: MeasurementLookup) -> MeasurementLookup:
+    return lambda field, value: first(field, value) or then(field, value)

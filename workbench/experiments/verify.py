@@ -1,0 +1,255 @@
+"""Verify a change: a run's settings (A) against the same settings with one setting changed (B), measured.
+
+Trials run interleaved, A B A B …, ``repeats`` of each (at least MIN_TRIALS, the fewest that give a 90 %
+interval). With several changes the baseline's trials are shared honestly: each round runs A, B1, B2, … once,
+so every change is compared with baseline trials measured between its own. A trial is a short ordinary run
+(recorded in the history, tagged with the sequence) of ``trial_steps`` steps in WINDOWS_PER_TRIAL log windows,
+the first left out as warm-up, as the search for faster settings does; profiling is off in the trials (the
+profiler's cost is no part of either side's speed). Each change is then compared by experiments/comparison.py
+(median ratio, interval, verdict) and, with an interval, kept in the history for the findings to read.
+
+A baseline trial that fails ends the sequence (nothing can be compared); a change whose trial fails is dropped
+from the later rounds with the reason. Stop ends the sequence: the comparisons are of what finished.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional
+
+from workbench.config import ConfigError, RunConfig
+from workbench.device_info import DeviceInfo, Probe
+from workbench.engine.events import Finding, Measurement, RunSummary
+from workbench.experiments.comparison import MIN_TRIALS, Comparison, compare_rates
+from workbench.experiments.events import (
+    AnyEvent,
+    ChangeVerified,
+    RecordingFailed,
+    SequenceEnded,
+    SequenceStarted,
+    Values,
+    VerifyResult,
+    values_label,
+)
+from workbench.experiments.members import (
+    MemberRunner,
+    RunFunction,
+    StopFlag,
+    default_run_function,
+    plan_dict,
+    probe_device,
+)
+from workbench.experiments.recording import NoRecording, RecorderFactory
+from workbench.experiments.tune import MAX_TRIAL_STEPS, MIN_TRIAL_STEPS, WINDOWS_PER_TRIAL
+from workbench.experiments.values import field_problem
+from workbench.history.comparisons import NOT_SPEED_SETTINGS, MeasuredChange
+
+# A trial trains about this long when its length is sized from the run's own speed: long enough that its seven
+# steady windows average over a few hundred milliseconds each, short enough that 3 + 3 trials take well under a
+# minute of training.
+TRIAL_SECONDS = 3.0
+# The shortest trial that leaves steady windows after the warm-up one.
+FEWEST_TRIAL_STEPS = 4
+
+
+@dataclass(frozen=True)
+class Change:
+    """One setting's change to verify, and what it is in words (a finding's text, or what the user set)."""
+
+    field: str
+    value: Any
+    text: str = ""
+
+    @property
+    def values(self) -> Values:
+        return ((self.field, self.value),)
+
+    @property
+    def label(self) -> str:
+        return values_label(self.values)
+
+
+@dataclass(frozen=True)
+class VerifyPlan:
+    base: RunConfig  # A: the run's own settings
+    changes: tuple[Change, ...]  # each B is base with one of these
+    trial_steps: int
+    repeats: int = MIN_TRIALS  # trials of each side
+    run_id: Optional[int] = None  # the run whose settings are A, when there is one
+    name: str = ""
+
+    @property
+    def display_name(self) -> str:
+        if self.name:
+            return self.name
+        run = f" #{self.run_id}" if self.run_id is not None else ""
+        return f"verify{run}: " + "; ".join(change.label for change in self.changes)
+
+    def changed_config(self, change: Change) -> RunConfig:
+        return self.base.replace(**{change.field: change.value})
+
+    @classmethod
+    def for_run(cls, config: RunConfig, summary: RunSummary, changes: tuple[Change, ...], run_id: Optional[int] = None,
+                trial_steps: Optional[int] = None, repeats: int = MIN_TRIALS, name: str = "") -> VerifyPlan:
+        """A plan against a run's settings; trials sized from its measured speed unless ``trial_steps`` says."""
+        steps = trial_steps if trial_steps is not None else trial_steps_for(config, summary.images_per_sec,
+                                                                            summary.steps or None)
+        return cls(config, changes, steps, repeats, run_id, name)
+
+
+def measurement_of(comparison: Comparison) -> Optional[Measurement]:
+    """What a finding carries of a comparison: None without a speedup (a side with no finished trial)."""
+    if comparison.speedup is None:
+        return None
+    return Measurement(speedup=comparison.speedup, low=comparison.speedup_low, high=comparison.speedup_high,
+                       verdict=comparison.verdict, baseline_trials=len(comparison.baseline_rates),
+                       changed_trials=len(comparison.changed_rates))
+
+
+def finding_change(finding: Finding) -> Change:
+    """The change a finding proposes (it must have a setting: ``finding.field``)."""
+    assert finding.field is not None
+    return Change(finding.field, finding.value, finding.text)
+
+
+def trial_config(config: RunConfig, steps: int) -> RunConfig:
+    """A trial of ``config``: ``steps`` steps in WINDOWS_PER_TRIAL log windows, unprofiled."""
+    return config.replace(max_steps=steps, log_every=max(1, steps // WINDOWS_PER_TRIAL), profile=False)
+
+
+def trial_steps_for(config: RunConfig, images_per_sec: Optional[float], run_steps: Optional[int] = None,
+                    trial_seconds: float = TRIAL_SECONDS) -> int:
+    """Steps per trial for a run that trained at ``images_per_sec``: about ``trial_seconds`` of training, no
+    more steps than the run itself took (``run_steps``), and never fewer than MIN_TRIAL_STEPS."""
+    if not images_per_sec or images_per_sec <= 0:
+        steps = MIN_TRIAL_STEPS if run_steps is None else run_steps
+    else:
+        steps = math.ceil(trial_seconds * images_per_sec / config.batch_size)
+        if run_steps:
+            steps = min(steps, run_steps)
+    return min(MAX_TRIAL_STEPS, max(MIN_TRIAL_STEPS, steps))
+
+
+def change_problem(base: RunConfig, change: Change) -> Optional[str]:
+    """Why ``change`` cannot be verified against ``base`` (None when it can), before any device is asked."""
+    problem = field_problem(change.field)
+    if problem:
+        return problem
+    if change.field in NOT_SPEED_SETTINGS:
+        return (f"{change.field} decides how long a run is or what it records, not how fast it trains: "
+                "there is no speed to verify")
+    try:
+        changed = RunConfig.from_dict({**base.to_dict(), change.field: change.value})
+    except ConfigError as error:
+        return str(error)
+    if changed == base:
+        return f"{change.label} is already the run's setting: there is nothing to compare"
+    return None
+
+
+def plan_problems(plan: VerifyPlan, device: DeviceInfo) -> list[str]:
+    """Every problem with the plan, in words; [] when it can run."""
+    from workbench.data_check import data_problems
+
+    problems: list[str] = []
+    if not plan.changes:
+        problems.append("nothing to verify: give a change (a finding's setting, or FIELD=VALUE)")
+    if plan.repeats < MIN_TRIALS:
+        problems.append(f"a verdict needs at least {MIN_TRIALS} trials of each side (got {plan.repeats})")
+    if plan.trial_steps < FEWEST_TRIAL_STEPS:
+        problems.append(f"a trial needs at least {FEWEST_TRIAL_STEPS} steps to measure after its warm-up "
+                        f"(got trial steps {plan.trial_steps})")
+    seen: set[str] = set()
+    for change in plan.changes:
+        if change.label in seen:
+            problems.append(f"{change.label} is asked for twice")
+        seen.add(change.label)
+    if problems:
+        return problems
+    base = trial_config(plan.base, plan.trial_steps)
+    base_problems = base.validate(device) or data_problems(base)
+    problems.extend(f"the run's settings cannot run here: {problem}" for problem in base_problems)
+    for change in plan.changes:
+        problem = change_problem(plan.base, change)
+        if problem is not None:
+            problems.append(problem)
+            continue
+        changed = trial_config(plan.changed_config(change), plan.trial_steps)
+        problems.extend(f"{change.label}: {problem}" for problem in changed.validate(device) or data_problems(changed)
+                        if problem not in base_problems)
+    return problems
+
+
+def run_verify(
+    plan: VerifyPlan,
+    stop: StopFlag,
+    recorders: Optional[RecorderFactory] = None,
+    run_function: Optional[RunFunction] = None,
+    probe: Optional[Probe] = None,
+) -> Iterator[AnyEvent]:
+    """Measure each change of ``plan`` against its base, interleaved; yield every trial's run and the result."""
+    recorders = recorders or NoRecording()
+    device = (probe or probe_device)(plan.base.device)
+    problems = plan_problems(plan, device)
+    if problems:
+        yield SequenceEnded(kind="verify", sequence_id=None, status="failed", result=None,
+                            reason="; ".join(problems), problems=tuple(problems))
+        return
+    changes = plan.changes
+    sides: list[tuple[Values, RunConfig, str]] = [((), plan.base, "baseline")]
+    sides += [(change.values, plan.changed_config(change), "change") for change in changes]
+    sequence_id = recorders.begin_sequence("verify", plan.display_name, plan_dict(
+        plan.base, run_id=plan.run_id, trial_steps=plan.trial_steps, repeats=plan.repeats,
+        changes=[{"field": change.field, "value": change.value, "text": change.text} for change in changes]))
+    yield SequenceStarted(kind="verify", sequence_id=sequence_id, name=plan.display_name, base=plan.base,
+                          planned_members=plan.repeats * len(sides))
+    runner = MemberRunner(run_function or default_run_function(), recorders, sequence_id)
+    rates: list[list[float]] = [[] for _ in sides]
+    run_ids: list[list[Optional[int]]] = [[] for _ in sides]
+    failures: list[Optional[str]] = [None for _ in sides]
+    status, reason = "finished", None
+    for round_index in range(plan.repeats):
+        for side, (values, config, purpose) in enumerate(sides):
+            if failures[side] is not None:
+                continue
+            if stop():
+                status, reason = "stopped", f"stopped by the user in round {round_index + 1} of {plan.repeats}"
+                break
+            label = f"verify {purpose}" + (f", {values_label(values)}" if values else "")
+            member = yield from runner.run(trial_config(config, plan.trial_steps), values, stop, label, purpose)
+            if member.status == "stopped":
+                status, reason = "stopped", f"stopped by the user in round {round_index + 1} of {plan.repeats}"
+                break
+            if member.status == "finished" and member.images_per_sec:
+                rates[side].append(member.images_per_sec)
+                run_ids[side].append(member.run_id)
+            else:
+                failures[side] = member.reason or f"the trial ended {member.status} without a rate"
+                if side == 0:
+                    break  # without the baseline nothing can be compared
+        if status != "finished" or failures[0] is not None:
+            break
+    if failures[0] is not None:
+        status, reason = "failed", f"the run's own settings failed in a trial: {failures[0]}"
+    verified = []
+    for side, change in enumerate(changes, start=1):
+        comparison = compare_rates(rates[0], rates[side])
+        verified.append(ChangeVerified(text=change.text or f"set {change.label}", field=change.field,
+                                       value=change.value, comparison=comparison, baseline_run_ids=tuple(run_ids[0]),
+                                       changed_run_ids=tuple(run_ids[side]), reason=failures[side]))
+        if comparison.speedup is None or comparison.speedup_low is None:
+            continue  # too few trials for an interval: nothing worth keeping
+        try:
+            recorders.add_measured_change(MeasuredChange(
+                sequence_id=sequence_id, device_type=device.type, device_name=device.name, baseline=plan.base,
+                field=change.field, value=change.value, speedup=comparison.speedup,
+                speedup_low=comparison.speedup_low, speedup_high=comparison.speedup_high,
+                verdict=comparison.verdict, baseline_run_ids=tuple(run_ids[0]), changed_run_ids=tuple(run_ids[side])))
+        except Exception as error:  # a full disk, a locked database: the result is still said
+            yield RecordingFailed(run_id=None, reason=f"the measurement of {change.label} was not kept: "
+                                                       f"{type(error).__name__}: {error}")
+    result = VerifyResult(base=plan.base, device_type=device.type, device_name=device.name,
+                          trial_steps=plan.trial_steps, changes=tuple(verified))
+    yield SequenceEnded(kind="verify", sequence_id=sequence_id, status=status, result=result,  # type: ignore[arg-type]
+                        reason=reason)
