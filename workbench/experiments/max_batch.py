@@ -24,17 +24,16 @@ from workbench.experiments.events import (
     MaxBatchResult,
     MemberEnded,
     SequenceEnded,
-    SequenceStarted,
 )
 from workbench.experiments.members import (
     MemberRunner,
     RunFunction,
     StopFlag,
-    default_run_function,
+    open_sequence,
     plan_dict,
     probe_device,
 )
-from workbench.experiments.recording import NoRecording, RecorderFactory
+from workbench.experiments.recording import RecorderFactory
 from workbench.formatting import format_bytes
 
 Release = Callable[[], object]
@@ -204,20 +203,16 @@ def run_max_batch(
     release: Optional[Release] = None,
 ) -> Iterator[AnyEvent]:
     """Find the largest batch of ``plan.base`` that fits; yield every trial's run and its BatchTrial."""
-    recorders = recorders or NoRecording()
     device = (probe or probe_device)(plan.base.device)
-    problems = plan_problems(plan, device)
-    if problems:
-        yield SequenceEnded(kind="max_batch", sequence_id=None, status="failed", result=None, reason="; ".join(problems), problems=tuple(problems))
+    runner = yield from open_sequence(
+        "max_batch", plan.display_name, plan.base, plan_problems(plan, device),
+        plan_dict(plan.base, start_batch=plan.start_batch, steps_per_trial=plan.steps_per_trial,
+                  memory_budget_bytes=plan.memory_budget_bytes),
+        recorders, run_function, fields=("batch_size",))
+    if runner is None:
         return
-    name = plan.display_name
-    sequence_id = recorders.begin_sequence(
-        "max_batch", name, plan_dict(plan.base, start_batch=plan.start_batch, steps_per_trial=plan.steps_per_trial,
-                                     memory_budget_bytes=plan.memory_budget_bytes)
-    )
-    yield SequenceStarted(kind="max_batch", sequence_id=sequence_id, name=name, base=plan.base, fields=("batch_size",))
-    search = _BatchSearch(plan, stop, MemberRunner(run_function or default_run_function(), recorders, sequence_id),
-                          release or _release_cached_memory)
+    sequence_id = runner.sequence_id
+    search = _BatchSearch(plan, stop, runner, release or _release_cached_memory)
     try:
         status, limited_by, reason = yield from search.run()
     except _TrialError as error:

@@ -14,8 +14,16 @@ from workbench.config import RunConfig
 from workbench.device_info import DeviceInfo
 from workbench.engine.events import Event, RunEnded, RunSummary
 from workbench.engine.requests import RunFunction, StopFlag
-from workbench.experiments.events import AnyEvent, MemberEnded, MemberStarted, Values
-from workbench.experiments.recording import RecorderFactory, open_record, record_events
+from workbench.experiments.events import (
+    AnyEvent,
+    MemberEnded,
+    MemberStarted,
+    SequenceEnded,
+    SequenceKind,
+    SequenceStarted,
+    Values,
+)
+from workbench.experiments.recording import NoRecording, RecorderFactory, open_record, record_events
 from workbench.history.naming import dataset_label
 
 
@@ -88,3 +96,25 @@ class MemberRunner:
 def plan_dict(base: RunConfig, **extra: Any) -> dict[str, Any]:
     """What a sequence stores as its plan: the base settings and what it was asked to do."""
     return {"base": base.to_dict(), **extra}
+
+
+def open_sequence(
+    kind: SequenceKind,
+    name: str,
+    base: RunConfig,
+    problems: list[str],
+    plan: dict[str, Any],
+    recorders: Optional[RecorderFactory],
+    run_function: Optional[RunFunction],
+    **started: Any,
+) -> Generator[AnyEvent, None, Optional[MemberRunner]]:
+    """Every sequence's opening: refused with its ``problems`` (a failed SequenceEnded, nothing recorded; None),
+    or recorded and started (SequenceStarted with ``started``'s fields), with the runner its members run by."""
+    if problems:
+        yield SequenceEnded(kind=kind, sequence_id=None, status="failed", result=None, reason="; ".join(problems),
+                            problems=tuple(problems))
+        return None
+    recorders = recorders or NoRecording()
+    sequence_id = recorders.begin_sequence(kind, name, plan)
+    yield SequenceStarted(kind=kind, sequence_id=sequence_id, name=name, base=base, **started)
+    return MemberRunner(run_function or default_run_function(), recorders, sequence_id)

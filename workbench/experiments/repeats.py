@@ -14,16 +14,15 @@ from typing import Iterator, Optional
 from workbench.config import ConfigError, RunConfig
 from workbench.device_info import Probe
 from workbench.engine.requests import stopped_by
-from workbench.experiments.events import AnyEvent, MemberEnded, SequenceEnded, SequenceStarted, SweepResult
+from workbench.experiments.events import AnyEvent, MemberEnded, SequenceEnded, SweepResult
 from workbench.experiments.members import (
-    MemberRunner,
     RunFunction,
     StopFlag,
-    default_run_function,
+    open_sequence,
     plan_dict,
     probe_device,
 )
-from workbench.experiments.recording import NoRecording, RecorderFactory
+from workbench.experiments.recording import RecorderFactory
 from workbench.history.naming import run_name
 
 
@@ -58,16 +57,12 @@ def run_repeats(
     probe: Optional[Probe] = None,
 ) -> Iterator[AnyEvent]:
     """Run ``plan.base`` ``plan.repeats`` times; yield the sequence's events and each run's engine events."""
-    recorders = recorders or NoRecording()
-    problems = plan_problems(plan, probe)
-    if problems:
-        yield SequenceEnded(kind="repeats", sequence_id=None, status="failed", result=None, reason="; ".join(problems),
-                            problems=tuple(problems))
+    runner = yield from open_sequence("repeats", plan.display_name, plan.base, plan_problems(plan, probe),
+                                      plan_dict(plan.base, repeats=plan.repeats), recorders, run_function,
+                                      planned_members=plan.repeats)
+    if runner is None:
         return
-    sequence_id = recorders.begin_sequence("repeats", plan.display_name, plan_dict(plan.base, repeats=plan.repeats))
-    yield SequenceStarted(kind="repeats", sequence_id=sequence_id, name=plan.display_name, base=plan.base,
-                          planned_members=plan.repeats)
-    runner = MemberRunner(run_function or default_run_function(), recorders, sequence_id)
+    sequence_id = runner.sequence_id
     done: list[MemberEnded] = []
     status, reason = "finished", None
     for index in range(plan.repeats):

@@ -22,20 +22,18 @@ from workbench.experiments.events import (
     AnyEvent,
     MemberEnded,
     SequenceEnded,
-    SequenceStarted,
     SweepResult,
     Values,
     values_label,
 )
 from workbench.experiments.members import (
-    MemberRunner,
     RunFunction,
     StopFlag,
-    default_run_function,
+    open_sequence,
     plan_dict,
     probe_device,
 )
-from workbench.experiments.recording import NoRecording, RecorderFactory
+from workbench.experiments.recording import RecorderFactory
 from workbench.experiments.values import field_problem
 
 MAX_AXES = 2
@@ -147,15 +145,13 @@ def run_sweep(
     probe: Optional[Probe] = None,
 ) -> Iterator[AnyEvent]:
     """Run every member of ``plan``; yield the sequence's events and each member's engine events."""
-    recorders = recorders or NoRecording()
     problems = plan_problems(plan, probe)
-    if problems:
-        yield SequenceEnded(kind="sweep", sequence_id=None, status="failed", result=None, reason="; ".join(problems), problems=tuple(problems))
+    members = plan.members() if not problems else []
+    runner = yield from open_sequence("sweep", plan.display_name, plan.base, problems, plan.to_plan_dict(), recorders,
+                                      run_function, planned_members=len(members), fields=plan.fields)
+    if runner is None:
         return
-    members = plan.members()
-    sequence_id = recorders.begin_sequence("sweep", plan.display_name, plan.to_plan_dict())
-    yield SequenceStarted(kind="sweep", sequence_id=sequence_id, name=plan.display_name, base=plan.base, planned_members=len(members), fields=plan.fields)
-    runner = MemberRunner(run_function or default_run_function(), recorders, sequence_id)
+    sequence_id = runner.sequence_id
     done: list[MemberEnded] = []
     status, reason = "finished", None
     per_round = len(members) // plan.repeats

@@ -35,7 +35,6 @@ from workbench.experiments.events import (
     BestSoFar,
     MemberEnded,
     SequenceEnded,
-    SequenceStarted,
     TrialResult,
     TuneResult,
     changed_fields,
@@ -45,11 +44,11 @@ from workbench.experiments.members import (
     MemberRunner,
     RunFunction,
     StopFlag,
-    default_run_function,
+    open_sequence,
     plan_dict,
     probe_device,
 )
-from workbench.experiments.recording import NoRecording, RecorderFactory
+from workbench.experiments.recording import RecorderFactory
 from workbench.experiments.tune_knobs import ALLOWABLE, KNOBS, OPTIONAL_KNOBS, candidates
 
 __all__ = ["ALLOWABLE", "KNOBS", "OPTIONAL_KNOBS", "TunePlan", "candidates", "plan_problems", "run_tune"]
@@ -323,20 +322,16 @@ def run_tune(
     clock: Clock = time.monotonic,
 ) -> Iterator[AnyEvent]:
     """Search for faster settings from ``plan.base``; yield every trial's run and the search's findings."""
-    recorders = recorders or NoRecording()
     device = (probe or probe_device)(plan.base.device)
-    problems = plan_problems(plan, device)
-    if problems:
-        yield SequenceEnded(kind="tune", sequence_id=None, status="failed", result=None, reason="; ".join(problems), problems=tuple(problems))
+    runner = yield from open_sequence(
+        "tune", plan.display_name, plan.base, plan_problems(plan, device),
+        plan_dict(plan.base, knobs=list(plan.searched_knobs()), allow=sorted(plan.allow),
+                  budget_seconds=plan.budget_seconds, trial_steps=plan.trial_steps, trials=plan.trials),
+        recorders, run_function)
+    if runner is None:
         return
-    name = plan.display_name
-    sequence_id = recorders.begin_sequence(
-        "tune", name, plan_dict(plan.base, knobs=list(plan.searched_knobs()), allow=sorted(plan.allow),
-                                budget_seconds=plan.budget_seconds, trial_steps=plan.trial_steps,
-                                trials=plan.trials)
-    )
-    yield SequenceStarted(kind="tune", sequence_id=sequence_id, name=name, base=plan.base)
-    search = _Search(plan, stop, MemberRunner(run_function or default_run_function(), recorders, sequence_id), device, clock)
+    sequence_id = runner.sequence_id
+    search = _Search(plan, stop, runner, device, clock)
     try:
         stop_reason = yield from search.run()
         status = "finished"

@@ -21,26 +21,25 @@ from typing import Any, Iterator, Optional
 from workbench.config import ConfigError, RunConfig
 from workbench.device_info import DeviceInfo, Probe
 from workbench.engine.events import Finding, Measurement, RunSummary
+from workbench.engine.requests import stopped_by
 from workbench.experiments.comparison import MIN_TRIALS, Comparison, compare_rates
 from workbench.experiments.events import (
     AnyEvent,
     ChangeVerified,
     RecordingFailed,
     SequenceEnded,
-    SequenceStarted,
     Values,
     VerifyResult,
     values_label,
 )
 from workbench.experiments.members import (
-    MemberRunner,
     RunFunction,
     StopFlag,
-    default_run_function,
+    open_sequence,
     plan_dict,
     probe_device,
 )
-from workbench.experiments.recording import NoRecording, RecorderFactory
+from workbench.experiments.recording import RecorderFactory
 from workbench.experiments.tune import MAX_TRIAL_STEPS, MIN_TRIAL_STEPS, WINDOWS_PER_TRIAL
 from workbench.experiments.values import field_problem
 from workbench.history.comparisons import NOT_SPEED_SETTINGS, MeasuredChange
@@ -189,22 +188,19 @@ def run_verify(
     probe: Optional[Probe] = None,
 ) -> Iterator[AnyEvent]:
     """Measure each change of ``plan`` against its base, interleaved; yield every trial's run and the result."""
-    recorders = recorders or NoRecording()
     device = (probe or probe_device)(plan.base.device)
     problems = plan_problems(plan, device)
-    if problems:
-        yield SequenceEnded(kind="verify", sequence_id=None, status="failed", result=None,
-                            reason="; ".join(problems), problems=tuple(problems))
-        return
     changes = plan.changes
     sides: list[tuple[Values, RunConfig, str]] = [((), plan.base, "baseline")]
-    sides += [(change.values, plan.changed_config(change), "change") for change in changes]
-    sequence_id = recorders.begin_sequence("verify", plan.display_name, plan_dict(
+    if not problems:
+        sides += [(change.values, plan.changed_config(change), "change") for change in changes]
+    runner = yield from open_sequence("verify", plan.display_name, plan.base, problems, plan_dict(
         plan.base, run_id=plan.run_id, trial_steps=plan.trial_steps, repeats=plan.repeats,
-        changes=[{"field": change.field, "value": change.value, "text": change.text} for change in changes]))
-    yield SequenceStarted(kind="verify", sequence_id=sequence_id, name=plan.display_name, base=plan.base,
-                          planned_members=plan.repeats * len(sides))
-    runner = MemberRunner(run_function or default_run_function(), recorders, sequence_id)
+        changes=[{"field": change.field, "value": change.value, "text": change.text} for change in changes]),
+        recorders, run_function, planned_members=plan.repeats * len(sides))
+    if runner is None:
+        return
+    sequence_id = runner.sequence_id
     rates: list[list[float]] = [[] for _ in sides]
     run_ids: list[list[Optional[int]]] = [[] for _ in sides]
     failures: list[Optional[str]] = [None for _ in sides]
@@ -214,12 +210,12 @@ def run_verify(
             if failures[side] is not None:
                 continue
             if stop():
-                status, reason = "stopped", f"stopped by the user in round {round_index + 1} of {plan.repeats}"
+                status, reason = "stopped", f"stopped by {stopped_by(stop)} in round {round_index + 1} of {plan.repeats}"
                 break
             label = f"verify {purpose}" + (f", {values_label(values)}" if values else "")
             member = yield from runner.run(trial_config(config, plan.trial_steps), values, stop, label, purpose)
             if member.status == "stopped":
-                status, reason = "stopped", f"stopped by the user in round {round_index + 1} of {plan.repeats}"
+                status, reason = "stopped", f"stopped by {stopped_by(stop)} in round {round_index + 1} of {plan.repeats}"
                 break
             if member.status == "finished" and member.images_per_sec:
                 rates[side].append(member.images_per_sec)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from PySide6.QtCore import QObject, QThreadPool, Signal
+from PySide6.QtCore import QObject, QThreadPool, Signal, Slot
 
 
 class BackgroundCall(QObject):
@@ -45,3 +45,33 @@ class BackgroundCall(QObject):
 def wait_for_background_calls(timeout_ms: int = -1) -> bool:
     """Join the pool's threads (at exit, and in tests) so none outlives the application object."""
     return QThreadPool.globalInstance().waitForDone(timeout_ms)
+
+
+class _Relay(QObject):
+    """Brings a background call's outcome to ``done`` or ``failed``; a child of ``parent``, so a call that ends
+    after the parent is gone reaches nobody."""
+
+    def __init__(self, parent: QObject, done: Callable[[Any], None], failed: Callable[[Exception], None]):
+        super().__init__(parent)
+        self._done, self._failed = done, failed
+
+    @Slot(object)
+    def done(self, result: Any) -> None:
+        self._done(result)
+        self.deleteLater()
+
+    @Slot(object)
+    def failed(self, error: Exception) -> None:
+        self._failed(error)
+        self.deleteLater()
+
+
+def call_in_background(parent: QObject, function: Callable[[], Any], done: Callable[[Any], None],
+                       failed: Callable[[Exception], None]) -> None:
+    """Call ``function`` off the GUI thread; ``done(result)`` or ``failed(error)`` back on it while ``parent``
+    lives (any callables: the relay, not they, is what the queued signal reaches)."""
+    call = BackgroundCall(function)
+    relay = _Relay(parent, done, failed)
+    call.succeeded.connect(relay.done)
+    call.failed.connect(relay.failed)
+    call.start()

@@ -10,17 +10,27 @@ from __future__ import annotations
 
 from typing import Any, Callable, Hashable, Optional, Sequence
 
-from PySide6.QtCore import QObject, QSettings, Qt, QTimer, Slot
+from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QMainWindow, QPushButton, QSplitter, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QMainWindow, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
 from workbench.config import RunConfig
 from workbench.controller.controls import Controls
 from workbench.controller.jobs import MeasureCeiling, Probe, Recordings
 from workbench.controller.lifecycle import READY, RunController
 from workbench.controller.view import Progress
-from workbench.engine.events import DeviceInfo, EpochStats, Finding, MemoryRelease, ProfileSample, RunEnded, RunStarted, StepStats
-from workbench.gui.background import BackgroundCall
+from workbench.engine.events import (
+    DeviceInfo,
+    EpochStats,
+    Finding,
+    MemoryRelease,
+    ProfileSample,
+    RunEnded,
+    RunStarted,
+    StepStats,
+)
+from workbench.gui import garbage
+from workbench.gui.background import BackgroundCall, call_in_background
 from workbench.gui.device_panel import DevicePanel
 from workbench.gui.engine_calls import (
     engine_ceiling,
@@ -31,16 +41,16 @@ from workbench.gui.engine_calls import (
     engine_release,
     engine_run,
 )
-from workbench.gui import garbage
 from workbench.gui.experiments_tab import ExperimentsTab
 from workbench.gui.gpu_time_tab import GpuTimeTab
+from workbench.gui.live_tab import LiveTab
 from workbench.gui.plots import PlotsPanel
-from workbench.gui.run_bar import ReleaseBox, RunBar, apply_action, set_style_state
+from workbench.gui.run_bar import ReleaseBox, RunBar, apply_action
+from workbench.gui.runs_tab import RunsTab
 from workbench.gui.sample_view import PreviewFunction, SampleView
 from workbench.gui.sequence_dialogs import MaxBatchDialog, SweepDialog, SweepRequest, TuneDialog, TuneRequest
 from workbench.gui.series import X_AXES
 from workbench.gui.settings_form import SettingsForm
-from workbench.gui.text_dialog import TextDialog
 from workbench.gui.window_settings import (  # noqa: F401 (SETTINGS_CONFIG: tests and scripts read it here)
     SETTINGS_CONFIG,
     SETTINGS_GEOMETRY,
@@ -64,25 +74,6 @@ TAB_TIPS = {
     "Sample batch": "The images the current settings feed the model, after augmentation",
     "Runs": "Every run so far, to compare and export",
 }
-
-
-class _Relay(QObject):
-    """Brings a background call's outcome to the controller; a child of the window, so a call that ends
-    after the window is gone reaches nobody."""
-
-    def __init__(self, parent: QObject, done: Callable[[Any], None], failed: Callable[[Exception], None]):
-        super().__init__(parent)
-        self._done, self._failed = done, failed
-
-    @Slot(object)
-    def done(self, result: Any) -> None:
-        self._done(result)
-        self.deleteLater()
-
-    @Slot(object)
-    def failed(self, error: Exception) -> None:
-        self._failed(error)
-        self.deleteLater()
 
 
 class MainWindow(QMainWindow):
@@ -111,8 +102,6 @@ class MainWindow(QMainWindow):
         self._probe_function = probe_function
         self._model_names_function = model_names_function
         self._probe_call: Optional[BackgroundCall] = None
-        self._runs_view: Optional[QWidget] = None
-        self._details: Optional[str] = None
         # Cyclic garbage (Qt objects among it) is collected on this thread only while the window lives.
         garbage.window_opened()
         self._collects_garbage = True
@@ -138,41 +127,13 @@ class MainWindow(QMainWindow):
     # == assembly ================================================================================
     def _build_layout(self) -> None:
         self.form.setMinimumWidth(330)
-
-        # One line of news above the plots: what is running (and the engine's notes), then the outcome.
-        # Its height stays fixed while a run goes: a relayout would repaint every plot at once.
-        self.run_message = QLabel("Press Start to train with these settings; the plots fill in as the run goes.")
-        self.run_message.setObjectName("runMessage")
-        self.run_message.setProperty("status", "idle")
-        self.run_message.setWordWrap(True)
-        self.run_message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self._message_height = 2 * self.run_message.fontMetrics().lineSpacing() + 14
-        self.run_message.setMinimumHeight(self._message_height)
-        self.details_button = QPushButton("Traceback…")
-        self.details_button.setObjectName("tracebackButton")
-        self.details_button.setToolTip("Read and copy the failed run's traceback (also kept in the history "
-                                       "and in failures.log in the workbench home)")
-        self.details_button.setVisible(False)
-        self.details_button.clicked.connect(self.show_details)
-        message_row = QHBoxLayout()
-        message_row.addWidget(self.run_message, 1)
-        message_row.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignTop)
-        live = QWidget()
-        live_layout = QVBoxLayout(live)
-        live_layout.addLayout(message_row)
-        live_layout.addWidget(self.plots, 1)
-
-        self.runs_tab = QWidget()
-        self.runs_tab.setObjectName("runsTab")
-        runs_layout = QVBoxLayout(self.runs_tab)
-        self.runs_placeholder = QLabel("The run history appears here.")
-        self.runs_placeholder.setObjectName("runsPlaceholder")
-        self.runs_placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        runs_layout.addWidget(self.runs_placeholder)
+        self.live = LiveTab(self.plots)
+        self.run_message = self.live.run_message
+        self.runs_tab = RunsTab()
 
         self.tabs = QTabWidget()
         self.tabs.setObjectName("mainTabs")
-        for widget, title in ((live, "Live"), (self.gpu_time, "GPU time"), (self.experiments, "Experiments"),
+        for widget, title in ((self.live, "Live"), (self.gpu_time, "GPU time"), (self.experiments, "Experiments"),
                               (self.sample_view, "Sample batch"), (self.runs_tab, "Runs")):
             self.tabs.addTab(widget, title)
             self.tabs.setTabToolTip(self.tabs.count() - 1, TAB_TIPS[title])
@@ -239,17 +200,8 @@ class MainWindow(QMainWindow):
         runs on the plots, its ``loadSettingsRequested(RunConfig)`` fills the form, and its ``refresh()``
         is called whenever a run's record appears or changes.
         """
-        layout = self.runs_tab.layout()
-        while layout.count():
-            item = layout.takeAt(0)
-            if item.widget() is not None:
-                item.widget().deleteLater()
-        layout.addWidget(view)
-        self._runs_view = view
-        if hasattr(view, "overlayRequested"):
-            view.overlayRequested.connect(lambda overlays: self.plots.set_overlays(overlays, source="history"))
-        if hasattr(view, "loadSettingsRequested"):
-            view.loadSettingsRequested.connect(self.controller.load_settings)
+        self.runs_tab.host(view, lambda overlays: self.plots.set_overlays(overlays, source="history"),
+                           self.controller.load_settings)
 
     # == the user's sequences: a dialog, then the controller ===================================
     def start_sweep(self) -> None:
@@ -282,10 +234,6 @@ class MainWindow(QMainWindow):
     def _ask_max_batch(self):  # → budget bytes, None (no budget), or False (cancelled)
         dialog = MaxBatchDialog(self)
         return dialog.budget_bytes() if dialog.exec() else False
-
-    def show_details(self) -> None:
-        if self._details:
-            TextDialog("Traceback", "Where the run failed (select, or Copy):", self._details, self).exec()
 
     # == the device ===========================================================================
     def showEvent(self, event) -> None:  # noqa: N802 (Qt's name)
@@ -346,11 +294,7 @@ class MainWindow(QMainWindow):
         self.status_line.setText(text)
 
     def show_run_message(self, status: str, text: str, details: Optional[str] = None) -> None:
-        set_style_state(self.run_message, "status", status)  # the stylesheet colours it by status
-        self.run_message.setText(text)
-        self.run_message.setToolTip(text)
-        self._details = details
-        self.details_button.setVisible(bool(details))
+        self.live.show_message(status, text, details)
 
     def show_progress(self, progress: Progress) -> None:
         self.run_bar.show_progress(progress)
@@ -365,7 +309,7 @@ class MainWindow(QMainWindow):
 
     def begin_run(self, label: str, key: Hashable) -> None:
         self.plots.begin_run(label, key)
-        self.run_message.setFixedHeight(self._message_height)
+        self.live.hold_message_height()
 
     def draw_run_started(self, event: RunStarted) -> None:
         self._set_memory_context(event.device)
@@ -385,8 +329,7 @@ class MainWindow(QMainWindow):
         self.breakdown.set_findings(findings)
 
     def draw_run_ended(self, event: RunEnded) -> None:
-        self.run_message.setMaximumHeight(16_777_215)  # QWIDGETSIZE_MAX: a long failure reason may wrap
-        self.run_message.setMinimumHeight(self._message_height)
+        self.live.free_message_height()
 
     def draw_sequence_event(self, event: Any) -> None:
         self.experiments.handle(event)
@@ -398,17 +341,11 @@ class MainWindow(QMainWindow):
         self.form.show_refused(config, reason)
 
     def history_changed(self) -> None:
-        refresh = getattr(self._runs_view, "refresh", None)
-        if refresh is not None:
-            refresh()
+        self.runs_tab.refresh()
 
     def run_in_background(self, function: Callable[[], Any], done: Callable[[Any], None],
                           failed: Callable[[Exception], None]) -> None:
-        call = BackgroundCall(function)
-        relay = _Relay(self, done, failed)
-        call.succeeded.connect(relay.done)
-        call.failed.connect(relay.failed)
-        call.start()
+        call_in_background(self, function, done, failed)
 
     def close_window(self) -> None:
         self.close()
