@@ -7,8 +7,13 @@ import json
 from typing import Any
 
 from workbench.cli.parsing import UsageError
-from workbench.cli.setting_flags import add_setting_flags, config_from_args, print_notes
-from workbench.cli.sequence_output import add_sequence_flags, drive, peaks, recording_for, refuse
+from workbench.cli.sequence_output import (
+    add_sequence_flags,
+    drive_plan,
+    options_from_args,
+    peaks,
+)
+from workbench.cli.setting_flags import add_setting_flags, config_from_args
 from workbench.experiments.events import BatchTrial, MaxBatchResult, SequenceEnded, edge_note
 from workbench.formatting import format_bytes, format_table
 from workbench.history.metrics import format_metric
@@ -41,10 +46,7 @@ def plan_from_args(args: argparse.Namespace):
     from workbench.experiments.max_batch import MaxBatchPlan
 
     base = config_from_args(args, PROG)
-    options: dict[str, Any] = {}
-    for name in ("steps_per_trial", "max_trials", "name"):
-        if hasattr(args, name):
-            options[name] = getattr(args, name)
+    options = options_from_args(args, ("steps_per_trial", "max_trials", "name"))
     if hasattr(args, "memory_budget_gib"):
         if not args.memory_budget_gib > 0:
             raise UsageError(f"{PROG}: --memory-budget-gib must be more than 0 (got {args.memory_budget_gib:g})")
@@ -58,13 +60,7 @@ def max_batch_command(args: argparse.Namespace) -> int:
     from workbench.experiments.max_batch import plan_problems, run_max_batch
 
     problems = plan_problems(plan, probe_device(plan.base.device))  # on a CPU: refused, with the reason
-    if problems:
-        raise UsageError(f"{PROG}: " + "; ".join(problems))
-    print_notes(args, PROG)
-    with recording_for(args) as recording:
-        ended = drive(lambda stop: run_max_batch(plan, stop, recording))
-    if ended.result is None:
-        refuse(PROG, ended)
+    ended = drive_plan(args, PROG, problems, lambda stop, recording: run_max_batch(plan, stop, recording))
     result: MaxBatchResult = ended.result  # type: ignore[assignment]
     print(trials_table(result.trials))
     print(summary_text(ended, result))

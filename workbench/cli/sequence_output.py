@@ -118,6 +118,30 @@ def peaks(source: Any) -> dict[str, Optional[int]]:
     }
 
 
+def options_from_args(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
+    """The plan options given on the command line (flags use argparse.SUPPRESS: absent means the plan's default)."""
+    return {name: getattr(args, name) for name in names if hasattr(args, name)}
+
+
+def drive_plan(args: argparse.Namespace, prog: str, problems: list[str],
+               sequence: Callable[[Callable[[], bool], HistoryRecording | NoRecording], Iterator[Any]]
+               ) -> SequenceEnded:
+    """Every sequence command's course: a plan with problems is one line, exit 2, nothing recorded; else the
+    notes, then the sequence driven (Ctrl-C, SIGTERM) and recorded unless --no-history. A sequence refused
+    once it looked further (the data, say) is bad input too; what comes back has its result."""
+    from workbench.cli.parsing import UsageError
+    from workbench.cli.setting_flags import print_notes
+
+    if problems:
+        raise UsageError(f"{prog}: " + "; ".join(problems))
+    print_notes(args, prog)
+    with recording_for(args) as recording:
+        ended = drive(lambda stop: sequence(stop, recording))
+    if ended.result is None:
+        refuse(prog, ended)
+    return ended
+
+
 def refuse(prog: str, ended: SequenceEnded) -> None:
     """A sequence refused before anything ran: bad input, one line, exit 2."""
     from workbench.cli.parsing import UsageError

@@ -7,8 +7,12 @@ import json
 from typing import Any
 
 from workbench.cli.parsing import UsageError
-from workbench.cli.setting_flags import add_setting_flags, config_from_args, print_notes
-from workbench.cli.sequence_output import add_sequence_flags, drive, peaks, recording_for, refuse
+from workbench.cli.sequence_output import (
+    add_sequence_flags,
+    drive_plan,
+    peaks,
+)
+from workbench.cli.setting_flags import add_setting_flags, config_from_args
 from workbench.experiments.events import MemberEnded, SequenceEnded, SweepResult
 from workbench.experiments.rate_over_runs import ValueResult, compared, per_value
 from workbench.formatting import format_setting, format_table, speedup_text
@@ -70,13 +74,7 @@ def sweep_command(args: argparse.Namespace) -> int:
     from workbench.experiments.sweep import plan_problems, run_sweep
 
     problems = plan_problems(plan)  # every member, before anything starts or is recorded
-    if problems:
-        raise UsageError(f"{PROG}: " + "; ".join(problems))
-    print_notes(args, PROG)
-    with recording_for(args) as recording:
-        ended = drive(lambda stop: run_sweep(plan, stop, recording))
-    if ended.result is None:
-        refuse(PROG, ended)
+    ended = drive_plan(args, PROG, problems, lambda stop, recording: run_sweep(plan, stop, recording))
     members = ended.result.members
     print(sweep_table(plan.fields, members))
     if plan.repeats > 1:

@@ -8,13 +8,12 @@ import shlex
 from typing import Any
 
 from workbench.cli.parsing import UsageError
-from workbench.cli.setting_flags import add_setting_flags, config_from_args, print_notes
 from workbench.cli.sequence_output import (
     add_sequence_flags,
-    drive,
-    recording_for,
-    refuse,
+    drive_plan,
+    options_from_args,
 )
+from workbench.cli.setting_flags import add_setting_flags, config_from_args
 from workbench.config import RunConfig
 from workbench.experiments.comparison import CONFIDENCE, MIN_EFFECT
 from workbench.experiments.events import (
@@ -64,10 +63,7 @@ def plan_from_args(args: argparse.Namespace):
     from workbench.experiments.tune import TunePlan
 
     base = config_from_args(args, PROG)
-    options: dict[str, Any] = {}
-    for name in ("budget_seconds", "trial_steps", "trial_seconds", "max_passes", "name"):
-        if hasattr(args, name):
-            options[name] = getattr(args, name)
+    options = options_from_args(args, ("budget_seconds", "trial_steps", "trial_seconds", "max_passes", "name"))
     if hasattr(args, "knobs"):
         options["knobs"] = tuple(_names(args.knobs))
     if hasattr(args, "allow"):
@@ -87,13 +83,7 @@ def tune_command(args: argparse.Namespace) -> int:
     from workbench.experiments.tune import plan_problems, run_tune
 
     problems = plan_problems(plan, probe_device(plan.base.device))
-    if problems:
-        raise UsageError(f"{PROG}: " + "; ".join(problems))
-    print_notes(args, PROG)
-    with recording_for(args) as recording:
-        ended = drive(lambda stop: run_tune(plan, stop, recording))
-    if ended.result is None:
-        refuse(PROG, ended)
+    ended = drive_plan(args, PROG, problems, lambda stop, recording: run_tune(plan, stop, recording))
     result: TuneResult = ended.result  # type: ignore[assignment]
     print(trials_table(result.trials))
     print(summary_text(result))
