@@ -184,3 +184,18 @@ def test_a_value_run_once_shows_its_runs_own_interval(view):
     assert view.error_bars() == [(390.0, 410.0), None]  # the second has fewer than 3 steady windows: none
     (bars,) = error_bar_items(view)
     assert list(bars.opts["y"]) == [0.0]
+
+
+def test_an_event_type_no_view_knows_fails_loudly(view, qtbot):
+    """Each sequence view takes every event a sequence yields, by type; one of a type it was never told of (a new
+    event nobody wired) is an error, not silently dropped."""
+    from workbench.gui.tune_view import TuneView
+
+    class NewEvent:
+        pass
+
+    tune_view = TuneView()
+    qtbot.addWidget(tune_view)
+    for sequence_view in (view, tune_view):
+        with pytest.raises(TypeError, match="no handler for NewEvent events"):
+            sequence_view.handle(NewEvent())

@@ -9,7 +9,6 @@ from typing import Any, Optional
 from PySide6.QtWidgets import QGridLayout, QLabel, QPushButton, QStackedWidget, QVBoxLayout, QWidget
 
 from workbench.controller.controls import Action
-from workbench.engine.events import StepStats
 from workbench.experiments.events import SequenceStarted
 from workbench.gui.run_bar import apply_action
 from workbench.gui.sweep_view import SweepView
@@ -59,7 +58,4 @@ class ExperimentsTab(QWidget):
         """A sequence's events, in order (its members' step windows included)."""
         if isinstance(event, SequenceStarted):
             self.views.setCurrentWidget(self.tune_view if event.kind == "tune" else self.sweep_view)
-        view = self.views.currentWidget()
-        if isinstance(view, TuneView) and isinstance(event, StepStats):
-            return
-        view.handle(event)
+        self.views.currentWidget().handle(event)

@@ -27,8 +27,8 @@ from PySide6.QtWidgets import (
 
 from workbench.config import CHOICES, FIELD_NAMES, RunConfig
 from workbench.experiments.sweep import SweepAxis
-from workbench.formatting import format_setting
 from workbench.experiments.values import parse_values
+from workbench.formatting import format_setting
 from workbench.settings_help import SPECS
 
 # The settings people sweep most, first; every other setting follows.

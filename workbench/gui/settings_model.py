@@ -17,7 +17,6 @@ from workbench.config import CHOICES, FIELD_NAMES, RunConfig
 from workbench.device_info import DeviceInfo
 from workbench.settings_help import SPECS, FieldSpec  # noqa: F401 (the form reads them from here)
 
-
 # Groups in the order the form shows them, the most-used settings first (what a user changes between
 # two runs sits above the fold); every RunConfig field sits in exactly one.
 GROUPS: dict[str, tuple[str, ...]] = {

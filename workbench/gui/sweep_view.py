@@ -19,9 +19,11 @@ shows as failed, without a bar. Redraws are coalesced on a short timer, never on
 
 from __future__ import annotations
 
+import functools
 import statistics
+import typing
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 import pyqtgraph as pg
@@ -39,12 +41,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.events import StepStats
+from workbench.engine.events import Event, StepStats
 from workbench.experiments.events import (
+    BatchTrial,
+    BestSoFar,
     MemberEnded,
     MemberStarted,
+    RecordingFailed,
+    RunRecorded,
     SequenceEnded,
     SequenceStarted,
+    TrialResult,
 )
 from workbench.experiments.rate_over_runs import RateOverRuns, ValueResult, fastest_text, rate_over
 from workbench.formatting import format_setting
@@ -173,35 +180,58 @@ class SweepView(QWidget):
         self._redraw_timer.timeout.connect(self.redraw)
 
     # -- feeding -----------------------------------------------------------------------------------
-    def handle(self, event: Any) -> None:
-        """Take any event of a sequence, in order (engine events of members included)."""
-        if isinstance(event, SequenceStarted):
-            self._begin(event)
-        elif isinstance(event, MemberStarted):
-            label = ", ".join(format_setting(value) for _, value in event.values) or f"#{event.index + 1}"
-            member = _Member(label, event.values, event.run_id)
-            self._members.append(member)
-            value = next((value for value in self._values if value.values == event.values), None)
-            if value is None:
-                self._values.append(_Value(label, event.values, [member]))
-            else:
-                value.members.append(member)
-            self._add_row(member)
-        elif isinstance(event, StepStats) and self._members and self._members[-1].ended is None:
+    @functools.singledispatchmethod
+    def handle(self, event: object) -> None:
+        """Take each event of a sequence, in order (engine events of members included), by its type."""
+        raise TypeError(f"the sequence view has no handler for {type(event).__name__} events")
+
+    def _drawn_elsewhere(self, event: object) -> None:
+        """The Live tab draws each member's run; a member's figures come with MemberEnded."""
+
+    for _kind in (*typing.get_args(Event), RunRecorded, RecordingFailed, TrialResult, BestSoFar, BatchTrial):
+        handle.register(_kind, _drawn_elsewhere)  # the handlers below take some of these back
+    del _kind
+
+    @handle.register(SequenceStarted)
+    def _(self, event: SequenceStarted) -> None:
+        self._begin(event)
+        self._schedule()
+
+    @handle.register(MemberStarted)
+    def _(self, event: MemberStarted) -> None:
+        label = ", ".join(format_setting(value) for _, value in event.values) or f"#{event.index + 1}"
+        member = _Member(label, event.values, event.run_id)
+        self._members.append(member)
+        value = next((value for value in self._values if value.values == event.values), None)
+        if value is None:
+            self._values.append(_Value(label, event.values, [member]))
+        else:
+            value.members.append(member)
+        self._add_row(member)
+        self._schedule()
+
+    @handle.register(StepStats)
+    def _(self, event: StepStats) -> None:
+        if self._members and self._members[-1].ended is None:
             member = self._members[-1]
             member.windows += 1
             if member.windows > 1:  # the first window is the warm-up, as in the run's summary
                 member.live_images_per_sec = event.images_per_sec
-        elif isinstance(event, MemberEnded) and self._members:
+            self._schedule()
+
+    @handle.register(MemberEnded)
+    def _(self, event: MemberEnded) -> None:
+        if self._members:
             member = self._members[-1]
             member.ended, member.status, member.run_id = event, event.status, event.run_id
             self._fill_row(len(self._members) - 1, member)
-        elif isinstance(event, SequenceEnded):
-            self._ended = event
-            if event.problems:
-                self.status.setText("Nothing ran: " + "; ".join(event.problems))
-        else:
-            return
+            self._schedule()
+
+    @handle.register(SequenceEnded)
+    def _(self, event: SequenceEnded) -> None:
+        self._ended = event
+        if event.problems:
+            self.status.setText("Nothing ran: " + "; ".join(event.problems))
         self._schedule()
 
     def _begin(self, event: SequenceStarted) -> None:

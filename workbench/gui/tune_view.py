@@ -3,7 +3,9 @@ speed-up over the start, and "Apply best settings". A view only, fed the sequenc
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import functools
+import typing
+from typing import Optional
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
@@ -20,7 +22,18 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.controller.messages import sequence_ended_text
-from workbench.experiments.events import BestSoFar, SequenceEnded, SequenceStarted, TrialResult, values_label
+from workbench.engine.events import Event
+from workbench.experiments.events import (
+    BestSoFar,
+    MemberEnded,
+    MemberStarted,
+    RecordingFailed,
+    RunRecorded,
+    SequenceEnded,
+    SequenceStarted,
+    TrialResult,
+    values_label,
+)
 from workbench.formatting import speedup_text
 from workbench.history.metrics import format_metric
 
@@ -61,22 +74,40 @@ class TuneView(QWidget):
         layout.addLayout(best)
         layout.addWidget(self.table, 1)
 
-    def handle(self, event: Any) -> None:
-        if isinstance(event, SequenceStarted):
-            self.title.setText(event.name + (f" (sweep {event.sequence_id})" if event.sequence_id is not None else ""))
-            self.table.setRowCount(0)
-            self.best_label.setText("Measuring the start settings against the first change…")
-            self.apply_button.setEnabled(False)
-        elif isinstance(event, TrialResult):
-            self._add_trial(event)
-        elif isinstance(event, BestSoFar):
-            self.best_label.setText(f"Best so far: {values_label(tuple(event.changes.items())) or 'the start settings'}"
-                                    f" at {event.images_per_sec:,.0f} images/s, {event.speedup:.2f}× the start")
-            self.apply_button.setEnabled(bool(event.changes))
-        elif isinstance(event, SequenceEnded):
-            self.best_label.setText(sequence_ended_text(event))  # the words the status line says
-            changes = getattr(event.result, "best_changes", None)
-            self.apply_button.setEnabled(bool(changes) and not event.problems)
+    @functools.singledispatchmethod
+    def handle(self, event: object) -> None:
+        """Take each event of a search, in order (engine events of its runs included), by its type."""
+        raise TypeError(f"the search view has no handler for {type(event).__name__} events")
+
+    def _drawn_elsewhere(self, event: object) -> None:
+        """The Live tab draws each run; a trial's figures come with its TrialResult."""
+
+    for _kind in (*typing.get_args(Event), RunRecorded, RecordingFailed, MemberStarted, MemberEnded):
+        handle.register(_kind, _drawn_elsewhere)  # the handlers below take some of these back
+    del _kind
+
+    @handle.register(SequenceStarted)
+    def _(self, event: SequenceStarted) -> None:
+        self.title.setText(event.name + (f" (sweep {event.sequence_id})" if event.sequence_id is not None else ""))
+        self.table.setRowCount(0)
+        self.best_label.setText("Measuring the start settings against the first change…")
+        self.apply_button.setEnabled(False)
+
+    @handle.register(TrialResult)
+    def _(self, event: TrialResult) -> None:
+        self._add_trial(event)
+
+    @handle.register(BestSoFar)
+    def _(self, event: BestSoFar) -> None:
+        self.best_label.setText(f"Best so far: {values_label(tuple(event.changes.items())) or 'the start settings'}"
+                                f" at {event.images_per_sec:,.0f} images/s, {event.speedup:.2f}× the start")
+        self.apply_button.setEnabled(bool(event.changes))
+
+    @handle.register(SequenceEnded)
+    def _(self, event: SequenceEnded) -> None:
+        self.best_label.setText(sequence_ended_text(event))  # the words the status line says
+        changes = getattr(event.result, "best_changes", None)
+        self.apply_button.setEnabled(bool(changes) and not event.problems)
 
     def _add_trial(self, trial: TrialResult) -> None:
         row = self.table.rowCount()
