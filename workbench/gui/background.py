@@ -36,10 +36,20 @@ class BackgroundCall(QObject):
             result = self._function()
         except Exception as error:  # reported to the GUI, which says what went wrong
             self.running = False
-            self.failed.emit(error)
+            self._report(self.failed, error)
             return
         self.running = False
-        self.succeeded.emit(result)
+        self._report(self.succeeded, result)
+
+    @staticmethod
+    def _report(signal: Any, value: Any) -> None:
+        try:
+            signal.emit(value)
+        except RuntimeError as error:
+            # A call that outlives the application (torchvision's model list while the app quits): its QObject
+            # went with the application, and nobody is left to tell.
+            if "has been deleted" not in str(error):
+                raise
 
 
 def wait_for_background_calls(timeout_ms: int = -1) -> bool:
