@@ -105,7 +105,8 @@ def per_value(members: Sequence[MemberEnded]) -> list[ValueResult]:
 
 def fastest_text(results: Sequence[ValueResult], label: Callable[[ValueResult], str]) -> str:
     """"Fastest: 4 at 1,234 images/s, median of 3 (2.50× the slowest)", and with repeats, whether it is faster than the
-    runner-up beyond the noise: "; against 2: measured 1.05×: within the noise (0.98–1.10, 3+3 trials)".
+    runner-up beyond the noise: "; against 2: measured 1.05×: within the noise (0.98–1.10, 3+3 trials)", and without
+    them that this is no verdict.
     "" with fewer than two measured values."""
     measured = sorted((result for result in results if result.rate.images_per_sec),
                       key=lambda result: result.rate.images_per_sec or 0.0, reverse=True)
@@ -118,4 +119,7 @@ def fastest_text(results: Sequence[ValueResult], label: Callable[[ValueResult], 
     comparison = compared(runner_up.rate, best.rate)
     if comparison is not None:
         text += f"; against {label(runner_up)}: {comparison.describe()}"
+    else:  # the order of single runs is no verdict: runs of the same settings differ by 8–15 %
+        alone = "one run each" if best.rate.runs == runner_up.rate.runs == 1 else "one of them is one run"
+        text += f"; no verdict against {label(runner_up)}: {alone} (repeats measure the noise)"
     return text
