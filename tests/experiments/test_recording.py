@@ -1,6 +1,6 @@
 """Recording a run's events in the history while the run goes on (experiments.recording, no Qt)."""
 
-from experiment_fakes import CPU, ended, started, tiny
+from builders import CPU, ended, started, tiny
 
 from workbench.engine.events import StatusChanged
 from workbench.experiments.events import RecordingFailed
