@@ -44,8 +44,8 @@ def run_config() -> dict:
 def child(mode: str, runs: int, out_path: str) -> int:
     from PySide6.QtCore import QSettings, Qt, QTimer
 
-    sys.path.insert(0, str(REPO / "tests" / "history"))
-    from fake_runs import fill_history
+    sys.path.insert(0, str(REPO / "tests"))  # the tests' builders: a large history made in a second
+    from builders import fill_history
 
     from workbench.config import RunConfig
     from workbench.engine.events import RunEnded, RunStarted

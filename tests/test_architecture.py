@@ -188,3 +188,57 @@ def importers_of(top_level: str, package: Path = PACKAGE) -> list[str]:
 def test_only_the_nvml_wrapper_imports_pynvml():
     """One door to NVML: its init/shutdown count and its reasons stay in one place (engine/nvml.py)."""
     assert importers_of("pynvml") == ["workbench.engine.nvml"]
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def leaks_between_test_modules(tests: Path = TESTS) -> list[str]:
+    """"path:line what" for each test module (tests/**/test_*.py) that imports from another test module or edits
+    ``sys.path``: what two test modules share belongs in tests/builders.py (or a helper module not named test_*),
+    which pytest's import mode already puts on the path."""
+    leaks = []
+    for path in sorted(tests.rglob("test_*.py")):
+        where, found = path.relative_to(tests), []
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{where}:{node.lineno} imports {name}" for name in names
+                      if any(part.startswith("test_") for part in name.split("."))]
+            if isinstance(node, ast.ImportFrom) and node.module == "sys" and any(
+                    alias.name == "path" for alias in node.names):
+                found.append(f"{where}:{node.lineno} imports sys.path")
+            if isinstance(node, ast.Attribute) and (
+                    (node.attr == "path" and isinstance(node.value, ast.Name) and node.value.id == "sys")
+                    or node.attr == "syspath_prepend"):
+                found.append(f"{where}:{node.lineno} uses {ast.unparse(node)}")
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in ("importlib.import_module", "__import__") \
+                    and node.args and isinstance(node.args[0], ast.Constant) \
+                    and str(node.args[0].value).startswith("test_"):
+                found.append(f"{where}:{node.lineno} imports {node.args[0].value}")
+        leaks += sorted(found, key=lambda leak: int(leak.split(":")[1].split()[0]))
+    return leaks
+
+
+def test_no_test_module_imports_another_or_edits_sys_path():
+    assert leaks_between_test_modules() == []
+
+
+def test_the_leak_check_finds_an_import_of_a_test_module_and_a_sys_path_edit(tmp_path):
+    (tmp_path / "gui").mkdir()
+    (tmp_path / "gui" / "test_first.py").write_text(
+        "import sys\nfrom pathlib import Path\n\nsys.path.insert(0, str(Path(__file__).parent))\n"
+        "from test_main import run_once\nimport test_other\n")
+    (tmp_path / "gui" / "test_second.py").write_text(
+        "import importlib\nfrom sys import path\n\n\ndef test_it(monkeypatch):\n"
+        "    monkeypatch.syspath_prepend('..')\n    importlib.import_module('test_main')\n")
+    (tmp_path / "gui" / "helpers.py").write_text("import sys\nsys.path.append('.')\n")  # not a test module
+    (tmp_path / "test_fine.py").write_text("from builders import CPU\nimport sys\n\nARGS = sys.argv\n")
+    assert leaks_between_test_modules(tmp_path) == [
+        "gui/test_first.py:4 uses sys.path",
+        "gui/test_first.py:5 imports test_main",
+        "gui/test_first.py:6 imports test_other",
+        "gui/test_second.py:2 imports sys.path",
+        "gui/test_second.py:6 uses monkeypatch.syspath_prepend",
+        "gui/test_second.py:7 imports test_main",
+    ]

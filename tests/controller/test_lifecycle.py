@@ -1,17 +1,14 @@
 """The window's lifecycle without a window: RunController against a fake view and a runner that drives each
-job in place (as ndv tests its controllers). The engine is faked; the recording and the sequences are real."""
+job in place (as ndv tests its controllers; builders.FakeView and InPlaceRunner, held to the Protocols in
+controller/view.py). The engine is faked; the recording and the sequences are real."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
-
 import pytest
 
-from gui_fakes import CPU_DEVICE, GPU_DEVICE, TINY_RUN, FakeRun, ListRecording, fake_release
-from workbench.config import RunConfig
-from workbench.controller.controls import RELEASE_DURING_RUN, RELEASE_ON_CPU, Controls
+from builders import CPU, GPU, TINY_RUN, FakeRun, make_controller
+from workbench.controller.controls import RELEASE_DURING_RUN, RELEASE_ON_CPU
 from workbench.controller.driving import Job, drive
-from workbench.controller.lifecycle import RunController
 from workbench.engine.events import (
     EpochStats,
     Finding,
@@ -26,145 +23,41 @@ from workbench.experiments.events import MemberStarted, SequenceEnded, SequenceS
 from workbench.experiments.sweep import SweepAxis
 
 
-class FakeView:
-    """A WindowView made of lists: what the controller asked the window to show, in order."""
-
-    def __init__(self, config: RunConfig = TINY_RUN):
-        self.config = config
-        self.calls: list[tuple[str, Any]] = []
-        self.controls: Optional[Controls] = None
-        self.status = ""
-        self.message: tuple[str, str, Optional[str]] = ("idle", "", None)
-        self.progress = None
-        self.ceiling = ""
-        self.closed = False
-        self.background: list[Any] = []
-
-    def __getattr__(self, name: str):  # draw_*, begin_run, history_changed, …: kept as (name, argument)
-        if name.startswith(("draw_", "begin_", "history_", "mark_", "show_device", "save_")):
-            return lambda *args: self.calls.append((name, args[0] if len(args) == 1 else args))
-        raise AttributeError(name)
-
-    def named(self, name: str) -> list[Any]:
-        return [argument for called, argument in self.calls if called == name]
-
-    def form_config(self) -> RunConfig:
-        return self.config
-
-    def form_problems(self) -> list[str]:
-        return self.config.validate()
-
-    def set_form_config(self, config: RunConfig) -> None:
-        self.config = config
-
-    def show_controls(self, controls: Controls) -> None:
-        self.controls = controls
-
-    def show_status(self, text: str) -> None:
-        self.status = text
-
-    def show_run_message(self, status: str, text: str, details: Optional[str] = None) -> None:
-        self.message = (status, text, details)
-
-    def show_progress(self, progress) -> None:
-        self.progress = progress
-
-    def show_ceiling(self, text: str) -> None:
-        self.ceiling = text
-
-    def run_in_background(self, function, done, failed) -> None:
-        self.background.append((function, done, failed))
-
-    def close_window(self) -> None:
-        self.closed = True
-
-
-class InPlaceRunner:
-    """The training thread, stood in by a call: ``finish()`` drives the started job to its end in place.
-    ``during`` is called at every event, so a test can press Stop or Close mid-job."""
-
-    def __init__(self):
-        self.job: Optional[Job] = None
-        self.controls = JobRequests()
-        self.controller: Optional[RunController] = None
-        self.during = lambda event: None
-        self.samples_asked = 0
-
-    @property
-    def running(self) -> bool:
-        return self.job is not None
-
-    def start_job(self, job: Job) -> None:
-        assert self.job is None, "one job at a time"
-        self.job, self.controls = job, JobRequests()
-
-    def request_stop(self) -> None:
-        self.controls.stop()
-
-    def request_sample(self) -> None:
-        self.samples_asked += 1
-        self.controls.profile_requests.request()
-
-    def finish(self) -> None:
-        controller = self.controller
-
-        def on_event(event):
-            controller.on_event(event)
-            self.during(event)
-
-        def on_steps(steps):
-            controller.on_steps(steps)
-            self.during(steps[-1])
-
-        drive(self.job, self.controls, on_steps, on_event, step_interval_s=0.0)
-        self.job = None
-        controller.on_finished()
-
-
-def make(run_function=None, device=CPU_DEVICE, config: RunConfig = TINY_RUN, **options):
-    view, runner, recording = FakeView(config), InPlaceRunner(), ListRecording()
-    controller = RunController(view, runner, run_function or FakeRun(steps=6), recording,
-                               probe=lambda requested: device, release=fake_release, **options)
-    runner.controller = controller
-    controller.device_known(device)
-    return controller, view, runner, recording
-
-
 def test_a_run_is_recorded_named_by_the_history_drawn_and_ends_with_idle_controls():
-    controller, view, runner, recording = make()
+    controller, view, runner, recording = make_controller()
     assert view.controls.start.enabled and not view.controls.stop.enabled and view.controls.form_editable
     controller.start_run()
     assert runner.running and controller.running
     # While it goes: Start and the form locked, Stop open, the settings saved for the next session.
     assert not view.controls.start.enabled and view.controls.stop.enabled and not view.controls.form_editable
-    assert view.named("save_config") == [TINY_RUN]
+    assert view.calls.named("save_config") == [TINY_RUN]
     runner.finish()
 
     [recorder] = recording.recorders
     assert recording.opened == recording.closed == 1  # the job's recorder factory is closed on its thread
     assert [type(event).__name__ for event in recorder.events][:2] == ["StatusChanged", "RunStarted"]
     assert isinstance(recorder.events[-1], RunEnded) and recorder.events[-1].status == "finished"
-    assert view.named("begin_run") == [("#1 synthetic", 1)]  # named and keyed as the history names it
-    assert sum(len(steps) for steps in view.named("draw_steps")) == 6
-    assert [event.status for event in view.named("draw_run_ended")] == ["finished"]
+    assert view.calls.named("begin_run") == [("#1 synthetic", 1)]  # named and keyed as the history names it
+    assert sum(len(steps) for steps in view.calls.named("draw_steps")) == 6
+    assert [event.status for event in view.calls.named("draw_run_ended")] == ["finished"]
     assert view.message[0] == "finished" and view.message[1].startswith("Finished")
     assert view.progress.status == "finished" and view.progress.value == view.progress.maximum == 6
-    assert view.named("history_changed")  # the Runs tab reads the record again
+    assert view.calls.named("history_changed")  # the Runs tab reads the record again
     assert not controller.running and view.controls.start.enabled and view.controls.form_editable
 
 
 def test_bad_settings_start_nothing_and_start_says_why():
-    controller, view, runner, recording = make(config=TINY_RUN.replace(batch_size=0))
+    controller, view, runner, recording = make_controller(config=TINY_RUN.replace(batch_size=0))
     controller.start_run()
     assert not runner.running and not recording.recorders
     assert not view.controls.start.enabled and "batch" in view.controls.start.tooltip.lower()
 
 
 def test_a_run_that_crashes_is_a_failed_run_with_its_traceback_and_its_record_says_so():
-    controller, view, runner, recording = make(FakeRun(steps=6, raise_at=4))
+    controller, view, runner, recording = make_controller(FakeRun(steps=6, raise_at=4))
     controller.start_run()
     runner.finish()
-    [ended] = view.named("draw_run_ended")
+    [ended] = view.calls.named("draw_run_ended")
     assert ended.status == "failed" and "boom at step 4" in ended.reason
     assert ended.summary.steps == 3  # the figures it had measured are kept
     status, text, details = view.message
@@ -174,7 +67,7 @@ def test_a_run_that_crashes_is_a_failed_run_with_its_traceback_and_its_record_sa
 
 
 def test_the_release_is_disabled_during_a_run_with_the_reason_and_runs_off_the_gui_thread_after():
-    controller, view, runner, _ = make(device=GPU_DEVICE)
+    controller, view, runner, _ = make_controller(device=GPU)
     assert view.controls.release.enabled
     controller.start_run()
     assert view.controls.release == RELEASE_DURING_RUN and "stalls" in view.controls.release.tooltip
@@ -186,16 +79,16 @@ def test_the_release_is_disabled_during_a_run_with_the_reason_and_runs_off_the_g
     assert not view.controls.release.enabled  # releasing…
     done(function())
     assert view.controls.release.enabled and view.controls.release.note == "reserved 3.0 GiB → 1.0 GiB"
-    assert [release.message for release in view.named("mark_release")] == ["reserved 3.0 GiB → 1.0 GiB"]
+    assert [release.message for release in view.calls.named("mark_release")] == ["reserved 3.0 GiB → 1.0 GiB"]
 
 
 def test_no_release_on_a_cpu_with_the_reason():
-    controller, view, _, _ = make(device=CPU_DEVICE)
+    controller, view, _, _ = make_controller(device=CPU)
     assert view.controls.release == RELEASE_ON_CPU
 
 
 def test_closing_mid_run_stops_the_run_then_closes_the_window():
-    controller, view, runner, recording = make(FakeRun(steps=50))
+    controller, view, runner, recording = make_controller(FakeRun(steps=50))
     controller.start_run()
 
     def close_at_step_3(event):
@@ -207,7 +100,7 @@ def test_closing_mid_run_stops_the_run_then_closes_the_window():
     runner.during = close_at_step_3
     runner.finish()
     assert view.closed
-    [ended] = view.named("draw_run_ended")
+    [ended] = view.calls.named("draw_run_ended")
     assert ended.status == "stopped"
     assert recording.recorders[0].events[-1].status == "stopped"
     assert controller.request_close() is True  # idle: close at once
@@ -215,7 +108,7 @@ def test_closing_mid_run_stops_the_run_then_closes_the_window():
 
 def test_a_sweep_runs_every_member_on_the_one_job_recorded_with_one_sweep_id():
     run = FakeRun(steps=3)
-    controller, view, runner, recording = make(run)
+    controller, view, runner, recording = make_controller(run)
     controller.start_sweep([SweepAxis("batch_size", (16, 32, 64))], {"max_steps": 3})
     assert not view.controls.sweep.enabled and not view.controls.start.enabled
     runner.finish()
@@ -224,19 +117,19 @@ def test_a_sweep_runs_every_member_on_the_one_job_recorded_with_one_sweep_id():
     assert recording.sequences == [("sweep", recording.sequences[0][1])]
     assert {recorder.sequence_id for recorder in recording.recorders} == {41}
     assert recording.opened == recording.closed == 1
-    sequence = [type(event).__name__ for event in view.named("draw_sequence_event")
+    sequence = [type(event).__name__ for event in view.calls.named("draw_sequence_event")
                 if isinstance(event, (SequenceStarted, MemberStarted, SequenceEnded))]
     assert sequence == ["SequenceStarted"] + ["MemberStarted"] * 3 + ["SequenceEnded"]
     # Each member is its own run on the plots, named as the history names it.
-    assert [key for _label, key in view.named("begin_run")] == [1, 2, 3]
-    assert "batch_size=64" in view.named("begin_run")[2][0]
+    assert [key for _label, key in view.calls.named("begin_run")] == [1, 2, 3]
+    assert "batch_size=64" in view.calls.named("begin_run")[2][0]
     assert view.message[0] == "finished" and "3 members ran" in view.message[1]
     assert view.controls.sweep.enabled and view.controls.start.enabled
 
 
 def test_stop_ends_the_whole_sweep():
     run = FakeRun(steps=4)
-    controller, view, runner, recording = make(run)
+    controller, view, runner, recording = make_controller(run)
     controller.start_sweep([SweepAxis("seed", (1, 2, 3, 4))], {"max_steps": 4})
 
     def stop_in_the_second_member(event):
@@ -246,14 +139,14 @@ def test_stop_ends_the_whole_sweep():
     runner.during = stop_in_the_second_member
     runner.finish()
     assert [config.seed for config in run.configs] == [1, 2]  # the third member never started
-    [ended] = [event for event in view.named("draw_sequence_event") if isinstance(event, SequenceEnded)]
+    [ended] = [event for event in view.calls.named("draw_sequence_event") if isinstance(event, SequenceEnded)]
     assert ended.status == "stopped"
     assert [recorder.events[-1].status for recorder in recording.recorders] == ["finished", "stopped"]
 
 
 def test_an_invalid_sweep_value_starts_nothing_and_says_every_problem():
     run = FakeRun(steps=3)
-    controller, view, runner, recording = make(run)
+    controller, view, runner, recording = make_controller(run)
     controller.start_sweep([SweepAxis("batch_size", (16, 0, -1))], {"max_steps": 3})
     runner.finish()
     assert run.configs == [] and recording.recorders == []
@@ -262,7 +155,7 @@ def test_an_invalid_sweep_value_starts_nothing_and_says_every_problem():
 
 
 def test_largest_batch_is_refused_on_a_cpu_visibly_and_starts_nothing():
-    controller, view, runner, _ = make(device=CPU_DEVICE)
+    controller, view, runner, _ = make_controller(device=CPU)
     assert not view.controls.max_batch.enabled and view.controls.max_batch.note == "Needs a CUDA GPU"
     controller.start_max_batch()
     assert not runner.running
@@ -270,7 +163,7 @@ def test_largest_batch_is_refused_on_a_cpu_visibly_and_starts_nothing():
 
 
 def test_sample_now_opens_once_training_runs_and_asks_the_runner_once():
-    controller, view, runner, _ = make(FakeRun(steps=6))
+    controller, view, runner, _ = make_controller(FakeRun(steps=6))
     assert not view.controls.sample_now.enabled
     controller.start_run()
     notes = []
@@ -296,18 +189,18 @@ def test_a_profile_sample_and_the_findings_reach_the_view_and_apply_sets_the_for
                            images_per_sec=128.0, host_data_wait_seconds=0.2)
 
     def run(config, stop):
-        yield RunStarted(config=config, device=CPU_DEVICE, dataset_name="synthetic", train_size=64, test_size=8,
+        yield RunStarted(config=config, device=CPU, dataset_name="synthetic", train_size=64, test_size=8,
                          num_classes=10, steps_per_epoch=4, total_steps=4, parameter_count=1, started_at=0.0)
         yield sample
         yield RunEnded(status="finished", summary=RunSummary(status="finished", steps=4, findings=(finding,)))
 
-    controller, view, runner, recording = make(run)
+    controller, view, runner, recording = make_controller(run)
     controller.start_run()
     controller.apply_setting("augment", "gpu")  # refused during a run: the form is locked
     assert view.config == TINY_RUN and "Stop" in view.status
     runner.finish()
-    assert view.named("draw_sample") == [sample] and sample in recording.recorders[0].events
-    assert view.named("draw_findings") == [(finding,)]
+    assert view.calls.named("draw_sample") == [sample] and sample in recording.recorders[0].events
+    assert view.calls.named("draw_findings") == [(finding,)]
     controller.apply_setting("augment", "cpu")
     assert view.config == TINY_RUN.replace(augment="cpu") and "augment=cpu" in view.status
 
@@ -322,7 +215,7 @@ def test_the_ceiling_probe_runs_as_a_job_between_runs_only():
         measured.append(config)
         return Ceiling()
 
-    controller, view, runner, _ = make(FakeRun(steps=3), measure_ceiling=measure)
+    controller, view, runner, _ = make_controller(FakeRun(steps=3), measure_ceiling=measure)
     controller.start_run()
     assert not view.controls.ceiling.enabled and "share the device" in view.controls.ceiling.tooltip
     controller.measure_ceiling()
@@ -331,8 +224,8 @@ def test_the_ceiling_probe_runs_as_a_job_between_runs_only():
     controller.measure_ceiling()
     runner.finish()
     assert measured == [TINY_RUN] and "12,345 images/s" in view.ceiling
-    assert len(view.named("draw_run_ended")) == 1  # no failed run owed for the probe
-    assert view.named("begin_run") == [("#1 synthetic", 1)]  # the probe is no run: nothing drawn, nothing recorded
+    assert len(view.calls.named("draw_run_ended")) == 1  # no failed run owed for the probe
+    assert view.calls.named("begin_run") == [("#1 synthetic", 1)]  # the probe is no run: nothing drawn, nothing recorded
 
 
 @pytest.mark.parametrize("failure", ["raise", "silent"])
@@ -365,7 +258,7 @@ def test_steps_are_batched_and_kept_in_order_before_the_end():
 
 
 def test_a_release_that_fails_says_so_and_opens_the_button_again():
-    controller, view, runner, _ = make(device=GPU_DEVICE)
+    controller, view, runner, _ = make_controller(device=GPU)
     controller.release_memory()
     [(_function, _done, failed)] = view.background
     failed(RuntimeError("driver gone"))

@@ -3,7 +3,7 @@ window says the one-line reason, marks the settings it names, and nothing is rec
 
 from __future__ import annotations
 
-from test_lifecycle import make
+from builders import make_controller
 
 from workbench.engine.events import RunEnded, RunSummary, StatusChanged
 
@@ -23,12 +23,12 @@ def crashed(config, stop):
 
 
 def test_a_refused_run_marks_the_settings_its_reason_names_and_is_not_recorded():
-    controller, view, runner, recording = make(run_function=refused)
+    controller, view, runner, recording = make_controller(run_function=refused)
     config = view.config.replace(model="mymodels:raises")
     view.config = config
     controller.start_run()
     runner.finish()
-    assert view.named("mark_refused") == [(config, REASON)]
+    assert view.calls.named("mark_refused") == [(config, REASON)]
     assert view.message[0] == "failed" and view.message[1] == f"Run failed: {REASON}"
     (recorder,) = recording.recorders
     assert isinstance(recorder.events[-1], RunEnded)  # the history's recorder drops a run refused before it started
@@ -36,7 +36,7 @@ def test_a_refused_run_marks_the_settings_its_reason_names_and_is_not_recorded()
 
 
 def test_a_run_that_failed_otherwise_marks_nothing():
-    controller, view, runner, _ = make(run_function=crashed)
+    controller, view, runner, _ = make_controller(run_function=crashed)
     controller.start_run()
     runner.finish()
-    assert view.named("mark_refused") == [] and view.message[1] == "Run failed: boom"
+    assert view.calls.named("mark_refused") == [] and view.message[1] == "Run failed: boom"

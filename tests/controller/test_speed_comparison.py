@@ -3,17 +3,12 @@ as its own window interval, and "faster" only where compare_rates' interval says
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "history"))  # the hand-built engine events
-from fake_runs import complete_run_events  # noqa: E402
-
-from workbench.config import RunConfig  # noqa: E402
-from workbench.controller.speed_comparison import sides, speed_lines  # noqa: E402
-from workbench.history.store import HistoryStore  # noqa: E402
+from builders import complete_run_events
+from workbench.config import RunConfig
+from workbench.controller.speed_comparison import sides, speed_lines
+from workbench.history.store import HistoryStore
 
 FP32 = RunConfig(device="cpu", dataset="synthetic", max_steps=10)
 CHANNELS_LAST = FP32.replace(channels_last=True)

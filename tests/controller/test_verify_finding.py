@@ -4,8 +4,7 @@ history off the GUI thread), Stop ends it, and what cannot be verified is refuse
 
 from __future__ import annotations
 
-from gui_fakes import CPU_DEVICE, TINY_RUN
-from test_lifecycle import make
+from builders import CPU, TINY_RUN, make_controller
 
 from workbench.engine.events import Finding, RunEnded, RunStarted, RunSummary, StepStats
 from workbench.experiments.events import MemberStarted, SequenceEnded, SequenceStarted
@@ -26,7 +25,7 @@ class Trials:
     def __call__(self, config, stop):
         self.configs.append(config)
         rate = 1000.0 * (1.3 if config.channels_last else 1.0) * (1 + 0.01 * (len(self.configs) % 3 - 1))
-        yield RunStarted(config=config, device=CPU_DEVICE, dataset_name="synthetic", train_size=64, test_size=8,
+        yield RunStarted(config=config, device=CPU, dataset_name="synthetic", train_size=64, test_size=8,
                          num_classes=10, steps_per_epoch=4, total_steps=4, parameter_count=1, started_at=0.0)
         yield StepStats(step=1, total_steps=4, epoch=1, epochs=1, samples_seen=32, loss=1.0, lr=0.1,
                         images_per_sec=rate, data_wait_seconds=0.0, device_span_seconds=0.0, window_seconds=0.03,
@@ -35,13 +34,13 @@ class Trials:
             yield RunEnded(status="stopped", summary=RunSummary(status="stopped", steps=1), reason="stopped")
             return
         yield RunEnded(status="finished", summary=RunSummary(
-            status="finished", steps=4, images_per_sec=rate, device="cpu", device_name=CPU_DEVICE.name,
+            status="finished", steps=4, images_per_sec=rate, device="cpu", device_name=CPU.name,
             findings=(FINDING, OTHER)))
 
 
 def finished_run():
     trials = Trials()
-    controller, view, runner, recording = make(trials)
+    controller, view, runner, recording = make_controller(trials)
     controller.start_run()
     runner.finish()
     return controller, view, runner, recording, trials
@@ -49,11 +48,11 @@ def finished_run():
 
 def test_verify_measures_the_finding_and_its_text_reads_the_measurement():
     controller, view, runner, recording, trials = finished_run()
-    assert view.named("draw_findings") == [(FINDING, OTHER)]
+    assert view.calls.named("draw_findings") == [(FINDING, OTHER)]
     assert len(view.background) == 1  # the history is read off the GUI thread: nothing measured yet
     function, done, _failed = view.background.pop()
     done(function())
-    assert view.named("draw_findings")[-1] == (FINDING, OTHER)
+    assert view.calls.named("draw_findings")[-1] == (FINDING, OTHER)
 
     controller.verify_finding(FINDING)
     assert controller.job.kind == "verify" and not view.controls.start.enabled and view.controls.stop.enabled
@@ -62,7 +61,7 @@ def test_verify_measures_the_finding_and_its_text_reads_the_measurement():
     assert [config.channels_last for config in trials.configs[1:]] == [False, True] * 3
     assert {config.max_steps for config in trials.configs[1:]} == {16}
     # The trials' own findings never replaced the verified ones; the verified one now reads its measurement, first.
-    drawn = view.named("draw_findings")[1:]
+    drawn = view.calls.named("draw_findings")[1:]
     assert len(drawn) == 2 and drawn[-1][0].field == "channels_last"
     text = drawn[-1][0].text
     assert text.startswith(FINDING.text.rstrip(".")) and "measured 1.30×: faster (" in text and "3+3 trials" in text
@@ -73,7 +72,7 @@ def test_verify_measures_the_finding_and_its_text_reads_the_measurement():
     # Read back from the history off the GUI thread, the same measurement.
     function, done, _failed = view.background.pop()
     done(function())
-    assert view.named("draw_findings")[-1] == drawn[-1]
+    assert view.calls.named("draw_findings")[-1] == drawn[-1]
     assert view.background == []
 
 
@@ -85,10 +84,10 @@ def test_a_later_run_of_the_same_settings_shows_the_measurement_from_the_history
     view.background.clear()
     controller.start_run()  # the same settings again: its findings read the kept measurement
     runner.finish()
-    assert view.named("draw_findings")[-1] == (FINDING, OTHER)  # drawn at once, then the history's answer
+    assert view.calls.named("draw_findings")[-1] == (FINDING, OTHER)  # drawn at once, then the history's answer
     function, done, _failed = view.background.pop()
     done(function())
-    assert "measured 1.30×: faster" in view.named("draw_findings")[-1][0].text
+    assert "measured 1.30×: faster" in view.calls.named("draw_findings")[-1][0].text
 
 
 def test_a_history_answer_after_a_newer_draw_is_dropped():
@@ -97,10 +96,10 @@ def test_a_history_answer_after_a_newer_draw_is_dropped():
     stale_answer = stale_function()  # read before the verification: nothing measured
     controller.verify_finding(FINDING)
     runner.finish()
-    measured = view.named("draw_findings")[-1]
+    measured = view.calls.named("draw_findings")[-1]
     assert measured[0].measured is not None
     stale_done(stale_answer)  # ... and delivered after it
-    assert view.named("draw_findings")[-1] == measured
+    assert view.calls.named("draw_findings")[-1] == measured
 
 
 def test_stop_ends_the_verification_and_the_findings_stay():
@@ -111,7 +110,7 @@ def test_stop_ends_the_verification_and_the_findings_stay():
     ended = [e for _, e in view.calls if isinstance(e, SequenceEnded)]
     assert len(ended) == 1 and ended[0].status == "stopped"
     assert len(trials.configs) == 1 + 3  # the run, then two trials and the stopped third
-    assert view.named("draw_findings")[-1] == (FINDING, OTHER)
+    assert view.calls.named("draw_findings")[-1] == (FINDING, OTHER)
     assert view.status.startswith("Verification stopped (stopped by the user in round 2 of 3): channels_last=on ")
     assert view.status.endswith("(no interval: 1+1 trials).") and controller.job is None
 
@@ -137,6 +136,6 @@ def test_what_cannot_be_verified_is_refused_before_anything_runs():
 def test_a_history_that_cannot_be_read_leaves_the_findings_as_drawn():
     controller, view, runner, recording, trials = finished_run()
     _function, _done, failed = view.background.pop()
-    drawn = list(view.named("draw_findings"))
+    drawn = list(view.calls.named("draw_findings"))
     failed(OSError("database is locked"))
-    assert view.named("draw_findings") == drawn == [(FINDING, OTHER)]
+    assert view.calls.named("draw_findings") == drawn == [(FINDING, OTHER)]

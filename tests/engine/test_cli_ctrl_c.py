@@ -10,44 +10,17 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
+from cli_processes import cli, wait_for
 
 from workbench.history.store import HistoryStore
 
-REPO = Path(__file__).resolve().parents[2]
 REPEATS = 12  # per start method; a 1-in-5 failure passes 12 tries with probability 0.8**12 ≈ 7 %
 AT_ONCE = 3  # CLI processes run side by side (each in its own process group)
 DELAYS_S = (0.0, 0.15, 0.4, 0.8, 1.5, 2.5)  # after the run-started line: worker start-up, then training
-
-
-def cli(home: Path, *args: str, preamble: str = "", stderr=subprocess.PIPE) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "WORKBENCH_HOME": str(home)}
-    code = preamble + "import sys\nfrom workbench.cli import main\nsys.exit(main(sys.argv[1:]))\n"
-    return subprocess.Popen(
-        [sys.executable, "-c", code, "run", "--dataset", "synthetic", "--synthetic-size", "2048", "--batch-size", "32",
-         "--max-steps", "100000", "--device", "cpu", "--num-workers", "2", "--persistent-workers", "--log-every", "5",
-         "--json", *args],
-        stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, start_new_session=True,
-    )
-
-
-def wait_for(process: subprocess.Popen, lines: list, marker: str) -> threading.Thread:
-    """Read stderr until a line holds ``marker``; returns the thread that collects the rest."""
-    for line in process.stderr:
-        lines.append(line)
-        if marker in line:
-            break
-    else:
-        raise AssertionError("the run never started:\n" + "".join(lines))
-    reader = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)
-    reader.start()
-    return reader
 
 
 def interrupt(process: subprocess.Popen, delay_s: float, times: int = 1,

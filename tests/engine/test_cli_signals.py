@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_cli_ctrl_c import cli, wait_for
+from cli_processes import cli, wait_for
 
 from workbench.cli.interrupts import take_stop_signals
 from workbench.engine.requests import StopRequest

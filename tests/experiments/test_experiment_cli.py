@@ -1,31 +1,16 @@
 """`workbench sweep | tune | max-batch` as a user runs them: a process, exit codes, the --json last line."""
 
 import csv
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from builders import last_json, workbench_cli
 
-ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--dataset", "synthetic", "--synthetic-size", "256", "--max-steps", "4", "--log-every", "2",
         "--device", "cpu", "--num-workers", "0"]
 
 
-def workbench(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=ROOT)
-
-
-def last_json(out: str) -> dict:
-    return json.loads(out.strip().splitlines()[-1])
-
-
 def test_sweep_of_three_members_prints_a_table_and_json_and_lands_in_history_and_csv(tmp_path):
-    done = workbench("sweep", "--param", "batch_size", "--values", "16,32,64", *TINY, "--json")
+    done = workbench_cli("sweep", "--param", "batch_size", "--values", "16,32,64", *TINY, "--json")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
     assert lines[0].split()[:3] == ["BATCH_SIZE", "RUN", "STATUS"] and len(lines) == 5
@@ -42,13 +27,13 @@ def test_sweep_of_three_members_prints_a_table_and_json_and_lands_in_history_and
             ("torch_allocated", "torch_reserved", "nvml_used"))
         assert peaks["process_rss"] > 0  # on a CPU the process's resident memory (issue 22)
 
-    exported = workbench("export", "--out", str(tmp_path / "runs.csv"))
+    exported = workbench_cli("export", "--out", str(tmp_path / "runs.csv"))
     assert exported.returncode == 0, exported.stderr
     with open(tmp_path / "runs.csv", encoding="utf-8", newline="") as file:
         rows = list(csv.DictReader(file))
     assert [(int(r["run_id"]), r["sweep_id"], r["sweep_name"]) for r in rows] == [
         (m["run_id"], str(result["sweep_id"]), "sweep batch_size") for m in members]
-    listed = workbench("runs")
+    listed = workbench_cli("runs")
     assert "SEQUENCE" in listed.stdout.splitlines()[0]
     assert listed.stdout.count(f"{result['sweep_id']} sweep batch_size") == 3
 
@@ -83,7 +68,7 @@ def test_bad_input_exits_2_with_one_line_and_records_nothing(capsys, args, line)
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the refusal is for machines without CUDA")
 def test_max_batch_on_a_cpu_exits_2_with_the_reason():
-    done = workbench("max-batch", "--model", "resnet18", "--json")
+    done = workbench_cli("max-batch", "--model", "resnet18", "--json")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().startswith("workbench max-batch: the largest batch that fits is found on a CUDA GPU, "
                                           "and this run would train on the CPU")
@@ -91,7 +76,7 @@ def test_max_batch_on_a_cpu_exits_2_with_the_reason():
 
 
 def test_tune_prints_its_trials_and_the_json_contract():
-    done = workbench("tune", *TINY, "--batch-size", "32", "--trial-steps", "4", "--knobs", "channels_last", "--json")
+    done = workbench_cli("tune", *TINY, "--batch-size", "32", "--trial-steps", "4", "--knobs", "channels_last", "--json")
     assert done.returncode == 0, done.stderr
     result = last_json(done.stdout)
     assert set(result) >= {"start_images_per_sec", "best_images_per_sec", "speedup", "best_config", "trials",

@@ -2,7 +2,7 @@
 fits, memory released after every failure, refused on a CPU."""
 
 import pytest
-from experiment_fakes import CPU, GPU, FakeAllocator, probe_of, tiny
+from builders import CPU, GPU, FakeAllocator, probe_of, tiny
 
 from workbench.experiments.events import BatchTrial, SequenceEnded
 from workbench.experiments.max_batch import MaxBatchPlan, next_batch, run_max_batch

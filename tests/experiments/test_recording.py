@@ -1,10 +1,27 @@
 """Recording a run's events in the history while the run goes on (experiments.recording, no Qt)."""
 
-from experiment_fakes import CPU, ended, started, tiny
+from builders import CPU, ended, implementation_problems, started, tiny
 
 from workbench.engine.events import StatusChanged
 from workbench.experiments.events import RecordingFailed
-from workbench.experiments.recording import HistoryRecording, open_record, record_events
+from workbench.experiments.recording import (
+    HistoryRecording,
+    NoRecording,
+    Recorder,
+    RecorderFactory,
+    open_record,
+    record_events,
+)
+from workbench.history.recorder import RunRecorder
+
+
+def test_the_recorders_take_every_call_their_protocols_allow():
+    """What the tests' ListRecording and ListRecorder are held to (builders.ProtocolFake), the real ones implement;
+    ``close``, which the jobs look up beside the Protocol, too."""
+    assert implementation_problems(RunRecorder, Recorder) == []
+    assert implementation_problems(HistoryRecording, RecorderFactory) == []
+    assert implementation_problems(NoRecording, RecorderFactory) == []
+    assert callable(HistoryRecording.close) and callable(NoRecording.close)
 
 
 def test_a_recorder_that_fails_mid_run_ends_its_record_and_the_run_goes_on(isolated_workbench_home):

@@ -5,7 +5,7 @@ import json
 import statistics
 
 import pytest
-from experiment_fakes import CPU, TimedRuns, probe_of, tiny
+from builders import CPU, TimedRuns, probe_of, tiny
 
 from workbench.experiments.events import SequenceEnded, SequenceStarted
 from workbench.experiments.recording import HistoryRecording

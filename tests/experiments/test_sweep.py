@@ -3,7 +3,7 @@
 import csv
 import threading
 
-from experiment_fakes import CPU, GPU, TimedRuns, probe_of, tiny
+from builders import CPU, GPU, TimedRuns, probe_of, tiny
 
 from workbench.engine.events import RunEnded, RunStarted, StepStats
 from workbench.experiments.events import MemberEnded, MemberStarted, SequenceEnded, SequenceStarted

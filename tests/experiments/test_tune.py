@@ -5,7 +5,7 @@ trial in the history."""
 import re
 
 import pytest
-from experiment_fakes import CPU, GPU, TimedRuns, probe_of, tiny
+from builders import CPU, GPU, TimedRuns, probe_of, tiny
 
 from workbench.experiments.events import BestSoFar, MemberEnded, MemberStarted, SequenceEnded, TrialResult
 from workbench.experiments.recording import HistoryRecording

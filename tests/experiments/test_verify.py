@@ -4,7 +4,7 @@ statistic and kept in the history; bad plans start nothing; stop ends the sequen
 import threading
 
 import pytest
-from experiment_fakes import CPU, TimedRuns, probe_of, tiny
+from builders import CPU, TimedRuns, probe_of, tiny
 
 from workbench.engine.events import StepStats
 from workbench.experiments.events import MemberStarted, RecordingFailed, SequenceEnded, SequenceStarted

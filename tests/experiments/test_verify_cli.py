@@ -3,20 +3,15 @@ run's findings; bad input is one line and exit 2, before anything runs."""
 
 import json
 import sqlite3
-import sys
-from pathlib import Path
 
 import pytest
-from test_experiment_cli import last_json, workbench
+from builders import GPU, last_json, started, step, workbench_cli
 
 from workbench.cli import main
 from workbench.config import RunConfig
 from workbench.engine.events import Finding, RunEnded, RunSummary
 from workbench.history.comparisons import MeasuredChange
 from workbench.history.store import HistoryStore
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "history"))  # the hand-built engine events
-from fake_runs import GPU, started, step
 
 TINY = RunConfig(dataset="synthetic", synthetic_size=256, batch_size=32, max_steps=8, log_every=1, num_workers=0,
                  device="cpu", channels_last=False)
@@ -137,7 +132,7 @@ def test_workbench_run_shows_what_a_finding_measured_on_this_device(capsys, monk
 def test_verify_runs_real_cpu_trials_for_a_finding_and_keeps_them(isolated_workbench_home):
     device = this_machine()
     run = record_run(device)
-    done = workbench("verify", str(run), "--finding", "2", "--trial-steps", "8", "--json")
+    done = workbench_cli("verify", str(run), "--finding", "2", "--trial-steps", "8", "--json")
     assert done.returncode == 0, done.stderr
     result = last_json(done.stdout)
     assert result["run_id"] == run and result["status"] == "finished"

@@ -28,7 +28,7 @@ def settings(tmp_path):
 @pytest.fixture
 def make_window(qtbot, settings):
     """MainWindow factory with fakes by default; every window's run and background calls are joined."""
-    from gui_fakes import FakeRun, fake_probe, fake_release
+    from builders import FakeRun, window_probe, fake_release
 
     from workbench.gui.background import wait_for_background_calls
     from workbench.gui.main_window import MainWindow
@@ -38,7 +38,7 @@ def make_window(qtbot, settings):
     def make(**kwargs):
         kwargs.setdefault("settings", settings)
         kwargs.setdefault("run_function", FakeRun())
-        kwargs.setdefault("probe_function", fake_probe())
+        kwargs.setdefault("probe_function", window_probe())
         kwargs.setdefault("release_function", fake_release)
         kwargs.setdefault("preview_function", blank_preview)
         kwargs.setdefault("model_names_function", lambda: ("resnet50", "vit_b_16"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from gui_fakes import collect
+from builders import collect
 
 from workbench.config import RunConfig
 from workbench.engine.events import RunEnded

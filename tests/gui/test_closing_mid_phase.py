@@ -4,7 +4,7 @@ Twenty runs in a row with DataLoader workers are part of the soak (test_soak.py)
 """
 
 import pytest
-from gui_fakes import TINY_RUN, collect
+from builders import TINY_RUN, collect
 
 from workbench.engine.events import RunEnded, StatusChanged
 from workbench.gui.engine_calls import engine_run

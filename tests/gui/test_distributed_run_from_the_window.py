@@ -2,7 +2,7 @@
 history; the plots fill, the run is recorded with its world size, and the window takes the next run."""
 
 import pytest
-from gui_fakes import TINY_RUN, collect
+from builders import TINY_RUN, collect
 from process_tree import descendants, leftovers
 
 from workbench.engine import probe_device

@@ -8,10 +8,9 @@ import threading
 
 import numpy as np
 import pytest
-from gui_fakes import CPU_DEVICE, GPU_DEVICE, TINY_RUN, FakeRun, fake_probe
+from builders import CPU, GPU, TINY_RUN, FakeRun, run_once, window_probe
 from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtGui import QColor
-from test_main_window import run_once
 
 from workbench.config import RunConfig
 from workbench.engine.events import RunEnded, RunSummary, StatusChanged
@@ -37,7 +36,7 @@ def app_look(qapp):
 
 def test_a_run_is_named_once_and_the_same_in_the_plots_the_runs_tab_and_the_csv(qtbot, settings, tmp_path):
     store = HistoryStore.open()
-    window = build_window(store, settings=settings, run_function=FakeRun(steps=12), probe_function=fake_probe())
+    window = build_window(store, settings=settings, run_function=FakeRun(steps=12), probe_function=window_probe())
     qtbot.addWidget(window)
     try:
         run_once(qtbot, window, TINY_RUN)
@@ -143,7 +142,7 @@ def test_release_is_disabled_during_a_run_with_the_reason_on_screen(qtbot, make_
                 if not gate.is_set() and type(event).__name__ == "StepStats":
                     gate.wait(60)
 
-    window = make_window(run_function=HeldRun(steps=5, device=GPU_DEVICE), probe_function=fake_probe(GPU_DEVICE))
+    window = make_window(run_function=HeldRun(steps=5, device=GPU), probe_function=window_probe(GPU))
     window.show()
     qtbot.waitUntil(lambda: window.controller.device is not None, timeout=10_000)
     assert window.release_button.isEnabled() and window.release_result.text() == ""
@@ -200,7 +199,7 @@ def test_the_device_probe_says_what_it_is_doing_and_the_form_works_meanwhile(qtb
 
     def slow_probe():
         gate.wait(10)
-        return CPU_DEVICE
+        return CPU
 
     window = make_window(probe_function=slow_probe)
     panel = window.device_panel
@@ -280,7 +279,7 @@ def test_the_runs_tab_shows_the_figures_people_compare_and_the_forms_words_at_14
     from workbench.gui.runs_table import COLUMN_TITLES
 
     store = HistoryStore.open()
-    window = build_window(store, settings=settings, run_function=FakeRun(steps=6), probe_function=fake_probe())
+    window = build_window(store, settings=settings, run_function=FakeRun(steps=6), probe_function=window_probe())
     qtbot.addWidget(window)
     try:
         run_once(qtbot, window, TINY_RUN)

@@ -5,7 +5,7 @@ training thread once deadlocked the suite against the GIL)."""
 import gc
 import threading
 
-from gui_fakes import TINY_RUN, FakeRun
+from builders import TINY_RUN, FakeRun
 
 from workbench.engine import garbage as engine_garbage
 from workbench.gui import garbage as gui_garbage

@@ -1,6 +1,6 @@
 """The app as main() assembles it: GUI runs go into the same history as CLI runs and show in the Runs tab."""
 
-from gui_fakes import TINY_RUN
+from builders import TINY_RUN
 
 from workbench.cli import main as cli_main
 from workbench.engine import probe_device

@@ -2,7 +2,7 @@
 
 
 import pytest
-from gui_fakes import CPU_DEVICE, GPU_DEVICE, GPU_MEMORY, TINY_RUN, FakeRun, ListRecording, collect, fake_probe
+from builders import CPU, GPU, GPU_MEMORY, TINY_RUN, FakeRun, ListRecording, collect, run_once, window_probe
 from PySide6.QtCore import QByteArray
 
 from workbench.config import RunConfig
@@ -18,14 +18,6 @@ def curve_points(curve) -> int:
 
 def wait_for_device(qtbot, window):
     qtbot.waitUntil(lambda: window.controller.device is not None, timeout=30_000)
-
-
-def run_once(qtbot, window, config: RunConfig, timeout_ms: int = 60_000):
-    window.form.set_config(config)
-    assert window.start_button.isEnabled(), window.start_button.toolTip()
-    with qtbot.waitSignal(window.training_thread.finished, timeout=timeout_ms):
-        window.start_button.click()
-    window.plots.redraw()
 
 
 def test_widgets_carry_stable_object_names(make_window):
@@ -63,8 +55,8 @@ def test_real_cpu_run_finishes_and_the_plots_hold_data(qtbot, make_window):
 
 
 def test_gpu_run_fills_the_memory_plot_with_the_device_total_as_limit(qtbot, make_window):
-    window = make_window(run_function=FakeRun(steps=30, memory=GPU_MEMORY, device=GPU_DEVICE),
-                         probe_function=fake_probe(GPU_DEVICE))
+    window = make_window(run_function=FakeRun(steps=30, memory=GPU_MEMORY, device=GPU),
+                         probe_function=window_probe(GPU))
     window.show()
     wait_for_device(qtbot, window)
     run_once(qtbot, window, TINY_RUN.replace(device="auto"))
@@ -120,7 +112,7 @@ def test_invalid_settings_disable_start_with_the_reason(make_window):
 
 
 def test_release_button_is_disabled_on_cpu_with_the_reason(qtbot, make_window):
-    window = make_window(probe_function=fake_probe(CPU_DEVICE))
+    window = make_window(probe_function=window_probe(CPU))
     assert not window.release_button.isEnabled()  # before the probe: the device is not known yet
     window.show()
     wait_for_device(qtbot, window)
@@ -133,11 +125,11 @@ def test_release_button_is_disabled_on_cpu_with_the_reason(qtbot, make_window):
 
 
 def test_release_button_on_a_gpu_shows_what_it_freed_and_marks_the_plot(qtbot, make_window):
-    window = make_window(probe_function=fake_probe(GPU_DEVICE))
+    window = make_window(probe_function=window_probe(GPU))
     window.show()
     wait_for_device(qtbot, window)
     assert window.release_button.isEnabled()
-    assert window.device_panel.title.text() == "GPU: Test GPU"
+    assert window.device_panel.title.text() == f"GPU: {GPU.name}"
     assert "compute capability 9.0" in window.device_panel.details.text()
     window.release_button.click()
     qtbot.waitUntil(lambda: window.release_result.text() == "reserved 3.0 GiB → 1.0 GiB")

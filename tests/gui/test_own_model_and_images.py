@@ -8,7 +8,7 @@ import html
 import sys
 
 import pytest
-from gui_fakes import TINY_RUN, fake_probe
+from builders import TINY_RUN, window_probe
 from own_images import write_user_models
 from real_runs import real_engine_window, run_to_end
 
@@ -51,7 +51,7 @@ def test_a_model_the_engine_refuses_is_marked_in_the_form_with_its_reason_and_no
 
 
 def test_torchvision_names_join_the_model_list_after_the_device_probe(qtbot, make_window):
-    window = make_window(probe_function=fake_probe(), model_names_function=lambda: ("resnet18", "resnet50", "vit_b_16"))
+    window = make_window(probe_function=window_probe(), model_names_function=lambda: ("resnet18", "resnet50", "vit_b_16"))
     combo = window.form.editor("model")
     names = lambda: [combo.itemText(index) for index in range(combo.count())]
     assert "resnet50" not in names()  # torch is not loaded before the probe

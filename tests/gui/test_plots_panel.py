@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pyqtgraph as pg
 import pytest
-from gui_fakes import GPU_MEMORY, FakeRun
+from builders import GPU_MEMORY, FakeRun
 from PySide6.QtCore import QPoint, QRect
 from PySide6.QtGui import QColor
 

@@ -3,7 +3,7 @@
 import threading
 
 import pytest
-from gui_fakes import TINY_RUN, FakeRun
+from builders import TINY_RUN, FakeRun
 
 from workbench.engine.events import EpochStats, RunEnded, RunStarted, StatusChanged, StepStats
 from workbench.gui.worker import TrainingThread
@@ -82,9 +82,9 @@ def test_exception_in_the_generator_becomes_a_failed_run(qtbot, session):
     assert fake.closed
     # The failed run keeps what it measured before the exception, and the traceback says where it came from.
     assert ended.summary.steps == 3 and ended.summary.samples_seen == 3 * 32
-    assert ended.summary.final_loss == 2.3 / 3 and ended.summary.images_per_sec is not None
+    assert ended.summary.final_loss == 2.5 / 3 and ended.summary.images_per_sec is not None  # builders.step's loss
     assert ended.traceback.startswith("Traceback (most recent call last):")
-    assert "raise RuntimeError(f\"boom at step {step}\")" in ended.traceback
+    assert "raise RuntimeError(f\"boom at step {index}\")" in ended.traceback  # FakeRun's line
     assert ended.traceback.rstrip().endswith("RuntimeError: boom at step 4")
 
 

@@ -8,24 +8,21 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before Qt is imported: 
 
 import csv
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from builders import GPU, fill_history, record_complete_run, started, step, summary
 from PySide6.QtCore import Qt
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "history"))  # the hand-built engine events
-from fake_runs import GPU, fill_history, record_complete_run, started, step, summary  # noqa: E402
-
-from workbench.cli import main  # noqa: E402
-from workbench.config import RunConfig  # noqa: E402
-from workbench.engine.events import MemorySnapshot, RunEnded  # noqa: E402
-from workbench.gui.comparison_view import DIFFERENCE_BACKGROUND  # noqa: E402
-from workbench.gui.runs_table import COLUMN_TITLES  # noqa: E402
-from workbench.gui.runs_view import OVERLAY_KEYS, RunsView  # noqa: E402
-from workbench.history import reads  # noqa: E402
-from workbench.history import store as store_module  # noqa: E402
-from workbench.history.store import HistoryStore  # noqa: E402
+from workbench.cli import main
+from workbench.config import RunConfig
+from workbench.engine.events import MemorySnapshot, RunEnded
+from workbench.gui.comparison_view import DIFFERENCE_BACKGROUND
+from workbench.gui.runs_table import COLUMN_TITLES
+from workbench.gui.runs_view import OVERLAY_KEYS, RunsView
+from workbench.history import reads
+from workbench.history import store as store_module
+from workbench.history.store import HistoryStore
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 from conftest import blank_preview
-from gui_fakes import TINY_RUN
+from builders import TINY_RUN
 
 from workbench.engine.data import DataError
 from workbench.gui.background import wait_for_background_calls

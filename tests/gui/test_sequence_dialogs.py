@@ -1,6 +1,6 @@
 """The dialogs that start a sweep, a search and a largest-batch search: what they ask, what they refuse."""
 
-from gui_fakes import TINY_RUN
+from builders import TINY_RUN
 from PySide6.QtWidgets import QDialogButtonBox
 
 from workbench.experiments.sweep import SweepAxis

@@ -3,7 +3,7 @@
 from dataclasses import fields
 
 import pytest
-from gui_fakes import CPU_DEVICE, GPU_DEVICE, OLD_GPU_DEVICE
+from builders import CPU, GPU, OLD_GPU
 from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLineEdit, QSpinBox, QWidget
 
 from workbench.config import FIELD_NAMES, RunConfig
@@ -102,7 +102,7 @@ def test_fields_without_effect_are_greyed_with_the_reason(form):
 
 
 def test_cpu_disables_fp16_bf16_and_cuda_with_reasons(form):
-    form.set_device(CPU_DEVICE)
+    form.set_device(CPU)
     precision = form.editor("precision").model()
     states = {precision.item(i).data(256): precision.item(i) for i in range(precision.rowCount())}
     assert states["fp32"].isEnabled()
@@ -118,10 +118,10 @@ def test_cpu_disables_fp16_bf16_and_cuda_with_reasons(form):
 
 
 def test_gpu_without_native_bf16_disables_only_bf16(form):
-    form.set_device(OLD_GPU_DEVICE)
+    form.set_device(OLD_GPU)
     model = form.editor("precision").model()
     assert [model.item(i).isEnabled() for i in range(model.rowCount())] == [True, True, False]
-    form.set_device(GPU_DEVICE)
+    form.set_device(GPU)
     assert all(model.item(i).isEnabled() for i in range(model.rowCount()))
 
 
@@ -223,7 +223,7 @@ def test_on_a_cpu_each_setting_says_what_it_does_there(qtbot):
     greyed out with no word on screen."""
     form = SettingsForm(RunConfig(device="auto", augment="gpu", pin_memory=True, non_blocking=True))
     qtbot.addWidget(form)
-    form.set_device(CPU_DEVICE)
+    form.set_device(CPU)
     augment = form.editor("augment")
     assert augment.currentText() == "gpu (on the CPU here)" and augment.currentData() == "gpu"
     assert "On this machine:</b> no CUDA GPU here: augment=gpu runs the same random crop + flip on whole batches " \
@@ -234,7 +234,7 @@ def test_on_a_cpu_each_setting_says_what_it_does_there(qtbot):
         assert "on the CPU" in box.toolTip() and "kept for GPU runs" in box.toolTip()
     assert form.config().augment == "gpu" and form.config().pin_memory  # the values are kept for a GPU run
 
-    form.set_device(GPU_DEVICE)
+    form.set_device(GPU)
     assert augment.currentText() == "gpu" and "On this machine" not in augment.toolTip()
     assert form.editor("pin_memory").isEnabled() and form.editor("pin_memory").text() == ""
     form.set_config(form.config().replace(num_workers=0))

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from gui_fakes import CPU_DEVICE, GPU_DEVICE, OLD_GPU_DEVICE
+from builders import CPU, GPU, OLD_GPU
 
 from workbench.config import FIELD_NAMES, RunConfig
 from workbench.gui import settings_model
@@ -42,7 +42,7 @@ def test_batch_larger_than_the_dataset_is_a_problem():
 
 
 def test_hardware_choices_cpu_disables_cuda_fp16_and_bf16():
-    unavailable = settings_model.unavailable_choices(CPU_DEVICE)
+    unavailable = settings_model.unavailable_choices(CPU)
     assert set(unavailable["precision"]) == {"fp16", "bf16"}
     assert "needs a CUDA GPU" in unavailable["precision"]["fp16"]
     assert set(unavailable["device"]) == {"cuda"}
@@ -50,8 +50,8 @@ def test_hardware_choices_cpu_disables_cuda_fp16_and_bf16():
 
 
 def test_hardware_choices_old_gpu_disables_only_bf16():
-    assert settings_model.unavailable_choices(GPU_DEVICE) == {}
-    unavailable = settings_model.unavailable_choices(OLD_GPU_DEVICE)
+    assert settings_model.unavailable_choices(GPU) == {}
+    unavailable = settings_model.unavailable_choices(OLD_GPU)
     assert list(unavailable) == ["precision"] and list(unavailable["precision"]) == ["bf16"]
     assert "7.5" in unavailable["precision"]["bf16"]
 
@@ -63,8 +63,8 @@ def test_hardware_choices_old_gpu_disables_only_bf16():
         (RunConfig(dataset="npz"), None, {"synthetic_size"}, {"data_path"}),
         (RunConfig(pipeline="gpu-resident"), None, {"num_workers", "pin_memory", "prefetch_factor"}, set()),
         (RunConfig(num_workers=0), None, {"persistent_workers", "prefetch_factor"}, {"num_workers", "pin_memory"}),
-        (RunConfig(num_workers=2), CPU_DEVICE, {"pin_memory", "non_blocking"}, {"prefetch_factor"}),
-        (RunConfig(num_workers=2), GPU_DEVICE, set(), {"pin_memory", "non_blocking", "prefetch_factor"}),
+        (RunConfig(num_workers=2), CPU, {"pin_memory", "non_blocking"}, {"prefetch_factor"}),
+        (RunConfig(num_workers=2), GPU, set(), {"pin_memory", "non_blocking", "prefetch_factor"}),
         (RunConfig(max_steps=200), None, {"epochs"}, {"max_steps"}),  # max_steps is the run's length
         (RunConfig(max_steps=None), None, set(), {"epochs"}),
     ],
@@ -81,5 +81,5 @@ def test_problem_sentences_name_their_fields():
         "augment", "pipeline"}
     assert settings_model.fields_named_in("lr must be greater than 0 (got 0.0)", config, None) == {"lr"}
     # A hardware problem names the value, not the field: the field is marked when the machine lacks that choice.
-    assert settings_model.fields_named_in("fp16 needs a CUDA GPU", config, CPU_DEVICE) == {"precision"}
+    assert settings_model.fields_named_in("fp16 needs a CUDA GPU", config, CPU) == {"precision"}
     assert settings_model.fields_named_in("fp16 needs a CUDA GPU", config, None) == set()

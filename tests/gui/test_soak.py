@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from gui_fakes import TINY_RUN
+from builders import TINY_RUN
 from real_runs import real_engine_window, run_to_end
 
 from workbench.config import DEFAULT_START_METHOD

@@ -7,7 +7,7 @@ import dataclasses
 import sqlite3
 
 import pytest
-from gui_fakes import TINY_RUN
+from builders import TINY_RUN
 
 from workbench.engine.events import Finding, Measurement, RunEnded
 from workbench.gui.breakdown_view import BreakdownView

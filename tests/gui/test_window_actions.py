@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from gui_fakes import CPU_DEVICE, GPU_DEVICE, TINY_RUN, fake_probe
+from builders import CPU, GPU, TINY_RUN, window_probe
 from real_runs import real_engine_window, run_to_end
 from workbench.engine.events import Finding, RunEnded, RunStarted, RunSummary
 from workbench.experiments.recording import HistoryRecording
@@ -43,7 +43,7 @@ def test_apply_on_a_finding_sets_that_field_in_the_form(qtbot, make_window):
                       field="augment", value="gpu")
 
     def run(config, stop) -> Iterator:
-        yield RunStarted(config=config, device=CPU_DEVICE, dataset_name="synthetic", train_size=64, test_size=8,
+        yield RunStarted(config=config, device=CPU, dataset_name="synthetic", train_size=64, test_size=8,
                          num_classes=10, steps_per_epoch=2, total_steps=2, parameter_count=1, started_at=0.0)
         yield RunEnded(status="finished", summary=RunSummary(status="finished", steps=2, findings=(finding,)))
 
@@ -130,12 +130,12 @@ def test_a_sweep_started_from_the_window_fills_its_chart_and_table_and_lands_in_
 def test_find_faster_settings_shows_each_trial_and_apply_puts_the_best_in_the_form(qtbot, make_window):
     def timed(config, stop) -> Iterator:  # augmentation on the GPU is 1.5× faster; nothing else matters
         rate = 1000.0 * (1.5 if config.augment == "gpu" else 1.0)
-        yield RunStarted(config=config, device=GPU_DEVICE, dataset_name="synthetic", train_size=64, test_size=8,
+        yield RunStarted(config=config, device=GPU, dataset_name="synthetic", train_size=64, test_size=8,
                          num_classes=10, steps_per_epoch=10, total_steps=10, parameter_count=1, started_at=0.0)
         yield RunEnded(status="finished", summary=RunSummary(status="finished", steps=10, images_per_sec=rate))
 
-    window = make_window(run_function=timed, probe_function=fake_probe(GPU_DEVICE),
-                         sequence_probe=lambda requested: GPU_DEVICE)
+    window = make_window(run_function=timed, probe_function=window_probe(GPU),
+                         sequence_probe=lambda requested: GPU)
     window.show()
     qtbot.waitUntil(lambda: window.controller.device is not None)
     start = TINY_RUN.replace(device="auto", augment="cpu", pipeline="dataloader")
@@ -157,7 +157,7 @@ def test_find_faster_settings_shows_each_trial_and_apply_puts_the_best_in_the_fo
 
 
 def test_largest_batch_is_refused_on_a_cpu_visibly(qtbot, make_window):
-    window = make_window(probe_function=fake_probe(CPU_DEVICE))
+    window = make_window(probe_function=window_probe(CPU))
     window.show()
     qtbot.waitUntil(lambda: window.controller.device is not None)
     button = window.experiments.max_batch_button
@@ -167,7 +167,7 @@ def test_largest_batch_is_refused_on_a_cpu_visibly(qtbot, make_window):
 
 
 def test_largest_batch_is_offered_on_a_gpu(qtbot, make_window):
-    window = make_window(probe_function=fake_probe(GPU_DEVICE))
+    window = make_window(probe_function=window_probe(GPU))
     window.form.set_config(TINY_RUN.replace(device="auto"))
     window.show()
     qtbot.waitUntil(lambda: window.controller.device is not None)

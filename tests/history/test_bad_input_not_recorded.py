@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from fake_runs import started, step, summary
+from builders import started, step, summary
 
 from workbench.config import RunConfig
 from workbench.engine.events import RunEnded, StatusChanged

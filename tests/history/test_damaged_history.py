@@ -8,7 +8,7 @@ import os
 import sqlite3
 
 import pytest
-from fake_runs import record_complete_run
+from builders import record_complete_run
 
 from workbench.cli import main
 from workbench.history.store import HistoryDamaged, HistoryStore, HistoryTooNew

@@ -1,6 +1,6 @@
 """A failed run keeps every figure it had, and its traceback (in the history and in failures.log)."""
 
-from fake_runs import started, step
+from builders import started, step
 
 from workbench.config import RunConfig
 from workbench.engine.events import EpochStats, MemorySnapshot, RunEnded, RunSummary, StatusChanged

@@ -3,7 +3,7 @@
 import sqlite3
 
 import pytest
-from fake_runs import fill_history, record_complete_run, started, step
+from builders import fill_history, record_complete_run, started, step
 
 from workbench.config import RunConfig
 from workbench.history import reads

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 
 import pytest
-from fake_runs import record_complete_run
+from builders import record_complete_run
 
 from workbench.cli import main
 from workbench.config import FIELD_NAMES, RunConfig

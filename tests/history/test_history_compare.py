@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from fake_runs import record_complete_run, summary
+from builders import record_complete_run, summary
 
 from workbench.config import FIELD_NAMES, RunConfig
 from workbench.engine.events import RunEnded

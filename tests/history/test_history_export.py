@@ -7,7 +7,7 @@ import io
 import os
 
 import pytest
-from fake_runs import epoch, record_complete_run, step, summary
+from builders import epoch, record_complete_run, step, summary
 
 from workbench.config import FIELD_NAMES, RunConfig
 from workbench.engine.events import MemorySnapshot, RunEnded

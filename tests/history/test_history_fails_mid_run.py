@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from fake_runs import complete_run_events, started, step
+from builders import complete_run_events, started, step
 
 from workbench.cli import main
 from workbench.config import RunConfig

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -13,9 +14,7 @@ from workbench.history.store import HistoryStore
 # The child records two whole runs, then a third that it keeps writing steps to until it is killed.
 CHILD = textwrap.dedent(
     """
-    import sys, time
-    sys.path.insert(0, {tests_dir!r})
-    from fake_runs import record_complete_run, started, step
+    from builders import record_complete_run, started, step
     from workbench.config import RunConfig
     from workbench.history.store import HistoryStore
 
@@ -39,8 +38,12 @@ CHILD = textwrap.dedent(
 
 def test_a_run_killed_mid_write_is_marked_interrupted_and_the_rest_survives(tmp_path):
     home = tmp_path / "home"
-    code = CHILD.format(tests_dir=str(Path(__file__).parent), home=str(home))
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    code = CHILD.format(home=str(home))
+    tests, project = Path(__file__).resolve().parents[1], Path(__file__).resolve().parents[2]  # builders, workbench
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(tests), str(project),
+                                                                     os.environ.get("PYTHONPATH")))))
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=env)
     try:
         line = child.stdout.readline()
         assert line.startswith("ready"), line + child.stderr.read()

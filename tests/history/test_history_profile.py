@@ -6,7 +6,7 @@ import csv
 import dataclasses
 
 import pytest
-from fake_runs import GPU, epoch, started, step, summary
+from builders import GPU, epoch, started, step, summary
 
 from workbench.config import RunConfig
 from workbench.engine.events import Finding, NamedTime, ProfileSample, RunEnded

@@ -8,6 +8,7 @@ import hashlib
 import sqlite3
 
 import pytest
+from builders import database_at
 
 from workbench.history import schema
 from workbench.history import store as store_module
@@ -50,16 +51,6 @@ def schema_digest(conn: sqlite3.Connection) -> str:
 
 def columns(conn: sqlite3.Connection) -> dict[str, list[tuple[str, str]]]:
     return {table: [(row[1], row[2]) for row in conn.execute(f"PRAGMA table_info({table})")] for table in TABLES}
-
-
-def database_at(path, version: int) -> None:
-    """A file exactly as the workbench of that schema version left it."""
-    conn = sqlite3.connect(path)
-    for migration in MIGRATIONS[:version]:
-        migration(conn)
-    conn.execute(f"PRAGMA user_version = {version}")
-    conn.commit()
-    conn.close()
 
 
 def test_fresh_database_matches_the_column_lists_the_store_writes(tmp_path):

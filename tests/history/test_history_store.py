@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from fake_runs import CPU, epoch, record_complete_run, started, step, summary
+from builders import CPU, epoch, record_complete_run, started, step, summary
 
 from workbench.config import RunConfig
 from workbench.engine.events import MemorySnapshot, RunEnded, StatusChanged

@@ -3,8 +3,7 @@
 import sqlite3
 
 import pytest
-from fake_runs import complete_run_events
-from test_history_schema import database_at
+from builders import complete_run_events, database_at
 
 from workbench.cli.history_commands import format_runs_table
 from workbench.config import RunConfig

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 
-from fake_runs import started, step, summary
+from builders import started, step, summary
 
 from workbench.cli import main
 from workbench.config import RunConfig

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fake_runs import record_complete_run
+from builders import record_complete_run
 
 from workbench.config import RunConfig
 from workbench.history.naming import run_name

@@ -7,7 +7,7 @@ import dataclasses
 import json
 import typing
 
-from fake_runs import CPU, epoch, started, step
+from builders import CPU, epoch, started, step
 
 from workbench.cli.summary_json import SHAPED, summary_json
 from workbench.config import RunConfig

@@ -12,7 +12,7 @@ import sqlite3
 from types import SimpleNamespace
 
 import pytest
-from fake_runs import record_complete_run, started, step
+from builders import record_complete_run, started, step
 from small_disk import fill, remount_read_only, small_tmpfs
 
 from workbench.cli import main
