@@ -334,7 +334,7 @@ def _compile_switches_to_modes(conn: sqlite3.Connection) -> None:
 
 Step = Union[str, Callable[[sqlite3.Connection], None]]
 
-# Schema 5 (not shipped yet: every addition of this release goes into this one tuple).
+# Schema 5 (shipped; its digest is frozen in tests/history/test_history_schema.py: add a _V6 for anything new).
 _V5: tuple[Step, ...] = (
     # The training process's peak resident memory, the memory figure a CPU run has.
     "ALTER TABLE runs ADD COLUMN peak_process_rss_bytes INTEGER",
