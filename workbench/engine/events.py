@@ -247,6 +247,10 @@ class ProfileSample:
         return self.launches / self.steps if self.launches is not None and self.steps else None
 
 
+# What a comparison of two settings' speeds decided (experiments/comparison.py).
+Verdict = Literal["faster", "slower", "within_noise"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Measurement:
     """What a finding's change did when it was measured on this device against these settings: interleaved
@@ -258,7 +262,7 @@ class Measurement:
     speedup: float
     low: Optional[float]
     high: Optional[float]
-    verdict: Literal["faster", "slower", "within_noise"]
+    verdict: Verdict
     baseline_trials: int
     changed_trials: int
 
