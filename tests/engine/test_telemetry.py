@@ -85,6 +85,19 @@ def test_without_nvml_or_on_a_cpu_every_figure_is_none_with_the_reason(monkeypat
     assert missing.sm_clock_mhz is None and missing.sm_clock_unavailable_reason == "nvidia-ml-py (pynvml) is not installed"
 
 
+def test_a_gpu_closed_under_the_probe_reads_as_none_with_a_reason(monkeypatch):
+    """The GPU is the memory probe's: were it closed first, the figures would still say why they are None."""
+    from workbench.engine.telemetry import CLOSED_REASON
+
+    telemetry = probe(monkeypatch, fake_pynvml())
+    telemetry.gpu.close()
+    telemetry.window_started()
+    reading = telemetry.read()
+    assert reading.power_watts is None and reading.power_unavailable_reason == CLOSED_REASON
+    assert reading.gpm_unavailable_reason == CLOSED_REASON
+    telemetry.close()
+
+
 def test_clock_event_bits_are_named():
     assert clock_event_names(0) == ()
     assert clock_event_names(0x1 | 0x40) == ("idle", "hardware thermal slowdown")
