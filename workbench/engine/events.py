@@ -328,9 +328,9 @@ class Finding:
     @classmethod
     def from_dict(cls, data: dict) -> "Finding":
         measured = data.get("measured")
-        return cls(**{name: data.get(name) for name in (
-            "kind", "headline", "text", "figure", "figure_name", "threshold", "field", "value")},
-                   measured=Measurement.from_dict(measured) if measured is not None else None)
+        stored: dict[str, Any] = {name: data.get(name) for name in (
+            "kind", "headline", "text", "figure", "figure_name", "threshold", "field", "value")}
+        return cls(**stored, measured=Measurement.from_dict(measured) if measured is not None else None)
 
 
 # How a figure reads (history/metrics.py formats each kind): 1,234 img/s, 12.5 %, 1.2 GiB, 0.1234, 2 m 5 s.
