@@ -23,6 +23,7 @@ from workbench.experiments.events import (
     MemberEnded,
     SequenceEnded,
     SequenceStarted,
+    SequenceStatus,
     SweepResult,
     Values,
     values_label,
@@ -157,7 +158,8 @@ def run_sweep(
     yield SequenceStarted(kind="sweep", sequence_id=sequence_id, name=plan.display_name, base=plan.base, planned_members=len(members), fields=plan.fields)
     runner = MemberRunner(run_function or default_run_function(), recorders, sequence_id)
     done: list[MemberEnded] = []
-    status, reason = "finished", None
+    status: SequenceStatus = "finished"
+    reason: Optional[str] = None
     per_round = len(members) // plan.repeats
     for index, (values, config) in enumerate(members):
         if stop():

@@ -28,6 +28,7 @@ from workbench.experiments.events import (
     RecordingFailed,
     SequenceEnded,
     SequenceStarted,
+    SequenceStatus,
     Values,
     VerifyResult,
     values_label,
@@ -208,7 +209,8 @@ def run_verify(
     rates: list[list[float]] = [[] for _ in sides]
     run_ids: list[list[Optional[int]]] = [[] for _ in sides]
     failures: list[Optional[str]] = [None for _ in sides]
-    status, reason = "finished", None
+    status: SequenceStatus = "finished"
+    reason: Optional[str] = None
     for round_index in range(plan.repeats):
         for side, (values, config, purpose) in enumerate(sides):
             if failures[side] is not None:
@@ -251,5 +253,5 @@ def run_verify(
                                                        f"{type(error).__name__}: {error}")
     result = VerifyResult(base=plan.base, device_type=device.type, device_name=device.name,
                           trial_steps=plan.trial_steps, changes=tuple(verified))
-    yield SequenceEnded(kind="verify", sequence_id=sequence_id, status=status, result=result,  # type: ignore[arg-type]
+    yield SequenceEnded(kind="verify", sequence_id=sequence_id, status=status, result=result,
                         reason=reason)
