@@ -105,6 +105,9 @@ def test_clock_event_bits_are_named():
 
 
 def test_nvml_is_initialised_once_for_all_its_holders_and_shut_down_after_the_last(monkeypatch):
+    # Holds are counted by id(module): other tests leave holds on fakes that are gone, and a new fake may get
+    # one of their ids (then NVML looks initialised already). This test counts from none.
+    monkeypatch.setattr(nvml, "_holds", {})
     fake = fake_pynvml()
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     first, second = Gpu(lambda: (0, None)), NvmlHold()
