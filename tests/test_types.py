@@ -21,5 +21,5 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.timeout(600)
 @pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is not installed: pip install -e '.[test]'")
 def test_mypy_finds_no_type_errors():
-    result = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 0, f"mypy exited {result.returncode}:\n{result.stdout}{result.stderr}"

@@ -210,7 +210,8 @@ class LoaderBatches:
     """
 
     def __init__(self, arrays: Optional[ImageArrays], config: RunConfig, pin_memory: bool,
-                 shard: Optional[Shard] = None, dataset: Optional[Dataset] = None, collate_fn: Optional[Callable] = None):
+                 shard: Optional[Shard] = None, dataset: Optional[Dataset] = None,
+                 collate_fn: Optional[Callable] = None):
         """``dataset`` instead of the arrays' (an image folder's files, decoded one per __getitem__; ``arrays``
         None then), batched by ``collate_fn`` where its items are not same-sized tensors."""
         per_sample = config.augment == "cpu" or dataset is not None

@@ -70,8 +70,9 @@ class FolderTestSet:
         self.pin_memory = pin_memory
 
     def batches(self, batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        options: dict[str, Any] = ({"multiprocessing_context": self.start_method, "worker_init_fn": worker_init_for_this_run()}
-                   if self.workers else {})
+        options: dict[str, Any] = (
+            {"multiprocessing_context": self.start_method, "worker_init_fn": worker_init_for_this_run()}
+            if self.workers else {})
         loader = DataLoader(self.dataset, batch_size=batch_size, num_workers=self.workers,
                             pin_memory=self.pin_memory, **options)
         yield from loader

@@ -198,7 +198,8 @@ class MaxBatchResult:
     @property
     def fastest(self) -> Optional[BatchTrial]:
         """The fitting trial with the most images/sec (None when no fitting trial has a rate)."""
-        timed = [(trial.images_per_sec, trial) for trial in self.trials if trial.fits and trial.images_per_sec is not None]
+        timed = [(trial.images_per_sec, trial) for trial in self.trials
+                 if trial.fits and trial.images_per_sec is not None]
         return max(timed, key=lambda rated: rated[0])[1] if timed else None
 
 

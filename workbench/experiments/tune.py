@@ -276,8 +276,8 @@ class _Search:
             yield self.best_so_far()
         return trial
 
-    def record(self, knob: str, change: dict[str, Any], outcome: TrialOutcome, sides: _Sides, reason: Optional[str] = None,
-               comparison: Optional[Comparison] = None) -> TrialResult:
+    def record(self, knob: str, change: dict[str, Any], outcome: TrialOutcome, sides: _Sides,
+               reason: Optional[str] = None, comparison: Optional[Comparison] = None) -> TrialResult:
         trial = TrialResult(
             trial=len(self.trials) + 1,
             knob=knob,
