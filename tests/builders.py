@@ -550,11 +550,14 @@ class ListRecorder(ProtocolFake, protocol=Recorder):
     def __init__(self, run_id: int, config: RunConfig, name: Optional[str], sequence_id: Optional[int],
                  fail_at: Optional[int] = None):
         self.run_id, self.config, self.name, self.sequence_id, self.fail_at = run_id, config, name, sequence_id, fail_at
-        self.label = f"#{run_id} {name or 'synthetic'}"
         self.discarded = False
         self.events: list[Any] = []
         self.failed: Optional[str] = None
         self.fails: list[str] = []
+
+    @property
+    def label(self) -> str:
+        return f"#{self.run_id} {self.name or 'synthetic'}"
 
     def record(self, event) -> None:
         if len(self.events) == self.fail_at:

@@ -85,6 +85,19 @@ def test_without_nvml_or_on_a_cpu_every_figure_is_none_with_the_reason(monkeypat
     assert missing.sm_clock_mhz is None and missing.sm_clock_unavailable_reason == "nvidia-ml-py (pynvml) is not installed"
 
 
+def test_a_gpu_closed_under_the_probe_reads_as_none_with_a_reason(monkeypatch):
+    """The GPU is the memory probe's: were it closed first, the figures would still say why they are None."""
+    from workbench.engine.telemetry import CLOSED_REASON
+
+    telemetry = probe(monkeypatch, fake_pynvml())
+    telemetry.gpu.close()
+    telemetry.window_started()
+    reading = telemetry.read()
+    assert reading.power_watts is None and reading.power_unavailable_reason == CLOSED_REASON
+    assert reading.gpm_unavailable_reason == CLOSED_REASON
+    telemetry.close()
+
+
 def test_clock_event_bits_are_named():
     assert clock_event_names(0) == ()
     assert clock_event_names(0x1 | 0x40) == ("idle", "hardware thermal slowdown")
@@ -92,6 +105,9 @@ def test_clock_event_bits_are_named():
 
 
 def test_nvml_is_initialised_once_for_all_its_holders_and_shut_down_after_the_last(monkeypatch):
+    # Holds are counted by id(module): other tests leave holds on fakes that are gone, and a new fake may get
+    # one of their ids (then NVML looks initialised already). This test counts from none.
+    monkeypatch.setattr(nvml, "_holds", {})
     fake = fake_pynvml()
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     first, second = Gpu(lambda: (0, None)), NvmlHold()

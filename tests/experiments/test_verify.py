@@ -56,6 +56,12 @@ def test_trials_alternate_baseline_and_change_and_a_real_1_3x_is_faster():
     assert stored.measurement.describe().startswith("measured 1.3")
 
 
+def test_a_verification_with_no_history_measures_and_keeps_nothing():
+    runs = TimedRuns(speed, noise=0.03, seed=1, device=CPU)
+    ended = verify(runs, VerifyPlan(BASE, (Change("channels_last", True),), trial_steps=16))[-1]
+    assert ended.status == "finished" and ended.result.changes[0].comparison.verdict == "faster"
+
+
 def test_no_effect_is_within_noise_and_a_loss_is_slower():
     runs = TimedRuns(lambda config: 1000.0 * (0.8 if config.channels_last else 1.0), noise=0.03, seed=2, device=CPU)
     plan = VerifyPlan(BASE, (Change("channels_last", True), Change("num_workers", 1)), trial_steps=16)

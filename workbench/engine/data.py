@@ -15,7 +15,7 @@ import urllib.error
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Sized, cast
 
 import numpy as np
 import torch
@@ -209,12 +209,15 @@ class LoaderBatches:
     ``shard=(rank, world_size)``: one data-parallel process's share, from torch's DistributedSampler.
     """
 
-    def __init__(self, arrays: ImageArrays, config: RunConfig, pin_memory: bool, shard: Optional[Shard] = None,
-                 dataset: Optional[Dataset] = None, collate_fn: Optional[Callable] = None):
-        """``dataset`` instead of the arrays' (an image folder's files, decoded one per __getitem__), batched by
-        ``collate_fn`` where its items are not same-sized tensors."""
+    def __init__(self, arrays: Optional[ImageArrays], config: RunConfig, pin_memory: bool,
+                 shard: Optional[Shard] = None, dataset: Optional[Dataset] = None,
+                 collate_fn: Optional[Callable] = None):
+        """``dataset`` instead of the arrays' (an image folder's files, decoded one per __getitem__; ``arrays``
+        None then), batched by ``collate_fn`` where its items are not same-sized tensors."""
         per_sample = config.augment == "cpu" or dataset is not None
         if dataset is None:
+            if arrays is None:
+                raise ValueError("LoaderBatches needs the arrays or a dataset")
             dataset = UInt8ImageDataset(arrays.train_images, arrays.train_labels, augment=config.augment == "cpu")
         rank = shard[0] if shard else 0
         generator = torch.Generator().manual_seed(config.seed + rank)  # per rank: workers' own augmentation
@@ -224,7 +227,8 @@ class LoaderBatches:
             self.sampler = DistributedSampler(
                 dataset, num_replicas=shard[1], rank=rank, shuffle=True, seed=config.seed, drop_last=True
             )
-        order = self.sampler if self.sampler is not None else RandomSampler(dataset, generator=generator)
+        # A map-style dataset has a length; torch's Dataset type does not declare __len__ (its subclasses define it).
+        order = self.sampler if self.sampler is not None else RandomSampler(cast(Sized, dataset), generator=generator)
         # drop_last: equal batches, so accumulation and batch-norm see the sizes the user chose.
         batches = BatchSampler(order, batch_size=config.batch_size, drop_last=True)
         options: dict = dict(num_workers=config.num_workers, pin_memory=pin_memory, generator=generator)
@@ -247,7 +251,7 @@ class LoaderBatches:
         self.steps_per_epoch = len(self.loader)
         self.starts_workers = config.num_workers > 0  # an epoch's first batch waits for worker start-up
         self._start_method = config.worker_start_method
-        self._iterator = None
+        self._iterator: Optional[Iterator[Any]] = None
 
     def prepare_worker_start(self) -> None:
         """Call in the (helper) thread that will start the workers, with the stop signals blocked there.
@@ -295,25 +299,33 @@ class ResidentBatches:
     starts_workers = False
 
     def __init__(self, arrays: ImageArrays, config: RunConfig, device: torch.device, shard: Optional[Shard] = None):
-        self.images = arrays.train_images.to(device)
-        self.labels = arrays.train_labels.to(device)
+        labels = arrays.train_labels.to(device)
+        # None once closed: the device memory goes with them.
+        self.images: Optional[torch.Tensor] = arrays.train_images.to(device)
+        self.labels: Optional[torch.Tensor] = labels
         self.batch_size = config.batch_size
         self.shard = shard
-        per_rank = len(self.labels) // shard[1] if shard else len(self.labels)
+        per_rank = len(labels) // shard[1] if shard else len(labels)
         self.steps_per_epoch = per_rank // config.batch_size
         self.generator = torch.Generator(device=device).manual_seed(config.seed)
 
+    def prepare_worker_start(self) -> None:
+        """No workers to start (LoaderBatches' counterpart)."""
+
     def epoch(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        order = torch.randperm(len(self.labels), device=self.images.device, generator=self.generator)
+        images, labels = self.images, self.labels
+        if images is None or labels is None:
+            raise RuntimeError("the batches were closed")
+        order = torch.randperm(len(labels), device=images.device, generator=self.generator)
         if self.shard is not None:
             rank, world_size = self.shard
             order = order[: len(order) // world_size * world_size][rank::world_size]
         for step in range(self.steps_per_epoch):
             index = order[step * self.batch_size : (step + 1) * self.batch_size]
-            yield self.images[index], self.labels[index]
+            yield images[index], labels[index]
 
     def close(self) -> None:
-        self.images = self.labels = None  # type: ignore[assignment]
+        self.images = self.labels = None
 
 
 class DevicePreparer:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import importlib.util
 import os
 import platform
 import re
 import sys
 from pathlib import Path
-from typing import ContextManager
+from typing import Any, ContextManager
 
 import torch
 
@@ -21,7 +22,7 @@ from workbench.engine import nvml
 @functools.lru_cache(maxsize=None)
 def probe_device(requested: str = "auto") -> DeviceInfo:
     """Describe the device a run with ``device=requested`` resolves to ("auto" prefers CUDA)."""
-    common = dict(
+    common: dict[str, Any] = dict(  # the fields a CPU and a CUDA DeviceInfo share
         torch_version=torch.__version__,
         torchvision_version=_torchvision_version(),
         python_version=platform.python_version(),
@@ -94,7 +95,7 @@ def _torchvision_version() -> str:
             match = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", text, re.MULTILINE)
             if match:
                 return match.group(1)
-        import torchvision as module
+        module = importlib.import_module("torchvision")
     return module.__version__
 
 

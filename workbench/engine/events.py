@@ -247,6 +247,10 @@ class ProfileSample:
         return self.launches / self.steps if self.launches is not None and self.steps else None
 
 
+# What a comparison of two settings' speeds decided (experiments/comparison.py).
+Verdict = Literal["faster", "slower", "within_noise"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Measurement:
     """What a finding's change did when it was measured on this device against these settings: interleaved
@@ -258,7 +262,7 @@ class Measurement:
     speedup: float
     low: Optional[float]
     high: Optional[float]
-    verdict: Literal["faster", "slower", "within_noise"]
+    verdict: Verdict
     baseline_trials: int
     changed_trials: int
 
@@ -324,9 +328,9 @@ class Finding:
     @classmethod
     def from_dict(cls, data: dict) -> "Finding":
         measured = data.get("measured")
-        return cls(**{name: data.get(name) for name in (
-            "kind", "headline", "text", "figure", "figure_name", "threshold", "field", "value")},
-                   measured=Measurement.from_dict(measured) if measured is not None else None)
+        stored: dict[str, Any] = {name: data.get(name) for name in (
+            "kind", "headline", "text", "figure", "figure_name", "threshold", "field", "value")}
+        return cls(**stored, measured=Measurement.from_dict(measured) if measured is not None else None)
 
 
 # How a figure reads (history/metrics.py formats each kind): 1,234 img/s, 12.5 %, 1.2 GiB, 0.1234, 2 m 5 s.

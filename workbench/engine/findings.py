@@ -271,14 +271,14 @@ def _compute_bound(facts: RunFacts) -> list[Finding]:
             return []
         head = (f"CPU-bound: the training thread spent {_pct(1 - wait)} of the time in its steps and "
                 f"{_pct(wait)} waiting for data{at_ceiling}.")
-        remedies = []
+        remedies: list[tuple[str, Any, str]] = []
         if facts.cuda_available and config.device == "cpu":
             remedies.append(("device", "auto", "train on the CUDA GPU this machine has"))
         return _with_remedies("compute-bound", head, 1 - wait, "host_compute_fraction", 1 - INPUT_BOUND_WAIT,
                               remedies, "a CUDA GPU, or a smaller model, is what would help")
-    if not facts.has_timeline:
-        return _model_bound(facts)
     busy = facts.summary.kernel_busy_fraction
+    if busy is None:  # no timeline (RunFacts.has_timeline)
+        return _model_bound(facts)
     if busy < COMPUTE_BOUND_BUSY:
         return []
     head = f"Compute-bound: kernels ran {_pct(busy)} of the sampled time{_sm_activity(facts)}{at_ceiling}."

@@ -108,11 +108,13 @@ class _Call:
     def work(self) -> None:
         block_stop_signals()
         result, error = None, None
+        function, self._function = self._function, None
         try:
-            result = self._function()  # type: ignore[misc]
+            assert function is not None, "a call works once"
+            result = function()
         except BaseException as raised:  # handed to the caller's thread, raised there
             error = raised
-        self._function = None
+        function = None
         with self._lock:  # done and the outcome change together: abandon() sees both or neither
             abandoned = self._abandoned
             if not abandoned:

@@ -61,7 +61,8 @@ class KinetoRecording:
         from torch._C._autograd import _enable_profiler
 
         try:
-            _enable_profiler(self.config, self.activities, self.scopes)
+            # torch's stub omits the scopes its binding takes ("scopes: Set[RecordScope] = set()").
+            _enable_profiler(self.config, self.activities, self.scopes)  # type: ignore[call-arg]
         except TypeError:  # a torch whose entry point takes no scopes: record every host op
             _enable_profiler(self.config, self.activities)
             self.all_host_ops = True

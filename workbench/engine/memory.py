@@ -49,22 +49,23 @@ class MemoryProbe:
             nvml_unavailable_reason=self.nvml_unavailable_reason,
             nvml_process_unavailable_reason=self.nvml_unavailable_reason,
         )
-        if self.gpu is not None:
-            memory, utilization = self.gpu.memory(), self.gpu.utilization_percent()
+        gpu = self.gpu
+        if gpu is not None:
+            memory, utilization = gpu.memory(), gpu.utilization_percent()
             if memory.value is not None and utilization.value is not None:
                 used, total = memory.value
                 nvml_figures = dict(nvml_used=used, nvml_total=total, gpu_utilization_percent=utilization.value)
             else:
                 nvml_figures = dict(nvml_unavailable_reason=memory.reason or utilization.reason)
-            used, reason = self._process_used()
-            nvml_figures.update(nvml_process_used=used, nvml_process_unavailable_reason=reason)
+            process_used, reason = self._process_used(gpu)
+            nvml_figures.update(nvml_process_used=process_used, nvml_process_unavailable_reason=reason)
         rss, rss_reason = process_resident_bytes()
         return MemorySnapshot(**torch_figures, **nvml_figures, process_rss=rss, process_rss_unavailable_reason=rss_reason)
 
-    def _process_used(self) -> tuple[Optional[int], Optional[str]]:
-        """This process's memory on the device, from NVML's list of compute processes."""
+    def _process_used(self, gpu: Gpu) -> tuple[Optional[int], Optional[str]]:
+        """This process's memory on ``gpu`` (this probe's), from NVML's list of compute processes."""
         pid = os.getpid()
-        processes = self.gpu.compute_processes()  # NVML_ERROR_NOT_SUPPORTED on some drivers and vGPUs
+        processes = gpu.compute_processes()  # NVML_ERROR_NOT_SUPPORTED on some drivers and vGPUs
         if processes.value is None:
             return None, processes.reason
         ours = [process for process in processes.value if process.pid == pid]

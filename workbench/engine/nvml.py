@@ -233,7 +233,7 @@ class Gpu:
         except Exception as error:
             reason = f"GPM metrics unreadable: {error}"
             return {name: Reading(reason=reason) for name, _ in GPM_METRICS}
-        readings = {}
+        readings: dict[str, Reading[float]] = {}
         for slot, (name, _) in enumerate(GPM_METRICS):
             metric = request.metrics[slot]
             code = int(metric.nvmlReturn)

@@ -97,7 +97,8 @@ def run_one(
         stopped_at = session.stopped_at if session is not None else None
         steps_done = session.step if session is not None else 0
         if session is not None:
-            session, closing = None, session
+            closing = session
+            session = None
             closing.close()
             del closing
         if failure is not None:

@@ -8,7 +8,7 @@ through a loader of its test files.
 
 from __future__ import annotations
 
-from typing import Iterator, Optional, Union
+from typing import Any, Iterator, Optional, Union
 
 import torch
 from torch.utils.data import DataLoader
@@ -42,16 +42,21 @@ class ArraysTestSet:
     """The test split on the device, in slices."""
 
     def __init__(self, arrays: ImageArrays, device: torch.device):
-        self.images = arrays.test_images.to(device)
-        self.labels = arrays.test_labels.to(device)
-        self.size = len(self.labels)
+        labels = arrays.test_labels.to(device)
+        # None once closed: the device memory goes with them.
+        self.images: Optional[torch.Tensor] = arrays.test_images.to(device)
+        self.labels: Optional[torch.Tensor] = labels
+        self.size = len(labels)
 
     def batches(self, batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        images, labels = self.images, self.labels
+        if images is None or labels is None:
+            raise RuntimeError("the test set was closed")
         for begin in range(0, self.size, batch_size):
-            yield self.images[begin : begin + batch_size], self.labels[begin : begin + batch_size]
+            yield images[begin : begin + batch_size], labels[begin : begin + batch_size]
 
     def close(self) -> None:
-        self.images = self.labels = None  # type: ignore[assignment]
+        self.images = self.labels = None
 
 
 class FolderTestSet:
@@ -65,8 +70,9 @@ class FolderTestSet:
         self.pin_memory = pin_memory
 
     def batches(self, batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        options = ({"multiprocessing_context": self.start_method, "worker_init_fn": worker_init_for_this_run()}
-                   if self.workers else {})
+        options: dict[str, Any] = (
+            {"multiprocessing_context": self.start_method, "worker_init_fn": worker_init_for_this_run()}
+            if self.workers else {})
         loader = DataLoader(self.dataset, batch_size=batch_size, num_workers=self.workers,
                             pin_memory=self.pin_memory, **options)
         yield from loader
@@ -100,7 +106,7 @@ def build_pipeline(data: TrainingData, config: RunConfig, device: torch.device, 
                             "decode=cpu, or convert them to JPEG")
         notes.append("decode=gpu: the workers read the files, nvJPEG decodes each batch on the GPU")
     dataset = FolderImages(data.train, transforms, train=True, bytes_only=on_gpu)
-    return (LoaderBatches(None, config, pin_memory=pin_memory and not on_gpu, shard=shard, dataset=dataset,  # type: ignore[arg-type]
+    return (LoaderBatches(None, config, pin_memory=pin_memory and not on_gpu, shard=shard, dataset=dataset,
                           collate_fn=collate_bytes if on_gpu else None), test_set)
 
 

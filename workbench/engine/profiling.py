@@ -124,11 +124,12 @@ class ProfileSampler:
         window records) and a finished sample, if one just ended.
         """
         inner = batches.inner if isinstance(batches, _AnnotatedBatches) else batches
-        if self._sample is None:
-            if self._broken or not self._idle_start(step):
+        sample = self._sample
+        if sample is None:
+            sample = None if self._broken else self._idle_start(step)
+            if sample is None:
                 return inner, None
         began = time.perf_counter()
-        sample = self._sample
         self._window_touched = True
         try:
             done = sample.advance(step)
@@ -161,19 +162,20 @@ class ProfileSampler:
     def _lock(self):
         return self.requests.lock if self.requests is not None else contextlib.nullcontext()
 
-    def _idle_start(self, step: int) -> bool:
-        """Start a sample at this boundary if one is due (or asked for) and fits; else plan the next."""
+    def _idle_start(self, step: int) -> Optional[_Sample]:
+        """Start a sample at this boundary if one is due (or asked for) and fits (it, or None); else plan the next."""
+        requests = self.requests
         with self._lock():
-            requested = self.requests is not None and self.requests.pending
+            requested = requests is not None and requests.pending
             start = self._next_fit(step if requested else max(step, self._planned))
             if start != step:
                 self.next_step = start
-                return False
-            if requested:
-                self.requests.clear()
+                return None
+            if requests is not None and requested:
+                requests.clear()
             self.next_step = step + 1
         self._sample = _Sample(self, step)
-        return True
+        return self._sample
 
     def _schedule_after(self, step: int, started: int) -> None:
         self._planned = started + self.every if self.every is not None else NEVER
@@ -270,6 +272,7 @@ class _Sample:
         session, self._session = self._session, None
         self.recording = False
         phase = next(b for b in self.boundaries if b[0] == name)
+        assert session is not None  # _begin_phase started this phase's recording
         self.results[name] = (session.stop(), phase[2] - phase[1], session.all_host_ops)
         if name == "timeline":
             self.timeline_data_wait_seconds = self.timed_data_wait_seconds

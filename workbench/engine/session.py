@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Generator, Iterator, Optional
 
 import torch
 from torch import nn
@@ -142,7 +142,7 @@ class TrainingSession:
         self._compile_report: Optional[tuple[float, Optional[str]]] = None
 
     # -- the run -------------------------------------------------------------------------------
-    def events(self, stop: Callable[[], bool]) -> Iterator[Event]:
+    def events(self, stop: Callable[[], bool]) -> Generator[Event, None, None]:
         """Raises Stopped when a stop ends a phase the loop had to wait on (see interruptible.py)."""
         if self._phase_stop is None:
             self._phase_stop = stop
@@ -200,7 +200,7 @@ class TrainingSession:
 
         start = HelperCall(start_workers, "worker start-up", on_abandoned=self._close_batches)
         try:
-            return start.wait(self._phase_stop)
+            return start.wait(self._stop_phases())
         finally:
             self._batches_abandoned = start.abandoned
 
@@ -230,7 +230,12 @@ class TrainingSession:
                 self._compile_report = (time.perf_counter() - began, watch.report())
                 return result
 
-        return call_interruptibly(first_step, self._phase_stop, "torch.compile")
+        return call_interruptibly(first_step, self._stop_phases(), "torch.compile")
+
+    def _stop_phases(self) -> Callable[[], bool]:
+        """What ends the phases that block: phase_stop, else the run's stop (events() sets it)."""
+        assert self._phase_stop is not None, "the blocking phases run inside events()"
+        return self._phase_stop
 
     def _new_window(self) -> _Window:
         self.telemetry.window_started()  # GPM measures over the window: its first sample
@@ -327,8 +332,9 @@ class TrainingSession:
         loss_sum = torch.zeros((), device=self.device)
         correct = torch.zeros((), device=self.device, dtype=torch.int64)
         batch_size = min(EVAL_BATCH_SIZE, 2 * self.config.batch_size)
+        stop = self._stop_phases()
         for batch in self.test_set.batches(batch_size):
-            if self._phase_stop():
+            if stop():
                 raise Stopped("evaluation")
             images, labels = self.prepare(*batch, train=False)
             with self.train_step.autocast():

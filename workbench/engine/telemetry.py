@@ -17,6 +17,7 @@ from workbench.engine.events import DeviceTelemetry, StepStats
 from workbench.engine.nvml import GPM_METRICS, Gpu, Reading
 
 CPU_REASON = "CPU device: no GPU telemetry"
+CLOSED_REASON = "the GPU's NVML handle was closed"
 # NVML measures PCIe traffic by counting bytes over 20 ms inside the call: at every log point of a fast run
 # (a window of 10 steps of 3 ms) that would cost two thirds of a window. At most this often, then.
 PCIE_EVERY_SECONDS = 5.0
@@ -38,10 +39,11 @@ class TelemetryProbe:
 
     def window_started(self) -> None:
         """A log window begins: GPM's first sample of it."""
-        if self.gpm_reason is not None:
+        gpu = self.gpu
+        if self.gpm_reason is not None or gpu is None:  # (a None gpu always has a reason)
             return
         self._free_start()
-        sample = self.gpu.gpm_sample()
+        sample = gpu.gpm_sample()
         self._window_start = sample.value
         if sample.value is None:
             self.gpm_reason = sample.reason  # it will not get better within the run
@@ -49,36 +51,38 @@ class TelemetryProbe:
     def read(self) -> DeviceTelemetry:
         """At a log point: the figures now, and GPM's over the window since ``window_started``."""
         gpu = self.gpu
-        if gpu is None or not gpu.readable:
-            return _unreadable(self.reason)
+        if gpu is None:
+            return _unreadable(self.reason or CPU_REASON)
+        if not gpu.readable:  # unreadable from the start (its reason), or closed since
+            return _unreadable(self.reason or gpu.reason or CLOSED_REASON)
         power, clock, events = gpu.power_watts(), gpu.sm_clock_mhz(), gpu.clock_event_reasons()
-        rx, tx = self._pcie()
+        rx, tx = self._pcie(gpu)
         figures: dict[str, Any] = dict(
             power_watts=power.value, power_unavailable_reason=power.reason,
             sm_clock_mhz=clock.value, sm_clock_unavailable_reason=clock.reason,
             clock_event_reasons=events.value, clock_events_unavailable_reason=events.reason,
             pcie_rx_bytes_per_sec=rx.value, pcie_tx_bytes_per_sec=tx.value, pcie_unavailable_reason=rx.reason or tx.reason,
         )
-        figures.update(self._gpm())
+        figures.update(self._gpm(gpu))
         return DeviceTelemetry(**figures)
 
-    def _pcie(self) -> tuple[Reading[float], Reading[float]]:
+    def _pcie(self, gpu: Gpu) -> tuple[Reading[float], Reading[float]]:
         now = self.clock()
         if self._pcie_read_at is not None and now - self._pcie_read_at < PCIE_EVERY_SECONDS:
             return Reading(reason=PCIE_SKIPPED), Reading(reason=PCIE_SKIPPED)
         self._pcie_read_at = now
-        return self.gpu.pcie_bytes_per_second("rx"), self.gpu.pcie_bytes_per_second("tx")
+        return gpu.pcie_bytes_per_second("rx"), gpu.pcie_bytes_per_second("tx")
 
-    def _gpm(self) -> dict[str, Any]:
+    def _gpm(self, gpu: Gpu) -> dict[str, Any]:
         if self.gpm_reason is not None:
             return {"gpm_unavailable_reason": self.gpm_reason}
         if self._window_start is None:
             return {"gpm_unavailable_reason": "GPM had no sample at the window's start"}
-        end = self.gpu.gpm_sample()
+        end = gpu.gpm_sample()
         if end.value is None:
             return {"gpm_unavailable_reason": end.reason}
-        readings = self.gpu.gpm_metrics(self._window_start, end.value)
-        self.gpu.gpm_free(end.value)
+        readings = gpu.gpm_metrics(self._window_start, end.value)
+        gpu.gpm_free(end.value)
         self._free_start()
         reasons = [reading.reason for reading in readings.values() if reading.reason]
         figures: dict[str, Any] = {name: readings[name].value for name, _ in GPM_METRICS}

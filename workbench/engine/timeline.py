@@ -29,7 +29,7 @@ import bisect
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import Iterable, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from workbench.engine.events import NamedTime, ProfileSample
 
@@ -99,14 +99,14 @@ def analyse(
     begin, end = window
     host_data_wait = clip(union((a.start_ns, a.end_ns) for a in activities if a.kind == DATA_WAIT), begin, end)
     top_ops = _top_ops(activities, begin, end, top)
-    base = dict(
+    host_only = TimelineBreakdown(
         window_seconds=_seconds(end - begin),
         steps=max(0, steps),
         host_data_wait_seconds=_seconds(total(host_data_wait)),
         top_ops=top_ops,
     )
     if not gpu:
-        return TimelineBreakdown(**base)
+        return host_only
     device = [a for a in activities if a.kind in DEVICE_KINDS and a.end_ns > begin and a.start_ns < end]
     kernels = union((a.start_ns, a.end_ns) for a in device if a.kind == KERNEL)
     copies = union((a.start_ns, a.end_ns) for a in device if a.kind == MEMCPY)
@@ -118,8 +118,8 @@ def analyse(
     data, host, other = _attribute_idle(device, activities, gaps(busy, begin, end), host_data_wait)
     kernel_records = [a for a in device if a.kind == KERNEL]
     durations = [a.end_ns - a.start_ns for a in kernel_records]
-    return TimelineBreakdown(
-        **base,
+    return replace(
+        host_only,
         kernel_busy_seconds=_seconds(total(kernels)),
         memcpy_seconds=_seconds(total(visible_copies)),
         memset_seconds=_seconds(total(visible_fills)),
@@ -152,11 +152,11 @@ def with_timed_data_wait(breakdown: TimelineBreakdown, data_wait_seconds: float)
 
 
 def to_sample(
-    breakdown: TimelineBreakdown, first_step: int, last_step: int, device: str, batch_size: int, **extra
+    breakdown: TimelineBreakdown, first_step: int, last_step: int, device: str, batch_size: int, **extra: Any
 ) -> ProfileSample:
     """The ProfileSample event of a timeline window; ``extra`` sets the rest (top_ops, trace paths, ...)."""
     window = breakdown.window_seconds
-    fields = dict(
+    fields: dict[str, Any] = dict(
         first_step=first_step,
         last_step=last_step,
         device=device,
@@ -226,7 +226,7 @@ def _top_ops(activities: Sequence[Activity], begin: int, end: int, top: int) -> 
     for a in activities:
         if a.kind in HOST_KINDS and a.end_ns > begin and a.start_ns < end:
             by_thread[a.stream].append(a)
-    self_times: list[tuple[str, int]] = []
+    self_times: list[tuple[Optional[str], int]] = []  # None: an annotation, not an op
     for events in by_thread.values():
         events.sort(key=lambda a: (a.start_ns, -a.end_ns))
         stack: list[list] = []  # [activity, clipped duration, children's time]

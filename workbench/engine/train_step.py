@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Callable, ContextManager, Optional
+from typing import Callable, ContextManager, Optional, cast
 
 import torch
 from torch import nn
@@ -98,9 +98,10 @@ class TrainStep:
     def _group_of(self, index: int) -> tuple[int, bool]:
         """(size of the accumulation group micro-batch ``index`` belongs to, whether the step follows it)."""
         k = self.accumulation_steps
-        if self._full_groups_end is None or index < self._full_groups_end:
+        full_groups_end, total = self._full_groups_end, self._total_micro_batches
+        if full_groups_end is None or total is None or index < full_groups_end:  # (both None or neither)
             return k, (index + 1) % k == 0
-        return self._total_micro_batches - self._full_groups_end, index + 1 == self._total_micro_batches
+        return total - full_groups_end, index + 1 == total
 
     def _optimizer_step(self) -> None:
         if self.max_grad_norm is not None:
@@ -157,16 +158,17 @@ def warmup_linear_decay(base_lr: float, total_optimizer_steps: int) -> Callable[
 
 def build_optimizer(config: RunConfig, model: nn.Module, device_type: str = "cpu") -> torch.optim.Optimizer:
     """SGD with Nesterov momentum, or AdamW; fused (one kernel for the whole update) when asked for on CUDA."""
-    fused = {"fused": True} if config.fused_optimizer and device_type == "cuda" else {}
+    fused = True if config.fused_optimizer and device_type == "cuda" else None  # None: the optimizers' default
     if config.optimizer == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, **fused)
+        return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=fused)
     return torch.optim.SGD(
-        model.parameters(), lr=config.lr, momentum=0.9, nesterov=True, weight_decay=config.weight_decay, **fused
+        model.parameters(), lr=config.lr, momentum=0.9, nesterov=True, weight_decay=config.weight_decay, fused=fused
     )
 
 
-def compiled(model: Callable, mode: str) -> Callable:
+def compiled(model: nn.Module, mode: str) -> nn.Module:
     """``model`` under torch.compile in ``mode`` (RunConfig.compile), or itself when the mode is off."""
     if mode == "off":
         return model
-    return torch.compile(model, mode=None if mode == "default" else mode)
+    # A module compiles to an OptimizedModule, itself a Module: torch.compile's stub says only "a callable like it".
+    return cast(nn.Module, torch.compile(model, mode=None if mode == "default" else mode))

@@ -24,6 +24,9 @@ SequenceKind = Literal["sweep", "tune", "max_batch", "repeats", "verify"]
 # or ended by an error that is not one member's own trouble.
 SequenceStatus = Literal["finished", "stopped", "failed"]
 
+# What became of one change the search for faster settings tried (TrialResult.outcome).
+TrialOutcome = Literal["kept", "slower", "within_noise", "failed"]
+
 # A member's settings that distinguish it: (field, value) pairs in the order they were swept or changed.
 Values = tuple[tuple[str, Any], ...]
 
@@ -104,7 +107,7 @@ class TrialResult:
     images_per_sec: Optional[float]  # median of its measurements; None when it failed
     measurements: tuple[float, ...]
     run_ids: tuple[Optional[int], ...]
-    outcome: Literal["kept", "slower", "within_noise", "failed"]
+    outcome: TrialOutcome
     best_images_per_sec: Optional[float]  # the best after this trial (median of its measurements)
     reason: Optional[str] = None  # why it failed
     comparison: Optional[Comparison] = None  # against the best so far; None when the trial failed
@@ -195,8 +198,9 @@ class MaxBatchResult:
     @property
     def fastest(self) -> Optional[BatchTrial]:
         """The fitting trial with the most images/sec (None when no fitting trial has a rate)."""
-        timed = [trial for trial in self.trials if trial.fits and trial.images_per_sec is not None]
-        return max(timed, key=lambda trial: trial.images_per_sec) if timed else None
+        timed = [(trial.images_per_sec, trial) for trial in self.trials
+                 if trial.fits and trial.images_per_sec is not None]
+        return max(timed, key=lambda rated: rated[0])[1] if timed else None
 
 
 # At the very edge of memory the caching allocator frees and retries (a device sync) inside the steps:
@@ -210,6 +214,8 @@ def edge_note(result: MaxBatchResult) -> Optional[str]:
     """A sentence when the largest fitting batch trains much slower than a smaller one did (else None)."""
     best, fastest = result.best, result.fastest
     if best is None or fastest is None or best.images_per_sec is None or fastest is best:
+        return None
+    if fastest.images_per_sec is None:  # (the fastest has a rate)
         return None
     if best.images_per_sec >= EDGE_SLOWDOWN * fastest.images_per_sec:
         return None

@@ -24,6 +24,7 @@ from workbench.experiments.events import (
     MaxBatchResult,
     MemberEnded,
     SequenceEnded,
+    SequenceStatus,
 )
 from workbench.experiments.members import (
     MemberRunner,
@@ -121,7 +122,7 @@ class _BatchSearch:
             config = config.replace(synthetic_size=batch_size)
         return config
 
-    def run(self) -> Generator[AnyEvent, None, tuple[str, str, Optional[str]]]:
+    def run(self) -> Generator[AnyEvent, None, tuple[SequenceStatus, str, Optional[str]]]:
         """Returns (status, what limits the batch, why the search ended early)."""
         cap, cap_reason = batch_cap(self.plan.base)
         size = min(self.plan.start_batch or self.plan.base.batch_size, cap)
@@ -219,7 +220,7 @@ def run_max_batch(
         status, limited_by, reason = "failed", "error", str(error)
     finally:
         (release or _release_cached_memory)()
-    yield SequenceEnded(kind="max_batch", sequence_id=sequence_id, status=status, result=search.result(limited_by), reason=reason)  # type: ignore[arg-type]
+    yield SequenceEnded(kind="max_batch", sequence_id=sequence_id, status=status, result=search.result(limited_by), reason=reason)
 
 def _release_cached_memory() -> object:
     from workbench.engine import release_cached_memory

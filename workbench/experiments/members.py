@@ -7,7 +7,6 @@ and the stop flag the caller passed reaches the engine. No Qt; torch only inside
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any, Generator, Iterator, Optional
 
 from workbench.config import RunConfig
@@ -43,9 +42,15 @@ def probe_device(requested: str) -> DeviceInfo:
 
 def started_on_use(run_function: RunFunction, config: RunConfig, stop: StopFlag) -> Iterator[Event]:
     """``run_function(config, stop)``'s events, the call made on the first ``next``: an exception from the
-    call itself then reaches the recording loop like one from the run (recorded as the run's failure)."""
-    with contextlib.closing(run_function(config, stop)) as events:  # type: ignore[arg-type]
+    call itself then reaches the recording loop like one from the run (recorded as the run's failure).
+    Closed at the end, also when left early, where the iterator can be (a generator: the run's own cleanup)."""
+    events = run_function(config, stop)
+    try:
         yield from events
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
 
 
 def member_name(config: RunConfig, label: str) -> str:

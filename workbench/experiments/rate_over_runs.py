@@ -55,8 +55,10 @@ class RateOverRuns:
 
 def rate_over(summaries: Sequence[RunSummary]) -> RateOverRuns:
     """The rate of one setting over its runs' summaries (failed and stopped runs are left out)."""
-    finished = [summary for summary in summaries if summary.status == "finished" and summary.images_per_sec]
-    rates = tuple(float(summary.images_per_sec) for summary in finished)  # type: ignore[arg-type]
+    rated = [(summary, float(summary.images_per_sec)) for summary in summaries
+             if summary.status == "finished" and summary.images_per_sec]
+    finished = [summary for summary, _ in rated]
+    rates = tuple(rate for _, rate in rated)
     if not rates:
         return RateOverRuns(rates=(), images_per_sec=None)
     if len(rates) == 1:

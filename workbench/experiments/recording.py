@@ -27,8 +27,11 @@ if TYPE_CHECKING:
 
 class Recorder(Protocol):
     run_id: int
-    label: str  # "#7 synthetic: num_workers=2", as every view names the run
     discarded: bool
+
+    @property
+    def label(self) -> str:
+        """"#7 synthetic: num_workers=2", as every view names the run."""
 
     def record(self, event: Event) -> None: ...
 
@@ -39,8 +42,8 @@ class RecorderFactory(Protocol):
     def begin_sequence(self, kind: str, name: str, plan: dict[str, Any]) -> Optional[int]:
         """The new sequence's id (None when nothing is recorded)."""
 
-    def start_run(self, config: RunConfig, name: str, sequence_id: Optional[int]) -> Optional[Recorder]:
-        """A recorder for one member run (None when nothing is recorded)."""
+    def start_run(self, config: RunConfig, name: Optional[str], sequence_id: Optional[int]) -> Optional[Recorder]:
+        """A recorder for one run (None when nothing is recorded); ``name`` None: the history names it."""
 
     def add_measured_change(self, change: MeasuredChange) -> None:
         """Keep what a change measured against its baseline (a verification)."""
@@ -56,7 +59,7 @@ class NoRecording:
     def begin_sequence(self, kind: str, name: str, plan: dict[str, Any]) -> Optional[int]:
         return None
 
-    def start_run(self, config: RunConfig, name: str, sequence_id: Optional[int]) -> Optional[Recorder]:
+    def start_run(self, config: RunConfig, name: Optional[str], sequence_id: Optional[int]) -> Optional[Recorder]:
         return None
 
     def add_measured_change(self, change: MeasuredChange) -> None:
@@ -94,7 +97,7 @@ class HistoryRecording:
     def begin_sequence(self, kind: str, name: str, plan: dict[str, Any]) -> Optional[int]:
         return self.store.create_sequence(kind, name, plan)
 
-    def start_run(self, config: RunConfig, name: str, sequence_id: Optional[int]) -> Optional[Recorder]:
+    def start_run(self, config: RunConfig, name: Optional[str], sequence_id: Optional[int]) -> Optional[Recorder]:
         return self.store.start_run(config, name=name, source=self.source, sequence_id=sequence_id)
 
     def add_measured_change(self, change: MeasuredChange) -> None:

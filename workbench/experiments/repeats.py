@@ -14,7 +14,13 @@ from typing import Iterator, Optional
 from workbench.config import ConfigError, RunConfig
 from workbench.device_info import Probe
 from workbench.engine.requests import stopped_by
-from workbench.experiments.events import AnyEvent, MemberEnded, SequenceEnded, SweepResult
+from workbench.experiments.events import (
+    AnyEvent,
+    MemberEnded,
+    SequenceEnded,
+    SequenceStatus,
+    SweepResult,
+)
 from workbench.experiments.members import (
     RunFunction,
     StopFlag,
@@ -64,7 +70,8 @@ def run_repeats(
         return
     sequence_id = runner.sequence_id
     done: list[MemberEnded] = []
-    status, reason = "finished", None
+    status: SequenceStatus = "finished"
+    reason: Optional[str] = None
     for index in range(plan.repeats):
         if stop():
             status, reason = "stopped", f"stopped by {stopped_by(stop)} after {len(done)} of {plan.repeats} runs"
@@ -79,5 +86,5 @@ def run_repeats(
             reason = f"run {index + 1} of {plan.repeats} failed ({member.reason})" + (
                 f"; the other {left} were not run" if left else "")
             break
-    yield SequenceEnded(kind="repeats", sequence_id=sequence_id, status=status,  # type: ignore[arg-type]
+    yield SequenceEnded(kind="repeats", sequence_id=sequence_id, status=status,
                         result=SweepResult(members=tuple(done), repeats=plan.repeats), reason=reason)

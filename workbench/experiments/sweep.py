@@ -22,6 +22,7 @@ from workbench.experiments.events import (
     AnyEvent,
     MemberEnded,
     SequenceEnded,
+    SequenceStatus,
     SweepResult,
     Values,
     values_label,
@@ -153,7 +154,8 @@ def run_sweep(
         return
     sequence_id = runner.sequence_id
     done: list[MemberEnded] = []
-    status, reason = "finished", None
+    status: SequenceStatus = "finished"
+    reason: Optional[str] = None
     per_round = len(members) // plan.repeats
     for index, (values, config) in enumerate(members):
         if stop():

@@ -35,6 +35,8 @@ from workbench.experiments.events import (
     BestSoFar,
     MemberEnded,
     SequenceEnded,
+    SequenceStatus,
+    TrialOutcome,
     TrialResult,
     TuneResult,
     changed_fields,
@@ -132,7 +134,7 @@ def _cost(plan: TunePlan) -> str:
 
 
 class _StopSearch(Exception):
-    def __init__(self, status: str, reason: str, refused: bool = False):
+    def __init__(self, status: SequenceStatus, reason: str, refused: bool = False):
         super().__init__(reason)
         self.status, self.reason = status, reason
         self.refused = refused  # bad input (a budget too small for one change): said as a problem, not a result
@@ -262,17 +264,19 @@ class _Search:
             run_ids.append(member.run_id)
             self.rates.setdefault(config, []).append(member.images_per_sec)
         comparison = compare_rates(sides["A"][0], sides["B"][0])
-        kept = comparison.verdict == "faster"
+        verdict = comparison.verdict
+        kept = verdict == "faster"
         if kept:
             self.best = candidate
-        trial = self.record(knob, change, "kept" if kept else comparison.verdict, sides, comparison=comparison)
+        outcome: TrialOutcome = "kept" if verdict == "faster" else verdict
+        trial = self.record(knob, change, outcome, sides, comparison=comparison)
         yield trial
         if kept:
             yield self.best_so_far()
         return trial
 
-    def record(self, knob: str, change: dict[str, Any], outcome: str, sides: _Sides, reason: Optional[str] = None,
-               comparison: Optional[Comparison] = None) -> TrialResult:
+    def record(self, knob: str, change: dict[str, Any], outcome: TrialOutcome, sides: _Sides,
+               reason: Optional[str] = None, comparison: Optional[Comparison] = None) -> TrialResult:
         trial = TrialResult(
             trial=len(self.trials) + 1,
             knob=knob,
@@ -280,7 +284,7 @@ class _Search:
             images_per_sec=comparison.changed_images_per_sec if comparison else None,
             measurements=tuple(sides["B"][0]),
             run_ids=tuple(sides["B"][1]),
-            outcome=outcome,  # type: ignore[arg-type]
+            outcome=outcome,
             best_images_per_sec=self.median_rate(self.best),
             reason=reason,
             comparison=comparison,
@@ -332,6 +336,7 @@ def run_tune(
         return
     sequence_id = runner.sequence_id
     search = _Search(plan, stop, runner, device, clock)
+    status: SequenceStatus
     try:
         stop_reason = yield from search.run()
         status = "finished"
@@ -340,4 +345,4 @@ def run_tune(
             yield SequenceEnded(kind="tune", sequence_id=sequence_id, status="failed", result=None, reason=ended.reason, problems=(ended.reason,))
             return
         status, stop_reason = ended.status, ended.reason
-    yield SequenceEnded(kind="tune", sequence_id=sequence_id, status=status, result=search.result(stop_reason), reason=stop_reason)  # type: ignore[arg-type]
+    yield SequenceEnded(kind="tune", sequence_id=sequence_id, status=status, result=search.result(stop_reason), reason=stop_reason)

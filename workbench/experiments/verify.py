@@ -28,6 +28,7 @@ from workbench.experiments.events import (
     ChangeVerified,
     RecordingFailed,
     SequenceEnded,
+    SequenceStatus,
     Values,
     VerifyResult,
     values_label,
@@ -204,7 +205,8 @@ def run_verify(
     rates: list[list[float]] = [[] for _ in sides]
     run_ids: list[list[Optional[int]]] = [[] for _ in sides]
     failures: list[Optional[str]] = [None for _ in sides]
-    status, reason = "finished", None
+    status: SequenceStatus = "finished"
+    reason: Optional[str] = None
     for round_index in range(plan.repeats):
         for side, (values, config, purpose) in enumerate(sides):
             if failures[side] is not None:
@@ -237,7 +239,7 @@ def run_verify(
         if comparison.speedup is None or comparison.speedup_low is None:
             continue  # too few trials for an interval: nothing worth keeping
         try:
-            recorders.add_measured_change(MeasuredChange(
+            runner.recorders.add_measured_change(MeasuredChange(
                 sequence_id=sequence_id, device_type=device.type, device_name=device.name, baseline=plan.base,
                 field=change.field, value=change.value, speedup=comparison.speedup,
                 speedup_low=comparison.speedup_low, speedup_high=comparison.speedup_high,
@@ -247,5 +249,5 @@ def run_verify(
                                                        f"{type(error).__name__}: {error}")
     result = VerifyResult(base=plan.base, device_type=device.type, device_name=device.name,
                           trial_steps=plan.trial_steps, changes=tuple(verified))
-    yield SequenceEnded(kind="verify", sequence_id=sequence_id, status=status, result=result,  # type: ignore[arg-type]
+    yield SequenceEnded(kind="verify", sequence_id=sequence_id, status=status, result=result,
                         reason=reason)

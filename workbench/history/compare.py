@@ -60,11 +60,11 @@ def compare_runs(records: Sequence[RunRecord]) -> list[ComparisonRow]:
 
     for metric in SUMMARY_METRICS:
         if metric.kind != "text":
-            add("Results", metric.name, metric.label, lambda r, m=metric: getattr(r.summary, m.name), _formatter(metric))
+            add("Results", metric.name, metric.label, _summary_figure(metric.name), _formatter(metric))
 
     add("Environment", "device_name", "device", lambda r: r.summary.device_name, _formatter(_TEXT))
     for fact in _DEVICE_FACTS:
-        add("Environment", fact.name, fact.label, lambda r, key=fact.name: r.device.get(key), _formatter(fact))
+        add("Environment", fact.name, fact.label, _device_fact(fact.name), _formatter(fact))
     add("Environment", "hostname", "machine", lambda r: r.hostname, _formatter(_TEXT))
     add("Environment", "app_version", "workbench", lambda r: r.app_version, _formatter(_TEXT))
     return rows
@@ -90,6 +90,14 @@ def unused_settings(record: RunRecord) -> dict[str, str]:
     device_type = record.device.get("type") or record.summary.device
     on_cpu = device_type == "cpu" if device_type else record.config.device == "cpu"
     return inactive_fields(record.config, on_cpu)
+
+
+def _summary_figure(name: str) -> Callable[[RunRecord], Any]:
+    return lambda record: getattr(record.summary, name)
+
+
+def _device_fact(key: str) -> Callable[[RunRecord], Any]:
+    return lambda record: record.device.get(key)
 
 
 def _formatter(metric: Metric) -> Callable[[Any], str]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from workbench.config import RunConfig
-from workbench.engine.events import Finding, Measurement
+from workbench.engine.events import Finding, Measurement, Verdict
 from workbench.engine.findings import MeasurementLookup, with_measurements
 from workbench.history.records import config_from_json
 
@@ -58,7 +58,7 @@ class MeasuredChange:
     speedup: float  # median(changed) ÷ median(baseline) images/sec
     speedup_low: Optional[float]
     speedup_high: Optional[float]
-    verdict: str  # faster, slower, within_noise
+    verdict: Verdict
     baseline_run_ids: tuple[Optional[int], ...]
     changed_run_ids: tuple[Optional[int], ...]
     created_at: Optional[float] = None  # unix seconds; set when stored
@@ -67,7 +67,7 @@ class MeasuredChange:
     @property
     def measurement(self) -> Measurement:
         return Measurement(speedup=self.speedup, low=self.speedup_low, high=self.speedup_high,
-                           verdict=self.verdict,  # type: ignore[arg-type]
+                           verdict=self.verdict,
                            baseline_trials=len(self.baseline_run_ids), changed_trials=len(self.changed_run_ids))
 
 
@@ -82,7 +82,8 @@ def add(conn: sqlite3.Connection, change: MeasuredChange) -> int:
          change.verdict, json.dumps(list(change.baseline_run_ids)), json.dumps(list(change.changed_run_ids)),
          change.created_at if change.created_at is not None else time.time()),
     )
-    return int(cursor.lastrowid)
+    assert cursor.lastrowid is not None  # set by every INSERT (None only before a cursor's first one)
+    return cursor.lastrowid
 
 
 def measured_on(conn: sqlite3.Connection, config: RunConfig, device_type: str,

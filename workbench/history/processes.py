@@ -70,19 +70,22 @@ def _is_zombie(pid: int) -> bool:
         return False
 
 
-def _windows_process_alive(pid: int) -> bool:
-    # os.kill on Windows terminates the process for any signal but the console ones, so ask the kernel.
-    import ctypes
+# Defined on Windows only, where process_alive calls it (ctypes.WinDLL exists there alone).
+if sys.platform == "win32":
 
-    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
-    query_limited_information, still_active, access_denied = 0x1000, 259, 5
-    handle = kernel32.OpenProcess(query_limited_information, False, pid)
-    if not handle:
-        return ctypes.get_last_error() == access_denied
-    try:
-        exit_code = ctypes.c_ulong()
-        if not kernel32.GetExitCodeProcess(handle, ctypes.byref(exit_code)):
-            return True
-        return exit_code.value == still_active
-    finally:
-        kernel32.CloseHandle(handle)
+    def _windows_process_alive(pid: int) -> bool:
+        # os.kill on Windows terminates the process for any signal but the console ones, so ask the kernel.
+        import ctypes
+
+        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+        query_limited_information, still_active, access_denied = 0x1000, 259, 5
+        handle = kernel32.OpenProcess(query_limited_information, False, pid)
+        if not handle:
+            return ctypes.get_last_error() == access_denied
+        try:
+            exit_code = ctypes.c_ulong()
+            if not kernel32.GetExitCodeProcess(handle, ctypes.byref(exit_code)):
+                return True
+            return exit_code.value == still_active
+        finally:
+            kernel32.CloseHandle(handle)

@@ -79,9 +79,10 @@ def rank_peaks_json(summary: RunSummary) -> Optional[str]:
     return json.dumps(peaks) if any(peaks.values()) else None
 
 
-def _rank_peaks(text: Optional[str]) -> dict[str, tuple[Optional[int], ...]]:
+def _rank_peaks(text: Optional[str]) -> dict[str, Any]:
+    """RunSummary's rank_* keyword arguments (each a tuple of Optional[int]) from rank_peaks_json."""
     stored = _json_object(text)
-    peaks = {}
+    peaks: dict[str, Any] = {}
     for name in RANK_PEAK_FIGURES:
         values = stored.get(name)
         if isinstance(values, list):

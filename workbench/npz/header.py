@@ -88,8 +88,8 @@ def _read_member_header(stream) -> tuple[tuple[int, ...], np.dtype]:
         shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
     elif version == (2, 0):
         shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
-    else:  # 3.0 (utf-8 field names) has no public reader
-        shape, _, dtype = np.lib.format._read_array_header(stream, version)
+    else:  # 3.0 (utf-8 field names) has no public reader; numpy's stubs leave its private one out
+        shape, _, dtype = np.lib.format._read_array_header(stream, version)  # type: ignore[attr-defined]
     return tuple(int(size) for size in shape), np.dtype(dtype)
 
 

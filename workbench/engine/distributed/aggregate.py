@@ -128,18 +128,18 @@ class RankEventMerger:
             if kind == "event":
                 released.append(item)
             elif kind == "step":
-                ranks = self._steps[item]
-                if len(ranks) < self.world_size:
+                step_ranks = self._steps[item]
+                if len(step_ranks) < self.world_size:
                     break
-                per_rank = [ranks[rank] for rank in range(self.world_size)]
+                per_rank = [step_ranks[rank] for rank in range(self.world_size)]
                 released.append(combine_steps(per_rank, self._samples))
                 self._samples = [stats.samples_seen for stats in per_rank]
                 del self._steps[item]
             else:
-                ranks = self._epochs[item]
-                if len(ranks) < self.world_size:
+                epoch_ranks = self._epochs[item]
+                if len(epoch_ranks) < self.world_size:
                     break
-                released.append(combine_epochs([ranks[rank] for rank in range(self.world_size)]))
+                released.append(combine_epochs([epoch_ranks[rank] for rank in range(self.world_size)]))
                 del self._epochs[item]
             self._order.popleft()
         return released

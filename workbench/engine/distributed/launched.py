@@ -11,7 +11,7 @@ yields the merged events and a RunEnded built from them; the other ranks yield t
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 import torch.distributed as dist
 
@@ -53,9 +53,9 @@ def _gathered(event: Event, rank_run: RankRun) -> list:
     group = rank_run.rank_world.control_group if rank_run.rank_world is not None else None
     if group is None:
         return [event]
-    gathered: list = [None] * rank_run.world.world_size if rank_run.world.rank == 0 else None  # type: ignore[assignment]
+    gathered: Optional[list] = [None] * rank_run.world.world_size if rank_run.world.rank == 0 else None
     dist.gather_object(event, gathered, dst=0, group=group)
-    return gathered
+    return gathered if gathered is not None else []  # the other ranks receive nothing
 
 
 def _with_notes(event: RunStarted, rank_run: RankRun) -> RunStarted:

@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 from dataclasses import replace
-from typing import Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 import torch
 import torch.distributed as dist
@@ -26,6 +26,9 @@ from workbench.engine.distributed.world import World, backend_for
 from workbench.engine.events import Event, RunEnded, RunSummary
 from workbench.engine.one_process import run_one
 
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
+
 
 class RankWorld:
     """This rank once its process group is up: what the training session asks of it (rank,
@@ -37,7 +40,12 @@ class RankWorld:
         self.wraps_model = world.wraps_model
         # Host-side control (stop agreement, gathering figures under torchrun) on gloo: CPU tensors and
         # objects, and never in the way of NCCL's gradient traffic.
-        self.control_group = dist.new_group(backend="gloo") if world.world_size > 1 else None
+        self.control_group: Optional[ProcessGroup] = None
+        if world.world_size > 1:
+            group = dist.new_group(backend="gloo")
+            # A group of every rank: new_group answers NON_GROUP_MEMBER (-100) only to ranks left out of it.
+            assert not isinstance(group, int)
+            self.control_group = group
 
     def wrap_model(self, model: nn.Module, device: torch.device) -> nn.Module:
         """DDP around the model; the model itself for one process (World.wrap_one_process)."""
@@ -50,8 +58,9 @@ class RankWorld:
         )
 
 
-def _fewer_launches_per_step() -> dict[str, bool]:
-    """DDP's options that take kernels off each step without changing a figure, by this torch's names.
+def _fewer_launches_per_step() -> dict[str, Any]:
+    """DDP's options that take kernels off each step without changing a figure, by this torch's names
+    (keyword arguments: each a bool).
 
     No broadcast of rank 0's buffers before every forward: nothing here reads another rank's buffers
     (BatchNorm's running statistics). In training mode BatchNorm normalises with the batch's own
@@ -65,7 +74,8 @@ def _fewer_launches_per_step() -> dict[str, bool]:
     """
     parameters = inspect.signature(DistributedDataParallel.__init__).parameters
     # torch 2.13 renamed it (broadcast_buffers is deprecated there, with a warning).
-    options = {"forward_sync_buffers": False} if "forward_sync_buffers" in parameters else {"broadcast_buffers": False}
+    options: dict[str, Any] = (
+        {"forward_sync_buffers": False} if "forward_sync_buffers" in parameters else {"broadcast_buffers": False})
     if "batched_grad_copy" in parameters:
         options["batched_grad_copy"] = True
     return options
