@@ -49,6 +49,10 @@ RSS_GROWTH_BOUND = 64 * 2**20
 # Qt's thread pool keeps a background call's idle thread for 30 s: one or two may come and go. A thread per
 # run left behind would show as +20.
 THREAD_SLACK = 2
+# Descriptors come and go with the runs' ends: a worker's pipes still closing, the history's WAL and shared-memory
+# files (measured 26–31 across one run of this test, with no trend). A descriptor per run left behind would
+# show as +20.
+FD_SLACK = 3
 
 
 def process_resources() -> dict[str, int]:
@@ -141,7 +145,7 @@ def test_thirty_runs_with_stops_and_failures_leave_nothing_behind(qtbot, make_wi
     def most(window: list[dict[str, int]], name: str) -> int:
         return max(sample[name] for sample in window)
 
-    assert most(last, "fds") <= most(first, "fds"), seen
+    assert most(last, "fds") <= most(first, "fds") + FD_SLACK, seen
     assert most(last, "descendants") <= most(first, "descendants"), seen  # the forkserver and resource tracker
     assert most(last, "threads") <= most(first, "threads") + THREAD_SLACK, seen
     assert threading.active_count() <= 1 + THREAD_SLACK  # the GUI thread and lingering background calls
