@@ -40,23 +40,11 @@ TARGET = 10.0
 PIPELINES = ("per-sample", "batched", "gpu-resident")
 
 
-def measure(pipeline: str, workers: int, batch: int, batches: int, warmup: int, device_info, size: int) -> float:
-    device = resolve(device_info)
-    on_cuda = device.type == "cuda"
-    config = RunConfig(
-        dataset="synthetic", synthetic_size=size, batch_size=batch, num_workers=workers, persistent_workers=True,
-        pipeline="gpu-resident" if pipeline == "gpu-resident" else "dataloader",
-        augment="cpu" if pipeline == "per-sample" else "gpu", device=device_info.type,
-    )
-    arrays = load_arrays(config)
-    if pipeline == "gpu-resident":
-        source = ResidentBatches(arrays, config, device)
-    else:
-        source = LoaderBatches(arrays, config, pin_memory=on_cuda)
-    prepare = DevicePreparer(config, device, non_blocking=on_cuda)
+def timed_rate(source, prepare, batch: int, batches: int, warmup: int, on_cuda: bool) -> float:
+    """images/sec of ``batches`` batches from ``source`` through ``prepare``, after ``warmup`` untimed ones
+    (epochs restart as needed); the source is closed afterwards."""
     try:
-        done = 0
-        began = None
+        done, began = 0, None
         while done < warmup + batches:
             for images, labels in source.epoch():
                 if done == warmup:
@@ -72,6 +60,23 @@ def measure(pipeline: str, workers: int, batch: int, batches: int, warmup: int, 
         return batches * batch / (time.perf_counter() - began)
     finally:
         source.close()
+
+
+def measure(pipeline: str, workers: int, batch: int, batches: int, warmup: int, device_info, size: int) -> float:
+    device = resolve(device_info)
+    on_cuda = device.type == "cuda"
+    config = RunConfig(
+        dataset="synthetic", synthetic_size=size, batch_size=batch, num_workers=workers, persistent_workers=True,
+        pipeline="gpu-resident" if pipeline == "gpu-resident" else "dataloader",
+        augment="cpu" if pipeline == "per-sample" else "gpu", device=device_info.type,
+    )
+    arrays = load_arrays(config)
+    if pipeline == "gpu-resident":
+        source = ResidentBatches(arrays, config, device)
+    else:
+        source = LoaderBatches(arrays, config, pin_memory=on_cuda)
+    prepare = DevicePreparer(config, device, non_blocking=on_cuda)
+    return timed_rate(source, prepare, batch, batches, warmup, on_cuda)
 
 
 FOLDER_CELLS = (("cpu", "cpu"), ("gpu", "cpu"), ("gpu", "gpu"))  # (augment, decode)
@@ -93,23 +98,7 @@ def measure_folder(root: str, augment: str, decode: str, workers: int, batch: in
     source, _ = build_pipeline(load_data(config), config, device, None, [])
     prepare = DevicePreparer(config, device, non_blocking=on_cuda,
                              decode_batch=decode_on_device if decode == "gpu" else None)
-    try:
-        done, began = 0, None
-        while done < warmup + batches:
-            for images, labels in source.epoch():
-                if done == warmup:
-                    if on_cuda:
-                        torch.cuda.synchronize()
-                    began = time.perf_counter()
-                prepare(images, labels)
-                done += 1
-                if done == warmup + batches:
-                    break
-        if on_cuda:
-            torch.cuda.synchronize()
-        return batches * batch / (time.perf_counter() - began)
-    finally:
-        source.close()
+    return timed_rate(source, prepare, batch, batches, warmup, on_cuda)
 
 
 def folder_main(args: argparse.Namespace) -> None:

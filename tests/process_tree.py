@@ -1,8 +1,9 @@
-"""The processes a test left behind: this process's descendants, read from /proc (Linux)."""
+"""The processes a test left behind: this process's descendants, or a session's processes, read from /proc (Linux)."""
 
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -47,3 +48,41 @@ def leftovers(before: dict[int, str], timeout: float = 10.0) -> dict[int, str]:
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.1)
+
+
+# Processes that end on their own end within seconds; this is the generous margin.
+GONE_S = 30.0
+
+
+def session_processes(session: int) -> dict[int, str]:
+    """pid → command line of every live (not zombie) process of ``session``."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getsid(int(entry.name)) != session:
+                continue
+            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+            found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:  # gone meanwhile
+            continue
+    return found
+
+
+def left_after(session: int, timeout: float = GONE_S) -> dict[int, str]:
+    """The session's processes still alive once they have had ``timeout`` seconds to go."""
+    deadline = time.monotonic() + timeout
+    while (left := session_processes(session)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def kill_session(session: int) -> None:
+    """Never leave a run behind, nor what it started (each pid, as found)."""
+    for pid in session_processes(session):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

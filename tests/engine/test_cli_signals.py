@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from cli_processes import cli, wait_for
+from process_tree import GONE_S, kill_session, left_after, session_processes
 
 from workbench.cli.interrupts import take_stop_signals
 from workbench.engine.requests import StopRequest
@@ -25,7 +26,6 @@ START_METHOD = ("--worker-start-method", "forkserver")  # the default, and the o
 # The run waits on its workers (slow_batches.py): a worker a signal killed would fail the run, not go unnoticed.
 SLOW_BATCHES = f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\nimport slow_batches\n"
 WORKERS_UP_S = 240.0  # a loaded 2-core machine may take a minute to start the forkserver and two workers
-GONE_S = 30.0  # processes that end on their own end within seconds; this is the generous margin
 
 
 def test_sigterm_and_sighup_stop_once_named_and_only_a_second_ctrl_c_aborts():
@@ -57,21 +57,6 @@ def test_a_hangup_ignored_at_start_stays_ignored():
         signal.signal(signal.SIGHUP, previous)
 
 
-def session_processes(session: int) -> dict[int, str]:
-    """pid → command line of every live (not zombie) process of ``session``."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if os.getsid(int(entry.name)) != session:
-                continue
-            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                continue
-            found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:  # gone meanwhile
-            continue
-    return found
 
 
 def wait_for_workers(session: int) -> None:
@@ -82,21 +67,8 @@ def wait_for_workers(session: int) -> None:
         time.sleep(0.2)
 
 
-def left_after(session: int, timeout: float = GONE_S) -> dict[int, str]:
-    """The session's processes still alive once they have had ``timeout`` seconds to go."""
-    deadline = time.monotonic() + timeout
-    while (left := session_processes(session)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return left
 
 
-def kill_session(session: int) -> None:
-    """Never leave a run of 100,000 steps behind, nor what it started (each pid, as found)."""
-    for pid in session_processes(session):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def history_row(home: Path):

@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
+from process_tree import GONE_S, kill_session, left_after, session_processes
 
 from workbench.history.store import HistoryStore
 
 REPO = Path(__file__).resolve().parents[2]
 STARTED_S = 300.0  # a loaded 2-core machine: Qt, torch, the forkserver and two workers
-GONE_S = 30.0
 
 APP = """
 import sys
@@ -67,21 +67,6 @@ def app_process(tmp_path: Path) -> subprocess.Popen:
                             env=env, start_new_session=True)
 
 
-def session_processes(session: int) -> dict[int, str]:
-    """pid → command line of every live (not zombie) process of ``session``."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if os.getsid(int(entry.name)) != session:
-                continue
-            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                continue
-            found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-    return found
 
 
 def training(process: subprocess.Popen, lines: list) -> None:
@@ -98,19 +83,8 @@ def training(process: subprocess.Popen, lines: list) -> None:
         time.sleep(0.2)
 
 
-def left_after(session: int) -> dict[int, str]:
-    deadline = time.monotonic() + GONE_S
-    while (left := session_processes(session)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return left
 
 
-def kill_session(session: int) -> None:
-    for pid in session_processes(session):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 @pytest.mark.slow
