@@ -40,3 +40,16 @@ def pytest_collection_modifyitems(config, items):
         skip = pytest.mark.skip(reason="needs a CUDA GPU")
         for item in gpu_items:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def user_module(tmp_path, monkeypatch):
+    """mymodels.py in the working directory, as a user's own project would have it (tests/own_images.py)."""
+    import sys
+
+    from own_images import write_user_models
+
+    write_user_models(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+    sys.modules.pop("mymodels", None)

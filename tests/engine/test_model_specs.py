@@ -8,7 +8,6 @@ import json
 
 import pytest
 import torch
-from own_images import write_user_models
 
 from workbench.cli import main
 from workbench.engine.failures import ModelError
@@ -19,16 +18,6 @@ TINY = ["run", "--dataset", "synthetic", "--synthetic-size", "128", "--batch-siz
         "--log-every", "2", "--num-workers", "0", "--device", "cpu"]
 
 
-
-@pytest.fixture
-def user_module(tmp_path, monkeypatch):
-    """mymodels.py in the working directory, as a user's own project would have it."""
-    write_user_models(tmp_path)
-    monkeypatch.chdir(tmp_path)
-    yield tmp_path
-    import sys
-
-    sys.modules.pop("mymodels", None)
 
 
 def test_the_users_own_model_with_kwargs_trains_and_is_recorded_with_them(user_module, capsys):

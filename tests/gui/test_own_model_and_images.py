@@ -5,23 +5,13 @@ answers; Browse picks a folder for dataset=folder."""
 from __future__ import annotations
 
 import html
-import sys
 
 import pytest
 from builders import TINY_RUN, window_probe
-from own_images import write_user_models
 from real_runs import real_engine_window, run_to_end
 
 from workbench.experiments.recording import HistoryRecording
 from workbench.history.store import HistoryStore
-
-
-@pytest.fixture
-def user_module(tmp_path, monkeypatch):
-    write_user_models(tmp_path)
-    monkeypatch.chdir(tmp_path)
-    yield tmp_path
-    sys.modules.pop("mymodels", None)
 
 
 @pytest.mark.parametrize("spec, words", [
