@@ -239,3 +239,28 @@ def test_on_a_cpu_each_setting_says_what_it_does_there(qtbot):
     assert form.editor("pin_memory").isEnabled() and form.editor("pin_memory").text() == ""
     form.set_config(form.config().replace(num_workers=0))
     assert form.editor("persistent_workers").text() == "not used"
+
+
+def test_a_folder_s_training_images_are_counted_off_the_gui_thread_and_shown(form, qtbot, tmp_path):
+    """The summary said "dataset size known once the data loads" for every folder: the count needs the folder's
+    directories listed, which may take seconds, so it runs in the background and the summary follows it."""
+    from workbench.folder_layout import training_image_count
+
+    def folder(name, per_class):
+        for label in ("cat", "dog", "owl"):
+            (tmp_path / name / label).mkdir(parents=True)
+            for index in range(per_class):
+                (tmp_path / name / label / f"{index}.jpg").write_bytes(b"")  # listed, never opened
+        return str(tmp_path / name)
+
+    small, large = folder("small", 10), folder("large", 40)
+    form.set_config(RunConfig(dataset="folder", data_path=small, batch_size=4, epochs=1, max_steps=None))
+    expected = training_image_count(small)
+    qtbot.waitUntil(lambda: f"{expected:,} training images" in form.derived_label.text())
+    assert f"{expected // 4:,} steps per epoch" in form.derived_label.text()
+    form.editor("data_path").setText(large)  # another folder: counted anew
+    assert "counting the folder's images" in form.derived_label.text() or (
+        f"{training_image_count(large):,} training images" in form.derived_label.text())
+    qtbot.waitUntil(lambda: f"{training_image_count(large):,} training images" in form.derived_label.text())
+    form.editor("data_path").setText(str(tmp_path / "missing"))
+    qtbot.waitUntil(lambda: "dataset size known once the data loads" in form.derived_label.text())

@@ -8,6 +8,7 @@ problems, greyed-out fields, disabled choices) comes from ``settings_model``.
 from __future__ import annotations
 
 import html
+from functools import partial
 from typing import Any, Optional, Sequence, get_args
 
 from PySide6.QtCore import Qt, Signal
@@ -31,7 +32,9 @@ from PySide6.QtWidgets import (
 
 from workbench.config import BUILTIN_MODELS, CHOICES, FIELD_NAMES, FIELD_TYPES, OPTIONAL_FIELDS, RANGES, RunConfig
 from workbench.device_info import DeviceInfo
+from workbench.folder_layout import training_image_count
 from workbench.gui import settings_model
+from workbench.gui.background import call_in_background
 from workbench.gui.settings_model import SPECS
 from workbench.gui.spin_boxes import FloatSpinBox, IntSpinBox
 
@@ -84,6 +87,10 @@ class SettingsForm(QWidget):
         self._rows: dict[str, tuple[QLabel, QWidget]] = {}  # label and row widget, greyed together
         self._tooltips: dict[str, str] = {}
         self._refused: Optional[tuple[RunConfig, str]] = None  # settings the engine refused, and why
+        # An image folder's training images, counted off the GUI thread (listing a large or network folder
+        # takes seconds): the folder last counted and its count (None: not readable), and whether a count runs.
+        self._folder_count: Optional[tuple[str, Optional[int]]] = None
+        self._counting_folder = False
 
         self._fields = fields_widget = QWidget()
         fields_layout = QVBoxLayout(fields_widget)
@@ -307,6 +314,32 @@ class SettingsForm(QWidget):
             editor.style().unpolish(editor)
             editor.style().polish(editor)
 
+    def _show_derived_facts(self, config: RunConfig) -> None:
+        counted = self._folder_count[1] if self._folder_count and self._folder_count[0] == config.data_path else None
+        counting = config.dataset == "folder" and bool(config.data_path) and (
+            self._folder_count is None or self._folder_count[0] != config.data_path)
+        self.derived_label.setText(settings_model.derive(config, counted).describe(config, counting))
+
+    def _count_folder_images(self, config: RunConfig) -> None:
+        """Count again on every edit (cheap: the count is cached until a directory it read changes), one at a time."""
+        if config.dataset != "folder" or not config.data_path or self._counting_folder:
+            return
+        self._counting_folder = True
+        path = config.data_path
+        call_in_background(self, partial(training_image_count, path), partial(self._folder_counted, path),
+                           self._folder_count_failed)
+
+    def _folder_counted(self, path: str, count: Optional[int]) -> None:
+        self._counting_folder = False
+        self._folder_count = (path, count)
+        config = self.config()
+        self._show_derived_facts(config)
+        if config.dataset == "folder" and config.data_path != path:  # edited while it counted
+            self._count_folder_images(config)
+
+    def _folder_count_failed(self, error: Exception) -> None:
+        self._counting_folder = False  # training_image_count returns None for what it cannot read; say nothing more
+
     @property
     def range_notices(self) -> list[str]:
         return list(self._range_notices.values())
@@ -349,7 +382,8 @@ class SettingsForm(QWidget):
         augment = self._editors["augment"]
         assert isinstance(augment, QComboBox)
         augment.setItemText(augment.findData("gpu"), settings_model.AUGMENT_ON_CPU_TEXT if "augment" in notes else "gpu")
-        self.derived_label.setText(settings_model.derive(config).describe(config))
+        self._show_derived_facts(config)
+        self._count_folder_images(config)
         text = ""
         if found:
             items = "".join(f"<li>{html.escape(problem)}</li>" for problem in found)

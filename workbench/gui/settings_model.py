@@ -44,7 +44,8 @@ class DerivedFacts:
     steps_per_epoch: Optional[int]
     total_steps: Optional[int]
 
-    def describe(self, config: RunConfig) -> str:
+    def describe(self, config: RunConfig, counting: bool = False) -> str:
+        """``counting``: a folder's images are being counted off the GUI thread."""
         factors = [f"{config.batch_size:,}"]
         if config.devices != 1:
             factors.append(f"{config.devices} devices" if config.devices else "every visible GPU")
@@ -58,7 +59,7 @@ class DerivedFacts:
                 batch += f" ({' × '.join(factors)})"
         parts = [batch]
         if self.train_size is None:
-            parts.append("dataset size known once the data loads")
+            parts.append("counting the folder's images…" if counting else "dataset size known once the data loads")
         else:
             parts.append(f"{self.train_size:,} training images")
             if self.steps_per_epoch is not None and self.total_steps is not None:
@@ -67,8 +68,9 @@ class DerivedFacts:
         return " · ".join(parts)
 
 
-def derive(config: RunConfig) -> DerivedFacts:
-    train_size = dataset_size(config)
+def derive(config: RunConfig, folder_images: Optional[int] = None) -> DerivedFacts:
+    """``folder_images``: the training images of ``config``'s folder, counted off the GUI thread (None: not yet)."""
+    train_size = folder_images if config.dataset == "folder" else dataset_size(config)
     steps_per_epoch = total_steps = None
     if train_size is not None and config.devices >= 1:  # devices=0: each GPU's share is known at run time
         # Each process takes its share of the data; the engine drops the last partial batch.
