@@ -51,15 +51,25 @@ def test_htas_shares_are_the_analysed_samples_own_fractions(name):
 
 
 @pytest.mark.parametrize("name", FIXTURES)
-@pytest.mark.parametrize("base_error", [-0.3, 0.0, 0.3])
-def test_our_shares_add_up_to_one_with_the_signed_remainder(name, base_error):
+@pytest.mark.parametrize("base", ["shorter than the GPU's work", "short by half the other idle", "the sampled step"])
+def test_our_shares_add_up_to_one_with_the_signed_remainder(name, base):
+    """The base step is set against the fixture's own GPU work, so each case lands where it should: below the
+    GPU's work (flagged, remainder negative), between the GPU's work and it plus the other idle (not flagged,
+    remainder still negative: not clamped to zero) and the sampled step itself (remainder positive)."""
     sample, breakdown = sample_of(name)
-    step = breakdown.window_seconds / breakdown.steps * (1 + base_error)
+    steps = breakdown.steps
+    gpu_work = (breakdown.kernel_busy_seconds + breakdown.memcpy_seconds + breakdown.memset_seconds) / steps
+    other = breakdown.idle_other_seconds / steps
+    assert other > 0  # the fixtures have some: the middle case needs it
+    step = {"shorter than the GPU's work": 0.9 * gpu_work, "short by half the other idle": gpu_work + other / 2,
+            "the sampled step": breakdown.window_seconds / steps}[base]
     ours = our_shares(sample, step, 0.0)
     parts = ("kernel_busy", "memcpy", "waiting_for_data", "host_remainder", "other")
     assert sum(ours[part] for part in parts) == pytest.approx(1.0)
-    gpu_work = (breakdown.kernel_busy_seconds + breakdown.memcpy_seconds + breakdown.memset_seconds) / breakdown.steps
-    assert ours["flagged"] == (step < gpu_work)
+    assert ours["host_remainder"] == pytest.approx((step - gpu_work - other) / step)  # signed, whole
+    assert ours["flagged"] == (step < gpu_work) == (base == "shorter than the GPU's work")
+    assert (ours["host_remainder"] < 0) == (base != "the sampled step")
+    assert (ours["flag"] is not None) == ours["flagged"]
 
 
 def window(step, seconds, utilization, steps=10, batch=32):
