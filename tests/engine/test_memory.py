@@ -163,7 +163,7 @@ def test_per_process_memory_the_driver_does_not_report(monkeypatch):
 
 
 def test_memory_and_utilisation_are_read_apart(monkeypatch):
-    """A GPU that reports its memory but not its utilisation (MIG, some vGPUs) keeps its memory figures, and the
+    """A GPU that reports its memory but not its utilisation (a MIG instance, for one) keeps its memory figures, and the
     utilisation is None with its own reason; the other way round likewise."""
     snapshot = gpu_probe(monkeypatch, fake_pynvml(unsupported=("nvmlDeviceGetUtilizationRates",))).snapshot()
     assert snapshot.nvml_used == 6 * 2**30 and snapshot.nvml_total == 80 * 2**30

@@ -52,7 +52,8 @@ class MemoryProbe:
         )
         gpu = self.gpu
         if gpu is not None:
-            # Read apart: a GPU that reports its memory but not its utilisation (MIG, some vGPUs) keeps the memory.
+            # Read apart: a GPU that reports its memory but not its utilisation (a MIG instance, for one)
+            # keeps the memory.
             memory, utilization = gpu.memory(), gpu.utilization_percent()
             used, total = memory.value if memory.value is not None else (None, None)
             nvml_figures = dict(nvml_used=used, nvml_total=total, nvml_unavailable_reason=memory.reason,
