@@ -66,7 +66,12 @@ def steady_windows(windows: Sequence[StepStats], samples: Sequence[ProfileSample
 
 def hta_shares(sample: ProfileSample) -> Optional[dict[str, float]]:
     """HTA's own shares of the sample's timeline window (unrebased: fractions of the window's wall time), and the
-    window's span per step. None without a GPU timeline."""
+    window's span per step. None without a GPU timeline.
+
+    HTA has no "waiting for data": a gap in which the host fetched a batch and launched late is its host wait.
+    Our waiting for data is taken out of that host wait (timeline.with_timed_data_wait: the loop's timed wait,
+    capped by it), so HTA's host wait is the two together: exactly so for the engine's samples, which record no
+    data-wait annotations; where a window holds them, a part of them may have been HTA's "other"."""
     if sample.kernel_busy_seconds is None or sample.window_seconds <= 0 or sample.steps <= 0:
         return None
     fraction = sample.fraction
@@ -74,8 +79,8 @@ def hta_shares(sample: ProfileSample) -> Optional[dict[str, float]]:
         "hta_span_ms": sample.window_seconds / sample.steps * 1e3,
         "hta_kernel_busy": fraction(sample.kernel_busy_seconds),
         "hta_memcpy": fraction((sample.memcpy_seconds or 0.0) + (sample.memset_seconds or 0.0)),
-        "hta_waiting_for_data": fraction(sample.idle_waiting_for_data_seconds or 0.0),
-        "hta_host_wait": fraction(sample.idle_waiting_for_host_seconds or 0.0),
+        "hta_host_wait": fraction((sample.idle_waiting_for_host_seconds or 0.0)
+                                  + (sample.idle_waiting_for_data_seconds or 0.0)),
         "hta_other": fraction(sample.idle_other_seconds or 0.0),
     }
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from workbench.engine.events import RunSummary, StepStats
+from workbench.engine.events import DeviceTelemetry, RunSummary, StepStats
+from workbench.engine.telemetry import PCIE_SKIPPED
 from workbench.formatting import format_bytes
 
 NVML_UTILISATION_LABEL = "share of time any kernel ran (NVML)"
@@ -49,7 +50,20 @@ def live_line(stats: StepStats) -> Optional[str]:
                    events, t.pcie_rx_bytes_per_sec, t.pcie_tx_bytes_per_sec)
     if utilization is None and t.power_watts is None and t.sm_clock_mhz is None and t.sm_activity is None:
         return None
-    return "Now: " + " · ".join(parts)
+    text = "Now: " + " · ".join(parts)
+    reasons = _live_reasons(t)
+    return text + f"; not read: {reasons}" if reasons else text
+
+
+def _live_reasons(t: DeviceTelemetry) -> Optional[str]:
+    """Why a figure of the window is None (GPM's reason is in the line already; PCIe between its reads is not
+    missing, only not read this often)."""
+    reasons = [reason for value, reason in ((t.power_watts, t.power_unavailable_reason),
+                                            (t.sm_clock_mhz, t.sm_clock_unavailable_reason),
+                                            (t.clock_event_reasons, t.clock_events_unavailable_reason),
+                                            (t.pcie_rx_bytes_per_sec, t.pcie_unavailable_reason))
+               if value is None and reason and reason != PCIE_SKIPPED]
+    return "; ".join(dict.fromkeys(reasons)) or None
 
 
 def summary_text(summary: RunSummary) -> Optional[str]:

@@ -162,6 +162,19 @@ def test_per_process_memory_the_driver_does_not_report(monkeypatch):
     assert snapshot.nvml_process_unavailable_reason == "NVML cannot list the GPU's processes: Not Supported"
 
 
+def test_memory_and_utilisation_are_read_apart(monkeypatch):
+    """A GPU that reports its memory but not its utilisation (a MIG instance, for one) keeps its memory figures, and the
+    utilisation is None with its own reason; the other way round likewise."""
+    snapshot = gpu_probe(monkeypatch, fake_pynvml(unsupported=("nvmlDeviceGetUtilizationRates",))).snapshot()
+    assert snapshot.nvml_used == 6 * 2**30 and snapshot.nvml_total == 80 * 2**30
+    assert snapshot.nvml_unavailable_reason is None
+    assert snapshot.gpu_utilization_percent is None
+    assert snapshot.gpu_utilization_unavailable_reason == "NVML read failed: Not Supported"
+    snapshot = gpu_probe(monkeypatch, fake_pynvml(unsupported=("nvmlDeviceGetMemoryInfo",))).snapshot()
+    assert snapshot.nvml_used is None and snapshot.nvml_unavailable_reason == "NVML read failed: Not Supported"
+    assert snapshot.gpu_utilization_percent == 87.0 and snapshot.gpu_utilization_unavailable_reason is None
+
+
 def test_the_summary_keeps_the_peak_of_both_nvml_figures():
     from workbench.engine.events import MemorySnapshot, StepStats
     from workbench.engine.summary import SummaryBuilder

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from workbench.cli.timeline_report import summary_rows
 from workbench.engine.events import DeviceTelemetry, MemorySnapshot, RunSummary, StepStats
+from workbench.engine.telemetry import PCIE_SKIPPED
 from workbench.telemetry_text import NVML_UTILISATION_LABEL, live_line, summary_text
 
 H100_WINDOW = StepStats(
@@ -23,13 +24,18 @@ def test_the_live_line_calls_nvml_utilisation_what_it_is_and_puts_sm_activity_be
         "PCIe rx 2.0 MiB/s, tx 1.0 KiB/s")
 
 
-def test_a_gpu_without_gpm_says_why_and_a_cpu_run_has_no_line():
+def test_a_figure_the_gpu_does_not_read_says_why_and_a_cpu_run_has_no_line():
     import dataclasses
 
     no_gpm = dataclasses.replace(H100_WINDOW, telemetry=DeviceTelemetry(
         power_watts=70.0, gpm_unavailable_reason="GPM is not supported on this GPU (it needs Hopper or newer)"))
     assert live_line(no_gpm) == (f"Now: {NVML_UTILISATION_LABEL} 100% · no GPM: GPM is not supported on this GPU "
                                  "(it needs Hopper or newer) · 70 W")
+    unsupported = dataclasses.replace(H100_WINDOW, telemetry=DeviceTelemetry(
+        sm_clock_mhz=1410.0, power_unavailable_reason="NVML cannot read the power here: Not Supported",
+        pcie_unavailable_reason=PCIE_SKIPPED, gpm_unavailable_reason="GPM is not supported on this GPU"))
+    assert live_line(unsupported) == (f"Now: {NVML_UTILISATION_LABEL} 100% · no GPM: GPM is not supported on this GPU "
+                                      "· SM clock 1,410 MHz; not read: NVML cannot read the power here: Not Supported")
     cpu = dataclasses.replace(H100_WINDOW, memory=MemorySnapshot(), telemetry=DeviceTelemetry(
         power_unavailable_reason="CPU device: no GPU telemetry", gpm_unavailable_reason="CPU device: no GPU telemetry"))
     assert live_line(cpu) is None

@@ -33,9 +33,11 @@ class MemorySnapshot:
     torch_peak_reserved: Optional[int] = None
     nvml_used: Optional[int] = None  # device-wide: every process's memory and CUDA contexts, not only ours
     nvml_total: Optional[int] = None
+    # NVML's "utilisation": the share of its last sample period in which any kernel ran (engine/nvml.py).
     gpu_utilization_percent: Optional[float] = None
     torch_unavailable_reason: Optional[str] = None
-    nvml_unavailable_reason: Optional[str] = None
+    nvml_unavailable_reason: Optional[str] = None  # why nvml_used / nvml_total are None
+    gpu_utilization_unavailable_reason: Optional[str] = None  # why gpu_utilization_percent is None (read apart)
     # This process's resident set size (host RAM; DataLoader worker processes not included).
     process_rss: Optional[int] = None
     process_rss_unavailable_reason: Optional[str] = None

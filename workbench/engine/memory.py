@@ -47,16 +47,18 @@ class MemoryProbe:
             torch_figures = dict(torch_unavailable_reason="CPU device: torch's CUDA allocator is not in use")
         nvml_figures: dict[str, Any] = dict(
             nvml_unavailable_reason=self.nvml_unavailable_reason,
+            gpu_utilization_unavailable_reason=self.nvml_unavailable_reason,
             nvml_process_unavailable_reason=self.nvml_unavailable_reason,
         )
         gpu = self.gpu
         if gpu is not None:
+            # Read apart: a GPU that reports its memory but not its utilisation (a MIG instance, for one)
+            # keeps the memory.
             memory, utilization = gpu.memory(), gpu.utilization_percent()
-            if memory.value is not None and utilization.value is not None:
-                used, total = memory.value
-                nvml_figures = dict(nvml_used=used, nvml_total=total, gpu_utilization_percent=utilization.value)
-            else:
-                nvml_figures = dict(nvml_unavailable_reason=memory.reason or utilization.reason)
+            used, total = memory.value if memory.value is not None else (None, None)
+            nvml_figures = dict(nvml_used=used, nvml_total=total, nvml_unavailable_reason=memory.reason,
+                                gpu_utilization_percent=utilization.value,
+                                gpu_utilization_unavailable_reason=utilization.reason)
             process_used, reason = self._process_used(gpu)
             nvml_figures.update(nvml_process_used=process_used, nvml_process_unavailable_reason=reason)
         rss, rss_reason = process_resident_bytes()
