@@ -9,6 +9,7 @@ from workbench.cli import main
 from workbench.engine import probe_device
 from workbench.engine.ceiling import measure_ceiling
 from workbench.engine.ceiling_cache import Ceiling, cache_path, cached_ceiling, ceiling_key, store_ceiling
+from workbench.engine.failures import ModelError
 
 CPU_FLAGS = ["--device", "cpu", "--batch-size", "8", "--budget", "1"]
 
@@ -80,3 +81,19 @@ def test_a_ceiling_is_kept_per_image_size_and_model_kwargs(isolated_workbench_ho
                           key=ceiling_key(wide, device, 10), measured_at=0.0))
     # The same kwargs written another way are the same model.
     assert cached_ceiling(config.replace(model_kwargs='{ "width_per_group":32 }'), device, 10).images_per_sec == 500.0
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("mymodels:wrong_logits", "model mymodels:wrong_logits gives logits of shape (2, 11) for 2 images of 3×32×32"),
+    ("mymodels:raises", "model mymodels:raises: raises(num_classes=10) raised ValueError: width must be even"),
+    ("nosuchmodule:net", "model nosuchmodule:net: no module named 'nosuchmodule'"),
+])
+def test_a_model_spec_the_run_would_refuse_is_refused_by_the_ceiling_in_one_line(user_module, isolated_workbench_home,
+                                                                                   capsys, spec, words):
+    # Measured, a model with one logit too many would give a ceiling (the loss takes it) for a model no run trains.
+    assert main(["ceiling", "--dataset", "synthetic", *CPU_FLAGS, "--model", spec]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"workbench ceiling: {words}"), err
+    assert not (isolated_workbench_home / "ceilings.json").exists()
+    with pytest.raises(ModelError, match="gives logits of shape"):
+        measure_ceiling(tiny_config(model="mymodels:wrong_logits"), probe_device("cpu"), budget_seconds=0.5)

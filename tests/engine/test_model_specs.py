@@ -82,3 +82,29 @@ def test_a_near_miss_suggests_each_name_once():
         build_model("resnet_18", 10)
     suggested = str(refused.value).partition("did you mean ")[2].rstrip("?)").split(" or ")
     assert "resnet18" in suggested and len(suggested) == len(set(suggested))
+
+
+def test_a_module_fixed_after_its_spec_was_refused_is_read_again_in_the_same_process(user_module):
+    # The window trains run after run in one process: the fix a refused spec asks for (in the user's own file)
+    # must reach the next run, not the module as sys.modules first kept it.
+    import sys
+
+    module = user_module / "mymodels.py"
+    module.write_text(module.read_text() + "\n\ndef later(num_classes):\n    raise ValueError('not yet')\n")
+    with pytest.raises(ModelError, match="not yet"):
+        build_model("mymodels:later", 10)
+    first = sys.modules["mymodels"]
+    assert build_model("mymodels:tiny_net", 10) is not None and sys.modules["mymodels"] is first  # unchanged: kept
+    module.write_text(module.read_text().replace("raise ValueError('not yet')", "return tiny_net(num_classes)"))
+    check_model(build_model("mymodels:later", 10), 10, 32, torch.device("cpu"))
+
+
+def test_a_module_the_process_imported_before_is_not_reloaded(monkeypatch):
+    import importlib
+
+    def no_reload(module):
+        raise AssertionError(f"{module.__name__} reloaded")
+
+    monkeypatch.setattr(importlib, "reload", no_reload)
+    assert build_model("torchvision.models:squeezenet1_1", 10) is not None
+    assert build_model("torchvision.models:squeezenet1_1", 10) is not None

@@ -72,9 +72,13 @@ def ceiling_command(args: argparse.Namespace) -> int:
         def say(message: str) -> None:
             print(f"workbench ceiling: {message}", file=sys.stderr, flush=True)
 
+        from workbench.engine.failures import ModelError
+
         try:
             ceiling = measure_ceiling(config, device, num_classes,
                                       budget_seconds=budget or DEFAULT_BUDGET_SECONDS, progress=say)
+        except ModelError as error:  # a spec that gives no model, or logits of the wrong shape: bad input
+            raise UsageError(f"workbench ceiling: {error}") from None
         except torch.cuda.OutOfMemoryError:
             print(f"workbench ceiling: CUDA out of memory with {config.model} at batch_size={config.batch_size}, "
                   f"{config.precision}", file=sys.stderr)

@@ -43,7 +43,7 @@ def measure_ceiling(
 ) -> Ceiling:
     """Measure (never read the cache): the model's images/sec on on-device batches, for these settings."""
     from workbench.engine.device import resolve
-    from workbench.engine.models import build_model, to_memory_format
+    from workbench.engine.models import build_model, check_model, to_memory_format
     from workbench.engine.train_step import TrainStep, build_optimizer, compiled
 
     if num_classes is None:
@@ -58,8 +58,9 @@ def measure_ceiling(
     torch.manual_seed(config.seed)
     if cuda:
         torch.backends.cudnn.benchmark = config.cudnn_benchmark
-    model = to_memory_format(build_model(config.model, num_classes, config.image_size, config.model_kwargs).to(target),
-                             config.channels_last)
+    model = build_model(config.model, num_classes, config.image_size, config.model_kwargs).to(target)
+    check_model(model, num_classes, config.image_size, target, config.model)  # as a run does: ModelError, in words
+    model = to_memory_format(model, config.channels_last)
     forward = compiled(model, config.compile)
     step = TrainStep(
         forward, build_optimizer(config, model, target.type), nn.CrossEntropyLoss(label_smoothing=config.label_smoothing),

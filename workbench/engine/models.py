@@ -14,7 +14,7 @@ import importlib
 import inspect
 import os
 import sys
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import torch
 from torch import nn
@@ -107,7 +107,7 @@ def _user_model(spec: str, num_classes: int, kwargs: dict[str, Any]) -> nn.Modul
     module_name, _, function_name = spec.partition(":")
     try:
         with _working_directory_importable():
-            module = importlib.import_module(module_name)
+            module = _import_fresh(module_name)
     except ModuleNotFoundError as error:
         raise ModelError(f"model {spec}: no module named {error.name!r} (it must be importable from the working "
                          f"directory {os.getcwd()} or PYTHONPATH)") from None
@@ -126,6 +126,37 @@ def _user_model(spec: str, num_classes: int, kwargs: dict[str, Any]) -> nn.Modul
     if not isinstance(model, nn.Module):
         raise ModelError(f"model {spec}: {function_name} returned a {type(model).__name__}, not a torch.nn.Module")
     return model
+
+
+# The source (mtime, size) of each user module as this process last imported it. The window trains in its own
+# process run after run: a module edited since (the fix for a refused spec) is imported again, not served stale
+# from sys.modules; one imported before the workbench first asked for it (torchvision's, say) is left alone.
+_USER_SOURCES: dict[str, tuple[int, int]] = {}
+
+
+def _import_fresh(name: str) -> Any:
+    """``importlib.import_module(name)``, reloading a module this process imported for a model spec when its source
+    file has changed since."""
+    importlib.invalidate_caches()  # a module (or package) written after this process started is found
+    module = sys.modules.get(name)
+    if module is None:
+        module = importlib.import_module(name)
+    elif name in _USER_SOURCES and _source_of(module) != _USER_SOURCES[name]:
+        module = importlib.reload(module)
+    elif name not in _USER_SOURCES:
+        return module  # imported before the workbench asked for it: not the user's to reload
+    signature = _source_of(module)
+    if signature is not None:
+        _USER_SOURCES[name] = signature
+    return module
+
+
+def _source_of(module: Any) -> Optional[tuple[int, int]]:
+    try:
+        status = os.stat(module.__file__)
+    except (TypeError, OSError):  # a namespace package, a module without a file, or one gone since
+        return None
+    return status.st_mtime_ns, status.st_size
 
 
 def check_model(model: nn.Module, num_classes: int, image_size: int, device: torch.device,
