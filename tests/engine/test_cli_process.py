@@ -93,3 +93,17 @@ def test_device_cuda_without_a_gpu_is_said_once_with_what_to_do(tmp_path):
     assert result.returncode == 2
     [line] = result.stderr.strip().splitlines()
     assert line.count("no CUDA GPU") == 1 and "choose device=auto or device=cpu" in line
+
+
+@pytest.mark.parametrize("command", [("models",), ("runs",)])
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path, command):
+    """`workbench runs | head` ended in a BrokenPipeError traceback; now quietly, with SIGPIPE's shell code."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first line is written
+    try:
+        result = subprocess.run([sys.executable, "-m", "workbench", *command], stdout=write_end,
+                                stderr=subprocess.PIPE, text=True, timeout=120,
+                                env={**os.environ, "WORKBENCH_HOME": str(tmp_path)})
+    finally:
+        os.close(write_end)
+    assert result.stderr == "" and result.returncode == 141

@@ -71,6 +71,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print("workbench: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return reader_gone()
+
+
+def reader_gone() -> int:
+    """The reader of our output went away (`workbench runs | head`): end quietly as other Unix tools do, with
+    the shell's code for a death by SIGPIPE. Python flushes stdout once more at exit, which would raise again
+    and print a traceback: stdout points to /dev/null from here on."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + 13  # SIGPIPE
 
 
 def launch_gui() -> int:
