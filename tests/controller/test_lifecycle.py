@@ -154,6 +154,18 @@ def test_an_invalid_sweep_value_starts_nothing_and_says_every_problem():
     assert view.message[0] == "failed" and "nothing ran" in view.message[1]
 
 
+def test_a_sweep_of_a_model_that_cannot_be_built_starts_nothing_and_says_why(user_module):
+    """From the window as from the CLI (issue 21 §2): a sequence whose model spec gives no model is refused with
+    the engine's words, nothing recorded; before, every member ran, failed and was recorded."""
+    run = FakeRun(steps=3)
+    controller, view, runner, recording = make_controller(run, config=TINY_RUN.replace(model="mymodels:raises"))
+    controller.start_sweep([SweepAxis("batch_size", (16, 32))], {"max_steps": 3})
+    runner.finish()
+    assert run.configs == [] and recording.recorders == [] and recording.sequences == []
+    assert view.message[0] == "failed" and "raises(num_classes=10) raised ValueError: width must be even" in (
+        view.message[1])
+
+
 def test_largest_batch_is_refused_on_a_cpu_visibly_and_starts_nothing():
     controller, view, runner, _ = make_controller(device=CPU)
     assert not view.controls.max_batch.enabled and view.controls.max_batch.note == "Needs a CUDA GPU"

@@ -166,7 +166,7 @@ def test_the_training_set_caps_the_batch_of_an_image_folder(tmp_path):
     assert ended.result.max_batch_size == 96 and ended.result.limited_by == "training set"
 
 
-def test_a_user_model_on_a_folder_keeps_its_spec_kwargs_and_image_size_in_every_trial(tmp_path):
+def test_a_user_model_on_a_folder_keeps_its_spec_kwargs_and_image_size_in_every_trial(tmp_path, user_module):
     from own_images import make_folder
 
     root = make_folder(tmp_path / "pets", per_class=40)

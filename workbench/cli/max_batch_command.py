@@ -60,10 +60,6 @@ def max_batch_command(args: argparse.Namespace) -> int:
     from workbench.experiments.max_batch import plan_problems, run_max_batch
 
     problems = plan_problems(plan, probe_device(plan.base.device))  # on a CPU: refused, with the reason
-    if not problems:
-        from workbench.cli.model_check import model_problems
-
-        problems = model_problems([plan.base])
     ended = drive_plan(args, PROG, problems, lambda stop, recording: run_max_batch(plan, stop, recording))
     result: MaxBatchResult = ended.result  # type: ignore[assignment]
     print(trials_table(result.trials))

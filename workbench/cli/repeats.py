@@ -54,10 +54,6 @@ def run_repeats_command(args: argparse.Namespace, config: RunConfig) -> int:
 
     plan = RepeatsPlan(config, repeats, getattr(args, "name", None) or "")
     problems = plan_problems(plan)  # what the device can run (torch is imported now)
-    if not problems:
-        from workbench.cli.model_check import model_problems
-
-        problems = model_problems([config])
     if problems:
         raise UsageError(f"{PROG}: " + "; ".join(problems))
     print_notes(args, PROG)

@@ -74,10 +74,6 @@ def sweep_command(args: argparse.Namespace) -> int:
     from workbench.experiments.sweep import plan_problems, run_sweep
 
     problems = plan_problems(plan)  # every member, before anything starts or is recorded
-    if not problems:
-        from workbench.cli.model_check import model_problems
-
-        problems = model_problems(config for _, config in plan.members())
     ended = drive_plan(args, PROG, problems, lambda stop, recording: run_sweep(plan, stop, recording))
     members = ended.result.members
     print(sweep_table(plan.fields, members))

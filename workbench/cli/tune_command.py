@@ -83,10 +83,6 @@ def tune_command(args: argparse.Namespace) -> int:
     from workbench.experiments.tune import plan_problems, run_tune
 
     problems = plan_problems(plan, probe_device(plan.base.device))
-    if not problems:
-        from workbench.cli.model_check import model_problems
-
-        problems = model_problems([plan.base])
     ended = drive_plan(args, PROG, problems, lambda stop, recording: run_tune(plan, stop, recording))
     result: TuneResult = ended.result  # type: ignore[assignment]
     print(trials_table(result.trials))

@@ -7,7 +7,7 @@ and the stop flag the caller passed reaches the engine. No Qt; torch only inside
 
 from __future__ import annotations
 
-from typing import Any, Generator, Iterator, Optional
+from typing import Any, Generator, Iterator, Optional, Sequence
 
 from workbench.config import RunConfig
 from workbench.device_info import DeviceInfo
@@ -22,6 +22,7 @@ from workbench.experiments.events import (
     SequenceStarted,
     Values,
 )
+from workbench.experiments.model_check import model_build_problems
 from workbench.experiments.recording import NoRecording, RecorderFactory, open_record, record_events
 from workbench.history.naming import dataset_label
 
@@ -111,10 +112,15 @@ def open_sequence(
     plan: dict[str, Any],
     recorders: Optional[RecorderFactory],
     run_function: Optional[RunFunction],
+    members: Sequence[RunConfig] = (),
     **started: Any,
 ) -> Generator[AnyEvent, None, Optional[MemberRunner]]:
     """Every sequence's opening: refused with its ``problems`` (a failed SequenceEnded, nothing recorded; None),
-    or recorded and started (SequenceStarted with ``started``'s fields), with the runner its members run by."""
+    or recorded and started (SequenceStarted with ``started``'s fields), with the runner its members run by.
+    The models of ``members`` (``base``'s where none are known yet) are built and checked first: a spec that gives
+    no model is one of the problems."""
+    if not problems:
+        problems = model_build_problems(members or [base])
     if problems:
         yield SequenceEnded(kind=kind, sequence_id=None, status="failed", result=None, reason="; ".join(problems),
                             problems=tuple(problems))

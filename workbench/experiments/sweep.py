@@ -149,7 +149,8 @@ def run_sweep(
     problems = plan_problems(plan, probe)
     members = plan.members() if not problems else []
     runner = yield from open_sequence("sweep", plan.display_name, plan.base, problems, plan.to_plan_dict(), recorders,
-                                      run_function, planned_members=len(members), fields=plan.fields)
+                                      run_function, [config for _, config in members], planned_members=len(members),
+                                      fields=plan.fields)
     if runner is None:
         return
     sequence_id = runner.sequence_id

@@ -198,7 +198,7 @@ def run_verify(
     runner = yield from open_sequence("verify", plan.display_name, plan.base, problems, plan_dict(
         plan.base, run_id=plan.run_id, trial_steps=plan.trial_steps, repeats=plan.repeats,
         changes=[{"field": change.field, "value": change.value, "text": change.text} for change in changes]),
-        recorders, run_function, planned_members=plan.repeats * len(sides))
+        recorders, run_function, [config for _, config, _ in sides], planned_members=plan.repeats * len(sides))
     if runner is None:
         return
     sequence_id = runner.sequence_id

@@ -1,6 +1,7 @@
-"""A sequence's model specs checked before it starts: a spec that gives no model (no such module or function, a
-function that raises or returns no nn.Module, logits of the wrong shape) is bad input, refused in one line with
-exit 2 and nothing recorded, as `workbench run` refuses it; not a sequence recorded with every member failed."""
+"""A sequence's model specs checked before it is recorded: a spec that gives no model (no such module or function, a
+function that raises or returns no nn.Module, logits of the wrong shape) refuses the sequence as `workbench run`
+refuses such a run (the CLI: one line, exit 2; the window: the reason), nothing recorded; not a sequence recorded
+with every member failed. ``open_sequence`` asks, so every sequence, from the CLI or the window, is checked."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Iterable, Optional
 from workbench.config import BUILTIN_MODELS, RunConfig
 
 
-def model_problems(configs: Iterable[RunConfig]) -> list[str]:
+def model_build_problems(configs: Iterable[RunConfig]) -> list[str]:
     """What the engine would refuse each distinct model of ``configs`` with (built-ins are not built), each once."""
     problems: list[str] = []
     seen: set[tuple[str, str, int, str, str]] = set()
