@@ -97,3 +97,18 @@ def test_a_model_spec_the_run_would_refuse_is_refused_by_the_ceiling_in_one_line
     assert not (isolated_workbench_home / "ceilings.json").exists()
     with pytest.raises(ModelError, match="gives logits of shape"):
         measure_ceiling(tiny_config(model="mymodels:wrong_logits"), probe_device("cpu"), budget_seconds=0.5)
+
+
+def test_a_ceiling_of_the_users_own_model_is_not_one_of_the_model_once_its_module_is_edited(
+        user_module, isolated_workbench_home):
+    """The key held the spec only: a ceiling measured before an edit of mymodels.py was read back after it, for a
+    model the user had changed (and a run's efficiency was worked out against it). The module's content is in it."""
+    device = probe_device("cpu")
+    config = tiny_config(model="mymodels:tiny_net", model_kwargs='{"width": 4}', batch_size=8)
+    store_ceiling(Ceiling(images_per_sec=1000.0, steady=True, timed_steps=10, timed_seconds=1.0,
+                          key=ceiling_key(config, device, 10), measured_at=0.0))
+    assert cached_ceiling(config, device, 10).images_per_sec == 1000.0
+    source = user_module / "mymodels.py"
+    source.write_text(source.read_text() + "\n\nWIDER = True  # an edit\n")
+    assert cached_ceiling(config, device, 10) is None
+    assert "model_source" not in ceiling_key(tiny_config(model="resnet18"), device, 10)  # built-ins keep their key

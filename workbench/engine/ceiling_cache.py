@@ -2,7 +2,7 @@
 
 One JSON file, ``ceilings.json``: each entry is keyed by everything that sets how fast the model
 itself can train (device, model and its kwargs, classes, image size, precision, batch, accumulation,
-optimizer, memory format, compile, torch version), so a ceiling is only ever compared with runs it describes.
+optimizer, memory format, compile, torch version; a user's model module by its content), so a ceiling is only ever compared with runs it describes.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any, Optional, Sequence
 
 from workbench.config import RunConfig, model_kwargs_of
 from workbench.device_info import DeviceInfo
+from workbench.user_modules import source_digest
 
 FILE_NAME = "ceilings.json"
 FORMAT = 1
@@ -49,7 +50,7 @@ def num_classes_of(config: RunConfig) -> Optional[int]:
 
 
 def ceiling_key(config: RunConfig, device: DeviceInfo, num_classes: int) -> dict[str, Any]:
-    return {
+    key = {
         "device": device.name,
         "device_type": device.type,
         "model": config.model,
@@ -66,6 +67,10 @@ def ceiling_key(config: RunConfig, device: DeviceInfo, num_classes: int) -> dict
         "cudnn_benchmark": config.cudnn_benchmark and device.type == "cuda",
         "torch_version": device.torch_version,
     }
+    source = source_digest(config.model)
+    if source is not None:  # the user's module, by content: edited, it is another model (built-ins keep their key)
+        key["model_source"] = source
+    return key
 
 
 def _kwargs_key(text: str) -> Any:

@@ -8,19 +8,17 @@ is a ModelError: bad input, refused before the run starts (``check_model``).
 
 from __future__ import annotations
 
-import contextlib
 import difflib
-import importlib
 import inspect
 import os
-import sys
-from typing import Any, Iterator, Optional
+from typing import Any
 
 import torch
 from torch import nn
 
 from workbench.config import BUILTIN_MODELS, model_kwargs_of
 from workbench.engine.failures import ModelError, is_out_of_memory
+from workbench.user_modules import import_fresh, working_directory_importable
 
 
 def small_cnn(num_classes: int, norm: str = "batch") -> nn.Module:
@@ -106,8 +104,8 @@ def build_model(spec: str, num_classes: int, image_size: int = 32, model_kwargs:
 def _user_model(spec: str, num_classes: int, kwargs: dict[str, Any]) -> nn.Module:
     module_name, _, function_name = spec.partition(":")
     try:
-        with _working_directory_importable():
-            module = _import_fresh(module_name)
+        with working_directory_importable():
+            module = import_fresh(module_name)
     except ModuleNotFoundError as error:
         raise ModelError(f"model {spec}: no module named {error.name!r} (it must be importable from the working "
                          f"directory {os.getcwd()} or PYTHONPATH)") from None
@@ -126,37 +124,6 @@ def _user_model(spec: str, num_classes: int, kwargs: dict[str, Any]) -> nn.Modul
     if not isinstance(model, nn.Module):
         raise ModelError(f"model {spec}: {function_name} returned a {type(model).__name__}, not a torch.nn.Module")
     return model
-
-
-# The source (mtime, size) of each user module as this process last imported it. The window trains in its own
-# process run after run: a module edited since (the fix for a refused spec) is imported again, not served stale
-# from sys.modules; one imported before the workbench first asked for it (torchvision's, say) is left alone.
-_USER_SOURCES: dict[str, tuple[int, int]] = {}
-
-
-def _import_fresh(name: str) -> Any:
-    """``importlib.import_module(name)``, reloading a module this process imported for a model spec when its source
-    file has changed since."""
-    importlib.invalidate_caches()  # a module (or package) written after this process started is found
-    module = sys.modules.get(name)
-    if module is None:
-        module = importlib.import_module(name)
-    elif name in _USER_SOURCES and _source_of(module) != _USER_SOURCES[name]:
-        module = importlib.reload(module)
-    elif name not in _USER_SOURCES:
-        return module  # imported before the workbench asked for it: not the user's to reload
-    signature = _source_of(module)
-    if signature is not None:
-        _USER_SOURCES[name] = signature
-    return module
-
-
-def _source_of(module: Any) -> Optional[tuple[int, int]]:
-    try:
-        status = os.stat(module.__file__)
-    except (TypeError, OSError):  # a namespace package, a module without a file, or one gone since
-        return None
-    return status.st_mtime_ns, status.st_size
 
 
 def check_model(model: nn.Module, num_classes: int, image_size: int, device: torch.device,
@@ -200,22 +167,6 @@ def _takes(function: Any, name: str) -> bool:
 
 def _call_text(kwargs: dict[str, Any]) -> str:
     return ", ".join(f"{name}={value!r}" for name, value in kwargs.items())
-
-
-@contextlib.contextmanager
-def _working_directory_importable() -> Iterator[None]:
-    """The working directory on sys.path while the user's module is imported (``python -m`` puts it there,
-    the ``workbench`` script does not)."""
-    here = os.getcwd()
-    added = here not in sys.path
-    if added:
-        sys.path.insert(0, here)
-    try:
-        yield
-    finally:
-        if added:
-            with contextlib.suppress(ValueError):
-                sys.path.remove(here)
 
 
 def parameter_count(model: nn.Module) -> int:
