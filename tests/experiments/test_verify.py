@@ -9,7 +9,14 @@ from builders import CPU, TimedRuns, probe_of, tiny
 from workbench.engine.events import StepStats
 from workbench.experiments.events import MemberStarted, RecordingFailed, SequenceEnded, SequenceStarted
 from workbench.experiments.recording import HistoryRecording, NoRecording
-from workbench.experiments.verify import Change, VerifyPlan, run_verify, trial_config, trial_steps_for
+from workbench.experiments.verify import (
+    Change,
+    VerifyPlan,
+    run_verify,
+    trial_config,
+    trial_steps_for,
+    without_unrunnable,
+)
 from workbench.history.store import HistoryStore
 
 BASE = tiny(max_steps=None, epochs=2, log_every=10, profile=True, channels_last=False, num_workers=0)
@@ -95,6 +102,20 @@ def test_bad_plans_start_nothing_and_say_every_problem():
     (ended,) = verify(runs, VerifyPlan(BASE, (Change("channels_last", True),), trial_steps=2, repeats=2))
     assert ended.problems == ("a verdict needs at least 3 trials of each side (got 2)",
                               "a trial needs at least 4 steps to measure after its warm-up (got trial steps 2)")
+
+
+def test_every_finding_at_once_leaves_out_a_change_the_run_cannot_take_and_measures_the_rest():
+    base = BASE.replace(augment="cpu")  # a resident dataset cannot augment in workers
+    plan = VerifyPlan(base, (Change("pipeline", "gpu-resident"), Change("channels_last", True)), trial_steps=16)
+    kept, left_out = without_unrunnable(plan, CPU)
+    assert kept.changes == (Change("channels_last", True),)
+    assert left_out == ["pipeline=gpu-resident left out: pipeline=gpu-resident: augment=cpu needs pipeline=dataloader "
+                        "(the workers do the CPU augmentation)"]
+    # None can run, or the plan itself is bad: the plan stays whole, for its problems to be said.
+    alone = VerifyPlan(base, (Change("pipeline", "gpu-resident"),), trial_steps=16)
+    assert without_unrunnable(alone, CPU) == (alone, [])
+    short = VerifyPlan(BASE, (Change("channels_last", True), Change("num_workers", 1)), trial_steps=2)
+    assert without_unrunnable(short, CPU) == (short, [])
 
 
 def test_a_failing_change_is_dropped_with_its_reason_and_a_failing_baseline_ends_the_sequence():

@@ -14,6 +14,7 @@ from the later rounds with the reason. Stop ends the sequence: the comparisons a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
@@ -179,6 +180,24 @@ def plan_problems(plan: VerifyPlan, device: DeviceInfo) -> list[str]:
         problems.extend(f"{change.label}: {problem}" for problem in changed.validate(device) or data_problems(changed)
                         if problem not in base_problems)
     return problems
+
+
+def without_unrunnable(plan: VerifyPlan, device: DeviceInfo) -> tuple[VerifyPlan, list[str]]:
+    """The plan less the changes that cannot run against its base here, and a line for each left out.
+
+    For every finding of a run at once: one finding whose change this run's settings refuse (a finding stored by
+    an older version, a setting this machine lacks) should not keep the others from being measured. The plan is
+    returned whole when no change can run, so that its problems are said as they are."""
+    kept, left_out = [], []
+    for change in plan.changes:
+        problems = plan_problems(dataclasses.replace(plan, changes=(change,)), device)
+        if problems:
+            left_out.append(f"{change.label} left out: " + "; ".join(problems))
+        else:
+            kept.append(change)
+    if not kept or not left_out:
+        return plan, []
+    return dataclasses.replace(plan, changes=tuple(kept)), left_out
 
 
 def run_verify(
