@@ -27,7 +27,6 @@ from workbench.experiments.comparison import MIN_TRIALS, Comparison, compare_rat
 from workbench.experiments.events import (
     AnyEvent,
     ChangeVerified,
-    RecordingFailed,
     SequenceEnded,
     SequenceStatus,
     Values,
@@ -41,10 +40,11 @@ from workbench.experiments.members import (
     plan_dict,
     probe_device,
 )
+from workbench.experiments.measured import keep, measured_change
 from workbench.experiments.recording import RecorderFactory
 from workbench.experiments.tune import MAX_TRIAL_STEPS, MIN_TRIAL_STEPS, WINDOWS_PER_TRIAL
 from workbench.experiments.values import field_problem
-from workbench.history.comparisons import NOT_SPEED_SETTINGS, MeasuredChange
+from workbench.history.comparisons import NOT_SPEED_SETTINGS
 
 # A trial trains about this long when its length is sized from the run's own speed: long enough that its seven
 # steady windows average over a few hundred milliseconds each, short enough that 3 + 3 trials take well under a
@@ -255,17 +255,10 @@ def run_verify(
         verified.append(ChangeVerified(text=change.text or f"set {change.label}", field=change.field,
                                        value=change.value, comparison=comparison, baseline_run_ids=tuple(run_ids[0]),
                                        changed_run_ids=tuple(run_ids[side]), reason=failures[side]))
-        if comparison.speedup is None or comparison.speedup_low is None:
-            continue  # too few trials for an interval: nothing worth keeping
-        try:
-            runner.recorders.add_measured_change(MeasuredChange(
-                sequence_id=sequence_id, device_type=device.type, device_name=device.name, baseline=plan.base,
-                field=change.field, value=change.value, speedup=comparison.speedup,
-                speedup_low=comparison.speedup_low, speedup_high=comparison.speedup_high,
-                verdict=comparison.verdict, baseline_run_ids=tuple(run_ids[0]), changed_run_ids=tuple(run_ids[side])))
-        except Exception as error:  # a full disk, a locked database: the result is still said
-            yield RecordingFailed(run_id=None, reason=f"the measurement of {change.label} was not kept: "
-                                                       f"{type(error).__name__}: {error}")
+        yield from keep(runner.recorders, measured_change(
+            sequence_id=sequence_id, device_type=device.type, device_name=device.name, baseline=plan.base,
+            field=change.field, value=change.value, comparison=comparison, baseline_run_ids=run_ids[0],
+            changed_run_ids=run_ids[side]))
     result = VerifyResult(base=plan.base, device_type=device.type, device_name=device.name,
                           trial_steps=plan.trial_steps, changes=tuple(verified))
     yield SequenceEnded(kind="verify", sequence_id=sequence_id, status=status, result=result,
