@@ -104,6 +104,19 @@ def test_bad_plans_start_nothing_and_say_every_problem():
                               "a trial needs at least 4 steps to measure after its warm-up (got trial steps 2)")
 
 
+def test_a_change_that_does_nothing_on_this_device_is_refused_with_the_reason():
+    runs = TimedRuns(speed, device=CPU)
+    plan = VerifyPlan(BASE, (Change("fused_optimizer", True), Change("cudnn_benchmark", False)), trial_steps=16)
+    (ended,) = verify(runs, plan)
+    assert ended.status == "failed" and runs.configs == []
+    assert ended.problems == (
+        "fused_optimizer=on changes nothing in this run: the fused optimizer kernels are a CUDA remedy for "
+        "launch-bound steps: a CPU run uses the default optimizer (the value is kept for GPU runs)",
+        "cudnn_benchmark=off changes nothing in this run: cuDNN is NVIDIA's: a CPU run has no cuDNN algorithms to time")
+    (ended,) = verify(runs, VerifyPlan(BASE.replace(pipeline="gpu-resident"), (Change("num_workers", 2),), trial_steps=16))
+    assert ended.problems == ("num_workers=2 changes nothing in this run: pipeline=gpu-resident uses no DataLoader",)
+
+
 def test_every_finding_at_once_leaves_out_a_change_the_run_cannot_take_and_measures_the_rest():
     base = BASE.replace(augment="cpu")  # a resident dataset cannot augment in workers
     plan = VerifyPlan(base, (Change("pipeline", "gpu-resident"), Change("channels_last", True)), trial_steps=16)
