@@ -207,7 +207,7 @@ class TimedRuns:
             yield ended("failed", kind=failure, reason=f"fake {failure}")
             return
         rate = self.speed(config) * (1 + self.random.uniform(-self.noise, self.noise))
-        yield ended("finished", rate)
+        yield ended("finished", rate, device=self.device.type, device_name=self.device.name)  # as the engine's
 
 
 class FakeAllocator:

@@ -106,6 +106,11 @@ def test_the_fused_optimizer_is_fused_on_cuda_and_said_to_be_ignored_on_the_cpu(
 
     notes = ineffective_settings(fused, probe_device("cpu"))
     assert any(note.startswith("fused_optimizer ignored") for note in notes)
+    assert "pin_memory, non_blocking and cudnn_benchmark have no effect without a CUDA device" in notes
+    resident = ineffective_settings(RunConfig(pipeline="gpu-resident"), probe_device("cpu"))
+    assert "cudnn_benchmark has no effect without a CUDA device" in resident
+    assert not any("cudnn_benchmark" in note for note in ineffective_settings(
+        RunConfig(pipeline="gpu-resident", cudnn_benchmark=False), probe_device("cpu")))
     reasons = inactive_fields(fused, on_cpu=True)  # the form greys both out, saying why
     assert "fused_optimizer" in reasons and "cudnn_benchmark" in reasons
     assert "fused_optimizer" not in inactive_fields(fused, on_cpu=False)

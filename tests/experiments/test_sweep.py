@@ -170,3 +170,23 @@ def test_repeats_run_round_robin_and_each_value_reads_as_the_median_of_its_runs_
 def test_a_sweep_needs_at_least_one_repeat():
     plan = SweepPlan(tiny(), (SweepAxis("num_workers", (0, 1)),), repeats=0)
     assert plan_problems(plan, probe_of(CPU)) == ["repeats must be at least 1 (got 0)"]
+
+
+def test_a_sweep_with_repeats_keeps_each_value_against_each_other_for_the_findings(isolated_workbench_home):
+    """Issue 23 §2: what a sweep measured speaks for the findings of a run at any of its values, both ways."""
+    speed = {0: 600.0, 1: 800.0, 2: 1000.0}
+    runs = TimedRuns(lambda config: speed[config.num_workers], noise=0.01, seed=4, device=CPU)
+    base = tiny(num_workers=0)
+    plan = SweepPlan(base, (SweepAxis("num_workers", (0, 1, 2)),), repeats=3)
+    with HistoryRecording() as recording:
+        assert list(run_sweep(plan, lambda: False, recording, runs, probe_of(CPU)))[-1].status == "finished"
+    with HistoryStore.open() as store:
+        from_none = store.measured_changes(base, CPU.type, CPU.name)
+        from_two = store.measured_changes(base.replace(num_workers=2), CPU.type, CPU.name)
+        once = SweepPlan(base, (SweepAxis("num_workers", (0, 1)),), repeats=1)  # one run each: no interval, none kept
+        with HistoryRecording() as recording:
+            list(run_sweep(once, lambda: False, recording, runs, probe_of(CPU)))
+        assert len(store.measured_changes(base, CPU.type, CPU.name)) == 2
+    assert {(c.value, c.verdict, round(c.speedup, 1)) for c in from_none} == {(1, "faster", 1.3), (2, "faster", 1.7)}
+    assert {(c.value, c.verdict) for c in from_two} == {(0, "slower"), (1, "slower")}
+    assert all(c.field == "num_workers" and len(c.changed_run_ids) == 3 for c in from_none + from_two)

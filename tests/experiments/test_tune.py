@@ -247,3 +247,22 @@ def test_every_trial_is_a_run_in_the_history_tagged_with_the_search(isolated_wor
     trials = [e for e in events if isinstance(e, TrialResult)]
     assert trials[-1].run_ids == tuple(r.id for r in runs_in_history[-5::2])
     assert trials[-1].baseline_run_ids == tuple(r.id for r in runs_in_history[-6::2])
+
+
+def test_what_the_search_measured_is_kept_for_the_findings_of_runs_with_those_settings(isolated_workbench_home):
+    """Issue 23 §2: a remedy the tune measured (compile at 0.85× on a launch-bound run) is no longer offered as if
+    unmeasured: each one-setting change it compared is kept as a verification's is; placement (two settings at
+    once) is no finding's change and is not kept."""
+    start = START.replace(pipeline="gpu-resident", augment="gpu", precision="bf16")
+    runs = TimedRuns(lambda config: 1000.0 * (0.85 if config.compile != "off" else 1.0), noise=0.01, seed=9)
+    with HistoryRecording() as recording:
+        events = list(run_tune(TunePlan(start, trial_steps=20, knobs=("placement", "compile")), lambda: False,
+                               recording, run_function=runs, probe=probe_of(GPU)))
+    assert events[-1].status == "finished"
+    with HistoryStore.open() as store:
+        kept = store.measured_changes(start, GPU.type, GPU.name)
+    # pipeline=dataloader alone (augment stays gpu) is one setting; dataloader with augment=cpu is two.
+    assert {(change.field, change.value, change.verdict) for change in kept} == {
+        ("pipeline", "dataloader", "within_noise"), ("compile", "default", "slower"),
+        ("compile", "reduce-overhead", "slower")}
+    assert all(change.baseline == start and len(change.baseline_run_ids) == 3 for change in kept)

@@ -9,7 +9,14 @@ from builders import CPU, TimedRuns, probe_of, tiny
 from workbench.engine.events import StepStats
 from workbench.experiments.events import MemberStarted, RecordingFailed, SequenceEnded, SequenceStarted
 from workbench.experiments.recording import HistoryRecording, NoRecording
-from workbench.experiments.verify import Change, VerifyPlan, run_verify, trial_config, trial_steps_for
+from workbench.experiments.verify import (
+    Change,
+    VerifyPlan,
+    run_verify,
+    trial_config,
+    trial_steps_for,
+    without_unrunnable,
+)
 from workbench.history.store import HistoryStore
 
 BASE = tiny(max_steps=None, epochs=2, log_every=10, profile=True, channels_last=False, num_workers=0)
@@ -95,6 +102,33 @@ def test_bad_plans_start_nothing_and_say_every_problem():
     (ended,) = verify(runs, VerifyPlan(BASE, (Change("channels_last", True),), trial_steps=2, repeats=2))
     assert ended.problems == ("a verdict needs at least 3 trials of each side (got 2)",
                               "a trial needs at least 4 steps to measure after its warm-up (got trial steps 2)")
+
+
+def test_a_change_that_does_nothing_on_this_device_is_refused_with_the_reason():
+    runs = TimedRuns(speed, device=CPU)
+    plan = VerifyPlan(BASE, (Change("fused_optimizer", True), Change("cudnn_benchmark", False)), trial_steps=16)
+    (ended,) = verify(runs, plan)
+    assert ended.status == "failed" and runs.configs == []
+    assert ended.problems == (
+        "fused_optimizer=on changes nothing in this run: the fused optimizer kernels are a CUDA remedy for "
+        "launch-bound steps: a CPU run uses the default optimizer (the value is kept for GPU runs)",
+        "cudnn_benchmark=off changes nothing in this run: cuDNN is NVIDIA's: a CPU run has no cuDNN algorithms to time")
+    (ended,) = verify(runs, VerifyPlan(BASE.replace(pipeline="gpu-resident"), (Change("num_workers", 2),), trial_steps=16))
+    assert ended.problems == ("num_workers=2 changes nothing in this run: pipeline=gpu-resident uses no DataLoader",)
+
+
+def test_every_finding_at_once_leaves_out_a_change_the_run_cannot_take_and_measures_the_rest():
+    base = BASE.replace(augment="cpu")  # a resident dataset cannot augment in workers
+    plan = VerifyPlan(base, (Change("pipeline", "gpu-resident"), Change("channels_last", True)), trial_steps=16)
+    kept, left_out = without_unrunnable(plan, CPU)
+    assert kept.changes == (Change("channels_last", True),)
+    assert left_out == ["pipeline=gpu-resident left out: pipeline=gpu-resident: augment=cpu needs pipeline=dataloader "
+                        "(the workers do the CPU augmentation)"]
+    # None can run, or the plan itself is bad: the plan stays whole, for its problems to be said.
+    alone = VerifyPlan(base, (Change("pipeline", "gpu-resident"),), trial_steps=16)
+    assert without_unrunnable(alone, CPU) == (alone, [])
+    short = VerifyPlan(BASE, (Change("channels_last", True), Change("num_workers", 1)), trial_steps=2)
+    assert without_unrunnable(short, CPU) == (short, [])
 
 
 def test_a_failing_change_is_dropped_with_its_reason_and_a_failing_baseline_ends_the_sequence():

@@ -162,6 +162,22 @@ def test_verify_runs_real_cpu_trials_for_a_finding_and_keeps_them(isolated_workb
     assert json.loads(kept[5]) == TINY.to_dict()
 
 
+@pytest.mark.slow
+def test_verify_with_no_finding_named_measures_every_finding_the_run_can_take(isolated_workbench_home):
+    # A finding stored by an older version proposed pipeline=gpu-resident for a run that augments in its workers:
+    # that change alone cannot run, and is left out with the reason; the run's other finding is still measured.
+    head = "Input-bound: training waited for the next batch 40% of the time (threshold 15%)."
+    findings = tuple(Finding(kind="input-bound", headline=head, text=f"{head} Try {field}={value}.", figure=0.4,
+                             figure_name="data_wait_fraction", field=field, value=value)
+                     for field, value in (("pipeline", "gpu-resident"), ("channels_last", True)))
+    run = record_run(this_machine(), TINY.replace(augment="cpu"), findings)
+    done = workbench_cli("verify", str(run), "--trial-steps", "4", "--json")
+    assert done.returncode == 0, done.stderr
+    assert ("workbench verify: pipeline=gpu-resident left out: pipeline=gpu-resident: augment=cpu needs "
+            "pipeline=dataloader") in done.stderr
+    assert [(f["field"], f["value"]) for f in last_json(done.stdout)["findings"]] == [("channels_last", True)]
+
+
 def test_a_finding_verified_again_is_named_by_its_own_words_not_its_last_measurement():
     from argparse import Namespace
 

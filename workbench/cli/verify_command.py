@@ -62,7 +62,7 @@ def verify_command(args: argparse.Namespace) -> int:
 
 def verify(args: argparse.Namespace) -> int:
     from workbench.experiments.comparison import MIN_TRIALS
-    from workbench.experiments.verify import VerifyPlan, plan_problems, run_verify
+    from workbench.experiments.verify import VerifyPlan, plan_problems, run_verify, without_unrunnable
     from workbench.history.comparisons import findings_as_shown
     from workbench.history.store import HistoryStore, RunNotFound
 
@@ -83,6 +83,10 @@ def verify(args: argparse.Namespace) -> int:
         plan = VerifyPlan.for_run(record.config, record.summary, changes, record.id,
                                   getattr(args, "trial_steps", None), getattr(args, "repeats", MIN_TRIALS),
                                   getattr(args, "name", ""))
+        if not hasattr(args, "set_values") and not hasattr(args, "finding"):  # every finding: measure what can run
+            plan, left_out = without_unrunnable(plan, device)
+            for line in left_out:
+                print(f"{PROG}: {line}", file=sys.stderr)
         problems = plan_problems(plan, device)
         if problems:
             raise UsageError(f"{PROG}: " + "; ".join(problems))

@@ -215,7 +215,9 @@ def _input_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
     remedies: list[tuple[str, Any, str]] = []
     if config.augment == "cpu":
         remedies.append(("augment", "gpu", "augmentation runs on whole batches on the GPU, not per image in the workers"))
-    if config.pipeline == "dataloader" and _dataset_fits(facts):
+    # A resident dataset augments on the device: with augment=cpu the change alone would not run (augment=gpu
+    # above comes first; the next run offers this).
+    if config.pipeline == "dataloader" and config.augment != "cpu" and _dataset_fits(facts):
         remedies.append(("pipeline", "gpu-resident", "the whole dataset sits on the device: no loader, no copies"))
     if config.pipeline == "dataloader" and config.num_workers < facts.cpu_count:
         workers = min(facts.cpu_count, max(2, config.num_workers * 2))

@@ -382,8 +382,11 @@ def ineffective_settings(config: RunConfig, device: DeviceInfo) -> list[str]:
     notes = []
     if device.type == "cpu":
         notes.append(f"CPU mode: {device.cpu_fallback_reason}")
-        if config.pipeline == "dataloader" and (config.pin_memory or config.non_blocking):
-            notes.append("pin_memory and non_blocking have no effect without a CUDA device")
+        cuda_only = [name for name in ("pin_memory", "non_blocking") if getattr(config, name)
+                     and config.pipeline == "dataloader"] + (["cudnn_benchmark"] if config.cudnn_benchmark else [])
+        if cuda_only:
+            names = ", ".join(cuda_only[:-1]) + " and " + cuda_only[-1] if len(cuda_only) > 1 else cuda_only[0]
+            notes.append(f"{names} {'have' if len(cuda_only) > 1 else 'has'} no effect without a CUDA device")
         if config.fused_optimizer:
             notes.append("fused_optimizer ignored: the fused kernels are a CUDA remedy; the default optimizer runs")
         if config.compile == "reduce-overhead":

@@ -34,6 +34,7 @@ from workbench.experiments.members import (
     plan_dict,
     probe_device,
 )
+from workbench.experiments.measured import keep, sweep_changes
 from workbench.experiments.recording import RecorderFactory
 from workbench.experiments.values import field_problem
 
@@ -168,5 +169,7 @@ def run_sweep(
         if member.status == "stopped":
             status, reason = "stopped", f"stopped by {stopped_by(stop)} during member {len(done)} of {len(members)}"
             break
+    for change in sweep_changes(done, sequence_id):  # each value against each other, for the findings to read
+        yield from keep(runner.recorders, change)
     yield SequenceEnded(kind="sweep", sequence_id=sequence_id, status=status,
                         result=SweepResult(members=tuple(done), repeats=plan.repeats), reason=reason)

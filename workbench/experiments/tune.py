@@ -50,6 +50,7 @@ from workbench.experiments.members import (
     plan_dict,
     probe_device,
 )
+from workbench.experiments.measured import keep, measured_change, one_speed_setting
 from workbench.experiments.recording import RecorderFactory
 from workbench.experiments.tune_knobs import ALLOWABLE, KNOBS, OPTIONAL_KNOBS, candidates
 
@@ -264,6 +265,12 @@ class _Search:
             run_ids.append(member.run_id)
             self.rates.setdefault(config, []).append(member.images_per_sec)
         comparison = compare_rates(sides["A"][0], sides["B"][0])
+        speed = one_speed_setting(self.best, change)
+        if speed is not None:  # kept for the findings of runs with these settings, as a verification's is
+            yield from keep(self.runner.recorders, measured_change(
+                sequence_id=self.runner.sequence_id, device_type=self.device.type, device_name=self.device.name,
+                baseline=self.best, field=speed[0], value=speed[1], comparison=comparison,
+                baseline_run_ids=sides["A"][1], changed_run_ids=sides["B"][1]))
         verdict = comparison.verdict
         kept = verdict == "faster"
         if kept:

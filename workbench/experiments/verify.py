@@ -14,6 +14,7 @@ from the later rounds with the reason. Stop ends the sequence: the comparisons a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
@@ -26,7 +27,6 @@ from workbench.experiments.comparison import MIN_TRIALS, Comparison, compare_rat
 from workbench.experiments.events import (
     AnyEvent,
     ChangeVerified,
-    RecordingFailed,
     SequenceEnded,
     SequenceStatus,
     Values,
@@ -40,10 +40,12 @@ from workbench.experiments.members import (
     plan_dict,
     probe_device,
 )
+from workbench.experiments.measured import keep, measured_change
 from workbench.experiments.recording import RecorderFactory
 from workbench.experiments.tune import MAX_TRIAL_STEPS, MIN_TRIAL_STEPS, WINDOWS_PER_TRIAL
 from workbench.experiments.values import field_problem
-from workbench.history.comparisons import NOT_SPEED_SETTINGS, MeasuredChange
+from workbench.history.comparisons import NOT_SPEED_SETTINGS
+from workbench.settings_help import inactive_fields
 
 # A trial trains about this long when its length is sized from the run's own speed: long enough that its seven
 # steady windows average over a few hundred milliseconds each, short enough that 3 + 3 trials take well under a
@@ -175,10 +177,32 @@ def plan_problems(plan: VerifyPlan, device: DeviceInfo) -> list[str]:
         if problem is not None:
             problems.append(problem)
             continue
+        idle = inactive_fields(plan.changed_config(change), on_cpu=device.type != "cuda").get(change.field)
+        if idle is not None:  # both sides would run the same work: nothing to measure (fused_optimizer on a CPU)
+            problems.append(f"{change.label} changes nothing in this run: {idle}")
+            continue
         changed = trial_config(plan.changed_config(change), plan.trial_steps)
         problems.extend(f"{change.label}: {problem}" for problem in changed.validate(device) or data_problems(changed)
                         if problem not in base_problems)
     return problems
+
+
+def without_unrunnable(plan: VerifyPlan, device: DeviceInfo) -> tuple[VerifyPlan, list[str]]:
+    """The plan less the changes that cannot run against its base here, and a line for each left out.
+
+    For every finding of a run at once: one finding whose change this run's settings refuse (a finding stored by
+    an older version, a setting this machine lacks) should not keep the others from being measured. The plan is
+    returned whole when no change can run, so that its problems are said as they are."""
+    kept, left_out = [], []
+    for change in plan.changes:
+        problems = plan_problems(dataclasses.replace(plan, changes=(change,)), device)
+        if problems:
+            left_out.append(f"{change.label} left out: " + "; ".join(problems))
+        else:
+            kept.append(change)
+    if not kept or not left_out:
+        return plan, []
+    return dataclasses.replace(plan, changes=tuple(kept)), left_out
 
 
 def run_verify(
@@ -236,17 +260,10 @@ def run_verify(
         verified.append(ChangeVerified(text=change.text or f"set {change.label}", field=change.field,
                                        value=change.value, comparison=comparison, baseline_run_ids=tuple(run_ids[0]),
                                        changed_run_ids=tuple(run_ids[side]), reason=failures[side]))
-        if comparison.speedup is None or comparison.speedup_low is None:
-            continue  # too few trials for an interval: nothing worth keeping
-        try:
-            runner.recorders.add_measured_change(MeasuredChange(
-                sequence_id=sequence_id, device_type=device.type, device_name=device.name, baseline=plan.base,
-                field=change.field, value=change.value, speedup=comparison.speedup,
-                speedup_low=comparison.speedup_low, speedup_high=comparison.speedup_high,
-                verdict=comparison.verdict, baseline_run_ids=tuple(run_ids[0]), changed_run_ids=tuple(run_ids[side])))
-        except Exception as error:  # a full disk, a locked database: the result is still said
-            yield RecordingFailed(run_id=None, reason=f"the measurement of {change.label} was not kept: "
-                                                       f"{type(error).__name__}: {error}")
+        yield from keep(runner.recorders, measured_change(
+            sequence_id=sequence_id, device_type=device.type, device_name=device.name, baseline=plan.base,
+            field=change.field, value=change.value, comparison=comparison, baseline_run_ids=run_ids[0],
+            changed_run_ids=run_ids[side]))
     result = VerifyResult(base=plan.base, device_type=device.type, device_name=device.name,
                           trial_steps=plan.trial_steps, changes=tuple(verified))
     yield SequenceEnded(kind="verify", sequence_id=sequence_id, status=status, result=result,
