@@ -15,6 +15,7 @@ from workbench.gui.sample_view import SampleView, mosaic
 def make_view(qtbot):
     def make(preview_function):
         view = SampleView(preview_function)
+        view.resize(1400, 800)  # room for the grid's 8 columns
         qtbot.addWidget(view)
         return view
 
@@ -119,3 +120,24 @@ def test_images_larger_than_cifars_are_captioned_under_each_image(qtbot, make_vi
     assert dark_pixels(0, 128) == 0  # the first image: white, no text over it
     assert dark_pixels(128, 144) > 0  # its caption, under it
     assert "64×64 pixels, shown 2×" in view.caption.text()
+
+
+def test_the_grid_takes_the_columns_the_view_has_room_for(qtbot, make_view):
+    """Eight columns of 64×64 images at 2× needed 1,052 px: a narrower tab scrolled sideways, the last column cut."""
+    from PySide6.QtWidgets import QScrollArea
+
+    from workbench.engine.data import SampleBatch
+
+    batch = SampleBatch(np.full((32, 64, 64, 3), 255, np.uint8), np.zeros(32, np.int64), ("cat",))
+    view = make_view(lambda config, count: batch)
+    view.resize(700, 600)
+    view.show()
+    view.set_config(TINY_RUN.replace(image_size=64))
+    qtbot.waitUntil(lambda: view.names == ["cat"] * 32, timeout=30_000)
+    scroll = view.findChild(QScrollArea)
+    width = view.image.pixmap().width()
+    assert (width + 4) % 132 == 0 and (width + 4) // 132 < 8  # whole columns of 128 px and their gaps, fewer than 8
+    assert width <= scroll.viewport().width() < width + 132  # as many as fit
+    assert not scroll.horizontalScrollBar().isVisible()
+    view.resize(1400, 600)  # wider: the grid is drawn again with more columns, 8 at most
+    qtbot.waitUntil(lambda: view.image.pixmap().width() == 8 * 128 + 7 * 4)

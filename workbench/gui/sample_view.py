@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 PreviewFunction = Callable[[RunConfig, int], "SampleBatch"]
 SAMPLE_COUNT = 32
-COLUMNS = 8
+COLUMNS = 8  # at most: fewer where the view is narrower, so the grid never needs a horizontal scroll bar
 SCALE = 3  # 32-pixel images at 3× (nearest neighbour: the pixels are what the model sees)
 SHOWN_SIDE = 96  # larger images are scaled by whole numbers towards this side, never below 1×
 GAP = 4
@@ -95,6 +95,8 @@ class SampleView(QWidget):
         self._config: Optional[RunConfig] = None
         self._shown_config: Optional[RunConfig] = None
         self._call: Optional[BackgroundCall] = None
+        self._batch: Optional[SampleBatch] = None  # the one shown: drawn again when the view's width changes
+        self._columns = 0  # the grid's columns as drawn
         self.names: list[str] = []  # each shown image's class, as captioned
 
         self.caption = QLabel("The images the pipeline feeds the model appear here.")
@@ -107,8 +109,8 @@ class SampleView(QWidget):
         self.refresh_button.clicked.connect(self.refresh)
         self.image = QLabel()
         self.image.setObjectName("sampleImage")
-        self.image.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        scroll = QScrollArea()
+        self.image.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignHCenter)
+        self._scroll = scroll = QScrollArea()
         scroll.setWidget(self.image)
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
@@ -153,10 +155,10 @@ class SampleView(QWidget):
         config, batch = result
         self._shown_config = config
         self.names = batch.names()
+        self._batch = batch
+        self._draw()
         side = batch.images.shape[2]
-        scale = display_scale(side)  # the captions go under images of the size they are shown at
-        grid = to_pixmap(mosaic(batch.images, scale=scale, caption_height=CAPTION_HEIGHT))
-        self.image.setPixmap(captioned(grid, self.names, side=side * scale, font=self.font()))
+        scale = display_scale(side)
         labels = ("each under its class name" if batch.class_names
                   else "each under its class index (the data names no classes)")
         self.caption.setText(
@@ -165,8 +167,31 @@ class SampleView(QWidget):
             f"{side}×{side} pixels, shown {scale}× with no smoothing."
         )
 
+    def _fitting_columns(self, batch: SampleBatch) -> int:
+        shown = batch.images.shape[2] * display_scale(batch.images.shape[2])
+        # The room beside a vertical scroll bar, shown or not: the bar coming with a taller grid takes no column.
+        room = self._scroll.width() - self._scroll.verticalScrollBar().sizeHint().width()
+        fitting = (room + GAP) // (shown + GAP)
+        return max(1, min(COLUMNS, len(batch.images), fitting))
+
+    def _draw(self) -> None:
+        batch = self._batch
+        if batch is None:
+            return
+        self._columns = columns = self._fitting_columns(batch)
+        side = batch.images.shape[2]
+        scale = display_scale(side)  # the captions go under images of the size they are shown at
+        grid = to_pixmap(mosaic(batch.images, columns=columns, scale=scale, caption_height=CAPTION_HEIGHT))
+        self.image.setPixmap(captioned(grid, self.names, columns=columns, side=side * scale, font=self.font()))
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        if self._batch is not None and self._fitting_columns(self._batch) != self._columns:
+            self._draw()
+
     def _show_error(self, error: Exception) -> None:
         self._shown_config = self._config
+        self._batch = None
         self.names = []
         self.image.clear()
         self.caption.setText(f"No sample batch: {error}")
