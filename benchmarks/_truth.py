@@ -102,8 +102,8 @@ def our_shares(sample: ProfileSample, step_seconds: Optional[float],
     }
 
 
-def measure_run(events: Iterable[Any]) -> dict[str, Any]:
-    """One profiled run's row: every column from this run, over its steady windows and its samples."""
+def run_events(events: Iterable[Any]) -> tuple[list[StepStats], list[ProfileSample], Optional[RunEnded]]:
+    """A run's log windows, profiler samples and end, from its events."""
     windows: list[StepStats] = []
     samples: list[ProfileSample] = []
     ended: Optional[RunEnded] = None
@@ -114,6 +114,12 @@ def measure_run(events: Iterable[Any]) -> dict[str, Any]:
             samples.append(event)
         elif isinstance(event, RunEnded):
             ended = event
+    return windows, samples, ended
+
+
+def measure_run(events: Iterable[Any]) -> dict[str, Any]:
+    """One profiled run's row: every column from this run, over its steady windows and its samples."""
+    windows, samples, ended = run_events(events)
     if ended is None or ended.status != "finished":
         return {"status": ended.status if ended else "failed", "reason": ended.reason if ended else "no end"}
     steady = steady_windows(windows, samples)

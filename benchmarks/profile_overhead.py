@@ -25,9 +25,10 @@ import platform
 import statistics
 from pathlib import Path
 
+from _truth import run_events
+
 from workbench.config import RunConfig
 from workbench.engine import probe_device, run
-from workbench.engine.events import ProfileSample, RunEnded, StepStats
 
 RESULTS = Path(__file__).parent / "results"
 AMORTISE_EVERY = 1000  # the default profile_every
@@ -46,14 +47,7 @@ def settings(on_cuda: bool) -> list[RunConfig]:
 
 
 def one_run(config: RunConfig) -> dict:
-    windows, samples, ended = [], [], None
-    for event in run(config):
-        if isinstance(event, StepStats):
-            windows.append(event)
-        elif isinstance(event, ProfileSample):
-            samples.append(event)
-        elif isinstance(event, RunEnded):
-            ended = event
+    windows, samples, ended = run_events(run(config))
     if ended is None or ended.status != "finished":
         raise SystemExit(f"run failed: {ended.reason if ended else 'no end'}")
     after_warmup = windows[1:]
