@@ -16,6 +16,8 @@ from builders import record_complete_run
 from hostile_paths import fifo_unblocked, make_fifo
 
 from workbench.cli import main
+from workbench.history import export_targets
+from workbench.history.export import ExportError, export_steps_csv
 from workbench.history.store import HistoryStore
 
 POSIX_ONLY = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs and device nodes are POSIX")
@@ -100,6 +102,24 @@ def test_a_fifo_is_written_as_a_stream_and_refused_without_a_reader(home, tmp_pa
     finally:
         os.close(reader)
     assert received.startswith("run_id,name,") and received.count("\r\n") == 3
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+@POSIX_ONLY
+def test_a_reader_that_stops_reading_fails_the_export_instead_of_blocking_it(tmp_path, monkeypatch):
+    # The window exports on its GUI thread: a FIFO whose reader takes nothing must not freeze it.
+    monkeypatch.setattr(export_targets, "STALLED_AFTER_S", 0.2)
+    with HistoryStore.open(tmp_path / "home") as store:
+        for _ in range(8):  # more step rows than a pipe's 64 KiB buffer holds
+            record_complete_run(store, steps=400)
+        fifo = make_fifo(tmp_path / "steps.csv")
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # opened, never read
+        try:
+            with pytest.raises(ExportError, match=f"^cannot write {fifo}: the program reading it took nothing for "
+                                                  "0.2 s$"):
+                export_steps_csv(store, fifo)
+        finally:
+            os.close(reader)
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
