@@ -136,3 +136,24 @@ def test_an_image_past_pillows_pixel_limit_is_refused_in_one_line_without_its_wa
         with pytest.raises(DataError, match=f"^{path} has more than 10,000 pixels: too large to decode safely"):
             decode(str(path))
     assert caught == []
+
+
+def test_make_npz_reads_16_bit_grey_and_exif_orientation_as_the_run_does(tmp_path, capsys):
+    root = tmp_path / "scans"
+    for name in ("a", "b"):
+        (root / name).mkdir(parents=True)
+        for index in range(3):
+            Image.fromarray(np.full((32, 32), 257 * 100, dtype=np.uint16)).save(root / name / f"grey{index}.png")
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotated 90° clockwise when shown: the left half (red) comes out on top
+    pixels = np.zeros((32, 64, 3), dtype=np.uint8)
+    pixels[:, :32, 0] = 255
+    Image.fromarray(pixels).save(root / "a" / "photo.jpg", exif=exif, quality=95)
+    out = tmp_path / "scans.npz"
+    assert main(["make-npz", str(root), "--out", str(out)]) == 0
+    with np.load(out) as npz:
+        images = np.concatenate([npz["train_images"], npz["test_images"]])
+    grey = (images == 100).all(axis=(1, 2, 3))
+    assert grey.sum() == 6  # was 255: clipped to white
+    (photo,) = images[~grey]
+    assert photo[:16, :, 0].mean() > 200 and photo[16:, :, 0].mean() < 50  # red on top

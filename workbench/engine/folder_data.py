@@ -30,6 +30,7 @@ from workbench.engine.augment import PADDING
 from workbench.engine.data import DataError
 from workbench.folder_layout import FolderSplit, ImageFolder
 from workbench.formatting import format_bytes
+from workbench.image_pixels import upright_rgb
 from workbench.regular_file import NotARegularFile, open_regular_file
 
 EVAL_RESIZE_RATIO = 0.875  # resize the shorter side to image_size / 0.875, then centre-crop (ImageNet's habit)
@@ -81,7 +82,7 @@ def decode(path: str, size_hint: Optional[int] = None) -> torch.Tensor:
     Upright as its EXIF orientation says (as a photo viewer shows it); 16-bit grey scaled to 8 bits (Pillow's own
     conversion clips it: almost all white); refused past Pillow's MAX_IMAGE_PIXELS (89,478,485, about 9459²), as
     make-npz refuses it."""
-    from PIL import Image, ImageOps, UnidentifiedImageError
+    from PIL import Image, UnidentifiedImageError
 
     with _opened(path) as stream:
         try:
@@ -91,7 +92,7 @@ def decode(path: str, size_hint: Optional[int] = None) -> torch.Tensor:
                 with Image.open(stream) as image:
                     if size_hint is not None:
                         image.draft("RGB", (size_hint, size_hint))  # JPEG only; keeps at least size_hint per side
-                    pixels = _rgb(ImageOps.exif_transpose(image))
+                    pixels = np.asarray(upright_rgb(image))
         except (Image.DecompressionBombError, Image.DecompressionBombWarning):
             raise DataError(f"{path} has more than {Image.MAX_IMAGE_PIXELS:,} pixels: too large to decode safely (as "
                             "make-npz refuses it); scale it down, or remove it from the folder") from None
@@ -99,15 +100,6 @@ def decode(path: str, size_hint: Optional[int] = None) -> torch.Tensor:
             words = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise DataError(f"cannot decode {path} as an image ({words}): remove or replace the file") from None
     return torch.from_numpy(pixels.copy()).permute(2, 0, 1)
-
-
-def _rgb(image: Any) -> np.ndarray:
-    """(H, W, 3) uint8. Pillow's "I;16" (16-bit grey PNG, TIFF) and "I" are scaled from 16 bits to 8, not clipped."""
-    if image.mode.startswith("I;16") or image.mode == "I":
-        wide = np.clip(np.asarray(image).astype(np.int64), 0, 65535)
-        grey = (wide // 257).astype(np.uint8)
-        return np.repeat(grey[..., None], 3, axis=-1)
-    return np.asarray(image.convert("RGB"))
 
 
 class Transforms:
