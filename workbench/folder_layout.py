@@ -178,8 +178,9 @@ def _skipped_notes(not_files: Sequence[str]) -> tuple[str, ...]:
     if not not_files:
         return ()
     shown = "; ".join(not_files[:3]) + (f"; and {len(not_files) - 3:,} more" if len(not_files) > 3 else "")
-    return (f"skipped {len(not_files):,} image name{'s' if len(not_files) != 1 else ''} that {'is' if len(not_files) == 1 else 'are'} "
-            f"no regular file: {shown}",)
+    one = len(not_files) == 1
+    return (f"skipped {len(not_files):,} image name{'' if one else 's'} that {'is' if one else 'are'} no regular file: "
+            f"{shown}",)
 
 
 def _images_by_class(reader: _Reader, root: Path) -> dict[str, list[str]]:

@@ -47,7 +47,8 @@ def write_csv(path: Path, history: Path, header: Sequence[str], rows: Iterable[l
         _stream(path, header, rows)
         return
     if found is not None and not stat.S_ISREG(found.st_mode):
-        what = "it is a folder; give a file name" if stat.S_ISDIR(found.st_mode) else f"it {kind_problem(found.st_mode)}"
+        what = ("it is a folder; give a file name" if stat.S_ISDIR(found.st_mode)
+                else f"it {kind_problem(found.st_mode)}")
         raise ExportError(f"cannot write {path}: {what}")
     target = Path(os.path.realpath(path))  # a symlink's target is written, and the link stays
     problem = _home_problem(target, found, history)
