@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
+from workbench.regular_file import kind_problem, os_error_words
+
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 JPEG_SUFFIXES = (".jpg", ".jpeg")
 TEST_FOLDERS = ("val", "test")  # ImageFolder datasets name their held-out split either way
@@ -76,18 +78,26 @@ def held_out(count: int) -> int:
 
 
 class _Reader:
-    """Reads directory entries, noting each directory's modification time (DirectoryTimes)."""
+    """Reads directory entries, noting each directory's modification time (DirectoryTimes) and the image-named
+    entries that are no regular file (skipped)."""
 
     def __init__(self) -> None:
         self.times: dict[str, int] = {}
+        self.not_files: list[str] = []  # "pipe.jpg is a FIFO (named pipe)": opened, it would block its reader
 
     def note_time(self, directory: str) -> None:
-        self.times[directory] = os.stat(directory).st_mtime_ns
+        try:
+            self.times[directory] = os.stat(directory).st_mtime_ns
+        except OSError as error:
+            raise FolderLayoutError(f"{directory} {os_error_words(error)}") from None
 
     def entries(self, directory: str) -> list[os.DirEntry]:
         self.note_time(directory)
-        with os.scandir(directory) as found:
-            return sorted(found, key=lambda entry: entry.name)
+        try:
+            with os.scandir(directory) as found:
+                return sorted(found, key=lambda entry: entry.name)
+        except OSError as error:  # a class folder without read permission, one removed mid-scan
+            raise FolderLayoutError(f"{directory} {os_error_words(error)}") from None
 
     def subfolders(self, root: str) -> list[str]:
         """Sub-folders (not links to folders, not hidden '.x' ones), sorted."""
@@ -95,18 +105,35 @@ class _Reader:
                 if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False)]
 
     def images_in(self, folder: str) -> Iterator[str]:
-        """Image files under ``folder``, sorted, sub-folders included. Links to folders are not followed: a link
-        loop cannot make the scan endless."""
-        folders = []
-        for entry in self.entries(folder):
-            if entry.name.startswith("."):
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                folders.append(entry.path)
-            elif entry.name.lower().endswith(IMAGE_SUFFIXES):
-                yield entry.path
-        for sub in folders:
-            yield from self.images_in(sub)
+        """Image files under ``folder``, sorted, sub-folders included (each folder's files, then its sub-folders
+        in order). Links to folders are not followed: a link loop cannot make the scan endless. A stack, not
+        recursion: a folder 1,200 levels deep is read like any other. Only regular files (links to them
+        included) are images: a FIFO named pipe.jpg, or a link to /dev/zero, is skipped and noted."""
+        pending = [folder]
+        while pending:
+            folders = []
+            for entry in self.entries(pending.pop()):
+                if entry.name.startswith("."):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+                elif entry.name.lower().endswith(IMAGE_SUFFIXES):
+                    problem = self._not_a_file(entry)
+                    if problem is None:
+                        yield entry.path
+                    else:
+                        self.not_files.append(f"{entry.path} {problem}")
+            pending.extend(reversed(folders))
+
+    @staticmethod
+    def _not_a_file(entry: os.DirEntry) -> Optional[str]:
+        """Why an image-named entry is no regular file (os.stat: never opened); None for one."""
+        try:
+            if entry.is_file():  # the directory entry's type: no stat unless it is a link
+                return None
+            return kind_problem(entry.stat().st_mode)
+        except OSError as error:  # a dangling link, a link loop
+            return os_error_words(error)
 
     def frozen_times(self) -> DirectoryTimes:
         return tuple(sorted(self.times.items()))
@@ -143,7 +170,17 @@ def scan_folder(root: Path, seed: int) -> ImageFolder:
                                 "images: a classifier needs at least two (one sub-folder of images per class)")
     if not len(train):
         raise FolderLayoutError(f"{root}: no training images ({', '.join(IMAGE_SUFFIXES)})")
-    return ImageFolder(root.name, str(root), classes, train, test, note, directory_times=reader.frozen_times())
+    return ImageFolder(root.name, str(root), classes, train, test, note, notes=_skipped_notes(reader.not_files),
+                       directory_times=reader.frozen_times())
+
+
+def _skipped_notes(not_files: Sequence[str]) -> tuple[str, ...]:
+    if not not_files:
+        return ()
+    shown = "; ".join(not_files[:3]) + (f"; and {len(not_files) - 3:,} more" if len(not_files) > 3 else "")
+    one = len(not_files) == 1
+    return (f"skipped {len(not_files):,} image name{'' if one else 's'} that {'is' if one else 'are'} no regular file: "
+            f"{shown}",)
 
 
 def _images_by_class(reader: _Reader, root: Path) -> dict[str, list[str]]:

@@ -12,7 +12,7 @@ import errno
 import os
 import stat
 from pathlib import Path
-from typing import Optional
+from typing import BinaryIO, Optional
 
 _KINDS = (
     (stat.S_ISDIR, "is a folder"),
@@ -33,7 +33,7 @@ def regular_file_problem(path: Path | str) -> Optional[str]:
     try:
         mode = os.stat(Path(path).expanduser()).st_mode
     except OSError as error:
-        return _os_error_words(error)
+        return os_error_words(error)
     except ValueError:
         return "is not a valid path (it holds a NUL character)"
     return kind_problem(mode)
@@ -44,7 +44,7 @@ def folder_problem(path: Path | str) -> Optional[str]:
     try:
         mode = os.stat(Path(path).expanduser()).st_mode
     except OSError as error:
-        return _os_error_words(error)
+        return os_error_words(error)
     except ValueError:
         return "is not a valid path (it holds a NUL character)"
     if stat.S_ISDIR(mode):
@@ -59,8 +59,8 @@ def kind_problem(mode: int) -> Optional[str]:
     return next((words for test, words in _KINDS if test(mode)), "is not a regular file")
 
 
-def read_regular_file(path: Path | str, max_bytes: int) -> bytes:
-    """The file's bytes, at most ``max_bytes``; NotARegularFile (naming the path) for anything else.
+def open_regular_file(path: Path | str) -> BinaryIO:
+    """The file opened for reading in binary; NotARegularFile (naming the path) for anything else.
 
     Checked twice: by path before opening (the message), and on the opened descriptor (a path swapped
     for a FIFO in between). O_NONBLOCK keeps even that open from waiting for a writer.
@@ -72,21 +72,29 @@ def read_regular_file(path: Path | str, max_bytes: int) -> bytes:
     try:
         descriptor = os.open(shown, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as error:
-        raise NotARegularFile(f"{shown} {_os_error_words(error)}") from None
-    with os.fdopen(descriptor, "rb") as stream:
-        problem = kind_problem(os.fstat(stream.fileno()).st_mode)
-        if problem is not None:
-            raise NotARegularFile(f"{shown} {problem}")
+        raise NotARegularFile(f"{shown} {os_error_words(error)}") from None
+    stream = os.fdopen(descriptor, "rb")
+    problem = kind_problem(os.fstat(descriptor).st_mode)
+    if problem is not None:
+        stream.close()
+        raise NotARegularFile(f"{shown} {problem}")
+    return stream
+
+
+def read_regular_file(path: Path | str, max_bytes: int) -> bytes:
+    """The file's bytes, at most ``max_bytes``; NotARegularFile (naming the path) for anything else."""
+    shown = Path(path).expanduser()
+    with open_regular_file(shown) as stream:
         try:
             data = stream.read(max_bytes + 1)
         except OSError as error:
-            raise NotARegularFile(f"{shown} {_os_error_words(error)}") from None
+            raise NotARegularFile(f"{shown} {os_error_words(error)}") from None
     if len(data) > max_bytes:
         raise NotARegularFile(f"{shown} is larger than {max_bytes:,} bytes")
     return data
 
 
-def _os_error_words(error: OSError) -> str:
+def os_error_words(error: OSError) -> str:
     if error.errno in (errno.ENOENT, errno.ENOTDIR):
         return "does not exist"
     if error.errno == errno.ELOOP:

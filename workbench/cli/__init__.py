@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from workbench.cli.parsing import Parser, UsageError
+from workbench.cli.parsing import Parser, UsageError, not_utf8_flags
 from workbench.history.errors import HistoryError
 
 # The commands that record runs: where the history cannot take them, they can train without it.
@@ -52,6 +52,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = None
     try:
         args = build_parser().parse_args(argv)
+        not_text = not_utf8_flags(args)
+        if not_text:
+            prog = f"workbench {args.command}" if args.command else "workbench"
+            raise UsageError(f"{prog}: {' and '.join(not_text)} {'holds' if len(not_text) == 1 else 'hold'} bytes "
+                             "that are not UTF-8 text, which the history cannot keep: rename the file or folder, or "
+                             "give another name")
         if args.home:
             import os
 

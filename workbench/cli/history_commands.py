@@ -20,7 +20,9 @@ def register(subparsers) -> None:
         description="Write one row per run (settings and summary metrics) to a CSV file, or with --steps "
         "the runs' step metrics in long format (run_id, step, metric, value).",
     )
-    export.add_argument("--out", required=True, metavar="FILE", help="the CSV file to write (replaced if it exists)")
+    export.add_argument("--out", required=True, metavar="FILE",
+                        help="the CSV file to write (replaced if it exists; a FIFO or a device is written to, never "
+                        "replaced; never the history, nor a file in the workbench home that is not a CSV it wrote)")
     export.add_argument("--runs", type=positive_int, nargs="+", metavar="ID", help="run ids to export (default: all)")
     export.add_argument("--steps", action="store_true", help="write the step metrics instead of one row per run")
     export.set_defaults(handler=export_command)

@@ -57,12 +57,36 @@ def _with_suggestion(message: str) -> str:
     return message
 
 
+LARGEST_INT = 2**63 - 1  # SQLite's largest integer: a run id past it raised OverflowError from sqlite3
+
+
 def positive_int(text: str) -> int:
-    """An argparse type: a whole number from 1 up."""
+    """An argparse type: a whole number from 1 to LARGEST_INT (a run id, a count: none is larger)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a number from 1 up, got {value}")
+    if value > LARGEST_INT:
+        raise argparse.ArgumentTypeError(f"expected a number up to {LARGEST_INT:,} (2^63-1), got {text}")
     return value
+
+
+def not_utf8_flags(args: argparse.Namespace) -> list[str]:
+    """The flags whose text is not UTF-8 (the bytes Python keeps as lone surrogates: a --name or --data-path of
+    Latin-1 bytes), which the history, JSON and CSV cannot hold: "--data-path"."""
+    found = []
+    for name, value in vars(args).items():
+        texts = value if isinstance(value, (list, tuple)) else [value]
+        if any(isinstance(text, str) and not _is_utf8(text) for text in texts):
+            found.append("--" + name.replace("_", "-"))
+    return found
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -17,8 +17,9 @@ that cannot be decoded stops the run with its path (DataError): not a bare PIL o
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, BinaryIO, Optional, Sequence
 
 import numpy as np
 import torch
@@ -29,6 +30,8 @@ from workbench.engine.augment import PADDING
 from workbench.engine.data import DataError
 from workbench.folder_layout import FolderSplit, ImageFolder
 from workbench.formatting import format_bytes
+from workbench.image_pixels import upright_rgb
+from workbench.regular_file import NotARegularFile, open_regular_file
 
 EVAL_RESIZE_RATIO = 0.875  # resize the shorter side to image_size / 0.875, then centre-crop (ImageNet's habit)
 MAX_FILE_BYTES = 256 * 2**20  # a file past this is not an image a training step can use: refused, named
@@ -44,35 +47,58 @@ def scan_folder(root: Path, seed: int) -> ImageFolder:
 
 
 def read_bytes(path: str) -> torch.Tensor:
-    """A file's bytes as a uint8 tensor; DataError naming the file when it cannot be read as one."""
-    try:
-        if os.stat(path).st_size > MAX_FILE_BYTES:
-            raise DataError(f"{path} is {os.stat(path).st_size / 2**20:,.0f} MiB: larger than any image a step "
-                            f"can use ({MAX_FILE_BYTES // 2**20} MiB at most); remove it from the folder")
-        with open(path, "rb") as file:
-            data = file.read()
-    except OSError as error:
-        raise DataError(f"cannot read {path}: {(error.strerror or str(error)).lower()}") from None
+    """A file's bytes as a uint8 tensor; DataError naming the file when it cannot be read as one (a FIFO, a link
+    to /dev/zero: checked on the opened descriptor, so one swapped in since the folder was scanned is refused too)."""
+    with _opened(path) as stream:
+        try:
+            data = stream.read(MAX_FILE_BYTES + 1)
+        except OSError as error:
+            raise DataError(f"cannot read {path}: {(error.strerror or str(error)).lower()}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise DataError(f"{path} is larger than any image a step can use ({MAX_FILE_BYTES // 2**20} MiB at most): "
+                        "remove it from the folder")
     return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+
+
+def _opened(path: str) -> BinaryIO:
+    """The image file, opened only if it is a regular file of at most MAX_FILE_BYTES; DataError naming it else."""
+    try:
+        stream = open_regular_file(path)
+    except NotARegularFile as error:
+        raise DataError(f"cannot read {error}: remove it from the folder") from None
+    size = os.fstat(stream.fileno()).st_size
+    if size > MAX_FILE_BYTES:
+        stream.close()
+        raise DataError(f"{path} is {size / 2**20:,.0f} MiB: larger than any image a step can use "
+                        f"({MAX_FILE_BYTES // 2**20} MiB at most); remove it from the folder")
+    return stream
 
 
 def decode(path: str, size_hint: Optional[int] = None) -> torch.Tensor:
     """uint8 RGB (3, H, W) from an image file, with Pillow (libjpeg-turbo, libpng: torchvision's own decoders are
     deprecated from 0.29 on); DataError naming the file when it is not a readable image. ``size_hint``: a JPEG much
-    larger than that is decoded at a reduced scale (its DCT does the shrinking, several times faster)."""
+    larger than that is decoded at a reduced scale (its DCT does the shrinking, several times faster).
+
+    Upright as its EXIF orientation says (as a photo viewer shows it); 16-bit grey scaled to 8 bits (Pillow's own
+    conversion clips it: almost all white); refused past Pillow's MAX_IMAGE_PIXELS (89,478,485, about 9459²), as
+    make-npz refuses it."""
     from PIL import Image, UnidentifiedImageError
 
-    try:
-        if os.stat(path).st_size > MAX_FILE_BYTES:
-            raise DataError(f"{path} is larger than any image a step can use ({MAX_FILE_BYTES // 2**20} MiB at "
-                            "most): remove it from the folder")
-        with Image.open(path) as image:
-            if size_hint is not None:
-                image.draft("RGB", (size_hint, size_hint))  # JPEG only; keeps at least size_hint per side
-            pixels = np.asarray(image.convert("RGB"))
-    except (OSError, UnidentifiedImageError, Image.DecompressionBombError, ValueError) as error:
-        words = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise DataError(f"cannot decode {path} as an image ({words}): remove or replace the file") from None
+    with _opened(path) as stream:
+        try:
+            with warnings.catch_warnings():
+                # Pillow warns past its MAX_IMAGE_PIXELS and raises past twice that: refuse both, in one line.
+                warnings.simplefilter("error", Image.DecompressionBombWarning)
+                with Image.open(stream) as image:
+                    if size_hint is not None:
+                        image.draft("RGB", (size_hint, size_hint))  # JPEG only; keeps at least size_hint per side
+                    pixels = np.asarray(upright_rgb(image))
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+            raise DataError(f"{path} has more than {Image.MAX_IMAGE_PIXELS:,} pixels: too large to decode safely (as "
+                            "make-npz refuses it); scale it down, or remove it from the folder") from None
+        except (OSError, UnidentifiedImageError, ValueError, SyntaxError) as error:
+            words = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise DataError(f"cannot decode {path} as an image ({words}): remove or replace the file") from None
     return torch.from_numpy(pixels.copy()).permute(2, 0, 1)
 
 
@@ -128,8 +154,6 @@ def collate_bytes(items: Sequence[tuple[torch.Tensor, int]]) -> tuple[list[torch
 
 def decode_on_device(batch: list[torch.Tensor], size: int, device: torch.device) -> torch.Tensor:
     """decode=gpu: the batch's JPEGs decoded by nvJPEG on ``device``, each resized to size × size (uint8)."""
-    import warnings
-
     from torchvision.io import ImageReadMode, decode_jpeg
     from torchvision.transforms.v2 import functional as TF
 

@@ -1,24 +1,23 @@
 """Runs to CSV: one row per run, and the step metrics in long format (run_id, step, metric, value).
 
-The CLI and the GUI both call these functions, so their files are byte-identical. Files are
-written to a temporary file beside the target and renamed over it: a failed export leaves
-nothing half-written.
+The CLI and the GUI both call these functions, so their files are byte-identical. Where a file may be written
+and how (atomically, or as a stream to a FIFO or a device; never over the history) is export_targets'.
 """
 
 from __future__ import annotations
 
-import csv
 import heapq
 import os
-import secrets
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from workbench.config import FIELD_NAMES
+from workbench.history.export_targets import ExportError as ExportError  # what the callers of the exports catch
+from workbench.history.export_targets import write_csv
 from workbench.history.metrics import SUMMARY_METRICS, iso_utc
 from workbench.history.records import RunRecord
 from workbench.history.schema import EPOCH_COLUMNS, RANK_PEAK_FIGURES, STEP_COLUMNS
-from workbench.history.store import HistoryError, HistoryStore
+from workbench.history.store import HistoryStore
 
 # What the run is and where it came from (source: gui or cli), as the Runs tab shows it, and the
 # sequence of runs (sweep, tune, max-batch) it was a member of.
@@ -43,14 +42,10 @@ EPOCH_METRIC_PREFIX = "epoch_"
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-class ExportError(HistoryError):
-    """The file could not be written; the message names the file and the reason."""
-
-
 def export_runs_csv(store: HistoryStore, path: os.PathLike | str, run_ids: Optional[Sequence[int]] = None) -> int:
     """Write one row per run (all runs when ``run_ids`` is None), oldest first; returns the row count."""
     records = store.get_runs(run_ids)
-    _write_atomically(Path(path), RUNS_CSV_COLUMNS, (run_row(record) for record in records))
+    write_csv(Path(path), store.path, RUNS_CSV_COLUMNS, (run_row(record) for record in records))
     return len(records)
 
 
@@ -59,7 +54,7 @@ def export_steps_csv(store: HistoryStore, path: os.PathLike | str, run_ids: Opti
     records = store.get_runs(run_ids)
     counter = _Counter()
     rows = counter.count(row for record in records for row in step_rows(store, record.id))
-    _write_atomically(Path(path), STEPS_CSV_COLUMNS, rows)
+    write_csv(Path(path), store.path, STEPS_CSV_COLUMNS, rows)
     return counter.value
 
 
@@ -116,59 +111,6 @@ def cell(value: Any) -> str:
         return repr(value) if isinstance(value, float) else str(value)
     text = str(value)
     return "'" + text if text.startswith(_FORMULA_STARTS) else text
-
-
-def _write_atomically(path: Path, header: Sequence[str], rows: Iterable[list[str]]) -> None:
-    path = path.expanduser()
-    if path.is_dir():
-        raise ExportError(f"cannot write {path}: it is a folder; give a file name")
-    temporary = _create_temporary(path)
-    try:
-        with open(temporary, "w", encoding="utf-8", newline="") as file:
-            writer = csv.writer(file)
-            writer.writerow(header)
-            writer.writerows(rows)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except OSError as error:
-        _remove_quietly(temporary)
-        raise ExportError(f"cannot write {path}: {_reason(error)}") from error
-    except BaseException:
-        _remove_quietly(temporary)
-        raise
-
-
-def _create_temporary(path: Path) -> Path:
-    # os.open with 0o666 lets the umask decide the final file's permissions, as for any new file
-    # (tempfile's files are private 0o600, which would stick after the rename).
-    for _ in range(100):
-        temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-        try:
-            os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-        except FileExistsError:
-            continue
-        except OSError as error:
-            raise ExportError(f"cannot write {path}: {_reason(error)}") from error
-        return temporary
-    raise ExportError(f"cannot write {path}: no free temporary file name in {path.parent}")
-
-
-def _remove_quietly(path: Path) -> None:
-    try:
-        os.remove(path)
-    except OSError:
-        pass
-
-
-def _reason(error: OSError) -> str:
-    if isinstance(error, FileNotFoundError):
-        return "its folder does not exist"
-    if isinstance(error, PermissionError):
-        return "permission denied"
-    if isinstance(error, IsADirectoryError):
-        return "it is a folder; give a file name"
-    return (error.strerror or str(error)).lower()
 
 
 class _Counter:

@@ -7,8 +7,10 @@ stop a failure from being recorded. Past MAX_BYTES the file moves to failures.lo
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any, Optional
 
@@ -52,10 +54,42 @@ def log_failure(
     lines.append(traceback.rstrip("\n"))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists() and path.stat().st_size > MAX_BYTES:
-            os.replace(path, path.with_name(LOG_NAME + ".1"))
-        with open(path, "a", encoding="utf-8") as file:
-            file.write("\n".join(lines) + "\n\n")
+        text = ("\n".join(lines) + "\n\n").encode("utf-8", "backslashreplace")
+        if os.open in os.supports_dir_fd:
+            _append(path.parent, text)
+        else:  # Windows: no FIFOs to block on, and no dir_fd
+            with open(path, "ab") as file:
+                file.write(text)
     except OSError:
         return None
     return path
+
+
+def _append(folder: Path, text: bytes) -> None:
+    """Append to the log in ``folder`` only where it is a regular file inside it: a FIFO there would block the CLI
+    after a crash for good (O_NONBLOCK: refused instead), and a symlink, of the log or of its folder, would append
+    the traceback outside the home (O_NOFOLLOW on both: refused). OSError for anything else."""
+    nonblocking_cloexec = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
+    directory = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | nofollow | nonblocking_cloexec)
+    try:
+        found = _lstat(LOG_NAME, directory)
+        if found is not None and stat.S_ISREG(found.st_mode) and found.st_size > MAX_BYTES:
+            os.replace(LOG_NAME, LOG_NAME + ".1", src_dir_fd=directory, dst_dir_fd=directory)
+        log = os.open(LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT | nofollow | nonblocking_cloexec, 0o666,
+                      dir_fd=directory)
+        try:
+            if not stat.S_ISREG(os.fstat(log).st_mode):  # a FIFO with a reader, a device: not the log
+                raise OSError(errno.EINVAL, f"{folder / LOG_NAME} is not a regular file")
+            os.write(log, text)
+        finally:
+            os.close(log)
+    finally:
+        os.close(directory)
+
+
+def _lstat(name: str, directory: int) -> Optional[os.stat_result]:
+    try:
+        return os.stat(name, dir_fd=directory, follow_symlinks=False)
+    except FileNotFoundError:
+        return None

@@ -16,6 +16,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from workbench.image_pixels import upright_rgb
 from workbench.npz.cifar_pickle import RefusedPickle, load_cifar_batch
 from workbench.regular_file import NotARegularFile, read_regular_file
 
@@ -277,10 +278,11 @@ def _stack(folder: Path, per_class: dict[str, list[np.ndarray]], classes: Sequen
 
 
 def _to_32x32(image) -> np.ndarray:
-    """RGB, the centre square, scaled to 32×32: the shape every workbench model takes."""
+    """RGB (upright, 16-bit grey scaled to 8 bits), the centre square, scaled to 32×32: the shape every workbench
+    model takes."""
     from PIL import Image
 
-    image = image.convert("RGB")
+    image = upright_rgb(image)
     width, height = image.size
     side = min(width, height)
     left, top = (width - side) // 2, (height - side) // 2

@@ -1,0 +1,47 @@
+"""Flags the history cannot hold (issue 28, lesser items): a --name or --data-path of bytes that are not UTF-8 gave
+UnicodeEncodeError, and a run id past 2^63-1 gave OverflowError from sqlite3, each a traceback. Now one line,
+exit 2, nothing recorded."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from workbench.cli import main
+from workbench.history.store import HistoryStore
+
+TINY = ["--dataset", "synthetic", "--synthetic-size", "64", "--batch-size", "32", "--max-steps", "2",
+        "--device", "cpu", "--num-workers", "0"]
+TOO_LARGE = str(2**63)
+
+
+def one_line(capsys, *args) -> tuple[int, str]:
+    code = main(list(args))
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    return code, err.strip()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file names are bytes")
+def test_a_name_or_data_path_that_is_not_utf8_is_one_line_and_records_nothing(tmp_path, capsys):
+    home = tmp_path / "home"
+    latin1 = os.fsdecode(b"caf\xe9")  # how Python hands such argv bytes over: a lone surrogate
+    code, line = one_line(capsys, "--home", str(home), "run", *TINY, "--name", latin1)
+    assert code == 2 and line == ("workbench run: --name holds bytes that are not UTF-8 text, which the history "
+                                  "cannot keep: rename the file or folder, or give another name")
+    folder = os.path.join(os.fsencode(tmp_path), b"photos-\xe9t\xe9")
+    os.mkdir(folder)
+    code, line = one_line(capsys, "--home", str(home), "run", *TINY, "--dataset", "folder",
+                          "--data-path", os.fsdecode(folder))
+    assert code == 2 and line.startswith("workbench run: --data-path holds bytes that are not UTF-8 text")
+    with HistoryStore.open(home) as store:
+        assert store.list_runs() == []
+
+
+@pytest.mark.parametrize("command", [["verify", TOO_LARGE], ["export", "--out", "{tmp}/runs.csv", "--runs", TOO_LARGE]])
+def test_a_run_id_past_sqlites_integers_is_one_line(tmp_path, capsys, command):
+    args = [part.replace("{tmp}", str(tmp_path)) for part in command]
+    code, line = one_line(capsys, "--home", str(tmp_path / "home"), *args)
+    assert code == 2 and line.endswith(f"expected a number up to 9,223,372,036,854,775,807 (2^63-1), got {TOO_LARGE}")
+    assert not (tmp_path / "runs.csv").exists()

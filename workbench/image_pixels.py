@@ -1,0 +1,23 @@
+"""An opened image's pixels as the run and make-npz both take them (Pillow and numpy; no torch).
+
+Upright as its EXIF orientation says (as a photo viewer shows it; torchvision's readers ignore it), and 16-bit
+grey (PNG, TIFF: Pillow's "I;16" and "I") scaled to 8 bits: Pillow's own conversion to RGB clips it, so a 16-bit
+scan came out almost all white.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def upright_rgb(image: Any) -> Any:
+    """The PIL image as 8-bit RGB, turned upright."""
+    from PIL import Image, ImageOps
+
+    image = ImageOps.exif_transpose(image)
+    if image.mode.startswith("I;16") or image.mode == "I":
+        wide = np.clip(np.asarray(image).astype(np.int64), 0, 65535)
+        return Image.fromarray((wide // 257).astype(np.uint8)).convert("RGB")
+    return image.convert("RGB")
