@@ -101,9 +101,17 @@ def test_images_1200_folders_deep_are_found_without_recursion(tmp_path):
         deep = deep / "d"
         deep.mkdir()
     Image.new("RGB", (8, 8), "orange").save(deep / "bottom.png")
-    folder = scan_folder(root, seed=0)
-    assert str(deep / "bottom.png") in folder.train.paths + folder.test.paths
-    assert training_image_count(root) == 3 * 3 + 1  # a fifth of each class held out: 3 of the dog's and cat's 4
+    try:
+        folder = scan_folder(root, seed=0)
+        assert str(deep / "bottom.png") in folder.train.paths + folder.test.paths
+        assert training_image_count(root) == 3 * 3 + 1  # a fifth of each class held out: 3 of the dog's and cat's 4
+    finally:
+        # Removed here, bottom up: pytest's own clean-up of old temporary folders (shutil.rmtree) recurses, and a
+        # tree this deep left behind crashed every later pytest session at its exit with a RecursionError.
+        (deep / "bottom.png").unlink()
+        while deep != root / "fox":
+            deep.rmdir()
+            deep = deep.parent
 
 
 def test_16_bit_grey_is_scaled_to_8_bits_not_clipped_to_white(tmp_path):
