@@ -217,3 +217,12 @@ def test_real_tiny_cpu_trials_are_recorded_and_the_measurement_kept(isolated_wor
         assert kept.sequence_id == ended.sequence_id and kept.baseline == base
         assert kept.baseline_run_ids == change.baseline_run_ids == tuple(run.id for run in runs[::2])
         assert kept.speedup == pytest.approx(change.comparison.speedup)
+
+
+
+def test_verify_names_its_baseline_trials_by_the_runs_own_values_of_the_changed_setting():
+    """Issue 30 §5: the baseline's trials had no values, so the window named them "#1" against "true"."""
+    events = verify(TimedRuns(speed, noise=0.03, seed=1, device=CPU),
+                    VerifyPlan(BASE, (Change("channels_last", True),), trial_steps=16))
+    started = [event.values for event in events if isinstance(event, MemberStarted)]
+    assert started == [(("channels_last", False),), (("channels_last", True),)] * 3

@@ -216,8 +216,12 @@ def run_verify(
     device = (probe or probe_device)(plan.base.device)
     problems = plan_problems(plan, device)
     changes = plan.changes
+    # The baseline is named by its own values of the settings the changes set ("num_workers=0"), so that both sides
+    # of every comparison read as settings, never as "#1" against "2".
     sides: list[tuple[Values, RunConfig, str]] = [((), plan.base, "baseline")]
     if not problems:
+        fields = dict.fromkeys(change.field for change in changes)
+        sides[0] = (tuple((name, getattr(plan.base, name)) for name in fields), plan.base, "baseline")
         sides += [(change.values, plan.changed_config(change), "change") for change in changes]
     runner = yield from open_sequence("verify", plan.display_name, plan.base, problems, plan_dict(
         plan.base, run_id=plan.run_id, trial_steps=plan.trial_steps, repeats=plan.repeats,
