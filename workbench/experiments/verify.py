@@ -300,7 +300,7 @@ def run_verify(
             if stop():
                 status, reason = "stopped", f"stopped by {stopped_by(stop)} in {_round_words(round_index, plan)}"
                 break
-            label = f"verify {purpose}" + (f", {values_label(values)}" if values else "")
+            label = f"verify {purpose} {round_index + 1}" + (f", {values_label(values)}" if values else "")
             member = yield from runner.run(trial_config(config, plan.trial_steps), values, stop, label, purpose)
             if member.status == "stopped":
                 status, reason = "stopped", f"stopped by {stopped_by(stop)} in {_round_words(round_index, plan)}"
