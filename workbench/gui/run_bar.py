@@ -30,6 +30,9 @@ def set_style_state(widget: QWidget, name: str, value: str) -> None:
         widget.style().polish(widget)
 
 
+# Small notes beside controls and under plots: the palette's muted text, readable in a light or a dark palette alike
+# (a fixed grey was invisible on a dark window).
+MUTED_TEXT = "color: palette(placeholder-text); font-size: 9pt;"
 # The window's keys for Start and Stop: bound in main_window.py, and said beside the buttons (a tooltip alone hid them).
 START_KEYS = "Ctrl+Return"
 STOP_KEYS = "Ctrl+."
@@ -55,7 +58,7 @@ class RunBar(QWidget):
         self.keys_hint = QLabel(f"{QKeySequence(START_KEYS).toString(native)} starts · "
                                 f"{QKeySequence(STOP_KEYS).toString(native)} stops")
         self.keys_hint.setObjectName("keysHint")
-        self.keys_hint.setStyleSheet("color: palette(placeholder-text); font-size: 9pt;")
+        self.keys_hint.setStyleSheet(MUTED_TEXT)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.start_button)
