@@ -275,3 +275,29 @@ def test_a_release_that_fails_says_so_and_opens_the_button_again():
     [(_function, _done, failed)] = view.background
     failed(RuntimeError("driver gone"))
     assert view.controls.release.enabled and "driver gone" in view.controls.release.note
+
+
+def test_the_progress_bar_says_what_the_run_does_before_its_first_step():
+    """Issue 30 §8: "step 0/237" 12 s into a resnet18 run read as a hang: loading, building and compiling are said
+    on the bar, and after the start that the first steps are under way."""
+    from builders import started
+    from workbench.engine.events import StatusChanged
+
+    def run(config, stop):
+        yield StatusChanged(message="Loading synthetic data…")
+        yield StatusChanged(message="Building resnet18 on cpu…")
+        yield started(config, CPU, total_steps=237)
+        yield StatusChanged(message="Compiling the model: the first steps are slow")
+        yield RunEnded(status="stopped", summary=RunSummary(status="stopped"), reason="stopped")
+
+    controller, view, runner, recording = make_controller(run_function=run)
+    shown = []
+    view.show_progress = shown.append
+    controller.start_run()
+    runner.finish()
+    texts = [progress.text for progress in shown]
+    assert "Loading synthetic data…" in texts and "Building resnet18 on cpu…" in texts
+    first_steps = next(progress for progress in shown if progress.text.startswith("Epoch 1/"))
+    assert first_steps.text.endswith("step 0/237 · first steps (the loader starts, the first batches warm up)…")
+    compiling = next(progress for progress in shown if progress.text.startswith("Compiling"))
+    assert compiling.maximum == 237 and compiling.value == 0  # the bar keeps its length while it says the phase

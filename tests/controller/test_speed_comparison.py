@@ -76,3 +76,20 @@ def test_repeats_from_two_sequences_are_compared_and_said_to_be_not_interleaved(
     assert lines[2].startswith("B against A: measured 1.31×: faster (")
     assert lines[2].endswith("measured in different sequences, not interleaved: a machine that changed between "
                              "them weighs in")
+
+
+def test_one_run_picked_from_each_of_two_repeats_sequences_gives_the_sequences_verdict(store):
+    """Issue 30 §6: one run from each of two `--repeats 3` said "no verdict: one run each"."""
+    first = store.create_sequence("repeats", "fp32 ×3", {})
+    second = store.create_sequence("repeats", "channels_last ×3", {})
+    for rate in (1000, 1010, 990):
+        record(store, FP32, rate, first)
+    for rate in (1310, 1300, 1320):
+        record(store, CHANNELS_LAST, rate, second)
+    table = store.list_runs()
+    picked = [store.sequence_runs(first)[1], store.sequence_runs(second)[0]]
+    lines = speed_lines(picked, table)
+    assert lines[0].startswith("A = ") and "median of 3 runs" in lines[0] and "median of 3 runs" in lines[1]
+    assert lines[2].startswith("B against A: measured 1.31×: faster (")
+    alone = record(store, FP32, 1200.0)  # a run of no sequence stays alone, whatever else the table holds
+    assert [side.label for side in sides([store.get_run(alone)], store.list_runs())] == [f"#{alone}"]

@@ -236,3 +236,16 @@ def test_gpm_activity_is_quoted_beside_kernel_busy_and_low_tensor_activity_backs
     balanced = find(facts(**timeline(kernel_busy_fraction=0.5, sm_activity_fraction=0.3)))
     assert balanced[0].headline.startswith("No single bottleneck: kernels ran 50% of the sampled time "
                                            "(SM activity 30% by GPM); ")
+
+
+def test_an_input_bound_cpu_run_is_not_offered_the_gpu_and_is_told_what_all_its_cores_as_workers_cost():
+    """Issue 30 §4 and §8: "Try augment=gpu … on the GPU" on a machine with none; num_workers=2 advised on a
+    2-core CPU without a word of what it costs the training thread."""
+    config = RunConfig(augment="cpu", pipeline="dataloader", num_workers=0, device="cpu")
+    found = find(facts(config, device_type="cpu", cpu_count=2, cuda_available=False, data_wait_fraction=0.4))
+    offered = [(f.field, f.value) for f in found if f.kind == "input-bound"]
+    assert ("augment", "gpu") not in offered and ("num_workers", 2) in offered
+    workers = next(f for f in found if f.field == "num_workers")
+    assert "on 2 cores they leave none to the training thread" in workers.text
+    roomy = find(facts(config.replace(device="auto"), cpu_count=16, data_wait_fraction=0.4))
+    assert "leave none" not in next(f for f in roomy if f.field == "num_workers").text

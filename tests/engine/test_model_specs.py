@@ -46,6 +46,8 @@ def test_the_cifar_stem_stays_for_the_built_in_resnet18_at_32_only():
 @pytest.mark.parametrize("spec, kwargs, words", [
     ("nosuchmodule:net", "", "model nosuchmodule:net: no module named 'nosuchmodule'"),
     ("mymodels:missing", "", "model mymodels:missing: mymodels has no function missing"),
+    ("mymodels:tiny_ne", "", "model mymodels:tiny_ne: mymodels has no function tiny_ne (did you mean "
+                             "mymodels:tiny_net?)"),  # issue 30 §8: a typo got no suggestion
     ("mymodels:raises", "", "model mymodels:raises: raises(num_classes=10) raised ValueError: width must be even"),
     ("mymodels:not_a_module", "", "model mymodels:not_a_module: not_a_module returned a str, not a torch.nn.Module"),
     ("mymodels:wrong_logits", "", "model mymodels:wrong_logits gives logits of shape (2, 11) for 2 images of "

@@ -217,3 +217,43 @@ def test_real_tiny_cpu_trials_are_recorded_and_the_measurement_kept(isolated_wor
         assert kept.sequence_id == ended.sequence_id and kept.baseline == base
         assert kept.baseline_run_ids == change.baseline_run_ids == tuple(run.id for run in runs[::2])
         assert kept.speedup == pytest.approx(change.comparison.speedup)
+
+
+
+def test_verify_names_its_baseline_trials_by_the_runs_own_values_of_the_changed_setting():
+    """Issue 30 §5: the baseline's trials had no values, so the window named them "#1" against "true"."""
+    events = verify(TimedRuns(speed, noise=0.03, seed=1, device=CPU),
+                    VerifyPlan(BASE, (Change("channels_last", True),), trial_steps=16))
+    started = [event.values for event in events if isinstance(event, MemberStarted)]
+    assert started == [(("channels_last", False),), (("channels_last", True),)] * 3
+
+
+def test_an_undecided_change_gets_more_trials_up_to_the_budget_and_says_it_is_too_noisy_to_tell():
+    """Issue 30 §4: three verifications of the same change on a busy machine gave three answers, each honest and
+    none an answer. An interval that still straddles the noise band earns another round, up to the budget."""
+    runs = TimedRuns(lambda config: 1000.0, noise=0.12, seed=4, device=CPU)
+    events = verify(runs, VerifyPlan(BASE, (Change("channels_last", True),), trial_steps=16, max_trials=6))
+    result = events[-1].result
+    change = result.changes[0]
+    assert len(runs.configs) == 12 and [config.channels_last for config in runs.configs] == [False, True] * 6
+    assert not change.decided
+    assert change.undecided_text.startswith("too noisy here to tell: 6+6 trials, the interval spans ")
+    # the baseline's own trials spread far more than a quiet machine's: said so
+    assert result.busy is not None and "the baseline's own 6 trials" in result.busy
+
+
+def test_a_decided_change_stops_at_the_planned_trials():
+    runs = TimedRuns(speed, noise=0.01, seed=5, device=CPU)
+    events = verify(runs, VerifyPlan(BASE, (Change("channels_last", True),), trial_steps=16))
+    change = events[-1].result.changes[0]
+    assert len(runs.configs) == 6 and change.decided and change.undecided_text is None
+    assert events[-1].result.busy is None
+
+
+def test_a_busy_machine_is_named_from_the_load_and_from_the_baselines_own_spread():
+    from workbench.experiments.verify import busy_machine
+
+    assert busy_machine([1000.0, 1010.0, 990.0], (0.5, 2)) is None
+    assert busy_machine([1000.0, 1010.0, 990.0], (3.7, 2)) == "this machine is busy: the load average was 3.7 on 2 cores"
+    text = busy_machine([700.0, 1000.0, 1050.0], None)
+    assert text.startswith("this machine is busy: the baseline's own 3 trials (the same settings each time) spread 35%")

@@ -132,7 +132,7 @@ def test_workbench_run_shows_what_a_finding_measured_on_this_device(capsys, monk
 def test_verify_runs_real_cpu_trials_for_a_finding_and_keeps_them(isolated_workbench_home):
     device = this_machine()
     run = record_run(device)
-    done = workbench_cli("verify", str(run), "--finding", "2", "--trial-steps", "8", "--json")
+    done = workbench_cli("verify", str(run), "--finding", "2", "--trial-steps", "8", "--max-trials", "3", "--json")
     assert done.returncode == 0, done.stderr
     result = last_json(done.stdout)
     assert result["run_id"] == run and result["status"] == "finished"
@@ -143,7 +143,9 @@ def test_verify_runs_real_cpu_trials_for_a_finding_and_keeps_them(isolated_workb
     assert verified["verdict"] in ("faster", "slower", "within_noise")
     assert verified["speedup"] == pytest.approx(verified["changed_images_per_sec"] / verified["baseline_images_per_sec"])
     assert verified["speedup_low"] <= verified["speedup"] <= verified["speedup_high"]
-    assert len(verified["run_ids"]) == 6
+    assert len(verified["run_ids"]) == 6  # --max-trials 3: no extra rounds, whatever the interval said
+    assert isinstance(verified["decided"], bool) and (result["busy"] is None or result["busy"].startswith(
+        "this machine is busy: "))
     lines = done.stdout.splitlines()
     assert lines[0].split()[:3] == ["CHANGE", "BASELINE", "IMG/S"] and lines[1].startswith("channels_last=on")
     shown = next(line for line in lines if "Try channels_last=true" in line)

@@ -133,3 +133,26 @@ def test_a_settings_file_that_is_not_a_file_is_left_alone_and_named(make_window,
         assert "neither read nor written this session" in window.status_line.text()
         window.save_settings()  # on close: into the stand-in, never through the FIFO
     assert not path.is_file()
+
+
+@pytest.mark.parametrize(
+    "saved",
+    [{"model": "mymodels:make", "model_kwargs": '{"depth": 3}', "batch_size": 64},
+     {"model": "resnet34", "model_kwargs": '{"zero_init_residual": true}', "batch_size": 64}],
+    ids=["own-function", "torchvision"],
+)
+def test_model_arguments_come_back_with_the_model_they_were_written_for(make_window, settings, saved):
+    # The kwargs were checked beside the default model (small-cnn takes none) and reset with a wrong reason: the
+    # next Start would have trained another network.
+    settings.setValue(SETTINGS_CONFIG, json.dumps(saved))
+    window = make_window()
+    config = window.form.config()
+    assert (config.model, config.model_kwargs, config.batch_size) == (
+        saved["model"], saved["model_kwargs"], saved["batch_size"])
+    assert "reset" not in window.status_line.text(), window.status_line.text()
+
+
+def test_model_arguments_saved_for_a_built_in_model_are_still_reset_and_named():
+    from workbench.gui.saved_config import restore_config
+    config, notes = restore_config(json.dumps({"model": "small-cnn", "model_kwargs": '{"depth": 3}'}))
+    assert config.model_kwargs == "" and any(note.startswith("model_kwargs reset to its default") for note in notes)

@@ -212,7 +212,7 @@ def test_the_device_probe_says_what_it_is_doing_and_the_form_works_meanwhile(qtb
         window.form.editor("batch_size").setValue(64)
         assert window.form.config().batch_size == 64
         # Visibly alive: the seconds count up while the probe works.
-        qtbot.waitUntil(lambda: re.search(r"\(\d+ s\)", panel.details.text()), timeout=30_000)
+        qtbot.waitUntil(lambda: bool(re.search(r"\(\d+ s\)", panel.details.text())), timeout=30_000)
     finally:
         gate.set()
     qtbot.waitUntil(lambda: window.controller.device is not None, timeout=10_000)

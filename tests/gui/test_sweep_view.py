@@ -200,3 +200,20 @@ def test_an_event_type_no_view_knows_fails_loudly(view, qtbot):
     for sequence_view in (view, tune_view):
         with pytest.raises(TypeError, match="no handler for NewEvent events"):
             sequence_view.handle(NewEvent())
+
+
+def test_a_verification_names_both_sides_by_their_settings_and_states_change_over_baseline(view):
+    """Issue 30 §5: after a Verify the bars read "#1" and "2", and "against 2: measured 1.16×: faster" where the
+    finding said 0.86× slower: the same result turned round."""
+    events = [SequenceStarted(kind="verify", sequence_id=3, name="verify num_workers=2", base=BASE, planned_members=6)]
+    index = 0
+    for baseline_rate, changed_rate in ((1000.0, 860.0), (1010.0, 870.0), (990.0, 850.0)):
+        for workers, rate in ((0, baseline_rate), (2, changed_rate)):
+            events += member_events(index, workers, rate)
+            index += 1
+    feed(view, events)
+    status = view.status.text()
+    assert "num_workers=2 against num_workers=0: measured 0.86×: slower" in status, status
+    assert "Fastest" not in status and "#1" not in status
+    assert [view.table.item(row, 0).text() for row in range(2)] == ["num_workers=0", "num_workers=2"]
+

@@ -172,3 +172,15 @@ def test_largest_batch_is_offered_on_a_gpu(qtbot, make_window):
     window.show()
     qtbot.waitUntil(lambda: window.controller.device is not None)
     assert window.experiments.max_batch_button.isEnabled()
+
+
+def test_the_start_and_stop_keys_are_said_beside_the_buttons(qtbot, make_window):
+    """Issue 30 §8: Ctrl+Return and Ctrl+. appeared only in tooltips."""
+    from PySide6.QtGui import QShortcut
+
+    window = make_window()
+    window.show()
+    hint = window.run_bar.keys_hint
+    assert hint.isVisible() and hint.text() == "Ctrl+Return starts · Ctrl+. stops"
+    bound = {shortcut.key().toString() for shortcut in window.findChildren(QShortcut)}
+    assert {"Ctrl+Return", "Ctrl+."} <= bound  # the keys said are the keys bound

@@ -90,7 +90,17 @@ def test_export_of_unknown_runs_is_exit_2(home, tmp_path, capsys):
     assert not (tmp_path / "x.csv").exists()
 
 
-@pytest.mark.parametrize("arguments", [["export"], ["export", "--out", "x.csv", "--runs", "abc"], ["runs", "--limit", "0"]])
+def test_export_takes_the_file_as_its_argument_too(home, tmp_path, capsys):
+    """Issue 30 §8: `workbench export file.csv` failed; --out was the only way."""
+    with HistoryStore.open(home) as store:
+        record_complete_run(store)
+    assert main(["--home", str(home), "export", str(tmp_path / "runs.csv")]) == 0
+    assert capsys.readouterr().out.strip() == f"Wrote 1 run to {tmp_path / 'runs.csv'}"
+    assert read_rows(tmp_path / "runs.csv")
+
+
+@pytest.mark.parametrize("arguments", [["export"], ["export", "--out", "x.csv", "--runs", "abc"], ["runs", "--limit", "0"],
+                                       ["export", "a.csv", "--out", "b.csv"]])
 def test_bad_arguments_are_exit_2(home, capsys, arguments):
     assert main(["--home", str(home), *arguments]) == 2
     assert capsys.readouterr().err.count("\n") == 1

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from builders import record_complete_run
+from builders import record_complete_run, started
 
 from workbench.config import RunConfig
+from workbench.engine.events import RunEnded, RunSummary
 from workbench.history.naming import run_name
 from workbench.history.store import HistoryStore
 
@@ -81,3 +82,23 @@ def test_a_folder_run_is_named_by_the_folders_name_and_a_model_by_its_kwargs():
     assert run_name(folder) == 'pets: mymodels:tiny_net {"width":4}, batch 128, fp32'
     assert run_name(folder.replace(model="resnet50", model_kwargs="")) == "pets: resnet50, batch 128, fp32"
     assert run_name(folder.replace(batch_size=64), folder) == "pets: batch_size=64"
+
+
+def test_failed_tries_neither_take_a_name_nor_are_the_run_before(tmp_path):
+    """Issue 30 §8: after five failed tries of one folder the run that worked was "pets: same settings (repeat 6)"."""
+    base = RunConfig(device="cpu", num_workers=2)
+    with HistoryStore.open(tmp_path) as store:
+        record_complete_run(store, base.replace(num_workers=0))
+        for _ in range(3):  # each met a damaged image mid-run: kept as failed, with its steps
+            failed = store.start_run(base, source="cli")
+            failed.record(started(base))
+            failed.record(RunEnded(status="failed", summary=RunSummary(status="failed", reason="a bad image"),
+                                   reason="a bad image", kind="data"))
+        worked = store.start_run(base, source="gui")
+        assert worked.name == "synthetic: num_workers=2"  # against the last run that ran, and a name of its own
+
+
+def test_epochs_are_not_named_as_a_change_of_a_run_that_max_steps_sets():
+    base = RunConfig(device="cpu", max_steps=50)
+    assert run_name(base.replace(epochs=5), base) == "synthetic: same settings"
+    assert run_name(base.replace(epochs=5, max_steps=None), base) == "synthetic: epochs=5, max_steps=none"

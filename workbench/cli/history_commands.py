@@ -20,7 +20,8 @@ def register(subparsers) -> None:
         description="Write one row per run (settings and summary metrics) to a CSV file, or with --steps "
         "the runs' step metrics in long format (run_id, step, metric, value).",
     )
-    export.add_argument("--out", required=True, metavar="FILE",
+    export.add_argument("path", nargs="?", metavar="FILE", help="the CSV file to write (or --out FILE)")
+    export.add_argument("--out", metavar="FILE",
                         help="the CSV file to write (replaced if it exists; a FIFO or a device is written to, never "
                         "replaced; never the history, nor a file in the workbench home that is not a CSV it wrote)")
     export.add_argument("--runs", type=positive_int, nargs="+", metavar="ID", help="run ids to export (default: all)")
@@ -50,6 +51,11 @@ def list_runs_command(args: argparse.Namespace) -> int:
 def export_command(args: argparse.Namespace) -> int:
     from workbench.history.export import ExportError, export_runs_csv, export_steps_csv
     from workbench.history.store import HistoryStore, RunNotFound
+
+    if (args.path is None) == (args.out is None):
+        raise UsageError("workbench export: name the CSV file once: `workbench export FILE` or `--out FILE`"
+                         + (f" (got {args.path} and --out {args.out})" if args.path else ""))
+    args.out = args.out or args.path
 
     try:
         with HistoryStore.open_for_reading() as store:  # only reads, as `workbench runs`

@@ -46,6 +46,9 @@ def register(subparsers: Any) -> None:
                         "own steps, at least 16)")
     parser.add_argument("--repeats", type=positive_int, metavar="K", help="trials of each side (default 3, the "
                         "fewest that give a 90 %% interval)")
+    parser.add_argument("--max-trials", type=positive_int, metavar="N",
+                        help="while a change's interval still straddles the noise band, add rounds up to N trials of "
+                        "each side (default 8; set it to --repeats for a fixed count)")
     add_sequence_flags(parser, "verification")
     parser.set_defaults(handler=verify_command)
 
@@ -82,7 +85,7 @@ def verify(args: argparse.Namespace) -> int:
             raise UsageError(f"{PROG}: {problem}")
         plan = VerifyPlan.for_run(record.config, record.summary, changes, record.id,
                                   getattr(args, "trial_steps", None), getattr(args, "repeats", MIN_TRIALS),
-                                  getattr(args, "name", ""))
+                                  getattr(args, "name", ""), getattr(args, "max_trials", None))
         if not hasattr(args, "set_values") and not hasattr(args, "finding"):  # every finding: measure what can run
             plan, left_out = without_unrunnable(plan, device)
             for line in left_out:
@@ -93,14 +96,20 @@ def verify(args: argparse.Namespace) -> int:
         if record.config_dropped:
             print(f"{PROG}: run #{record.id} stored settings this version does not know "
                   f"({', '.join(record.config_dropped)}): the baseline uses their defaults", file=sys.stderr)
+        extra = f" (up to {plan.trial_budget} while undecided)" if plan.trial_budget > plan.repeats else ""
         print(f"{PROG}: run #{record.id}, {len(plan.changes)} change{'s' if len(plan.changes) != 1 else ''}, "
-              f"{plan.repeats} trials of each side, {plan.trial_steps} steps per trial", file=sys.stderr)
+              f"{plan.repeats} trials of each side{extra}, {plan.trial_steps} steps per trial", file=sys.stderr)
         with recording_for(args) as recording:
             ended = drive(lambda stop: run_verify(plan, stop, recording))
         if ended.result is None:
             refuse(PROG, ended)
         result: VerifyResult = ended.result  # type: ignore[assignment]
         print(results_table(result))
+        for change in result.changes:
+            if change.undecided_text:
+                print(f"{_label(change)}: {change.undecided_text}")
+        if result.busy:
+            print(result.busy)
         if ended.status != "finished":
             print(f"{PROG}: {ended.status}: {ended.reason}", file=sys.stderr)
         findings = findings_as_shown(store, record.summary.findings, record.config, result.device_type,
@@ -223,6 +232,7 @@ def verify_json(run_id: int, ended: SequenceEnded, result: VerifyResult) -> dict
         "reason": ended.reason,
         "device": {"type": result.device_type, "name": result.device_name},
         "trial_steps": result.trial_steps,
+        "busy": result.busy,
         "findings": [
             {
                 "text": change.text,
@@ -234,6 +244,7 @@ def verify_json(run_id: int, ended: SequenceEnded, result: VerifyResult) -> dict
                 "speedup_low": change.comparison.speedup_low,
                 "speedup_high": change.comparison.speedup_high,
                 "verdict": change.comparison.verdict,
+                "decided": change.decided,
                 "run_ids": _run_ids(change),
                 "baseline_run_ids": list(change.baseline_run_ids),
                 "changed_run_ids": list(change.changed_run_ids),

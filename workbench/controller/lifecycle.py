@@ -82,6 +82,7 @@ class RunController(RunReports):
         self._pending_history_error: Optional[str] = None
         self._shown_controls: Optional[Controls] = None
         self._busy = False  # the progress bar shows "busy" (a job whose length is not known yet)
+        self._progress = Progress(1, 0, "", "idle")  # what the bar shows now
         self.findings_of: Optional[FindingsOf] = None  # the run whose findings the GPU time tab shows
         self._findings_drawn = 0
 
@@ -286,6 +287,7 @@ class RunController(RunReports):
 
     def _show_progress(self, progress: Progress) -> None:
         self._busy = progress.maximum == 0
+        self._progress = progress
         self.view.show_progress(progress)
 
     def _on_released(self, release: MemoryRelease) -> None:

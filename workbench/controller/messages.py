@@ -146,6 +146,7 @@ def sequence_ended_text(event: SequenceEnded) -> str:
         for change in result.changes:
             measured = measurement_of(change.comparison)
             said.append(f"{values_label(((change.field, change.value),))} " + (
-                measured.describe() if measured is not None else f"not measured ({change.reason or 'too few trials'})"))
-        return f"{head}: " + "; ".join(said) + "."
+                measured.describe() if measured is not None else f"not measured ({change.reason or 'too few trials'})")
+                + (f": {change.undecided_text}" if change.undecided_text else ""))
+        return f"{head}: " + "; ".join(said) + "." + (f" {result.busy[0].upper()}{result.busy[1:]}." if result.busy else "")
     return f"{head}." + (f" {event.reason}" if event.reason and event.status == "finished" else "")

@@ -73,6 +73,8 @@ class RunReports:
     def _show_progress(self, progress: Progress) -> None:  # RunController's
         raise NotImplementedError
 
+    _progress: Progress  # RunController's: what the bar shows now
+
     def on_steps(self, steps: Sequence[StepStats]) -> None:
         if not steps:
             return
@@ -106,6 +108,10 @@ class RunReports:
     def _(self, event: StatusChanged) -> None:
         self._current_run()
         self.view.show_status(event.message)
+        # The bar says what the run is doing where no step moves it (loading, building, compiling, evaluating):
+        # "step 0/237" for 12 s read as a hang.
+        shown = self._progress
+        self._show_progress(Progress(shown.maximum, shown.value, self._prefix() + event.message, "running"))
 
     @on_event.register
     def _(self, event: RunStarted) -> None:
@@ -183,7 +189,8 @@ class RunReports:
         run.started = event
         epochs = -(-event.total_steps // max(1, event.steps_per_epoch))  # max_steps may end it early
         self._show_progress(Progress(max(1, event.total_steps), 0,
-                                         self._prefix() + f"Epoch 1/{epochs} · step 0/{event.total_steps:,}",
+                                         self._prefix() + f"Epoch 1/{epochs} · step 0/{event.total_steps:,} · "
+                                         "first steps (the loader starts, the first batches warm up)…",
                                          "running"))
         self.view.show_status(messages.started_text(event))
         notes = " · ".join(event.notes)

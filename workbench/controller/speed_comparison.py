@@ -35,19 +35,26 @@ class Side:
         return self.records[0].sequence_id
 
 
-def sides(records: Sequence[RunRecord]) -> list[Side]:
+def sides(records: Sequence[RunRecord], every_run: Sequence[RunRecord] = ()) -> list[Side]:
     """The selected runs grouped: the runs of one setting in one sequence together, every other run alone; in the
-    order of each side's first run."""
+    order of each side's first run. A selected run of a sequence brings its repeats along from ``every_run`` (the
+    runs the table holds): one run picked from each of two `--repeats 3` sequences compares the sequences."""
+    def key(record: RunRecord) -> Any:
+        return (record.sequence_id, record.config) if record.sequence_id is not None else ("run", record.id)
+
+    chosen = {record.id: record for record in records}
+    in_sequences = {key(record) for record in records if record.sequence_id is not None}
+    chosen.update({record.id: record for record in every_run if record.sequence_id is not None
+                   and key(record) in in_sequences})
     groups: dict[Any, list[RunRecord]] = {}
-    for record in sorted(records, key=lambda record: record.id):
-        key = (record.sequence_id, record.config) if record.sequence_id is not None else ("run", record.id)
-        groups.setdefault(key, []).append(record)
+    for record in sorted(chosen.values(), key=lambda record: record.id):
+        groups.setdefault(key(record), []).append(record)
     return [Side(tuple(group), rate_over([record.summary for record in group])) for group in groups.values()]
 
 
-def speed_lines(records: Sequence[RunRecord]) -> list[str]:
+def speed_lines(records: Sequence[RunRecord], every_run: Sequence[RunRecord] = ()) -> list[str]:
     """Each side's images/sec and interval, then each side against the first: [] with no run selected."""
-    found = sides(records)
+    found = sides(records, every_run)
     if not found:
         return []
     letters = [_letter(index) for index in range(len(found))]

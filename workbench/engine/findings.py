@@ -213,7 +213,7 @@ def _input_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
         return None
     head = f"Input-bound: {said} (threshold {_pct(INPUT_BOUND_WAIT)})."
     remedies: list[tuple[str, Any, str]] = []
-    if config.augment == "cpu":
+    if config.augment == "cpu" and facts.device_type == "cuda":  # without a GPU there is none to move it to
         remedies.append(("augment", "gpu", "augmentation runs on whole batches on the GPU, not per image in the workers"))
     # A resident dataset augments on the device: with augment=cpu the change alone would not run (augment=gpu
     # above comes first; the next run offers this).
@@ -221,7 +221,11 @@ def _input_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
         remedies.append(("pipeline", "gpu-resident", "the whole dataset sits on the device: no loader, no copies"))
     if config.pipeline == "dataloader" and config.num_workers < facts.cpu_count:
         workers = min(facts.cpu_count, max(2, config.num_workers * 2))
-        remedies.append(("num_workers", workers, f"{workers} loader processes prepare batches in parallel"))
+        why = f"{workers} loader processes prepare batches in parallel"
+        if workers >= facts.cpu_count:  # the training thread then shares its core with a loader process
+            why += (f", though on {facts.cpu_count} core{'s' if facts.cpu_count != 1 else ''} they leave none to "
+                    "the training thread, which they then slow: verify it here before you keep it")
+        remedies.append(("num_workers", workers, why))
     if config.pipeline == "dataloader" and not config.pin_memory and facts.device_type == "cuda":
         remedies.append(("pin_memory", True, "page-locked batches copy to the GPU faster and asynchronously"))
     return wait, _with_remedies("input-bound", head, wait, name, INPUT_BOUND_WAIT, remedies,

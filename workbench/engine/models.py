@@ -113,7 +113,10 @@ def _user_model(spec: str, num_classes: int, kwargs: dict[str, Any]) -> nn.Modul
         raise ModelError(f"model {spec}: importing {module_name} raised {type(error).__name__}: {error}") from None
     function = getattr(module, function_name, None)
     if not callable(function):
-        raise ModelError(f"model {spec}: {module_name} has no function {function_name}")
+        functions = [name for name, value in vars(module).items() if callable(value) and not name.startswith("_")]
+        nearest = difflib.get_close_matches(function_name, functions, n=3, cutoff=0.6)
+        hint = f" (did you mean {' or '.join(f'{module_name}:{name}' for name in nearest)}?)" if nearest else ""
+        raise ModelError(f"model {spec}: {module_name} has no function {function_name}{hint}")
     if _takes(function, "num_classes") and "num_classes" not in kwargs:
         kwargs = {**kwargs, "num_classes": num_classes}
     try:

@@ -236,6 +236,16 @@ class ChangeVerified:
     baseline_run_ids: tuple[Optional[int], ...]  # the trials' runs, in the order they ran
     changed_run_ids: tuple[Optional[int], ...]
     reason: Optional[str] = None  # why a trial of the change failed (its later trials were not run)
+    decided: bool = True  # False: the trial budget ran out with the interval still straddling the noise band
+
+    @property
+    def undecided_text(self) -> Optional[str]:
+        """"too noisy here to tell: 8+8 trials, the interval spans 0.84–1.20"; None when the interval decided."""
+        comparison = self.comparison
+        if self.decided or comparison.speedup_low is None or comparison.speedup_high is None:
+            return None
+        return (f"too noisy here to tell: {comparison.trials}, the interval spans "
+                f"{comparison.speedup_low:.2f}–{comparison.speedup_high:.2f}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -245,6 +255,7 @@ class VerifyResult:
     device_name: str
     trial_steps: int
     changes: tuple[ChangeVerified, ...]
+    busy: Optional[str] = None  # "this machine is busy: …" (the baseline's own spread, the load), None when quiet
 
 
 SequenceResult = Union[SweepResult, TuneResult, MaxBatchResult, VerifyResult]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
@@ -53,6 +54,13 @@ from workbench.settings_help import inactive_fields
 TRIAL_SECONDS = 3.0
 # The shortest trial that leaves steady windows after the warm-up one.
 FEWEST_TRIAL_STEPS = 4
+# The budget of trials of each side: a change whose interval still straddles the noise band after MIN_TRIALS gets
+# more rounds, up to this many (8 + 8 trials of ~3 s: under two minutes of training per change). Looking again
+# after each round raises the chance of a false verdict above the interval's 10 %; the budget bounds the looks.
+MAX_TRIALS = 8
+# The baseline's own trials spreading more than this (max − min over the median) mark a busy machine: identical
+# runs on a quiet one differ by 8–15 %.
+BUSY_SPREAD = 0.15
 
 
 @dataclass(frozen=True)
@@ -77,9 +85,15 @@ class VerifyPlan:
     base: RunConfig  # A: the run's own settings
     changes: tuple[Change, ...]  # each B is base with one of these
     trial_steps: int
-    repeats: int = MIN_TRIALS  # trials of each side
+    repeats: int = MIN_TRIALS  # trials of each side, at least
     run_id: Optional[int] = None  # the run whose settings are A, when there is one
     name: str = ""
+    # Trials of each side at most: an undecided change gets another round until its interval decides or this runs out.
+    max_trials: Optional[int] = None  # None: MAX_TRIALS (or ``repeats`` where that is more)
+
+    @property
+    def trial_budget(self) -> int:
+        return max(self.repeats, self.max_trials if self.max_trials is not None else MAX_TRIALS)
 
     @property
     def display_name(self) -> str:
@@ -93,11 +107,52 @@ class VerifyPlan:
 
     @classmethod
     def for_run(cls, config: RunConfig, summary: RunSummary, changes: tuple[Change, ...], run_id: Optional[int] = None,
-                trial_steps: Optional[int] = None, repeats: int = MIN_TRIALS, name: str = "") -> VerifyPlan:
+                trial_steps: Optional[int] = None, repeats: int = MIN_TRIALS, name: str = "",
+                max_trials: Optional[int] = None) -> VerifyPlan:
         """A plan against a run's settings; trials sized from its measured speed unless ``trial_steps`` says."""
         steps = trial_steps if trial_steps is not None else trial_steps_for(config, summary.images_per_sec,
                                                                             summary.steps or None)
-        return cls(config, changes, steps, repeats, run_id, name)
+        return cls(config, changes, steps, repeats, run_id, name, max_trials)
+
+
+def _round_words(round_index: int, plan: VerifyPlan) -> str:
+    """"round 2 of 3", or past the planned rounds "round 5, an extra one (up to 8)"."""
+    if round_index < plan.repeats:
+        return f"round {round_index + 1} of {plan.repeats}"
+    return f"round {round_index + 1}, an extra one while the interval had not decided (up to {plan.trial_budget})"
+
+
+def is_decisive(comparison: Comparison) -> bool:
+    """The interval answers: it clears 1 ± MIN_EFFECT (faster or slower), or lies wholly inside that band (no change
+    worth a setting). One that straddles the band's edge cannot tell yet."""
+    if comparison.verdict != "within_noise":
+        return True
+    low, high = comparison.speedup_low, comparison.speedup_high
+    return low is not None and high is not None and low >= 1 / (1 + comparison.min_effect) \
+        and high <= 1 + comparison.min_effect
+
+
+def load_average() -> Optional[tuple[float, int]]:
+    """The 1-minute load average and the cores it is spread over (None where the system gives none)."""
+    try:
+        return os.getloadavg()[0], os.cpu_count() or 1
+    except (AttributeError, OSError):
+        return None
+
+
+def busy_machine(baseline_rates: list[float], load: Optional[tuple[float, int]]) -> Optional[str]:
+    """Why this machine reads as busy, in words, from the baseline's own trials (the same settings each time) and
+    the load when the trials began; None when it looks quiet."""
+    reasons = []
+    if len(baseline_rates) >= 2:
+        median = sorted(baseline_rates)[len(baseline_rates) // 2]
+        spread = (max(baseline_rates) - min(baseline_rates)) / median if median > 0 else 0.0
+        if spread > BUSY_SPREAD:
+            reasons.append(f"the baseline's own {len(baseline_rates)} trials (the same settings each time) spread "
+                           f"{spread:.0%}, where a quiet machine's differ by 8–15 %")
+    if load is not None and load[0] > load[1]:
+        reasons.append(f"the load average was {load[0]:.1f} on {load[1]} cores")
+    return "this machine is busy: " + "; ".join(reasons) if reasons else None
 
 
 def measurement_of(comparison: Comparison) -> Optional[Measurement]:
@@ -216,8 +271,12 @@ def run_verify(
     device = (probe or probe_device)(plan.base.device)
     problems = plan_problems(plan, device)
     changes = plan.changes
+    # The baseline is named by its own values of the settings the changes set ("num_workers=0"), so that both sides
+    # of every comparison read as settings, never as "#1" against "2".
     sides: list[tuple[Values, RunConfig, str]] = [((), plan.base, "baseline")]
     if not problems:
+        fields = dict.fromkeys(change.field for change in changes)
+        sides[0] = (tuple((name, getattr(plan.base, name)) for name in fields), plan.base, "baseline")
         sides += [(change.values, plan.changed_config(change), "change") for change in changes]
     runner = yield from open_sequence("verify", plan.display_name, plan.base, problems, plan_dict(
         plan.base, run_id=plan.run_id, trial_steps=plan.trial_steps, repeats=plan.repeats,
@@ -226,22 +285,25 @@ def run_verify(
     if runner is None:
         return
     sequence_id = runner.sequence_id
+    load_at_start = load_average()
     rates: list[list[float]] = [[] for _ in sides]
     run_ids: list[list[Optional[int]]] = [[] for _ in sides]
     failures: list[Optional[str]] = [None for _ in sides]
     status: SequenceStatus = "finished"
     reason: Optional[str] = None
-    for round_index in range(plan.repeats):
+    budget = plan.trial_budget
+    decided = [False for _ in sides]
+    for round_index in range(budget):
         for side, (values, config, purpose) in enumerate(sides):
-            if failures[side] is not None:
+            if failures[side] is not None or decided[side]:
                 continue
             if stop():
-                status, reason = "stopped", f"stopped by {stopped_by(stop)} in round {round_index + 1} of {plan.repeats}"
+                status, reason = "stopped", f"stopped by {stopped_by(stop)} in {_round_words(round_index, plan)}"
                 break
-            label = f"verify {purpose}" + (f", {values_label(values)}" if values else "")
+            label = f"verify {purpose} {round_index + 1}" + (f", {values_label(values)}" if values else "")
             member = yield from runner.run(trial_config(config, plan.trial_steps), values, stop, label, purpose)
             if member.status == "stopped":
-                status, reason = "stopped", f"stopped by {stopped_by(stop)} in round {round_index + 1} of {plan.repeats}"
+                status, reason = "stopped", f"stopped by {stopped_by(stop)} in {_round_words(round_index, plan)}"
                 break
             if member.status == "finished" and member.images_per_sec:
                 rates[side].append(member.images_per_sec)
@@ -252,6 +314,11 @@ def run_verify(
                     break  # without the baseline nothing can be compared
         if status != "finished" or failures[0] is not None:
             break
+        if round_index + 1 >= plan.repeats:
+            for side in range(1, len(sides)):
+                decided[side] = decided[side] or is_decisive(compare_rates(rates[0], rates[side]))
+            if all(decided[side] or failures[side] is not None for side in range(1, len(sides))):
+                break
     if failures[0] is not None:
         status, reason = "failed", f"the run's own settings failed in a trial: {failures[0]}"
     verified = []
@@ -259,12 +326,14 @@ def run_verify(
         comparison = compare_rates(rates[0], rates[side])
         verified.append(ChangeVerified(text=change.text or f"set {change.label}", field=change.field,
                                        value=change.value, comparison=comparison, baseline_run_ids=tuple(run_ids[0]),
-                                       changed_run_ids=tuple(run_ids[side]), reason=failures[side]))
+                                       changed_run_ids=tuple(run_ids[side]), reason=failures[side],
+                                       decided=is_decisive(comparison)))
         yield from keep(runner.recorders, measured_change(
             sequence_id=sequence_id, device_type=device.type, device_name=device.name, baseline=plan.base,
             field=change.field, value=change.value, comparison=comparison, baseline_run_ids=run_ids[0],
             changed_run_ids=run_ids[side]))
     result = VerifyResult(base=plan.base, device_type=device.type, device_name=device.name,
-                          trial_steps=plan.trial_steps, changes=tuple(verified))
+                          trial_steps=plan.trial_steps, changes=tuple(verified),
+                          busy=busy_machine(rates[0], load_at_start))
     yield SequenceEnded(kind="verify", sequence_id=sequence_id, status=status, result=result,
                         reason=reason)

@@ -28,8 +28,10 @@ STYLESHEET = """
 #devicePanel[state="gpu"] { background: #eaf5ea; border-color: #8cc08c; }
 #devicePanel[state="cpu"] { background: #fff4dd; border-color: #e0b050; }
 #devicePanel[state="error"] { background: #fde8e8; border-color: #d08080; }
+/* The panel's fills are light in any palette: its text is dark in any palette (a dark one made it white on white). */
+#devicePanel QLabel { color: #1a1a1a; }
 #deviceTitle { font-size: 13pt; font-weight: 600; }
-#deviceDetails { color: #404040; }
+#devicePanel #deviceDetails { color: #404040; }
 *[invalid="true"] { border: 1px solid #c62828; border-radius: 3px; }
 *[outOfRange="true"] { border: 1px solid #c77700; border-radius: 3px; background: #fff4dd; }
 #rangeNotice { color: #6d4c00; background: #fff4dd; border: 1px solid #e0b050; border-radius: 4px; padding: 6px; }
@@ -40,7 +42,12 @@ STYLESHEET = """
 #runMessage[status="finished"] { background: #eaf5ea; color: #1b5e20; }
 #runMessage[status="stopped"] { background: #fff4dd; color: #6d4c00; }
 #runMessage[status="failed"] { background: #fdecea; color: #b71c1c; font-weight: 600; }
+/* Start is the window's main action: filled while it can be pressed, plain while it cannot (in a dark palette the
+   two looked the same). */
 #startButton { font-weight: 600; padding: 5px 18px; }
+#startButton:enabled { background: #2f6fb0; color: #ffffff; border: 1px solid #24578c; border-radius: 3px; }
+#startButton:enabled:hover { background: #3a7cc0; }
+#startButton:enabled:pressed { background: #24578c; }
 #stopButton { padding: 5px 14px; }
 /* A light fill under dark text: the text reads the same on both sides of where the fill ends. */
 #progressBar { border: 1px solid #a8a8a8; border-radius: 4px; background: #fbfbfb; color: #1a1a1a;

@@ -70,9 +70,13 @@ class ComparisonView(QWidget):
         self._items: list[tuple[ComparisonRow, QTreeWidgetItem]] = []
         self._sections: dict[str, QTreeWidgetItem] = {}
         self._shown: Optional[tuple[list[RunRecord], str]] = None
+        self._every_run: list[RunRecord] = []
         self.set_records([])
 
-    def set_records(self, records: Sequence[RunRecord], empty_text: str = "") -> None:
+    def set_records(self, records: Sequence[RunRecord], empty_text: str = "", every_run: Sequence[RunRecord] = ()
+                    ) -> None:
+        """``every_run``: the runs the table holds, where a selected run of a sequence finds its repeats."""
+        self._every_run = list(every_run)
         if (list(records), empty_text) == self._shown:
             return  # a refresh that changed nothing here: keep scroll position and column widths
         self._shown = (list(records), empty_text)
@@ -85,7 +89,7 @@ class ComparisonView(QWidget):
         self._items.clear()
         self._sections.clear()
         self._rows = compare_runs(records) if records else []
-        lines = speed_lines(records)
+        lines = speed_lines(records, self._every_run)
         self.speed.setText("\n".join(lines))
         self.speed.setVisible(bool(lines))
         if not records:

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QGridLayout, QLabel, QPushButton, QStackedWidget, 
 
 from workbench.controller.controls import Action
 from workbench.experiments.events import SequenceStarted
-from workbench.gui.run_bar import apply_action
+from workbench.gui.run_bar import MUTED_TEXT, apply_action
 from workbench.gui.sweep_view import SweepView
 from workbench.gui.tune_view import TuneView
 
@@ -33,7 +33,7 @@ class ExperimentsTab(QWidget):
         for column, (button, note) in enumerate(((self.sweep_button, self.sweep_note),
                                                  (self.tune_button, self.tune_note),
                                                  (self.max_batch_button, self.max_batch_note))):
-            note.setStyleSheet("color: #505050; font-size: 9pt;")
+            note.setStyleSheet(MUTED_TEXT)
             note.setWordWrap(True)
             actions.addWidget(button, 0, column)
             actions.addWidget(note, 1, column)

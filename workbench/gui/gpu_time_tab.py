@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QScrollA
 
 from workbench.controller.controls import Action
 from workbench.gui.breakdown_view import BreakdownView
-from workbench.gui.run_bar import apply_action
+from workbench.gui.run_bar import MUTED_TEXT, apply_action
 
 
 class GpuTimeTab(QWidget):
@@ -31,7 +31,7 @@ class GpuTimeTab(QWidget):
         self.ceiling_label.setWordWrap(True)
         self.ceiling_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         for note in (self.sample_note, self.ceiling_note):
-            note.setStyleSheet("color: #505050; font-size: 9pt;")
+            note.setStyleSheet(MUTED_TEXT)
 
         actions = QHBoxLayout()
         actions.addWidget(self.sample_button)

@@ -45,7 +45,7 @@ from workbench.gui.experiments_tab import ExperimentsTab
 from workbench.gui.gpu_time_tab import GpuTimeTab
 from workbench.gui.live_tab import LiveTab
 from workbench.gui.plots import PlotsPanel
-from workbench.gui.run_bar import ReleaseBox, RunBar, apply_action
+from workbench.gui.run_bar import START_KEYS, STOP_KEYS, ReleaseBox, RunBar, apply_action
 from workbench.gui.runs_tab import RunsTab
 from workbench.gui.sample_view import PreviewFunction, SampleView
 from workbench.gui.sequence_dialogs import MaxBatchDialog, SweepDialog, SweepRequest, TuneDialog, TuneRequest
@@ -185,8 +185,8 @@ class MainWindow(QMainWindow):
         self.experiments.tune_button.clicked.connect(self.start_tune)
         self.experiments.max_batch_button.clicked.connect(self.start_max_batch)
         self.experiments.tune_view.apply_button.clicked.connect(controller.apply_best)
-        QShortcut(QKeySequence("Ctrl+Return"), self, activated=self.start_button.click)
-        QShortcut(QKeySequence("Ctrl+."), self, activated=self.stop_button.click)
+        QShortcut(QKeySequence(START_KEYS), self, activated=self.start_button.click)
+        QShortcut(QKeySequence(STOP_KEYS), self, activated=self.stop_button.click)
         self.form.config_changed.connect(self._on_config_changed)
         thread = self.training_thread
         thread.steps.connect(controller.on_steps)

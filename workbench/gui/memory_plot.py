@@ -19,6 +19,7 @@ from workbench.engine.events import MemoryRelease, StepStats
 from workbench.formatting import format_bytes
 from workbench.gui import memory_figures
 from workbench.gui.rank_memory import RankMemoryLines
+from workbench.gui.run_bar import MUTED_TEXT
 from workbench.gui.series import GIB, X_AXES, SeriesBuffer, finite_xy, has_data
 
 NEAR_LIMIT = 0.5  # above this share of the device total, the memory plot shows the total's line
@@ -59,7 +60,7 @@ class MemoryPlot:
         self.caption.setObjectName("memoryCaption")
         self.caption.setWordWrap(True)
         self.caption.setTextFormat(Qt.TextFormat.RichText)
-        self.caption.setStyleSheet("color: #404040; font-size: 9pt;")
+        self.caption.setStyleSheet(MUTED_TEXT)
 
     # -- what is shown --------------------------------------------------------------------------
     def mode(self, buffer: SeriesBuffer) -> str:

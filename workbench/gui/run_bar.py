@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
 from workbench.controller.controls import Action
@@ -29,6 +30,14 @@ def set_style_state(widget: QWidget, name: str, value: str) -> None:
         widget.style().polish(widget)
 
 
+# Small notes beside controls and under plots: the palette's muted text, readable in a light or a dark palette alike
+# (a fixed grey was invisible on a dark window).
+MUTED_TEXT = "color: palette(placeholder-text); font-size: 9pt;"
+# The window's keys for Start and Stop: bound in main_window.py, and said beside the buttons (a tooltip alone hid them).
+START_KEYS = "Ctrl+Return"
+STOP_KEYS = "Ctrl+."
+
+
 class RunBar(QWidget):
     def __init__(self, parent: Optional[QWidget] = None):
         super().__init__(parent)
@@ -37,7 +46,7 @@ class RunBar(QWidget):
         self.start_button.setDefault(True)
         self.stop_button = QPushButton("Stop")
         self.stop_button.setObjectName("stopButton")
-        self.stop_button.setToolTip("Stop after the current step (Ctrl+.): the run is kept as stopped")
+        self.stop_button.setToolTip(f"Stop after the current step ({STOP_KEYS}): the run is kept as stopped")
         self.progress = QProgressBar()
         self.progress.setObjectName("progressBar")
         self.progress.setTextVisible(True)
@@ -45,11 +54,17 @@ class RunBar(QWidget):
         self.progress.setValue(0)
         self.progress.setToolTip("Epoch, step, estimated time left and the latest images/sec of the current run")
         self.progress.setProperty("status", "idle")
+        native = QKeySequence.SequenceFormat.NativeText
+        self.keys_hint = QLabel(f"{QKeySequence(START_KEYS).toString(native)} starts · "
+                                f"{QKeySequence(STOP_KEYS).toString(native)} stops")
+        self.keys_hint.setObjectName("keysHint")
+        self.keys_hint.setStyleSheet(MUTED_TEXT)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.start_button)
         layout.addWidget(self.stop_button)
         layout.addWidget(self.progress, 1)
+        layout.addWidget(self.keys_hint)
 
     def show_progress(self, progress: Progress) -> None:
         bar = self.progress

@@ -113,6 +113,9 @@ class RunsTableModel(QAbstractTableModel):
     def record(self, row: int) -> RunRecord:
         return self._records[row]
 
+    def all_records(self) -> list[RunRecord]:
+        return list(self._records)
+
     def records_with_ids(self, run_ids: AbstractSet[int]) -> list[RunRecord]:
         """The shown runs among ``run_ids``, oldest first."""
         return sorted((self._records[self._row_of[run_id]] for run_id in run_ids if run_id in self._row_of),

@@ -227,7 +227,7 @@ class RunsView(QWidget):
         self.export_csv_button.setToolTip(f"Write one row per run ({scope}) with every setting and result")
         self.export_steps_button.setToolTip(f"Write the step metrics ({scope}) as run_id, step, metric, value rows")
         empty_text = "" if has_runs else "No runs yet: runs from the app and from `workbench run` appear here."
-        self.comparison.set_records(records, empty_text)
+        self.comparison.set_records(records, empty_text, self.model.all_records())
         self._emit_overlay(records)
 
     def _emit_overlay(self, records: Sequence[RunRecord]) -> None:

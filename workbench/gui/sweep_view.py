@@ -52,8 +52,15 @@ from workbench.experiments.events import (
     SequenceEnded,
     SequenceStarted,
     TrialResult,
+    values_label,
 )
-from workbench.experiments.rate_over_runs import RateOverRuns, ValueResult, fastest_text, rate_over
+from workbench.experiments.rate_over_runs import (
+    RateOverRuns,
+    ValueResult,
+    against_baseline_text,
+    fastest_text,
+    rate_over,
+)
 from workbench.formatting import format_setting
 from workbench.gui.series import GIB
 from workbench.history.metrics import format_metric
@@ -124,6 +131,7 @@ class SweepView(QWidget):
         self._planned: Optional[int] = None
         self._ended: Optional[SequenceEnded] = None
         self._name = ""
+        self._kind = ""
 
         self.title = QLabel("No sweep yet")
         self.title.setObjectName("sweepTitle")
@@ -199,7 +207,10 @@ class SweepView(QWidget):
 
     @handle.register(MemberStarted)
     def _(self, event: MemberStarted) -> None:
-        label = ", ".join(format_setting(value) for _, value in event.values) or f"#{event.index + 1}"
+        if self._fields:  # a sweep: the values under the columns that name their settings
+            label = ", ".join(format_setting(value) for _, value in event.values) or f"#{event.index + 1}"
+        else:  # a verification or a search: each side named by its settings
+            label = values_label(event.values) or f"#{event.index + 1}"
         member = _Member(label, event.values, event.run_id)
         self._members.append(member)
         value = next((value for value in self._values if value.values == event.values), None)
@@ -237,6 +248,7 @@ class SweepView(QWidget):
     def _begin(self, event: SequenceStarted) -> None:
         self._members, self._values, self._ended = [], [], None
         self._fields, self._planned, self._name = event.fields, event.planned_members, event.name
+        self._kind = event.kind
         where = f" (sweep {event.sequence_id})" if event.sequence_id is not None else ""
         self.title.setText(event.name + where)
         headers = [*self._fields, *COLUMNS_AFTER_VALUES] if self._fields else ["Member", *COLUMNS_AFTER_VALUES]
@@ -416,7 +428,11 @@ class SweepView(QWidget):
         elif self._members and self._members[-1].ended is None:
             text += f"; running {self._members[-1].label}"
         labels = {value.values: value.label for value in self._values}
-        fastest = fastest_text(self.value_results(), lambda result: labels[result.values])
+        if self._kind == "verify" and self._values:  # every change against the baseline, in the findings' direction
+            fastest = against_baseline_text(self.value_results(), self._values[0].values,
+                                            lambda result: labels[result.values])
+        else:
+            fastest = fastest_text(self.value_results(), lambda result: labels[result.values])
         return text + (f". {fastest}" if fastest else "")
 
 

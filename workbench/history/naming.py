@@ -60,6 +60,7 @@ def changed_settings(config: RunConfig, previous: RunConfig) -> list[str]:
         f"{name}={format_setting(getattr(config, name))}"
         for name in FIELD_NAMES
         if name not in _DATA_FIELDS and getattr(config, name) != getattr(previous, name)
+        and not (name == "epochs" and config.max_steps is not None)  # max_steps sets the length: epochs do nothing
     ]
 
 

@@ -133,7 +133,9 @@ class HistoryStore(HistoryReads):
             given = name
             if not name:
                 previous = conn.execute(
-                    "SELECT config_json FROM runs WHERE id < ? ORDER BY id DESC LIMIT 1", (run_id,)
+                    # a failed run is no step the user took from: "same settings" is said against one that ran
+                    "SELECT config_json FROM runs WHERE id < ? AND status != 'failed' ORDER BY id DESC LIMIT 1",
+                    (run_id,)
                 ).fetchone()
                 previous_config = config_from_json(previous[0])[0] if previous is not None else None
                 name = run_name(config, previous_config)
@@ -278,12 +280,14 @@ def _sequence_name(conn: sqlite3.Connection, sequence_id: Optional[int]) -> Opti
 
 
 def _name_owner(conn: sqlite3.Connection, run_id: int) -> NameOwner:
-    """Who has a name already (another run than ``run_id``): its settings and its sequence's name."""
+    """Who has a name already (another run than ``run_id`` that did not fail): its settings and its sequence's name.
+    A failed run's name is free again: five failed tries of one folder made the run that worked "(repeat 6)"."""
 
     def owner(name: str) -> Optional[tuple[RunConfig, Optional[str]]]:
         row = conn.execute(
             "SELECT runs.config_json, sweeps.name FROM runs LEFT JOIN sweeps ON sweeps.id = runs.sweep_id "
-            "WHERE runs.name = ? AND runs.id != ? ORDER BY runs.id DESC LIMIT 1", (name, run_id)
+            "WHERE runs.name = ? AND runs.id != ? AND runs.status != 'failed' ORDER BY runs.id DESC LIMIT 1",
+            (name, run_id)
         ).fetchone()
         return (config_from_json(row[0])[0], row[1]) if row is not None else None
 
