@@ -133,3 +133,24 @@ def test_a_settings_file_that_is_not_a_file_is_left_alone_and_named(make_window,
         assert "neither read nor written this session" in window.status_line.text()
         window.save_settings()  # on close: into the stand-in, never through the FIFO
     assert not path.is_file()
+
+
+def test_deeply_nested_saved_model_kwargs_are_reset_and_named(make_window, settings):
+    # Before: RecursionError from json.loads, exit 1 at every launch.
+    deep = "[" * 5000 + "]" * 5000
+    settings.setValue(SETTINGS_CONFIG, json.dumps({"model": "resnet50", "model_kwargs": deep, "batch_size": 64}))
+    window = make_window()
+    config = window.form.config()
+    assert (config.model, config.model_kwargs, config.batch_size) == ("resnet50", "", 64)
+    assert ("model_kwargs reset to its default (model_kwargs nest 5,000 levels deep; at most 32 are read)"
+            in window.status_line.text()), window.status_line.text()
+
+
+def test_deeply_nested_model_kwargs_pasted_in_the_form_are_refused_inline(make_window):
+    from PySide6.QtWidgets import QLineEdit
+
+    window = make_window()
+    window.form.set_config(RunConfig(model="resnet50"))
+    window.form.findChild(QLineEdit, "model_kwargs").setText("[" * 5000 + "]" * 5000)  # as a paste sets it
+    assert "model_kwargs nest 5,000 levels deep" in window.form.problems_label.text()
+    assert not window.start_button.isEnabled()
