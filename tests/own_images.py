@@ -52,6 +52,10 @@ def not_a_module(num_classes):
 
 def wrong_logits(num_classes):
     return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, num_classes + 1))
+
+
+def exits(num_classes):  # a factory that parses its own command line, say
+    raise SystemExit(3)
 '''
 
 
