@@ -140,6 +140,8 @@ def check_model(model: nn.Module, num_classes: int, image_size: int, device: tor
                 spec: str = "the model") -> None:
     """Run two images of the run's size through ``model`` (eval mode, no gradients); ModelError unless it gives
     logits of shape (2, num_classes)."""
+    if not any(parameter.requires_grad for parameter in model.parameters()):
+        raise ModelError(f"model {spec} has no trainable parameters: there is nothing for the optimizer to train")
     was_training = model.training
     model.eval()
     try:
@@ -158,6 +160,20 @@ def check_model(model: nn.Module, num_classes: int, image_size: int, device: tor
         got = tuple(output.shape) if isinstance(output, torch.Tensor) else type(output).__name__
         raise ModelError(f"model {spec} gives logits of shape {got} for 2 images of 3×{image_size}×{image_size}; "
                          f"the run needs (2, {num_classes}): one logit per class for each image")
+    if not output.is_floating_point():
+        raise ModelError(f"model {spec} gives logits of type {output.dtype}; the loss needs floating-point logits")
+
+
+def check_batch_logits(logits: Any, images: torch.Tensor) -> None:
+    """ModelError unless ``logits`` has one row of floating-point logits per image: a model that passed the
+    dummy-batch check can still answer a real batch with another shape (a fixed batch size inside it)."""
+    if (isinstance(logits, torch.Tensor) and logits.ndim == 2 and logits.shape[0] == images.shape[0]
+            and logits.is_floating_point()):
+        return
+    got = (f"logits of shape {tuple(logits.shape)} and type {logits.dtype}" if isinstance(logits, torch.Tensor)
+           else f"a {type(logits).__name__}")
+    raise ModelError(f"the model gave {got} for a batch of {images.shape[0]} images; the run needs "
+                     f"({images.shape[0]}, classes) floating-point logits: one row per image")
 
 
 def main_output(output: Any) -> Any:
