@@ -140,7 +140,8 @@ def test_a_process_the_model_factory_starts_can_be_killed(tmp_path, monkeypatch)
 
 
 def test_the_build_thread_blocks_the_stop_signals_again_after_the_users_code(tmp_path, monkeypatch):
-    (tmp_path / "plain.py").write_text("from torch import nn\ndef net(num_classes):\n    return nn.Linear(4, num_classes)\n")
+    (tmp_path / "plain.py").write_text(
+        "from torch import nn\ndef net(num_classes):\n    return nn.Linear(4, num_classes)\n")
     monkeypatch.chdir(tmp_path)
 
     def build_then_read_mask():
