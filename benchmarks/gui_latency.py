@@ -56,15 +56,16 @@ def launch_seconds(home: Path) -> float:
 
 # -- 2. the GUI run, in a child process --------------------------------------------------------------
 def gui_child(config_json: str, out_path: str) -> int:
-    from PySide6.QtCore import QSettings, Qt, QTimer
+    from PySide6.QtCore import Qt, QTimer
 
     from workbench.config import RunConfig
     from workbench.engine.events import RunEnded, RunStarted
     from workbench.gui.app import create_application, run_window
     from workbench.gui.main_window import MainWindow
+    from workbench.gui.settings_file import SettingsFile
 
     app = create_application()
-    window = MainWindow(settings=QSettings(str(Path(out_path).with_suffix(".ini")), QSettings.Format.IniFormat))
+    window = MainWindow(settings=SettingsFile(Path(out_path).with_suffix(".settings.json")))
     window.form.set_config(RunConfig.from_json(config_json))
     gaps: list[float] = []
     state = {"training": False, "last": 0.0, "steps_batches": 0, "cpu0": 0.0, "wall0": 0.0}

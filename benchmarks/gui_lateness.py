@@ -42,7 +42,7 @@ def run_config() -> dict:
 
 
 def child(mode: str, runs: int, out_path: str) -> int:
-    from PySide6.QtCore import QSettings, Qt, QTimer
+    from PySide6.QtCore import Qt, QTimer
 
     sys.path.insert(0, str(REPO / "tests"))  # the tests' builders: a large history made in a second
     from builders import fill_history
@@ -51,6 +51,7 @@ def child(mode: str, runs: int, out_path: str) -> int:
     from workbench.engine.events import RunEnded, RunStarted
     from workbench.gui.app import build_window, create_application, run_window
     from workbench.gui.runs_view import RunsView
+    from workbench.gui.settings_file import SettingsFile
     from workbench.history.store import HistoryStore
 
     app = create_application()
@@ -58,8 +59,7 @@ def child(mode: str, runs: int, out_path: str) -> int:
     began = time.perf_counter()
     fill_history(store, runs)
     fill_seconds = time.perf_counter() - began
-    window = build_window(store, settings=QSettings(str(Path(out_path).with_suffix(".ini")),
-                                                    QSettings.Format.IniFormat))
+    window = build_window(store, settings=SettingsFile(Path(out_path).with_suffix(".settings.json")))
     view = window.findChild(RunsView)
     view.full_reload = mode == "before"
     window.form.set_config(RunConfig.from_dict(run_config()))

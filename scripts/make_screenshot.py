@@ -59,13 +59,14 @@ def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="workbench-screenshot-"))
     os.environ["WORKBENCH_HOME"] = str(scratch / "home")
 
-    from PySide6.QtCore import QSettings, QTimer
+    from PySide6.QtCore import QTimer
 
     from workbench.config import RunConfig
     from workbench.engine.events import RunEnded
     from workbench.experiments.sweep import SweepAxis
     from workbench.gui.app import build_window, create_application, run_window
     from workbench.gui.runs_view import RunsView
+    from workbench.gui.settings_file import SettingsFile
     from workbench.history.store import HistoryStore
 
     if args.folder:
@@ -89,7 +90,7 @@ def main() -> int:
 
     app = create_application()
     store = HistoryStore.open()
-    window = build_window(store, settings=QSettings(str(scratch / "settings.ini"), QSettings.Format.IniFormat))
+    window = build_window(store, settings=SettingsFile(scratch / "settings.json"))
     view = window.findChild(RunsView)
     big = tuple(int(value) for value in args.size.split("x"))
     small = tuple(int(value) for value in args.small_size.split("x"))

@@ -52,6 +52,47 @@ def not_a_module(num_classes):
 
 def wrong_logits(num_classes):
     return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, num_classes + 1))
+
+
+def exits(num_classes):  # a factory that parses its own command line, say
+    raise SystemExit(3)
+
+
+class _Cast(nn.Module):
+    def forward(self, x):
+        return x.long()
+
+
+def int_logits(num_classes):
+    return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, num_classes), _Cast())
+
+
+class _Zeros(nn.Module):
+    def __init__(self, num_classes):
+        super().__init__()
+        self.num_classes = num_classes
+
+    def forward(self, x):
+        return torch.zeros(x.shape[0], self.num_classes)
+
+
+def no_parameters(num_classes):
+    return _Zeros(num_classes)
+
+
+class _FirstTwo(nn.Module):
+    """Right on the check's batch of 2, wrong on every larger batch (a batch size fixed inside the model)."""
+
+    def __init__(self, num_classes):
+        super().__init__()
+        self.linear = nn.Linear(3, num_classes)
+
+    def forward(self, x):
+        return self.linear(x.mean(dim=(2, 3)))[:2]
+
+
+def first_two_only(num_classes):
+    return _FirstTwo(num_classes)
 '''
 
 

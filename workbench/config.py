@@ -307,10 +307,31 @@ def make_npz_command(folder: str) -> str:
 
 
 
+# Keyword arguments nest a few levels at most; json.loads raises RecursionError past about 1,000 and json.dumps,
+# repr and the user's function would recurse as deep, so deeper text is refused before it is parsed.
+MODEL_KWARGS_MAX_DEPTH = 32
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def json_nesting_depth(text: str) -> int:
+    """How deep ``text``'s arrays and objects nest (brackets inside JSON strings do not count)."""
+    depth = deepest = 0
+    for char in _JSON_STRING.sub('""', text):
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
 def model_kwargs_of(text: str) -> dict[str, Any]:
     """``model_kwargs`` as a dict ({} for ""); ValueError with the reason when it is not a JSON object."""
     if not text.strip():
         return {}
+    depth = json_nesting_depth(text)
+    if depth > MODEL_KWARGS_MAX_DEPTH:
+        raise ValueError(f"model_kwargs nest {depth:,} levels deep; at most {MODEL_KWARGS_MAX_DEPTH} are read")
     try:
         value = json.loads(text)
     except ValueError as error:

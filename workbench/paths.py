@@ -22,4 +22,9 @@ def default_datasets_dir() -> Path:
 
 def gui_settings_file() -> Path:
     """The desktop app's settings (last run's settings, window layout): kept with the history it belongs to."""
+    return workbench_home() / "gui-settings.json"
+
+
+def legacy_gui_settings_file() -> Path:
+    """Where earlier versions kept them (QSettings' INI): read once, for its plain text values only."""
     return workbench_home() / "gui-settings.ini"

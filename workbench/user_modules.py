@@ -76,7 +76,7 @@ def source_digest(spec: str) -> Optional[str]:
             with working_directory_importable():
                 importlib.invalidate_caches()
                 found = importlib.util.find_spec(name)
-        except Exception:  # a package whose __init__ fails, a bad name: the run says so in its own words
+        except (Exception, SystemExit):  # a package whose __init__ fails or exits, a bad name: the run says so
             return None
         path = found.origin if found is not None else None
     if path is None:

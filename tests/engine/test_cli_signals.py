@@ -11,6 +11,9 @@ import json
 import os
 import pty
 import signal
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -18,7 +21,7 @@ import pytest
 from cli_processes import cli, wait_for
 from process_tree import GONE_S, kill_session, left_after, session_processes
 
-from workbench.cli.interrupts import take_stop_signals
+from workbench.cli.interrupts import exit_saying_so, take_stop_signals
 from workbench.engine.requests import StopRequest
 from workbench.history.store import HistoryStore
 
@@ -42,6 +45,58 @@ def test_sigterm_and_sighup_stop_once_named_and_only_a_second_ctrl_c_aborts():
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C after a stop: abort
     finally:
         give_back()
+        given_back = {signum: signal.getsignal(signum) for signum in before}
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+    # SIGTERM and SIGHUP, default before, now end the exiting process saying so (see the next test)
+    assert given_back == {**before, signal.SIGTERM: exit_saying_so, signal.SIGHUP: exit_saying_so}
+
+
+def test_a_second_sigterm_while_the_process_exits_says_so():
+    # Before: once the run had ended, the handlers were given back (SIG_DFL), and a second SIGTERM during the
+    # seconds of exiting (torch unloading) killed it with 143 and no word.
+    code = textwrap.dedent("""
+        import os, signal, time
+        from workbench.cli.interrupts import exit_saying_so, take_stop_signals
+        from workbench.engine.requests import StopRequest
+        stop = StopRequest()
+        give_back = take_stop_signals(stop, None)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.by == "SIGTERM"
+        give_back()  # the command has ended; the process exits
+        print("summary", flush=False)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)
+        """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 128 + signal.SIGTERM, (done.returncode, done.stderr)
+    assert done.stderr == "workbench: SIGTERM again while exiting: exiting now\n"
+    assert done.stdout == "summary\n"  # what the command printed is not lost
+
+
+def test_a_second_sigterm_as_python_unloads_changes_nothing():
+    # Python puts SIG_DFL back for its handlers as it finalizes; torch's libraries unload after that (seconds on a
+    # busy machine). An exit handler registered before the workbench's runs after it: as late as Python code can.
+    code = textwrap.dedent("""
+        import atexit, os, signal, time
+        atexit.register(lambda: (os.kill(os.getpid(), signal.SIGTERM), time.sleep(0.5), print("unloaded")))
+        from workbench.cli.interrupts import take_stop_signals
+        from workbench.engine.requests import StopRequest
+        stop = StopRequest()
+        give_back = take_stop_signals(stop, None)
+        os.kill(os.getpid(), signal.SIGTERM)
+        give_back()
+        """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "unloaded\n", "")
+
+
+def test_a_stop_by_the_user_gives_the_handlers_back():
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    stop = StopRequest()
+    give_back = take_stop_signals(stop, None)
+    stop.set()  # the window's Stop, or nothing at all: no signal came
+    give_back()
     assert {signum: signal.getsignal(signum) for signum in before} == before
 
 

@@ -176,20 +176,32 @@ def test_a_loss_that_rises_far_above_its_start_and_stays_there_is_divergence(mon
     assert first.figure == ended.summary.final_loss == losses[-1]  # the run keeps its figures
 
 
-@pytest.mark.parametrize("case", ["learning", "noisy start"])
-def test_a_learning_run_and_a_noisy_start_are_not_divergence(monkeypatch, case):
-    if case == "learning":
-        monkeypatch.setattr(session_module, "build_model", mlp)
-        config = tiny_config(synthetic_size=1024, max_steps=40, log_every=4, lr=0.05)
-    else:  # small-cnn at lr 5: 16.5 in its first window, 88 and 138 at two log points, then down to chance
-        config = tiny_config(synthetic_size=1024, max_steps=40, log_every=4, lr=5.0)
-    events = run_to_end(config)
-    losses = [event.loss for event in events if isinstance(event, StepStats)]
+def test_a_learning_run_is_not_divergence(monkeypatch):
+    monkeypatch.setattr(session_module, "build_model", mlp)
+    events = run_to_end(tiny_config(synthetic_size=1024, max_steps=40, log_every=4, lr=0.05))
     assert events[-1].status == "finished", events[-1].reason
     assert all(finding.kind != "diverged" for finding in events[-1].summary.findings)
-    if case == "noisy start":
-        high = [loss > 10 * math.log(10) for loss in losses]  # a rule held to chance alone would fire
-        assert any(all(high[i:i + 3]) for i in range(len(high) - 2)), losses
+
+
+# Noisy starts as log points' losses, fed to the rule itself: a real run's trajectory at a high lr depends on the
+# CPU's float rounding (small-cnn at lr 5 gave the first on an AMD EPYC; on an Intel Xeon, 20.6, 106, 31.5, 8.4).
+NOISY_STARTS = {
+    "spikes twice": [16.5, 88.0, 138.0, 30.0, 2.4, 2.3, 2.3, 2.3, 2.3, 2.3],
+    "starts high": [25.0, 180.0, 240.0, 60.0, 3.0, 2.3, 2.3, 2.3, 2.3, 2.3],
+}
+
+
+@pytest.mark.parametrize("name", list(NOISY_STARTS))
+def test_a_noisy_start_is_not_divergence(name):
+    from workbench.engine.divergence import DivergenceWatch
+
+    losses = NOISY_STARTS[name]
+    high = [loss > 10 * math.log(10) for loss in losses]  # a rule held to chance alone would fire
+    assert any(all(high[i:i + 3]) for i in range(len(high) - 2))
+    watch = DivergenceWatch(RunConfig(lr=5.0), num_classes=10)
+    for step, loss in enumerate(losses, start=1):
+        watch.check(loss, None, 4 * step, 0, 4 * step)  # raises Diverged if the rule fires
+    assert watch.start_loss == losses[0]  # held to the first log point, not to chance
 
 
 @pytest.mark.parametrize("losses, diverged", [

@@ -55,6 +55,9 @@ def test_the_cifar_stem_stays_for_the_built_in_resnet18_at_32_only():
     ("resnet_18", "", "model 'resnet_18' is neither a built-in"),
     ("mymodels:tiny_net", '{"depth": 3}', "raised TypeError"),
     ("mymodels:tiny_net", "[1, 2]", "model_kwargs must be a JSON object"),
+    ("mymodels:int_logits", "", "model mymodels:int_logits gives logits of type torch.int64; the loss needs "
+                                "floating-point logits"),
+    ("mymodels:no_parameters", "", "model mymodels:no_parameters has no trainable parameters"),
 ])
 def test_a_model_spec_that_cannot_give_a_model_is_one_line_exit_2_and_records_nothing(user_module, capsys, spec,
                                                                                        kwargs, words):
@@ -66,6 +69,20 @@ def test_a_model_spec_that_cannot_give_a_model_is_one_line_exit_2_and_records_no
     if (home / "history.sqlite3").exists():
         with HistoryStore.open(home) as store:
             assert store.list_runs() == []
+
+
+def test_a_model_whose_logits_are_wrong_only_on_real_batches_fails_the_run_in_one_line(user_module, capsys):
+    # Before: a RuntimeError from cross_entropy, its traceback in failures.log, exit 1.
+    home = user_module / "home"
+    code = main(["--home", str(home), *TINY, "--model", "mymodels:first_two_only"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert ("workbench run: the model gave logits of shape (2, 10) and type torch.float32 for a batch of 16 images; "
+            "the run needs (16, classes) floating-point logits: one row per image") in err.splitlines(), err
+    assert "Traceback" not in err and "failures.log" not in err
+    with HistoryStore.open(home) as store:
+        (record,) = store.list_runs()
+    assert (record.status, record.failure_kind) == ("failed", "config")
 
 
 def test_a_function_without_num_classes_gets_only_its_kwargs(user_module):

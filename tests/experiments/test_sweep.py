@@ -133,9 +133,16 @@ def test_sigterm_stops_a_sweep_the_cli_drives_and_its_reason_names_it(isolated_w
         return runs(config, stop)
 
     plan = SweepPlan(tiny(device="auto"), (SweepAxis("batch_size", (16, 32, 64)),))
-    ended = drive(lambda stop: run_sweep(plan, stop, run_function=first_member_gets_sigterm, probe=probe_of(CPU)))
+    from workbench.cli.interrupts import exit_saying_so
+
+    try:
+        ended = drive(lambda stop: run_sweep(plan, stop, run_function=first_member_gets_sigterm, probe=probe_of(CPU)))
+        # Given back, save that a repeat while the process exits ends it with one line, not silently
+        assert signal.getsignal(signal.SIGTERM) is exit_saying_so
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
     assert (ended.status, ended.reason) == ("stopped", "stopped by SIGTERM after 1 of 3 members")
-    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # given back
 
 
 def test_repeats_run_round_robin_and_each_value_reads_as_the_median_of_its_runs_with_an_interval(

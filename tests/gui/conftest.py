@@ -19,10 +19,10 @@ import pytest  # noqa: E402
 
 @pytest.fixture
 def settings(tmp_path):
-    """A QSettings file of the test's own, so no test reads or writes the user's settings."""
-    from PySide6.QtCore import QSettings
+    """A settings file of the test's own, so no test reads or writes the user's settings."""
+    from workbench.gui.settings_file import SettingsFile
 
-    return QSettings(str(tmp_path / "workbench.ini"), QSettings.Format.IniFormat)
+    return SettingsFile(tmp_path / "gui-settings.json")
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from hostile_paths import fifo_unblocked, make_fifo, make_symlink_loop
-from PySide6.QtCore import QSettings
 
 from workbench.config import RunConfig
 from workbench.gui.main_window import SETTINGS_CONFIG
@@ -40,7 +39,7 @@ DAMAGED_DATA_PATHS = {
 def test_a_damaged_saved_data_path_is_reset_and_named(make_window, settings, tmp_path, case):
     make_saved, reason = DAMAGED_DATA_PATHS[case]
     stored, path = make_saved(tmp_path)
-    settings.setValue(SETTINGS_CONFIG, stored)
+    settings.set_value(SETTINGS_CONFIG, stored)
     with fifo_unblocked(path) if case == "fifo" else contextlib.nullcontext():
         window = make_window()
     config = window.form.config()
@@ -64,7 +63,7 @@ def test_a_damaged_saved_data_path_is_reset_and_named(make_window, settings, tmp
     ids=["nan-lr", "inf-lr", "unknown-choice", "wrong-type", "unknown-setting"],
 )
 def test_a_bad_saved_setting_is_reset_alone_and_named(make_window, settings, stored, field, words):
-    settings.setValue(SETTINGS_CONFIG, stored)
+    settings.set_value(SETTINGS_CONFIG, stored)
     window = make_window()
     config = window.form.config()
     assert config.batch_size == 64  # the good settings are kept
@@ -85,23 +84,28 @@ def test_a_bad_saved_setting_is_reset_alone_and_named(make_window, settings, sto
     ids=["garbage", "deep-nesting", "array-of-pairs", "null"],
 )
 def test_unreadable_saved_settings_reset_all_and_say_so(make_window, settings, stored, words):
-    settings.setValue(SETTINGS_CONFIG, stored)
+    settings.set_value(SETTINGS_CONFIG, stored)
     window = make_window()
     assert window.form.config() == RunConfig()
     assert words in window.status_line.text() and "all reset to the defaults" in window.status_line.text()
 
 
 @pytest.mark.parametrize(
-    "ini",
-    [os.urandom(4000), b"[run]\nconfig=a, b, \"c\n\xff\xfe=\x00\n[window]\ngeometry=@ByteArray(\x00\x01junk)\n"],
-    ids=["random-bytes", "a-list-and-junk"],
+    "contents, words",
+    [(os.urandom(4000), "could not be read (not UTF-8 JSON)"), (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+     (b'["run/config"]', "holds a JSON list, not an object"), (b"x" * (1 << 20), "is larger than 1,048,576 bytes")],
+    ids=["random-bytes", "deep-nesting", "a-list", "too-large"],
 )
-def test_garbage_in_the_settings_file_opens_the_defaults(make_window, tmp_path, ini):
-    path = tmp_path / "garbage.ini"
-    path.write_bytes(ini)
-    window = make_window(settings=QSettings(str(path), QSettings.Format.IniFormat))
+def test_garbage_in_the_settings_file_opens_the_defaults_and_says_so(make_window, contents, words):
+    from workbench.paths import gui_settings_file
+
+    path = gui_settings_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(contents)
+    window = make_window(settings=None)  # the home's own settings file, as the app opens it
     assert window.form.config() == RunConfig()
     assert window.isEnabled()
+    assert f"the settings file {path}" in window.status_line.text() and words in window.status_line.text()
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
@@ -117,11 +121,7 @@ def test_typing_a_fifo_as_data_path_does_not_block_the_form(make_window, tmp_pat
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
 @pytest.mark.parametrize("kind", ["fifo", "symlink-loop", "folder"])
 def test_a_settings_file_that_is_not_a_file_is_left_alone_and_named(make_window, monkeypatch, tmp_path, kind):
-    import tempfile
-
     from workbench.paths import gui_settings_file
-
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the stand-in's folder
 
     path = gui_settings_file()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -131,7 +131,7 @@ def test_a_settings_file_that_is_not_a_file_is_left_alone_and_named(make_window,
         assert window.form.config() == RunConfig()
         assert f"The window's settings file {path} " in window.status_line.text()
         assert "neither read nor written this session" in window.status_line.text()
-        window.save_settings()  # on close: into the stand-in, never through the FIFO
+        window.save_settings()  # on close: kept in memory, never written through the FIFO
     assert not path.is_file()
 
 
@@ -144,7 +144,7 @@ def test_a_settings_file_that_is_not_a_file_is_left_alone_and_named(make_window,
 def test_model_arguments_come_back_with_the_model_they_were_written_for(make_window, settings, saved):
     # The kwargs were checked beside the default model (small-cnn takes none) and reset with a wrong reason: the
     # next Start would have trained another network.
-    settings.setValue(SETTINGS_CONFIG, json.dumps(saved))
+    settings.set_value(SETTINGS_CONFIG, json.dumps(saved))
     window = make_window()
     config = window.form.config()
     assert (config.model, config.model_kwargs, config.batch_size) == (
@@ -152,7 +152,30 @@ def test_model_arguments_come_back_with_the_model_they_were_written_for(make_win
     assert "reset" not in window.status_line.text(), window.status_line.text()
 
 
-def test_model_arguments_saved_for_a_built_in_model_are_still_reset_and_named():
-    from workbench.gui.saved_config import restore_config
-    config, notes = restore_config(json.dumps({"model": "small-cnn", "model_kwargs": '{"depth": 3}'}))
-    assert config.model_kwargs == "" and any(note.startswith("model_kwargs reset to its default") for note in notes)
+def test_model_arguments_saved_beside_a_built_in_model_are_kept_for_the_form_to_refuse(make_window, settings):
+    # A clash of two saved settings is the form's to show (Start stays off, the reason beside it), not a reset.
+    settings.set_value(SETTINGS_CONFIG, json.dumps({"model": "small-cnn", "model_kwargs": '{"depth": 3}'}))
+    window = make_window()
+    assert window.form.config().model_kwargs == '{"depth": 3}' and not window.start_button.isEnabled()
+    assert "model_kwargs apply to a torchvision model or your own function" in window.form.problems_label.text()
+
+
+def test_deeply_nested_saved_model_kwargs_are_reset_and_named(make_window, settings):
+    # Before: RecursionError from json.loads, exit 1 at every launch.
+    deep = "[" * 5000 + "]" * 5000
+    settings.set_value(SETTINGS_CONFIG, json.dumps({"model": "resnet50", "model_kwargs": deep, "batch_size": 64}))
+    window = make_window()
+    config = window.form.config()
+    assert (config.model, config.model_kwargs, config.batch_size) == ("resnet50", "", 64)
+    assert ("model_kwargs reset to its default (model_kwargs nest 5,000 levels deep; at most 32 are read)"
+            in window.status_line.text()), window.status_line.text()
+
+
+def test_deeply_nested_model_kwargs_pasted_in_the_form_are_refused_inline(make_window):
+    from PySide6.QtWidgets import QLineEdit
+
+    window = make_window()
+    window.form.set_config(RunConfig(model="resnet50"))
+    window.form.findChild(QLineEdit, "model_kwargs").setText("[" * 5000 + "]" * 5000)  # as a paste sets it
+    assert "model_kwargs nest 5,000 levels deep" in window.form.problems_label.text()
+    assert not window.start_button.isEnabled()

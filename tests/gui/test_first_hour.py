@@ -226,7 +226,7 @@ def test_gui_settings_are_kept_in_the_workbench_home(qtbot, make_window, tmp_pat
     first.form.set_config(TINY_RUN.replace(batch_size=48))
     first.show()
     first.close()
-    assert (tmp_path / "first" / "gui-settings.ini").is_file()
+    assert (tmp_path / "first" / "gui-settings.json").is_file()
 
     monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "second"))  # a fresh home starts fresh
     assert make_window(settings=None).form.config() == RunConfig()

@@ -6,10 +6,9 @@ import sys
 import textwrap
 
 import pytest
-from PySide6.QtCore import QSettings
-
 from workbench.config import RunConfig
 from workbench.gui.main_window import SETTINGS_CONFIG
+from workbench.gui.settings_file import SettingsFile
 
 
 def run_python(code: str, tmp_path, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -25,14 +24,16 @@ def test_closing_the_window_mid_run_exits_cleanly_with_status_0(tmp_path):
     result = run_python(
         f"""
         import sys
-        from PySide6.QtCore import QSettings, QTimer
+        from pathlib import Path
+        from PySide6.QtCore import QTimer
         from workbench.config import RunConfig
         from workbench.engine.events import RunEnded
         from workbench.gui.app import create_application, run_window
         from workbench.gui.main_window import MainWindow
+        from workbench.gui.settings_file import SettingsFile
 
         app = create_application()
-        settings = QSettings({str(tmp_path / "settings.ini")!r}, QSettings.Format.IniFormat)
+        settings = SettingsFile(Path({str(tmp_path / "settings.json")!r}))
         window = MainWindow(settings=settings)
         window.form.set_config(RunConfig(synthetic_size=512, batch_size=32, num_workers=2, device="cpu",
                                          epochs=1000, log_every=1))
@@ -57,7 +58,8 @@ def test_closing_the_window_mid_run_exits_cleanly_with_status_0(tmp_path):
     assert "closing mid-run" in result.stdout and "run ended: stopped" in result.stdout
     assert "QThread: Destroyed" not in result.stderr
     assert "Traceback" not in result.stderr
-    saved = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat).value(SETTINGS_CONFIG)
+    saved, notes = SettingsFile.read(tmp_path / "settings.json")
+    saved = saved.value(SETTINGS_CONFIG)
     assert RunConfig.from_json(saved).epochs == 1000  # the settings were saved on the way out
 
 

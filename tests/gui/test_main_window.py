@@ -1,13 +1,12 @@
 """The main window end to end: real tiny CPU runs, stop, failures, memory button, persistence, reruns."""
 
-
 import pytest
 from builders import CPU, GPU, GPU_MEMORY, TINY_RUN, FakeRun, ListRecording, collect, run_once, window_probe
-from PySide6.QtCore import QByteArray
 
 from workbench.config import RunConfig
 from workbench.engine.events import RunEnded
 from workbench.gui.main_window import SETTINGS_CONFIG
+from workbench.gui.settings_file import SettingsFile
 from workbench.gui.engine_calls import engine_run
 
 
@@ -163,15 +162,16 @@ def test_settings_and_geometry_persist_between_launches(qtbot, make_window, sett
     assert second.form.config() == TINY_RUN.replace(batch_size=48, model="resnet18")
     assert (second.width(), second.height()) == (1111, 777)
     assert second.plots.x_axis == "samples_seen"
-    assert isinstance(settings.value("window/geometry"), QByteArray)
+    assert isinstance(settings.value("window/geometry"), str)  # base64 text: the file holds nothing but text
+    assert SettingsFile.read(settings.path)[0].value("plots/x_axis") == "samples_seen"  # saved on close
 
 
 def test_stale_stored_settings_drop_what_is_gone_and_keep_the_rest(make_window, settings):
-    settings.setValue(SETTINGS_CONFIG, '{"batch_size": 64, "renamed_knob": 3}')
+    settings.set_value(SETTINGS_CONFIG, '{"batch_size": 64, "renamed_knob": 3}')
     window = make_window()
     assert window.form.config() == RunConfig(batch_size=64)
     assert "renamed_knob is not a setting of this version: dropped" in window.status_line.text()
-    settings.setValue(SETTINGS_CONFIG, "{not json")
+    settings.set_value(SETTINGS_CONFIG, "{not json")
     window = make_window()
     assert window.form.config() == RunConfig()
     assert "all reset to the defaults" in window.status_line.text()

@@ -17,6 +17,7 @@ from workbench.history.store import HistoryStore
 @pytest.mark.parametrize("spec, words", [
     ("mymodels:wrong_logits", "gives logits of shape (2, 11) for 2 images of 3×32×32; the run needs (2, 10)"),
     ("nomodule:net", "no module named 'nomodule'"),
+    ("mymodels:exits", "exits(num_classes=10) called sys.exit(3)"),  # before: the window wedged, Stop enabled
 ])
 def test_a_model_the_engine_refuses_is_marked_in_the_form_with_its_reason_and_not_recorded(
         qtbot, make_window, user_module, isolated_workbench_home, spec, words):

@@ -3,11 +3,14 @@ kept as stopped, its reason naming the signal; a second Ctrl-C aborts), SIGUSR1 
 
 from __future__ import annotations
 
+import atexit
+import os
 import signal
+import sys
 from typing import Any, Callable, Optional
 
 from workbench.cli.progress_line import ProgressLine
-from workbench.engine.requests import THE_USER, StopRequest
+from workbench.engine.requests import THE_USER, StopRequest, stopped_by
 
 # What a service manager (SIGTERM) or a closed terminal (SIGHUP) sends: a request to end, which a run answers as
 # it answers Ctrl-C. Left to their default they would kill the process mid-step, with the run unrecorded.
@@ -45,10 +48,43 @@ def take_stop_signals(stop: StopRequest, progress: Optional[ProgressLine],
     previous = {signum: signal.signal(signum, handle) for signum in taken}
 
     def give_back() -> None:
+        by_a_signal = stop() and stopped_by(stop) != THE_USER
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            if by_a_signal and signum in STOP_SIGNALS and handler == signal.SIG_DFL:
+                # The process is on its way out, as asked; a repeat (a second `kill`, a service manager's) now would
+                # end it silently with 143 in the middle of exiting: it ends it saying so instead.
+                signal.signal(signum, exit_saying_so)
+                _LEAVING.add(signum)
+            else:
+                signal.signal(signum, handler)
 
     return give_back
+
+
+# The stop signals given back as exit_saying_so. Python puts SIG_DFL back for every Python handler as it
+# finalizes, before torch's libraries unload (seconds on a busy machine): the last exit handler ignores them.
+_LEAVING: set[int] = set()
+
+
+@atexit.register  # at import, before torch and multiprocessing register theirs: it runs after them
+def _ignore_repeats_while_unloading() -> None:
+    for signum in _LEAVING:
+        if signal.getsignal(signum) is exit_saying_so:
+            signal.signal(signum, signal.SIG_IGN)
+
+
+def exit_saying_so(signum: int, frame: Any) -> None:
+    """A stop signal again once the command has ended: one line, what is printed flushed, exit 128 + signal."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or gone reader
+            pass
+    try:
+        os.write(2, f"workbench: {signal.Signals(signum).name} again while exiting: exiting now\n".encode())
+    except OSError:
+        pass
+    os._exit(128 + signum)
 
 
 def on_sample_request(requests: Any, progress: ProgressLine) -> Any:

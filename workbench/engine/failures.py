@@ -54,6 +54,13 @@ _SHARED_MEMORY = re.compile(r"shared memory|</?torch_|bus error|No space left on
 _HANDOVER_ERRORS = (EOFError, ConnectionError, FileNotFoundError)
 
 
+def user_exit_words(error: BaseException) -> str:
+    """How the user's code tried to end the process: "called sys.exit(3)", "raised KeyboardInterrupt"."""
+    if isinstance(error, SystemExit):
+        return f"called sys.exit({'' if error.code is None else repr(error.code)})"
+    return f"raised {type(error).__name__}"
+
+
 def is_out_of_memory(error: BaseException) -> bool:
     oom_types = tuple(t for t in (getattr(torch, "OutOfMemoryError", None), torch.cuda.OutOfMemoryError) if t)
     if isinstance(error, oom_types):

@@ -1,7 +1,10 @@
 """The model a run trains: a built-in, any torchvision classification model by name, or the user's own
 ``package.module:function``, each taking 3×image_size×image_size images and returning class logits.
 
-Importing the user's module runs its code, as running their training script would. A spec that cannot give a
+Importing the user's module runs its code, as running their training script would: with the stop signals
+unblocked (the helper thread that builds the model blocks them for DataLoader workers; a process the user's code
+starts would inherit the mask and ignore ``kill``), and a sys.exit there (argparse at import) is a ModelError,
+not the end of the training thread. A spec that cannot give a
 model (no such module or function, a function that raises or returns no nn.Module, logits of the wrong shape)
 is a ModelError: bad input, refused before the run starts (``check_model``).
 """
@@ -17,7 +20,8 @@ import torch
 from torch import nn
 
 from workbench.config import BUILTIN_MODELS, model_kwargs_of
-from workbench.engine.failures import ModelError, is_out_of_memory
+from workbench.engine.failures import ModelError, is_out_of_memory, user_exit_words
+from workbench.engine.worker_lifetime import stop_signals_unblocked
 from workbench.user_modules import import_fresh, working_directory_importable
 
 
@@ -104,11 +108,14 @@ def build_model(spec: str, num_classes: int, image_size: int = 32, model_kwargs:
 def _user_model(spec: str, num_classes: int, kwargs: dict[str, Any]) -> nn.Module:
     module_name, _, function_name = spec.partition(":")
     try:
-        with working_directory_importable():
+        with working_directory_importable(), stop_signals_unblocked():
             module = import_fresh(module_name)
     except ModuleNotFoundError as error:
         raise ModelError(f"model {spec}: no module named {error.name!r} (it must be importable from the working "
                          f"directory {os.getcwd()} or PYTHONPATH)") from None
+    except (SystemExit, KeyboardInterrupt) as error:  # argparse at import calls sys.exit(2)
+        raise ModelError(f"model {spec}: your module {module_name} {user_exit_words(error)} while being "
+                         "imported") from None
     except Exception as error:  # their module's own code failed as it was imported
         raise ModelError(f"model {spec}: importing {module_name} raised {type(error).__name__}: {error}") from None
     function = getattr(module, function_name, None)
@@ -120,7 +127,10 @@ def _user_model(spec: str, num_classes: int, kwargs: dict[str, Any]) -> nn.Modul
     if _takes(function, "num_classes") and "num_classes" not in kwargs:
         kwargs = {**kwargs, "num_classes": num_classes}
     try:
-        model = function(**kwargs)
+        with stop_signals_unblocked():
+            model = function(**kwargs)
+    except (SystemExit, KeyboardInterrupt) as error:
+        raise ModelError(f"model {spec}: {function_name}({_call_text(kwargs)}) {user_exit_words(error)}") from None
     except Exception as error:
         raise ModelError(f"model {spec}: {function_name}({_call_text(kwargs)}) raised {type(error).__name__}: "
                          f"{error}") from None
@@ -133,11 +143,15 @@ def check_model(model: nn.Module, num_classes: int, image_size: int, device: tor
                 spec: str = "the model") -> None:
     """Run two images of the run's size through ``model`` (eval mode, no gradients); ModelError unless it gives
     logits of shape (2, num_classes)."""
+    if not any(parameter.requires_grad for parameter in model.parameters()):
+        raise ModelError(f"model {spec} has no trainable parameters: there is nothing for the optimizer to train")
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), stop_signals_unblocked():
             output = main_output(model(torch.zeros(2, 3, image_size, image_size, device=device)))
+    except (SystemExit, KeyboardInterrupt) as error:
+        raise ModelError(f"model {spec} {user_exit_words(error)} on a batch of 2 images") from None
     except Exception as error:
         if is_out_of_memory(error):
             raise  # the device is full, the model may be fine: the run's failure says so
@@ -149,6 +163,20 @@ def check_model(model: nn.Module, num_classes: int, image_size: int, device: tor
         got = tuple(output.shape) if isinstance(output, torch.Tensor) else type(output).__name__
         raise ModelError(f"model {spec} gives logits of shape {got} for 2 images of 3×{image_size}×{image_size}; "
                          f"the run needs (2, {num_classes}): one logit per class for each image")
+    if not output.is_floating_point():
+        raise ModelError(f"model {spec} gives logits of type {output.dtype}; the loss needs floating-point logits")
+
+
+def check_batch_logits(logits: Any, images: torch.Tensor) -> None:
+    """ModelError unless ``logits`` has one row of floating-point logits per image: a model that passed the
+    dummy-batch check can still answer a real batch with another shape (a fixed batch size inside it)."""
+    if (isinstance(logits, torch.Tensor) and logits.ndim == 2 and logits.shape[0] == images.shape[0]
+            and logits.is_floating_point()):
+        return
+    got = (f"logits of shape {tuple(logits.shape)} and type {logits.dtype}" if isinstance(logits, torch.Tensor)
+           else f"a {type(logits).__name__}")
+    raise ModelError(f"the model gave {got} for a batch of {images.shape[0]} images; the run needs "
+                     f"({images.shape[0]}, classes) floating-point logits: one row per image")
 
 
 def main_output(output: Any) -> Any:

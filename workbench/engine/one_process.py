@@ -25,7 +25,7 @@ from workbench.engine.data import DataError
 from workbench.engine.datasets import TrainingData, load_data
 from workbench.engine.device import on_device, probe_device, resolve
 from workbench.engine.events import Event, RunEnded, StatusChanged
-from workbench.engine.failures import Failure, describe_failure
+from workbench.engine.failures import Failure, describe_failure, user_exit_words
 from workbench.engine.interruptible import Stopped, call_interruptibly
 from workbench.engine.memory import free_device_memory
 from workbench.engine.requests import ProfileRequests, never, stopped_by
@@ -93,6 +93,12 @@ def run_one(
             stopped_phase = _PHASE_WORDS.get(str(phase), str(phase))
         except Exception as error:
             failure = describe_failure(error, config)  # text only: no frame of the failed step survives
+        except SystemExit as leaving:
+            if world is not None:
+                raise  # a rank's SIGTERM handler ends its process this way
+            # Nothing of ours exits mid-run: the model's code did (its forward, torch.compile's first step).
+            # Left to rise, the CLI would exit without a word and the window's training thread would end unheard.
+            failure = Failure(f"the model's code {user_exit_words(leaving)} during the run", "config")
         # Past the except blocks: the exception and its traceback are gone, so closing frees for real.
         stopped_at = session.stopped_at if session is not None else None
         steps_done = session.step if session is not None else 0

@@ -29,7 +29,14 @@ from workbench.engine.events import DeviceInfo, EpochStats, Event, RunStarted, S
 from workbench.engine.divergence import DivergenceWatch
 from workbench.engine.interruptible import HelperCall, Stopped, call_interruptibly
 from workbench.engine.memory import MemoryProbe, reset_peaks_for_a_new_run
-from workbench.engine.models import build_model, check_model, main_output, parameter_count, to_memory_format
+from workbench.engine.models import (
+    build_model,
+    check_batch_logits,
+    check_model,
+    main_output,
+    parameter_count,
+    to_memory_format,
+)
 from workbench.engine.profiling import sampler_for_run
 from workbench.engine.requests import ProfileRequests
 from workbench.engine.step_timer import StepTimer
@@ -339,6 +346,7 @@ class TrainingSession:
             images, labels = self.prepare(*batch, train=False)
             with self.train_step.autocast():
                 logits = main_output(self.eval_forward(images))
+                check_batch_logits(logits, images)
             loss_sum += nn.functional.cross_entropy(logits.float(), labels, reduction="sum")
             correct += (logits.argmax(dim=1) == labels).sum()
         self.model.train()

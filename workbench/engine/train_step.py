@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from workbench.config import RunConfig
-from workbench.engine.models import main_output
+from workbench.engine.models import check_batch_logits, main_output
 
 WARMUP_FRACTION = 0.1
 
@@ -88,6 +88,7 @@ class TrainStep:
         with self.no_sync() if self.no_sync is not None and not steps_after else contextlib.nullcontext():
             with self.autocast():
                 logits = main_output(self.model(images))
+                check_batch_logits(logits, images)
                 loss = self.criterion(logits, labels)
             self.scaler.scale(loss / group_size).backward()
         self.micro_batches += 1

@@ -18,13 +18,14 @@ short-lived helper threads (interruptible.py), so it would kill them mid-run.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import select
 import signal
 import threading
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 # The signals a run answers by stopping, which its workers leave to it.
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -36,6 +37,21 @@ def block_stop_signals() -> None:
     until ``worker_init`` ignores them (a forkserver, which never does, just never receives them)."""
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_BLOCK, set(STOP_SIGNALS))
+
+
+@contextlib.contextmanager
+def stop_signals_unblocked() -> Iterator[None]:
+    """The stop signals unblocked in this thread while the user's own code runs (their model's module and
+    function), then the thread's mask as it was: a process their code starts inherits the mask, and with these
+    blocked it would ignore ``kill``, Ctrl-C and a closed terminal, orphaned once the run ends."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_UNBLOCK, set(STOP_SIGNALS))
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def worker_init_for_this_run() -> Callable[[int], None]:

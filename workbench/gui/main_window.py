@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Hashable, Optional, Sequence
 
-from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import QLabel, QMainWindow, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
@@ -50,6 +50,7 @@ from workbench.gui.runs_tab import RunsTab
 from workbench.gui.sample_view import PreviewFunction, SampleView
 from workbench.gui.sequence_dialogs import MaxBatchDialog, SweepDialog, SweepRequest, TuneDialog, TuneRequest
 from workbench.gui.series import X_AXES
+from workbench.gui.settings_file import SettingsFile
 from workbench.gui.settings_form import SettingsForm
 from workbench.gui.window_settings import (  # noqa: F401 (SETTINGS_CONFIG: tests and scripts read it here)
     SETTINGS_CONFIG,
@@ -59,6 +60,7 @@ from workbench.gui.window_settings import (  # noqa: F401 (SETTINGS_CONFIG: test
     home_settings,
     load_config,
     save_config,
+    store_bytes,
     stored_bytes,
 )
 from workbench.gui.worker import RunFunction, TrainingThread
@@ -82,7 +84,7 @@ class MainWindow(QMainWindow):
 
     def __init__(
         self,
-        settings: Optional[QSettings] = None,
+        settings: Optional[SettingsFile] = None,
         run_function: RunFunction = engine_run,
         probe_function: ProbeFunction = engine_probe,
         release_function: ReleaseFunction = engine_release,
@@ -367,10 +369,10 @@ class MainWindow(QMainWindow):
 
     def save_settings(self) -> None:
         save_config(self._settings, self.form.config())
-        self._settings.setValue(SETTINGS_GEOMETRY, self.saveGeometry())
-        self._settings.setValue(SETTINGS_SPLITTER, self.splitter.saveState())
-        self._settings.setValue(SETTINGS_X_AXIS, self.plots.x_axis)
-        self._settings.sync()
+        store_bytes(self._settings, SETTINGS_GEOMETRY, self.saveGeometry())
+        store_bytes(self._settings, SETTINGS_SPLITTER, self.splitter.saveState())
+        self._settings.set_value(SETTINGS_X_AXIS, self.plots.x_axis)
+        self._settings.save()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt's name)
         if not self.controller.request_close():

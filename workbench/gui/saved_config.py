@@ -12,7 +12,7 @@ import json
 import os
 from typing import Any
 
-from workbench.config import FIELD_NAMES, ConfigError, RunConfig
+from workbench.config import FIELD_NAMES, ConfigError, RunConfig, model_problems
 from workbench.regular_file import regular_file_problem
 
 
@@ -20,7 +20,7 @@ def restore_config(stored: Any) -> tuple[RunConfig, list[str]]:
     """The saved settings as a RunConfig, and one note per setting reset to its default (or for them all)."""
     if stored is None or stored == "":
         return RunConfig(), []
-    if not isinstance(stored, str):  # QSettings hands back a list for "a, b", and other types for garbage
+    if not isinstance(stored, str):  # a hand-edited file may hold a number or a list there
         return RunConfig(), [f"the saved settings were not text (a {type(stored).__name__}): all reset to the defaults"]
     try:
         data = json.loads(stored)
@@ -50,8 +50,9 @@ def restore_config(stored: Any) -> tuple[RunConfig, list[str]]:
         typed[name] = getattr(alone, name)
         # Its own checks (a choice, a range, NaN), whose sentences start with its name; a clash between two
         # settings ("dataset=npz needs data_path") is left to the form to show.
-        found = [problem for problem in alone.validate()
-                 if problem.startswith(f"{name} ") and problem not in default_problems]
+        # model_kwargs' own check is its text's: beside the default built-in model, any would clash.
+        own = alone.validate() if name != "model_kwargs" else model_problems("module:function", alone.model_kwargs)
+        found = [problem for problem in own if problem.startswith(f"{name} ") and problem not in default_problems]
         if found:
             alone_problems[name] = found[0]  # NaN fails two checks: the first says it
     # A setting is reset only where it fails beside the other saved settings too: model_kwargs fail beside the
