@@ -93,3 +93,17 @@ def test_one_run_picked_from_each_of_two_repeats_sequences_gives_the_sequences_v
     assert lines[2].startswith("B against A: measured 1.31×: faster (")
     alone = record(store, FP32, 1200.0)  # a run of no sequence stays alone, whatever else the table holds
     assert [side.label for side in sides([store.get_run(alone)], store.list_runs())] == [f"#{alone}"]
+
+
+def test_repeats_over_seeds_are_one_side_with_the_accuracy_spread(store):
+    """Issue 30 §7: repeats over seeds, grouped in the Runs tab with the accuracy's spread."""
+    sequence = store.create_sequence("repeats", "fp32 ×3 seeds", {})
+    epochs = FP32.replace(max_steps=None, epochs=1)
+    for seed, rate, accuracy in ((0, 1000, 0.41), (1, 1010, 0.45), (2, 990, 0.43)):
+        recorder = store.start_run(epochs.replace(seed=seed), source="cli", sequence_id=sequence)
+        for event in complete_run_events(epochs.replace(seed=seed), images_per_sec=rate, test_accuracy=accuracy):
+            recorder.record(event)
+    runs = store.sequence_runs(sequence)
+    (side,) = sides(runs)
+    assert len(side.records) == 3
+    assert speed_lines(runs)[0].endswith("; test accuracy over 3 seeds: median 43.0%, from 41.0% to 45.0%.")

@@ -90,6 +90,7 @@ def test_run_with_repeats_prints_the_runs_and_one_json_object_over_them(capsys):
     (["--repeats", "-2"], "workbench run: --repeats must be at least 1 (got -2)"),
     (["--repeats", "three"], "workbench run: argument --repeats: invalid int value: 'three'"),
     (["--repeats", "3", "--precision", "fp16"], "workbench run: fp16 needs a CUDA GPU"),
+    (["--vary-seed"], "workbench run: --vary-seed gives each repeat its own seed: it needs --repeats N"),
 ])
 def test_bad_repeats_exit_2_with_one_line_and_record_nothing(capsys, args, line):
     from workbench.cli import main
@@ -150,3 +151,24 @@ def test_repeats_without_history_still_read_as_their_median_and_two_give_no_inte
     assert "median: " in out and ": no interval under 3 runs" in out
     with HistoryStore.open() as store:
         assert store.list_runs() == []
+
+
+def test_repeats_over_seeds_give_each_run_its_seed_and_the_accuracy_its_spread(capsys):
+    """Issue 30 §7: every repeat reused one seed and reached the same accuracy; a question about accuracy needs
+    repeats over seeds."""
+    from workbench.cli import main
+
+    tiny_epochs = ["--dataset", "synthetic", "--synthetic-size", "128", "--batch-size", "32", "--epochs", "1",
+                   "--num-workers", "0", "--device", "cpu", "--seed", "7"]
+    code = main(["run", *tiny_epochs, "--repeats", "3", "--vary-seed", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["seeds"] == [7, 8, 9]
+    with HistoryStore.open() as store:
+        history = store.sequence_runs(result["sequence_id"])
+    assert [run.config.seed for run in history] == [7, 8, 9]
+    accuracies = [run.summary.test_accuracy for run in history]
+    assert result["test_accuracy_median"] == pytest.approx(statistics.median(accuracies))
+    assert (result["test_accuracy_min"], result["test_accuracy_max"]) == (min(accuracies), max(accuracies))
+    assert "test accuracy over 3 seeds: median " in out and "1 (seed 7)" in out

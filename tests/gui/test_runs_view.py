@@ -435,3 +435,17 @@ def test_the_comparison_says_what_the_selected_repeats_measured(make_view, store
     assert speed.text().splitlines()[2].startswith("B against A: measured 1.31×: faster (")
     view.select_runs([])
     assert not speed.isVisibleTo(view)
+
+
+def test_tags_go_to_the_store_and_the_table(make_view, store, qtbot, monkeypatch):
+    """Issue 30 §9: tags on runs, in the history and the table."""
+    run_id = record_complete_run(store, name="tagged")
+    view = make_view()
+    view.select_runs([run_id])
+    answers = iter([" baseline, fp16 try ,, baseline", "a;b"])
+    monkeypatch.setattr(view, "_ask_text", lambda *args, **kwargs: next(answers))
+    qtbot.mouseClick(view.tags_button, Qt.MouseButton.LeftButton)
+    assert store.get_run(run_id).tags == ("baseline", "fp16 try")
+    assert column(view, "Tags") == ["baseline, fp16 try"]
+    qtbot.mouseClick(view.tags_button, Qt.MouseButton.LeftButton)  # the CSV's separator: refused, said, nothing lost
+    assert store.get_run(run_id).tags == ("baseline", "fp16 try") and "without ';'" in view.status_label.text()

@@ -143,3 +143,21 @@ def test_two_cli_runs_differing_in_one_setting_export_rows_differing_in_that_set
         assert [record.source for record in records] == ["cli", "cli"]
         assert all(store.step_metrics(record.id)["step"].tolist() == [1, 2, 3, 4] for record in records)
         assert records[0].config == RunConfig.from_dict({**records[1].config.to_dict(), "batch_size": 64})
+
+
+def test_tags_are_added_removed_listed_and_exported(home, tmp_path, capsys):
+    """Issue 30 §9: users looked for tags on runs (notes and renaming existed)."""
+    with HistoryStore.open(home) as store:
+        run = record_complete_run(store, name="first try")
+    assert main(["--home", str(home), "tag", str(run), "baseline", "fp16 try", "baseline"]) == 0
+    assert capsys.readouterr().out.strip() == f"#{run}: baseline, fp16 try"
+    assert main(["--home", str(home), "tag", str(run), "keep", "--remove", "fp16 try"]) == 0
+    assert capsys.readouterr().out.strip() == f"#{run}: baseline, keep"
+    assert main(["--home", str(home), "runs"]) == 0
+    assert "first try [baseline, keep]" in capsys.readouterr().out
+    assert main(["--home", str(home), "export", str(tmp_path / "runs.csv")]) == 0
+    assert read_rows(tmp_path / "runs.csv")[0]["tags"] == "baseline;keep"
+    assert main(["--home", str(home), "tag", str(run), "a;b"]) == 2  # the CSV's separator: it would not read back
+    assert "without ';'" in capsys.readouterr().err
+    with HistoryStore.open(home) as store:
+        assert store.get_run(run).tags == ("baseline", "keep")

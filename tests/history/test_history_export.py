@@ -53,7 +53,7 @@ def test_runs_csv_columns_are_identity_then_every_setting_then_the_summary(store
     figures = [metric.csv_column for metric in SUMMARY_METRICS]  # every RunSummary figure, then the verdict
     assert header == ["run_id", "name", "note", "source", "status", "reason", "started_at", "finished_at",
                       "sweep_id", "sweep_name",
-                      *FIELD_NAMES, *figures, *RANK_PEAK_COLUMNS, "peak_nvml_device_used_bytes"]
+                      *FIELD_NAMES, *figures, *RANK_PEAK_COLUMNS, "peak_nvml_device_used_bytes", "tags"]
     assert tuple(header) == RUNS_CSV_COLUMNS
     assert set(CONTRACT_SUMMARY_COLUMNS) <= set(figures)
     assert len(header) == len(set(header))  # no name twice (the summary's device type is device_type)

@@ -28,6 +28,14 @@ def register(subparsers) -> None:
     export.add_argument("--steps", action="store_true", help="write the step metrics instead of one row per run")
     export.set_defaults(handler=export_command)
 
+    tag = subparsers.add_parser(
+        "tag", help="tag a run", description="Add words to a run's tags (the Runs tab's Tags column, the CSV's "
+        "tags column), or take some away; with no TAG and no --remove, print its tags.")
+    tag.add_argument("run_id", type=positive_int, metavar="RUN_ID")
+    tag.add_argument("tags", nargs="*", metavar="TAG", help="words to add (quote one with spaces)")
+    tag.add_argument("--remove", nargs="+", default=[], metavar="TAG", help="tags to take away")
+    tag.set_defaults(handler=tag_command)
+
 
 def list_runs_command(args: argparse.Namespace) -> int:
     from workbench.history.store import HistoryStore
@@ -73,6 +81,26 @@ def export_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def tag_command(args: argparse.Namespace) -> int:
+    from workbench.history.store import HistoryStore, RunNotFound
+
+    with HistoryStore.open() as store:
+        try:
+            record = store.get_run(args.run_id)
+        except RunNotFound as error:
+            raise UsageError(f"workbench tag: {error}") from None
+        if args.tags or args.remove:
+            removed = set(args.remove)
+            try:
+                tags = store.set_tags(record.id, [tag for tag in (*record.tags, *args.tags) if tag not in removed])
+            except ValueError as error:
+                raise UsageError(f"workbench tag: {error}") from None
+        else:
+            tags = record.tags
+    print(f"#{record.id}: " + (", ".join(tags) if tags else "no tags"))
+    return 0
+
+
 def format_runs_table(records: Sequence) -> str:
     from workbench.formatting import format_duration, format_table
     from workbench.history.metrics import format_metric, local_time
@@ -83,7 +111,7 @@ def format_runs_table(records: Sequence) -> str:
     rows = [
         (
             str(record.id),
-            _clip(record.name, 36),
+            _clip(record.name + (f" [{', '.join(record.tags)}]" if record.tags else ""), 48),
             record.status,
             record.source,
             _sweep_label(record),

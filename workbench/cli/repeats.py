@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from typing import Any
 
 from workbench.cli.parsing import UsageError
@@ -33,6 +34,9 @@ def add_repeats_flag(parser: argparse.ArgumentParser) -> None:
                         help="run N times, one after another, as one sequence in the history; prints each run and "
                         "the median images/sec with its interval (--json: run_ids, images_per_sec, "
                         "images_per_sec_low, images_per_sec_high over them)")
+    parser.add_argument("--vary-seed", action="store_true",
+                        help="with --repeats: each run with its own seed (--seed, +1, +2, …), for the spread of the "
+                        "test accuracy over seeds (--json: seeds, test_accuracy_median, _min, _max)")
 
 
 def run_repeats_command(args: argparse.Namespace, config: RunConfig) -> int:
@@ -40,6 +44,7 @@ def run_repeats_command(args: argparse.Namespace, config: RunConfig) -> int:
     from workbench.engine.distributed.world import launched_world
 
     repeats = args.repeats
+    vary_seed = bool(getattr(args, "vary_seed", False))
     if repeats < 1:
         raise UsageError(f"{PROG}: --repeats must be at least 1 (got {repeats})")
     if launched_world() is not None:
@@ -52,7 +57,7 @@ def run_repeats_command(args: argparse.Namespace, config: RunConfig) -> int:
         raise UsageError(f"{PROG}: " + "; ".join(problems))
     from workbench.experiments.repeats import RepeatsPlan, plan_problems, run_repeats
 
-    plan = RepeatsPlan(config, repeats, getattr(args, "name", None) or "")
+    plan = RepeatsPlan(config, repeats, getattr(args, "name", None) or "", vary_seed)
     problems = plan_problems(plan)  # what the device can run (torch is imported now)
     if problems:
         raise UsageError(f"{PROG}: " + "; ".join(problems))
@@ -76,21 +81,27 @@ def run_repeats_command(args: argparse.Namespace, config: RunConfig) -> int:
     if first is not None and first.status == "failed" and first.kind in BAD_INPUT_KINDS and not started:
         raise UsageError(f"{PROG}: {first.reason}")  # refused on loading the data: one line, as a lone run
     rate = rate_over([member.summary for member in members])
-    print(runs_table(members))
+    print(runs_table(members, vary_seed))
     print(median_line(rate, repeats))
+    accuracy = accuracy_over_seeds(members) if vary_seed else None
+    if vary_seed:
+        print(accuracy_line(accuracy))
     if getattr(args, "json", False):
-        print(json.dumps(repeats_json(ended, result, rate, config)))
+        document = repeats_json(ended, result, rate, config)
+        if vary_seed:
+            document.update(seeds=[member.config.seed for member in members], **accuracy_json(accuracy))
+        print(json.dumps(document))
     elif ended.reason:
         print(ended.reason)
     return 0 if ended.status == "finished" and all(member.status == "finished" for member in members) and \
         len(members) == repeats else 1
 
 
-def runs_table(members: tuple[MemberEnded, ...]) -> str:
+def runs_table(members: tuple[MemberEnded, ...], vary_seed: bool = False) -> str:
     header = ("REPEAT", "RUN", "STATUS", "IMG/S", "ITS WINDOWS' INTERVAL", "DATA WAIT", "TEST ACC")
     rows = [
         (
-            str(member.index + 1),
+            str(member.index + 1) + (f" (seed {member.config.seed})" if vary_seed else ""),
             f"#{member.run_id}" if member.run_id is not None else "",
             member.status + (f" ({member.kind})" if member.kind else ""),
             format_metric("rate", member.summary.images_per_sec),
@@ -117,6 +128,26 @@ def median_line(rate: RateOverRuns, repeats: int) -> str:
     else:
         line += ": no interval under 3 runs"
     return line
+
+
+def accuracy_over_seeds(members: tuple[MemberEnded, ...]) -> list[float]:
+    """The test accuracies of the finished runs that trained whole epochs (a max_steps run's is not comparable)."""
+    return [member.summary.test_accuracy for member in members
+            if member.status == "finished" and member.whole_epochs and member.summary.test_accuracy is not None]
+
+
+def accuracy_line(accuracies: list[float]) -> str:
+    """"test accuracy over 3 seeds: median 43.9 %, from 41.2 % to 45.0 %"."""
+    if not accuracies:
+        return "test accuracy over seeds: n/a (no run trained whole epochs to the end: set --epochs, not --max-steps)"
+    ordered = sorted(accuracies)
+    return (f"test accuracy over {len(ordered)} seed{'s' if len(ordered) != 1 else ''}: median "
+            f"{statistics.median(ordered):.1%}, from {ordered[0]:.1%} to {ordered[-1]:.1%}")
+
+
+def accuracy_json(accuracies: list[float]) -> dict[str, Any]:
+    return {"test_accuracy_median": statistics.median(accuracies) if accuracies else None,
+            "test_accuracy_min": min(accuracies, default=None), "test_accuracy_max": max(accuracies, default=None)}
 
 
 def _interval(low: Any, high: Any) -> str:

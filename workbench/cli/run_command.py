@@ -45,6 +45,8 @@ def register(subparsers: Any) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    if "vary_seed" in args and "repeats" not in args:
+        raise UsageError("workbench run: --vary-seed gives each repeat its own seed: it needs --repeats N")
     if "repeats" in args:  # the same run N times: a sequence of its own (cli/repeats.py)
         return run_repeats_command(args, config)
     from workbench.engine.distributed.world import launched_world

@@ -37,10 +37,16 @@ class RepeatsPlan:
     base: RunConfig
     repeats: int
     name: str = ""
+    # Each repeat with its own seed (base.seed, base.seed + 1, …): for a question about accuracy, whose spread over
+    # seeds is the noise; with one seed every repeat reaches the same accuracy and only the speed varies.
+    vary_seed: bool = False
 
     @property
     def display_name(self) -> str:
-        return self.name or f"{run_name(self.base)} ×{self.repeats}"
+        return self.name or f"{run_name(self.base)} ×{self.repeats}" + (" seeds" if self.vary_seed else "")
+
+    def member(self, index: int) -> RunConfig:
+        return self.base.replace(seed=self.base.seed + index) if self.vary_seed else self.base
 
 
 def plan_problems(plan: RepeatsPlan, probe: Optional[Probe] = None) -> list[str]:
@@ -64,8 +70,8 @@ def run_repeats(
 ) -> Iterator[AnyEvent]:
     """Run ``plan.base`` ``plan.repeats`` times; yield the sequence's events and each run's engine events."""
     runner = yield from open_sequence("repeats", plan.display_name, plan.base, plan_problems(plan, probe),
-                                      plan_dict(plan.base, repeats=plan.repeats), recorders, run_function,
-                                      planned_members=plan.repeats)
+                                      plan_dict(plan.base, repeats=plan.repeats, vary_seed=plan.vary_seed), recorders,
+                                      run_function, planned_members=plan.repeats)
     if runner is None:
         return
     sequence_id = runner.sequence_id
@@ -76,7 +82,10 @@ def run_repeats(
         if stop():
             status, reason = "stopped", f"stopped by {stopped_by(stop)} after {len(done)} of {plan.repeats} runs"
             break
-        member = yield from runner.run(plan.base, (), stop, f"repeat {index + 1}/{plan.repeats}")
+        config = plan.member(index)
+        values = (("seed", config.seed),) if plan.vary_seed else ()
+        member = yield from runner.run(config, values, stop, f"repeat {index + 1}/{plan.repeats}"
+                                       + (f", seed {config.seed}" if plan.vary_seed else ""))
         done.append(member)
         if member.status == "stopped":
             status, reason = "stopped", f"stopped by {stopped_by(stop)} during run {index + 1} of {plan.repeats}"

@@ -81,6 +81,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("Started", lambda r: r.started_at, local_time, numeric=True),
     Column("Duration", lambda r: r.duration_seconds, format_duration, numeric=True),
     Column("Note", lambda r: r.note, lambda v: v.splitlines()[0] if v else ""),
+    Column("Tags", lambda r: ", ".join(r.tags), str),
 )
 COLUMN_TITLES = tuple(column.title for column in COLUMNS)
 _TOOLTIPS = {

@@ -92,6 +92,8 @@ class RunsView(QWidget):
                                                  "Put this run's settings into the form, to tweak and rerun")
         self.rename_button = self._button("renameRunButton", "Rename…", self._rename_selected)
         self.note_button = self._button("noteRunButton", "Note…", self._edit_note, "Add or edit a note on this run")
+        self.tags_button = self._button("tagsRunButton", "Tags…", self._edit_tags,
+                                        "Tag this run: words, comma-separated (the Tags column, the CSV's tags)")
         self.delete_button = self._button("deleteRunButton", "Delete…", self._delete_selected)
         self.export_csv_button = self._button("exportCsvButton", "Export CSV…", self._export_runs)
         self.export_steps_button = self._button("exportStepsButton", "Export steps…", self._export_steps)
@@ -104,7 +106,8 @@ class RunsView(QWidget):
 
         actions = QHBoxLayout()
         actions.setContentsMargins(0, 0, 0, 0)
-        for button in (self.load_settings_button, self.rename_button, self.note_button, self.delete_button):
+        for button in (self.load_settings_button, self.rename_button, self.note_button, self.tags_button,
+                       self.delete_button):
             actions.addWidget(button)
         actions.addStretch(1)
         actions.addWidget(self.count_label)
@@ -215,6 +218,7 @@ class RunsView(QWidget):
         self.load_settings_button.setEnabled(one)
         self.rename_button.setEnabled(one)
         self.note_button.setEnabled(one)
+        self.tags_button.setEnabled(one)
         running = [record.label for record in records if record.status == "running"]
         self.delete_button.setEnabled(bool(records) and not running)
         self.delete_button.setToolTip(
@@ -276,6 +280,23 @@ class RunsView(QWidget):
         if note is None or note == records[0].note:
             return
         self._change(lambda: self.store.set_note(records[0].id, note.strip()), f"Saved the note on run #{records[0].id}.")
+
+    def _edit_tags(self) -> None:
+        records = self.selected_records()
+        if len(records) != 1:
+            return
+        text = self._ask_text("Tags", f"Tags of {records[0].label} (comma-separated):", ", ".join(records[0].tags))
+        if text is None:
+            return
+        run_id = records[0].id
+
+        def write() -> None:
+            try:
+                self.store.set_tags(run_id, text.split(","))
+            except ValueError as error:
+                raise HistoryError(str(error)) from None
+
+        self._change(write, f"Saved the tags of run #{run_id}.")
 
     def _delete_selected(self) -> None:
         records = self.selected_records()

@@ -15,7 +15,7 @@ from workbench.config import FIELD_NAMES
 from workbench.history.export_targets import ExportError as ExportError  # what the callers of the exports catch
 from workbench.history.export_targets import write_csv
 from workbench.history.metrics import SUMMARY_METRICS, iso_utc
-from workbench.history.records import RunRecord
+from workbench.history.records import TAG_SEPARATOR, RunRecord
 from workbench.history.schema import EPOCH_COLUMNS, RANK_PEAK_FIGURES, STEP_COLUMNS
 from workbench.history.store import HistoryStore
 
@@ -31,8 +31,11 @@ RANK_PEAK_COLUMNS: tuple[str, ...] = tuple("rank_" + name for name in RANK_PEAK_
 # Columns that name a figure more exactly than its contract column, which stays: NVML's "used" is
 # device-wide (other processes and CUDA contexts included); this one says so by name.
 ALIAS_COLUMNS: dict[str, str] = {"peak_nvml_device_used_bytes": "peak_nvml_used_bytes"}
+# Added after the others, so that a reader of the columns by position reads the earlier ones where they were.
+LATER_COLUMNS: tuple[str, ...] = ("tags",)  # the run's tags, TAG_SEPARATOR between them
 RUNS_CSV_COLUMNS: tuple[str, ...] = (
     RUN_IDENTITY_COLUMNS + FIELD_NAMES + SUMMARY_EXPORT_COLUMNS + RANK_PEAK_COLUMNS + tuple(ALIAS_COLUMNS)
+    + LATER_COLUMNS
 )
 STEPS_CSV_COLUMNS: tuple[str, ...] = ("run_id", "step", "metric", "value")
 # Per-epoch figures join the long file at the step they were taken, prefixed so "loss" stays unambiguous.
@@ -76,7 +79,7 @@ def run_row(record: RunRecord) -> list[str]:
     ]
     return [cell(value) for value in values] + [
         ";".join(cell(value) for value in getattr(record.summary, name)) for name in RANK_PEAK_COLUMNS
-    ] + [cell(getattr(record.summary, name)) for name in ALIAS_COLUMNS.values()]
+    ] + [cell(getattr(record.summary, name)) for name in ALIAS_COLUMNS.values()] + [TAG_SEPARATOR.join(record.tags)]
 
 
 def step_rows(store: HistoryStore, run_id: int) -> Iterator[list[str]]:

@@ -10,7 +10,7 @@ import json
 import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from workbench.config import FIELD_TYPES, ConfigError, RunConfig
 from workbench.engine.events import Finding, RunSummary
@@ -47,6 +47,7 @@ class RunRecord:
     sequence_id: Optional[int] = None
     sequence_name: Optional[str] = None
     traceback: Optional[str] = None  # of a failure nobody expected (kinds error, data_loader, out_of_memory)
+    tags: tuple[str, ...] = ()  # the user's words on the run, in the order given
 
     @property
     def duration_seconds(self) -> float:
@@ -90,6 +91,34 @@ def _rank_peaks(text: Optional[str]) -> dict[str, Any]:
     return peaks
 
 
+TAG_MAX_CHARS = 40
+TAG_SEPARATOR = ";"  # between a run's tags in one CSV cell
+
+
+def clean_tags(tags: Sequence[str]) -> tuple[str, ...]:
+    """The tags stripped, empty and repeated ones dropped, in the order given; ValueError naming a tag that is
+    longer than TAG_MAX_CHARS or holds the CSV's separator or a line break (it would not read back the same)."""
+    kept: list[str] = []
+    for tag in tags:
+        tag = tag.strip()
+        if not tag or tag in kept:
+            continue
+        if len(tag) > TAG_MAX_CHARS or TAG_SEPARATOR in tag or "\n" in tag or "\r" in tag:
+            raise ValueError(f"a tag is at most {TAG_MAX_CHARS} characters on one line, without "
+                             f"'{TAG_SEPARATOR}' (got {tag[:60]!r})")
+        kept.append(tag)
+    return tuple(kept)
+
+
+def _tags(text: Optional[str]) -> tuple[str, ...]:
+    """The stored tags; () for text that is no JSON list of strings (a hand-edited file)."""
+    try:
+        value = json.loads(text or "[]")
+    except (ValueError, RecursionError):
+        return ()
+    return tuple(tag for tag in value if isinstance(tag, str)) if isinstance(value, list) else ()
+
+
 def record_from_row(row: sqlite3.Row) -> RunRecord:
     """A RunRecord from a row of ``SELECT runs.*, sweeps.name AS sweep_name`` (store.py's _RUNS)."""
     config, dropped = config_from_json(row["config_json"])
@@ -103,6 +132,7 @@ def record_from_row(row: sqlite3.Row) -> RunRecord:
         id=row["id"],
         name=row["name"],
         note=row["note"],
+        tags=_tags(row["tags_json"]),
         status=row["status"],
         reason=row["reason"],
         failure_kind=row["failure_kind"],

@@ -386,9 +386,12 @@ _V5: tuple[Step, ...] = (
     "CREATE INDEX comparisons_by_device ON comparisons(device_type, device_name, field)",
 )
 
+# Tags on runs: a JSON list of short words the user gives ("baseline", "fp16 try").
+_RUN_TAGS: tuple[Step, ...] = ("ALTER TABLE runs ADD COLUMN tags_json TEXT NOT NULL DEFAULT '[]'",)
+
 # Append new versions here, each a tuple of statements (or functions of the connection where SQL alone cannot
 # do it), and never edit one that has shipped.
-_VERSIONS: tuple[tuple[Step, ...], ...] = (_V1, _V2, _V3, _V4, _V5)
+_VERSIONS: tuple[tuple[Step, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _RUN_TAGS)
 
 
 def _migration(steps: tuple[Step, ...]) -> Callable[[sqlite3.Connection], None]:

@@ -15,7 +15,7 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from workbench.config import RunConfig
 from workbench.history import comparisons, processes
@@ -33,7 +33,7 @@ from workbench.history.errors import (
 from workbench.history.naming import NameOwner, distinct_name, run_name
 from workbench.history.reads import HistoryReads
 from workbench.history.recorder import RunRecorder
-from workbench.history.records import RunRecord, config_from_json
+from workbench.history.records import RunRecord, clean_tags, config_from_json
 from workbench.history.run_writes import RunWrites
 from workbench.history.schema import MIGRATIONS, SCHEMA_VERSION
 from workbench.history.traces import delete_traces
@@ -171,6 +171,12 @@ class HistoryStore(HistoryReads):
 
     def set_note(self, run_id: int, note: str) -> None:
         self._update_one(run_id, "UPDATE runs SET note = ? WHERE id = ?", (note, run_id))
+
+    def set_tags(self, run_id: int, tags: Sequence[str]) -> tuple[str, ...]:
+        """Replace the run's tags (cleaned: see ``clean_tags``); the tags kept."""
+        kept = clean_tags(tags)
+        self._update_one(run_id, "UPDATE runs SET tags_json = ? WHERE id = ?", (json.dumps(list(kept)), run_id))
+        return kept
 
     def delete(self, run_id: int) -> None:
         """Delete a run and its metrics; a run its live process is still writing is refused."""
