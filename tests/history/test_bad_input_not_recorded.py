@@ -80,3 +80,24 @@ def test_cli_npz_refused_only_on_loading_stores_nothing(capsys, isolated_workben
     assert out == ""  # no nine-line summary of n/a figures
     assert err.strip() == f"workbench run: npz file {path.resolve()}: train_labels has negative labels"
     assert _runs(isolated_workbench_home) == []
+
+
+def test_refused_runs_give_their_ids_back_and_a_deleted_runs_id_stays_unused(store):
+    """Issue 30 §8: five refused model specs left run ids 9–13 missing."""
+    def refused():
+        recorder = store.start_run(RunConfig(), source="cli")
+        recorder.record(RunEnded(status="failed", summary=summary(0, status="failed"), reason="bad spec", kind="config"))
+        return recorder.run_id
+
+    def kept():
+        recorder = store.start_run(RunConfig(), source="cli")
+        recorder.record(started(RunConfig()))
+        recorder.record(RunEnded(status="finished", summary=summary(0)))
+        return recorder.run_id
+
+    first = kept()
+    assert [refused() for _ in range(3)] == [first + 1] * 3
+    second = kept()
+    assert second == first + 1
+    store.delete(second)  # the user's delete: its id is never given again (an export may name it)
+    assert kept() == second + 1

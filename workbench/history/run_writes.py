@@ -129,7 +129,13 @@ class RunWrites:
     def discard_unstarted(self) -> None:
         """Remove a run that never started training (no metrics exist yet)."""
         with self._database.transaction() as conn:
-            conn.execute("DELETE FROM runs WHERE id = ? AND device_json IS NULL", (self.run_id,))
+            deleted = conn.execute("DELETE FROM runs WHERE id = ? AND device_json IS NULL", (self.run_id,)).rowcount
+            if deleted:
+                # Its id is given back where no run came after it: five refused specs had left ids 9–13 missing.
+                # (AUTOINCREMENT never reuses an id; only this never-started row's is taken back, so a run the user
+                # deleted keeps its id unused.)
+                conn.execute("UPDATE sqlite_sequence SET seq = seq - 1 WHERE name = 'runs' AND seq = ?",
+                             (self.run_id,))
 
     def checkpoint(self) -> None:
         """Leave the log empty at the run's end: the history is one file again between runs."""
