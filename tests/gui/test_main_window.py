@@ -237,3 +237,24 @@ def test_real_npz_data_runs_from_the_form(qtbot, make_window, subset_npz):
         window.start_button.click()
     assert [(event.status, event.summary.steps) for event in ended] == [("finished", 6)]
     assert 0.0 <= ended[0].summary.test_accuracy <= 1.0
+
+
+def test_a_long_running_banner_is_cut_at_a_whole_note_and_the_tooltip_holds_it_all(qtbot, make_window):
+    """Issue 30 §8: the running banner, two lines high while a run goes, was cut mid-sentence."""
+    window = make_window()
+    window.resize(1400, 800)
+    window.show()
+    live = window.live
+    notes = " · ".join(f"note {index}: persistent_workers and prefetch_factor need num_workers ≥ 1" for index in range(6))
+    text = f"Running #7 pets: num_workers=2, effective batch 64 (64 × 1 step). Notes: {notes}"
+    live.hold_message_height()
+    live.show_message("running", text)
+    shown = live.run_message.text()
+    assert shown != text and shown.endswith("more: hover)") and " · note " in shown
+    assert live.run_message.toolTip() == text
+    window.resize(700, 800)  # narrower: fewer whole notes, never half of one
+    qtbot.waitUntil(lambda: live.run_message.text() != shown)
+    assert live.run_message.text().endswith("hover)") and "note… " not in live.run_message.text()
+    live.free_message_height()
+    live.show_message("finished", text)
+    assert live.run_message.text() == text  # after the run the banner may wrap: the text whole

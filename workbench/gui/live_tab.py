@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QRect, Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from workbench.gui.plots import PlotsPanel
@@ -34,6 +34,7 @@ class LiveTab(QWidget):
         self.details_button.setVisible(False)
         self.details_button.clicked.connect(self.show_details)
         self._details: Optional[str] = None
+        self._text = ""  # the message whole (the label may show it cut to its two lines)
         message_row = QHBoxLayout()
         message_row.addWidget(self.run_message, 1)
         message_row.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignTop)
@@ -43,7 +44,8 @@ class LiveTab(QWidget):
 
     def show_message(self, status: str, text: str, details: Optional[str] = None) -> None:
         set_style_state(self.run_message, "status", status)  # the stylesheet colours it by status
-        self.run_message.setText(text)
+        self._text = text
+        self.run_message.setText(self._fitted(text))
         self.run_message.setToolTip(text)
         self._details = details
         self.details_button.setVisible(bool(details))
@@ -51,6 +53,39 @@ class LiveTab(QWidget):
     def hold_message_height(self) -> None:
         """While a run goes: the line keeps its height whatever it says."""
         self.run_message.setFixedHeight(self._message_height)
+        self.run_message.setText(self._fitted(self._text))
+
+    def _fitted(self, text: str) -> str:
+        """While the height is held: the text cut to its two lines at a whole note (" · ") or word, saying how
+        much more the tooltip holds; a label of fixed height cut it mid-sentence. Otherwise the text whole."""
+        if self.run_message.maximumHeight() != self._message_height:
+            return text
+        margins = self.run_message.contentsMargins()
+        width = max(80, self.run_message.width() - margins.left() - margins.right() - 16)  # 16: the style's padding
+        metrics = self.run_message.fontMetrics()
+
+        def fits(candidate: str) -> bool:
+            bounds = metrics.boundingRect(QRect(0, 0, width, 10_000), int(Qt.TextFlag.TextWordWrap), candidate)
+            return bounds.height() <= 2 * metrics.lineSpacing()
+
+        if fits(text):
+            return text
+        head, said, notes_text = text.partition(" Notes: ")  # the controller's "Running …. Notes: a · b · c"
+        notes = notes_text.split(" · ") if said else []
+        for kept in range(len(notes) - 1, -1, -1):
+            candidate = (f"{head} Notes: " + " · ".join(notes[:kept]) + f" · (+{len(notes) - kept} more: hover)"
+                         if kept else f"{head} Notes: {len(notes)} (hover)")
+            if fits(candidate):
+                return candidate
+        words = text.split(" ")
+        while len(words) > 1 and not fits(" ".join(words) + "… (hover)"):
+            words.pop()
+        return " ".join(words) + "… (hover)"
+
+    def resizeEvent(self, event: Any) -> None:
+        super().resizeEvent(event)
+        if self._text:
+            self.run_message.setText(self._fitted(self._text))
 
     def free_message_height(self) -> None:
         """After a run: a long failure reason may wrap."""
