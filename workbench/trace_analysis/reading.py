@@ -28,7 +28,7 @@ import zlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator, Optional, Union
+from typing import Any, BinaryIO, Callable, Iterator, Optional, TypeGuard, Union
 
 from workbench.engine import kineto
 from workbench.engine.timeline import CPU_OP, DATA_WAIT, RUNTIME, STEP, Activity
@@ -137,6 +137,7 @@ class ParsedTrace:
     host_ops: dict[int, list[Activity]] = field(default_factory=lambda: defaultdict(list))
     skipped: Counter = field(default_factory=Counter)  # reason → events skipped
     events: int = 0
+    fractional_timestamps: bool = False
 
     def ranks(self, fallback_rank: int) -> list[ranks.RankEvents]:
         """One RankEvents per GPU found in the file (one, usually); a CPU-only trace gives one without device work."""
@@ -174,6 +175,7 @@ class ParsedTrace:
                 host=self.host,
                 host_ops_by_thread=host_ops,
                 notes=list(notes),
+                fractional_timestamps=self.fractional_timestamps,
             ))
         return result
 
@@ -194,6 +196,9 @@ class ParsedTrace:
         if not isinstance(event, dict):
             self.skipped["events that are not JSON objects"] += 1
             return
+        ts = event.get("ts")
+        if not isinstance(ts, int):  # HTA rounds when its ts column is float: a fraction, or a missing ts
+            self.fractional_timestamps = True
         if event.get("ph") != "X":
             return
         category = event.get("cat")
@@ -208,7 +213,7 @@ class ParsedTrace:
             else:
                 return  # Python frames, the profiler's own spans, GPU copies of annotations, flow arrows
         name = event.get("name")
-        ts, dur = event.get("ts"), event.get("dur")
+        dur = event.get("dur")
         if not isinstance(name, str) or not _is_number(ts) or not _is_number(dur):
             self.skipped["events with a missing or mistyped name, ts or dur"] += 1
             return
@@ -225,7 +230,7 @@ class ParsedTrace:
             device = _int(args.get("device", event.get("pid")))
             stream = _int(args.get("stream", event.get("tid"))) or 0
             correlation = _int(args.get("correlation")) or 0
-            if marker:
+            if device_kind is None:
                 self.gpu_markers[device].append(Activity(start, end, "marker", stream, name, correlation))
             else:
                 kind = kineto.device_kind(name) if device_kind == "kernel" else device_kind
@@ -307,7 +312,7 @@ class _open_text:
         size = os.fstat(descriptor).st_size
         magic = self.file.read(2)
         self.file.seek(0)
-        counting = _CountingReader(self.file)  # type: ignore[arg-type]
+        counting = _CountingReader(self.file)
         buffered = io.BufferedReader(counting, buffer_size=1 << 20)
         if magic == b"\x1f\x8b":
             stream: BinaryIO = gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[assignment]
@@ -316,8 +321,8 @@ class _open_text:
                 self.file.close()
                 raise TraceError(f"is {size / 1024**3:.1f} GB, past the reader's limit of "
                                  f"{MAX_TRACE_BYTES / 1024**3:.1f} GB")
-            stream = buffered  # type: ignore[assignment]
-        self.text = io.TextIOWrapper(stream, encoding="utf-8", errors="strict")  # type: ignore[arg-type]
+            stream = buffered
+        self.text = io.TextIOWrapper(stream, encoding="utf-8", errors="strict")
         self.counting = counting
         return self.text, counting
 
@@ -479,8 +484,9 @@ class _Buffer:
         return items
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value  # not NaN
+def _is_number(value: Any) -> TypeGuard[Union[int, float]]:
+    # not NaN, not ±Infinity (json reads both), not past any clock a profiler writes
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e18
 
 
 def _ns(microseconds: Union[int, float]) -> int:
