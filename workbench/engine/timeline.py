@@ -197,7 +197,7 @@ def to_sample(
 
 def _launches(device: Sequence[Activity], activities: Sequence[Activity]) -> dict[int, int]:
     """Correlation id → start of the runtime call that launched a device activity of the window."""
-    wanted = {a.correlation for a in device}
+    wanted = {a.correlation for a in device} - {0}  # 0: no correlation id recorded, which matches nothing
     launches: dict[int, int] = {}
     for a in activities:
         if a.kind == RUNTIME and a.correlation in wanted:

@@ -58,7 +58,7 @@ def per_stream_idle_split(device: Sequence[Activity], host: Sequence[Activity]) 
     copies and fills, summed over streams, as shares: host_wait (the next one's launch began after the
     previous ended), kernel_wait (shorter than 30 ns), other."""
     launch: dict[int, int] = {}
-    wanted = {a.correlation for a in device}
+    wanted = {a.correlation for a in device} - {0}  # 0: no correlation id recorded
     for a in host:
         if a.kind == RUNTIME and a.correlation in wanted:
             launch[a.correlation] = min(a.start_ns, launch.get(a.correlation, a.start_ns))

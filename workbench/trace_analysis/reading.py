@@ -58,6 +58,7 @@ GPU_MARKER_CATEGORIES = frozenset({"cuda_sync"})  # CUPTI's sync records on a st
 DATALOADER_NEXT = re.compile(r"enumerate\(DataLoader\)#.*__next__")
 _EVENT_BOUNDARY = re.compile(r"\}\s*,\s*(?=\{)")
 _DIGITS = re.compile(r"-?\d+")
+_SPACE = re.compile(r"[ \t\r\n]*")
 
 
 def read_report(
@@ -380,7 +381,8 @@ class _Buffer:
         self.buf = ""
         self.pos = 0
         self.eof = False
-        self.chars = 0
+        self.chars = 0  # characters read from the stream
+        self.chars_before = 0  # characters dropped from the buffer's front (positions in messages are in the file)
         self.decoder = json.JSONDecoder()
 
     def fill(self) -> bool:
@@ -411,14 +413,14 @@ class _Buffer:
         if not chunk:
             self.eof = True
             return False
+        self.chars_before += self.pos
         self.buf = self.buf[self.pos:] + chunk
         self.pos = 0
         return True
 
     def peek_nonspace(self) -> str:
         while True:
-            while self.pos < len(self.buf) and self.buf[self.pos] in " \t\r\n":
-                self.pos += 1
+            self.pos = _SPACE.match(self.buf, self.pos).end()  # type: ignore[union-attr]  # (matches "" too)
             if self.pos < len(self.buf):
                 return self.buf[self.pos]
             if not self.fill():
@@ -434,14 +436,17 @@ class _Buffer:
             try:
                 value, end = self.decoder.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as error:
+                # Only a value cut by the buffer's end is worth more text: an error inside it is final.
+                incomplete = error.pos >= len(self.buf) - 1 or error.msg.startswith("Unterminated string")
+                if not incomplete:
+                    raise TraceError(f"is not valid JSON ({error.msg} at character {self.chars_before + error.pos:,})"
+                                     ) from None
                 if len(self.buf) - self.pos > MAX_EVENT_CHARS:
                     raise TraceError(f"holds a value larger than {MAX_EVENT_CHARS // 1024**2} MB, "
                                      "not a profiler event") from None
                 if self.fill():
                     continue
-                if error.pos >= len(self.buf) - 1 or "Unterminated" in error.msg:
-                    raise TraceError("ends early (a truncated trace)") from None
-                raise TraceError(f"is not valid JSON ({error.msg})") from None
+                raise TraceError("ends early (a truncated trace)") from None
             except RecursionError:
                 raise TraceError("is nested too deeply to be a profiler trace") from None
             self.pos = end
