@@ -139,6 +139,7 @@ class ParsedTrace:
     skipped: Counter = field(default_factory=Counter)  # reason → events skipped
     events: int = 0
     fractional_timestamps: bool = False
+    _names: dict[str, tuple[str, Optional[str]]] = field(default_factory=dict)  # name → (one copy of it, its kind)
 
     def ranks(self, fallback_rank: int) -> list[ranks.RankEvents]:
         """One RankEvents per GPU found in the file (one, usually); a CPU-only trace gives one without device work."""
@@ -192,70 +193,91 @@ class ParsedTrace:
         return f"cuda:{index}" if index is not None else "unknown"
 
     def add(self, event: Any) -> None:
-        """Sort one trace event into the activities (or count why it was skipped)."""
+        """Sort one trace event into the activities (or count why it was skipped). The hot loop of a read:
+        millions of calls, so types are tested with ``type(...) is`` and each name is classified once."""
         self.events += 1
-        if not isinstance(event, dict):
+        try:
+            ts = event.get("ts")
+            phase = event.get("ph")
+        except AttributeError:
             self.skipped["events that are not JSON objects"] += 1
             return
-        ts = event.get("ts")
-        if not isinstance(ts, int):  # HTA rounds when its ts column is float: a fraction, or a missing ts
+        if type(ts) is not int:  # HTA rounds when its ts column is float: a fraction, or a missing ts
             self.fractional_timestamps = True
-        if event.get("ph") != "X":
+        if phase != "X":
             return
-        category = event.get("cat")
-        device_kind = DEVICE_CATEGORIES.get(category) if isinstance(category, str) else None
-        marker = category in GPU_MARKER_CATEGORIES
-        host_kind: Optional[str] = None
-        if device_kind is None and not marker:
-            if category in RUNTIME_CATEGORIES:
-                host_kind = RUNTIME
-            elif category in OP_CATEGORIES or category in ANNOTATION_CATEGORIES:
-                host_kind = CPU_OP
-            else:
-                return  # Python frames, the profiler's own spans, GPU copies of annotations, flow arrows
+        side = _SIDE.get(event.get("cat"))  # type: ignore[arg-type]
+        if side is None:
+            return  # Python frames, the profiler's own spans, GPU copies of annotations, flow arrows
         name = event.get("name")
         dur = event.get("dur")
-        if not isinstance(name, str) or not _is_number(ts) or not _is_number(dur):
+        if type(name) is not str or not _is_number(ts) or not _is_number(dur):
             self.skipped["events with a missing or mistyped name, ts or dur"] += 1
             return
         if dur < 0:
             self.skipped["events with a negative duration"] += 1
             return
-        start = _ns(ts)
-        end = start + _ns(dur)
+        start = ts * 1000 if type(ts) is int else _ns(ts)
+        end = start + (dur * 1000 if type(dur) is int else _ns(dur))
         args = event.get("args")
-        if not isinstance(args, dict):
+        if type(args) is not dict:
             args = {}
-        name = _names.setdefault(name, name)
-        if device_kind is not None or marker:
-            device = _int(args.get("device", event.get("pid")))
-            stream = _int(args.get("stream", event.get("tid"))) or 0
-            correlation = _int(args.get("correlation")) or 0
-            if device_kind is None:
-                self.gpu_markers[device].append(Activity(start, end, "marker", stream, name, correlation))
-            else:
-                kind = kineto.device_kind(name) if device_kind == "kernel" else device_kind
-                self.device_work[device].append(Activity(start, end, kind, stream, name, correlation))
-            return
-        thread = _int(event.get("tid")) or 0
-        assert host_kind is not None
-        if host_kind == RUNTIME:
-            correlation = _int(args.get("correlation")) or 0
-        else:
-            correlation = 0
-            if name.startswith(kineto.STEP_PREFIX):
-                host_kind = STEP
-            elif name == kineto.DATA_WAIT_ANNOTATION or DATALOADER_NEXT.match(name):
-                host_kind = DATA_WAIT
-            elif name in kineto.PROFILER_RECORDS:
+        if side is _HOST_OP:
+            thread = _int(event.get("tid")) or 0
+            known = self._names.get(name)
+            if known is None:
+                known = self._names[name] = (name, _host_op_kind(name))
+            name, kind = known
+            if kind is None:
                 return
-        activity = Activity(start, end, host_kind, thread, name, correlation)
-        self.host.append(activity)
-        if host_kind == CPU_OP and category in OP_CATEGORIES:
-            self.host_ops[thread].append(activity)
+            activity = Activity(start, end, kind, thread, name, 0)
+            self.host.append(activity)
+            if kind == CPU_OP and event.get("cat") in OP_CATEGORIES:
+                self.host_ops[thread].append(activity)
+            return
+        correlation = args.get("correlation")
+        if type(correlation) is not int:
+            correlation = _int(correlation) or 0
+        if side is _RUNTIME:
+            known = self._names.get(name)
+            if known is None:
+                known = self._names[name] = (name, RUNTIME)
+            self.host.append(Activity(start, end, RUNTIME, _int(event.get("tid")) or 0, known[0], correlation))
+            return
+        device = args.get("device", event.get("pid"))
+        if type(device) is not int:
+            device = _int(device)
+        stream = args.get("stream", event.get("tid"))
+        if type(stream) is not int:
+            stream = _int(stream) or 0
+        known = self._names.get(name)
+        if known is None:
+            kind = kineto.device_kind(name) if side == "kernel" else side if side != _MARKER else "marker"
+            known = self._names[name] = (name, kind)
+        name, kind = known
+        target = self.gpu_markers if side is _MARKER else self.device_work
+        target[device].append(Activity(start, end, kind, stream, name, correlation))
 
 
-_names: dict[str, str] = {}  # one string per kernel / op name, however many events carry it
+def _host_op_kind(name: str) -> Optional[str]:
+    """A host op's or annotation's kind by its name (None: the profiler's own record, left out)."""
+    if name.startswith(kineto.STEP_PREFIX):
+        return STEP
+    if name == kineto.DATA_WAIT_ANNOTATION or DATALOADER_NEXT.match(name):
+        return DATA_WAIT
+    if name in kineto.PROFILER_RECORDS:
+        return None
+    return CPU_OP
+
+
+_HOST_OP, _RUNTIME, _MARKER = "host op", "runtime", "gpu marker"
+# Category → how an event of it is read: a device kind ("kernel" is split further by name), or one of the above.
+_SIDE: dict[str, str] = {
+    **DEVICE_CATEGORIES,
+    **{category: _RUNTIME for category in RUNTIME_CATEGORIES},
+    **{category: _HOST_OP for category in OP_CATEGORIES | ANNOTATION_CATEGORIES},
+    **{category: _MARKER for category in GPU_MARKER_CATEGORIES},
+}
 
 
 def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,
@@ -491,7 +513,7 @@ class _Buffer:
 
 def _is_number(value: Any) -> TypeGuard[Union[int, float]]:
     # not NaN, not ±Infinity (json reads both), not past any clock a profiler writes
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e18
+    return (type(value) is int or type(value) is float) and -1e18 < value < 1e18
 
 
 def _ns(microseconds: Union[int, float]) -> int:
