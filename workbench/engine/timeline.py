@@ -180,6 +180,7 @@ def to_sample(
         kernel_busy_seconds=breakdown.kernel_busy_seconds,
         memcpy_seconds=breakdown.memcpy_seconds,
         memset_seconds=breakdown.memset_seconds,
+        communication_seconds=breakdown.communication_seconds,
         idle_waiting_for_data_seconds=breakdown.idle_waiting_for_data_seconds,
         idle_waiting_for_host_seconds=breakdown.idle_waiting_for_host_seconds,
         idle_other_seconds=breakdown.idle_other_seconds,
@@ -370,7 +371,8 @@ class StepShares:
     sampled_step_seconds: float  # a step inside the sampled window
     rebased: bool
     base_shorter_than_gpu_work: bool = False
-    gpu_work_seconds: float = 0.0  # kernels, copies and fills per step, from the timeline
+    gpu_work_seconds: float = 0.0  # kernels, communication, copies and fills per step, from the timeline
+    communication: float = 0.0  # NCCL / RCCL kernels not hidden behind compute (part of the GPU's work)
 
     @property
     def idle(self) -> float:
@@ -413,7 +415,8 @@ def step_shares(
     compute = sample.kernel_busy_seconds / steps
     memcpy = (sample.memcpy_seconds or 0.0) / steps
     memset = (sample.memset_seconds or 0.0) / steps
-    busy = compute + memcpy + memset
+    communication = (sample.communication_seconds or 0.0) / steps
+    busy = compute + communication + memcpy + memset
     sampled = sample.window_seconds / steps
     base = step_seconds if step_seconds is not None else sample.unprofiled_step_seconds
     wait = data_wait_seconds if data_wait_seconds is not None else sample.unprofiled_data_wait_seconds
@@ -437,4 +440,5 @@ def step_shares(
         compute=compute / total, memcpy=memcpy / total, memset=memset / total, waiting_for_data=data / total,
         waiting_for_host=host / total, other=other / total, step_seconds=total, sampled_step_seconds=sampled,
         rebased=rebased, base_shorter_than_gpu_work=flagged, gpu_work_seconds=busy,
+        communication=communication / total,
     )
