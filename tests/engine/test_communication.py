@@ -1,15 +1,12 @@
 """Issue 31 item 7: NCCL / RCCL time in the workbench's own runs is communication, apart from compute, through the
-breakdown, the step shares, the summary, the findings and the GPU time view."""
+breakdown, the step shares and the GPU time view (the communication-bound finding: test_findings.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from test_findings import facts, kinds, timeline
-from workbench.config import RunConfig
 from workbench.engine import kineto
 from workbench.engine.events import ProfileSample
-from workbench.engine.findings import COMMUNICATION_BOUND, find
 from workbench.engine.timeline import COMMUNICATION, KERNEL, analyse, step_shares, to_sample
 from workbench.gui.breakdown_model import segments
 
@@ -63,20 +60,6 @@ def test_the_gpu_time_view_draws_communication():
     parts = {segment.key: segment.fraction for segment in segments(sample)}
     assert parts["communication"] == pytest.approx(0.3) and parts["compute"] == pytest.approx(0.4)
     assert sum(parts.values()) == pytest.approx(1)
-
-
-def test_a_communication_bound_run_is_told_to_accumulate_and_about_ddp_buckets():
-    found = find(facts(RunConfig(devices=2, accumulation_steps=1),
-                       **timeline(kernel_busy_fraction=0.4, communication_fraction=0.35)))
-    bound = [f for f in found if f.kind == "communication-bound"]
-    assert bound and bound[0].figure == 0.35 and bound[0].threshold == COMMUNICATION_BOUND
-    assert bound[0].field == "accumulation_steps" and bound[0].value == 2
-    assert "bucket_cap_mb" in bound[0].text and "overlap" in bound[0].text
-
-
-def test_little_communication_is_no_finding():
-    found = find(facts(RunConfig(devices=2), **timeline(kernel_busy_fraction=0.9, communication_fraction=0.05)))
-    assert "communication-bound" not in kinds(found)
 
 
 def test_a_sample_without_communication_reads_as_before():
