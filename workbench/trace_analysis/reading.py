@@ -71,22 +71,37 @@ def read_report(
     """The report of a trace file or a folder of rank files. TraceError (one line) where it cannot be read;
     TraceCancelled once ``cancelled()`` says so; ``progress(bytes_read, bytes_total)`` as it reads."""
     path = Path(path).expanduser()
-    files = trace_files(path)
+    files, notes = trace_files(path)
     sizes = [os.stat(file).st_size for file in files]
     total = sum(sizes)
     done = 0
     reports: list[RankReport] = []
-    notes: list[str] = []
+    unreadable: list[str] = []
     for position, (file, size) in enumerate(zip(files, sizes)):
         def file_progress(read: int, _offset: int = done) -> None:
             if progress is not None:
                 progress(_offset + read, total)
 
-        parsed = read_trace(file, progress=file_progress, cancelled=cancelled)
+        try:
+            parsed = read_trace(file, progress=file_progress, cancelled=cancelled)
+        except TraceCancelled:
+            raise
+        except TraceError as error:
+            if len(files) == 1:
+                raise
+            unreadable.append(str(error))  # one bad rank file: the others are still worth reading
+            done += size
+            continue
         fallback = _rank_from_name(file.name, position) if len(files) > 1 else 0
         for events in parsed.ranks(fallback):
+            if cancelled is not None and cancelled():
+                raise TraceCancelled("reading cancelled")
             reports.append(ranks.analyse(events))
+        del parsed
         done += size
+    if not reports:
+        raise TraceError(f"{path}: no rank file could be read (first: {unreadable[0]})")
+    notes.extend(f"left out: {line}" for line in unreadable)
     if progress is not None:
         progress(total, total)
     if len(files) > 1:
@@ -103,19 +118,26 @@ def read_report(
                        files=tuple(str(file) for file in files))
 
 
-def trace_files(path: Path) -> list[Path]:
-    """The trace files a path names: itself, or a folder's ``*.json`` / ``*.json.gz`` files sorted by rank."""
+def trace_files(path: Path) -> tuple[list[Path], list[str]]:
+    """The trace files a path names: itself, or a folder's ``*.json`` / ``*.json.gz`` files sorted by rank; and
+    notes on a folder's entries left out (a FIFO or a loop among them is never opened)."""
     if folder_problem(path) is None:
-        files = sorted((p for p in path.iterdir() if p.name.endswith(TRACE_SUFFIXES) and not p.name.startswith(".")),
+        named = sorted((p for p in path.iterdir() if p.name.endswith(TRACE_SUFFIXES) and not p.name.startswith(".")),
                        key=lambda p: (_rank_from_name(p.name, 1 << 30), p.name))
-        files = [p for p in files if regular_file_problem(p) is None]
+        files, notes = [], []
+        for candidate in named:
+            problem = regular_file_problem(candidate)
+            if problem is None:
+                files.append(candidate)
+            else:
+                notes.append(f"left out: {candidate.name} {problem}")
         if not files:
-            raise TraceError(f"{path}: the folder holds no trace files (*.json, *.json.gz)")
-        return files
+            raise TraceError(f"{path}: the folder holds no readable trace files (*.json, *.json.gz)")
+        return files, notes
     problem = regular_file_problem(path)
     if problem is not None:
         raise TraceError(f"{path} {problem}")
-    return [path]
+    return [path], []
 
 
 def _rank_from_name(name: str, default: int) -> int:
