@@ -161,7 +161,10 @@ class ParsedTrace:
     skipped: Counter = field(default_factory=Counter)  # reason → events skipped
     events: int = 0
     fractional_timestamps: bool = False
-    _names: dict[str, tuple[str, Optional[str]]] = field(default_factory=dict)  # name → (one copy of it, its kind)
+    # name → (one copy of it, its kind), host ops and device events apart (a name may be both)
+    _host_names: dict[str, tuple[str, Optional[str]]] = field(default_factory=dict)
+    _device_names: dict[str, tuple[str, str]] = field(default_factory=dict)
+    _runtime_names: dict[str, str] = field(default_factory=dict)
 
     def ranks(self, fallback_rank: int) -> list[ranks.RankEvents]:
         """One RankEvents per GPU found in the file (one, usually); a CPU-only trace gives one without device work."""
@@ -228,7 +231,7 @@ class ParsedTrace:
             self.fractional_timestamps = True
         if phase != "X":
             return
-        side = _SIDE.get(event.get("cat"))  # type: ignore[arg-type]
+        side = _SIDE.get(event.get("cat"))
         if side is None:
             return  # Python frames, the profiler's own spans, GPU copies of annotations, flow arrows
         name = event.get("name")
@@ -246,25 +249,23 @@ class ParsedTrace:
             args = {}
         if side is _HOST_OP:
             thread = _int(event.get("tid")) or 0
-            known = self._names.get(name)
-            if known is None:
-                known = self._names[name] = (name, _host_op_kind(name))
-            name, kind = known
-            if kind is None:
+            known_op = self._host_names.get(name)
+            if known_op is None:
+                known_op = self._host_names[name] = (name, _host_op_kind(name))
+            name, op_kind = known_op
+            if op_kind is None:
                 return
-            activity = Activity(start, end, kind, thread, name, 0)
+            activity = Activity(start, end, op_kind, thread, name, 0)
             self.host.append(activity)
-            if kind == CPU_OP and event.get("cat") in OP_CATEGORIES:
+            if op_kind == CPU_OP and event.get("cat") in OP_CATEGORIES:
                 self.host_ops[thread].append(activity)
             return
         correlation = args.get("correlation")
         if type(correlation) is not int:
             correlation = _int(correlation) or 0
         if side is _RUNTIME:
-            known = self._names.get(name)
-            if known is None:
-                known = self._names[name] = (name, RUNTIME)
-            self.host.append(Activity(start, end, RUNTIME, _int(event.get("tid")) or 0, known[0], correlation))
+            name = self._runtime_names.setdefault(name, name)
+            self.host.append(Activity(start, end, RUNTIME, _int(event.get("tid")) or 0, name, correlation))
             return
         device = args.get("device", event.get("pid"))
         if type(device) is not int:
@@ -272,10 +273,10 @@ class ParsedTrace:
         stream = args.get("stream", event.get("tid"))
         if type(stream) is not int:
             stream = _int(stream) or 0
-        known = self._names.get(name)
+        known = self._device_names.get(name)
         if known is None:
             kind = kineto.device_kind(name) if side == "kernel" else side if side != _MARKER else "marker"
-            known = self._names[name] = (name, kind)
+            known = self._device_names[name] = (name, kind)
         name, kind = known
         target = self.gpu_markers if side is _MARKER else self.device_work
         target[device].append(Activity(start, end, kind, stream, name, correlation))
