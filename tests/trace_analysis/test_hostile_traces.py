@@ -181,3 +181,23 @@ def test_reading_can_be_cancelled_and_reports_progress(tmp_path, monkeypatch):
     calls = []
     with pytest.raises(TraceCancelled):
         read_report(path, cancelled=lambda: calls.append(1) or len(calls) > 2)
+
+
+def test_the_garbage_collector_is_left_as_it_was(tmp_path):
+    """The reader pauses the cyclic collector while it reads (speed); it must be back on after a read and after
+    a refused file, and stay off for a caller that had turned it off."""
+    import gc
+
+    good = write(tmp_path / "t.json", trace(input_bound_steps()))
+    bad = write(tmp_path / "bad.json", "nope")
+    assert gc.isenabled()
+    read_report(good)
+    with pytest.raises(TraceError):
+        read_report(bad)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        read_report(good)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -19,6 +19,7 @@ missing fields, negative durations each have their line.
 
 from __future__ import annotations
 
+import gc
 import gzip
 import io
 import json
@@ -70,7 +71,20 @@ def read_report(
 ) -> TraceReport:
     """The report of a trace file or a folder of rank files. TraceError (one line) where it cannot be read;
     TraceCancelled once ``cancelled()`` says so; ``progress(bytes_read, bytes_total)`` as it reads."""
-    path = Path(path).expanduser()
+    # The cyclic collector is paused while millions of events are decoded and kept (none of them forms a
+    # cycle): its full passes over the growing heap cost 20–25 % of the CPU on a 300 MB trace (measured:
+    # 20.3–22.2 s with it, 16.5 s without). Reference counting still frees everything as usual.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _read_report(Path(path).expanduser(), rank, progress, cancelled)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress],
+                 cancelled: Optional[Cancelled]) -> TraceReport:
     files, notes = trace_files(path)
     sizes = [os.stat(file).st_size for file in files]
     total = sum(sizes)
