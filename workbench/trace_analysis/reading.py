@@ -281,12 +281,12 @@ class ParsedTrace:
             name = self._runtime_names.setdefault(name, name)
             self.host.append(Activity(start, end, RUNTIME, _int(event.get("tid")) or 0, name, correlation))
             return
-        device = args.get("device", event.get("pid"))
+        device = args.get("device")
         if type(device) is not int:
-            device = _int(device)
-        stream = args.get("stream", event.get("tid"))
+            device = _int(event.get("pid") if device is None else device)
+        stream = args.get("stream")
         if type(stream) is not int:
-            stream = _int(stream) or 0
+            stream = _int(event.get("tid") if stream is None else stream) or 0
         known = self._device_names.get(name)
         if known is None:
             kind = kineto.device_kind(name) if side == "kernel" else side if side != _MARKER else "marker"
@@ -323,9 +323,11 @@ def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,
     parsed = ParsedTrace(path=path)
     try:
         with _open_text(path) as (text, raw):
+            add = parsed.add
             for key, value in _top_level(text, raw, progress, cancelled):
                 if key is None:
-                    parsed.add(value)
+                    for event in value:  # a batch of events
+                        add(event)
                 else:
                     parsed.meta[key] = value
     except TraceError as error:
@@ -396,12 +398,13 @@ class _open_text:
 
 def _top_level(text: io.TextIOWrapper, raw: _CountingReader, progress: Optional[Callable[[int], None]],
                cancelled: Optional[Cancelled]) -> Iterator[tuple[Optional[str], Any]]:
-    """(key, value) for each top-level key but traceEvents, and (None, event) for each event, in file order."""
+    """(key, value) for each top-level key but traceEvents, and (None, [events]) for each batch of events, in file
+    order (batches: one generator step per event would cost more than the event)."""
     reader = _Buffer(text, raw, progress, cancelled)
     first = reader.peek_nonspace()
     if first == "[":  # Chrome's JSON Array Format: the events alone
         reader.pos += 1
-        yield from ((None, event) for event in reader.array_items())
+        yield from ((None, batch) for batch in reader.array_batches())
         return
     if first != "{":
         raise TraceError(f"is not a JSON trace (it starts with {reader.sample()!r})")
@@ -424,7 +427,7 @@ def _top_level(text: io.TextIOWrapper, raw: _CountingReader, progress: Optional[
             if reader.peek_nonspace() != "[":
                 raise TraceError("\"traceEvents\" is not a list")
             reader.pos += 1
-            yield from ((None, event) for event in reader.array_items())
+            yield from ((None, batch) for batch in reader.array_batches())
         else:
             yield key, reader.value()
     if reader.peek_nonspace() != "":
@@ -511,7 +514,7 @@ class _Buffer:
             self.pos = end
             return value
 
-    def array_items(self) -> Iterator[Any]:
+    def array_batches(self) -> Iterator[list[Any]]:
         """The items of the array whose '[' was just passed, a batch at a time where the text allows."""
         while True:
             c = self.peek_nonspace()
@@ -525,9 +528,9 @@ class _Buffer:
                 raise TraceError("ends early (a truncated trace)")
             batch = self._batch()
             if batch is not None:
-                yield from batch
+                yield batch
                 continue
-            yield self.value()
+            yield [self.value()]
 
     def _batch(self) -> Optional[list[Any]]:
         """The whole events between ``pos`` and the last event boundary in the buffer, decoded at once (C
