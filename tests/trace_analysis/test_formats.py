@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from trace_builders import input_bound_steps, kernel, launched, op, runtime, step, trace, write
-from workbench.trace_analysis import read_report, reading
+from workbench.trace_analysis import json_stream, read_report
 
 # input_bound_steps(3): 30 ms of steps; 3 × 3.98 ms of kernel; the host 3 × 6 ms in the DataLoader.
 INPUT_BOUND = dict(compute=3 * 3980 / 30000, idle=18060 / 30000, data=18000 / 18060, host=50 / 18060,
@@ -166,7 +166,7 @@ def test_a_trace_read_in_small_chunks_gives_the_same_report(tmp_path, monkeypatc
     path = write(tmp_path / "t.json", trace(events))
     whole = read_report(path)
     for chunk in (7, 64, 333):
-        monkeypatch.setattr(reading, "CHUNK_CHARS", chunk)
+        monkeypatch.setattr(json_stream, "CHUNK_CHARS", chunk)
         assert read_report(path) == whole, chunk
 
 

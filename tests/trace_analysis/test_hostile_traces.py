@@ -12,7 +12,7 @@ import pytest
 
 from hostile_paths import fifo_unblocked, make_fifo, make_symlink_loop
 from trace_builders import input_bound_steps, launched, op, step, trace, write
-from workbench.trace_analysis import TraceCancelled, TraceError, read_report, reading
+from workbench.trace_analysis import TraceCancelled, TraceError, json_stream, read_report
 
 
 def error_line(path, **kwargs) -> str:
@@ -56,7 +56,7 @@ def test_a_corrupt_gzip(tmp_path):
 
 def test_a_gzip_bomb_is_refused_by_its_ratio(tmp_path, monkeypatch):
     """Whitespace inside a valid trace compresses ~1000×: past BOMB_RATIO it is refused, not inflated to the end."""
-    monkeypatch.setattr(reading, "BOMB_CHECK_BYTES", 1024**2)
+    monkeypatch.setattr(json_stream, "BOMB_CHECK_BYTES", 1024**2)
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb") as file:
         file.write(b'{"traceEvents": [')
@@ -68,7 +68,7 @@ def test_a_gzip_bomb_is_refused_by_its_ratio(tmp_path, monkeypatch):
 
 
 def test_a_trace_past_the_size_limit_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(reading, "MAX_TRACE_BYTES", 10_000)
+    monkeypatch.setattr(json_stream, "MAX_TRACE_BYTES", 10_000)
     big = trace(input_bound_steps(steps=200))
     assert "past the reader's limit" in error_line(write(tmp_path / "t.json", big))
     assert "decompresses to more than" in error_line(write(tmp_path / "t.json.gz", big))
@@ -171,7 +171,7 @@ def test_a_broken_rank_file_is_named_and_the_other_ranks_read(tmp_path):
 
 
 def test_reading_can_be_cancelled_and_reports_progress(tmp_path, monkeypatch):
-    monkeypatch.setattr(reading, "CHUNK_CHARS", 4096)
+    monkeypatch.setattr(json_stream, "CHUNK_CHARS", 4096)
     path = write(tmp_path / "t.json", trace(input_bound_steps(steps=300)))
     seen: list[tuple[int, int]] = []
     read_report(path, progress=lambda done, total: seen.append((done, total)))

@@ -9,43 +9,31 @@ Formats: Kineto's categories today ("kernel", "gpu_memcpy", "gpu_memset", "cuda_
 and ROCm's runtime calls (by category, so "hipLaunchKernel" launches as "cudaLaunchKernel" does). The GPU
 of a rank is read from the trace (its device events' ``device``), never assumed to be 0.
 
-One pass, streaming: the text is read in chunks and the ``traceEvents`` array is decoded a batch of events
-at a time, each event reduced at once to an ``Activity``; the whole JSON document is never held. Hostile
-input gives a ``TraceError`` with one line (or a note in the report naming what was skipped), never a hang:
-not a regular file (FIFO, device) is refused before opening; gzip is checked for truncation and for
-decompressing past a limit (a bomb); nesting too deep for the decoder, an event too large, mistyped or
-missing fields, negative durations each have their line.
+One pass, streaming (``json_stream``): events arrive a batch at a time and each is reduced at once to an
+``Activity``; the whole JSON document is never held. Hostile input gives a ``TraceError`` with one line (or
+a note in the report naming what was skipped), never a hang: not a regular file (FIFO, device) is refused
+before opening; the stream's own defences are in json_stream; mistyped or missing fields and negative
+durations are counted here and named in the report's notes.
 """
 
 from __future__ import annotations
 
 import gc
-import gzip
-import io
-import json
 import os
 import re
-import zlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator, Optional, TypeGuard, Union
+from typing import Any, Callable, Optional, TypeGuard, Union
 
 from workbench.engine import kineto
 from workbench.engine.timeline import CPU_OP, DATA_WAIT, RUNTIME, STEP, Activity
-from workbench.regular_file import folder_problem, kind_problem, regular_file_problem
-from workbench.trace_analysis import ranks
+from workbench.regular_file import folder_problem, regular_file_problem
+from workbench.trace_analysis import json_stream, ranks
 from workbench.trace_analysis.model import RankReport, TraceCancelled, TraceError, TraceReport
 
 Progress = Callable[[int, int], None]
-Cancelled = Callable[[], bool]
-
-# Limits (module-level so tests can lower them): a trace past these is refused with its size, not read for minutes.
-MAX_TRACE_BYTES = 4 * 1024**3  # uncompressed text, whether the file is gzipped or not
-BOMB_RATIO = 200  # Kineto JSON gzips 10–25×; past this (beyond BOMB_CHECK_BYTES) it is a bomb, not a trace
-BOMB_CHECK_BYTES = 64 * 1024**2
-MAX_EVENT_CHARS = 64 * 1024**2  # one event (or top-level value) larger than this is not a profiler's
-CHUNK_CHARS = 4 * 1024**2
+Cancelled = json_stream.Cancelled
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 DEVICE_CATEGORIES = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
@@ -57,9 +45,7 @@ GPU_MARKER_CATEGORIES = frozenset({"cuda_sync"})  # CUPTI's sync records on a st
 # The TensorBoard plugin's data-loading span: enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ (or
 # _MultiProcessingDataLoaderIter): the host blocked on the next batch.
 DATALOADER_NEXT = re.compile(r"enumerate\(DataLoader\)#.*__next__")
-_EVENT_BOUNDARY = re.compile(r"\}\s*,\s*(?=\{)")
 _DIGITS = re.compile(r"-?\d+")
-_SPACE = re.compile(r"[ \t\r\n]*")
 
 
 def read_report(
@@ -322,14 +308,13 @@ def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,
     """One trace file read in one pass into a ParsedTrace; TraceError (one line, naming the file) if it cannot be."""
     parsed = ParsedTrace(path=path)
     try:
-        with _open_text(path) as (text, raw):
-            add = parsed.add
-            for key, value in _top_level(text, raw, progress, cancelled):
-                if key is None:
-                    for event in value:  # a batch of events
-                        add(event)
-                else:
-                    parsed.meta[key] = value
+        add = parsed.add
+        for key, value in json_stream.trace_parts(path, progress, cancelled):
+            if key is None:
+                for event in value:  # a batch of events
+                    add(event)
+            else:
+                parsed.meta[key] = value
     except TraceError as error:
         if isinstance(error, TraceCancelled) or str(error).startswith(str(path)):
             raise
@@ -337,218 +322,6 @@ def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,
     if parsed.events == 0:
         raise TraceError(f"{path}: no trace events (an empty \"traceEvents\" list, or none at all)")
     return parsed
-
-
-class _CountingReader(io.RawIOBase):
-    """The file's bytes, counted as they are read (progress and the gzip ratio are over the file's bytes)."""
-
-    def __init__(self, raw: BinaryIO) -> None:
-        self.raw = raw
-        self.count = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        n = self.raw.readinto(buffer)  # type: ignore[attr-defined]
-        self.count += n or 0
-        return n or 0
-
-
-class _open_text:
-    """The file as UTF-8 text, gunzipped when it is gzip (by its magic bytes, whatever its name)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __enter__(self) -> tuple[io.TextIOWrapper, _CountingReader]:
-        try:
-            descriptor = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-        except OSError as error:
-            raise TraceError(f"cannot be opened ({(error.strerror or str(error)).lower()})") from None
-        self.file = os.fdopen(descriptor, "rb", buffering=0)
-        problem = kind_problem(os.fstat(descriptor).st_mode)
-        if problem is not None:
-            self.file.close()
-            raise TraceError(problem)
-        size = os.fstat(descriptor).st_size
-        magic = self.file.read(2)
-        self.file.seek(0)
-        counting = _CountingReader(self.file)
-        buffered = io.BufferedReader(counting, buffer_size=1 << 20)
-        if magic == b"\x1f\x8b":
-            stream: BinaryIO = gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[assignment]
-        else:
-            if size > MAX_TRACE_BYTES:
-                self.file.close()
-                raise TraceError(f"is {size / 1024**3:.1f} GB, past the reader's limit of "
-                                 f"{MAX_TRACE_BYTES / 1024**3:.1f} GB")
-            stream = buffered
-        self.text = io.TextIOWrapper(stream, encoding="utf-8", errors="strict")
-        self.counting = counting
-        return self.text, counting
-
-    def __exit__(self, *exc: Any) -> None:
-        try:
-            self.text.close()
-        except Exception:  # closing a stream that failed to decode can raise again: the first error is the one
-            pass
-        self.file.close()
-
-
-def _top_level(text: io.TextIOWrapper, raw: _CountingReader, progress: Optional[Callable[[int], None]],
-               cancelled: Optional[Cancelled]) -> Iterator[tuple[Optional[str], Any]]:
-    """(key, value) for each top-level key but traceEvents, and (None, [events]) for each batch of events, in file
-    order (batches: one generator step per event would cost more than the event)."""
-    reader = _Buffer(text, raw, progress, cancelled)
-    first = reader.peek_nonspace()
-    if first == "[":  # Chrome's JSON Array Format: the events alone
-        reader.pos += 1
-        yield from ((None, batch) for batch in reader.array_batches())
-        return
-    if first != "{":
-        raise TraceError(f"is not a JSON trace (it starts with {reader.sample()!r})")
-    reader.pos += 1
-    while True:
-        c = reader.peek_nonspace()
-        if c == "}":
-            reader.pos += 1
-            break
-        if c == ",":
-            reader.pos += 1
-            continue
-        key = reader.value()
-        if not isinstance(key, str):
-            raise TraceError("is not a JSON trace (a top-level key is not a string)")
-        if reader.peek_nonspace() != ":":
-            raise TraceError("is not valid JSON (a top-level key without ':')")
-        reader.pos += 1
-        if key == "traceEvents":
-            if reader.peek_nonspace() != "[":
-                raise TraceError("\"traceEvents\" is not a list")
-            reader.pos += 1
-            yield from ((None, batch) for batch in reader.array_batches())
-        else:
-            yield key, reader.value()
-    if reader.peek_nonspace() != "":
-        raise TraceError("is not valid JSON (text after the trace's closing brace)")
-
-
-class _Buffer:
-    """A window on the text being read: decodes values at ``pos``, refilling from the stream as needed."""
-
-    def __init__(self, text: io.TextIOWrapper, raw: _CountingReader, progress: Optional[Callable[[int], None]],
-                 cancelled: Optional[Cancelled]) -> None:
-        self.text, self.raw, self.progress, self.cancelled = text, raw, progress, cancelled
-        self.buf = ""
-        self.pos = 0
-        self.eof = False
-        self.chars = 0  # characters read from the stream
-        self.chars_before = 0  # characters dropped from the buffer's front (positions in messages are in the file)
-        self.decoder = json.JSONDecoder()
-
-    def fill(self) -> bool:
-        """Read another chunk (keeping what is not decoded yet); False at the end of the text."""
-        if self.eof:
-            return False
-        if self.cancelled is not None and self.cancelled():
-            raise TraceCancelled("reading cancelled")
-        try:
-            chunk = self.text.read(CHUNK_CHARS)
-        except EOFError:
-            raise TraceError("the gzip stream ends early (a truncated file)") from None
-        except (gzip.BadGzipFile, zlib.error) as error:
-            raise TraceError(f"is not readable gzip ({error})") from None
-        except UnicodeDecodeError:
-            raise TraceError("is not UTF-8 text (not a JSON trace)") from None
-        except OSError as error:
-            raise TraceError(f"cannot be read ({(error.strerror or str(error)).lower()})") from None
-        self.chars += len(chunk)
-        if self.chars > MAX_TRACE_BYTES:
-            raise TraceError(f"decompresses to more than {MAX_TRACE_BYTES / 1024**3:.1f} GB, the reader's limit "
-                             "(a gzip bomb, or a trace too large to read)")
-        if self.chars > BOMB_CHECK_BYTES and self.raw.count and self.chars > BOMB_RATIO * self.raw.count:
-            raise TraceError(f"decompresses {self.chars / self.raw.count:,.0f}× its size (a gzip bomb: "
-                             f"profiler traces compress 10–25×)")
-        if self.progress is not None:
-            self.progress(self.raw.count)
-        if not chunk:
-            self.eof = True
-            return False
-        self.chars_before += self.pos
-        self.buf = self.buf[self.pos:] + chunk
-        self.pos = 0
-        return True
-
-    def peek_nonspace(self) -> str:
-        while True:
-            self.pos = _SPACE.match(self.buf, self.pos).end()  # type: ignore[union-attr]  # (matches "" too)
-            if self.pos < len(self.buf):
-                return self.buf[self.pos]
-            if not self.fill():
-                return ""
-
-    def sample(self) -> str:
-        return self.buf[self.pos:self.pos + 20]
-
-    def value(self) -> Any:
-        """One JSON value at ``pos`` (refilling until it is whole)."""
-        self.peek_nonspace()
-        while True:
-            try:
-                value, end = self.decoder.raw_decode(self.buf, self.pos)
-            except json.JSONDecodeError as error:
-                # Only a value cut by the buffer's end is worth more text: an error inside it is final.
-                incomplete = error.pos >= len(self.buf) - 1 or error.msg.startswith("Unterminated string")
-                if not incomplete:
-                    raise TraceError(f"is not valid JSON ({error.msg} at character {self.chars_before + error.pos:,})"
-                                     ) from None
-                if len(self.buf) - self.pos > MAX_EVENT_CHARS:
-                    raise TraceError(f"holds a value larger than {MAX_EVENT_CHARS // 1024**2} MB, "
-                                     "not a profiler event") from None
-                if self.fill():
-                    continue
-                raise TraceError("ends early (a truncated trace)") from None
-            except RecursionError:
-                raise TraceError("is nested too deeply to be a profiler trace") from None
-            self.pos = end
-            return value
-
-    def array_batches(self) -> Iterator[list[Any]]:
-        """The items of the array whose '[' was just passed, a batch at a time where the text allows."""
-        while True:
-            c = self.peek_nonspace()
-            if c == "]":
-                self.pos += 1
-                return
-            if c == ",":
-                self.pos += 1
-                continue
-            if c == "":
-                raise TraceError("ends early (a truncated trace)")
-            batch = self._batch()
-            if batch is not None:
-                yield batch
-                continue
-            yield [self.value()]
-
-    def _batch(self) -> Optional[list[Any]]:
-        """The whole events between ``pos`` and the last event boundary in the buffer, decoded at once (C
-        speed); None where no boundary is found or the cut is not one (then events are decoded one by one)."""
-        tail_from = max(self.pos, len(self.buf) - 65536)
-        last = None
-        for last in _EVENT_BOUNDARY.finditer(self.buf, tail_from):
-            pass
-        if last is None or last.start() <= self.pos:
-            return None
-        try:
-            items = json.loads("[" + self.buf[self.pos:last.start() + 1] + "]")
-        except RecursionError:
-            raise TraceError("is nested too deeply to be a profiler trace") from None
-        except json.JSONDecodeError:
-            return None  # the cut fell inside a string or a nested value: decode one by one instead
-        self.pos = last.end()
-        return items
 
 
 def _is_number(value: Any) -> TypeGuard[Union[int, float]]:
