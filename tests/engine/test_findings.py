@@ -249,3 +249,17 @@ def test_an_input_bound_cpu_run_is_not_offered_the_gpu_and_is_told_what_all_its_
     assert "on 2 cores they leave none to the training thread" in workers.text
     roomy = find(facts(config.replace(device="auto"), cpu_count=16, data_wait_fraction=0.4))
     assert "leave none" not in next(f for f in roomy if f.field == "num_workers").text
+
+
+def test_a_communication_bound_run_is_told_to_accumulate_and_about_ddp_buckets():
+    found = find(facts(RunConfig(devices=2, accumulation_steps=1),
+                       **timeline(kernel_busy_fraction=0.4, communication_fraction=0.35)))
+    bound = [f for f in found if f.kind == "communication-bound"]
+    assert bound and bound[0].figure == 0.35 and bound[0].threshold == rules.COMMUNICATION_BOUND
+    assert bound[0].field == "accumulation_steps" and bound[0].value == 2
+    assert "bucket_cap_mb" in bound[0].text and "overlap" in bound[0].text
+
+
+def test_little_communication_is_no_finding():
+    found = find(facts(RunConfig(devices=2), **timeline(kernel_busy_fraction=0.9, communication_fraction=0.05)))
+    assert "communication-bound" not in kinds(found)

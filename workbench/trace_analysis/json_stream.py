@@ -1,0 +1,257 @@
+"""A profiler trace's JSON, streamed: its top-level keys, and its ``traceEvents`` a batch at a time.
+
+The text is read in chunks (``CHUNK_CHARS``); the events between the start of the buffer and the last event
+boundary in it are decoded in one call of the stdlib's C decoder, falling back to one value at a time where a
+cut is not a boundary (inside a string or a nested value: the batch then fails to decode, which is how a false
+cut is told from a true one). Defences, each a ``TraceError`` with one line: not UTF-8, not JSON (the first
+bad chunk ends the read), truncated or corrupt gzip, a gzip bomb (past ``BOMB_CHECK_BYTES`` at more than
+``BOMB_RATIO``× the compressed bytes), a file past ``MAX_TRACE_BYTES`` (by its size before reading, or as it
+inflates), one value past ``MAX_EVENT_CHARS``, nesting too deep for the decoder; ``cancelled()`` is asked
+before each chunk.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import re
+import zlib
+from pathlib import Path
+from typing import Any, BinaryIO, Callable, Iterator, Optional
+
+from workbench.regular_file import kind_problem
+from workbench.trace_analysis.model import TraceCancelled, TraceError
+
+Cancelled = Callable[[], bool]
+
+# Limits (module-level so tests can lower them): a trace past these is refused with its size, not read for minutes.
+MAX_TRACE_BYTES = 4 * 1024**3  # uncompressed text, whether the file is gzipped or not
+BOMB_RATIO = 200  # Kineto JSON gzips 10–25×; past this (beyond BOMB_CHECK_BYTES) it is a bomb, not a trace
+BOMB_CHECK_BYTES = 64 * 1024**2
+MAX_EVENT_CHARS = 64 * 1024**2  # one event (or top-level value) larger than this is not a profiler's
+CHUNK_CHARS = 4 * 1024**2
+
+_EVENT_BOUNDARY = re.compile(r"\}\s*,\s*(?=\{)")
+_SPACE = re.compile(r"[ \t\r\n]*")
+
+
+class _CountingReader(io.RawIOBase):
+    """The file's bytes, counted as they are read (progress and the gzip ratio are over the file's bytes)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = self.raw.readinto(buffer)  # type: ignore[attr-defined]
+        self.count += n or 0
+        return n or 0
+
+
+class _open_text:
+    """The file as UTF-8 text, gunzipped when it is gzip (by its magic bytes, whatever its name)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> tuple[io.TextIOWrapper, _CountingReader]:
+        try:
+            descriptor = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        except OSError as error:
+            raise TraceError(f"cannot be opened ({(error.strerror or str(error)).lower()})") from None
+        self.file = os.fdopen(descriptor, "rb", buffering=0)
+        problem = kind_problem(os.fstat(descriptor).st_mode)
+        if problem is not None:
+            self.file.close()
+            raise TraceError(problem)
+        size = os.fstat(descriptor).st_size
+        magic = self.file.read(2)
+        self.file.seek(0)
+        counting = _CountingReader(self.file)
+        buffered = io.BufferedReader(counting, buffer_size=1 << 20)
+        if magic == b"\x1f\x8b":
+            stream: BinaryIO = gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[assignment]
+        else:
+            if size > MAX_TRACE_BYTES:
+                self.file.close()
+                raise TraceError(f"is {size / 1024**3:.1f} GB, past the reader's limit of "
+                                 f"{MAX_TRACE_BYTES / 1024**3:.1f} GB")
+            stream = buffered
+        self.text = io.TextIOWrapper(stream, encoding="utf-8", errors="strict")
+        self.counting = counting
+        return self.text, counting
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.text.close()
+        except Exception:  # closing a stream that failed to decode can raise again: the first error is the one
+            pass
+        self.file.close()
+
+
+def _top_level(text: io.TextIOWrapper, raw: _CountingReader, progress: Optional[Callable[[int], None]],
+               cancelled: Optional[Cancelled]) -> Iterator[tuple[Optional[str], Any]]:
+    """(key, value) for each top-level key but traceEvents, and (None, [events]) for each batch of events, in file
+    order (batches: one generator step per event would cost more than the event)."""
+    reader = _Buffer(text, raw, progress, cancelled)
+    first = reader.peek_nonspace()
+    if first == "[":  # Chrome's JSON Array Format: the events alone
+        reader.pos += 1
+        yield from ((None, batch) for batch in reader.array_batches())
+        return
+    if first != "{":
+        raise TraceError(f"is not a JSON trace (it starts with {reader.sample()!r})")
+    reader.pos += 1
+    while True:
+        c = reader.peek_nonspace()
+        if c == "}":
+            reader.pos += 1
+            break
+        if c == ",":
+            reader.pos += 1
+            continue
+        key = reader.value()
+        if not isinstance(key, str):
+            raise TraceError("is not a JSON trace (a top-level key is not a string)")
+        if reader.peek_nonspace() != ":":
+            raise TraceError("is not valid JSON (a top-level key without ':')")
+        reader.pos += 1
+        if key == "traceEvents":
+            if reader.peek_nonspace() != "[":
+                raise TraceError("\"traceEvents\" is not a list")
+            reader.pos += 1
+            yield from ((None, batch) for batch in reader.array_batches())
+        else:
+            yield key, reader.value()
+    if reader.peek_nonspace() != "":
+        raise TraceError("is not valid JSON (text after the trace's closing brace)")
+
+
+class _Buffer:
+    """A window on the text being read: decodes values at ``pos``, refilling from the stream as needed."""
+
+    def __init__(self, text: io.TextIOWrapper, raw: _CountingReader, progress: Optional[Callable[[int], None]],
+                 cancelled: Optional[Cancelled]) -> None:
+        self.text, self.raw, self.progress, self.cancelled = text, raw, progress, cancelled
+        self.buf = ""
+        self.pos = 0
+        self.eof = False
+        self.chars = 0  # characters read from the stream
+        self.chars_before = 0  # characters dropped from the buffer's front (positions in messages are in the file)
+        self.decoder = json.JSONDecoder()
+
+    def fill(self) -> bool:
+        """Read another chunk (keeping what is not decoded yet); False at the end of the text."""
+        if self.eof:
+            return False
+        if self.cancelled is not None and self.cancelled():
+            raise TraceCancelled("reading cancelled")
+        try:
+            chunk = self.text.read(CHUNK_CHARS)
+        except EOFError:
+            raise TraceError("the gzip stream ends early (a truncated file)") from None
+        except (gzip.BadGzipFile, zlib.error) as error:
+            raise TraceError(f"is not readable gzip ({error})") from None
+        except UnicodeDecodeError:
+            raise TraceError("is not UTF-8 text (not a JSON trace)") from None
+        except OSError as error:
+            raise TraceError(f"cannot be read ({(error.strerror or str(error)).lower()})") from None
+        self.chars += len(chunk)
+        if self.chars > MAX_TRACE_BYTES:
+            raise TraceError(f"decompresses to more than {MAX_TRACE_BYTES / 1024**3:.1f} GB, the reader's limit "
+                             "(a gzip bomb, or a trace too large to read)")
+        if self.chars > BOMB_CHECK_BYTES and self.raw.count and self.chars > BOMB_RATIO * self.raw.count:
+            raise TraceError(f"decompresses {self.chars / self.raw.count:,.0f}× its size (a gzip bomb: "
+                             f"profiler traces compress 10–25×)")
+        if self.progress is not None:
+            self.progress(self.raw.count)
+        if not chunk:
+            self.eof = True
+            return False
+        self.chars_before += self.pos
+        self.buf = self.buf[self.pos:] + chunk
+        self.pos = 0
+        return True
+
+    def peek_nonspace(self) -> str:
+        while True:
+            self.pos = _SPACE.match(self.buf, self.pos).end()  # type: ignore[union-attr]  # (matches "" too)
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.fill():
+                return ""
+
+    def sample(self) -> str:
+        return self.buf[self.pos:self.pos + 20]
+
+    def value(self) -> Any:
+        """One JSON value at ``pos`` (refilling until it is whole)."""
+        self.peek_nonspace()
+        while True:
+            try:
+                value, end = self.decoder.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as error:
+                # Only a value cut by the buffer's end is worth more text: an error inside it is final.
+                incomplete = error.pos >= len(self.buf) - 1 or error.msg.startswith("Unterminated string")
+                if not incomplete:
+                    raise TraceError(f"is not valid JSON ({error.msg} at character {self.chars_before + error.pos:,})"
+                                     ) from None
+                if len(self.buf) - self.pos > MAX_EVENT_CHARS:
+                    raise TraceError(f"holds a value larger than {MAX_EVENT_CHARS // 1024**2} MB, "
+                                     "not a profiler event") from None
+                if self.fill():
+                    continue
+                raise TraceError("ends early (a truncated trace)") from None
+            except RecursionError:
+                raise TraceError("is nested too deeply to be a profiler trace") from None
+            self.pos = end
+            return value
+
+    def array_batches(self) -> Iterator[list[Any]]:
+        """The items of the array whose '[' was just passed, a batch at a time where the text allows."""
+        while True:
+            c = self.peek_nonspace()
+            if c == "]":
+                self.pos += 1
+                return
+            if c == ",":
+                self.pos += 1
+                continue
+            if c == "":
+                raise TraceError("ends early (a truncated trace)")
+            batch = self._batch()
+            if batch is not None:
+                yield batch
+                continue
+            yield [self.value()]
+
+    def _batch(self) -> Optional[list[Any]]:
+        """The whole events between ``pos`` and the last event boundary in the buffer, decoded at once (C
+        speed); None where no boundary is found or the cut is not one (then events are decoded one by one)."""
+        tail_from = max(self.pos, len(self.buf) - 65536)
+        last = None
+        for last in _EVENT_BOUNDARY.finditer(self.buf, tail_from):
+            pass
+        if last is None or last.start() <= self.pos:
+            return None
+        try:
+            items = json.loads("[" + self.buf[self.pos:last.start() + 1] + "]")
+        except RecursionError:
+            raise TraceError("is nested too deeply to be a profiler trace") from None
+        except json.JSONDecodeError:
+            return None  # the cut fell inside a string or a nested value: decode one by one instead
+        self.pos = last.end()
+        return items
+
+
+def trace_parts(path: Path, progress: Optional[Callable[[int], None]] = None, cancelled: Optional[Cancelled] = None
+                ) -> Iterator[tuple[Optional[str], Any]]:
+    """(key, value) for each top-level key but traceEvents, and (None, [events]) for each batch of events;
+    ``progress(file_bytes_read)`` after each chunk."""
+    with _open_text(path) as (text, raw):
+        yield from _top_level(text, raw, progress, cancelled)
