@@ -84,7 +84,7 @@ def test_bad_input_is_one_line_and_starts_nothing(capsys, isolated_workbench_hom
                                           "suspect")
     with HistoryStore.open() as store:
         assert len(store.list_runs()) == 3  # nothing ran
-        assert store._conn.execute("SELECT COUNT(*) FROM sweeps").fetchone()[0] == 0
+        assert store._conn.execute("SELECT COUNT(*) FROM sequences").fetchone()[0] == 0
 
 
 def keep_a_measured_loss(config):
@@ -101,7 +101,7 @@ def test_a_run_end_reads_what_its_findings_measured_on_this_device(isolated_work
     from workbench.cli.run_command import with_measured_findings
 
     device = keep_a_measured_loss(TINY.replace(max_steps=99))
-    summary = RunSummary(status="finished", images_per_sec=1000.0, device=device.type, device_name=device.name,
+    summary = RunSummary(status="finished", images_per_sec=1000.0, device_type=device.type, device_name=device.name,
                          findings=FINDINGS[1:] + FINDINGS[:1])
     ended = with_measured_findings(RunEnded(status="finished", summary=summary), TINY)
     assert [f.field for f in ended.summary.findings] == [None, "channels_last"]  # a measured loss is never first
@@ -150,10 +150,10 @@ def test_verify_runs_real_cpu_trials_for_a_finding_and_keeps_them(isolated_workb
     assert f"measured {verified['speedup']:.2f}×" in shown  # the run's finding now reads its measurement
 
     with sqlite3.connect(isolated_workbench_home / "history.sqlite3") as conn:
-        sequences = conn.execute("SELECT id, kind, name FROM sweeps").fetchall()
-        assert sequences == [(result["sweep_id"], "verify", f"verify #{run}: channels_last=on")]
-        trials = conn.execute("SELECT id, config_json FROM runs WHERE sweep_id = ? ORDER BY id",
-                              (result["sweep_id"],)).fetchall()
+        sequences = conn.execute("SELECT id, kind, name FROM sequences").fetchall()
+        assert sequences == [(result["sequence_id"], "verify", f"verify #{run}: channels_last=on")]
+        trials = conn.execute("SELECT id, config_json FROM runs WHERE sequence_id = ? ORDER BY id",
+                              (result["sequence_id"],)).fetchall()
         assert [row[0] for row in trials] == verified["run_ids"]
         assert [json.loads(row[1])["channels_last"] for row in trials] == [False, True] * 3
         (kept,) = conn.execute("SELECT field, value_json, verdict, speedup, device_name, baseline_json "
@@ -202,7 +202,7 @@ def test_a_history_that_cannot_be_read_leaves_a_run_ends_findings_as_they_were(m
         raise HistoryError("cannot open the run history: database is locked")
 
     monkeypatch.setattr(HistoryStore, "open", locked)
-    summary = RunSummary(status="finished", device="cpu", device_name="AMD EPYC (2 cores)", findings=FINDINGS)
+    summary = RunSummary(status="finished", device_type="cpu", device_name="AMD EPYC (2 cores)", findings=FINDINGS)
     ended = RunEnded(status="finished", summary=summary)
     assert with_measured_findings(ended, TINY) is ended
     assert main(["verify", "1"]) == 1  # said in one line, nothing claimed

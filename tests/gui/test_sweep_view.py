@@ -59,7 +59,7 @@ def test_members_fill_the_charts_and_the_table(view):
         *member_events(2, 2, 1000.0),
         SequenceEnded(kind="sweep", sequence_id=7, status="finished", result=SweepResult(members=())),
     ])
-    assert view.title.text() == "sweep num_workers (sweep 7)"
+    assert view.title.text() == "sweep num_workers (sequence 7)"
     assert view.bar_heights("images_per_sec") == [400.0, None, 1000.0]
     assert view.bar_heights("data_wait") == [0.0, None, 50.0]
     assert view.bar_heights("peak_memory") == [1.0, None, 3.0]

@@ -73,6 +73,6 @@ def test_verify_on_a_finished_tiny_cpu_run_measures_the_finding(qtbot, make_wind
     assert [button.text() for button in window.breakdown.apply_buttons] == ["Apply channels_last=true"]  # Apply stays
     assert window.status_line.text().startswith("Verification finished: channels_last=on measured ")
     with sqlite3.connect(isolated_workbench_home / "history.sqlite3") as conn:
-        assert conn.execute("SELECT kind, COUNT(*) FROM sweeps GROUP BY kind").fetchall() == [("verify", 1)]
-        assert conn.execute("SELECT COUNT(*) FROM runs WHERE sweep_id IS NOT NULL").fetchone()[0] == 6
+        assert conn.execute("SELECT kind, COUNT(*) FROM sequences GROUP BY kind").fetchall() == [("verify", 1)]
+        assert conn.execute("SELECT COUNT(*) FROM runs WHERE sequence_id IS NOT NULL").fetchone()[0] == 6
         assert conn.execute("SELECT field, value_json FROM comparisons").fetchall() == [("channels_last", "true")]

@@ -52,6 +52,6 @@ def test_a_deleted_sequence_leaves_its_measurements(tmp_path):
     with HistoryStore.open(tmp_path) as store:
         sequence = store.create_sequence("verify", "verify #1: compile=default", {})
         store.add_measured_change(change(sequence_id=sequence))
-        store._conn.execute("DELETE FROM sweeps WHERE id = ?", (sequence,))
+        store._conn.execute("DELETE FROM sequences WHERE id = ?", (sequence,))
         (found,) = store.measured_changes(BASE, *H100)
     assert found.sequence_id is None

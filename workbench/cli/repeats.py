@@ -125,7 +125,7 @@ def _interval(low: Any, high: Any) -> str:
 
 def repeats_json(ended: SequenceEnded, result: SweepResult, rate: RateOverRuns, config: RunConfig) -> dict[str, Any]:
     return {
-        "sequence_id": ended.sequence_id,  # the "repeats" sequence in the history (sweep_id in the CSV)
+        "sequence_id": ended.sequence_id,  # the "repeats" sequence in the history
         "status": ended.status,
         "reason": ended.reason,
         "repeats": result.repeats,

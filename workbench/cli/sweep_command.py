@@ -137,7 +137,7 @@ def sweep_json(ended: SequenceEnded, fields: tuple[str, ...]) -> dict[str, Any]:
     assert isinstance(result, SweepResult)
     values = per_value(result.members)
     return {
-        "sweep_id": ended.sequence_id,
+        "sequence_id": ended.sequence_id,
         "status": ended.status,
         "reason": ended.reason,
         "params": list(fields),

@@ -149,7 +149,7 @@ def run_command_line(config: RunConfig) -> str:
 
 def tune_json(ended: SequenceEnded, result: TuneResult) -> dict[str, Any]:
     return {
-        "sweep_id": ended.sequence_id,
+        "sequence_id": ended.sequence_id,
         "status": ended.status,
         "stop_reason": result.stop_reason,
         "start_images_per_sec": result.start_images_per_sec,

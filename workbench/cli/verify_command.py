@@ -218,10 +218,11 @@ def verify_json(run_id: int, ended: SequenceEnded, result: VerifyResult) -> dict
     """The --json object: ``findings`` holds one entry per change verified (a finding's, or a --set)."""
     return {
         "run_id": run_id,
-        "sweep_id": ended.sequence_id,
+        "sequence_id": ended.sequence_id,
         "status": ended.status,
         "reason": ended.reason,
-        "device": {"type": result.device_type, "name": result.device_name},
+        "device_type": result.device_type,
+        "device_name": result.device_name,
         "trial_steps": result.trial_steps,
         "findings": [
             {

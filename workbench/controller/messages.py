@@ -88,8 +88,8 @@ def ended_text(event: RunEnded) -> str:
     parts = []
     if summary.test_accuracy is not None:
         parts.append(f"test accuracy {summary.test_accuracy:.1%}")
-    if summary.images_per_sec_median is not None and math.isfinite(summary.images_per_sec_median):
-        rate = f"{summary.images_per_sec_median:,.0f} images/s (median)"
+    if summary.images_per_sec is not None and math.isfinite(summary.images_per_sec):
+        rate = f"{summary.images_per_sec:,.0f} img/s"  # IMAGES_PER_SEC_MEANS: the banner's tooltip says it
         if summary.pipeline_efficiency is not None:
             rate += f", {efficiency_text(summary.pipeline_efficiency)}"
         parts.append(rate)

@@ -38,7 +38,7 @@ class FindingsOf:
     def measurable(self) -> bool:
         """A finding names a setting, and the run's device is known: the history may hold a measurement."""
         return (any(finding.field is not None for finding in self.findings)
-                and bool(self.summary.device) and bool(self.summary.device_name))
+                and bool(self.summary.device_type) and bool(self.summary.device_name))
 
 
 def read_measured_changes(recordings: Callable[[], Any], source: FindingsOf) -> list[MeasuredChange]:
@@ -46,7 +46,7 @@ def read_measured_changes(recordings: Callable[[], Any], source: FindingsOf) -> 
     recorder factory of its own (a SQLite connection belongs to the thread that opens it), closed after."""
     recorders = recordings()
     try:
-        return recorders.measured_changes(source.config, source.summary.device, source.summary.device_name)
+        return recorders.measured_changes(source.config, source.summary.device_type, source.summary.device_name)
     finally:
         close = getattr(recorders, "close", None)
         if close is not None:

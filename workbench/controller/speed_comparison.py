@@ -52,7 +52,7 @@ def speed_lines(records: Sequence[RunRecord]) -> list[str]:
         return []
     letters = [_letter(index) for index in range(len(found))]
     if len(found) == 1:
-        return [f"Images/sec of {found[0].label}: {found[0].rate.describe()}."]
+        return [f"Img/s of {found[0].label}: {found[0].rate.describe()}."]
     lines = [f"{letter} = {side.label}: {side.rate.describe()}" for letter, side in zip(letters, found)]
     first = found[0]
     for letter, side in zip(letters[1:], found[1:]):

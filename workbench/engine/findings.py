@@ -77,7 +77,7 @@ class RunFacts:
         return cls(
             config=config,
             summary=summary,
-            device_type=device_facts.get("type") or summary.device,
+            device_type=device_facts.get("type") or summary.device_type,
             training_peak_allocated_bytes=training_peak_allocated_bytes,
             total_memory_bytes=device_facts.get("total_memory_bytes"),
             bf16_supported=bool(device_facts.get("bf16_supported")),

@@ -149,7 +149,7 @@ class BatchTrial:
     images_per_sec: Optional[float]
     peak_allocated_bytes: Optional[int]
     peak_reserved_bytes: Optional[int]
-    peak_nvml_used_bytes: Optional[int]
+    peak_nvml_device_used_bytes: Optional[int]
 
 
 # -- results ---------------------------------------------------------------------------------------

@@ -69,7 +69,7 @@ def sweep_changes(members: Sequence[MemberEnded], sequence_id: Optional[int]) ->
             differing = [(field, value) for (field, value), (_, base) in zip(b, a) if value != base]
             if len(differing) != 1 or not a_runs or not b_runs:
                 continue
-            devices = {(m.summary.device, m.summary.device_name) for m in (*a_runs, *b_runs)}
+            devices = {(m.summary.device_type, m.summary.device_name) for m in (*a_runs, *b_runs)}
             if len(devices) != 1:
                 continue
             ((device_type, device_name),) = devices

@@ -43,12 +43,13 @@ class RateOverRuns:
         return rate_interval_text(self.images_per_sec_low, self.images_per_sec_high, self.confidence)
 
     def describe(self) -> str:
-        """"1,234 img/s (median of 3 runs, 1,200–1,260 (75 %))", or for one run "… (its windows: …)"."""
+        """"1,234 img/s (median of 3 runs, 1,200–1,260 (75 %))", or for one run "… (one run; within it …)"."""
         if self.images_per_sec is None:
             return "no run finished"
         interval = self.interval_text()
-        if self.runs == 1:
-            return f"{self.images_per_sec:,.0f} img/s (one run" + (f"; its windows: {interval})" if interval else ")")
+        if self.runs == 1:  # its windows' interval is within the run: the next run may differ by more
+            return (f"{self.images_per_sec:,.0f} img/s (one run" + (f"; within it {interval}" if interval else "")
+                    + ": the next run may differ by more)")
         return (f"{self.images_per_sec:,.0f} img/s (median of {self.runs} runs"
                 + (f", {interval})" if interval else ", no interval under 3 runs)"))
 

@@ -237,7 +237,7 @@ class SweepView(QWidget):
     def _begin(self, event: SequenceStarted) -> None:
         self._members, self._values, self._ended = [], [], None
         self._fields, self._planned, self._name = event.fields, event.planned_members, event.name
-        where = f" (sweep {event.sequence_id})" if event.sequence_id is not None else ""
+        where = f" (sequence {event.sequence_id})" if event.sequence_id is not None else ""
         self.title.setText(event.name + where)
         headers = [*self._fields, *COLUMNS_AFTER_VALUES] if self._fields else ["Member", *COLUMNS_AFTER_VALUES]
         self.table.clear()

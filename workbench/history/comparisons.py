@@ -50,7 +50,7 @@ def value_key(value: Any) -> str:
 class MeasuredChange:
     """One change measured against a baseline on one device (a row of ``comparisons``)."""
 
-    sequence_id: Optional[int]  # the sequence that measured it (sweeps.id)
+    sequence_id: Optional[int]  # the sequence that measured it (sequences.id)
     device_type: str  # "cuda", "cpu"
     device_name: str  # DeviceInfo.name: "NVIDIA H100 80GB HBM3"
     baseline: RunConfig  # the settings changed from (a run's own, not a trial's shortened copy)

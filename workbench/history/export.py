@@ -21,19 +21,16 @@ from workbench.history.schema import EPOCH_COLUMNS, RANK_PEAK_FIGURES, STEP_COLU
 from workbench.history.store import HistoryError, HistoryStore
 
 # What the run is and where it came from (source: gui or cli), as the Runs tab shows it, and the
-# sequence of runs (sweep, tune, max-batch) it was a member of.
+# sequence of runs (sweep, repeats, tune, verify, max-batch) it was a member of.
 RUN_IDENTITY_COLUMNS: tuple[str, ...] = (
-    "run_id", "name", "note", "source", "status", "reason", "started_at", "finished_at", "sweep_id", "sweep_name",
+    "run_id", "name", "note", "source", "status", "reason", "started_at", "finished_at", "sequence_id", "sequence_name",
 )
 # Every figure of the run's summary (history/metrics.py), how far it got included (steps, samples_seen, epochs_completed).
-SUMMARY_EXPORT_COLUMNS: tuple[str, ...] = tuple(metric.csv_column for metric in SUMMARY_METRICS)
+SUMMARY_EXPORT_COLUMNS: tuple[str, ...] = tuple(metric.name for metric in SUMMARY_METRICS)
 # Each rank's peak of a multi-process run, by rank, in one cell: "1073741824;1073741824" (empty for one process).
 RANK_PEAK_COLUMNS: tuple[str, ...] = tuple("rank_" + name for name in RANK_PEAK_FIGURES)
-# Columns that name a figure more exactly than its contract column, which stays: NVML's "used" is
-# device-wide (other processes and CUDA contexts included); this one says so by name.
-ALIAS_COLUMNS: dict[str, str] = {"peak_nvml_device_used_bytes": "peak_nvml_used_bytes"}
 RUNS_CSV_COLUMNS: tuple[str, ...] = (
-    RUN_IDENTITY_COLUMNS + FIELD_NAMES + SUMMARY_EXPORT_COLUMNS + RANK_PEAK_COLUMNS + tuple(ALIAS_COLUMNS)
+    RUN_IDENTITY_COLUMNS + FIELD_NAMES + SUMMARY_EXPORT_COLUMNS + RANK_PEAK_COLUMNS
 )
 STEPS_CSV_COLUMNS: tuple[str, ...] = ("run_id", "step", "metric", "value")
 # Per-epoch figures join the long file at the step they were taken, prefixed so "loss" stays unambiguous.
@@ -81,7 +78,7 @@ def run_row(record: RunRecord) -> list[str]:
     ]
     return [cell(value) for value in values] + [
         ";".join(cell(value) for value in getattr(record.summary, name)) for name in RANK_PEAK_COLUMNS
-    ] + [cell(getattr(record.summary, name)) for name in ALIAS_COLUMNS.values()]
+    ]
 
 
 def step_rows(store: HistoryStore, run_id: int) -> Iterator[list[str]]:

@@ -114,7 +114,7 @@ class HistoryStore(HistoryReads):
         with self._transaction() as conn:
             cursor = conn.execute(
                 "INSERT INTO runs (name, status, source, started_at, heartbeat_at, pid, hostname, "
-                "process_identity, app_version, config_json, sweep_id) "
+                "process_identity, app_version, config_json, sequence_id) "
                 "VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     name or "",
@@ -146,7 +146,7 @@ class HistoryStore(HistoryReads):
         """Record a new sequence of runs (kind: sweep, tune or max_batch); returns its id for ``start_run``."""
         with self._transaction() as conn:
             cursor = conn.execute(
-                "INSERT INTO sweeps (kind, name, created_at, plan_json) VALUES (?, ?, ?, ?)",
+                "INSERT INTO sequences (kind, name, created_at, plan_json) VALUES (?, ?, ?, ?)",
                 (kind, name, time.time(), json.dumps(plan, sort_keys=True) if plan is not None else None),
             )
         return int(cursor.lastrowid)
@@ -273,7 +273,7 @@ def _app_version() -> Optional[str]:
 
 
 def _sequence_name(conn: sqlite3.Connection, sequence_id: Optional[int]) -> Optional[str]:
-    row = conn.execute("SELECT name FROM sweeps WHERE id = ?", (sequence_id,)).fetchone() if sequence_id else None
+    row = conn.execute("SELECT name FROM sequences WHERE id = ?", (sequence_id,)).fetchone() if sequence_id else None
     return row[0] if row is not None else None
 
 
@@ -282,7 +282,7 @@ def _name_owner(conn: sqlite3.Connection, run_id: int) -> NameOwner:
 
     def owner(name: str) -> Optional[tuple[RunConfig, Optional[str]]]:
         row = conn.execute(
-            "SELECT runs.config_json, sweeps.name FROM runs LEFT JOIN sweeps ON sweeps.id = runs.sweep_id "
+            "SELECT runs.config_json, sequences.name FROM runs LEFT JOIN sequences ON sequences.id = runs.sequence_id "
             "WHERE runs.name = ? AND runs.id != ? ORDER BY runs.id DESC LIMIT 1", (name, run_id)
         ).fetchone()
         return (config_from_json(row[0])[0], row[1]) if row is not None else None
