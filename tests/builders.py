@@ -577,7 +577,7 @@ class ListRecording(ProtocolFake, protocol=RecorderFactory, also=("close",)):
         self.fail_at = fail_at  # each run's recorder fails after this many events
         self.recorders: list[ListRecorder] = []
         self.sequences: list[tuple[str, str]] = []
-        self.measured: list[Any] = []  # the measured changes kept (history/comparisons.MeasuredChange)
+        self.measured: list[Any] = []  # the measured changes kept (history/measured_changes.MeasuredChangeRecord)
         self.opened = self.closed = 0
 
     def __call__(self) -> "ListRecording":
@@ -596,7 +596,7 @@ class ListRecording(ProtocolFake, protocol=RecorderFactory, also=("close",)):
         self.measured.append(change)
 
     def measured_changes(self, config, device_type, device_name) -> list:
-        from workbench.history.comparisons import speed_settings
+        from workbench.history.measured_changes import speed_settings
 
         return [change for change in self.measured if (change.device_type, change.device_name) == (
             device_type, device_name) and speed_settings(change.baseline) == speed_settings(config)]

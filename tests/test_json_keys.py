@@ -25,7 +25,7 @@ from workbench.cli.tune_command import tune_json
 from workbench.cli.verify_command import verify_json
 from workbench.config import FIELD_NAMES, RunConfig
 from workbench.engine.ceiling_cache import Ceiling, ceiling_key
-from workbench.engine.events import Finding, Measurement, NamedTime
+from workbench.engine.events import Finding, MeasuredChange, NamedTime
 from workbench.experiments.comparison import compare_rates
 from workbench.experiments.events import (
     BatchTrial,
@@ -64,7 +64,7 @@ def key_paths(document, prefix=""):
     return paths
 
 
-MEASURED = Measurement(speedup=1.3, low=1.2, high=1.4, verdict="faster", baseline_trials=3, changed_trials=3)
+MEASURED = MeasuredChange(speedup=1.3, low=1.2, high=1.4, verdict="faster", baseline_trials=3, changed_trials=3)
 FINDING = Finding(kind="input-bound", headline="Input-bound.", text="Input-bound: more workers.", figure=0.4,
                   figure_name="data_wait_fraction", threshold=0.15, field="num_workers", value=4, measured=MEASURED)
 

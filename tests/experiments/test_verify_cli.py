@@ -10,7 +10,7 @@ from builders import GPU, last_json, started, step, workbench_cli
 from workbench.cli import main
 from workbench.config import RunConfig
 from workbench.engine.events import Finding, RunEnded, RunSummary
-from workbench.history.comparisons import MeasuredChange
+from workbench.history.measured_changes import MeasuredChangeRecord
 from workbench.history.store import HistoryStore
 
 TINY = RunConfig(dataset="synthetic", synthetic_size=256, batch_size=32, max_steps=8, log_every=1, num_workers=0,
@@ -90,7 +90,7 @@ def test_bad_input_is_one_line_and_starts_nothing(capsys, isolated_workbench_hom
 def keep_a_measured_loss(config):
     device = this_machine()
     with HistoryStore.open() as store:
-        store.add_measured_change(MeasuredChange(
+        store.add_measured_change(MeasuredChangeRecord(
             sequence_id=None, device_type=device.type, device_name=device.name, baseline=config, field="channels_last",
             value=True, speedup=0.86, speedup_low=0.8, speedup_high=0.9, verdict="slower", baseline_run_ids=(1, 3, 5),
             changed_run_ids=(2, 4, 6)))
@@ -157,7 +157,7 @@ def test_verify_runs_real_cpu_trials_for_a_finding_and_keeps_them(isolated_workb
         assert [row[0] for row in trials] == verified["run_ids"]
         assert [json.loads(row[1])["channels_last"] for row in trials] == [False, True] * 3
         (kept,) = conn.execute("SELECT field, value_json, verdict, speedup, device_name, baseline_json "
-                               "FROM comparisons").fetchall()
+                               "FROM measured_changes").fetchall()
     assert kept[:5] == ("channels_last", "true", verified["verdict"], pytest.approx(verified["speedup"]), device.name)
     assert json.loads(kept[5]) == TINY.to_dict()
 
@@ -182,11 +182,11 @@ def test_a_finding_verified_again_is_named_by_its_own_words_not_its_last_measure
     from argparse import Namespace
 
     from workbench.cli.verify_command import changes_from_args
-    from workbench.engine.events import Measurement
-    from workbench.engine.findings import with_measurements
+    from workbench.engine.events import MeasuredChange
+    from workbench.engine.findings import with_measured_changes
 
-    gain = Measurement(speedup=1.3, low=1.2, high=1.4, verdict="faster", baseline_trials=3, changed_trials=3)
-    shown = with_measurements(FINDINGS, lambda field, value: gain if field == "channels_last" else None)
+    gain = MeasuredChange(speedup=1.3, low=1.2, high=1.4, verdict="faster", baseline_trials=3, changed_trials=3)
+    shown = with_measured_changes(FINDINGS, lambda field, value: gain if field == "channels_last" else None)
     assert shown[0].field == "channels_last" and "measured 1.30×" in shown[0].text  # a measured gain is shown first
     (change,) = changes_from_args(Namespace(finding=1), 1, shown, FINDINGS)
     assert (change.field, change.value, change.text) == ("channels_last", True, FINDINGS[1].text)

@@ -52,6 +52,6 @@ def test_a_schema_5_history_reads_each_figure_under_its_one_name(tmp_path):
         assert store.create_sequence("repeats", "repeats") == 2  # new sequences go to the renamed table
     conn = sqlite3.connect(tmp_path / "history.sqlite3")
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    references = conn.execute("SELECT sql FROM sqlite_master WHERE name IN ('runs', 'comparisons')").fetchall()
+    references = conn.execute("SELECT sql FROM sqlite_master WHERE name IN ('runs', 'measured_changes')").fetchall()
     assert all("REFERENCES sequences(id)" in sql.replace('"', "") and "sweeps" not in sql for (sql,) in references)
     conn.close()

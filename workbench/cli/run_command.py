@@ -151,7 +151,7 @@ def with_measured_findings(ended: RunEnded, config: RunConfig) -> RunEnded:
     """The run's end with its findings as the history's measurements rank them (as they were, if it cannot be read)."""
     from dataclasses import replace
 
-    from workbench.history.comparisons import findings_as_shown
+    from workbench.history.measured_changes import findings_as_shown
     from workbench.history.store import HistoryError, HistoryStore
 
     summary = ended.summary

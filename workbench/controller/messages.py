@@ -17,7 +17,7 @@ from workbench.experiments.events import (
     values_label,
 )
 from workbench.experiments.rate_over_runs import fastest_text, per_value
-from workbench.experiments.verify import measurement_of
+from workbench.experiments.verify import measured_change_of
 from workbench.formatting import efficiency_text, format_bytes, format_duration
 from workbench.history.metrics import format_metric
 
@@ -144,7 +144,7 @@ def sequence_ended_text(event: SequenceEnded) -> str:
     if isinstance(result, VerifyResult):
         said = []
         for change in result.changes:
-            measured = measurement_of(change.comparison)
+            measured = measured_change_of(change.comparison)
             said.append(f"{values_label(((change.field, change.value),))} " + (
                 measured.describe() if measured is not None else f"not measured ({change.reason or 'too few trials'})"))
         return f"{head}: " + "; ".join(said) + "."

@@ -254,7 +254,7 @@ Verdict = Literal["faster", "slower", "within_noise"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class Measurement:
+class MeasuredChange:
     """What a finding's change did when it was measured on this device against these settings: interleaved
     short runs of each (experiments/verify.py, compared by experiments/comparison.py), stored in the history.
 
@@ -285,7 +285,7 @@ class Measurement:
                 "baseline_trials": self.baseline_trials, "changed_trials": self.changed_trials}
 
     @classmethod
-    def from_dict(cls, data: Any) -> Optional["Measurement"]:
+    def from_dict(cls, data: Any) -> Optional["MeasuredChange"]:
         """None for anything that is not a stored measurement (an older or damaged record)."""
         try:
             return cls(speedup=float(data["speedup"]), low=_optional_float(data.get("low")),
@@ -317,8 +317,8 @@ class Finding:
     threshold: Optional[float] = None
     field: Optional[str] = None
     value: Union[str, int, float, bool, None] = None
-    # What this change did when measured here (the history's verifications; findings.with_measurements), else None.
-    measured: Optional[Measurement] = None
+    # What this change did when measured here (the history's measured changes; findings.with_measured_changes), else None.
+    measured: Optional[MeasuredChange] = None
 
     def to_dict(self) -> dict:
         return {
@@ -332,14 +332,14 @@ class Finding:
         measured = data.get("measured")
         stored: dict[str, Any] = {name: data.get(name) for name in (
             "kind", "headline", "text", "figure", "figure_name", "threshold", "field", "value")}
-        return cls(**stored, measured=Measurement.from_dict(measured) if measured is not None else None)
+        return cls(**stored, measured=MeasuredChange.from_dict(measured) if measured is not None else None)
 
 
 # Steady state = every log window after the first (cuDNN autotuning, worker start-up, compilation), unless the
 # first is the only one, less the windows a profiler sample slowed. The run's throughput is one figure, shown under
 # one name (images_per_sec, "img/s") in the window, the Runs table, the CLI, the CSV and --json; its definition:
-IMAGES_PER_SEC_MEANS = ("images/sec: the samples trained ÷ the seconds they took, over the steady windows (every log "
-                        "window after the first, which holds warm-up and compilation)")
+IMAGES_PER_SEC_MEANS = ("img/s (images_per_sec): the samples trained ÷ the seconds they took, over the steady windows "
+                        "(every log window after the first, which holds warm-up and compilation)")
 # What a run's own interval covers: how its windows varied, not how much the next run of the same settings may differ
 # (a run on a quiet machine read 1,055–1,137 img/s; the next three runs' median was 1,376).
 WITHIN_ONE_RUN = ("within one run: the 90 % interval of its steady windows, not run-to-run noise (the next run may "

@@ -21,7 +21,7 @@ from typing import Any, Iterator, Optional
 
 from workbench.config import ConfigError, RunConfig
 from workbench.device_info import DeviceInfo, Probe
-from workbench.engine.events import Finding, Measurement, RunSummary
+from workbench.engine.events import Finding, MeasuredChange, RunSummary
 from workbench.engine.requests import stopped_by
 from workbench.experiments.comparison import MIN_TRIALS, Comparison, compare_rates
 from workbench.experiments.events import (
@@ -44,7 +44,7 @@ from workbench.experiments.measured import keep, measured_change
 from workbench.experiments.recording import RecorderFactory
 from workbench.experiments.tune import MAX_TRIAL_STEPS, MIN_TRIAL_STEPS, WINDOWS_PER_TRIAL
 from workbench.experiments.values import field_problem
-from workbench.history.comparisons import NOT_SPEED_SETTINGS
+from workbench.history.measured_changes import NOT_SPEED_SETTINGS
 from workbench.settings_help import inactive_fields
 
 # A trial trains about this long when its length is sized from the run's own speed: long enough that its seven
@@ -100,11 +100,11 @@ class VerifyPlan:
         return cls(config, changes, steps, repeats, run_id, name)
 
 
-def measurement_of(comparison: Comparison) -> Optional[Measurement]:
+def measured_change_of(comparison: Comparison) -> Optional[MeasuredChange]:
     """What a finding carries of a comparison: None without a speedup (a side with no finished trial)."""
     if comparison.speedup is None:
         return None
-    return Measurement(speedup=comparison.speedup, low=comparison.speedup_low, high=comparison.speedup_high,
+    return MeasuredChange(speedup=comparison.speedup, low=comparison.speedup_low, high=comparison.speedup_high,
                        verdict=comparison.verdict, baseline_trials=len(comparison.baseline_rates),
                        changed_trials=len(comparison.changed_rates))
 

@@ -411,6 +411,11 @@ _V6: tuple[Step, ...] = (
     "ALTER TABLE profile_samples RENAME COLUMN device TO device_type",
     "DROP INDEX runs_by_sweep",
     "CREATE INDEX runs_by_sequence ON runs(sequence_id)",
+    # A stored A/B of one setting's change is a measured change (history/measured_changes.py); "comparison" is
+    # runs side by side (history/compare.py).
+    "ALTER TABLE comparisons RENAME TO measured_changes",
+    "DROP INDEX comparisons_by_device",
+    "CREATE INDEX measured_changes_by_device ON measured_changes(device_type, device_name, field)",
 )
 
 # Append new versions here, each a tuple of statements (or functions of the connection where SQL alone cannot

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from workbench.config import RunConfig
-from workbench.history import comparisons, processes
-from workbench.history.comparisons import MeasuredChange
+from workbench.history import measured_changes, processes
+from workbench.history.measured_changes import MeasuredChangeRecord
 from workbench.history.database import DATABASE_NAME, HistoryDatabase, open_for_reading, open_for_writing
 from workbench.history.errors import (
     HistoryDamaged,
@@ -151,15 +151,15 @@ class HistoryStore(HistoryReads):
             )
         return int(cursor.lastrowid)
 
-    def add_measured_change(self, change: MeasuredChange) -> int:
-        """Store one change measured against a baseline (history/comparisons.py); its id."""
+    def add_measured_change(self, change: MeasuredChangeRecord) -> int:
+        """Store one change measured against a baseline (history/measured_changes.py); its id."""
         with self._transaction() as conn:
-            return comparisons.add(conn, change)
+            return measured_changes.add(conn, change)
 
-    def measured_changes(self, config: RunConfig, device_type: str, device_name: str) -> list[MeasuredChange]:
+    def measured_changes(self, config: RunConfig, device_type: str, device_name: str) -> list[MeasuredChangeRecord]:
         """The changes measured on this device from ``config``'s speed settings, oldest first."""
         with translated(self.path, "read"):
-            return comparisons.measured_on(self._conn, config, device_type, device_name)
+            return measured_changes.measured_on(self._conn, config, device_type, device_name)
 
     def rename(self, run_id: int, name: str) -> None:
         name = name.strip()
