@@ -38,7 +38,7 @@ def record_run(device, config=TINY, findings=FINDINGS, images_per_sec=1000.0) ->
         for index in range(1, 9):
             recorder.record(step(index, 8))
         recorder.record(RunEnded(status="finished", summary=RunSummary(
-            status="finished", images_per_sec=images_per_sec, steps=8, device=device.type, device_name=device.name,
+            status="finished", images_per_sec=images_per_sec, steps=8, device_type=device.type, device_name=device.name,
             findings=findings)))
         return recorder.run_id
 

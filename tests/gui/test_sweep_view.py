@@ -3,7 +3,7 @@
 import pytest
 
 from workbench.config import RunConfig
-from workbench.engine.events import RunEnded, RunSummary, StepStats
+from workbench.engine.events import IMAGES_PER_SEC_MEANS, RunEnded, RunSummary, StepStats
 from workbench.experiments.events import MemberEnded, MemberStarted, SequenceEnded, SequenceStarted, SweepResult
 from workbench.experiments.sweep import SweepAxis, SweepPlan, run_sweep
 from workbench.gui.sweep_view import SweepView
@@ -200,3 +200,9 @@ def test_an_event_type_no_view_knows_fails_loudly(view, qtbot):
     for sequence_view in (view, tune_view):
         with pytest.raises(TypeError, match="no handler for NewEvent events"):
             sequence_view.handle(NewEvent())
+
+
+def test_the_throughput_chart_says_what_its_bars_and_error_bars_cover(view):
+    tip = view.plots["images_per_sec"].toolTip()
+    assert IMAGES_PER_SEC_MEANS in tip
+    assert "within it" in tip and "the next run may differ by more" in tip  # one run's interval is not the noise
