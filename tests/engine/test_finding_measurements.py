@@ -88,7 +88,7 @@ def test_a_measurement_round_trips_with_its_finding():
 
 
 def test_a_measurement_reads_as_the_comparison_says_it():
-    from workbench.experiments.comparison import compare_rates
+    from workbench.experiments.ab import compare_rates
     from workbench.experiments.verify import measured_change_of
 
     for changed in ([1310, 1300, 1320], [860, 850, 870], [1000, 1012, 995], [1300, 1310]):

@@ -111,7 +111,7 @@ def sweep_table(fields: tuple[str, ...], members: tuple[MemberEnded, ...]) -> st
 
 def per_value_table(fields: tuple[str, ...], members: tuple[MemberEnded, ...]) -> str:
     """One row per value over its repeats: the median images/sec, its interval, and the A/B against the first
-    value (comparison.compare_rates)."""
+    value (ab.compare_rates)."""
     results = per_value(members)
     header = (*(name.upper() for name in fields), "RUNS", "MEDIAN IMG/S", "INTERVAL", "VS FIRST (90 % INTERVAL)",
               "VERDICT")

@@ -61,7 +61,7 @@ def verify_command(args: argparse.Namespace) -> int:
 
 
 def verify(args: argparse.Namespace) -> int:
-    from workbench.experiments.comparison import MIN_TRIALS
+    from workbench.experiments.ab import MIN_TRIALS
     from workbench.experiments.verify import VerifyPlan, plan_problems, run_verify, without_unrunnable
     from workbench.history.measured_changes import findings_as_shown
     from workbench.history.store import HistoryStore, RunNotFound

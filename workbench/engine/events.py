@@ -249,14 +249,14 @@ class ProfileSample:
         return self.launches / self.steps if self.launches is not None and self.steps else None
 
 
-# What a comparison of two settings' speeds decided (experiments/comparison.py).
+# What a comparison of two settings' speeds decided (experiments/ab.py).
 Verdict = Literal["faster", "slower", "within_noise"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class MeasuredChange:
     """What a finding's change did when it was measured on this device against these settings: interleaved
-    short runs of each (experiments/verify.py, compared by experiments/comparison.py), stored in the history.
+    short runs of each (experiments/verify.py, compared by experiments/ab.py), stored in the history.
 
     ``speedup`` is median(changed) ÷ median(baseline) images/sec, ``low``–``high`` its interval (None without
     one), ``verdict`` faster / slower / within_noise as the comparison decided it."""
@@ -273,7 +273,7 @@ class MeasuredChange:
         return f"{self.baseline_trials}+{self.changed_trials} trials"
 
     def describe(self) -> str:
-        """"measured 1.31×: faster (1.25–1.37, 3+3 trials)": the words of Comparison.describe."""
+        """"measured 1.31×: faster (1.25–1.37, 3+3 trials)": the words of ABResult.describe."""
         interval = (f"{self.low:.2f}–{self.high:.2f}, " if self.low is not None and self.high is not None
                     else "no interval: ")
         words = {"faster": "faster", "slower": "slower here, not recommended",
@@ -317,7 +317,8 @@ class Finding:
     threshold: Optional[float] = None
     field: Optional[str] = None
     value: Union[str, int, float, bool, None] = None
-    # What this change did when measured here (the history's measured changes; findings.with_measured_changes), else None.
+    # What this change did when measured here (the history's measured changes, findings.with_measured_changes);
+    # None if never.
     measured: Optional[MeasuredChange] = None
 
     def to_dict(self) -> dict:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Iterator, Optional, Sequence
 
 from workbench.config import RunConfig
-from workbench.experiments.comparison import Comparison, compare_rates
+from workbench.experiments.ab import ABResult, compare_rates
 from workbench.experiments.events import MemberEnded, RecordingFailed, values_label
 from workbench.experiments.recording import RecorderFactory
 from workbench.history.measured_changes import NOT_SPEED_SETTINGS, MeasuredChangeRecord
@@ -20,7 +20,7 @@ from workbench.history.measured_changes import NOT_SPEED_SETTINGS, MeasuredChang
 
 def measured_change(
     *, sequence_id: Optional[int], device_type: Optional[str], device_name: Optional[str], baseline: RunConfig,
-    field: str, value: Any, comparison: Comparison, baseline_run_ids: Sequence[Optional[int]],
+    field: str, value: Any, comparison: ABResult, baseline_run_ids: Sequence[Optional[int]],
     changed_run_ids: Sequence[Optional[int]],
 ) -> Optional[MeasuredChangeRecord]:
     """The row to keep; None when there is nothing worth keeping: no interval (too few trials), no device to

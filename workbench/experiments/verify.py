@@ -5,7 +5,7 @@ interval). With several changes the baseline's trials are shared honestly: each 
 so every change is compared with baseline trials measured between its own. A trial is a short ordinary run
 (recorded in the history, tagged with the sequence) of ``trial_steps`` steps in WINDOWS_PER_TRIAL log windows,
 the first left out as warm-up, as the search for faster settings does; profiling is off in the trials (the
-profiler's cost is no part of either side's speed). Each change is then compared by experiments/comparison.py
+profiler's cost is no part of either side's speed). Each change is then compared by experiments/ab.py
 (median ratio, interval, verdict) and, with an interval, kept in the history for the findings to read.
 
 A baseline trial that fails ends the sequence (nothing can be compared); a change whose trial fails is dropped
@@ -23,7 +23,7 @@ from workbench.config import ConfigError, RunConfig
 from workbench.device_info import DeviceInfo, Probe
 from workbench.engine.events import Finding, MeasuredChange, RunSummary
 from workbench.engine.requests import stopped_by
-from workbench.experiments.comparison import MIN_TRIALS, Comparison, compare_rates
+from workbench.experiments.ab import MIN_TRIALS, ABResult, compare_rates
 from workbench.experiments.events import (
     AnyEvent,
     ChangeVerified,
@@ -100,7 +100,7 @@ class VerifyPlan:
         return cls(config, changes, steps, repeats, run_id, name)
 
 
-def measured_change_of(comparison: Comparison) -> Optional[MeasuredChange]:
+def measured_change_of(comparison: ABResult) -> Optional[MeasuredChange]:
     """What a finding carries of a comparison: None without a speedup (a side with no finished trial)."""
     if comparison.speedup is None:
         return None

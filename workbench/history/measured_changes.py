@@ -1,9 +1,9 @@
 """Measured changes: what one setting's change did to images/sec against a baseline, on one device.
 
-One row of the ``measured_changes`` table (``comparisons`` until schema 6) per change measured by interleaved trials: by ``workbench verify``
-and the GPU time tab's Verify, each one-setting change the search for faster settings compared, and each two values
-of a sweep with repeats (experiments/measured.py). A row holds the device, the baseline settings, the change (field,
-value), the speedup with its interval and verdict, and the runs measured.
+One row of the ``measured_changes`` table (``comparisons`` until schema 6) per change measured by interleaved
+trials: by ``workbench verify`` and the GPU time tab's Verify, each one-setting change the search for faster
+settings compared, and each two values of a sweep with repeats (experiments/measured.py). A row holds the device,
+the baseline settings, the change (field, value), the speedup with its interval and verdict, and the runs measured.
 The findings read them back (``lookup``) to say what a remedy did on this device before. Functions of an
 open connection; the store calls them inside its own transactions. No Qt.
 """

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from workbench.engine.events import ProfileSample
 
 # Every read of a run: its row, and the name of the sequence (sweep) it belongs to, if any.
-RUNS_QUERY = "SELECT runs.*, sequences.name AS sequence_name FROM runs LEFT JOIN sequences ON sequences.id = runs.sequence_id"
+RUNS_QUERY = ("SELECT runs.*, sequences.name AS sequence_name FROM runs "
+              "LEFT JOIN sequences ON sequences.id = runs.sequence_id")
 
 
 class HistoryReads:

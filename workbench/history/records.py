@@ -42,8 +42,8 @@ class RunRecord:
     app_version: Optional[str] = None
     # Stored settings this version does not know (or cannot read); the config uses defaults for them.
     config_dropped: tuple[str, ...] = ()
-    # The sequence of runs (a sweep, a search for faster settings, a max-batch search: the "kind") this run belongs
-    # to; None for a lone run. The database, the CSV and --json call it sequence_id / sequence_name (a contract kept).
+    # The sequence of runs (a sweep, repeats, a search for faster settings, a verification, a max-batch search: the
+    # "kind") this run belongs to; None for a lone run. The history, the CSV and --json name it the same.
     sequence_id: Optional[int] = None
     sequence_name: Optional[str] = None
     traceback: Optional[str] = None  # of a failure nobody expected (kinds error, data_loader, out_of_memory)
