@@ -429,6 +429,6 @@ def test_the_comparison_says_what_the_selected_repeats_measured(make_view, store
     assert lines[0].endswith(": 1,000 img/s (median of 3 runs, 990–1,010 (75 %))")
     assert lines[2].startswith("B against A: measured 1.31×: faster (")
     view.select_runs(ids[:1])
-    assert speed.text() == f"Images/sec of #{ids[0]}: 1,000 img/s (one run)."
+    assert speed.text() == f"Img/s of #{ids[0]}: 1,000 img/s (one run: the next run may differ by more)."
     view.select_runs([])
     assert not speed.isVisibleTo(view)
