@@ -66,7 +66,7 @@ def measure(config: RunConfig) -> dict:
         if settled else None,
         "peak_allocated_bytes": ended.summary.peak_allocated_bytes,
         "peak_reserved_bytes": ended.summary.peak_reserved_bytes,
-        "peak_nvml_used_bytes": ended.summary.peak_nvml_used_bytes,
+        "peak_nvml_device_used_bytes": ended.summary.peak_nvml_device_used_bytes,
         "wall_seconds": time.perf_counter() - began,
     }
 
@@ -104,7 +104,7 @@ def main() -> None:
               f"{'yes' if c['channels_last'] else 'no':>8}{row['images_per_sec_median']:>10,.0f}"
               f"{row['data_wait_fraction']:>7.0%}{row['device_span_fraction']:>7.0%}"
               f"{format_bytes(row['peak_allocated_bytes']):>12}{format_bytes(row['peak_reserved_bytes']):>11}"
-              f"{format_bytes(row['peak_nvml_used_bytes']):>11}")
+              f"{format_bytes(row['peak_nvml_device_used_bytes']):>11}")
     out = args.out or RESULTS / f"engine_throughput-{device.type}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({

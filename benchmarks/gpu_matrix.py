@@ -52,9 +52,9 @@ def measure(config: RunConfig) -> dict:
     s = ended.summary
     return {
         "status": ended.status, "reason": ended.reason, "images_per_sec": s.images_per_sec,
-        "images_per_sec_median": s.images_per_sec_median, "data_wait_fraction": s.data_wait_fraction,
+        "data_wait_fraction": s.data_wait_fraction,
         "device_span_fraction": s.device_span_fraction, "peak_allocated_bytes": s.peak_allocated_bytes,
-        "peak_reserved_bytes": s.peak_reserved_bytes, "peak_nvml_used_bytes": s.peak_nvml_used_bytes,
+        "peak_reserved_bytes": s.peak_reserved_bytes, "peak_nvml_device_used_bytes": s.peak_nvml_device_used_bytes,
         "wall_seconds": s.wall_seconds,
     }
 
@@ -157,7 +157,7 @@ def _line(row: dict) -> str:
         return f"{row['model']:<10} {row['label']:<44} {row['status']}: {row['reason']}"
     return (f"{row['model']:<10} {row['label']:<44} {row['images_per_sec']:>9,.0f} {row['data_wait_fraction']:>6.0%} "
             f"{row['device_span_fraction']:>6.0%} {format_bytes(row['peak_allocated_bytes']):>10} "
-            f"{format_bytes(row['peak_reserved_bytes']):>10} {format_bytes(row['peak_nvml_used_bytes']):>10}")
+            f"{format_bytes(row['peak_reserved_bytes']):>10} {format_bytes(row['peak_nvml_device_used_bytes']):>10}")
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ def main() -> int:
         "steps_logged": len(buffer),
         "all_memory_figures_present": bool(
             len(buffer) and all(np.isfinite(buffer.column(key)).all()
-                                for key in ("torch_allocated", "torch_reserved", "nvml_used"))),
+                                for key in ("torch_allocated", "torch_reserved", "nvml_device_used"))),
         "peak_reserved": float(np.nanmax(buffer.column("torch_reserved"))) if len(buffer) else None,
         "release_during_run": during.message,
         "release_after_run": after.message,

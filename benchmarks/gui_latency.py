@@ -91,7 +91,7 @@ def gui_child(config_json: str, out_path: str) -> int:
         Path(out_path).write_text(json.dumps({
             "status": event.status,
             "reason": event.reason,
-            "images_per_sec_median": event.summary.images_per_sec_median,
+            "images_per_sec": event.summary.images_per_sec,
             "steps": event.summary.steps,
             "step_signals": state["steps_batches"],
             "gui_thread_cpu_share": gui_thread_cpu,
@@ -135,7 +135,7 @@ def cli_run(home: Path, config: dict) -> dict:
     if result.returncode != 0:
         raise RuntimeError(f"CLI run failed (exit {result.returncode}): {result.stderr[-2000:]}")
     summary = json.loads(result.stdout.strip().splitlines()[-1])
-    return {"images_per_sec_median": summary["images_per_sec"]["median"], "steps": summary["steps"]}
+    return {"images_per_sec": summary["images_per_sec"], "steps": summary["steps"]}
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -168,13 +168,13 @@ def main() -> int:
         gui, cli = [], []
         for index in range(args.repeats):
             gui.append(gui_run(home, config, index))
-            print(f"GUI run {index + 1}: {gui[-1]['images_per_sec_median']:.0f} images/s", flush=True)
+            print(f"GUI run {index + 1}: {gui[-1]['images_per_sec']:.0f} images/s", flush=True)
             cli.append(cli_run(home, config))
-            print(f"CLI run {index + 1}: {cli[-1]['images_per_sec_median']:.0f} images/s", flush=True)
+            print(f"CLI run {index + 1}: {cli[-1]['images_per_sec']:.0f} images/s", flush=True)
 
     lateness = [value for run in gui for value in run["lateness_ms"]]
-    gui_ips = statistics.median(run["images_per_sec_median"] for run in gui)
-    cli_ips = statistics.median(run["images_per_sec_median"] for run in cli)
+    gui_ips = statistics.median(run["images_per_sec"] for run in gui)
+    cli_ips = statistics.median(run["images_per_sec"] for run in cli)
     result = {
         "machine": machine(),
         "cpu_count": os.cpu_count(),
@@ -189,8 +189,8 @@ def main() -> int:
         },
         "images_per_sec": {
             "gui_median": gui_ips, "cli_median": cli_ips, "gui_over_cli": gui_ips / cli_ips,
-            "gui_runs": [run["images_per_sec_median"] for run in gui],
-            "cli_runs": [run["images_per_sec_median"] for run in cli],
+            "gui_runs": [run["images_per_sec"] for run in gui],
+            "cli_runs": [run["images_per_sec"] for run in cli],
         },
         "step_signals_per_run": [run["step_signals"] for run in gui],
         # GUI-thread CPU seconds per wall second of training (of one core; the ping timer included).

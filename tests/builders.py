@@ -62,7 +62,7 @@ GPU = DeviceInfo(
 )
 OLD_GPU = DeviceInfo(type="cuda", name="Old GPU", cuda_available=True, compute_capability="7.5",
                      total_memory_bytes=16 * 2**30, bf16_supported=False, torch_version="2.x")
-GPU_MEMORY = MemorySnapshot(torch_allocated=2 * 2**30, torch_reserved=3 * 2**30, nvml_used=4 * 2**30,
+GPU_MEMORY = MemorySnapshot(torch_allocated=2 * 2**30, torch_reserved=3 * 2**30, nvml_device_used=4 * 2**30,
                             nvml_total=80 * 2**30)
 
 # A real run that takes a second or two on two CPU cores.
@@ -126,8 +126,8 @@ def summary(steps: int = 10, test_accuracy: float = 0.42, images_per_sec: float 
     """A finished run's whole summary, as the history keeps it."""
     values = dict(
         status="finished", test_accuracy=test_accuracy, final_loss=0.25, images_per_sec=images_per_sec,
-        images_per_sec_median=None if images_per_sec is None else images_per_sec - 0.5, data_wait_fraction=0.25,
-        wall_seconds=1.25, steps=steps, samples_seen=steps * 32, epochs_completed=1, device="cpu",
+        data_wait_fraction=0.25,
+        wall_seconds=1.25, steps=steps, samples_seen=steps * 32, epochs_completed=1, device_type="cpu",
         device_name=CPU.name, torch_version="2.14.1",
     )
     values.update(changes)
@@ -207,7 +207,7 @@ class TimedRuns:
             yield ended("failed", kind=failure, reason=f"fake {failure}")
             return
         rate = self.speed(config) * (1 + self.random.uniform(-self.noise, self.noise))
-        yield ended("finished", rate, device=self.device.type, device_name=self.device.name)  # as the engine's
+        yield ended("finished", rate, device_type=self.device.type, device_name=self.device.name)  # as the engine's
 
 
 class FakeAllocator:
@@ -241,10 +241,10 @@ class FakeAllocator:
             return
         self.reserved += needed
         memory = MemorySnapshot(torch_allocated=needed, torch_reserved=self.reserved, torch_peak_allocated=needed,
-                                torch_peak_reserved=self.reserved, nvml_used=self.reserved + 500)
+                                torch_peak_reserved=self.reserved, nvml_device_used=self.reserved + 500)
         yield step(1, 3, loss=1.0, memory=memory)
         yield ended("finished", 1000.0, peak_allocated_bytes=needed, peak_reserved_bytes=self.reserved,
-                    peak_nvml_used_bytes=self.reserved + 500)
+                    peak_nvml_device_used_bytes=self.reserved + 500)
 
 
 # == the history ===================================================================================================
@@ -577,7 +577,7 @@ class ListRecording(ProtocolFake, protocol=RecorderFactory, also=("close",)):
         self.fail_at = fail_at  # each run's recorder fails after this many events
         self.recorders: list[ListRecorder] = []
         self.sequences: list[tuple[str, str]] = []
-        self.measured: list[Any] = []  # the measured changes kept (history/comparisons.MeasuredChange)
+        self.measured: list[Any] = []  # the measured changes kept (history/measured_changes.MeasuredChangeRecord)
         self.opened = self.closed = 0
 
     def __call__(self) -> "ListRecording":
@@ -596,7 +596,7 @@ class ListRecording(ProtocolFake, protocol=RecorderFactory, also=("close",)):
         self.measured.append(change)
 
     def measured_changes(self, config, device_type, device_name) -> list:
-        from workbench.history.comparisons import speed_settings
+        from workbench.history.measured_changes import speed_settings
 
         return [change for change in self.measured if (change.device_type, change.device_name) == (
             device_type, device_name) and speed_settings(change.baseline) == speed_settings(config)]

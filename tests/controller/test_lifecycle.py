@@ -197,7 +197,7 @@ def test_a_profile_sample_and_the_findings_reach_the_view_and_apply_sets_the_for
     finding = Finding(kind="input-bound", headline="Waiting for data 40 % of the time.",
                       text="Augment on the GPU.", figure=0.4, figure_name="data wait", threshold=0.2,
                       field="augment", value="gpu")
-    sample = ProfileSample(first_step=3, last_step=4, device="cpu", steps=2, window_seconds=0.5,
+    sample = ProfileSample(first_step=3, last_step=4, device_type="cpu", steps=2, window_seconds=0.5,
                            images_per_sec=128.0, host_data_wait_seconds=0.2)
 
     def run(config, stop):

@@ -57,11 +57,11 @@ def test_one_run_of_each_shows_its_own_interval_and_draws_no_verdict(store):
     second = record(store, CHANNELS_LAST, 1300.0, low=1290.0, high=1315.0)
     records = [store.get_run(first), store.get_run(second)]
     lines = speed_lines(records)
-    assert lines[:2] == [f"A = #{first}: 1,000 img/s (one run; its windows: 990–1,010)",
-                         f"B = #{second}: 1,300 img/s (one run; its windows: 1,290–1,315)"]
+    assert lines[:2] == [f"A = #{first}: 1,000 img/s (one run; within it 990–1,010: the next run may differ by more)",
+                         f"B = #{second}: 1,300 img/s (one run; within it 1,290–1,315: the next run may differ by more)"]
     # The windows' intervals do not overlap, yet one run of each cannot tell a change from run-to-run noise.
     assert lines[2].startswith("B against A: 1.30×, no verdict: one run each") and "faster" not in lines[2]
-    assert speed_lines([records[0]]) == [f"Images/sec of #{first}: 1,000 img/s (one run; its windows: 990–1,010)."]
+    assert speed_lines([records[0]]) == [f"Img/s of #{first}: 1,000 img/s (one run; within it 990–1,010: the next run may differ by more)."]
     assert speed_lines([]) == []
 
 

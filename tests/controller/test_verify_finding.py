@@ -34,7 +34,7 @@ class Trials:
             yield RunEnded(status="stopped", summary=RunSummary(status="stopped", steps=1), reason="stopped")
             return
         yield RunEnded(status="finished", summary=RunSummary(
-            status="finished", steps=4, images_per_sec=rate, device="cpu", device_name=CPU.name,
+            status="finished", steps=4, images_per_sec=rate, device_type="cpu", device_name=CPU.name,
             findings=(FINDING, OTHER)))
 
 

@@ -125,7 +125,7 @@ def test_a_run_faster_than_its_ceiling_reads_ceiling_stale_everywhere():
     from workbench.engine.events import RunEnded, RunSummary, StepStats
     from workbench.history.metrics import METRICS_BY_NAME, format_metric
 
-    summary = RunSummary(status="finished", images_per_sec=90.0, images_per_sec_median=90.0, steps=10,
+    summary = RunSummary(status="finished", images_per_sec=90.0, steps=10,
                          ceiling_images_per_sec=67.0, pipeline_efficiency=90.0 / 67.0)
     stale = "ceiling stale — measure again"
     assert dict(summary_rows(summary, None))["efficiency"] == stale  # the CLI summary

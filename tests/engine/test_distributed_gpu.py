@@ -28,7 +28,7 @@ def test_one_rank_over_nccl_trains_and_reads_its_gpus_memory():
     assert any("1 process (nccl): trained without DistributedDataParallel" in note for note in started.notes)
     for stats in (event for event in events if isinstance(event, StepStats)):
         (rank,) = stats.ranks
-        assert 0 < rank.memory.torch_allocated <= rank.memory.nvml_used <= rank.memory.nvml_total
+        assert 0 < rank.memory.torch_allocated <= rank.memory.nvml_device_used <= rank.memory.nvml_total
     assert ended.summary.world_size == 1 and ended.summary.rank_peak_allocated_bytes[0] > 0
     assert not leftovers(before)
 

@@ -204,8 +204,8 @@ def test_a_merged_epoch_has_rank_0s_test_figures_and_every_ranks_training():
 
 
 def test_highest_memory_takes_every_figure_from_the_rank_highest_in_it():
-    merged = highest_memory([MemorySnapshot(process_rss=5, nvml_used=9), MemorySnapshot(process_rss=7, nvml_used=8)])
-    assert (merged.process_rss, merged.nvml_used) == (7, 9)
+    merged = highest_memory([MemorySnapshot(process_rss=5, nvml_device_used=9), MemorySnapshot(process_rss=7, nvml_device_used=8)])
+    assert (merged.process_rss, merged.nvml_device_used) == (7, 9)
 
 
 def test_highest_memory_keeps_unreadable_figures_none():

@@ -21,6 +21,8 @@ def facts(config=None, **given):
     own = dict(device_type="cuda", cpu_count=16, bf16_supported=True, cuda_available=True, total_memory_bytes=80 * GIB)
     for name, value in given.items():
         (figures if name in SUMMARY_FIELDS else own)[name] = value
+        if name == "device_type":  # both the run's figure and the facts' own (RunFacts.of reads the device first)
+            own[name] = value
     return RunFacts(config=config or RunConfig(), summary=RunSummary(status="finished", **figures), **own)
 
 

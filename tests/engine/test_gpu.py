@@ -32,14 +32,14 @@ def test_each_precision_trains_on_the_gpu_with_all_memory_figures(precision, pip
     steps = [e for e in events if isinstance(e, StepStats)]
     for stats in steps:
         memory = stats.memory
-        assert 0 < memory.torch_allocated <= memory.torch_reserved <= memory.nvml_used <= memory.nvml_total
+        assert 0 < memory.torch_allocated <= memory.torch_reserved <= memory.nvml_device_used <= memory.nvml_total
         assert memory.torch_peak_allocated >= memory.torch_allocated
         assert 0 <= memory.gpu_utilization_percent <= 100
         assert 0 < stats.device_span_seconds <= stats.window_seconds * 1.05  # CUDA events, read at log points
     summary = ended.summary
     # NVML's peak is sampled at log points; torch's peak counters also catch transients between them.
-    assert summary.device == "cuda" and summary.peak_reserved_bytes >= summary.peak_allocated_bytes > 0
-    assert summary.peak_nvml_used_bytes >= max(s.memory.torch_reserved for s in steps)
+    assert summary.device_type == "cuda" and summary.peak_reserved_bytes >= summary.peak_allocated_bytes > 0
+    assert summary.peak_nvml_device_used_bytes >= max(s.memory.torch_reserved for s in steps)
     assert [e for e in events if isinstance(e, EpochStats)][-1].test_accuracy >= 0
 
 
@@ -76,7 +76,7 @@ def test_snapshot_without_nvml_still_has_torch_figures(monkeypatch):
     probe = MemoryProbe(torch.device("cuda", torch.cuda.current_device()))
     torch.ones(1, device="cuda")
     snapshot = probe.snapshot()
-    assert snapshot.torch_reserved > 0 and snapshot.nvml_used is None
+    assert snapshot.torch_reserved > 0 and snapshot.nvml_device_used is None
     assert snapshot.nvml_unavailable_reason == "nvidia-ml-py (pynvml) is not installed"
 
 

@@ -12,7 +12,7 @@ from workbench.engine.memory import MemoryProbe, release_cached_memory
 
 def test_cpu_snapshot_has_no_gpu_figures_and_says_why():
     snapshot = MemoryProbe(torch.device("cpu")).snapshot()
-    assert snapshot.torch_allocated is None and snapshot.nvml_used is None
+    assert snapshot.torch_allocated is None and snapshot.nvml_device_used is None
     assert "CPU" in snapshot.torch_unavailable_reason and "CPU" in snapshot.nvml_unavailable_reason
 
 
@@ -136,7 +136,7 @@ def test_nvml_used_is_device_wide_and_this_processs_own_usage_is_beside_it(monke
     gib = 2**30
     probe = gpu_probe(monkeypatch, fake_pynvml(processes=[(4242, 3 * gib), (os.getpid(), 2 * gib)]))
     snapshot = probe.snapshot()
-    assert snapshot.nvml_used == 6 * gib  # everything on the device, the other process's 3 GiB included
+    assert snapshot.nvml_device_used == 6 * gib  # everything on the device, the other process's 3 GiB included
     assert snapshot.nvml_process_used == 2 * gib and snapshot.nvml_process_unavailable_reason is None
 
 
@@ -145,7 +145,7 @@ def test_a_container_that_hides_our_pid_gives_none_with_the_reason(monkeypatch):
 
     probe = gpu_probe(monkeypatch, fake_pynvml(processes=[(98765, 2**30)]))  # host pids only
     snapshot = probe.snapshot()
-    assert snapshot.nvml_used == 6 * 2**30 and snapshot.nvml_process_used is None
+    assert snapshot.nvml_device_used == 6 * 2**30 and snapshot.nvml_process_used is None
     assert snapshot.nvml_process_unavailable_reason == (
         f"NVML does not list this process (pid {os.getpid()}) on the GPU: in a container the driver sees host pids, "
         "not the container's")
@@ -158,7 +158,7 @@ def test_per_process_memory_the_driver_does_not_report(monkeypatch):
     assert snapshot.nvml_process_used is None
     assert snapshot.nvml_process_unavailable_reason.startswith("the driver does not report per-process memory")
     snapshot = gpu_probe(monkeypatch, fake_pynvml(list_error=RuntimeError("Not Supported"))).snapshot()
-    assert snapshot.nvml_process_used is None and snapshot.nvml_used == 6 * 2**30
+    assert snapshot.nvml_process_used is None and snapshot.nvml_device_used == 6 * 2**30
     assert snapshot.nvml_process_unavailable_reason == "NVML cannot list the GPU's processes: Not Supported"
 
 
@@ -166,12 +166,12 @@ def test_memory_and_utilisation_are_read_apart(monkeypatch):
     """A GPU that reports its memory but not its utilisation (a MIG instance, for one) keeps its memory figures, and the
     utilisation is None with its own reason; the other way round likewise."""
     snapshot = gpu_probe(monkeypatch, fake_pynvml(unsupported=("nvmlDeviceGetUtilizationRates",))).snapshot()
-    assert snapshot.nvml_used == 6 * 2**30 and snapshot.nvml_total == 80 * 2**30
+    assert snapshot.nvml_device_used == 6 * 2**30 and snapshot.nvml_total == 80 * 2**30
     assert snapshot.nvml_unavailable_reason is None
     assert snapshot.gpu_utilization_percent is None
     assert snapshot.gpu_utilization_unavailable_reason == "NVML read failed: Not Supported"
     snapshot = gpu_probe(monkeypatch, fake_pynvml(unsupported=("nvmlDeviceGetMemoryInfo",))).snapshot()
-    assert snapshot.nvml_used is None and snapshot.nvml_unavailable_reason == "NVML read failed: Not Supported"
+    assert snapshot.nvml_device_used is None and snapshot.nvml_unavailable_reason == "NVML read failed: Not Supported"
     assert snapshot.gpu_utilization_percent == 87.0 and snapshot.gpu_utilization_unavailable_reason is None
 
 
@@ -183,6 +183,6 @@ def test_the_summary_keeps_the_peak_of_both_nvml_figures():
     for used, ours in ((5, 2), (7, 3), (6, None)):
         builder.add(StepStats(step=1, total_steps=3, epoch=1, epochs=1, samples_seen=1, loss=1.0, lr=0.1,
                               images_per_sec=1.0, data_wait_seconds=0.0, device_span_seconds=0.1, window_seconds=0.1,
-                              elapsed_seconds=0.1, memory=MemorySnapshot(nvml_used=used, nvml_process_used=ours)))
+                              elapsed_seconds=0.1, memory=MemorySnapshot(nvml_device_used=used, nvml_process_used=ours)))
     summary = builder.build("finished")
-    assert summary.peak_nvml_used_bytes == 7 and summary.peak_nvml_process_used_bytes == 3
+    assert summary.peak_nvml_device_used_bytes == 7 and summary.peak_nvml_process_used_bytes == 3

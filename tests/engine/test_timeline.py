@@ -246,7 +246,7 @@ def test_a_real_heavy_h100_window_is_mostly_kernels():
 def sampled(**changes) -> ProfileSample:
     """Four sampled steps of 16 ms: kernels 8 ms, a visible copy 1 ms, idle 7 ms (host 5.5, data 0.5, other 1)."""
     figures = dict(
-        first_step=20, last_step=27, device="cuda", steps=4, window_seconds=0.064, images_per_sec=0.0,
+        first_step=20, last_step=27, device_type="cuda", steps=4, window_seconds=0.064, images_per_sec=0.0,
         host_data_wait_seconds=0.0, kernel_busy_seconds=0.032, memcpy_seconds=0.004, memset_seconds=0.0,
         idle_waiting_for_data_seconds=0.002, idle_waiting_for_host_seconds=0.022, idle_other_seconds=0.004,
     )

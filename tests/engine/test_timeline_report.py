@@ -7,7 +7,7 @@ from workbench.config import RunConfig
 from workbench.engine.events import Finding, NamedTime, ProfileSample, RunSummary
 
 SAMPLE = ProfileSample(
-    first_step=21, last_step=31, device="cuda", steps=8, window_seconds=0.1, images_per_sec=2560.0,
+    first_step=21, last_step=31, device_type="cuda", steps=8, window_seconds=0.1, images_per_sec=2560.0,
     host_data_wait_seconds=0.01, top_ops=(NamedTime(name="cudaLaunchKernel", seconds=0.02, count=700),), ops_steps=2,
     kernel_busy_seconds=0.025, memcpy_seconds=0.001, memset_seconds=0.0, idle_waiting_for_data_seconds=0.01,
     idle_waiting_for_host_seconds=0.06, idle_other_seconds=0.004, kernels=696, launches=712,

@@ -15,7 +15,7 @@ def test_sweep_of_three_members_prints_a_table_and_json_and_lands_in_history_and
     lines = done.stdout.strip().splitlines()
     assert lines[0].split()[:3] == ["BATCH_SIZE", "RUN", "STATUS"] and len(lines) == 5
     result = last_json(done.stdout)
-    assert isinstance(result["sweep_id"], int) and result["status"] == "finished"
+    assert isinstance(result["sequence_id"], int) and result["status"] == "finished"
     members = result["members"]
     assert [m["batch_size"] for m in members] == [16, 32, 64]
     assert [m["values"] for m in members] == [{"batch_size": 16}, {"batch_size": 32}, {"batch_size": 64}]
@@ -23,19 +23,19 @@ def test_sweep_of_three_members_prints_a_table_and_json_and_lands_in_history_and
         assert member["status"] == "finished" and member["images_per_sec"] > 0
         assert set(member) >= {"run_id", "data_wait_fraction", "peak_memory_bytes", "test_accuracy"}
         peaks = member["peak_memory_bytes"]
-        assert {name: peaks[name] for name in ("torch_allocated", "torch_reserved", "nvml_used")} == dict.fromkeys(
-            ("torch_allocated", "torch_reserved", "nvml_used"))
+        assert {name: peaks[name] for name in ("torch_allocated", "torch_reserved", "nvml_device_used")} == dict.fromkeys(
+            ("torch_allocated", "torch_reserved", "nvml_device_used"))
         assert peaks["process_rss"] > 0  # on a CPU the process's resident memory (issue 22)
 
     exported = workbench_cli("export", "--out", str(tmp_path / "runs.csv"))
     assert exported.returncode == 0, exported.stderr
     with open(tmp_path / "runs.csv", encoding="utf-8", newline="") as file:
         rows = list(csv.DictReader(file))
-    assert [(int(r["run_id"]), r["sweep_id"], r["sweep_name"]) for r in rows] == [
-        (m["run_id"], str(result["sweep_id"]), "sweep batch_size") for m in members]
+    assert [(int(r["run_id"]), r["sequence_id"], r["sequence_name"]) for r in rows] == [
+        (m["run_id"], str(result["sequence_id"]), "sweep batch_size") for m in members]
     listed = workbench_cli("runs")
     assert "SEQUENCE" in listed.stdout.splitlines()[0]
-    assert listed.stdout.count(f"{result['sweep_id']} sweep batch_size") == 3
+    assert listed.stdout.count(f"{result['sequence_id']} sweep batch_size") == 3
 
 
 @pytest.mark.parametrize("args, line", [
@@ -80,7 +80,7 @@ def test_tune_prints_its_trials_and_the_json_contract():
     assert done.returncode == 0, done.stderr
     result = last_json(done.stdout)
     assert set(result) >= {"start_images_per_sec", "best_images_per_sec", "speedup", "best_config", "trials",
-                           "sweep_id"}
+                           "sequence_id"}
     assert result["start_images_per_sec"] > 0 and result["speedup"] > 0
     assert result["best_config"]["max_steps"] == 4  # the user's settings, not the trials' length
     (trial,) = result["trials"]  # one change: 3 + 3 runs interleaved with the start settings

@@ -129,7 +129,7 @@ def test_stop_ends_the_search_with_what_it_found():
 def trial(batch_size, images_per_sec, fits=True):
     return BatchTrial(batch_size=batch_size, fits=fits, reason=None if fits else "CUDA out of memory", run_id=None,
                       images_per_sec=images_per_sec, peak_allocated_bytes=None, peak_reserved_bytes=None,
-                      peak_nvml_used_bytes=None)
+                      peak_nvml_device_used_bytes=None)
 
 
 def test_a_largest_batch_much_slower_than_a_smaller_one_is_said_and_the_fastest_is_reported():

@@ -27,7 +27,7 @@ def test_repeats_are_one_sequence_in_the_history_and_read_as_their_median():
     assert runs.configs == [tiny()] * 3
     with HistoryStore.open() as store:
         history = store.sequence_runs(ended.sequence_id)
-        kind, plan = store._conn.execute("SELECT kind, plan_json FROM sweeps WHERE id = ?",
+        kind, plan = store._conn.execute("SELECT kind, plan_json FROM sequences WHERE id = ?",
                                          (ended.sequence_id,)).fetchone()
     assert kind == "repeats" and json.loads(plan)["repeats"] == 3
     assert [run.id for run in history] == [m.run_id for m in ended.result.members]
@@ -79,9 +79,9 @@ def test_run_with_repeats_prints_the_runs_and_one_json_object_over_them(capsys):
     assert (result["images_per_sec_low"], result["images_per_sec_high"]) == (pytest.approx(min(rates)),
                                                                               pytest.approx(max(rates)))
     assert result["interval_confidence"] == 0.75 and result["interval_from"] == "repeats"
-    # Each run's own summary, in the single run's --json shape (images_per_sec there is an object).
+    # Each run's own summary, in the single run's --json shape (images_per_sec a number there too).
     assert [run["run_id"] for run in result["runs"]] == result["run_ids"]
-    assert result["runs"][0]["images_per_sec"]["mean"] == pytest.approx(rates[0])
+    assert result["runs"][0]["images_per_sec"] == pytest.approx(rates[0])
     assert result["config"]["max_steps"] == 4 and result["status"] == "finished"
 
 
@@ -100,7 +100,7 @@ def test_bad_repeats_exit_2_with_one_line_and_record_nothing(capsys, args, line)
     assert (code, err.strip(), out) == (2, line, "")
     with HistoryStore.open() as store:
         assert store.list_runs() == []
-        assert store._conn.execute("SELECT COUNT(*) FROM sweeps").fetchone()[0] == 0
+        assert store._conn.execute("SELECT COUNT(*) FROM sequences").fetchone()[0] == 0
 
 
 def test_a_sweep_with_repeats_prints_each_value_over_its_runs_and_the_json_carries_them(capsys):
@@ -145,7 +145,7 @@ def test_repeats_without_history_still_read_as_their_median_and_two_give_no_inte
     assert code == 0, err
     result = json.loads(out.strip().splitlines()[-1])
     assert result["run_ids"] == [None, None] and result["sequence_id"] is None
-    rates = [run["images_per_sec"]["mean"] for run in result["runs"]]
+    rates = [run["images_per_sec"] for run in result["runs"]]
     assert result["images_per_sec"] == pytest.approx(statistics.median(rates))
     assert (result["images_per_sec_low"], result["images_per_sec_high"], result["interval_from"]) == (None, None, None)
     assert "median: " in out and ": no interval under 3 runs" in out

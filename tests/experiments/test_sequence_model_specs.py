@@ -16,7 +16,7 @@ def recorded(home):
     if not (home / "history.sqlite3").exists():
         return 0, 0
     with sqlite3.connect(home / "history.sqlite3") as connection:
-        return tuple(connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in ("runs", "sweeps"))
+        return tuple(connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in ("runs", "sequences"))
 
 
 @pytest.mark.parametrize("command, words", [

@@ -40,7 +40,7 @@ def test_three_tiny_cpu_members_land_three_runs_with_one_sweep_id(tmp_path, isol
         export_runs_csv(store, tmp_path / "runs.csv")
     with open(tmp_path / "runs.csv", encoding="utf-8", newline="") as file:
         rows = list(csv.DictReader(file))
-    assert [(row["sweep_id"], row["sweep_name"]) for row in rows] == [(str(ended.sequence_id), "sweep batch_size")] * 3
+    assert [(row["sequence_id"], row["sequence_name"]) for row in rows] == [(str(ended.sequence_id), "sweep batch_size")] * 3
 
 
 def test_one_invalid_member_value_starts_nothing_and_every_problem_is_listed(isolated_workbench_home):
@@ -57,7 +57,7 @@ def test_one_invalid_member_value_starts_nothing_and_every_problem_is_listed(iso
     assert runs.configs == []
     with HistoryStore.open() as store:
         assert store.list_runs() == []
-        assert store._conn.execute("SELECT COUNT(*) FROM sweeps").fetchone()[0] == 0
+        assert store._conn.execute("SELECT COUNT(*) FROM sequences").fetchone()[0] == 0
 
 
 def test_plan_problems_name_unknown_and_repeated_settings():
@@ -165,7 +165,7 @@ def test_repeats_run_round_robin_and_each_value_reads_as_the_median_of_its_runs_
     assert bf16.rate.images_per_sec == 2100
     with HistoryStore.open() as store:
         history = store.sequence_runs(ended.sequence_id)
-        plan_json = store._conn.execute("SELECT plan_json FROM sweeps WHERE id = ?", (ended.sequence_id,)).fetchone()[0]
+        plan_json = store._conn.execute("SELECT plan_json FROM sequences WHERE id = ?", (ended.sequence_id,)).fetchone()[0]
     assert [run.id for run in history] == [m.run_id for m in ended.result.members]  # one sequence: grouped
     assert [run.name for run in history[:3]] == ["synthetic: precision=fp32, repeat 1/3",
                                                  "synthetic: precision=bf16, repeat 1/3",

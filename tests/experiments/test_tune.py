@@ -99,7 +99,7 @@ def test_interleaving_keeps_a_drifting_machine_from_calling_a_change_slower():
                   device=CPU)[-1].result
     (trial,) = result.trials
     assert trial.outcome == "within_noise" and trial.speedup_low < 1 < trial.speedup_high
-    from workbench.experiments.comparison import compare_rates
+    from workbench.experiments.ab import compare_rates
     sequential = compare_rates(sorted(trial.comparison.baseline_rates + trial.measurements, reverse=True)[:3],
                                sorted(trial.comparison.baseline_rates + trial.measurements, reverse=True)[3:])
     assert sequential.verdict == "slower"  # what the same six runs would have said in the wrong order

@@ -60,7 +60,7 @@ def test_trials_alternate_baseline_and_change_and_a_real_1_3x_is_faster():
     assert change.text == "Try channels_last=true" and (change.field, change.value) == ("channels_last", True)
     (stored,) = kept.changes  # kept with the run's own settings as the baseline, not a trial's
     assert stored.baseline == BASE and stored.verdict == "faster" and stored.device_name == CPU.name
-    assert stored.measurement.describe().startswith("measured 1.3")
+    assert stored.measured_change.describe().startswith("measured 1.3")
 
 
 def test_a_verification_with_no_history_measures_and_keeps_nothing():

@@ -10,7 +10,7 @@ from builders import GPU, last_json, started, step, workbench_cli
 from workbench.cli import main
 from workbench.config import RunConfig
 from workbench.engine.events import Finding, RunEnded, RunSummary
-from workbench.history.comparisons import MeasuredChange
+from workbench.history.measured_changes import MeasuredChangeRecord
 from workbench.history.store import HistoryStore
 
 TINY = RunConfig(dataset="synthetic", synthetic_size=256, batch_size=32, max_steps=8, log_every=1, num_workers=0,
@@ -38,7 +38,7 @@ def record_run(device, config=TINY, findings=FINDINGS, images_per_sec=1000.0) ->
         for index in range(1, 9):
             recorder.record(step(index, 8))
         recorder.record(RunEnded(status="finished", summary=RunSummary(
-            status="finished", images_per_sec=images_per_sec, steps=8, device=device.type, device_name=device.name,
+            status="finished", images_per_sec=images_per_sec, steps=8, device_type=device.type, device_name=device.name,
             findings=findings)))
         return recorder.run_id
 
@@ -84,13 +84,13 @@ def test_bad_input_is_one_line_and_starts_nothing(capsys, isolated_workbench_hom
                                           "suspect")
     with HistoryStore.open() as store:
         assert len(store.list_runs()) == 3  # nothing ran
-        assert store._conn.execute("SELECT COUNT(*) FROM sweeps").fetchone()[0] == 0
+        assert store._conn.execute("SELECT COUNT(*) FROM sequences").fetchone()[0] == 0
 
 
 def keep_a_measured_loss(config):
     device = this_machine()
     with HistoryStore.open() as store:
-        store.add_measured_change(MeasuredChange(
+        store.add_measured_change(MeasuredChangeRecord(
             sequence_id=None, device_type=device.type, device_name=device.name, baseline=config, field="channels_last",
             value=True, speedup=0.86, speedup_low=0.8, speedup_high=0.9, verdict="slower", baseline_run_ids=(1, 3, 5),
             changed_run_ids=(2, 4, 6)))
@@ -101,7 +101,7 @@ def test_a_run_end_reads_what_its_findings_measured_on_this_device(isolated_work
     from workbench.cli.run_command import with_measured_findings
 
     device = keep_a_measured_loss(TINY.replace(max_steps=99))
-    summary = RunSummary(status="finished", images_per_sec=1000.0, device=device.type, device_name=device.name,
+    summary = RunSummary(status="finished", images_per_sec=1000.0, device_type=device.type, device_name=device.name,
                          findings=FINDINGS[1:] + FINDINGS[:1])
     ended = with_measured_findings(RunEnded(status="finished", summary=summary), TINY)
     assert [f.field for f in ended.summary.findings] == [None, "channels_last"]  # a measured loss is never first
@@ -152,14 +152,14 @@ def test_verify_runs_real_cpu_trials_for_a_finding_and_keeps_them(isolated_workb
     assert f"measured {verified['speedup']:.2f}×" in shown  # the run's finding now reads its measurement
 
     with sqlite3.connect(isolated_workbench_home / "history.sqlite3") as conn:
-        sequences = conn.execute("SELECT id, kind, name FROM sweeps").fetchall()
-        assert sequences == [(result["sweep_id"], "verify", f"verify #{run}: channels_last=on")]
-        trials = conn.execute("SELECT id, config_json FROM runs WHERE sweep_id = ? ORDER BY id",
-                              (result["sweep_id"],)).fetchall()
+        sequences = conn.execute("SELECT id, kind, name FROM sequences").fetchall()
+        assert sequences == [(result["sequence_id"], "verify", f"verify #{run}: channels_last=on")]
+        trials = conn.execute("SELECT id, config_json FROM runs WHERE sequence_id = ? ORDER BY id",
+                              (result["sequence_id"],)).fetchall()
         assert [row[0] for row in trials] == verified["run_ids"]
         assert [json.loads(row[1])["channels_last"] for row in trials] == [False, True] * 3
         (kept,) = conn.execute("SELECT field, value_json, verdict, speedup, device_name, baseline_json "
-                               "FROM comparisons").fetchall()
+                               "FROM measured_changes").fetchall()
     assert kept[:5] == ("channels_last", "true", verified["verdict"], pytest.approx(verified["speedup"]), device.name)
     assert json.loads(kept[5]) == TINY.to_dict()
 
@@ -184,11 +184,11 @@ def test_a_finding_verified_again_is_named_by_its_own_words_not_its_last_measure
     from argparse import Namespace
 
     from workbench.cli.verify_command import changes_from_args
-    from workbench.engine.events import Measurement
-    from workbench.engine.findings import with_measurements
+    from workbench.engine.events import MeasuredChange
+    from workbench.engine.findings import with_measured_changes
 
-    gain = Measurement(speedup=1.3, low=1.2, high=1.4, verdict="faster", baseline_trials=3, changed_trials=3)
-    shown = with_measurements(FINDINGS, lambda field, value: gain if field == "channels_last" else None)
+    gain = MeasuredChange(speedup=1.3, low=1.2, high=1.4, verdict="faster", baseline_trials=3, changed_trials=3)
+    shown = with_measured_changes(FINDINGS, lambda field, value: gain if field == "channels_last" else None)
     assert shown[0].field == "channels_last" and "measured 1.30×" in shown[0].text  # a measured gain is shown first
     (change,) = changes_from_args(Namespace(finding=1), 1, shown, FINDINGS)
     assert (change.field, change.value, change.text) == ("channels_last", True, FINDINGS[1].text)
@@ -204,7 +204,7 @@ def test_a_history_that_cannot_be_read_leaves_a_run_ends_findings_as_they_were(m
         raise HistoryError("cannot open the run history: database is locked")
 
     monkeypatch.setattr(HistoryStore, "open", locked)
-    summary = RunSummary(status="finished", device="cpu", device_name="AMD EPYC (2 cores)", findings=FINDINGS)
+    summary = RunSummary(status="finished", device_type="cpu", device_name="AMD EPYC (2 cores)", findings=FINDINGS)
     ended = RunEnded(status="finished", summary=summary)
     assert with_measured_findings(ended, TINY) is ended
     assert main(["verify", "1"]) == 1  # said in one line, nothing claimed

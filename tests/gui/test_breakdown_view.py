@@ -12,7 +12,7 @@ KERNEL = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFun
 
 def gpu_sample(first=21, busy=0.025, host=0.06, data=0.01, other=0.004, memcpy=0.001):
     return ProfileSample(
-        first_step=first, last_step=first + 10, device="cuda", steps=8, window_seconds=0.1, images_per_sec=2560.0,
+        first_step=first, last_step=first + 10, device_type="cuda", steps=8, window_seconds=0.1, images_per_sec=2560.0,
         host_data_wait_seconds=data, top_ops=(NamedTime(name="cudaLaunchKernel", seconds=0.02, count=700), NamedTime(name="aten::add_", seconds=0.004, count=90)),
         ops_steps=2, kernel_busy_seconds=busy, memcpy_seconds=memcpy, memset_seconds=0.0,
         idle_waiting_for_data_seconds=data, idle_waiting_for_host_seconds=host, idle_other_seconds=other,
@@ -22,7 +22,7 @@ def gpu_sample(first=21, busy=0.025, host=0.06, data=0.01, other=0.004, memcpy=0
     )
 
 
-CPU_SAMPLE = ProfileSample(first_step=7, last_step=9, device="cpu", steps=3, window_seconds=0.9, images_per_sec=107.0,
+CPU_SAMPLE = ProfileSample(first_step=7, last_step=9, device_type="cpu", steps=3, window_seconds=0.9, images_per_sec=107.0,
                            host_data_wait_seconds=0.09, top_ops=(NamedTime(name="aten::mkldnn_convolution", seconds=0.4, count=12),),
                            gpu_unavailable_reason="a CPU run has no GPU timeline", trace_path="/t/cpu.trace.json.gz")
 FINDINGS = (

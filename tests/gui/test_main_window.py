@@ -44,7 +44,7 @@ def test_real_cpu_run_finishes_and_the_plots_hold_data(qtbot, make_window):
     # CPU: the memory plot shows this process's resident memory, and says the GPU figures need CUDA.
     assert curve_points(window.plots.memory.curves["process_rss"]) == 8
     assert all(curve_points(window.plots.memory.curves[key]) == 0
-               for key in ("torch_allocated", "torch_reserved", "nvml_used"))
+               for key in ("torch_allocated", "torch_reserved", "nvml_device_used"))
     caption = window.plots.memory.caption
     assert caption.isVisible() and "resident memory (RSS) of this process" in caption.text()
     assert "CPU mode" in caption.text() and "need a CUDA GPU" in caption.text()
@@ -59,7 +59,7 @@ def test_gpu_run_fills_the_memory_plot_with_the_device_total_as_limit(qtbot, mak
     window.show()
     wait_for_device(qtbot, window)
     run_once(qtbot, window, TINY_RUN.replace(device="auto"))
-    for key in ("torch_allocated", "torch_reserved", "nvml_used"):
+    for key in ("torch_allocated", "torch_reserved", "nvml_device_used"):
         assert curve_points(window.plots.memory.curves[key]) == 30
     assert curve_points(window.plots.memory.curves["process_rss"]) == 0  # host memory: not on the GPU's axis
     x, y = window.plots.memory.curves["torch_reserved"].getData()

@@ -78,7 +78,7 @@ def test_timer_redraws_one_changed_plot_per_tick(qtbot, panel):
     for _ in range(3):
         panel._redraw_next()
     assert points(panel.throughput_curve) == points(panel.data_wait_curve) == 10
-    assert points(panel.memory.curves["nvml_used"]) == 10
+    assert points(panel.memory.curves["nvml_device_used"]) == 10
 
 
 def test_rerun_turns_the_previous_run_into_an_overlay(panel):
@@ -274,7 +274,7 @@ def test_on_a_cpu_the_memory_plot_shows_the_processs_resident_memory_and_the_not
     panel.redraw()
     assert points(panel.memory.curves["process_rss"]) == 5
     assert panel.memory.curves["process_rss"].getData()[1][0] == pytest.approx(1.5)  # GiB
-    assert all(points(panel.memory.curves[key]) == 0 for key in ("torch_reserved", "torch_allocated", "nvml_used"))
+    assert all(points(panel.memory.curves[key]) == 0 for key in ("torch_reserved", "torch_allocated", "nvml_device_used"))
     assert "Process memory (RSS) · peak 1.5 GiB" in panel.memory_plot.plotItem.titleLabel.text
     caption = panel.memory.caption
     assert "resident memory (RSS) of this process" in caption.text()

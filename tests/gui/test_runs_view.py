@@ -51,15 +51,15 @@ def make_view(store, qtbot):
 
 def record_gpu_run(store, config: RunConfig, images_per_sec=None, name=None, **summary_changes) -> int:
     """A finished run with GPU memory figures."""
-    memory = MemorySnapshot(torch_allocated=2 * 2**30, torch_reserved=3 * 2**30, nvml_used=4 * 2**30)
+    memory = MemorySnapshot(torch_allocated=2 * 2**30, torch_reserved=3 * 2**30, nvml_device_used=4 * 2**30)
     recorder = store.start_run(config, name=name, source="gui")
     recorder.record(started(config, device=GPU, total_steps=3))
     for index in range(1, 4):
         recorder.record(step(index, 3, memory=memory))
     values = dict(
         images_per_sec=images_per_sec, peak_allocated_bytes=3 * 2**30, peak_reserved_bytes=int(3.5 * 2**30),
-        peak_nvml_used_bytes=int(4.25 * 2**30), test_accuracy=0.9123, data_wait_fraction=0.125,
-        device="cuda", device_name=GPU.name,
+        peak_nvml_device_used_bytes=int(4.25 * 2**30), test_accuracy=0.9123, data_wait_fraction=0.125,
+        device_type="cuda", device_name=GPU.name,
     )
     values.update(summary_changes)
     recorder.record(RunEnded(status="finished", summary=summary(3, **values)))
@@ -290,7 +290,7 @@ def test_selected_runs_curves_are_offered_for_overlay(make_view, store, qtbot):
     assert first_curves["step"].tolist() == [1, 2, 3, 4]
     assert first_curves["loss"].tolist() == [2.5, 1.25, 2.5 / 3, 0.625]
     assert np.isnan(first_curves["torch_allocated"]).all()  # CPU run: no device memory
-    assert second_curves["nvml_used"].tolist() == [4 * 2**30] * 3
+    assert second_curves["nvml_device_used"].tolist() == [4 * 2**30] * 3
 
     with qtbot.waitSignal(view.overlayRequested, timeout=10_000) as received:
         view.select_runs([])
@@ -380,7 +380,7 @@ def test_sweep_members_are_tagged_with_their_sweep(make_view, store):
         config = RunConfig(batch_size=batch)
         recorder = store.start_run(config, source="gui", sequence_id=sequence_id)
         recorder.record(started(config, device=GPU, total_steps=3))
-        recorder.record(RunEnded(status="finished", summary=summary(3, device="cuda", device_name=GPU.name)))
+        recorder.record(RunEnded(status="finished", summary=summary(3, device_type="cuda", device_name=GPU.name)))
         members.append(recorder.run_id)
     view = make_view()
     tags = dict(zip(column(view, "ID"), column(view, "Sequence")))
@@ -429,7 +429,7 @@ def test_the_comparison_says_what_the_selected_repeats_measured(make_view, store
     assert lines[0].endswith(": 1,000 img/s (median of 3 runs, 990–1,010 (75 %))")
     assert lines[2].startswith("B against A: measured 1.31×: faster (")
     view.select_runs(ids[:1])  # one run of a sequence reads as its repeats (issue 30 §6)
-    assert speed.text() == (f"Images/sec of #{ids[0]}, #{ids[2]}, #{ids[4]}: "
+    assert speed.text() == (f"Img/s of #{ids[0]}, #{ids[2]}, #{ids[4]}: "
                             "1,000 img/s (median of 3 runs, 990–1,010 (75 %)).")
     view.select_runs([ids[0], ids[3]])
     assert speed.text().splitlines()[2].startswith("B against A: measured 1.31×: faster (")

@@ -3,7 +3,7 @@
 import pytest
 
 from workbench.config import RunConfig
-from workbench.engine.events import RunEnded, RunSummary, StepStats
+from workbench.engine.events import IMAGES_PER_SEC_MEANS, RunEnded, RunSummary, StepStats
 from workbench.experiments.events import MemberEnded, MemberStarted, SequenceEnded, SequenceStarted, SweepResult
 from workbench.experiments.sweep import SweepAxis, SweepPlan, run_sweep
 from workbench.gui.sweep_view import SweepView
@@ -59,7 +59,7 @@ def test_members_fill_the_charts_and_the_table(view):
         *member_events(2, 2, 1000.0),
         SequenceEnded(kind="sweep", sequence_id=7, status="finished", result=SweepResult(members=())),
     ])
-    assert view.title.text() == "sweep num_workers (sweep 7)"
+    assert view.title.text() == "sweep num_workers (sequence 7)"
     assert view.bar_heights("images_per_sec") == [400.0, None, 1000.0]
     assert view.bar_heights("data_wait") == [0.0, None, 50.0]
     assert view.bar_heights("peak_memory") == [1.0, None, 3.0]
@@ -217,3 +217,8 @@ def test_a_verification_names_both_sides_by_their_settings_and_states_change_ove
     assert "Fastest" not in status and "#1" not in status
     assert [view.table.item(row, 0).text() for row in range(2)] == ["num_workers=0", "num_workers=2"]
 
+
+def test_the_throughput_chart_says_what_its_bars_and_error_bars_cover(view):
+    tip = view.plots["images_per_sec"].toolTip()
+    assert IMAGES_PER_SEC_MEANS in tip
+    assert "within it" in tip and "the next run may differ by more" in tip  # one run's interval is not the noise

@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 from builders import TINY_RUN
 
-from workbench.engine.events import Finding, Measurement, RunEnded
+from workbench.engine.events import Finding, MeasuredChange, RunEnded
 from workbench.gui.breakdown_view import BreakdownView
 
 HEAD = "Compute-bound: kernels ran 90% of the sampled time."
@@ -22,7 +22,7 @@ NO_SETTING = Finding(kind="compute-bound", headline=HEAD, text=f"{HEAD} Only a f
 def test_a_verify_button_beside_each_apply_asks_for_that_finding(qtbot):
     view = BreakdownView()
     qtbot.addWidget(view)
-    measured = dataclasses.replace(FINDING, measured=Measurement(speedup=0.86, low=0.8, high=0.9, verdict="slower",
+    measured = dataclasses.replace(FINDING, measured=MeasuredChange(speedup=0.86, low=0.8, high=0.9, verdict="slower",
                                                                  baseline_trials=3, changed_trials=3))
     view.set_findings((measured, NO_SETTING))
     assert [button.text() for button in view.verify_buttons] == ["Verify"]
@@ -73,6 +73,6 @@ def test_verify_on_a_finished_tiny_cpu_run_measures_the_finding(qtbot, make_wind
     assert [button.text() for button in window.breakdown.apply_buttons] == ["Apply channels_last=true"]  # Apply stays
     assert window.status_line.text().startswith("Verification finished: channels_last=on measured ")
     with sqlite3.connect(isolated_workbench_home / "history.sqlite3") as conn:
-        assert conn.execute("SELECT kind, COUNT(*) FROM sweeps GROUP BY kind").fetchall() == [("verify", 1)]
-        assert conn.execute("SELECT COUNT(*) FROM runs WHERE sweep_id IS NOT NULL").fetchone()[0] == 6
-        assert conn.execute("SELECT field, value_json FROM comparisons").fetchall() == [("channels_last", "true")]
+        assert conn.execute("SELECT kind, COUNT(*) FROM sequences GROUP BY kind").fetchall() == [("verify", 1)]
+        assert conn.execute("SELECT COUNT(*) FROM runs WHERE sequence_id IS NOT NULL").fetchone()[0] == 6
+        assert conn.execute("SELECT field, value_json FROM measured_changes").fetchall() == [("channels_last", "true")]

@@ -16,7 +16,7 @@ def record_until_a_crash(store, ended: RunEnded) -> int:
     recorder.record(StatusChanged(message="Loading data…"))
     recorder.record(started(config, total_steps=10))
     for index in range(1, 7):
-        recorder.record(step(index, memory=MemorySnapshot(nvml_used=5 * 2**30, nvml_process_used=2 * 2**30)))
+        recorder.record(step(index, memory=MemorySnapshot(nvml_device_used=5 * 2**30, nvml_process_used=2 * 2**30)))
     recorder.record(EpochStats(epoch=1, epochs=2, step=6, train_loss=1.5, train_accuracy=0.4, test_loss=1.6,
                                test_accuracy=0.37, images_per_sec=990.0, data_wait_fraction=0.25, train_seconds=0.4,
                                eval_seconds=0.1))
@@ -34,7 +34,7 @@ def test_a_crash_reported_without_the_runs_figures_does_not_erase_them(tmp_path)
     assert record.summary.steps == 6 and record.summary.samples_seen == 6 * 32 and record.summary.epochs_completed == 1
     assert record.summary.final_loss == 2.5 / 6 and record.summary.test_accuracy == 0.37
     assert record.summary.images_per_sec is not None and record.summary.data_wait_fraction is not None
-    assert record.summary.peak_nvml_used_bytes == 5 * 2**30 and record.summary.peak_nvml_process_used_bytes == 2 * 2**30
+    assert record.summary.peak_nvml_device_used_bytes == 5 * 2**30 and record.summary.peak_nvml_process_used_bytes == 2 * 2**30
     assert record.traceback == TRACEBACK
 
 

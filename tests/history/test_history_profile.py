@@ -14,7 +14,7 @@ from workbench.history.export import export_runs_csv
 from workbench.history.store import HistoryStore
 
 SAMPLE = ProfileSample(
-    first_step=21, last_step=31, device="cuda", steps=8, window_seconds=0.2, images_per_sec=1280.0,
+    first_step=21, last_step=31, device_type="cuda", steps=8, window_seconds=0.2, images_per_sec=1280.0,
     host_data_wait_seconds=0.01, top_ops=(NamedTime(name="aten::convolution_backward", seconds=0.004, count=8),), ops_steps=2,
     kernel_busy_seconds=0.05, memcpy_seconds=0.001, memset_seconds=0.0, idle_waiting_for_data_seconds=0.009,
     idle_waiting_for_host_seconds=0.13, idle_other_seconds=0.01, kernels=720, launches=740,
@@ -43,7 +43,7 @@ def record_profiled_run(store) -> int:
             recorder.record(SAMPLE)
     recorder.record(epoch(40))
     recorder.record(RunEnded(status="finished", summary=summary(
-        40, device="cuda", profile_samples=1, kernel_busy_fraction=0.25, memcpy_fraction=0.005,
+        40, device_type="cuda", profile_samples=1, kernel_busy_fraction=0.25, memcpy_fraction=0.005,
         idle_waiting_for_data_fraction=0.045, idle_waiting_for_host_fraction=0.65, idle_other_fraction=0.05,
         kernels_per_step=90.0, launches_per_step=92.5, median_kernel_seconds=2.5e-6, ceiling_images_per_sec=2000.0,
         pipeline_efficiency=0.5, findings=(FINDING,),
@@ -94,7 +94,7 @@ def test_deleting_a_run_deletes_its_traces_and_nothing_else(store, tmp_path):
     recorder.record(step(1, 40))
     recorder.record(dataclasses.replace(SAMPLE, trace_path=str(main), ops_trace_path=str(ops)))
     recorder.record(dataclasses.replace(SAMPLE, first_step=30, trace_path=str(stranger), ops_trace_path=None))
-    recorder.record(RunEnded(status="stopped", summary=summary(1, device="cuda")))
+    recorder.record(RunEnded(status="stopped", summary=summary(1, device_type="cuda")))
     store.delete(recorder.run_id)
     assert not main.exists() and not ops.exists() and not folder.exists()
     assert stranger.exists()

@@ -60,11 +60,11 @@ def test_finished_run_round_trips_config_device_and_summary(store):
     assert record.device["name"] == CPU.name and record.device["torch_version"] == "2.14.1"
     assert record.run_info["total_steps"] == 10 and record.run_info["notes"] == ["pin_memory ignored: no CUDA"]
     expected = summary(10)
-    for name in ("test_accuracy", "final_loss", "images_per_sec", "images_per_sec_median",
+    for name in ("test_accuracy", "final_loss", "images_per_sec", "images_per_sec_low", "images_per_sec_high",
                  "data_wait_fraction", "wall_seconds", "steps", "samples_seen", "epochs_completed",
                  "device_name", "torch_version"):
         assert getattr(record.summary, name) == getattr(expected, name), name
-    assert record.summary.device == "cpu"
+    assert record.summary.device_type == "cpu"
     assert record.started_at <= record.finished_at <= time.time()
     assert store.list_runs() == [record]
 
@@ -72,7 +72,7 @@ def test_finished_run_round_trips_config_device_and_summary(store):
 def test_step_and_epoch_metrics_round_trip_with_missing_memory_as_nan(store):
     recorder = store.start_run(RunConfig(device="cpu"))
     recorder.record(started(RunConfig(device="cpu"), total_steps=3))
-    recorder.record(step(1, 3, memory=MemorySnapshot(torch_allocated=100, torch_reserved=200, nvml_used=300,
+    recorder.record(step(1, 3, memory=MemorySnapshot(torch_allocated=100, torch_reserved=200, nvml_device_used=300,
                                                      process_rss=400)))
     recorder.record(step(2, 3))
     recorder.record(step(3, 3, loss=0.5))
@@ -85,7 +85,7 @@ def test_step_and_epoch_metrics_round_trip_with_missing_memory_as_nan(store):
     assert steps["images_per_sec"].tolist() == [1001.0, 1002.0, 1003.0]
     assert steps["data_wait_fraction"][0] == pytest.approx(0.25)
     assert steps["torch_allocated"][0] == 100 and math.isnan(steps["torch_allocated"][1])
-    assert steps["nvml_used"][0] == 300
+    assert steps["nvml_device_used"][0] == 300
     assert steps["process_rss"][0] == 400 and math.isnan(steps["process_rss"][1])
     epochs = store.epoch_metrics(recorder.run_id)
     assert epochs["epoch"].tolist() == [1]

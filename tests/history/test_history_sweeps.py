@@ -1,4 +1,4 @@
-"""Schema 4's sequences of runs: a sweeps table, runs.sweep_id, and both read back with every run."""
+"""Schema 4's sequences of runs: a sweeps table, runs.sequence_id, and both read back with every run."""
 
 import sqlite3
 
@@ -26,8 +26,8 @@ def test_a_version_3_history_gains_the_sweeps_table_and_index_a_fresh_one_has(tm
     database_at(old_home / store_module.DATABASE_NAME, 3)
     with HistoryStore.open(fresh_home) as fresh, HistoryStore.open(old_home) as upgraded:
         assert schema_objects(upgraded._conn) == schema_objects(fresh._conn)
-        assert table_columns(upgraded._conn, "sweeps") == table_columns(fresh._conn, "sweeps")
-        assert ("sweep_id", "INTEGER") in table_columns(upgraded._conn, "runs")
+        assert table_columns(upgraded._conn, "sequences") == table_columns(fresh._conn, "sequences")
+        assert ("sequence_id", "INTEGER") in table_columns(upgraded._conn, "runs")
 
 
 def record(store, config, sequence_id=None, name=None):

@@ -24,7 +24,7 @@ def record_two_rank_run(store: HistoryStore) -> int:
         recorder.record(step(index, 2))
     recorder.record(RunEnded(status="finished", summary=summary(2, world_size=2, rank_peak_allocated_bytes=(1024, 2048),
                                                  rank_peak_reserved_bytes=(4096, None),
-                                                 rank_peak_nvml_used_bytes=(None, None))))
+                                                 rank_peak_nvml_device_used_bytes=(None, None))))
     return recorder.run_id
 
 
@@ -40,7 +40,7 @@ def test_world_size_and_rank_peaks_survive_the_round_trip(tmp_path):
     assert record.summary.world_size == 2 and record.config.devices == 2
     assert record.summary.rank_peak_allocated_bytes == (1024, 2048)
     assert record.summary.rank_peak_reserved_bytes == (4096, None)
-    assert record.summary.rank_peak_nvml_used_bytes == (None, None)
+    assert record.summary.rank_peak_nvml_device_used_bytes == (None, None)
 
 
 def test_the_runs_csv_carries_world_size_and_each_ranks_peaks(tmp_path):

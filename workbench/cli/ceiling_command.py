@@ -87,19 +87,24 @@ def ceiling_command(args: argparse.Namespace) -> int:
     where = "cached" if ceiling.cached else "measured now"
     steady = "steady" if ceiling.steady else "not steady within the time budget (median of the timed chunks)"
     if getattr(args, "json", False):
-        print(json.dumps({
-            "ceiling_images_per_sec": ceiling.images_per_sec,
-            "steady": ceiling.steady,
-            "cached": ceiling.cached,
-            "timed_steps": ceiling.timed_steps,
-            "timed_seconds": ceiling.timed_seconds,
-            "measured_at": ceiling.measured_at,
-            "key": ceiling.key,
-            "cache_path": str(cache_path()),
-        }))
+        print(json.dumps(ceiling_json(ceiling, cache_path())))
     else:
         key = ceiling.key
         print(f"ceiling  {ceiling.images_per_sec:,.0f} images/s: {key['model']}, batch {key['batch_size']}, "
               f"{key['precision']}, {key['memory_format']}{'' if key['compile'] == 'off' else ', compile=' + str(key['compile'])} on "
-              f"{key['device']} ({steady}; {where}, {ceiling.timed_steps} steps in {ceiling.timed_seconds:.1f} s)")
+              f"{key['device_name']} ({steady}; {where}, {ceiling.timed_steps} steps in {ceiling.timed_seconds:.1f} s)")
     return 0
+
+
+def ceiling_json(ceiling: Any, cache_file: Any) -> dict[str, Any]:
+    """The --json object: the ceiling (an engine.ceiling_cache.Ceiling), how it was timed, and its cache key."""
+    return {
+        "ceiling_images_per_sec": ceiling.images_per_sec,
+        "steady": ceiling.steady,
+        "cached": ceiling.cached,
+        "timed_steps": ceiling.timed_steps,
+        "timed_seconds": ceiling.timed_seconds,
+        "measured_at": ceiling.measured_at,
+        "key": ceiling.key,
+        "cache_path": str(cache_file),
+    }

@@ -79,7 +79,7 @@ def trials_table(trials: tuple[BatchTrial, ...]) -> str:
             format_metric("rate", trial.images_per_sec) if trial.fits else "",
             format_metric("bytes", trial.peak_allocated_bytes),
             format_metric("bytes", trial.peak_reserved_bytes),
-            format_metric("bytes", trial.peak_nvml_used_bytes),
+            format_metric("bytes", trial.peak_nvml_device_used_bytes),
             trial.reason or "",
         )
         for trial in trials
@@ -102,14 +102,14 @@ def summary_text(ended: SequenceEnded, result: MaxBatchResult) -> str:
         f"largest batch that fits: {best.batch_size:,} ({limit}); "
         f"{format_metric('rate', best.images_per_sec) or 'n/a'} img/s; peak allocated "
         f"{format_bytes(best.peak_allocated_bytes)}, reserved {format_bytes(best.peak_reserved_bytes)}, "
-        f"NVML used (whole device) {format_bytes(best.peak_nvml_used_bytes)}"
+        f"NVML used (whole device) {format_bytes(best.peak_nvml_device_used_bytes)}"
     ) + (f"\n{note}" if note else "")
 
 
 def max_batch_json(ended: SequenceEnded, result: MaxBatchResult) -> dict[str, Any]:
     best, fastest = result.best, result.fastest
     return {
-        "sweep_id": ended.sequence_id,
+        "sequence_id": ended.sequence_id,
         "status": ended.status,
         "reason": ended.reason,
         "max_batch_size": result.max_batch_size,
@@ -118,8 +118,7 @@ def max_batch_json(ended: SequenceEnded, result: MaxBatchResult) -> dict[str, An
         "images_per_sec": best.images_per_sec if best else None,
         "fastest_batch_size": fastest.batch_size if fastest else None,
         "fastest_images_per_sec": fastest.images_per_sec if fastest else None,
-        "peak_memory_bytes": peaks(best) if best else {"torch_allocated": None, "torch_reserved": None,
-                                                        "nvml_used": None},
+        "peak_memory_bytes": peaks(best),
         "trials": [
             {
                 "batch_size": trial.batch_size,

@@ -26,10 +26,14 @@ def models_command(args: argparse.Namespace) -> int:
 
     torchvision_names = tv_models.list_models(module=tv_models)
     if args.json:
-        print(json.dumps({"builtin": list(BUILTIN_MODELS), "torchvision": torchvision_names}))
+        print(json.dumps(models_json(torchvision_names)))
         return 0
     print("built-in:    " + ", ".join(BUILTIN_MODELS))
     print("torchvision: " + ", ".join(torchvision_names))
     print("your own:    package.module:function (returns a torch.nn.Module; gets num_classes if it takes it, "
           "and --model-kwargs)")
     return 0
+
+
+def models_json(torchvision_names: list[str]) -> dict[str, list[str]]:
+    return {"builtin": list(BUILTIN_MODELS), "torchvision": torchvision_names}

@@ -87,10 +87,7 @@ def run_repeats_command(args: argparse.Namespace, config: RunConfig) -> int:
     if vary_seed:
         print(accuracy_line(accuracy))
     if getattr(args, "json", False):
-        document = repeats_json(ended, result, rate, config)
-        if vary_seed:
-            document.update(seeds=[member.config.seed for member in members], **accuracy_json(accuracy))
-        print(json.dumps(document))
+        print(json.dumps(repeats_json(ended, result, rate, config)))
     elif ended.reason:
         print(ended.reason)
     return 0 if ended.status == "finished" and all(member.status == "finished" for member in members) and \
@@ -156,7 +153,7 @@ def _interval(low: Any, high: Any) -> str:
 
 def repeats_json(ended: SequenceEnded, result: SweepResult, rate: RateOverRuns, config: RunConfig) -> dict[str, Any]:
     return {
-        "sequence_id": ended.sequence_id,  # the "repeats" sequence in the history (sweep_id in the CSV)
+        "sequence_id": ended.sequence_id,  # the "repeats" sequence in the history
         "status": ended.status,
         "reason": ended.reason,
         "repeats": result.repeats,
@@ -168,6 +165,8 @@ def repeats_json(ended: SequenceEnded, result: SweepResult, rate: RateOverRuns, 
         "interval_confidence": rate.confidence,  # its exact coverage: 0.75 with 3 runs, 0.875 with 4, ≥ 0.9 from 5
         "interval_from": rate.interval_from,  # "repeats"; "windows" for one run (its steady windows' spread)
         "finished_runs": rate.runs,
+        "seeds": [member.config.seed for member in result.members],  # each run's (--vary-seed: one each)
+        **accuracy_json(accuracy_over_seeds(result.members)),
         "config": config.to_dict(),
         # Each run's own summary, as `workbench run --json` prints it.
         "runs": [summary_json(member.summary, run_id=member.run_id, config=member.config) for member in result.members],

@@ -17,6 +17,7 @@ from workbench.cli.setting_flags import add_setting_flags, config_from_args, pri
 from workbench.cli.summary_json import summary_json
 from workbench.config import RunConfig
 from workbench.engine.events import RunEnded, RunStarted
+from workbench.engine.events import IMAGES_PER_SEC_MEANS, WITHIN_ONE_RUN
 from workbench.engine.interruptible import wait_for_abandoned
 from workbench.experiments.events import RecordingFailed, RunRecorded
 from workbench.experiments.recording import record_events
@@ -33,6 +34,8 @@ def register(subparsers: Any) -> None:
         "run",
         help="train once, headless",
         description="Train once without the GUI. Every setting is a flag; --config FILE.json supplies a base.",
+        epilog=f"img/s (images_per_sec in the CSV and --json) is {IMAGES_PER_SEC_MEANS.partition(': ')[2]}. Its "
+        f"interval (images_per_sec_low–images_per_sec_high) is {WITHIN_ONE_RUN}.",
         argument_default=argparse.SUPPRESS,  # only flags given on the command line override --config
     )
     parser.add_argument("--name", help="a name for this run in the history")
@@ -150,13 +153,13 @@ def with_measured_findings(ended: RunEnded, config: RunConfig) -> RunEnded:
     """The run's end with its findings as the history's measurements rank them (as they were, if it cannot be read)."""
     from dataclasses import replace
 
-    from workbench.history.comparisons import findings_as_shown
+    from workbench.history.measured_changes import findings_as_shown
     from workbench.history.store import HistoryError, HistoryStore
 
     summary = ended.summary
     try:
         with HistoryStore.open() as store:
-            findings = findings_as_shown(store, summary.findings, config, summary.device, summary.device_name)
+            findings = findings_as_shown(store, summary.findings, config, summary.device_type, summary.device_name)
     except HistoryError:
         return ended
     return replace(ended, summary=replace(summary, findings=findings))

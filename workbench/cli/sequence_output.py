@@ -66,8 +66,7 @@ class SequenceProgress:
         say = self.progress.message
         if isinstance(event, SequenceStarted):
             self.planned = event.planned_members
-            kind = "sweep" if event.kind == "sweep" else "sequence"
-            where = f" ({kind} {event.sequence_id} in the history)" if event.sequence_id is not None else ""
+            where = f" (sequence {event.sequence_id} in the history)" if event.sequence_id is not None else ""
             say(f"{event.name}{where}")
         elif isinstance(event, MemberStarted):
             label = values_label(event.values) or ("start settings" if event.purpose else "")
@@ -109,11 +108,13 @@ class SequenceProgress:
 
 
 def peaks(source: Any) -> dict[str, Optional[int]]:
-    """The three peak figures, named as `workbench run --json` names them."""
+    """The peak figures, named as `workbench run --json` names them (None for no source)."""
+    if source is None:
+        return {"torch_allocated": None, "torch_reserved": None, "nvml_device_used": None, "process_rss": None}
     return {
         "torch_allocated": source.peak_allocated_bytes,
         "torch_reserved": source.peak_reserved_bytes,
-        "nvml_used": source.peak_nvml_used_bytes,
+        "nvml_device_used": source.peak_nvml_device_used_bytes,
         "process_rss": getattr(source, "peak_process_rss_bytes", None),
     }
 

@@ -16,16 +16,14 @@ from workbench.engine.events import RunSummary
 
 # RunSummary fields the contract holds inside an object of its own, and where.
 SHAPED: dict[str, str] = {
-    "images_per_sec": "images_per_sec.mean",
-    "images_per_sec_median": "images_per_sec.median",
     "peak_allocated_bytes": "peak_memory_bytes.torch_allocated",
     "peak_reserved_bytes": "peak_memory_bytes.torch_reserved",
-    "peak_nvml_used_bytes": "peak_memory_bytes.nvml_used (and .nvml_device_used)",
+    "peak_nvml_device_used_bytes": "peak_memory_bytes.nvml_device_used",
     "peak_nvml_process_used_bytes": "peak_memory_bytes.nvml_process_used",
     "peak_process_rss_bytes": "peak_memory_bytes.process_rss",
     "rank_peak_allocated_bytes": "rank_peak_memory_bytes[].torch_allocated",
     "rank_peak_reserved_bytes": "rank_peak_memory_bytes[].torch_reserved",
-    "rank_peak_nvml_used_bytes": "rank_peak_memory_bytes[].nvml_used",
+    "rank_peak_nvml_device_used_bytes": "rank_peak_memory_bytes[].nvml_device_used",
     "findings": "findings (a list of finding objects)",
     **{name: f"profile.{key}" for name, key in timeline_report.PROFILE_KEYS.items()},
 }
@@ -38,25 +36,22 @@ def summary_json(summary: RunSummary, run_id: Optional[int] = None, config: Opti
     data.update({item.name: _plain(getattr(summary, item.name)) for item in dataclasses.fields(RunSummary)
                  if item.name not in SHAPED})
     data.update({
-        # "mean" is samples ÷ seconds over the steady state (time-weighted), "median" the median window.
-        "images_per_sec": {"mean": summary.images_per_sec, "median": summary.images_per_sec_median},
         "verdict": summary.verdict,
         "findings": timeline_report.findings_json(summary),
         "profile": timeline_report.profile_json(summary, config),
         "peak_memory_bytes": {
             "torch_allocated": summary.peak_allocated_bytes,
             "torch_reserved": summary.peak_reserved_bytes,
-            "nvml_used": summary.peak_nvml_used_bytes,  # kept for readers of earlier versions: device-wide
-            "nvml_device_used": summary.peak_nvml_used_bytes,  # the same figure, named for what it is
+            "nvml_device_used": summary.peak_nvml_device_used_bytes,  # device-wide: every process, CUDA contexts
             "nvml_process_used": summary.peak_nvml_process_used_bytes,  # ours alone; None where hidden
             "process_rss": summary.peak_process_rss_bytes,  # the training process's resident memory
         },
         # Each rank's peaks, by rank ([] for a one-process run).
         "rank_peak_memory_bytes": [
-            {"rank": rank, "torch_allocated": allocated, "torch_reserved": reserved, "nvml_used": nvml}
+            {"rank": rank, "torch_allocated": allocated, "torch_reserved": reserved, "nvml_device_used": nvml}
             for rank, (allocated, reserved, nvml) in enumerate(
                 zip(summary.rank_peak_allocated_bytes, summary.rank_peak_reserved_bytes,
-                    summary.rank_peak_nvml_used_bytes)
+                    summary.rank_peak_nvml_device_used_bytes)
             )
         ],
     })

@@ -111,7 +111,7 @@ def sweep_table(fields: tuple[str, ...], members: tuple[MemberEnded, ...]) -> st
 
 def per_value_table(fields: tuple[str, ...], members: tuple[MemberEnded, ...]) -> str:
     """One row per value over its repeats: the median images/sec, its interval, and the A/B against the first
-    value (comparison.compare_rates)."""
+    value (ab.compare_rates)."""
     results = per_value(members)
     header = (*(name.upper() for name in fields), "RUNS", "MEDIAN IMG/S", "INTERVAL", "VS FIRST (90 % INTERVAL)",
               "VERDICT")
@@ -137,7 +137,7 @@ def sweep_json(ended: SequenceEnded, fields: tuple[str, ...]) -> dict[str, Any]:
     assert isinstance(result, SweepResult)
     values = per_value(result.members)
     return {
-        "sweep_id": ended.sequence_id,
+        "sequence_id": ended.sequence_id,
         "status": ended.status,
         "reason": ended.reason,
         "params": list(fields),

@@ -15,7 +15,7 @@ from workbench.cli.sequence_output import (
 )
 from workbench.cli.setting_flags import add_setting_flags, config_from_args
 from workbench.config import RunConfig
-from workbench.experiments.comparison import CONFIDENCE, MIN_EFFECT
+from workbench.experiments.ab import CONFIDENCE, MIN_EFFECT
 from workbench.experiments.events import (
     SequenceEnded,
     TrialResult,
@@ -149,7 +149,7 @@ def run_command_line(config: RunConfig) -> str:
 
 def tune_json(ended: SequenceEnded, result: TuneResult) -> dict[str, Any]:
     return {
-        "sweep_id": ended.sequence_id,
+        "sequence_id": ended.sequence_id,
         "status": ended.status,
         "stop_reason": result.stop_reason,
         "start_images_per_sec": result.start_images_per_sec,
@@ -159,7 +159,7 @@ def tune_json(ended: SequenceEnded, result: TuneResult) -> dict[str, Any]:
         "best_changes": result.best_changes,
         "passes": result.passes,
         "trial_steps": result.trial_steps,
-        # The rule each change was decided by (experiments/comparison.py).
+        # The rule each change was decided by (experiments/ab.py).
         "trials_per_side": result.trials_per_side,
         "confidence": CONFIDENCE,
         "min_effect": MIN_EFFECT,

@@ -64,9 +64,9 @@ def verify_command(args: argparse.Namespace) -> int:
 
 
 def verify(args: argparse.Namespace) -> int:
-    from workbench.experiments.comparison import MIN_TRIALS
+    from workbench.experiments.ab import MIN_TRIALS
     from workbench.experiments.verify import VerifyPlan, plan_problems, run_verify, without_unrunnable
-    from workbench.history.comparisons import findings_as_shown
+    from workbench.history.measured_changes import findings_as_shown
     from workbench.history.store import HistoryStore, RunNotFound
 
     with HistoryStore.open() as store:
@@ -129,7 +129,7 @@ def changes_from_args(args: argparse.Namespace, run_id: int, findings: tuple[Fin
     that names a setting a trial can measure (each change once); a change's words are the run's own finding's
     (``own``: without what an earlier verification added). UsageError (one line) when there is none."""
     from workbench.experiments.verify import finding_change as change_of
-    from workbench.history.comparisons import NOT_SPEED_SETTINGS, value_key
+    from workbench.history.measured_changes import NOT_SPEED_SETTINGS, value_key
 
     def finding_change(shown: Finding) -> Any:
         return change_of(next(finding for finding in own if (finding.field, value_key(finding.value)) ==
@@ -227,10 +227,11 @@ def verify_json(run_id: int, ended: SequenceEnded, result: VerifyResult) -> dict
     """The --json object: ``findings`` holds one entry per change verified (a finding's, or a --set)."""
     return {
         "run_id": run_id,
-        "sweep_id": ended.sequence_id,
+        "sequence_id": ended.sequence_id,
         "status": ended.status,
         "reason": ended.reason,
-        "device": {"type": result.device_type, "name": result.device_name},
+        "device_type": result.device_type,
+        "device_name": result.device_name,
         "trial_steps": result.trial_steps,
         "busy": result.busy,
         "findings": [

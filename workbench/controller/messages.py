@@ -17,7 +17,7 @@ from workbench.experiments.events import (
     values_label,
 )
 from workbench.experiments.rate_over_runs import fastest_text, per_value
-from workbench.experiments.verify import measurement_of
+from workbench.experiments.verify import measured_change_of
 from workbench.formatting import efficiency_text, format_bytes, format_duration
 from workbench.history.metrics import format_metric
 
@@ -90,8 +90,8 @@ def ended_text(event: RunEnded) -> str:
     parts = []
     if summary.test_accuracy is not None:
         parts.append(f"test accuracy {summary.test_accuracy:.1%}")
-    if summary.images_per_sec_median is not None and math.isfinite(summary.images_per_sec_median):
-        rate = f"{summary.images_per_sec_median:,.0f} images/s (median)"
+    if summary.images_per_sec is not None and math.isfinite(summary.images_per_sec):
+        rate = f"{summary.images_per_sec:,.0f} img/s"  # IMAGES_PER_SEC_MEANS: the banner's tooltip says it
         if summary.pipeline_efficiency is not None:
             rate += f", {efficiency_text(summary.pipeline_efficiency)}"
         parts.append(rate)
@@ -146,7 +146,7 @@ def sequence_ended_text(event: SequenceEnded) -> str:
     if isinstance(result, VerifyResult):
         said = []
         for change in result.changes:
-            measured = measurement_of(change.comparison)
+            measured = measured_change_of(change.comparison)
             said.append(f"{values_label(((change.field, change.value),))} " + (
                 measured.describe() if measured is not None else f"not measured ({change.reason or 'too few trials'})")
                 + (f": {change.undecided_text}" if change.undecided_text else ""))

@@ -18,7 +18,7 @@ from workbench.controller.shown_findings import FindingsOf, either, read_measure
 from workbench.controller.driving import Job
 from workbench.controller.view import Progress, WindowView
 from workbench.engine.events import EpochStats, ProfileSample, RunEnded, RunStarted, StatusChanged, StepStats
-from workbench.engine.findings import with_measurements
+from workbench.engine.findings import with_measured_changes
 from workbench.experiments.events import (
     BatchTrial,
     BestSoFar,
@@ -31,7 +31,7 @@ from workbench.experiments.events import (
     TrialResult,
     VerifyResult,
 )
-from workbench.history.comparisons import lookup
+from workbench.history.measured_changes import lookup
 from workbench.history.naming import run_name
 from workbench.history.recorder import BAD_INPUT_KINDS
 
@@ -250,13 +250,13 @@ class RunReports:
         self._findings_drawn += 1
         drawn = self._findings_drawn
         just_measured = verified_lookup(verified)
-        self.view.draw_findings(with_measurements(source.findings, just_measured))
+        self.view.draw_findings(with_measured_changes(source.findings, just_measured))
         if not source.measurable:
             return
 
         def read_back(changes: list) -> None:
             if drawn == self._findings_drawn:  # nothing newer was drawn meanwhile
-                self.view.draw_findings(with_measurements(source.findings, either(just_measured, lookup(changes))))
+                self.view.draw_findings(with_measured_changes(source.findings, either(just_measured, lookup(changes))))
 
         # A history that cannot be read leaves the findings as drawn (what a verification just measured included).
         self.view.run_in_background(lambda: read_measured_changes(self.recordings, source), read_back,

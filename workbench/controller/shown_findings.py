@@ -2,7 +2,7 @@
 
 The tab shows the findings of the last run that ended (a verification's own trials leave them in place): first
 as the run gave them, then, once the history has been read off the GUI thread, with what their changes measured
-on that run's device from its settings (findings.with_measurements); a verification that just ended adds its own
+on that run's device from its settings (findings.with_measured_changes); a verification that just ended adds its own
 measurements, which show even when the history keeps nothing.
 """
 
@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from workbench.config import RunConfig
-from workbench.engine.events import Finding, Measurement, RunSummary
-from workbench.engine.findings import MeasurementLookup
+from workbench.engine.events import Finding, MeasuredChange, RunSummary
+from workbench.engine.findings import MeasuredChangeLookup
 from workbench.experiments.events import VerifyResult
-from workbench.experiments.verify import measurement_of
-from workbench.history.comparisons import value_key
+from workbench.experiments.verify import measured_change_of
+from workbench.history.measured_changes import value_key
 
 if TYPE_CHECKING:
-    from workbench.history.comparisons import MeasuredChange
+    from workbench.history.measured_changes import MeasuredChangeRecord
 
 
 @dataclass(frozen=True)
@@ -38,30 +38,30 @@ class FindingsOf:
     def measurable(self) -> bool:
         """A finding names a setting, and the run's device is known: the history may hold a measurement."""
         return (any(finding.field is not None for finding in self.findings)
-                and bool(self.summary.device) and bool(self.summary.device_name))
+                and bool(self.summary.device_type) and bool(self.summary.device_name))
 
 
-def read_measured_changes(recordings: Callable[[], Any], source: FindingsOf) -> list[MeasuredChange]:
+def read_measured_changes(recordings: Callable[[], Any], source: FindingsOf) -> list[MeasuredChangeRecord]:
     """What the history holds for ``source``'s settings on its device: called off the GUI thread, through a
     recorder factory of its own (a SQLite connection belongs to the thread that opens it), closed after."""
     recorders = recordings()
     try:
-        return recorders.measured_changes(source.config, source.summary.device, source.summary.device_name)
+        return recorders.measured_changes(source.config, source.summary.device_type, source.summary.device_name)
     finally:
         close = getattr(recorders, "close", None)
         if close is not None:
             close()
 
 
-def verified_lookup(result: Optional[VerifyResult]) -> MeasurementLookup:
+def verified_lookup(result: Optional[VerifyResult]) -> MeasuredChangeLookup:
     """What a verification that just ended measured, by (field, value)."""
-    measured: dict[tuple[str, str], Measurement] = {}
+    measured: dict[tuple[str, str], MeasuredChange] = {}
     for change in result.changes if result is not None else ():
-        measurement = measurement_of(change.comparison)
+        measurement = measured_change_of(change.comparison)
         if measurement is not None and measurement.low is not None:
             measured[(change.field, value_key(change.value))] = measurement
     return lambda field, value: measured.get((field, value_key(value)))
 
 
-def either(first: MeasurementLookup, then: MeasurementLookup) -> MeasurementLookup:
+def either(first: MeasuredChangeLookup, then: MeasuredChangeLookup) -> MeasuredChangeLookup:
     return lambda field, value: first(field, value) or then(field, value)

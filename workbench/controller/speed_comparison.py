@@ -4,7 +4,7 @@ with its interval, and whether a side is faster than the first beyond the noise.
 Runs of one setting in one sequence (a `workbench run --repeats`, a sweep's repeats of a value, the tune's runs of
 the best settings) are one side, read as the median of their runs and the interval of that median
 (experiments/rate_over_runs.py). A run alone is a side of its own, with the interval of its steady windows.
-Each side is compared with the first (the oldest) by the one A/B routine (comparison.compare_rates) when both
+Each side is compared with the first (the oldest) by the one A/B routine (ab.compare_rates) when both
 have repeats; a verdict is never drawn from one run of each: two runs of the same settings differ by 8–15 %,
 more than most changes gain, and a run's own window interval cannot show that.
 """
@@ -74,7 +74,7 @@ def speed_lines(records: Sequence[RunRecord], every_run: Sequence[RunRecord] = (
         return []
     letters = [_letter(index) for index in range(len(found))]
     if len(found) == 1:
-        return [f"Images/sec of {found[0].label}: {found[0].rate.describe()}{found[0].accuracy_text()}."]
+        return [f"Img/s of {found[0].label}: {found[0].rate.describe()}{found[0].accuracy_text()}."]
     lines = [f"{letter} = {side.label}: {side.rate.describe()}{side.accuracy_text()}"
              for letter, side in zip(letters, found)]
     first = found[0]

@@ -51,7 +51,7 @@ def num_classes_of(config: RunConfig) -> Optional[int]:
 
 def ceiling_key(config: RunConfig, device: DeviceInfo, num_classes: int) -> dict[str, Any]:
     key = {
-        "device": device.name,
+        "device_name": device.name,  # "device" until issue 29: a cache entry of then is measured again
         "device_type": device.type,
         "model": config.model,
         "model_kwargs": _kwargs_key(config.model_kwargs),

@@ -31,12 +31,12 @@ class MemorySnapshot:
     torch_reserved: Optional[int] = None
     torch_peak_allocated: Optional[int] = None
     torch_peak_reserved: Optional[int] = None
-    nvml_used: Optional[int] = None  # device-wide: every process's memory and CUDA contexts, not only ours
+    nvml_device_used: Optional[int] = None  # device-wide: every process's memory and CUDA contexts, not only ours
     nvml_total: Optional[int] = None
     # NVML's "utilisation": the share of its last sample period in which any kernel ran (engine/nvml.py).
     gpu_utilization_percent: Optional[float] = None
     torch_unavailable_reason: Optional[str] = None
-    nvml_unavailable_reason: Optional[str] = None  # why nvml_used / nvml_total are None
+    nvml_unavailable_reason: Optional[str] = None  # why nvml_device_used / nvml_total are None
     gpu_utilization_unavailable_reason: Optional[str] = None  # why gpu_utilization_percent is None (read apart)
     # This process's resident set size (host RAM; DataLoader worker processes not included).
     process_rss: Optional[int] = None
@@ -202,7 +202,7 @@ class ProfileSample:
 
     first_step: int  # the first step the sample touched (a warm-up step runs before the timeline window)
     last_step: int  # the last step of the sample
-    device: str  # "cuda" or "cpu"
+    device_type: str  # "cuda" or "cpu"
     steps: int  # steps in the timeline window
     window_seconds: float
     images_per_sec: float  # inside the timeline window (the profiler's cost slows it a little)
@@ -250,14 +250,14 @@ class ProfileSample:
         return self.launches / self.steps if self.launches is not None and self.steps else None
 
 
-# What a comparison of two settings' speeds decided (experiments/comparison.py).
+# What a comparison of two settings' speeds decided (experiments/ab.py).
 Verdict = Literal["faster", "slower", "within_noise"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class Measurement:
+class MeasuredChange:
     """What a finding's change did when it was measured on this device against these settings: interleaved
-    short runs of each (experiments/verify.py, compared by experiments/comparison.py), stored in the history.
+    short runs of each (experiments/verify.py, compared by experiments/ab.py), stored in the history.
 
     ``speedup`` is median(changed) ÷ median(baseline) images/sec, ``low``–``high`` its interval (None without
     one), ``verdict`` faster / slower / within_noise as the comparison decided it."""
@@ -274,7 +274,7 @@ class Measurement:
         return f"{self.baseline_trials}+{self.changed_trials} trials"
 
     def describe(self) -> str:
-        """"measured 1.31×: faster (1.25–1.37, 3+3 trials)": the words of Comparison.describe."""
+        """"measured 1.31×: faster (1.25–1.37, 3+3 trials)": the words of ABResult.describe."""
         interval = (f"{self.low:.2f}–{self.high:.2f}, " if self.low is not None and self.high is not None
                     else "no interval: ")
         words = {"faster": "faster", "slower": "slower here, not recommended",
@@ -286,7 +286,7 @@ class Measurement:
                 "baseline_trials": self.baseline_trials, "changed_trials": self.changed_trials}
 
     @classmethod
-    def from_dict(cls, data: Any) -> Optional["Measurement"]:
+    def from_dict(cls, data: Any) -> Optional["MeasuredChange"]:
         """None for anything that is not a stored measurement (an older or damaged record)."""
         try:
             return cls(speedup=float(data["speedup"]), low=_optional_float(data.get("low")),
@@ -318,8 +318,9 @@ class Finding:
     threshold: Optional[float] = None
     field: Optional[str] = None
     value: Union[str, int, float, bool, None] = None
-    # What this change did when measured here (the history's verifications; findings.with_measurements), else None.
-    measured: Optional[Measurement] = None
+    # What this change did when measured here (the history's measured changes, findings.with_measured_changes);
+    # None if never.
+    measured: Optional[MeasuredChange] = None
 
     def to_dict(self) -> dict:
         return {
@@ -333,20 +334,29 @@ class Finding:
         measured = data.get("measured")
         stored: dict[str, Any] = {name: data.get(name) for name in (
             "kind", "headline", "text", "figure", "figure_name", "threshold", "field", "value")}
-        return cls(**stored, measured=Measurement.from_dict(measured) if measured is not None else None)
+        return cls(**stored, measured=MeasuredChange.from_dict(measured) if measured is not None else None)
 
+
+# Steady state = every log window after the first (cuDNN autotuning, worker start-up, compilation), unless the
+# first is the only one, less the windows a profiler sample slowed. The run's throughput is one figure, shown under
+# one name (images_per_sec, "img/s") in the window, the Runs table, the CLI, the CSV and --json; its definition:
+IMAGES_PER_SEC_MEANS = ("img/s (images_per_sec): the samples trained ÷ the seconds they took, over the steady windows "
+                        "(every log window after the first, which holds warm-up and compilation)")
+# What a run's own interval covers: how its windows varied, not how much the next run of the same settings may differ
+# (a run on a quiet machine read 1,055–1,137 img/s; the next three runs' median was 1,376).
+WITHIN_ONE_RUN = ("within one run: the 90 % interval of its steady windows, not run-to-run noise (the next run may "
+                  "differ by more; --repeats 3 or more measures that)")
 
 # How a figure reads (history/metrics.py formats each kind): 1,234 img/s, 12.5 %, 1.2 GiB, 0.1234, 2 m 5 s.
 # "efficiency" is a fraction that reads "ceiling stale — measure again" above 100 %.
 FigureKind = Literal["rate", "count", "fraction", "efficiency", "bytes", "loss", "seconds", "text"]
 
 
-def figure(label: str, kind: FigureKind, default: Any = None, *, csv_name: Optional[str] = None,
-           timeline: bool = False) -> Any:
+def figure(label: str, kind: FigureKind, default: Any = None, *, timeline: bool = False) -> Any:
     """A RunSummary field that is a figure runs are compared by. ``label`` heads its column in the app and the
-    CLI; ``csv_name`` is its CSV column where the contract spells it differently; ``timeline``: one of the
+    CLI (its field name is its name in the history, the CSV and --json); ``timeline``: one of the
     profiler-sampled GPU timeline's figures (the --json ``profile`` object holds those)."""
-    return field(default=default, metadata={"label": label, "kind": kind, "csv_name": csv_name, "timeline": timeline})
+    return field(default=default, metadata={"label": label, "kind": kind, "timeline": timeline})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -361,13 +371,12 @@ class RunSummary:
     status: EndStatus
     reason: Optional[str] = None
     failure_kind: Optional[FailureKind] = None
-    # Steady state = every log window after the first (cuDNN autotuning, worker start-up, compilation),
-    # unless the first is the only one. Throughput is samples ÷ seconds over it, on the windows' clock.
-    images_per_sec: Optional[float] = figure("Img/s", "rate", csv_name="images_per_sec_mean")
-    # Its 90 % interval, from a block bootstrap of the steady windows (engine/spread.py); None with < 3 windows.
+    # The run's one throughput figure (IMAGES_PER_SEC_MEANS says what it is, wherever it is shown).
+    images_per_sec: Optional[float] = figure("Img/s", "rate")
+    # Its 90 % interval within this run (WITHIN_ONE_RUN), from a block bootstrap of the steady windows
+    # (engine/spread.py); None with < 3 windows.
     images_per_sec_low: Optional[float] = figure("Img/s low", "rate")
     images_per_sec_high: Optional[float] = figure("Img/s high", "rate")
-    images_per_sec_median: Optional[float] = figure("Img/s (median)", "rate")  # of the steady windows' rates
     test_accuracy: Optional[float] = figure("Test acc", "fraction")
     final_loss: Optional[float] = figure("Final loss", "loss")
     data_wait_fraction: Optional[float] = figure("Data wait", "fraction")  # of the steady state's wall time
@@ -376,7 +385,7 @@ class RunSummary:
     peak_reserved_bytes: Optional[int] = figure("Peak reserved", "bytes")
     # Highest NVML readings at log points (sampled, not true peaks): device-wide "used" (every process's memory
     # and CUDA contexts), and this process's own.
-    peak_nvml_used_bytes: Optional[int] = figure("Peak NVML", "bytes")
+    peak_nvml_device_used_bytes: Optional[int] = figure("Peak NVML", "bytes")
     peak_nvml_process_used_bytes: Optional[int] = figure("Peak NVML (this process)", "bytes")
     # The training process's highest resident memory (RSS) at log points: the memory figure a CPU run has.
     peak_process_rss_bytes: Optional[int] = figure("Peak RSS (process)", "bytes")
@@ -385,7 +394,7 @@ class RunSummary:
     steps: int = figure("Steps", "count", 0)
     samples_seen: int = figure("Images seen", "count", 0)
     epochs_completed: int = figure("Epochs", "count", 0)
-    device: Optional[str] = figure("Device type", "text", csv_name="device_type")  # "cuda" or "cpu"
+    device_type: Optional[str] = figure("Device type", "text")  # "cuda" or "cpu"
     device_name: Optional[str] = figure("Device", "text")
     torch_version: Optional[str] = figure("Torch", "text")
     # The profiler-sampled timeline, over every sample's timeline window (see ProfileSample). The GPU
@@ -437,7 +446,7 @@ class RunSummary:
     # Each rank's own peaks, by rank (() for a one-process run); None where a rank's figure was unreadable.
     rank_peak_allocated_bytes: tuple[Optional[int], ...] = ()
     rank_peak_reserved_bytes: tuple[Optional[int], ...] = ()
-    rank_peak_nvml_used_bytes: tuple[Optional[int], ...] = ()
+    rank_peak_nvml_device_used_bytes: tuple[Optional[int], ...] = ()
 
     @property
     def verdict(self) -> Optional[str]:

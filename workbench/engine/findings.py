@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from workbench.config import RANGES, RunConfig
-from workbench.engine.events import Finding, Measurement, RunSummary
+from workbench.engine.events import Finding, MeasuredChange, RunSummary
 
 # Waiting for data a sixth of the time is worth fixing first: the remedies (GPU augmentation, a
 # resident dataset, more workers) are cheap and usually remove the wait entirely.
@@ -80,7 +80,7 @@ class RunFacts:
         return cls(
             config=config,
             summary=summary,
-            device_type=device_facts.get("type") or summary.device,
+            device_type=device_facts.get("type") or summary.device_type,
             training_peak_allocated_bytes=training_peak_allocated_bytes,
             total_memory_bytes=device_facts.get("total_memory_bytes"),
             bf16_supported=bool(device_facts.get("bf16_supported")),
@@ -143,12 +143,12 @@ def _diverged(facts: RunFacts) -> list[Finding]:
                     figure=facts.summary.final_loss, figure_name="final_loss", threshold=None, field="lr", value=lower)]
 
 
-# What a change measured on this run's device against its settings (the history's verifications), by
+# What a change measured on this run's device against its settings (the history's measured changes), by
 # (field, value); None where it was never measured. The caller binds the run's settings and device.
-MeasurementLookup = Callable[[str, Any], Optional[Measurement]]
+MeasuredChangeLookup = Callable[[str, Any], Optional[MeasuredChange]]
 
 
-def with_measurements(findings: Sequence[Finding], lookup: MeasurementLookup) -> tuple[Finding, ...]:
+def with_measured_changes(findings: Sequence[Finding], lookup: MeasuredChangeLookup) -> tuple[Finding, ...]:
     """The findings with what their changes measured here, ranked by it.
 
     A measured remedy's text ends with its measurement ("measured 1.31×: faster (1.25–1.37, 3+3 trials)").
@@ -171,7 +171,7 @@ def with_measurements(findings: Sequence[Finding], lookup: MeasurementLookup) ->
     return tuple(finding for group in groups for finding in group)
 
 
-def _measured(finding: Finding, lookup: MeasurementLookup) -> Finding:
+def _measured(finding: Finding, lookup: MeasuredChangeLookup) -> Finding:
     if finding.field is None:
         return finding
     measurement = lookup(finding.field, finding.value)

@@ -56,7 +56,7 @@ class MemoryProbe:
             # keeps the memory.
             memory, utilization = gpu.memory(), gpu.utilization_percent()
             used, total = memory.value if memory.value is not None else (None, None)
-            nvml_figures = dict(nvml_used=used, nvml_total=total, nvml_unavailable_reason=memory.reason,
+            nvml_figures = dict(nvml_device_used=used, nvml_total=total, nvml_unavailable_reason=memory.reason,
                                 gpu_utilization_percent=utilization.value,
                                 gpu_utilization_unavailable_reason=utilization.reason)
             process_used, reason = self._process_used(gpu)

@@ -352,7 +352,7 @@ class _Sample:
 
     def failed(self, reason: str) -> ProfileSample:
         return ProfileSample(
-            first_step=self.start + 1, last_step=self.start + 1, device=self.sampler.device.type, steps=0,
+            first_step=self.start + 1, last_step=self.start + 1, device_type=self.sampler.device.type, steps=0,
             window_seconds=0.0, images_per_sec=0.0, host_data_wait_seconds=0.0,
             gpu_unavailable_reason=reason, trace_unavailable_reason=reason, overhead_seconds=self.overhead,
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from typing import Optional, Sequence
 
-CONFIDENCE = 0.90  # as the comparisons' (experiments/comparison.py)
+CONFIDENCE = 0.90  # as the comparisons' (experiments/ab.py)
 RESAMPLES = 1000  # enough for the 5th and 95th percentiles to settle to a few tenths of a percent
 MAX_BLOCKS = 32  # long runs: windows grouped into at most this many blocks, so the cost stays fixed
 MIN_WINDOWS = 3  # fewer steady windows give no interval worth the name

@@ -87,7 +87,7 @@ class SummaryBuilder:
         for key, value in (
             ("allocated", memory.torch_peak_allocated),
             ("reserved", memory.torch_peak_reserved),
-            ("nvml", memory.nvml_used),
+            ("nvml", memory.nvml_device_used),
             ("nvml_process", memory.nvml_process_used),
             ("rss", memory.process_rss),
         ):
@@ -126,12 +126,11 @@ class SummaryBuilder:
             images_per_sec=images_per_sec,
             images_per_sec_low=interval[0] if interval else None,
             images_per_sec_high=interval[1] if interval else None,
-            images_per_sec_median=statistics.median(steady.rates) if steady.rates else None,
             data_wait_fraction=steady.data_wait / window if window > 0 else None,
             device_span_fraction=min(1.0, steady.device_span / window) if window > 0 else None,
             peak_allocated_bytes=self._peaks["allocated"],
             peak_reserved_bytes=self._peaks["reserved"],
-            peak_nvml_used_bytes=self._peaks["nvml"],
+            peak_nvml_device_used_bytes=self._peaks["nvml"],
             peak_nvml_process_used_bytes=self._peaks["nvml_process"],
             peak_process_rss_bytes=self._peaks["rss"],
             skipped_optimizer_steps=self._skipped_optimizer_steps,
@@ -139,7 +138,7 @@ class SummaryBuilder:
             steps=step.step if step else 0,
             samples_seen=step.samples_seen if step else 0,
             epochs_completed=epoch.epoch if epoch else 0,
-            device=started.device.type if started else None,
+            device_type=started.device.type if started else None,
             device_name=started.device.name if started else None,
             torch_version=started.device.torch_version if started else None,
             compile_seconds=self._compile_seconds,
@@ -152,7 +151,7 @@ class SummaryBuilder:
             world_size=started.world_size if started else 1,
             rank_peak_allocated_bytes=tuple(peaks["allocated"] for peaks in self._rank_peaks),
             rank_peak_reserved_bytes=tuple(peaks["reserved"] for peaks in self._rank_peaks),
-            rank_peak_nvml_used_bytes=tuple(peaks["nvml"] for peaks in self._rank_peaks),
+            rank_peak_nvml_device_used_bytes=tuple(peaks["nvml"] for peaks in self._rank_peaks),
         )
         if started is None or images_per_sec is None:
             return summary
@@ -246,7 +245,6 @@ class _Windows:
         self.seconds = 0.0
         self.data_wait = 0.0
         self.device_span = 0.0
-        self.rates: list[float] = []
         self.window_samples: list[int] = []
         self.window_seconds: list[float] = []
         self.stats: list[StepStats] = []
@@ -265,7 +263,6 @@ class _Windows:
         self.seconds += stats.window_seconds
         self.data_wait += stats.data_wait_seconds
         self.device_span += stats.device_span_seconds
-        self.rates.append(stats.images_per_sec)
         self.window_samples.append(samples)
         self.window_seconds.append(stats.window_seconds)
         self.stats.append(stats)

@@ -167,14 +167,14 @@ def with_timed_data_wait(breakdown: TimelineBreakdown, data_wait_seconds: float)
 
 
 def to_sample(
-    breakdown: TimelineBreakdown, first_step: int, last_step: int, device: str, batch_size: int, **extra: Any
+    breakdown: TimelineBreakdown, first_step: int, last_step: int, device_type: str, batch_size: int, **extra: Any
 ) -> ProfileSample:
     """The ProfileSample event of a timeline window; ``extra`` sets the rest (top_ops, trace paths, ...)."""
     window = breakdown.window_seconds
     fields: dict[str, Any] = dict(
         first_step=first_step,
         last_step=last_step,
-        device=device,
+        device_type=device_type,
         steps=breakdown.steps,
         window_seconds=window,
         host_data_wait_seconds=breakdown.host_data_wait_seconds,

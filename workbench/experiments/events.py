@@ -16,7 +16,7 @@ from typing import Any, Literal, Optional, Union
 
 from workbench.config import RunConfig
 from workbench.engine.events import Event, RunSummary
-from workbench.experiments.comparison import Comparison, Verdict
+from workbench.experiments.ab import ABResult, Verdict
 from workbench.formatting import format_setting
 
 SequenceKind = Literal["sweep", "tune", "max_batch", "repeats", "verify"]
@@ -99,7 +99,7 @@ class RecordingFailed:
 @dataclass(frozen=True, kw_only=True)
 class TrialResult:
     """One change tried by the search for faster settings: measured interleaved with the best so far
-    (experiments/comparison.py) and decided: kept only when the comparison's verdict is faster."""
+    (experiments/ab.py) and decided: kept only when the comparison's verdict is faster."""
 
     trial: int  # 1-based
     knob: str  # "num_workers", "placement", ...
@@ -110,7 +110,7 @@ class TrialResult:
     outcome: TrialOutcome
     best_images_per_sec: Optional[float]  # the best after this trial (median of its measurements)
     reason: Optional[str] = None  # why it failed
-    comparison: Optional[Comparison] = None  # against the best so far; None when the trial failed
+    comparison: Optional[ABResult] = None  # against the best so far; None when the trial failed
     baseline_run_ids: tuple[Optional[int], ...] = ()  # the best settings' runs in this comparison
 
     @property
@@ -149,7 +149,7 @@ class BatchTrial:
     images_per_sec: Optional[float]
     peak_allocated_bytes: Optional[int]
     peak_reserved_bytes: Optional[int]
-    peak_nvml_used_bytes: Optional[int]
+    peak_nvml_device_used_bytes: Optional[int]
 
 
 # -- results ---------------------------------------------------------------------------------------
@@ -232,7 +232,7 @@ class ChangeVerified:
     text: str  # what was verified, in words: the finding's text, or "set num_workers=4"
     field: str
     value: Any
-    comparison: Comparison
+    comparison: ABResult
     baseline_run_ids: tuple[Optional[int], ...]  # the trials' runs, in the order they ran
     changed_run_ids: tuple[Optional[int], ...]
     reason: Optional[str] = None  # why a trial of the change failed (its later trials were not run)

@@ -179,7 +179,7 @@ class _BatchSearch:
             images_per_sec=summary.images_per_sec,
             peak_allocated_bytes=summary.peak_allocated_bytes,
             peak_reserved_bytes=summary.peak_reserved_bytes,
-            peak_nvml_used_bytes=summary.peak_nvml_used_bytes,
+            peak_nvml_device_used_bytes=summary.peak_nvml_device_used_bytes,
         )
         self.trials.append(trial)
         return trial

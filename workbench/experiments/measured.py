@@ -1,7 +1,7 @@
 """Keeping what a comparison measured, for the findings to read back.
 
 A change of one setting measured against a baseline on one device, interleaved, with an interval, is one row of
-the history's ``comparisons`` table (history/comparisons.py). A finding of any later run with the same speed
+the history's ``comparisons`` table (history/measured_changes.py). A finding of any later run with the same speed
 settings on that device then carries it, whichever sequence measured it: a verification, the search for faster
 settings (each change it tried against the best settings so far), or a sweep with repeats (each pair of its
 values that differ in one setting, both ways, compared over their repeats). No torch, no Qt.
@@ -12,30 +12,30 @@ from __future__ import annotations
 from typing import Any, Iterator, Optional, Sequence
 
 from workbench.config import RunConfig
-from workbench.experiments.comparison import Comparison, compare_rates
+from workbench.experiments.ab import ABResult, compare_rates
 from workbench.experiments.events import MemberEnded, RecordingFailed, values_label
 from workbench.experiments.recording import RecorderFactory
-from workbench.history.comparisons import NOT_SPEED_SETTINGS, MeasuredChange
+from workbench.history.measured_changes import NOT_SPEED_SETTINGS, MeasuredChangeRecord
 
 
 def measured_change(
     *, sequence_id: Optional[int], device_type: Optional[str], device_name: Optional[str], baseline: RunConfig,
-    field: str, value: Any, comparison: Comparison, baseline_run_ids: Sequence[Optional[int]],
+    field: str, value: Any, comparison: ABResult, baseline_run_ids: Sequence[Optional[int]],
     changed_run_ids: Sequence[Optional[int]],
-) -> Optional[MeasuredChange]:
+) -> Optional[MeasuredChangeRecord]:
     """The row to keep; None when there is nothing worth keeping: no interval (too few trials), no device to
     match, or a setting that decides no speed."""
     if (comparison.speedup is None or comparison.speedup_low is None or comparison.speedup_high is None
             or not device_type or not device_name or field in NOT_SPEED_SETTINGS):
         return None
-    return MeasuredChange(
+    return MeasuredChangeRecord(
         sequence_id=sequence_id, device_type=device_type, device_name=device_name, baseline=baseline, field=field,
         value=value, speedup=comparison.speedup, speedup_low=comparison.speedup_low,
         speedup_high=comparison.speedup_high, verdict=comparison.verdict, baseline_run_ids=tuple(baseline_run_ids),
         changed_run_ids=tuple(changed_run_ids))
 
 
-def keep(recorders: RecorderFactory, change: Optional[MeasuredChange]) -> Iterator[RecordingFailed]:
+def keep(recorders: RecorderFactory, change: Optional[MeasuredChangeRecord]) -> Iterator[RecordingFailed]:
     """Store ``change``; a history that cannot take it (a full disk, a locked database) is said, not raised: the
     measurement itself still stands."""
     if change is None:
@@ -55,7 +55,7 @@ def one_speed_setting(baseline: RunConfig, change: dict[str, Any]) -> Optional[t
     return speed[0] if len(speed) == 1 else None
 
 
-def sweep_changes(members: Sequence[MemberEnded], sequence_id: Optional[int]) -> list[MeasuredChange]:
+def sweep_changes(members: Sequence[MemberEnded], sequence_id: Optional[int]) -> list[MeasuredChangeRecord]:
     """A sweep's measured changes: each two of its values (combinations of a grid) that differ in one setting,
     both ways, compared over their finished repeats when both ran on one device."""
     groups: dict[Any, list[MemberEnded]] = {}
@@ -63,13 +63,13 @@ def sweep_changes(members: Sequence[MemberEnded], sequence_id: Optional[int]) ->
         groups.setdefault(member.values, []).append(member)
     finished = {values: [m for m in group if m.status == "finished" and m.images_per_sec]
                 for values, group in groups.items()}
-    changes: list[MeasuredChange] = []
+    changes: list[MeasuredChangeRecord] = []
     for a, a_runs in finished.items():
         for b, b_runs in finished.items():
             differing = [(field, value) for (field, value), (_, base) in zip(b, a) if value != base]
             if len(differing) != 1 or not a_runs or not b_runs:
                 continue
-            devices = {(m.summary.device, m.summary.device_name) for m in (*a_runs, *b_runs)}
+            devices = {(m.summary.device_type, m.summary.device_name) for m in (*a_runs, *b_runs)}
             if len(devices) != 1:
                 continue
             ((device_type, device_name),) = devices

@@ -2,7 +2,7 @@
 
 Runs of the same settings differ by 8–15 % on one machine, so a setting measured N times (``--repeats N``)
 reads as the median of its runs' rates with the order-statistic interval of that median
-(``comparison.median_interval``: exact coverage, 75 % with 3 runs, 90 % from 5). A setting measured once has
+(``ab.median_interval``: exact coverage, 75 % with 3 runs, 90 % from 5). A setting measured once has
 only its run's own interval, from the spread of its steady windows (engine/spread.py): narrower, because it
 cannot see the run-to-run noise; ``interval_from`` says which one a figure carries. No torch, no Qt.
 """
@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Literal, Optional, Sequence
 
-from workbench.experiments.comparison import CONFIDENCE, Comparison, compare_rates, median_interval
+from workbench.experiments.ab import CONFIDENCE, ABResult, compare_rates, median_interval
 from workbench.formatting import rate_interval_text
 
 if TYPE_CHECKING:
@@ -43,12 +43,13 @@ class RateOverRuns:
         return rate_interval_text(self.images_per_sec_low, self.images_per_sec_high, self.confidence)
 
     def describe(self) -> str:
-        """"1,234 img/s (median of 3 runs, 1,200–1,260 (75 %))", or for one run "… (its windows: …)"."""
+        """"1,234 img/s (median of 3 runs, 1,200–1,260 (75 %))", or for one run "… (one run; within it …)"."""
         if self.images_per_sec is None:
             return "no run finished"
         interval = self.interval_text()
-        if self.runs == 1:
-            return f"{self.images_per_sec:,.0f} img/s (one run" + (f"; its windows: {interval})" if interval else ")")
+        if self.runs == 1:  # its windows' interval is within the run: the next run may differ by more
+            return (f"{self.images_per_sec:,.0f} img/s (one run" + (f"; within it {interval}" if interval else "")
+                    + ": the next run may differ by more)")
         return (f"{self.images_per_sec:,.0f} img/s (median of {self.runs} runs"
                 + (f", {interval})" if interval else ", no interval under 3 runs)"))
 
@@ -75,8 +76,8 @@ def rate_over(summaries: Sequence[RunSummary]) -> RateOverRuns:
                         interval_from="repeats" if interval is not None else None)
 
 
-def compared(baseline: RateOverRuns, changed: RateOverRuns) -> Optional[Comparison]:
-    """The A/B of two settings' runs (comparison.compare_rates); None unless each has at least two runs (one run
+def compared(baseline: RateOverRuns, changed: RateOverRuns) -> Optional[ABResult]:
+    """The A/B of two settings' runs (ab.compare_rates); None unless each has at least two runs (one run
     each says nothing about run-to-run noise: a verdict needs repeats)."""
     if baseline.runs < 2 or changed.runs < 2:
         return None

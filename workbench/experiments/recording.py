@@ -21,7 +21,7 @@ from workbench.experiments.events import RecordingFailed, RunRecorded
 from workbench.history.errors import HistoryError
 
 if TYPE_CHECKING:
-    from workbench.history.comparisons import MeasuredChange
+    from workbench.history.measured_changes import MeasuredChangeRecord
     from workbench.history.store import HistoryStore
 
 
@@ -45,10 +45,10 @@ class RecorderFactory(Protocol):
     def start_run(self, config: RunConfig, name: Optional[str], sequence_id: Optional[int]) -> Optional[Recorder]:
         """A recorder for one run (None when nothing is recorded); ``name`` None: the history names it."""
 
-    def add_measured_change(self, change: MeasuredChange) -> None:
-        """Keep what a change measured against its baseline (a verification)."""
+    def add_measured_change(self, change: MeasuredChangeRecord) -> None:
+        """Keep what a change measured against its baseline (a measured change)."""
 
-    def measured_changes(self, config: RunConfig, device_type: str, device_name: str) -> list[MeasuredChange]:
+    def measured_changes(self, config: RunConfig, device_type: str, device_name: str) -> list[MeasuredChangeRecord]:
         """The changes measured on this device from ``config``'s speed settings, oldest first ([] when nothing
         is kept): what the findings of a run with these settings read."""
 
@@ -62,10 +62,10 @@ class NoRecording:
     def start_run(self, config: RunConfig, name: Optional[str], sequence_id: Optional[int]) -> Optional[Recorder]:
         return None
 
-    def add_measured_change(self, change: MeasuredChange) -> None:
+    def add_measured_change(self, change: MeasuredChangeRecord) -> None:
         pass
 
-    def measured_changes(self, config: RunConfig, device_type: str, device_name: str) -> list[MeasuredChange]:
+    def measured_changes(self, config: RunConfig, device_type: str, device_name: str) -> list[MeasuredChangeRecord]:
         return []
 
     def close(self) -> None:
@@ -100,10 +100,10 @@ class HistoryRecording:
     def start_run(self, config: RunConfig, name: Optional[str], sequence_id: Optional[int]) -> Optional[Recorder]:
         return self.store.start_run(config, name=name, source=self.source, sequence_id=sequence_id)
 
-    def add_measured_change(self, change: MeasuredChange) -> None:
+    def add_measured_change(self, change: MeasuredChangeRecord) -> None:
         self.store.add_measured_change(change)
 
-    def measured_changes(self, config: RunConfig, device_type: str, device_name: str) -> list[MeasuredChange]:
+    def measured_changes(self, config: RunConfig, device_type: str, device_name: str) -> list[MeasuredChangeRecord]:
         return self.store.measured_changes(config, device_type, device_name)
 
     def close(self) -> None:

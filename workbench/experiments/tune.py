@@ -1,7 +1,7 @@
 """Find faster settings: coordinate descent over the knobs that change speed, not what is learned.
 
 From the user's settings, each knob's values are tried with the others fixed. Every change is one
-comparison (experiments/comparison.py): the best settings so far (A) and the change (B), measured
+comparison (experiments/ab.py): the best settings so far (A) and the change (B), measured
 interleaved, A B A B A B (``TunePlan.trials`` runs of each, 3 by default), each run's steady-state
 images/sec taken after its warm-up window; the speedup is the ratio of the medians with its 90 % interval,
 and the change is kept only when the verdict is faster (the whole interval above 1.02×). A change costs
@@ -29,7 +29,7 @@ from typing import Any, Callable, Generator, Iterator, Optional
 from workbench.config import RunConfig
 from workbench.device_info import DeviceInfo, Probe
 from workbench.engine.requests import stopped_by
-from workbench.experiments.comparison import MIN_TRIALS, Comparison, compare_rates, interleaved
+from workbench.experiments.ab import MIN_TRIALS, ABResult, compare_rates, interleaved
 from workbench.experiments.events import (
     AnyEvent,
     BestSoFar,
@@ -283,7 +283,7 @@ class _Search:
         return trial
 
     def record(self, knob: str, change: dict[str, Any], outcome: TrialOutcome, sides: _Sides,
-               reason: Optional[str] = None, comparison: Optional[Comparison] = None) -> TrialResult:
+               reason: Optional[str] = None, comparison: Optional[ABResult] = None) -> TrialResult:
         trial = TrialResult(
             trial=len(self.trials) + 1,
             knob=knob,

@@ -5,7 +5,7 @@ interval). With several changes the baseline's trials are shared honestly: each 
 so every change is compared with baseline trials measured between its own. A trial is a short ordinary run
 (recorded in the history, tagged with the sequence) of ``trial_steps`` steps in WINDOWS_PER_TRIAL log windows,
 the first left out as warm-up, as the search for faster settings does; profiling is off in the trials (the
-profiler's cost is no part of either side's speed). Each change is then compared by experiments/comparison.py
+profiler's cost is no part of either side's speed). Each change is then compared by experiments/ab.py
 (median ratio, interval, verdict) and, with an interval, kept in the history for the findings to read.
 
 A baseline trial that fails ends the sequence (nothing can be compared); a change whose trial fails is dropped
@@ -22,9 +22,9 @@ from typing import Any, Iterator, Optional
 
 from workbench.config import ConfigError, RunConfig
 from workbench.device_info import DeviceInfo, Probe
-from workbench.engine.events import Finding, Measurement, RunSummary
+from workbench.engine.events import Finding, MeasuredChange, RunSummary
 from workbench.engine.requests import stopped_by
-from workbench.experiments.comparison import MIN_TRIALS, Comparison, compare_rates
+from workbench.experiments.ab import MIN_TRIALS, ABResult, compare_rates
 from workbench.experiments.events import (
     AnyEvent,
     ChangeVerified,
@@ -45,7 +45,7 @@ from workbench.experiments.measured import keep, measured_change
 from workbench.experiments.recording import RecorderFactory
 from workbench.experiments.tune import MAX_TRIAL_STEPS, MIN_TRIAL_STEPS, WINDOWS_PER_TRIAL
 from workbench.experiments.values import field_problem
-from workbench.history.comparisons import NOT_SPEED_SETTINGS
+from workbench.history.measured_changes import NOT_SPEED_SETTINGS
 from workbench.settings_help import inactive_fields
 
 # A trial trains about this long when its length is sized from the run's own speed: long enough that its seven
@@ -122,7 +122,7 @@ def _round_words(round_index: int, plan: VerifyPlan) -> str:
     return f"round {round_index + 1}, an extra one while the interval had not decided (up to {plan.trial_budget})"
 
 
-def is_decisive(comparison: Comparison) -> bool:
+def is_decisive(comparison: ABResult) -> bool:
     """The interval answers: it clears 1 ± MIN_EFFECT (faster or slower), or lies wholly inside that band (no change
     worth a setting). One that straddles the band's edge cannot tell yet."""
     if comparison.verdict != "within_noise":
@@ -155,11 +155,11 @@ def busy_machine(baseline_rates: list[float], load: Optional[tuple[float, int]])
     return "this machine is busy: " + "; ".join(reasons) if reasons else None
 
 
-def measurement_of(comparison: Comparison) -> Optional[Measurement]:
+def measured_change_of(comparison: ABResult) -> Optional[MeasuredChange]:
     """What a finding carries of a comparison: None without a speedup (a side with no finished trial)."""
     if comparison.speedup is None:
         return None
-    return Measurement(speedup=comparison.speedup, low=comparison.speedup_low, high=comparison.speedup_high,
+    return MeasuredChange(speedup=comparison.speedup, low=comparison.speedup_low, high=comparison.speedup_high,
                        verdict=comparison.verdict, baseline_trials=len(comparison.baseline_rates),
                        changed_trials=len(comparison.changed_rates))
 

@@ -7,6 +7,7 @@ from typing import Any, Optional
 from PySide6.QtCore import QRect, Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from workbench.engine.events import IMAGES_PER_SEC_MEANS, WITHIN_ONE_RUN
 from workbench.gui.plots import PlotsPanel
 from workbench.gui.run_bar import set_style_state
 from workbench.gui.text_dialog import TextDialog
@@ -46,7 +47,10 @@ class LiveTab(QWidget):
         set_style_state(self.run_message, "status", status)  # the stylesheet colours it by status
         self._text = text
         self.run_message.setText(self._fitted(text))
-        self.run_message.setToolTip(text)
+        # A run's outcome gives its img/s: what that figure is, and what its interval covers, one hover away.
+        outcome = status in ("finished", "stopped")
+        self.run_message.setToolTip(text + (f"\n\n{IMAGES_PER_SEC_MEANS}.\nIts interval is {WITHIN_ONE_RUN}."
+                                             if outcome else ""))
         self._details = details
         self.details_button.setVisible(bool(details))
 

@@ -25,7 +25,7 @@ class MemoryFigure:
 GPU_FIGURES = (
     MemoryFigure("torch_reserved", "torch reserved", "solid", "━━"),
     MemoryFigure("torch_allocated", "torch allocated", "dash", "╍╍"),
-    MemoryFigure("nvml_used", "NVML used (device-wide: all processes)", "dot", "┈┈"),
+    MemoryFigure("nvml_device_used", "NVML used (device-wide: all processes)", "dot", "┈┈"),
 )
 CPU_FIGURES = (MemoryFigure("process_rss", "resident memory (RSS) of this process", "solid", "━━"),)
 ALL_FIGURES = GPU_FIGURES + CPU_FIGURES

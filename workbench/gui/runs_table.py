@@ -17,6 +17,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyMod
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QWidget
 
+from workbench.engine.events import IMAGES_PER_SEC_MEANS
 from workbench.formatting import format_duration
 from workbench.history.compare import unused_settings
 from workbench.history.metrics import METRICS_BY_NAME, format_metric, local_time
@@ -74,7 +75,7 @@ COLUMNS: tuple[Column, ...] = (
     _setting("Precision", "precision"),
     _metric("peak_allocated_bytes"),
     _metric("peak_reserved_bytes"),
-    _metric("peak_nvml_used_bytes"),
+    _metric("peak_nvml_device_used_bytes"),
     _metric("peak_process_rss_bytes"),
     Column("Sequence", lambda r: r.sequence_name or "", str,
            tooltip="the sweep, search, max-batch or repeats sequence this run was a member of"),
@@ -85,7 +86,7 @@ COLUMNS: tuple[Column, ...] = (
 )
 COLUMN_TITLES = tuple(column.title for column in COLUMNS)
 _TOOLTIPS = {
-    "Img/s": "training images per second over the steady state (every logging window after the first)",
+    "Img/s": IMAGES_PER_SEC_MEANS,
     "Data wait": "share of training time spent waiting for the next batch",
     "Peak alloc": "peak memory held by tensors (torch.cuda.max_memory_allocated)",
     "Peak reserved": "peak memory held by PyTorch's caching allocator (torch.cuda.max_memory_reserved)",

@@ -24,7 +24,7 @@ SERIES_KEYS: tuple[str, ...] = (
     "data_wait_fraction",
     "torch_allocated",
     "torch_reserved",
-    "nvml_used",
+    "nvml_device_used",
     "process_rss",
 )
 
@@ -89,7 +89,7 @@ def step_row(stats: StepStats) -> dict[str, Optional[float]]:
         "data_wait_fraction": stats.data_wait_fraction,
         "torch_allocated": memory.torch_allocated,
         "torch_reserved": memory.torch_reserved,
-        "nvml_used": memory.nvml_used,
+        "nvml_device_used": memory.nvml_device_used,
         "process_rss": memory.process_rss,
     }
 

@@ -41,7 +41,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.events import Event, StepStats
+from workbench.engine.events import IMAGES_PER_SEC_MEANS, Event, StepStats
 from workbench.experiments.events import (
     BatchTrial,
     BestSoFar,
@@ -71,8 +71,10 @@ BEST_COLOUR = "#0b4f8a"
 RUNNING_COLOUR = "#9ecae1"
 FAILED_COLOUR = "#c62828"
 ERROR_BAR_COLOUR = "#303030"
+ERROR_BARS_COVER = ("Error bars: a value run several times, the interval of its runs' median (run-to-run); a value run "
+                    "once, that run's own interval, within it (its windows): the next run may differ by more.")
 CHARTS = (  # key → title, unit
-    ("images_per_sec", "Images/sec (steady state)", ""),
+    ("images_per_sec", "Img/s (steady state)", ""),
     ("data_wait", "Time waiting for data", "%"),
     ("peak_memory", "Peak allocated (torch)", "GiB"),
     ("test_accuracy", "Test accuracy", "%"),
@@ -150,6 +152,8 @@ class SweepView(QWidget):
             plot = pg.PlotWidget()
             plot.setObjectName(f"sweep_{key}_plot")
             plot.setTitle(title, size="10pt")
+            if key == "images_per_sec":  # what a bar is, and what its error bar covers
+                plot.setToolTip(f"{IMAGES_PER_SEC_MEANS}.\n{ERROR_BARS_COVER}")
             plot.setMenuEnabled(False)
             plot.setMouseEnabled(x=False, y=False)
             plot.hideButtons()
@@ -249,7 +253,7 @@ class SweepView(QWidget):
         self._members, self._values, self._ended = [], [], None
         self._fields, self._planned, self._name = event.fields, event.planned_members, event.name
         self._kind = event.kind
-        where = f" (sweep {event.sequence_id})" if event.sequence_id is not None else ""
+        where = f" (sequence {event.sequence_id})" if event.sequence_id is not None else ""
         self.title.setText(event.name + where)
         headers = [*self._fields, *COLUMNS_AFTER_VALUES] if self._fields else ["Member", *COLUMNS_AFTER_VALUES]
         self.table.clear()

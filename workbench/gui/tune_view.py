@@ -88,7 +88,7 @@ class TuneView(QWidget):
 
     @handle.register(SequenceStarted)
     def _(self, event: SequenceStarted) -> None:
-        self.title.setText(event.name + (f" (sweep {event.sequence_id})" if event.sequence_id is not None else ""))
+        self.title.setText(event.name + (f" (sequence {event.sequence_id})" if event.sequence_id is not None else ""))
         self.table.setRowCount(0)
         self.best_label.setText("Measuring the start settings against the first change…")
         self.apply_button.setEnabled(False)

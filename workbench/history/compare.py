@@ -87,7 +87,7 @@ _DEVICE_FACTS = (
 
 def unused_settings(record: RunRecord) -> dict[str, str]:
     """The settings that did nothing in this run, with why (the form's rule, for the device the run had)."""
-    device_type = record.device.get("type") or record.summary.device
+    device_type = record.device.get("type") or record.summary.device_type
     on_cpu = device_type == "cpu" if device_type else record.config.device == "cpu"
     return inactive_fields(record.config, on_cpu)
 

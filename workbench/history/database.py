@@ -30,7 +30,7 @@ DATABASE_NAME = "history.sqlite3"
 WAL_AUTOCHECKPOINT_PAGES = 128
 JOURNAL_SIZE_LIMIT_BYTES = 1 << 20
 # The tables a run's start writes: checked page by page on open (they are small; step metrics are not read).
-CHECKED_TABLES = ("runs", "sweeps", "run_revision")
+CHECKED_TABLES = ("runs", "sequences", "run_revision")
 
 Migration = Callable[[sqlite3.Connection], None]
 

@@ -20,22 +20,18 @@ from workbench.history.schema import EPOCH_COLUMNS, RANK_PEAK_FIGURES, STEP_COLU
 from workbench.history.store import HistoryStore
 
 # What the run is and where it came from (source: gui or cli), as the Runs tab shows it, and the
-# sequence of runs (sweep, tune, max-batch) it was a member of.
+# sequence of runs (sweep, repeats, tune, verify, max-batch) it was a member of.
 RUN_IDENTITY_COLUMNS: tuple[str, ...] = (
-    "run_id", "name", "note", "source", "status", "reason", "started_at", "finished_at", "sweep_id", "sweep_name",
+    "run_id", "name", "note", "source", "status", "reason", "started_at", "finished_at", "sequence_id", "sequence_name",
 )
 # Every figure of the run's summary (history/metrics.py), how far it got included (steps, samples_seen, epochs_completed).
-SUMMARY_EXPORT_COLUMNS: tuple[str, ...] = tuple(metric.csv_column for metric in SUMMARY_METRICS)
+SUMMARY_EXPORT_COLUMNS: tuple[str, ...] = tuple(metric.name for metric in SUMMARY_METRICS)
 # Each rank's peak of a multi-process run, by rank, in one cell: "1073741824;1073741824" (empty for one process).
 RANK_PEAK_COLUMNS: tuple[str, ...] = tuple("rank_" + name for name in RANK_PEAK_FIGURES)
-# Columns that name a figure more exactly than its contract column, which stays: NVML's "used" is
-# device-wide (other processes and CUDA contexts included); this one says so by name.
-ALIAS_COLUMNS: dict[str, str] = {"peak_nvml_device_used_bytes": "peak_nvml_used_bytes"}
 # Added after the others, so that a reader of the columns by position reads the earlier ones where they were.
 LATER_COLUMNS: tuple[str, ...] = ("tags",)  # the run's tags, TAG_SEPARATOR between them
 RUNS_CSV_COLUMNS: tuple[str, ...] = (
-    RUN_IDENTITY_COLUMNS + FIELD_NAMES + SUMMARY_EXPORT_COLUMNS + RANK_PEAK_COLUMNS + tuple(ALIAS_COLUMNS)
-    + LATER_COLUMNS
+    RUN_IDENTITY_COLUMNS + FIELD_NAMES + SUMMARY_EXPORT_COLUMNS + RANK_PEAK_COLUMNS + LATER_COLUMNS
 )
 STEPS_CSV_COLUMNS: tuple[str, ...] = ("run_id", "step", "metric", "value")
 # Per-epoch figures join the long file at the step they were taken, prefixed so "loss" stays unambiguous.
@@ -79,7 +75,7 @@ def run_row(record: RunRecord) -> list[str]:
     ]
     return [cell(value) for value in values] + [
         ";".join(cell(value) for value in getattr(record.summary, name)) for name in RANK_PEAK_COLUMNS
-    ] + [cell(getattr(record.summary, name)) for name in ALIAS_COLUMNS.values()] + [TAG_SEPARATOR.join(record.tags)]
+    ] + [TAG_SEPARATOR.join(record.tags)]
 
 
 def step_rows(store: HistoryStore, run_id: int) -> Iterator[list[str]]:

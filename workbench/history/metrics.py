@@ -15,21 +15,15 @@ MetricKind = FigureKind
 
 @dataclass(frozen=True)
 class Metric:
-    name: str  # RunSummary attribute (and CSV column unless csv_name says otherwise)
+    name: str  # RunSummary attribute, its name in the history, the CSV and --json
     label: str  # column header in the app and the CLI
     kind: MetricKind
-    csv_name: Optional[str] = None  # where the CSV contract spells it differently
-
-    @property
-    def csv_column(self) -> str:
-        return self.csv_name or self.name
 
 
 # Every figure RunSummary declares (engine/events.py: its order is this order), then the verdict (the first
 # finding's headline).
 SUMMARY_METRICS: tuple[Metric, ...] = (
-    *(Metric(item.name, item.metadata["label"], item.metadata["kind"], item.metadata["csv_name"])
-      for item in figure_fields()),
+    *(Metric(item.name, item.metadata["label"], item.metadata["kind"]) for item in figure_fields()),
     Metric("verdict", "Verdict", "text"),
 )
 METRICS_BY_NAME = {metric.name: metric for metric in SUMMARY_METRICS}

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from workbench.engine.events import ProfileSample
 
 # Every read of a run: its row, and the name of the sequence (sweep) it belongs to, if any.
-RUNS_QUERY = "SELECT runs.*, sweeps.name AS sweep_name FROM runs LEFT JOIN sweeps ON sweeps.id = runs.sweep_id"
+RUNS_QUERY = ("SELECT runs.*, sequences.name AS sequence_name FROM runs "
+              "LEFT JOIN sequences ON sequences.id = runs.sequence_id")
 
 
 class HistoryReads:
@@ -36,7 +37,7 @@ class HistoryReads:
 
     def sequence_runs(self, sequence_id: int) -> list[RunRecord]:
         """The runs of one sequence, in the order they ran."""
-        return self._records("WHERE runs.sweep_id = ? ORDER BY runs.id", (sequence_id,))
+        return self._records("WHERE runs.sequence_id = ? ORDER BY runs.id", (sequence_id,))
 
     def changes_since(self, revision: Optional[int]) -> RunChanges:
         """The runs added or written since ``revision`` (every run when None), read in one snapshot.

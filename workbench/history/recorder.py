@@ -175,7 +175,7 @@ def step_row(stats: StepStats) -> tuple:
         "torch_reserved": memory.torch_reserved,
         "torch_peak_allocated": memory.torch_peak_allocated,
         "torch_peak_reserved": memory.torch_peak_reserved,
-        "nvml_used": memory.nvml_used,
+        "nvml_device_used": memory.nvml_device_used,
         "gpu_utilization_percent": memory.gpu_utilization_percent,
         "process_rss": memory.process_rss,
         "nvml_process_used": memory.nvml_process_used,
@@ -200,7 +200,7 @@ def epoch_row(stats: EpochStats) -> tuple:
         "eval_seconds": stats.eval_seconds,
         "torch_peak_allocated": memory.torch_peak_allocated,
         "torch_peak_reserved": memory.torch_peak_reserved,
-        "nvml_used": memory.nvml_used,
+        "nvml_device_used": memory.nvml_device_used,
     }
     return (stats.epoch, *(values[name] for name in EPOCH_COLUMNS))
 

@@ -42,8 +42,8 @@ class RunRecord:
     app_version: Optional[str] = None
     # Stored settings this version does not know (or cannot read); the config uses defaults for them.
     config_dropped: tuple[str, ...] = ()
-    # The sequence of runs (a sweep, a search for faster settings, a max-batch search: the "kind") this run belongs
-    # to; None for a lone run. The database, the CSV and --json call it sweep_id / sweep_name (a contract kept).
+    # The sequence of runs (a sweep, repeats, a search for faster settings, a verification, a max-batch search: the
+    # "kind") this run belongs to; None for a lone run. The history, the CSV and --json name it the same.
     sequence_id: Optional[int] = None
     sequence_name: Optional[str] = None
     traceback: Optional[str] = None  # of a failure nobody expected (kinds error, data_loader, out_of_memory)
@@ -120,11 +120,11 @@ def _tags(text: Optional[str]) -> tuple[str, ...]:
 
 
 def record_from_row(row: sqlite3.Row) -> RunRecord:
-    """A RunRecord from a row of ``SELECT runs.*, sweeps.name AS sweep_name`` (store.py's _RUNS)."""
+    """A RunRecord from a row of ``SELECT runs.*, sequences.name AS sequence_name`` (store.py's _RUNS)."""
     config, dropped = config_from_json(row["config_json"])
     # Columns an older schema wrote NULL in (skipped steps before schema 4) stay None: unknown, not 0.
     summary = RunSummary(
-        status=row["status"], reason=row["reason"], failure_kind=row["failure_kind"], device=row["device_type"],
+        status=row["status"], reason=row["reason"], failure_kind=row["failure_kind"],
         findings=_findings(row["findings_json"]), **{name: row[name] for name in SUMMARY_COLUMNS},
         **_rank_peaks(row["rank_peaks_json"]),
     )
@@ -149,8 +149,8 @@ def record_from_row(row: sqlite3.Row) -> RunRecord:
         process_identity=row["process_identity"],
         app_version=row["app_version"],
         config_dropped=dropped,
-        sequence_id=row["sweep_id"],
-        sequence_name=row["sweep_name"],
+        sequence_id=row["sequence_id"],
+        sequence_name=row["sequence_name"],
         traceback=row["traceback"],
     )
 

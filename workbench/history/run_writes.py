@@ -105,9 +105,8 @@ class RunWrites:
             values = [getattr(summary, name) for name in SUMMARY_COLUMNS]
             values.append(json.dumps([finding.to_dict() for finding in summary.findings]) if summary.findings else None)
             values.append(rank_peaks_json(summary))
-            sql = (f"UPDATE runs SET {assignments}, findings_json = ?, rank_peaks_json = ?, "
-                   "device_type = COALESCE(?, device_type), heartbeat_at = ?")
-            values += [summary.device, now]
+            sql = f"UPDATE runs SET {assignments}, findings_json = ?, rank_peaks_json = ?, heartbeat_at = ?"
+            values.append(now)
             if end is not None:
                 sql += ", status = ?, reason = ?, failure_kind = ?, traceback = ?, finished_at = ?"
                 values += [*end, now]

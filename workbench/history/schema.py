@@ -26,14 +26,13 @@ SUMMARY_STORED_ELSEWHERE: dict[str, str] = {
     "status": "runs.status, the record's own (it can also be running or interrupted)",
     "reason": "runs.reason",
     "failure_kind": "runs.failure_kind",
-    "device": "runs.device_type, from RunStarted's device",
     "top_ops": "profile_samples.top_ops_json, per sample",
     "top_kernels": "profile_samples.top_kernels_json, per sample",
     "trace_paths": "profile_samples.trace_path, per sample",
     "findings": "runs.findings_json, a JSON list of Finding dicts",
     "rank_peak_allocated_bytes": "runs.rank_peaks_json",
     "rank_peak_reserved_bytes": "runs.rank_peaks_json",
-    "rank_peak_nvml_used_bytes": "runs.rank_peaks_json",
+    "rank_peak_nvml_device_used_bytes": "runs.rank_peaks_json",
 }
 # Summary figures stored as columns of `runs`, named as in RunSummary (a new RunSummary field is a new column: add
 # it by a migration below; tests/history/test_history_schema.py fails until there is one).
@@ -41,11 +40,12 @@ SUMMARY_COLUMNS: tuple[str, ...] = tuple(
     item.name for item in fields(RunSummary) if item.name not in SUMMARY_STORED_ELSEWHERE
 )
 # Of those, the ones a run's RunStarted knows: a summary built without the events must not erase them.
-DEVICE_COLUMNS: tuple[str, ...] = ("device_name", "torch_version")
+DEVICE_COLUMNS: tuple[str, ...] = ("device_type", "device_name", "torch_version")
 
 # Each rank's peak memory in a multi-process run, stored as JSON in runs.rank_peaks_json (schema 4):
-# {"peak_allocated_bytes": [rank 0, rank 1, …], "peak_reserved_bytes": […], "peak_nvml_used_bytes": […]}.
-RANK_PEAK_FIGURES: tuple[str, ...] = ("peak_allocated_bytes", "peak_reserved_bytes", "peak_nvml_used_bytes")
+# {"peak_allocated_bytes": [rank 0, rank 1, …], "peak_reserved_bytes": […], "peak_nvml_device_used_bytes": […]}
+# (peak_nvml_used_bytes until schema 6).
+RANK_PEAK_FIGURES: tuple[str, ...] = ("peak_allocated_bytes", "peak_reserved_bytes", "peak_nvml_device_used_bytes")
 
 # One row per StepStats window; the long step CSV names its metrics after these columns.
 STEP_COLUMNS: tuple[str, ...] = (
@@ -63,7 +63,7 @@ STEP_COLUMNS: tuple[str, ...] = (
     "torch_reserved",
     "torch_peak_allocated",
     "torch_peak_reserved",
-    "nvml_used",
+    "nvml_device_used",  # renamed from nvml_used in schema 6
     "gpu_utilization_percent",
     "process_rss",  # schema 4
     "nvml_process_used",  # schema 4
@@ -84,14 +84,14 @@ EPOCH_COLUMNS: tuple[str, ...] = (
     "eval_seconds",
     "torch_peak_allocated",
     "torch_peak_reserved",
-    "nvml_used",
+    "nvml_device_used",  # renamed from nvml_used in schema 6
 )
 
 # One row per ProfileSample (schema 4), keyed by (run_id, first_step); its top kernels and ops are JSON
 # lists of {name, seconds, count} in the two *_json columns after these.
 PROFILE_SAMPLE_COLUMNS: tuple[str, ...] = (
     "last_step",
-    "device",
+    "device_type",  # renamed from device in schema 6
     "steps",
     "window_seconds",
     "images_per_sec",
@@ -387,18 +387,50 @@ _V5: tuple[Step, ...] = (
     "CREATE INDEX comparisons_by_device ON comparisons(device_type, device_name, field)",
 )
 
+def _rank_peaks_named_device_used(conn: sqlite3.Connection) -> None:
+    """Each rank's NVML peak in runs.rank_peaks_json takes the figure's new name (schema 6)."""
+    for key, text in conn.execute("SELECT id, rank_peaks_json FROM runs WHERE rank_peaks_json IS NOT NULL").fetchall():
+        try:
+            peaks = json.loads(text)
+        except ValueError:
+            continue  # unreadable peaks stay as they are (reading them gives no rank figures)
+        if isinstance(peaks, dict) and "peak_nvml_used_bytes" in peaks:
+            peaks["peak_nvml_device_used_bytes"] = peaks.pop("peak_nvml_used_bytes")
+            conn.execute("UPDATE runs SET rank_peaks_json = ? WHERE id = ?", (json.dumps(peaks), key))
+
+
+# Schema 6: one name per thing (issue 29). NVML's "used" is device-wide (every process and CUDA context), and the
+# name says so; a run's sequence (a sweep, repeats, a tune, a verification, a max-batch search) is a sequence
+# wherever it is named.
+_V6: tuple[Step, ...] = (
+    "ALTER TABLE runs RENAME COLUMN peak_nvml_used_bytes TO peak_nvml_device_used_bytes",
+    "ALTER TABLE step_metrics RENAME COLUMN nvml_used TO nvml_device_used",
+    "ALTER TABLE epoch_metrics RENAME COLUMN nvml_used TO nvml_device_used",
+    _rank_peaks_named_device_used,
+    "ALTER TABLE sweeps RENAME TO sequences",  # runs' and comparisons' references follow (SQLite ≥ 3.26)
+    "ALTER TABLE runs RENAME COLUMN sweep_id TO sequence_id",
+    "ALTER TABLE profile_samples RENAME COLUMN device TO device_type",
+    "DROP INDEX runs_by_sweep",
+    "CREATE INDEX runs_by_sequence ON runs(sequence_id)",
+    # A stored A/B of one setting's change is a measured change (history/measured_changes.py); "comparison" is
+    # runs side by side (history/compare.py).
+    "ALTER TABLE comparisons RENAME TO measured_changes",
+    "DROP INDEX comparisons_by_device",
+    "CREATE INDEX measured_changes_by_device ON measured_changes(device_type, device_name, field)",
+)
+
+# Issue 31 item 7: NCCL / RCCL kernels are communication, apart from compute (they counted as compute before).
+_V_COMMUNICATION: tuple[Step, ...] = (
+    "ALTER TABLE runs ADD COLUMN communication_fraction REAL",
+    "ALTER TABLE profile_samples ADD COLUMN communication_seconds REAL",
+)
+
 # Tags on runs: a JSON list of short words the user gives ("baseline", "fp16 try").
 _RUN_TAGS: tuple[Step, ...] = ("ALTER TABLE runs ADD COLUMN tags_json TEXT NOT NULL DEFAULT '[]'",)
 
 # Append new versions here, each a tuple of statements (or functions of the connection where SQL alone cannot
 # do it), and never edit one that has shipped.
-# Issue 31 item 7: NCCL / RCCL kernels are communication, apart from compute (they counted as compute before).
-_V_COMMUNICATION = (
-    "ALTER TABLE runs ADD COLUMN communication_fraction REAL",
-    "ALTER TABLE profile_samples ADD COLUMN communication_seconds REAL",
-)
-
-_VERSIONS: tuple[tuple[Step, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V_COMMUNICATION, _RUN_TAGS)
+_VERSIONS: tuple[tuple[Step, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V_COMMUNICATION, _RUN_TAGS)
 
 
 def _migration(steps: tuple[Step, ...]) -> Callable[[sqlite3.Connection], None]:

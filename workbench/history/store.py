@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from workbench.config import RunConfig
-from workbench.history import comparisons, processes
-from workbench.history.comparisons import MeasuredChange
+from workbench.history import measured_changes, processes
+from workbench.history.measured_changes import MeasuredChangeRecord
 from workbench.history.database import DATABASE_NAME, HistoryDatabase, open_for_reading, open_for_writing
 from workbench.history.errors import (
     HistoryDamaged,
@@ -114,7 +114,7 @@ class HistoryStore(HistoryReads):
         with self._transaction() as conn:
             cursor = conn.execute(
                 "INSERT INTO runs (name, status, source, started_at, heartbeat_at, pid, hostname, "
-                "process_identity, app_version, config_json, sweep_id) "
+                "process_identity, app_version, config_json, sequence_id) "
                 "VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     name or "",
@@ -148,20 +148,20 @@ class HistoryStore(HistoryReads):
         """Record a new sequence of runs (kind: sweep, tune or max_batch); returns its id for ``start_run``."""
         with self._transaction() as conn:
             cursor = conn.execute(
-                "INSERT INTO sweeps (kind, name, created_at, plan_json) VALUES (?, ?, ?, ?)",
+                "INSERT INTO sequences (kind, name, created_at, plan_json) VALUES (?, ?, ?, ?)",
                 (kind, name, time.time(), json.dumps(plan, sort_keys=True) if plan is not None else None),
             )
         return int(cursor.lastrowid)
 
-    def add_measured_change(self, change: MeasuredChange) -> int:
-        """Store one change measured against a baseline (history/comparisons.py); its id."""
+    def add_measured_change(self, change: MeasuredChangeRecord) -> int:
+        """Store one change measured against a baseline (history/measured_changes.py); its id."""
         with self._transaction() as conn:
-            return comparisons.add(conn, change)
+            return measured_changes.add(conn, change)
 
-    def measured_changes(self, config: RunConfig, device_type: str, device_name: str) -> list[MeasuredChange]:
+    def measured_changes(self, config: RunConfig, device_type: str, device_name: str) -> list[MeasuredChangeRecord]:
         """The changes measured on this device from ``config``'s speed settings, oldest first."""
         with translated(self.path, "read"):
-            return comparisons.measured_on(self._conn, config, device_type, device_name)
+            return measured_changes.measured_on(self._conn, config, device_type, device_name)
 
     def rename(self, run_id: int, name: str) -> None:
         name = name.strip()
@@ -281,7 +281,7 @@ def _app_version() -> Optional[str]:
 
 
 def _sequence_name(conn: sqlite3.Connection, sequence_id: Optional[int]) -> Optional[str]:
-    row = conn.execute("SELECT name FROM sweeps WHERE id = ?", (sequence_id,)).fetchone() if sequence_id else None
+    row = conn.execute("SELECT name FROM sequences WHERE id = ?", (sequence_id,)).fetchone() if sequence_id else None
     return row[0] if row is not None else None
 
 
@@ -291,7 +291,7 @@ def _name_owner(conn: sqlite3.Connection, run_id: int) -> NameOwner:
 
     def owner(name: str) -> Optional[tuple[RunConfig, Optional[str]]]:
         row = conn.execute(
-            "SELECT runs.config_json, sweeps.name FROM runs LEFT JOIN sweeps ON sweeps.id = runs.sweep_id "
+            "SELECT runs.config_json, sequences.name FROM runs LEFT JOIN sequences ON sequences.id = runs.sequence_id "
             "WHERE runs.name = ? AND runs.id != ? AND runs.status != 'failed' ORDER BY runs.id DESC LIMIT 1",
             (name, run_id)
         ).fetchone()

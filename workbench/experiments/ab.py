@@ -1,4 +1,4 @@
-"""Is B faster than A? One answer for every comparison the workbench makes (tune, sweep, verify, the Runs tab).
+"""Is B faster than A? One answer, the A/B result, for tune, sweeps, verify and the Runs tab.
 
 Speeds on one machine vary 8–15 % between identical runs, so one run of each says nothing. A and B are each
 measured several times, interleaved (A B A B …, so a machine that warms up, throttles or gets busy weighs on
@@ -7,7 +7,7 @@ both alike), and compared as
 - the speedup: median(B) ÷ median(A), images/sec over each run's steady state;
 - its interval: the Hodges–Lehmann interval of the ratio, read off the sorted ratios of every pair (B_j ÷ A_i)
   at the ranks the Mann–Whitney U distribution gives. It assumes nothing about the shape of the noise, and its
-  coverage is exact (``Comparison.confidence``): with 3 + 3 trials the 90 % interval runs from the smallest
+  coverage is exact (``ABResult.confidence``): with 3 + 3 trials the 90 % interval runs from the smallest
   pairwise ratio to the largest;
 - a verdict that is decisive only when the whole interval clears 1.0 by ``MIN_EFFECT``.
 
@@ -38,7 +38,7 @@ MIN_TRIALS = 3
 
 
 @dataclass(frozen=True, kw_only=True)
-class Comparison:
+class ABResult:
     """What B did against A, measured: their rates (images/sec, in the order measured), the speedup B ÷ A and
     its interval (None with too few measurements), and the verdict."""
 
@@ -80,12 +80,12 @@ def compare_rates(
     changed: Sequence[float],
     confidence: float = CONFIDENCE,
     min_effect: float = MIN_EFFECT,
-) -> Comparison:
+) -> ABResult:
     """Compare two sets of measured rates (higher is better); non-positive or non-finite rates are left out."""
     a = tuple(rate for rate in baseline if math.isfinite(rate) and rate > 0)
     b = tuple(rate for rate in changed if math.isfinite(rate) and rate > 0)
     if not a or not b:
-        return Comparison(baseline_rates=a, changed_rates=b, speedup=None, speedup_low=None, speedup_high=None,
+        return ABResult(baseline_rates=a, changed_rates=b, speedup=None, speedup_low=None, speedup_high=None,
                           confidence=None, verdict="within_noise", min_effect=min_effect)
     speedup = statistics.median(b) / statistics.median(a)
     interval = ratio_interval(a, b, confidence)
@@ -97,7 +97,7 @@ def compare_rates(
             verdict = "faster"
         elif high < 1 / (1 + min_effect):
             verdict = "slower"
-    return Comparison(baseline_rates=a, changed_rates=b, speedup=speedup, speedup_low=low, speedup_high=high,
+    return ABResult(baseline_rates=a, changed_rates=b, speedup=speedup, speedup_low=low, speedup_high=high,
                       confidence=coverage, verdict=verdict, min_effect=min_effect)
 
 

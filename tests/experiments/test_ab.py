@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from workbench.experiments.comparison import (
+from workbench.experiments.ab import (
     MIN_EFFECT,
     compare_rates,
     interleaved,
