@@ -20,7 +20,7 @@ def test_the_ceiling_probe_runs_on_a_cpu_and_is_cached_per_settings(isolated_wor
     ceiling = measure_ceiling(config, device, budget_seconds=1.0)
     assert ceiling.images_per_sec > 0 and ceiling.timed_steps >= 1 and not ceiling.cached
     assert ceiling.key == ceiling_key(config, device, 10)
-    assert ceiling.key["memory_format"] == "contiguous" and ceiling.key["torch_version"] == device.torch_version
+    assert ceiling.key["channels_last"] is False and ceiling.key["torch_version"] == device.torch_version
     store_ceiling(ceiling)
     assert cache_path() == isolated_workbench_home / "ceilings.json"
     again = cached_ceiling(config, device, 10)

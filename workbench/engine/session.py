@@ -17,7 +17,7 @@ from typing import Any, Callable, Generator, Iterator, Optional
 import torch
 from torch import nn
 
-from workbench.config import RunConfig
+from workbench.config import RunConfig, inactive_settings
 from workbench.engine.data import DevicePreparer
 from workbench.engine.datasets import TrainingData
 from workbench.engine.folder_data import decode_on_device
@@ -84,7 +84,7 @@ class TrainingSession:
         self.device = resolve(device_info)
         self.data = data
         self.stopped_at: Optional[int] = None
-        self.notes = ineffective_settings(config, device_info) + list(data.notes)
+        self.notes = inactive_setting_notes(config, device_info) + list(data.notes)
         on_cuda = self.device.type == "cuda"
         torch.manual_seed(config.seed)
         reset_peaks_for_a_new_run(self.device)
@@ -377,24 +377,22 @@ def accumulation_notes(config: RunConfig, total_steps: int) -> list[str]:
             f"step (the mean gradient of {'those' if left > 1 else 'that one'}), so none is computed in vain"]
 
 
-def ineffective_settings(config: RunConfig, device: DeviceInfo) -> list[str]:
-    """Settings that do nothing in this run, said once instead of silently ignored."""
+def inactive_setting_notes(config: RunConfig, device: DeviceInfo) -> list[str]:
+    """The run's notes on its settings, said once instead of silently ignored: the CPU fallback, and each setting
+    the user turned on or changed that does nothing in this run (config.inactive_settings: the form's greying-out)."""
     notes = []
     if device.type == "cpu":
         notes.append(f"CPU mode: {device.cpu_fallback_reason}")
-        cuda_only = [name for name in ("pin_memory", "non_blocking") if getattr(config, name)
-                     and config.pipeline == "dataloader"] + (["cudnn_benchmark"] if config.cudnn_benchmark else [])
-        if cuda_only:
-            names = ", ".join(cuda_only[:-1]) + " and " + cuda_only[-1] if len(cuda_only) > 1 else cuda_only[0]
-            notes.append(f"{names} {'have' if len(cuda_only) > 1 else 'has'} no effect without a CUDA device")
-        if config.fused_optimizer:
-            notes.append("fused_optimizer ignored: the fused kernels are a CUDA remedy; the default optimizer runs")
         if config.compile == "reduce-overhead":
             notes.append("compile=reduce-overhead compiles, but its CUDA graphs need a CUDA GPU")
-    if config.pipeline == "gpu-resident":
-        notes.append("num_workers, pin_memory, prefetch_factor and persistent_workers have no effect "
-                     "with pipeline=gpu-resident (no DataLoader)")
-    elif config.num_workers == 0:
-        notes.append("persistent_workers and prefetch_factor need num_workers ≥ 1: batches load in the "
-                     "training thread")
+    defaults = RunConfig()
+    names_by_reason: dict[str, list[str]] = {}
+    for name, reason in inactive_settings(config, on_cpu=device.type != "cuda").items():
+        value = getattr(config, name)
+        if value is False or (not isinstance(value, bool) and value == getattr(defaults, name)):
+            continue  # off, or left at its default: nothing asked for goes unheeded
+        names_by_reason.setdefault(reason, []).append(name)
+    for reason, names in names_by_reason.items():
+        listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+        notes.append(f"{listed} {'do' if len(names) > 1 else 'does'} nothing in this run: {reason}")
     return notes

@@ -30,12 +30,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.config import BUILTIN_MODELS, CHOICES, FIELD_NAMES, FIELD_TYPES, OPTIONAL_FIELDS, RANGES, RunConfig
+from workbench.config import (
+    BUILTIN_MODELS, CHOICES, FIELD_NAMES, FIELD_TYPES, GROUPS, OPTIONAL_FIELDS, RANGES, SETTINGS, RunConfig,
+)
 from workbench.device_info import DeviceInfo
 from workbench.folder_layout import training_image_count
 from workbench.gui import settings_model
 from workbench.gui.background import call_in_background
-from workbench.gui.settings_model import SPECS
 from workbench.gui.spin_boxes import FloatSpinBox, IntSpinBox
 
 INT32_MAX = 2**31 - 1  # QSpinBox holds a C int: a RunConfig range past it would be cut here
@@ -96,7 +97,7 @@ class SettingsForm(QWidget):
         fields_layout = QVBoxLayout(fields_widget)
         fields_layout.setContentsMargins(0, 0, 4, 0)
         fields_layout.setSpacing(6)
-        for group, names in settings_model.GROUPS.items():
+        for group, names in GROUPS.items():
             box = QGroupBox(group.replace("&", "&&"))  # a bare & would mark a keyboard mnemonic
             box.setObjectName(f"group{''.join(word.capitalize() for word in group.split() if word.isalpha())}")
             form = QFormLayout(box)
@@ -104,10 +105,10 @@ class SettingsForm(QWidget):
             form.setVerticalSpacing(5)
             for name in names:
                 row_widget = self._make_editor(name)
-                label = QLabel(SPECS[name].label)
+                label = QLabel(SETTINGS[name].label)
                 label.setBuddy(self._editors[name])
                 self._tooltips[name] = f"<b>{name}</b> (--{name.replace('_', '-')})<br>" + (
-                    SPECS[name].tooltip.replace("\n", "<br>"))
+                    SETTINGS[name].tooltip.replace("\n", "<br>"))
                 self._rows[name] = (label, row_widget)
                 form.addRow(label, row_widget)
             fields_layout.addWidget(box)
@@ -233,7 +234,7 @@ class SettingsForm(QWidget):
             editor = row = QCheckBox()
             editor.toggled.connect(self._on_edit)
         elif hint is float or (name in OPTIONAL_FIELDS and float in get_args(hint)):
-            editor = row = FloatSpinBox(SPECS[name].label)
+            editor = row = FloatSpinBox(SETTINGS[name].label)
             low, high = RANGES[name]
             if name in OPTIONAL_FIELDS:  # Optional[float]: 0 below the range means None ("off")
                 low = 0.0
@@ -242,7 +243,7 @@ class SettingsForm(QWidget):
             editor.valueChanged.connect(self._on_edit)
             editor.range_notice.connect(lambda notice, name=name: self._on_range_notice(name, notice))
         else:  # int, or Optional[int]: 0 below the range means None ("no limit")
-            editor = row = IntSpinBox(SPECS[name].label)
+            editor = row = IntSpinBox(SETTINGS[name].label)
             editor.range_notice.connect(lambda notice, name=name: self._on_range_notice(name, notice))
             low, high = RANGES[name]
             if name in OPTIONAL_FIELDS:
