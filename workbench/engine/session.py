@@ -29,12 +29,12 @@ from workbench.engine.events import DeviceInfo, EpochStats, Event, RunStarted, S
 from workbench.engine.divergence import DivergenceWatch
 from workbench.engine.interruptible import HelperCall, Stopped, call_interruptibly
 from workbench.engine.memory import MemoryProbe, reset_peaks_for_a_new_run
-from workbench.engine.models import build_model, check_model, main_output, parameter_count, to_memory_format
+from workbench.engine.models import main_output, parameter_count
 from workbench.engine.profiling import sampler_for_run
 from workbench.engine.requests import ProfileRequests
 from workbench.engine.step_timer import StepTimer
 from workbench.engine.telemetry import TelemetryProbe
-from workbench.engine.train_step import TrainStep, build_optimizer, compiled, optimizer_steps_in, warmup_linear_decay
+from workbench.engine.train_step import build_training
 
 # Evaluation batches of at most twice the training batch: a forward pass of 2b costs about as much as
 # a training step of b (forward + backward ≈ 3 forwards), so a stop during evaluation waits no longer
@@ -88,8 +88,6 @@ class TrainingSession:
         on_cuda = self.device.type == "cuda"
         torch.manual_seed(config.seed)
         reset_peaks_for_a_new_run(self.device)
-        if on_cuda:
-            torch.backends.cudnn.benchmark = config.cudnn_benchmark
 
         self.batches, self.test_set = build_pipeline(data, config, self.device, shard, self.notes)
         self.prepare = DevicePreparer(
@@ -97,34 +95,20 @@ class TrainingSession:
             decode_batch=decode_on_device if config.decode == "gpu" else None,
         )
 
-        model = build_model(config.model, data.num_classes, config.image_size, config.model_kwargs).to(self.device)
-        check_model(model, data.num_classes, config.image_size, self.device, config.model)
-        self.model = to_memory_format(model, config.channels_last)
+        self.steps_per_epoch = self.batches.steps_per_epoch
+        # max_steps, when set, is the run's length: as many epochs as it takes (the last may be partial).
+        self.total_steps = config.max_steps if config.max_steps is not None else config.epochs * self.steps_per_epoch
+        self.epochs = math.ceil(self.total_steps / self.steps_per_epoch)
+        # As one rank of several, the step calls the model wrapped in DDP.
+        wrap = (lambda model: world.wrap_model(model, self.device)) if world is not None else None
+        training = build_training(config, data.num_classes, self.device, self.total_steps, wrap)
+        self.model, self.train_step = training.model, training.step
         self.parameter_count = parameter_count(self.model)
-        # What the step calls: the model itself or, as one rank of several, wrapped in DDP; maybe compiled.
-        trained = world.wrap_model(self.model, self.device) if world is not None else self.model
-        self.forward = compiled(trained, config.compile)
         # Only rank 0 evaluates, with the bare model: a DDP forward on one rank alone would wait for the others.
         self.evaluates = config.evaluate and (world is None or world.rank == 0)
         # Eagerly, also when compiled: eval mode and no-grad would make torch.compile compile a second
         # graph, for a pass that is a small part of the run (and a stop could not end that compilation).
         self.eval_forward = self.model
-        self.steps_per_epoch = self.batches.steps_per_epoch
-        # max_steps, when set, is the run's length: as many epochs as it takes (the last may be partial).
-        self.total_steps = config.max_steps if config.max_steps is not None else config.epochs * self.steps_per_epoch
-        self.epochs = math.ceil(self.total_steps / self.steps_per_epoch)
-        self.train_step = TrainStep(
-            self.forward,
-            build_optimizer(config, self.model, self.device.type),
-            nn.CrossEntropyLoss(label_smoothing=config.label_smoothing),
-            self.device.type,
-            config.precision,
-            config.accumulation_steps,
-            warmup_linear_decay(config.lr, optimizer_steps_in(self.total_steps, config.accumulation_steps)),
-            no_sync=getattr(trained, "no_sync", None),
-            total_micro_batches=self.total_steps,
-            max_grad_norm=config.max_grad_norm,
-        )
         self.notes += accumulation_notes(config, self.total_steps)
         self.memory = MemoryProbe(self.device)
         self.telemetry = TelemetryProbe(self.memory.gpu, self.memory.nvml_unavailable_reason if on_cuda else None)
