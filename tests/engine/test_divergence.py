@@ -12,7 +12,7 @@ from engine_helpers import run_to_end, tiny_config
 from torch import nn
 
 from workbench.config import RunConfig
-from workbench.engine import session as session_module
+from workbench.engine import train_step as train_step_module
 from workbench.engine.divergence import MIN_LOSS_SCALE, NONFINITE_WINDOWS_TO_DIVERGE
 from workbench.engine.events import StepStats
 from workbench.engine.train_step import TrainStep
@@ -51,7 +51,7 @@ class Poisoned(nn.Module):
 def poison(monkeypatch):
     def install(**steps):
         # A linear model: CPU fp16 convolutions are emulated and slow, and the poison does not need them.
-        monkeypatch.setattr(session_module, "build_model", lambda name, classes, *rest: Poisoned(
+        monkeypatch.setattr(train_step_module, "build_model", lambda name, classes, *rest: Poisoned(
             nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, classes)), **steps))
 
     return install
@@ -162,7 +162,7 @@ def mlp(name, classes, *rest):
 
 def test_a_loss_that_rises_far_above_its_start_and_stays_there_is_divergence(monkeypatch):
     # Before: this run went 2.1 → 20,000 → 125 and "finished", its one finding about speed.
-    monkeypatch.setattr(session_module, "build_model", mlp)
+    monkeypatch.setattr(train_step_module, "build_model", mlp)
     events = run_to_end(tiny_config(synthetic_size=1024, max_steps=120, log_every=4, lr=0.3))
     ended = events[-1]
     losses = [event.loss for event in events if isinstance(event, StepStats)]
@@ -179,7 +179,7 @@ def test_a_loss_that_rises_far_above_its_start_and_stays_there_is_divergence(mon
 @pytest.mark.parametrize("case", ["learning", "noisy start"])
 def test_a_learning_run_and_a_noisy_start_are_not_divergence(monkeypatch, case):
     if case == "learning":
-        monkeypatch.setattr(session_module, "build_model", mlp)
+        monkeypatch.setattr(train_step_module, "build_model", mlp)
         config = tiny_config(synthetic_size=1024, max_steps=40, log_every=4, lr=0.05)
     else:  # small-cnn at lr 5: 16.5 in its first window, 88 and 138 at two log points, then down to chance
         config = tiny_config(synthetic_size=1024, max_steps=40, log_every=4, lr=5.0)
