@@ -11,7 +11,7 @@ import html
 from functools import partial
 from typing import Any, Optional, Sequence, get_args
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -151,11 +151,8 @@ class SettingsForm(QWidget):
     def set_config(self, config: RunConfig) -> None:
         for name in FIELD_NAMES:
             editor = self._editors[name]
-            editor.blockSignals(True)
-            try:
+            with QSignalBlocker(editor):
                 self._write(name, getattr(config, name))
-            finally:
-                editor.blockSignals(False)
             if isinstance(editor, (IntSpinBox, FloatSpinBox)):
                 editor.value_shown(editor.value())  # a notice about the value it held no longer holds
                 if editor.notice != self._range_notices.get(name, ""):  # said while its signals were blocked
@@ -263,12 +260,11 @@ class SettingsForm(QWidget):
         assert isinstance(combo, QComboBox)
         known = {combo.itemText(index) for index in range(combo.count())}
         text = combo.currentText()
-        combo.blockSignals(True)
-        for name in names:
-            if name not in known:
-                combo.addItem(name, name)
-        combo.setCurrentText(text)
-        combo.blockSignals(False)
+        with QSignalBlocker(combo):
+            for name in names:
+                if name not in known:
+                    combo.addItem(name, name)
+            combo.setCurrentText(text)
 
     def _read(self, name: str) -> Any:
         editor = self._editors[name]
