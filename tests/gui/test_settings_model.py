@@ -67,8 +67,8 @@ def test_hardware_choices_old_gpu_disables_only_bf16():
         (RunConfig(max_steps=None), None, set(), {"epochs"}),
     ],
 )
-def test_inactive_fields(config, device, inactive, active):
-    found = settings_model.inactive_fields(config, device)
+def test_inactive_settings(config, device, inactive, active):
+    found = settings_model.inactive_settings(config, device)
     assert inactive <= set(found)
     assert not active & set(found)
 

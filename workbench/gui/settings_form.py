@@ -348,7 +348,7 @@ class SettingsForm(QWidget):
     def _refresh(self) -> RunConfig:
         config = self.config()
         self._path_field.wants_folder = config.dataset != "npz"
-        inactive = settings_model.inactive_fields(config, self._device)
+        inactive = settings_model.inactive_settings(config, self._device)
         notes = settings_model.device_notes(config, self._device)
         cpu = settings_model.on_cpu(config, self._device)
         found = settings_model.problems(config, self._device)

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Optional
 
 from workbench import data_check
-from workbench.config import CHOICES, FIELD_NAMES, RunConfig, inactive_settings
+from workbench import config as settings
+from workbench.config import CHOICES, FIELD_NAMES, RunConfig
 from workbench.device_info import DeviceInfo
 
 # Fields whose choices depend on the hardware (their reasons come from RunConfig.hardware_problems).
@@ -101,9 +102,9 @@ def unavailable_choices(device: Optional[DeviceInfo]) -> dict[str, dict[str, str
     return result
 
 
-def inactive_fields(config: RunConfig, device: Optional[DeviceInfo]) -> dict[str, str]:
+def inactive_settings(config: RunConfig, device: Optional[DeviceInfo]) -> dict[str, str]:
     """field → why it has no effect with the other settings (the form greys it out, the value is kept)."""
-    return inactive_settings(config, on_cpu=on_cpu(config, device))
+    return settings.inactive_settings(config, on_cpu=on_cpu(config, device))
 
 
 def device_notes(config: RunConfig, device: Optional[DeviceInfo]) -> dict[str, str]:
