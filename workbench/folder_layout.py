@@ -43,8 +43,9 @@ class FolderSplit:
 
 
 @dataclass(frozen=True)
-class ImageFolder:
-    """An image folder, scanned: its classes and each split's files (not decoded yet)."""
+class FolderLayout:
+    """An image folder, scanned: its classes and each split's files (not decoded yet). Not torchvision's
+    ImageFolder (a dataset that decodes): only what the folder holds."""
 
     name: str
     root: str
@@ -146,7 +147,7 @@ def split_roots(root: Path) -> tuple[Optional[Path], Optional[Path]]:
     return (train, test) if train.is_dir() and test is not None else (None, None)
 
 
-def scan_folder(root: Path, seed: int) -> ImageFolder:
+def scan_folder(root: Path, seed: int) -> FolderLayout:
     """The classes and files of ``root`` (nothing decoded); FolderLayoutError when it is no image folder."""
     if not root.is_dir():
         raise FolderLayoutError(f"data_path {root} is not a folder (dataset=folder needs a folder with one "
@@ -170,8 +171,8 @@ def scan_folder(root: Path, seed: int) -> ImageFolder:
                                 "images: a classifier needs at least two (one sub-folder of images per class)")
     if not len(train):
         raise FolderLayoutError(f"{root}: no training images ({', '.join(IMAGE_SUFFIXES)})")
-    return ImageFolder(root.name, str(root), classes, train, test, note, notes=_skipped_notes(reader.not_files),
-                       directory_times=reader.frozen_times())
+    return FolderLayout(root.name, str(root), classes, train, test, note, notes=_skipped_notes(reader.not_files),
+                        directory_times=reader.frozen_times())
 
 
 def _skipped_notes(not_files: Sequence[str]) -> tuple[str, ...]:

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 from engine_helpers import run_to_end, tiny_config
 
 from workbench.cli import main
@@ -20,7 +21,7 @@ def test_the_ceiling_probe_runs_on_a_cpu_and_is_cached_per_settings(isolated_wor
     ceiling = measure_ceiling(config, device, budget_seconds=1.0)
     assert ceiling.images_per_sec > 0 and ceiling.timed_steps >= 1 and not ceiling.cached
     assert ceiling.key == ceiling_key(config, device, 10)
-    assert ceiling.key["memory_format"] == "contiguous" and ceiling.key["torch_version"] == device.torch_version
+    assert ceiling.key["channels_last"] is False and ceiling.key["torch_version"] == device.torch_version
     store_ceiling(ceiling)
     assert cache_path() == isolated_workbench_home / "ceilings.json"
     again = cached_ceiling(config, device, 10)
@@ -28,6 +29,24 @@ def test_the_ceiling_probe_runs_on_a_cpu_and_is_cached_per_settings(isolated_wor
     # Another batch, precision or memory format is another ceiling.
     assert cached_ceiling(config.replace(batch_size=16), device, 10) is None
     assert cached_ceiling(config.replace(channels_last=True), device, 10) is None
+
+
+def test_the_probe_clips_gradients_as_the_run_does(monkeypatch):
+    """The probe builds its model and step where the run does (train_step.build_training): a run that clips is
+    bounded by a ceiling that clips too (the probe's own copy of the setup never clipped)."""
+    clipped = []
+    clip = torch.nn.utils.clip_grad_norm_
+
+    def counting_clip(parameters, max_norm, *args, **kwargs):
+        clipped.append(max_norm)
+        return clip(parameters, max_norm, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", counting_clip)
+    measure_ceiling(tiny_config(batch_size=8, max_grad_norm=0.5), probe_device("cpu"), budget_seconds=0.2)
+    assert clipped and set(clipped) == {0.5}
+    clipped.clear()
+    measure_ceiling(tiny_config(batch_size=8), probe_device("cpu"), budget_seconds=0.2)
+    assert clipped == []
 
 
 def test_a_run_reports_its_efficiency_once_a_ceiling_is_known():

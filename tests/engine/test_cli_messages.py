@@ -10,8 +10,7 @@ import torch
 from engine_helpers import write_npz
 
 from workbench.cli import main
-from workbench.config import FIELD_NAMES, RunConfig
-from workbench.settings_help import SPECS
+from workbench.config import FIELD_NAMES, SETTINGS, RunConfig
 
 TINY = ["--synthetic-size", "128", "--batch-size", "32", "--max-steps", "2", "--device", "cpu",
         "--num-workers", "0"]
@@ -90,8 +89,8 @@ def test_help_gives_each_flag_the_forms_one_line(capsys):
     assert "default: X" not in help_text
     for name in FIELD_NAMES:
         assert f"--{name.replace('_', '-')}" in help_text
-        assert " ".join(SPECS[name].help.split()) in help_text, name
-        assert "\n" not in SPECS[name].help and SPECS[name].tooltip.startswith(SPECS[name].help)
+        assert " ".join(SETTINGS[name].help.split()) in help_text, name
+        assert "\n" not in SETTINGS[name].help and SETTINGS[name].tooltip.startswith(SETTINGS[name].help)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")

@@ -77,14 +77,14 @@ def test_an_npz_data_path_implies_dataset_npz_and_says_so(tmp_path):
 
 
 def test_help_gives_the_forms_one_line_for_every_flag(tmp_path):
-    from workbench.settings_help import SPECS
+    from workbench.config import SETTINGS
 
     result = workbench(tmp_path, "run", "--help")
     assert result.returncode == 0
     text = " ".join(result.stdout.split())
     assert "default: X" not in text
     for name in ("batch_size", "num_workers", "pin_memory", "precision"):
-        assert " ".join(SPECS[name].help.split()) in text, name
+        assert " ".join(SETTINGS[name].help.split()) in text, name
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")

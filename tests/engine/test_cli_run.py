@@ -97,12 +97,12 @@ def test_config_file_with_unknown_keys_exits_2(capsys, tmp_path):
 
 
 def test_a_failed_run_exits_1_and_logs_its_traceback(capsys, monkeypatch, isolated_workbench_home):
-    from workbench.engine import session as trainer_session
+    from workbench.engine import train_step as train_step_module
 
     def explode(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(trainer_session, "build_model", explode)
+    monkeypatch.setattr(train_step_module, "build_model", explode)
     code, out, err = run_cli(capsys, *TINY)
     log = isolated_workbench_home / "logs" / "failures.log"
     assert code == 1 and err.strip().splitlines()[-2:] == [

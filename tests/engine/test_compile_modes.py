@@ -11,14 +11,13 @@ import torch
 from engine_helpers import run_to_end, tiny_config
 
 from workbench.cli import main
-from workbench.config import RunConfig
+from workbench.config import RunConfig, inactive_settings
 from workbench.engine.compiling import ON_CPU, CudaGraphWatch
 from workbench.engine.events import RunEnded, RunStarted, StepStats
-from workbench.engine.session import ineffective_settings
+from workbench.engine.session import inactive_setting_notes
 from workbench.engine.train_step import build_optimizer
 from workbench.history.schema import MIGRATIONS, SCHEMA_VERSION
 from workbench.history.store import HistoryStore
-from workbench.settings_help import inactive_fields
 
 
 
@@ -104,16 +103,17 @@ def test_the_fused_optimizer_is_fused_on_cuda_and_said_to_be_ignored_on_the_cpu(
     assert not build_optimizer(fused.replace(optimizer="adamw"), model, "cpu").defaults.get("fused")
     from workbench.engine.device import probe_device
 
-    notes = ineffective_settings(fused, probe_device("cpu"))
-    assert any(note.startswith("fused_optimizer ignored") for note in notes)
-    assert "pin_memory, non_blocking and cudnn_benchmark have no effect without a CUDA device" in notes
-    resident = ineffective_settings(RunConfig(pipeline="gpu-resident"), probe_device("cpu"))
-    assert "cudnn_benchmark has no effect without a CUDA device" in resident
-    assert not any("cudnn_benchmark" in note for note in ineffective_settings(
+    notes = inactive_setting_notes(fused, probe_device("cpu"))
+    reasons = inactive_settings(fused, on_cpu=True)  # the form greys them out, saying why: the notes say the same
+    assert f"fused_optimizer does nothing in this run: {reasons['fused_optimizer']}" in notes
+    assert f"pin_memory and non_blocking do nothing in this run: {reasons['pin_memory']}" in notes
+    assert f"cudnn_benchmark does nothing in this run: {reasons['cudnn_benchmark']}" in notes
+    resident = inactive_setting_notes(RunConfig(pipeline="gpu-resident"), probe_device("cpu"))
+    assert any(note.startswith("pin_memory, non_blocking and persistent_workers do nothing")
+               for note in resident)  # num_workers, prefetch_factor left at their defaults: not said
+    assert not any("cudnn_benchmark" in note for note in inactive_setting_notes(
         RunConfig(pipeline="gpu-resident", cudnn_benchmark=False), probe_device("cpu")))
-    reasons = inactive_fields(fused, on_cpu=True)  # the form greys both out, saying why
-    assert "fused_optimizer" in reasons and "cudnn_benchmark" in reasons
-    assert "fused_optimizer" not in inactive_fields(fused, on_cpu=False)
+    assert "fused_optimizer" not in inactive_settings(fused, on_cpu=False)
 
 
 def test_old_compile_rows_migrate_to_the_mode_they_ran(tmp_path):

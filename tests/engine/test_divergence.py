@@ -12,7 +12,7 @@ from engine_helpers import run_to_end, tiny_config
 from torch import nn
 
 from workbench.config import RunConfig
-from workbench.engine import session as session_module
+from workbench.engine import train_step as train_step_module
 from workbench.engine.divergence import MIN_LOSS_SCALE, NONFINITE_WINDOWS_TO_DIVERGE
 from workbench.engine.events import StepStats
 from workbench.engine.train_step import TrainStep
@@ -51,7 +51,7 @@ class Poisoned(nn.Module):
 def poison(monkeypatch):
     def install(**steps):
         # A linear model: CPU fp16 convolutions are emulated and slow, and the poison does not need them.
-        monkeypatch.setattr(session_module, "build_model", lambda name, classes, *rest: Poisoned(
+        monkeypatch.setattr(train_step_module, "build_model", lambda name, classes, *rest: Poisoned(
             nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, classes)), **steps))
 
     return install
@@ -162,7 +162,7 @@ def mlp(name, classes, *rest):
 
 def test_a_loss_that_rises_far_above_its_start_and_stays_there_is_divergence(monkeypatch):
     # Before: this run went 2.1 → 20,000 → 125 and "finished", its one finding about speed.
-    monkeypatch.setattr(session_module, "build_model", mlp)
+    monkeypatch.setattr(train_step_module, "build_model", mlp)
     events = run_to_end(tiny_config(synthetic_size=1024, max_steps=120, log_every=4, lr=0.3))
     ended = events[-1]
     losses = [event.loss for event in events if isinstance(event, StepStats)]
@@ -177,7 +177,7 @@ def test_a_loss_that_rises_far_above_its_start_and_stays_there_is_divergence(mon
 
 
 def test_a_learning_run_is_not_divergence(monkeypatch):
-    monkeypatch.setattr(session_module, "build_model", mlp)
+    monkeypatch.setattr(train_step_module, "build_model", mlp)
     events = run_to_end(tiny_config(synthetic_size=1024, max_steps=40, log_every=4, lr=0.05))
     assert events[-1].status == "finished", events[-1].reason
     assert all(finding.kind != "diverged" for finding in events[-1].summary.findings)

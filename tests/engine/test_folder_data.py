@@ -17,7 +17,7 @@ from workbench.engine import pipelines
 from workbench.engine.data import DataError
 from workbench.engine.datasets import load_data
 from workbench.engine.events import RunEnded, RunStarted
-from workbench.engine.folder_data import scan_folder
+from workbench.folder_layout import scan_folder
 from workbench.folder_layout import FOLDER_TEST_FRACTION
 from workbench.history.store import HistoryStore
 

@@ -19,7 +19,8 @@ from workbench.cli import main
 from workbench.engine.data import DataError
 from workbench.engine.datasets import preview_batch
 from workbench.engine.events import RunEnded, RunStarted
-from workbench.engine.folder_data import decode, read_bytes, scan_folder
+from workbench.engine.folder_data import decode, read_bytes
+from workbench.folder_layout import scan_folder
 from workbench.folder_layout import training_image_count
 from workbench.history.store import HistoryStore
 

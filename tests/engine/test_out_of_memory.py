@@ -8,7 +8,7 @@ import torch
 from engine_helpers import run_to_end, tiny_config
 
 from workbench.engine import run
-from workbench.engine import session as session_module
+from workbench.engine import train_step as train_step_module
 from workbench.engine.events import RunEnded
 from workbench.engine.failures import describe_failure, is_out_of_memory
 
@@ -17,7 +17,7 @@ def oom_in_forward(monkeypatch, error_type: type, message: str) -> dict:
     """The model's forward hook allocates real tensors, then raises a new ``error_type(message)`` (as torch
     does: an exception made beforehand would keep its traceback alive); weakrefs watch them and the model."""
     refs: dict = {}
-    real_build = session_module.build_model
+    real_build = train_step_module.build_model
 
     def build(*args):
         model = real_build(*args)
@@ -33,7 +33,7 @@ def oom_in_forward(monkeypatch, error_type: type, message: str) -> dict:
         refs["model"] = weakref.ref(model)
         return model
 
-    monkeypatch.setattr(session_module, "build_model", build)
+    monkeypatch.setattr(train_step_module, "build_model", build)
     return refs
 
 

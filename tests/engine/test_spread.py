@@ -3,7 +3,7 @@
 import random
 
 
-from workbench.engine.spread import rate_interval
+from workbench.engine.spread import median_of_known, rate_interval
 
 
 def test_steady_windows_give_a_narrow_interval_around_the_rate():
@@ -36,3 +36,8 @@ def test_fewer_than_three_windows_give_no_interval():
 def test_the_same_windows_give_the_same_interval():
     samples, seconds = [100] * 10, [1.0 + i / 50 for i in range(10)]
     assert rate_interval(samples, seconds) == rate_interval(samples, seconds)
+
+
+def test_the_median_of_known_figures_leaves_the_unread_out():
+    assert median_of_known([None, 1.0, 3.0, None]) == 2.0
+    assert median_of_known([None, None]) is None and median_of_known([]) is None

@@ -18,7 +18,7 @@ from engine_helpers import tiny_config, write_cifar10_archive
 from torch import nn
 
 from workbench.engine import run
-from workbench.engine import session as session_module
+from workbench.engine import train_step as train_step_module
 from workbench.engine import one_process
 from workbench.engine.data import UInt8ImageDataset, load_arrays
 from workbench.engine.events import RunEnded, StatusChanged, StepStats
@@ -127,13 +127,13 @@ def test_stop_during_a_cifar_download(tmp_path, monkeypatch, phase):
 
 
 def test_stop_while_building_the_model(monkeypatch, phase):
-    real_build = session_module.build_model
+    real_build = train_step_module.build_model
 
     def slow_build(*args):
         phase.hold()
         return real_build(*args)
 
-    monkeypatch.setattr(session_module, "build_model", slow_build)
+    monkeypatch.setattr(train_step_module, "build_model", slow_build)
     ended = stop_during(tiny_config(), status("Building"))
     assert phase.still_held()  # the run ended without waiting for the phase
     assert ended.status == "stopped" and ended.reason == "stopped by the user while building the model"
@@ -179,7 +179,7 @@ def test_stop_while_torch_compile_compiles(monkeypatch, phase):
 
 
 def test_stop_during_evaluation(monkeypatch, phase):
-    real_build = session_module.build_model
+    real_build = train_step_module.build_model
 
     class SlowToEvaluate(nn.Module):
         def __init__(self, model):
@@ -200,7 +200,7 @@ def test_stop_during_evaluation(monkeypatch, phase):
             evaluating.append(True)
         return bool(evaluating)
 
-    monkeypatch.setattr(session_module, "build_model", lambda *args: SlowToEvaluate(real_build(*args)))
+    monkeypatch.setattr(train_step_module, "build_model", lambda *args: SlowToEvaluate(real_build(*args)))
     config = tiny_config(synthetic_size=1024, batch_size=32, max_steps=4, log_every=2)
     ended = stop_during(config, evaluation_starts, delay_s=0.2, on_stop=phase.release)
     assert len(evaluated) == 1  # evaluation ended at the batch after the stop, not after all four

@@ -164,12 +164,12 @@ def test_divergence_fails_the_run_with_advice():
 
 
 def test_an_exception_in_training_is_a_failed_run_with_its_reason(monkeypatch):
-    from workbench.engine import session as trainer_session
+    from workbench.engine import train_step as train_step_module
 
     def explode(*args, **kwargs):
         raise RuntimeError("model exploded")
 
-    monkeypatch.setattr(trainer_session, "build_model", explode)
+    monkeypatch.setattr(train_step_module, "build_model", explode)
     ended = run_to_end(tiny_config())[-1]
     assert ended.status == "failed" and ended.kind == "error"
     assert ended.reason == "RuntimeError: model exploded"

@@ -17,7 +17,7 @@ def test_closing_the_window_while_a_run_loads_or_builds_closes_without_waiting_f
     the window closes while the call is still blocked, so the close waited for nothing (no clock involved)."""
     import threading
 
-    from workbench.engine import session as session_module
+    from workbench.engine import train_step as train_step_module
     from workbench.engine import one_process
     from workbench.engine.interruptible import wait_for_abandoned
 
@@ -32,8 +32,8 @@ def test_closing_the_window_while_a_run_loads_or_builds_closes_without_waiting_f
         monkeypatch.setattr(one_process, "load_data", lambda config: blocked(real_load, config))
         starts_phase = "Loading"
     else:
-        real_build = session_module.build_model
-        monkeypatch.setattr(session_module, "build_model", lambda *args: blocked(real_build, *args))
+        real_build = train_step_module.build_model
+        monkeypatch.setattr(train_step_module, "build_model", lambda *args: blocked(real_build, *args))
         starts_phase = "Building"
     window = make_window(run_function=engine_run)
     window.show()

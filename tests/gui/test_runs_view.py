@@ -358,20 +358,6 @@ def test_a_poll_during_a_run_re_reads_only_the_running_row_of_two_thousand(make_
     assert view.count_label.text() == "2001 runs"
 
 
-def test_a_full_reload_reads_every_run_as_before(make_view, store, monkeypatch):
-    """The old behaviour, kept for benchmarks/gui_lateness.py to compare against."""
-    fill_history(store, 50)
-    view = make_view()
-    view.full_reload = True
-    parsed = []
-    real_record = reads.record_from_row
-    monkeypatch.setattr(reads, "record_from_row", lambda row: parsed.append(row["id"]) or real_record(row))
-    store.rename(store.list_runs()[0].id, "renamed")
-    parsed.clear()
-    view._refresh_if_changed()
-    assert len(parsed) == 50 and column(view, "Name")[0] == "renamed"
-
-
 def test_sweep_members_are_tagged_with_their_sweep(make_view, store):
     lone = record_gpu_run(store, RunConfig(), images_per_sec=900.0)
     sequence_id = store.create_sequence("sweep", "sweep batch_size")

@@ -90,8 +90,10 @@ def ceiling_command(args: argparse.Namespace) -> int:
         print(json.dumps(ceiling_json(ceiling, cache_path())))
     else:
         key = ceiling.key
+        layout = ", channels_last" if key["channels_last"] else ""
+        compiled = "" if key["compile"] == "off" else f", compile={key['compile']}"
         print(f"ceiling  {ceiling.images_per_sec:,.0f} images/s: {key['model']}, batch {key['batch_size']}, "
-              f"{key['precision']}, {key['memory_format']}{'' if key['compile'] == 'off' else ', compile=' + str(key['compile'])} on "
+              f"{key['precision']}{layout}{compiled} on "
               f"{key['device_name']} ({steady}; {where}, {ceiling.timed_steps} steps in {ceiling.timed_seconds:.1f} s)")
     return 0
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from workbench.cli import timeline_report
-from workbench.engine.events import EpochStats, ProfileSample, RunStarted, StatusChanged, StepStats
+from workbench.engine.events import EpochStats, ProfileSample, RunEnded, RunStarted, StatusChanged, StepStats
 from workbench.formatting import format_duration
 
 
@@ -20,37 +21,55 @@ class ProgressLine:
         self._dirty = False
         self.lost = False  # the stream refused a write: a terminal that hung up (SIGHUP) fails them with EIO
 
-    def show(self, event: Any) -> None:
-        if isinstance(event, StatusChanged):
-            self._line(event.message)
-        elif isinstance(event, RunStarted):
-            for note in event.notes:
-                self._print(f"note: {note}")
-            processes = f" × {event.world_size} processes" if event.world_size > 1 else ""
-            self._print(
-                f"{event.config.model} on {event.device.name} [{event.device.type}]{processes}, {event.dataset_name}: "
-                f"{event.train_size:,} train / {event.test_size:,} test images, {event.total_steps:,} steps, "
-                f"effective batch {event.effective_batch_size:,}"
+    @functools.singledispatchmethod
+    def show(self, event: object) -> None:
+        """Each engine event of a run, by its type; another type is a TypeError (a new event needs its line here)."""
+        raise TypeError(f"the progress line has no handler for {type(event).__name__} events: add one in "
+                        "cli/progress_line.py")
+
+    @show.register
+    def _(self, event: StatusChanged) -> None:
+        self._line(event.message)
+
+    @show.register
+    def _(self, event: RunStarted) -> None:
+        for note in event.notes:
+            self._print(f"note: {note}")
+        processes = f" × {event.world_size} processes" if event.world_size > 1 else ""
+        self._print(
+            f"{event.config.model} on {event.device.name} [{event.device.type}]{processes}, {event.dataset_name}: "
+            f"{event.train_size:,} train / {event.test_size:,} test images, {event.total_steps:,} steps, "
+            f"effective batch {event.effective_batch_size:,}"
+        )
+
+    @show.register
+    def _(self, event: StepStats) -> None:
+        if self.tty:
+            done = event.step / max(1, event.total_steps)
+            bar = "#" * int(done * self.WIDTH)
+            eta = event.elapsed_seconds / done - event.elapsed_seconds if done > 0 else None
+            self._line(
+                f"epoch {event.epoch}/{event.epochs} [{bar:<{self.WIDTH}}] {event.step}/{event.total_steps} "
+                f"loss {event.loss:.3f} {event.images_per_sec:,.0f} img/s "
+                f"wait {event.data_wait_fraction:.0%} ETA {format_duration(eta)}"
             )
-        elif isinstance(event, StepStats):
-            if self.tty:
-                done = event.step / max(1, event.total_steps)
-                bar = "#" * int(done * self.WIDTH)
-                eta = event.elapsed_seconds / done - event.elapsed_seconds if done > 0 else None
-                self._line(
-                    f"epoch {event.epoch}/{event.epochs} [{bar:<{self.WIDTH}}] {event.step}/{event.total_steps} "
-                    f"loss {event.loss:.3f} {event.images_per_sec:,.0f} img/s "
-                    f"wait {event.data_wait_fraction:.0%} ETA {format_duration(eta)}"
-                )
-        elif isinstance(event, ProfileSample):
-            self._print(timeline_report.sample_line(event))
-        elif isinstance(event, EpochStats):
-            self._print(
-                f"epoch {event.epoch}/{event.epochs}: train loss {event.train_loss:.3f}, "
-                + (f"test accuracy {event.test_accuracy:.1%}, " if event.evaluated else "not evaluated, ")
-                + f"{event.images_per_sec:,.0f} img/s, "
-                f"data wait {event.data_wait_fraction:.0%}"
-            )
+
+    @show.register
+    def _(self, event: ProfileSample) -> None:
+        self._print(timeline_report.sample_line(event))
+
+    @show.register
+    def _(self, event: EpochStats) -> None:
+        self._print(
+            f"epoch {event.epoch}/{event.epochs}: train loss {event.train_loss:.3f}, "
+            + (f"test accuracy {event.test_accuracy:.1%}, " if event.evaluated else "not evaluated, ")
+            + f"{event.images_per_sec:,.0f} img/s, "
+            f"data wait {event.data_wait_fraction:.0%}"
+        )
+
+    @show.register
+    def _(self, event: RunEnded) -> None:
+        pass  # the command prints the run's end and summary itself (run_summary_text.py, a sequence's table)
 
     def message(self, text: str) -> None:
         self._print(text)

@@ -4,18 +4,23 @@ one progress line per member on stderr, the recorder factory, tables and JSON fi
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from typing import Any, Callable, Iterator, Optional
 
 from workbench.cli.interrupts import take_stop_signals
 from workbench.cli.progress_line import ProgressLine
-from workbench.engine.events import RunStarted
+from workbench.engine.events import (
+    EpochStats, Event, ProfileSample, RunEnded, RunStarted, StatusChanged, StepStats,
+)
 from workbench.engine.requests import StopRequest
 from workbench.experiments.events import (
     BatchTrial,
+    BestSoFar,
     MemberEnded,
     MemberStarted,
     RecordingFailed,
+    RunRecorded,
     SequenceEnded,
     SequenceStarted,
     TrialResult,
@@ -62,43 +67,74 @@ class SequenceProgress:
         self.planned: Optional[int] = None
         self.notes_shown = False
 
-    def show(self, event: Any) -> None:
-        say = self.progress.message
-        if isinstance(event, SequenceStarted):
-            self.planned = event.planned_members
-            where = f" (sequence {event.sequence_id} in the history)" if event.sequence_id is not None else ""
-            say(f"{event.name}{where}")
-        elif isinstance(event, MemberStarted):
-            label = values_label(event.values) or ("start settings" if event.purpose else "")
-            run = f" run #{event.run_id}" if event.run_id is not None else ""
-            say(f"{self._position(event.index)} {event.purpose + ': ' if event.purpose else ''}{label}{run}".replace("  ", " "))
-        elif isinstance(event, RunStarted):
-            if not self.notes_shown:  # the members share their device and data: say it once
-                self.progress.show(event)
-                self.notes_shown = True
-        elif isinstance(event, MemberEnded):
-            rate = format_metric("rate", event.images_per_sec)
-            figures = f", {rate} img/s" if rate else ""
-            wait = format_metric("fraction", event.summary.data_wait_fraction)
-            figures += f", data wait {wait}" if wait else ""
-            why = f" ({event.reason})" if event.status != "finished" and event.reason else ""
-            say(f"{self._position(event.index)} {event.status}{why}{figures}")
-        elif isinstance(event, TrialResult):
-            rate = format_metric("rate", event.images_per_sec) or "n/a"
-            change = values_label(tuple(event.changes.items())) or "start settings"
-            speedup = speedup_text(event.speedup, event.speedup_low, event.speedup_high)
-            best = format_metric("rate", event.best_images_per_sec) or "n/a"
-            say(f"  trial {event.trial} {change}: {rate} img/s" + (f", {speedup} the best" if speedup else "")
-                + f", {event.outcome.replace('_', ' ')} (best {best} img/s)")
-        elif isinstance(event, BatchTrial):
-            verdict = "fits" if event.fits else f"does not fit: {event.reason}"
-            say(f"  batch {event.batch_size:,} {verdict}"
-                + (f", peak allocated {format_bytes(event.peak_allocated_bytes)}" if event.fits else ""))
-        elif isinstance(event, RecordingFailed):  # the run goes on; what the history lacks is said
-            run = f"run #{event.run_id}" if event.run_id is not None else "this run"
-            say(f"  {run} is not being recorded in the history: {event.reason}")
-        elif not isinstance(event, SequenceEnded):
-            self.progress.show(event)  # StepStats: the bar on a terminal
+    @functools.singledispatchmethod
+    def show(self, event: object) -> None:
+        """Each event a sequence yields, by its type; another type is a TypeError (a new event needs its line here)."""
+        raise TypeError(f"the sequence's progress has no handler for {type(event).__name__} events: add one in "
+                        "cli/sequence_output.py")
+
+    @show.register
+    def _(self, event: SequenceStarted) -> None:
+        self.planned = event.planned_members
+        where = f" (sequence {event.sequence_id} in the history)" if event.sequence_id is not None else ""
+        self.progress.message(f"{event.name}{where}")
+
+    @show.register
+    def _(self, event: MemberStarted) -> None:
+        label = values_label(event.values) or ("start settings" if event.purpose else "")
+        run = f" run #{event.run_id}" if event.run_id is not None else ""
+        self.progress.message(f"{self._position(event.index)} {event.purpose + ': ' if event.purpose else ''}{label}"
+                              f"{run}".replace("  ", " "))
+
+    @show.register
+    def _(self, event: RunStarted) -> None:
+        if not self.notes_shown:  # the members share their device and data: say it once
+            self.progress.show(event)
+            self.notes_shown = True
+
+    @show.register
+    def _(self, event: MemberEnded) -> None:
+        rate = format_metric("rate", event.images_per_sec)
+        figures = f", {rate} img/s" if rate else ""
+        wait = format_metric("fraction", event.summary.data_wait_fraction)
+        figures += f", data wait {wait}" if wait else ""
+        why = f" ({event.reason})" if event.status != "finished" and event.reason else ""
+        self.progress.message(f"{self._position(event.index)} {event.status}{why}{figures}")
+
+    @show.register
+    def _(self, event: TrialResult) -> None:
+        rate = format_metric("rate", event.images_per_sec) or "n/a"
+        change = values_label(tuple(event.changes.items())) or "start settings"
+        speedup = speedup_text(event.speedup, event.speedup_low, event.speedup_high)
+        best = format_metric("rate", event.best_images_per_sec) or "n/a"
+        self.progress.message(f"  trial {event.trial} {change}: {rate} img/s"
+                              + (f", {speedup} the best" if speedup else "")
+                              + f", {event.outcome.replace('_', ' ')} (best {best} img/s)")
+
+    @show.register
+    def _(self, event: BatchTrial) -> None:
+        verdict = "fits" if event.fits else f"does not fit: {event.reason}"
+        self.progress.message(f"  batch {event.batch_size:,} {verdict}"
+                              + (f", peak allocated {format_bytes(event.peak_allocated_bytes)}" if event.fits else ""))
+
+    @show.register
+    def _(self, event: RecordingFailed) -> None:  # the run goes on; what the history lacks is said
+        run = f"run #{event.run_id}" if event.run_id is not None else "this run"
+        self.progress.message(f"  {run} is not being recorded in the history: {event.reason}")
+
+    @show.register(StatusChanged)
+    @show.register(StepStats)
+    @show.register(EpochStats)
+    @show.register(ProfileSample)
+    @show.register(RunEnded)
+    def _(self, event: Event) -> None:
+        self.progress.show(event)  # a member's own progress: the bar on a terminal, its epochs
+
+    @show.register(BestSoFar)  # the trial's line says the best so far
+    @show.register(RunRecorded)  # the member's line names its run
+    @show.register(SequenceEnded)  # the command prints the result
+    def _(self, event: object) -> None:
+        pass
 
     def _position(self, index: int) -> str:
         return f"[{index + 1}/{self.planned}]" if self.planned else f"[{index + 1}]"

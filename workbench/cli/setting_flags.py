@@ -17,10 +17,10 @@ from workbench.config import (
     OPTIONAL_FIELDS,
     SWITCHES_BECAME_CHOICES,
     ConfigError,
+    SETTINGS,
     RunConfig,
 )
 from workbench.regular_file import folder_problem
-from workbench.settings_help import cli_help
 
 
 def add_setting_flags(parser: argparse.ArgumentParser) -> None:
@@ -102,3 +102,19 @@ def print_notes(args: argparse.Namespace, prog: str) -> None:
     """What the flags implied (said once the settings pass their checks)."""
     for note in getattr(args, "notes", []):
         print(f"{prog}: {note}", file=sys.stderr)
+
+
+def cli_help(name: str, default: object) -> str:
+    """The flag's help in `workbench run --help`: the setting's one line (the form's tooltip starts with it) and its
+    default."""
+    return f"{SETTINGS[name].help} (default: {_default_text(default)})".replace("%", "%%")  # argparse formats help with %
+
+
+def _default_text(value: object) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value == "":
+        return "empty"
+    return str(value)

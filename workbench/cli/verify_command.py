@@ -129,7 +129,8 @@ def changes_from_args(args: argparse.Namespace, run_id: int, findings: tuple[Fin
     that names a setting a trial can measure (each change once); a change's words are the run's own finding's
     (``own``: without what an earlier verification added). UsageError (one line) when there is none."""
     from workbench.experiments.verify import finding_change as change_of
-    from workbench.history.measured_changes import NOT_SPEED_SETTINGS, value_key
+    from workbench.config import NOT_SPEED_SETTINGS
+    from workbench.history.measured_changes import value_key
 
     def finding_change(shown: Finding) -> Any:
         return change_of(next(finding for finding in own if (finding.field, value_key(finding.value)) ==

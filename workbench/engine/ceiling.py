@@ -1,8 +1,8 @@
 """The compute ceiling: how fast the chosen model trains when data costs nothing.
 
-The probe trains the run's own model, precision, memory format, compile setting and batch size
-(the loop's own TrainStep, with its optimizer and accumulation) on one batch that already sits on the
-device: no loader, no augmentation, no host round trip. After a warm-up (cuDNN autotuning,
+The probe trains the run's own model and step, built where the run builds them (train_step.build_training: its
+precision, memory format, compile setting, batch, optimizer, loss, accumulation and gradient clipping) on one batch
+that already sits on the device: no loader, no augmentation, no host round trip. After a warm-up (cuDNN autotuning,
 compilation) it times chunks of steps between two synchronisations, each at least
 ``MIN_CHUNK_SECONDS`` long, until the rate is steady (``ceiling_cache.steady_chunks``: the last
 ``STEADY_CHUNKS`` or more chunks within ``STEADY_TOLERANCE`` of each other over at least
@@ -19,7 +19,6 @@ import time
 from typing import Callable, Optional
 
 import torch
-from torch import nn
 
 from workbench.config import RunConfig
 from workbench.device_info import DeviceInfo
@@ -43,8 +42,7 @@ def measure_ceiling(
 ) -> Ceiling:
     """Measure (never read the cache): the model's images/sec on on-device batches, for these settings."""
     from workbench.engine.device import resolve
-    from workbench.engine.models import build_model, check_model, to_memory_format
-    from workbench.engine.train_step import TrainStep, build_optimizer, compiled
+    from workbench.engine.train_step import build_training
 
     if num_classes is None:
         num_classes = num_classes_of(config)
@@ -56,16 +54,7 @@ def measure_ceiling(
     target = resolve(device)
     cuda = target.type == "cuda"
     torch.manual_seed(config.seed)
-    if cuda:
-        torch.backends.cudnn.benchmark = config.cudnn_benchmark
-    model = build_model(config.model, num_classes, config.image_size, config.model_kwargs).to(target)
-    check_model(model, num_classes, config.image_size, target, config.model)  # as a run does: ModelError, in words
-    model = to_memory_format(model, config.channels_last)
-    forward = compiled(model, config.compile)
-    step = TrainStep(
-        forward, build_optimizer(config, model, target.type), nn.CrossEntropyLoss(label_smoothing=config.label_smoothing),
-        target.type, config.precision, config.accumulation_steps,
-    )
+    step = build_training(config, num_classes, target).step  # the run's own model and step, clipping included
     memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
     images = torch.randn(config.batch_size, 3, config.image_size, config.image_size, device=target).contiguous(memory_format=memory_format)
     labels = torch.randint(0, num_classes, (config.batch_size,), device=target)
@@ -109,7 +98,7 @@ def measure_ceiling(
             key=ceiling_key(config, device, num_classes), measured_at=time.time(),
         )
     finally:
-        del step, forward, model, images, labels
+        del step, images, labels
         collect_garbage()
         if cuda:
             torch.cuda.empty_cache()

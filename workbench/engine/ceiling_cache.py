@@ -1,8 +1,8 @@
 """Measured compute ceilings, kept in the workbench home (no torch: a run only looks one up).
 
-One JSON file, ``ceilings.json``: each entry is keyed by everything that sets how fast the model
-itself can train (device, model and its kwargs, classes, image size, precision, batch, accumulation,
-optimizer, memory format, compile, torch version; a user's model module by its content), so a ceiling is only ever compared with runs it describes.
+One JSON file, ``ceilings.json``: each entry is keyed by everything that sets how fast the model itself can train
+(the device, the classes, torch's version, every setting declared to act on the kernels a step runs; a user's model
+module by its content), so a ceiling is only ever compared with runs it describes.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from workbench.config import RunConfig, model_kwargs_of
+from workbench.config import KERNEL_SETTINGS, RunConfig, inactive_settings, model_kwargs_of
 from workbench.device_info import DeviceInfo
 from workbench.user_modules import source_digest
 
@@ -50,23 +50,19 @@ def num_classes_of(config: RunConfig) -> Optional[int]:
 
 
 def ceiling_key(config: RunConfig, device: DeviceInfo, num_classes: int) -> dict[str, Any]:
-    key = {
+    """Every setting that decides which kernels a step runs (declared so on its field: config.KERNEL_SETTINGS) and
+    the device, classes and torch they ran on. A setting that does nothing on this device (fused_optimizer on a
+    CPU) is keyed as None, so both of its values share one ceiling."""
+    inactive = inactive_settings(config, on_cpu=device.type != "cuda")
+    key: dict[str, Any] = {
         "device_name": device.name,  # "device" until issue 29: a cache entry of then is measured again
         "device_type": device.type,
-        "model": config.model,
-        "model_kwargs": _kwargs_key(config.model_kwargs),
         "num_classes": num_classes,
-        "image_size": config.image_size,
-        "precision": config.precision,
-        "batch_size": config.batch_size,
-        "accumulation_steps": config.accumulation_steps,
-        "optimizer": config.optimizer,
-        "memory_format": "channels_last" if config.channels_last else "contiguous",
-        "compile": config.compile,
-        "fused_optimizer": config.fused_optimizer and device.type == "cuda",
-        "cudnn_benchmark": config.cudnn_benchmark and device.type == "cuda",
         "torch_version": device.torch_version,
     }
+    for name in KERNEL_SETTINGS:
+        key[name] = None if name in inactive else getattr(config, name)
+    key["model_kwargs"] = _kwargs_key(config.model_kwargs)
     source = source_digest(config.model)
     if source is not None:  # the user's module, by content: edited, it is another model (built-ins keep their key)
         key["model_source"] = source

@@ -10,12 +10,12 @@ import torch
 
 from workbench.config import RunConfig
 from workbench.engine.augment import random_crop_flip
-from workbench.engine.data import ImageArrays, SampleBatch, load_arrays
+from workbench.engine.data import DataError, ImageArrays, SampleBatch, load_arrays
 from workbench.engine.data import preview_batch as preview_arrays
-from workbench.engine.folder_data import ImageFolder, Transforms, decode, scan_folder
-from workbench.folder_layout import is_current
+from workbench.engine.folder_data import Transforms, decode
+from workbench.folder_layout import FolderLayout, FolderLayoutError, is_current, scan_folder
 
-TrainingData = Union[ImageArrays, ImageFolder]
+TrainingData = Union[ImageArrays, FolderLayout]
 
 
 def load_data(config: RunConfig) -> TrainingData:
@@ -25,18 +25,21 @@ def load_data(config: RunConfig) -> TrainingData:
     return load_arrays(config)
 
 
-_scans: dict[tuple[Path, int], ImageFolder] = {}
+_scans: dict[tuple[Path, int], FolderLayout] = {}
 _scans_lock = threading.Lock()
 
 
-def _scanned(root: Path, seed: int) -> ImageFolder:
+def _scanned(root: Path, seed: int) -> FolderLayout:
     """The last scan of this folder while none of the directories it read has changed (a window's runs, a
     sweep's members scan once); a file added to or removed from a class folder changes that folder's time."""
     with _scans_lock:
         last = _scans.get((root, seed))
     if last is not None and is_current(last.directory_times):
         return last
-    folder = scan_folder(root, seed)
+    try:
+        folder = scan_folder(root, seed)
+    except FolderLayoutError as error:
+        raise DataError(str(error)) from None
     with _scans_lock:
         _scans.clear()  # one folder's file list at a time: a million paths are ~100 MB
         _scans[(root, seed)] = folder
@@ -49,7 +52,7 @@ def preview_batch(config: RunConfig, count: int = 32) -> SampleBatch:
     if config.dataset != "folder":
         return preview_arrays(config, count)
     folder = load_data(config)
-    assert isinstance(folder, ImageFolder)
+    assert isinstance(folder, FolderLayout)
     generator = torch.Generator().manual_seed(config.seed)
     count = min(count, folder.train_size)
     index = torch.randperm(folder.train_size, generator=generator)[:count].tolist()

@@ -18,32 +18,21 @@ from __future__ import annotations
 
 import os
 import warnings
-from pathlib import Path
 from typing import Any, BinaryIO, Optional, Sequence
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from workbench import folder_layout
 from workbench.engine.augment import PADDING
 from workbench.engine.data import DataError
-from workbench.folder_layout import FolderSplit, ImageFolder
+from workbench.folder_layout import FolderLayout, FolderSplit
 from workbench.formatting import format_bytes
 from workbench.image_pixels import upright_rgb
 from workbench.regular_file import NotARegularFile, open_regular_file
 
 EVAL_RESIZE_RATIO = 0.875  # resize the shorter side to image_size / 0.875, then centre-crop (ImageNet's habit)
 MAX_FILE_BYTES = 256 * 2**20  # a file past this is not an image a training step can use: refused, named
-
-
-def scan_folder(root: Path, seed: int) -> ImageFolder:
-    """The classes and files of ``root`` (folder_layout.scan_folder; nothing decoded); DataError when it is no
-    image folder."""
-    try:
-        return folder_layout.scan_folder(root, seed)
-    except folder_layout.FolderLayoutError as error:
-        raise DataError(str(error)) from None
 
 
 def read_bytes(path: str) -> torch.Tensor:
@@ -169,7 +158,7 @@ def decode_on_device(batch: list[torch.Tensor], size: int, device: torch.device)
     return torch.stack([TF.center_crop(TF.resize(image, size, antialias=True), [size, size]) for image in images])
 
 
-def resident_share_problem(folder: ImageFolder, image_size: int, free_bytes: Optional[int], share: float) -> Optional[str]:
+def resident_share_problem(folder: FolderLayout, image_size: int, free_bytes: Optional[int], share: float) -> Optional[str]:
     """pipeline=gpu-resident holds the decoded training set on the device: refused, with the sizes, when it
     would need more than ``share`` of the free memory (None when it fits)."""
     needed = folder.train_size * 3 * image_size * image_size
@@ -182,7 +171,7 @@ def resident_share_problem(folder: ImageFolder, image_size: int, free_bytes: Opt
     return None
 
 
-def describe(folder: ImageFolder) -> dict[str, Any]:
+def describe(folder: FolderLayout) -> dict[str, Any]:
     """For the run's notes: how many images and classes, and how the test split was made."""
     return {"train": folder.train_size, "test": folder.test_size, "classes": folder.num_classes,
             "split": folder.split_note}

@@ -24,13 +24,13 @@ from workbench.engine.data import (
 from workbench.engine.datasets import TrainingData
 from workbench.engine.folder_data import (
     FolderImages,
-    ImageFolder,
     Transforms,
     collate_bytes,
     decode,
     resident_share_problem,
 )
 from workbench.engine.worker_lifetime import worker_init_for_this_run
+from workbench.folder_layout import FolderLayout
 
 Batches = Union[LoaderBatches, ResidentBatches]
 # pipeline=gpu-resident holds a decoded folder in at most this share of the device's free memory (on a CPU, of the
@@ -62,7 +62,7 @@ class ArraysTestSet:
 class FolderTestSet:
     """The test files of an image folder, decoded, resized and centre-cropped by the run's loader workers."""
 
-    def __init__(self, folder: ImageFolder, config: RunConfig, pin_memory: bool):
+    def __init__(self, folder: FolderLayout, config: RunConfig, pin_memory: bool):
         self.dataset = FolderImages(folder.test, Transforms(config.image_size, config.augment), train=False)
         self.size = len(folder.test)
         self.workers = config.num_workers if config.pipeline == "dataloader" else 0
@@ -110,7 +110,7 @@ def build_pipeline(data: TrainingData, config: RunConfig, device: torch.device, 
                           collate_fn=collate_bytes if on_gpu else None), test_set)
 
 
-def decoded_once(folder: ImageFolder, config: RunConfig, device: torch.device) -> ImageArrays:
+def decoded_once(folder: FolderLayout, config: RunConfig, device: torch.device) -> ImageArrays:
     """pipeline=gpu-resident on a folder: every training image decoded and resized to image_size once, held as
     uint8 arrays (then moved to the device by ResidentBatches); refused with the sizes when they do not fit."""
     problem = resident_share_problem(folder, config.image_size, free_memory(device), RESIDENT_SHARE)

@@ -17,7 +17,7 @@ from typing import Any, Callable, Generator, Iterator, Optional
 import torch
 from torch import nn
 
-from workbench.config import RunConfig
+from workbench.config import RunConfig, inactive_settings
 from workbench.engine.data import DevicePreparer
 from workbench.engine.datasets import TrainingData
 from workbench.engine.folder_data import decode_on_device
@@ -29,19 +29,12 @@ from workbench.engine.events import DeviceInfo, EpochStats, Event, RunStarted, S
 from workbench.engine.divergence import DivergenceWatch
 from workbench.engine.interruptible import HelperCall, Stopped, call_interruptibly
 from workbench.engine.memory import MemoryProbe, reset_peaks_for_a_new_run
-from workbench.engine.models import (
-    build_model,
-    check_batch_logits,
-    check_model,
-    main_output,
-    parameter_count,
-    to_memory_format,
-)
+from workbench.engine.models import check_batch_logits, main_output, parameter_count
 from workbench.engine.profiling import sampler_for_run
 from workbench.engine.requests import ProfileRequests
 from workbench.engine.step_timer import StepTimer
 from workbench.engine.telemetry import TelemetryProbe
-from workbench.engine.train_step import TrainStep, build_optimizer, compiled, optimizer_steps_in, warmup_linear_decay
+from workbench.engine.train_step import build_training
 
 # Evaluation batches of at most twice the training batch: a forward pass of 2b costs about as much as
 # a training step of b (forward + backward ≈ 3 forwards), so a stop during evaluation waits no longer
@@ -91,12 +84,10 @@ class TrainingSession:
         self.device = resolve(device_info)
         self.data = data
         self.stopped_at: Optional[int] = None
-        self.notes = ineffective_settings(config, device_info) + list(data.notes)
+        self.notes = inactive_setting_notes(config, device_info) + list(data.notes)
         on_cuda = self.device.type == "cuda"
         torch.manual_seed(config.seed)
         reset_peaks_for_a_new_run(self.device)
-        if on_cuda:
-            torch.backends.cudnn.benchmark = config.cudnn_benchmark
 
         self.batches, self.test_set = build_pipeline(data, config, self.device, shard, self.notes)
         self.prepare = DevicePreparer(
@@ -104,34 +95,20 @@ class TrainingSession:
             decode_batch=decode_on_device if config.decode == "gpu" else None,
         )
 
-        model = build_model(config.model, data.num_classes, config.image_size, config.model_kwargs).to(self.device)
-        check_model(model, data.num_classes, config.image_size, self.device, config.model)
-        self.model = to_memory_format(model, config.channels_last)
+        self.steps_per_epoch = self.batches.steps_per_epoch
+        # max_steps, when set, is the run's length: as many epochs as it takes (the last may be partial).
+        self.total_steps = config.max_steps if config.max_steps is not None else config.epochs * self.steps_per_epoch
+        self.epochs = math.ceil(self.total_steps / self.steps_per_epoch)
+        # As one rank of several, the step calls the model wrapped in DDP.
+        wrap = (lambda model: world.wrap_model(model, self.device)) if world is not None else None
+        training = build_training(config, data.num_classes, self.device, self.total_steps, wrap)
+        self.model, self.train_step = training.model, training.step
         self.parameter_count = parameter_count(self.model)
-        # What the step calls: the model itself or, as one rank of several, wrapped in DDP; maybe compiled.
-        trained = world.wrap_model(self.model, self.device) if world is not None else self.model
-        self.forward = compiled(trained, config.compile)
         # Only rank 0 evaluates, with the bare model: a DDP forward on one rank alone would wait for the others.
         self.evaluates = config.evaluate and (world is None or world.rank == 0)
         # Eagerly, also when compiled: eval mode and no-grad would make torch.compile compile a second
         # graph, for a pass that is a small part of the run (and a stop could not end that compilation).
         self.eval_forward = self.model
-        self.steps_per_epoch = self.batches.steps_per_epoch
-        # max_steps, when set, is the run's length: as many epochs as it takes (the last may be partial).
-        self.total_steps = config.max_steps if config.max_steps is not None else config.epochs * self.steps_per_epoch
-        self.epochs = math.ceil(self.total_steps / self.steps_per_epoch)
-        self.train_step = TrainStep(
-            self.forward,
-            build_optimizer(config, self.model, self.device.type),
-            nn.CrossEntropyLoss(label_smoothing=config.label_smoothing),
-            self.device.type,
-            config.precision,
-            config.accumulation_steps,
-            warmup_linear_decay(config.lr, optimizer_steps_in(self.total_steps, config.accumulation_steps)),
-            no_sync=getattr(trained, "no_sync", None),
-            total_micro_batches=self.total_steps,
-            max_grad_norm=config.max_grad_norm,
-        )
         self.notes += accumulation_notes(config, self.total_steps)
         self.memory = MemoryProbe(self.device)
         self.telemetry = TelemetryProbe(self.memory.gpu, self.memory.nvml_unavailable_reason if on_cuda else None)
@@ -385,24 +362,22 @@ def accumulation_notes(config: RunConfig, total_steps: int) -> list[str]:
             f"step (the mean gradient of {'those' if left > 1 else 'that one'}), so none is computed in vain"]
 
 
-def ineffective_settings(config: RunConfig, device: DeviceInfo) -> list[str]:
-    """Settings that do nothing in this run, said once instead of silently ignored."""
+def inactive_setting_notes(config: RunConfig, device: DeviceInfo) -> list[str]:
+    """The run's notes on its settings, said once instead of silently ignored: the CPU fallback, and each setting
+    the user turned on or changed that does nothing in this run (config.inactive_settings: the form's greying-out)."""
     notes = []
     if device.type == "cpu":
         notes.append(f"CPU mode: {device.cpu_fallback_reason}")
-        cuda_only = [name for name in ("pin_memory", "non_blocking") if getattr(config, name)
-                     and config.pipeline == "dataloader"] + (["cudnn_benchmark"] if config.cudnn_benchmark else [])
-        if cuda_only:
-            names = ", ".join(cuda_only[:-1]) + " and " + cuda_only[-1] if len(cuda_only) > 1 else cuda_only[0]
-            notes.append(f"{names} {'have' if len(cuda_only) > 1 else 'has'} no effect without a CUDA device")
-        if config.fused_optimizer:
-            notes.append("fused_optimizer ignored: the fused kernels are a CUDA remedy; the default optimizer runs")
         if config.compile == "reduce-overhead":
             notes.append("compile=reduce-overhead compiles, but its CUDA graphs need a CUDA GPU")
-    if config.pipeline == "gpu-resident":
-        notes.append("num_workers, pin_memory, prefetch_factor and persistent_workers have no effect "
-                     "with pipeline=gpu-resident (no DataLoader)")
-    elif config.num_workers == 0:
-        notes.append("persistent_workers and prefetch_factor need num_workers ≥ 1: batches load in the "
-                     "training thread")
+    defaults = RunConfig()
+    names_by_reason: dict[str, list[str]] = {}
+    for name, reason in inactive_settings(config, on_cpu=device.type != "cuda").items():
+        value = getattr(config, name)
+        if value is False or (not isinstance(value, bool) and value == getattr(defaults, name)):
+            continue  # off, or left at its default: nothing asked for goes unheeded
+        names_by_reason.setdefault(reason, []).append(name)
+    for reason, names in names_by_reason.items():
+        listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+        notes.append(f"{listed} {'do' if len(names) > 1 else 'does'} nothing in this run: {reason}")
     return notes

@@ -1,4 +1,5 @@
-"""How sure a run's images/sec is: an interval from the spread of its steady log windows. Pure Python.
+"""How sure a run's images/sec is: an interval from the spread of its steady log windows; and the median of the
+figures that were read. Pure Python.
 
 The rate is samples ÷ seconds over the steady windows; its interval comes from a block bootstrap of those
 windows (contiguous blocks resampled with replacement, the rate recomputed each time on the same time base),
@@ -9,7 +10,8 @@ resampling single windows would treat them as independent.
 from __future__ import annotations
 
 import random
-from typing import Optional, Sequence
+import statistics
+from typing import Iterable, Optional, Sequence
 
 CONFIDENCE = 0.90  # as the comparisons' (experiments/ab.py)
 RESAMPLES = 1000  # enough for the 5th and 95th percentiles to settle to a few tenths of a percent
@@ -36,3 +38,9 @@ def rate_interval(
     rates.sort()
     tail = (1 - confidence) / 2
     return rates[int(tail * (RESAMPLES - 1))], rates[int(round((1 - tail) * (RESAMPLES - 1)))]
+
+
+def median_of_known(values: Iterable[Optional[float]]) -> Optional[float]:
+    """The median of the values that were read (None: not read, left out); None when none was."""
+    known = [value for value in values if value is not None]
+    return statistics.median(known) if known else None

@@ -21,7 +21,7 @@ from workbench.engine.events import (
     StepStats,
 )
 from workbench.engine.findings import RunFacts, find
-from workbench.engine.spread import rate_interval
+from workbench.engine.spread import median_of_known, rate_interval
 from workbench.engine.telemetry import run_figures
 from workbench.engine.timeline import step_shares
 
@@ -208,7 +208,7 @@ def profile_figures(
         idle_other_fraction=share("other"),
         kernels_per_step=sum(s.kernels or 0 for s in gpu) / steps if steps else None,
         launches_per_step=sum(s.launches or 0 for s in gpu) / steps if steps else None,
-        median_kernel_seconds=_median(s.median_kernel_seconds for s in gpu),
+        median_kernel_seconds=median_of_known(s.median_kernel_seconds for s in gpu),
         top_kernels=merge_times((s.top_kernels for s in gpu), TOP_COUNT),
     )
     return figures
@@ -223,11 +223,6 @@ def merge_times(lists: Iterable[Iterable[NamedTime]], top: int) -> tuple[NamedTi
             counts[item.name] += item.count
     ranked = sorted(seconds, key=lambda name: (-seconds[name], name))[:top]
     return tuple(NamedTime(name=name, seconds=seconds[name], count=counts[name]) for name in ranked)
-
-
-def _median(values: Iterable[Optional[float]]) -> Optional[float]:
-    known = [value for value in values if value is not None]
-    return statistics.median(known) if known else None
 
 
 def _replace(summary: RunSummary, **changes) -> RunSummary:

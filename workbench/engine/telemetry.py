@@ -9,12 +9,12 @@ snapshot) is the share of time *any* kernel ran; GPM's SM activity is how much o
 
 from __future__ import annotations
 
-import statistics
 import time
 from typing import Any, Callable, Iterable, Optional
 
 from workbench.engine.events import DeviceTelemetry, StepStats
 from workbench.engine.nvml import GPM_METRICS, Gpu, Reading
+from workbench.engine.spread import median_of_known
 
 CPU_REASON = "CPU device: no GPU telemetry"
 CLOSED_REASON = "the GPU's NVML handle was closed"
@@ -130,8 +130,8 @@ def run_figures(windows: Iterable[StepStats]) -> dict[str, Any]:
     windows = list(windows)
     figures: dict[str, Any] = {}
     for name, source in _MEDIANS:
-        figures[name] = _median(getattr(w.telemetry, source) for w in windows)
-    utilization = _median(w.memory.gpu_utilization_percent for w in windows)
+        figures[name] = median_of_known(getattr(w.telemetry, source) for w in windows)
+    utilization = median_of_known(w.memory.gpu_utilization_percent for w in windows)
     figures["nvml_kernel_time_fraction"] = utilization / 100.0 if utilization is not None else None
     seen = [w.telemetry.clock_event_reasons for w in windows if w.telemetry.clock_event_reasons is not None]
     if seen:
@@ -145,8 +145,3 @@ def run_figures(windows: Iterable[StepStats]) -> dict[str, Any]:
         if figures["sm_activity_fraction"] is None:
             figures["gpm_unavailable_reason"] = last.gpm_unavailable_reason
     return figures
-
-
-def _median(values: Iterable[Optional[float]]) -> Optional[float]:
-    known = [value for value in values if value is not None]
-    return statistics.median(known) if known else None

@@ -1,20 +1,22 @@
 """One training step: forward under autocast, scaled backward, an optimizer step every k micro-batches.
 
-Also the optimizer and the learning-rate schedule the step applies. Nothing here reads a figure
-back from the device: the step stays free of host syncs.
+Also the optimizer and the learning-rate schedule the step applies, and ``build_training``: the model and its step
+as a run builds them, for the run and the ceiling probe alike. Nothing here reads a figure back from the device:
+the step stays free of host syncs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+from dataclasses import dataclass
 from typing import Callable, ContextManager, Optional, cast
 
 import torch
 from torch import nn
 
 from workbench.config import RunConfig
-from workbench.engine.models import check_batch_logits, main_output
+from workbench.engine.models import build_model, check_batch_logits, check_model, main_output, to_memory_format
 
 WARMUP_FRACTION = 0.1
 
@@ -173,3 +175,41 @@ def compiled(model: nn.Module, mode: str) -> nn.Module:
         return model
     # A module compiles to an OptimizedModule, itself a Module: torch.compile's stub says only "a callable like it".
     return cast(nn.Module, torch.compile(model, mode=None if mode == "default" else mode))
+
+
+@dataclass(frozen=True)
+class Training:
+    """A run's model and the step that trains it."""
+
+    model: nn.Module  # the bare model in its memory format: evaluation and the parameter count use it
+    step: TrainStep  # calls the model as trained: wrapped for data parallel where asked, compiled where asked
+
+
+def build_training(config: RunConfig, num_classes: int, device: torch.device, total_micro_batches: Optional[int] = None,
+                   wrap: Optional[Callable[[nn.Module], nn.Module]] = None) -> Training:
+    """The model and its train step for ``config``: built, checked on a dummy batch (ModelError in words), in its
+    memory format, wrapped (``wrap``: one rank's DistributedDataParallel), compiled, with the run's optimizer, loss,
+    precision, accumulation and gradient clipping. The run (session.py) and the ceiling probe (ceiling.py) both build
+    theirs here, so the probe times the kernels the run's steps run. ``total_micro_batches``: the run's length, for
+    the learning-rate schedule and a last smaller accumulation group (None: an open-ended loop at the base rate)."""
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = config.cudnn_benchmark
+    model = build_model(config.model, num_classes, config.image_size, config.model_kwargs).to(device)
+    check_model(model, num_classes, config.image_size, device, config.model)
+    model = to_memory_format(model, config.channels_last)
+    trained = wrap(model) if wrap is not None else model
+    lr_at = (warmup_linear_decay(config.lr, optimizer_steps_in(total_micro_batches, config.accumulation_steps))
+             if total_micro_batches is not None else None)
+    step = TrainStep(
+        compiled(trained, config.compile),
+        build_optimizer(config, model, device.type),
+        nn.CrossEntropyLoss(label_smoothing=config.label_smoothing),
+        device.type,
+        config.precision,
+        config.accumulation_steps,
+        lr_at,
+        no_sync=getattr(trained, "no_sync", None),
+        total_micro_batches=total_micro_batches,
+        max_grad_norm=config.max_grad_norm,
+    )
+    return Training(model, step)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Optional, Sequence
 
-from workbench.config import RunConfig
+from workbench.config import NOT_SPEED_SETTINGS, RunConfig
 from workbench.experiments.ab import ABResult, compare_rates
 from workbench.experiments.events import MemberEnded, RecordingFailed, values_label
 from workbench.experiments.recording import RecorderFactory
-from workbench.history.measured_changes import NOT_SPEED_SETTINGS, MeasuredChangeRecord
+from workbench.history.measured_changes import MeasuredChangeRecord
 
 
 def measured_change(

@@ -19,6 +19,7 @@ from workbench.config import RunConfig
 from workbench.engine.events import Event, RunEnded
 from workbench.experiments.events import RecordingFailed, RunRecorded
 from workbench.history.errors import HistoryError
+from workbench.history.recorder import UnknownEvent
 
 if TYPE_CHECKING:
     from workbench.history.measured_changes import MeasuredChangeRecord
@@ -148,6 +149,8 @@ def record_events(
             if recorder is not None:
                 try:
                     recorder.record(event)
+                except UnknownEvent:
+                    raise  # the code's mistake, not the history's: it must not pass as a history that stopped
                 except Exception as error:
                     # Its record is ended as failed, with why (if the history still takes that much), so it
                     # does not stay "running" while this process lives; the run itself goes on.

@@ -6,27 +6,19 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from workbench.config import RunConfig
+from workbench.config import SETTINGS, RunConfig
 from workbench.device_info import DeviceInfo
 
-# The knobs, in the order a pass tries them: where the input work runs first (usually the largest
-# effect), then the model's arithmetic, then the loader's fine settings, compile last (slow to try).
-KNOBS: tuple[str, ...] = (
-    "placement",  # pipeline and augmentation placement together: augment=cpu needs the dataloader
-    "precision",
-    "channels_last",
-    "num_workers",
-    "pin_memory",
-    "non_blocking",
-    "persistent_workers",
-    "prefetch_factor",
-    "fused_optimizer",
-    "compile",
-)
-# Settings that change what is learned: searched only when the user allows them. lr is not a speed
-# knob; allowed, it follows the batch size (the linear scaling rule).
-OPTIONAL_KNOBS: tuple[str, ...] = ("batch_size", "accumulation_steps")
-ALLOWABLE: tuple[str, ...] = ("batch_size", "lr", "accumulation_steps")
+
+# The knobs are declared on the settings (config.SETTINGS[name].tune), each with its place in a search pass; a
+# knob of several settings (placement: pipeline and augment together) is tried once.
+_TUNED = sorted((declared.tune.order, name, declared.tune) for name, declared in SETTINGS.items()
+                if declared.tune is not None)
+KNOBS: tuple[str, ...] = tuple(dict.fromkeys(tune.knob or name for _, name, tune in _TUNED if not tune.if_allowed))
+# Settings that change what is learned: searched only when the user allows them. lr is not a knob of its own;
+# allowed, it follows the batch size (the linear scaling rule).
+OPTIONAL_KNOBS: tuple[str, ...] = tuple(dict.fromkeys(tune.knob or name for _, name, tune in _TUNED if tune.if_allowed))
+ALLOWABLE: tuple[str, ...] = tuple(name for _, name, tune in _TUNED if tune.if_allowed)
 
 PREFETCH_VALUES = (2, 4, 8)
 ACCUMULATION_VALUES = (1, 2, 4)

@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
-from workbench.config import ConfigError, RunConfig
+from workbench.config import NOT_SPEED_SETTINGS, ConfigError, RunConfig, inactive_settings
 from workbench.device_info import DeviceInfo, Probe
 from workbench.engine.events import Finding, MeasuredChange, RunSummary
 from workbench.engine.requests import stopped_by
@@ -45,8 +45,6 @@ from workbench.experiments.measured import keep, measured_change
 from workbench.experiments.recording import RecorderFactory
 from workbench.experiments.tune import MAX_TRIAL_STEPS, MIN_TRIAL_STEPS, WINDOWS_PER_TRIAL
 from workbench.experiments.values import field_problem
-from workbench.history.measured_changes import NOT_SPEED_SETTINGS
-from workbench.settings_help import inactive_fields
 
 # A trial trains about this long when its length is sized from the run's own speed: long enough that its seven
 # steady windows average over a few hundred milliseconds each, short enough that 3 + 3 trials take well under a
@@ -232,7 +230,7 @@ def plan_problems(plan: VerifyPlan, device: DeviceInfo) -> list[str]:
         if problem is not None:
             problems.append(problem)
             continue
-        idle = inactive_fields(plan.changed_config(change), on_cpu=device.type != "cuda").get(change.field)
+        idle = inactive_settings(plan.changed_config(change), on_cpu=device.type != "cuda").get(change.field)
         if idle is not None:  # both sides would run the same work: nothing to measure (fused_optimizer on a CPU)
             problems.append(f"{change.label} changes nothing in this run: {idle}")
             continue

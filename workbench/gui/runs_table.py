@@ -17,12 +17,12 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyMod
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QWidget
 
+from workbench.config import SETTINGS
 from workbench.engine.events import IMAGES_PER_SEC_MEANS
 from workbench.formatting import format_duration
 from workbench.history.compare import unused_settings
 from workbench.history.metrics import METRICS_BY_NAME, format_metric, local_time
 from workbench.history.records import RunRecord
-from workbench.settings_help import SPECS
 
 SORT_ROLE = Qt.ItemDataRole.UserRole
 RUN_ID_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -54,7 +54,7 @@ def _setting(title: str, name: str, numeric: bool = False) -> Column:
     def value(record: RunRecord):
         return None if name in unused_settings(record) else getattr(record.config, name)
 
-    return Column(title, value, str, numeric=numeric, tooltip=f"{SPECS[name].label} ({name})", setting=name)
+    return Column(title, value, str, numeric=numeric, tooltip=f"{SETTINGS[name].label} ({name})", setting=name)
 
 
 NOT_USED_TEXT = "–"
@@ -203,7 +203,7 @@ class RunsTableModel(QAbstractTableModel):
         if column.title == "Started":
             return f"started {local_time(record.started_at)} from the {record.source.upper()}"
         if column.setting and column.setting in unused_settings(record):
-            return f"{SPECS[column.setting].label} not used: {unused_settings(record)[column.setting]}"
+            return f"{SETTINGS[column.setting].label} not used: {unused_settings(record)[column.setting]}"
         return None
 
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:

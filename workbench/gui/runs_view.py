@@ -48,15 +48,12 @@ class RunsView(QWidget):
     loadSettingsRequested = Signal(object)  # RunConfig of the selected run
     overlayRequested = Signal(object)  # list of (run id, label, {OVERLAY_KEYS: numpy array}) for the selected runs
 
-    def __init__(self, store: HistoryStore, parent: Optional[QWidget] = None, auto_refresh_ms: int = AUTO_REFRESH_MS,
-                 full_reload: bool = False):
+    def __init__(self, store: HistoryStore, parent: Optional[QWidget] = None, auto_refresh_ms: int = AUTO_REFRESH_MS):
         super().__init__(parent)
         self.setObjectName("runsView")
         self.store = store
         self._token: Optional[tuple[int, int]] = None
         self._revision: Optional[int] = None  # the history's revision the table shows; None: nothing read yet
-        # Re-read every run on every refresh, as the view did before issue 9 (benchmarks/gui_lateness.py compares).
-        self.full_reload = full_reload
         self._overlay_key: Optional[tuple] = None
         self._export_dir = Path.home()
         self._sized_columns = False
@@ -144,7 +141,7 @@ class RunsView(QWidget):
     def refresh(self) -> None:
         """Bring the table up to date (the main window calls this when a run starts or ends, the poll when
         anyone wrote): the first time every run, then only the runs written since, row by row."""
-        reload_everything = self._revision is None or self.full_reload
+        reload_everything = self._revision is None
         try:
             self.store.mark_interrupted_runs()
             self._token = self.store.change_token()  # before the read: a write after it is read next time

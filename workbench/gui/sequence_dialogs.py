@@ -25,11 +25,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.config import CHOICES, FIELD_NAMES, RunConfig
+from workbench.config import CHOICES, FIELD_NAMES, SETTINGS, RunConfig
 from workbench.experiments.sweep import SweepAxis
 from workbench.experiments.values import parse_values
 from workbench.formatting import format_setting
-from workbench.settings_help import SPECS
 
 # The settings people sweep most, first; every other setting follows.
 COMMON_SWEEPS = ("num_workers", "batch_size", "precision", "pipeline", "augment", "pin_memory", "channels_last",
@@ -67,7 +66,7 @@ class _AxisRow(QWidget):
         self.field.setObjectName(f"{name}Field")
         for field in (*COMMON_SWEEPS, *(f for f in FIELD_NAMES if f not in COMMON_SWEEPS)):
             self.field.addItem(field, field)
-            self.field.setItemData(self.field.count() - 1, SPECS[field].help if field in SPECS else "",
+            self.field.setItemData(self.field.count() - 1, SETTINGS[field].help if field in SETTINGS else "",
                                    Qt.ItemDataRole.ToolTipRole)
         self.values = QLineEdit()
         self.values.setObjectName(f"{name}Values")

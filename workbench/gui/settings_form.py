@@ -11,7 +11,7 @@ import html
 from functools import partial
 from typing import Any, Optional, Sequence, get_args
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -30,12 +30,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.config import BUILTIN_MODELS, CHOICES, FIELD_NAMES, FIELD_TYPES, OPTIONAL_FIELDS, RANGES, RunConfig
+from workbench.config import (
+    BUILTIN_MODELS, CHOICES, FIELD_NAMES, FIELD_TYPES, GROUPS, OPTIONAL_FIELDS, RANGES, SETTINGS, RunConfig,
+)
 from workbench.device_info import DeviceInfo
 from workbench.folder_layout import training_image_count
 from workbench.gui import settings_model
 from workbench.gui.background import call_in_background
-from workbench.gui.settings_model import SPECS
 from workbench.gui.spin_boxes import FloatSpinBox, IntSpinBox
 
 INT32_MAX = 2**31 - 1  # QSpinBox holds a C int: a RunConfig range past it would be cut here
@@ -96,7 +97,7 @@ class SettingsForm(QWidget):
         fields_layout = QVBoxLayout(fields_widget)
         fields_layout.setContentsMargins(0, 0, 4, 0)
         fields_layout.setSpacing(6)
-        for group, names in settings_model.GROUPS.items():
+        for group, names in GROUPS.items():
             box = QGroupBox(group.replace("&", "&&"))  # a bare & would mark a keyboard mnemonic
             box.setObjectName(f"group{''.join(word.capitalize() for word in group.split() if word.isalpha())}")
             form = QFormLayout(box)
@@ -104,10 +105,10 @@ class SettingsForm(QWidget):
             form.setVerticalSpacing(5)
             for name in names:
                 row_widget = self._make_editor(name)
-                label = QLabel(SPECS[name].label)
+                label = QLabel(SETTINGS[name].label)
                 label.setBuddy(self._editors[name])
                 self._tooltips[name] = f"<b>{name}</b> (--{name.replace('_', '-')})<br>" + (
-                    SPECS[name].tooltip.replace("\n", "<br>"))
+                    SETTINGS[name].tooltip.replace("\n", "<br>"))
                 self._rows[name] = (label, row_widget)
                 form.addRow(label, row_widget)
             fields_layout.addWidget(box)
@@ -150,11 +151,8 @@ class SettingsForm(QWidget):
     def set_config(self, config: RunConfig) -> None:
         for name in FIELD_NAMES:
             editor = self._editors[name]
-            editor.blockSignals(True)
-            try:
+            with QSignalBlocker(editor):
                 self._write(name, getattr(config, name))
-            finally:
-                editor.blockSignals(False)
             if isinstance(editor, (IntSpinBox, FloatSpinBox)):
                 editor.value_shown(editor.value())  # a notice about the value it held no longer holds
                 if editor.notice != self._range_notices.get(name, ""):  # said while its signals were blocked
@@ -233,7 +231,7 @@ class SettingsForm(QWidget):
             editor = row = QCheckBox()
             editor.toggled.connect(self._on_edit)
         elif hint is float or (name in OPTIONAL_FIELDS and float in get_args(hint)):
-            editor = row = FloatSpinBox(SPECS[name].label)
+            editor = row = FloatSpinBox(SETTINGS[name].label)
             low, high = RANGES[name]
             if name in OPTIONAL_FIELDS:  # Optional[float]: 0 below the range means None ("off")
                 low = 0.0
@@ -242,7 +240,7 @@ class SettingsForm(QWidget):
             editor.valueChanged.connect(self._on_edit)
             editor.range_notice.connect(lambda notice, name=name: self._on_range_notice(name, notice))
         else:  # int, or Optional[int]: 0 below the range means None ("no limit")
-            editor = row = IntSpinBox(SPECS[name].label)
+            editor = row = IntSpinBox(SETTINGS[name].label)
             editor.range_notice.connect(lambda notice, name=name: self._on_range_notice(name, notice))
             low, high = RANGES[name]
             if name in OPTIONAL_FIELDS:
@@ -262,12 +260,11 @@ class SettingsForm(QWidget):
         assert isinstance(combo, QComboBox)
         known = {combo.itemText(index) for index in range(combo.count())}
         text = combo.currentText()
-        combo.blockSignals(True)
-        for name in names:
-            if name not in known:
-                combo.addItem(name, name)
-        combo.setCurrentText(text)
-        combo.blockSignals(False)
+        with QSignalBlocker(combo):
+            for name in names:
+                if name not in known:
+                    combo.addItem(name, name)
+            combo.setCurrentText(text)
 
     def _read(self, name: str) -> Any:
         editor = self._editors[name]
@@ -351,7 +348,7 @@ class SettingsForm(QWidget):
     def _refresh(self) -> RunConfig:
         config = self.config()
         self._path_field.wants_folder = config.dataset != "npz"
-        inactive = settings_model.inactive_fields(config, self._device)
+        inactive = settings_model.inactive_settings(config, self._device)
         notes = settings_model.device_notes(config, self._device)
         cpu = settings_model.on_cpu(config, self._device)
         found = settings_model.problems(config, self._device)

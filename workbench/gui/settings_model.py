@@ -1,8 +1,8 @@
 """What the settings form shows besides the values, worked out without Qt (testable without a window).
 
-Labels and tooltips per RunConfig field, the groups they sit in, the facts derived from a config
-(effective batch, dataset size, steps), which fields do nothing with the other settings, which
-choices this machine cannot run, and which fields a validation problem is about.
+The facts derived from a config (effective batch, dataset size, steps), which fields do nothing with the other
+settings on this machine, which choices this machine cannot run, and which fields a validation problem is about
+(each field's label, tooltip and group are declared on it: config.SETTINGS, config.GROUPS).
 """
 
 from __future__ import annotations
@@ -12,26 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from workbench import data_check, settings_help
+from workbench import data_check
+from workbench import config as settings
 from workbench.config import CHOICES, FIELD_NAMES, RunConfig
 from workbench.device_info import DeviceInfo
-from workbench.settings_help import SPECS, FieldSpec  # noqa: F401 (the form reads them from here)
-
-# Groups in the order the form shows them, the most-used settings first (what a user changes between
-# two runs sits above the fold); every RunConfig field sits in exactly one.
-GROUPS: dict[str, tuple[str, ...]] = {
-    "Run": ("epochs", "batch_size", "device", "devices", "max_steps", "accumulation_steps", "seed", "log_every",
-            "evaluate"),
-    "Data": ("dataset", "data_path", "image_size", "synthetic_size", "decode"),  # image_size: what the data becomes
-    "Loader": (
-        "pipeline", "augment", "num_workers", "pin_memory", "non_blocking", "persistent_workers",
-        "prefetch_factor", "worker_start_method",
-    ),
-    "Precision & kernels": ("precision", "channels_last", "compile", "fused_optimizer", "cudnn_benchmark"),
-    "Model & optimiser": ("model", "model_kwargs", "optimizer", "lr", "weight_decay", "label_smoothing",
-                          "max_grad_norm"),
-    "Measurement": ("profile", "profile_every"),
-}
 
 # Fields whose choices depend on the hardware (their reasons come from RunConfig.hardware_problems).
 HARDWARE_FIELDS = ("device", "precision")
@@ -118,9 +102,9 @@ def unavailable_choices(device: Optional[DeviceInfo]) -> dict[str, dict[str, str
     return result
 
 
-def inactive_fields(config: RunConfig, device: Optional[DeviceInfo]) -> dict[str, str]:
+def inactive_settings(config: RunConfig, device: Optional[DeviceInfo]) -> dict[str, str]:
     """field → why it has no effect with the other settings (the form greys it out, the value is kept)."""
-    return settings_help.inactive_fields(config, on_cpu=on_cpu(config, device))
+    return settings.inactive_settings(config, on_cpu=on_cpu(config, device))
 
 
 def device_notes(config: RunConfig, device: Optional[DeviceInfo]) -> dict[str, str]:

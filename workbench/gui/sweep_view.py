@@ -20,7 +20,6 @@ shows as failed, without a bar. Redraws are coalesced on a short timer, never on
 from __future__ import annotations
 
 import functools
-import statistics
 import typing
 from dataclasses import dataclass
 from typing import Optional
@@ -42,6 +41,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.engine.events import IMAGES_PER_SEC_MEANS, Event, StepStats
+from workbench.engine.spread import median_of_known
 from workbench.experiments.events import (
     BatchTrial,
     BestSoFar,
@@ -313,14 +313,14 @@ class SweepView(QWidget):
                 live = running.live_images_per_sec if running is not None else None
                 heights.append(value.rate().images_per_sec if finished else live)
             elif key == "data_wait":
-                heights.append(_median([m.summary.data_wait_fraction * 100 for m in finished
+                heights.append(median_of_known([m.summary.data_wait_fraction * 100 for m in finished
                                         if m.summary.data_wait_fraction is not None]))
             elif key == "peak_memory":
                 peaks = [m.summary.peak_process_rss_bytes if rss else m.summary.peak_allocated_bytes for m in finished]
                 known = [peak for peak in peaks if peak is not None]
                 heights.append(max(known) / GIB if known else None)
             else:
-                heights.append(_median([m.summary.test_accuracy * 100 for m in finished
+                heights.append(median_of_known([m.summary.test_accuracy * 100 for m in finished
                                         if m.whole_epochs and m.summary.test_accuracy is not None]))
         return heights
 
@@ -438,7 +438,3 @@ class SweepView(QWidget):
         else:
             fastest = fastest_text(self.value_results(), lambda result: labels[result.values])
         return text + (f". {fastest}" if fastest else "")
-
-
-def _median(values: list[float]) -> Optional[float]:
-    return statistics.median(values) if values else None

@@ -8,11 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from workbench.config import FIELD_NAMES
+from workbench.config import FIELD_NAMES, SETTINGS, inactive_settings
 from workbench.formatting import format_duration
 from workbench.history.metrics import SUMMARY_METRICS, Metric, format_metric, format_setting_cell, local_time
 from workbench.history.records import RunRecord
-from workbench.settings_help import SPECS, inactive_fields
 
 SECTIONS: tuple[str, ...] = ("Run", "Settings", "Results", "Environment")
 NOT_USED = "not used"  # a setting that did nothing with the run's other settings (its note says why)
@@ -55,8 +54,8 @@ def compare_runs(records: Sequence[RunRecord]) -> list[ComparisonRow]:
         values = tuple(getattr(record.config, name) for record in records)
         notes = tuple(not_used.get(name, "") for not_used in unused)
         texts = tuple(NOT_USED if note else format_setting_cell(value) for value, note in zip(values, notes))
-        rows.append(ComparisonRow("Settings", name, SPECS[name].label, values, texts, notes=notes,
-                                  tooltip=f"{name} (--{name.replace('_', '-')}): {SPECS[name].help}"))
+        rows.append(ComparisonRow("Settings", name, SETTINGS[name].label, values, texts, notes=notes,
+                                  tooltip=f"{name} (--{name.replace('_', '-')}): {SETTINGS[name].help}"))
 
     for metric in SUMMARY_METRICS:
         if metric.kind != "text":
@@ -89,7 +88,7 @@ def unused_settings(record: RunRecord) -> dict[str, str]:
     """The settings that did nothing in this run, with why (the form's rule, for the device the run had)."""
     device_type = record.device.get("type") or record.summary.device_type
     on_cpu = device_type == "cpu" if device_type else record.config.device == "cpu"
-    return inactive_fields(record.config, on_cpu)
+    return inactive_settings(record.config, on_cpu)
 
 
 def _summary_figure(name: str) -> Callable[[RunRecord], Any]:

@@ -16,29 +16,17 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from workbench.config import RunConfig
+from workbench.config import SPEED_SETTINGS, RunConfig
 from workbench.engine.events import Finding, MeasuredChange, Verdict
 from workbench.engine.findings import MeasuredChangeLookup, with_measured_changes
 from workbench.history.records import config_from_json
 
-# Settings that decide how long a run is, what it records or what its numbers start from, never how fast a
-# step runs: two baselines that differ only in these are the same baseline for a measured change. Everything
-# else (the model, the data, the batch, the loader, precision, compile, the device choice, even the values of
-# weight_decay and label_smoothing, which decide whether their kernels run) must be equal.
-NOT_SPEED_SETTINGS: tuple[str, ...] = (
-    "epochs",  # length (a trial sets its own max_steps)
-    "max_steps",
-    "log_every",  # a trial logs at its own interval
-    "seed",  # which numbers, not how many
-    "lr",  # a scalar in the same kernels
-    "profile",  # trials run unprofiled: a run's profiling says nothing of its unprofiled speed
-    "profile_every",
-)
-
 
 def speed_settings(config: RunConfig) -> dict[str, Any]:
-    """The settings a measured change must share with a run to speak for it: all but NOT_SPEED_SETTINGS."""
-    return {name: value for name, value in config.to_dict().items() if name not in NOT_SPEED_SETTINGS}
+    """The settings a measured change must share with a run to speak for it: those that decide how fast a step runs
+    (declared on each field: setting.SPEED). Two baselines that differ only in a run's length, its numbers (lr,
+    seed) or its bookkeeping are the same baseline."""
+    return {name: getattr(config, name) for name in SPEED_SETTINGS}
 
 
 def value_key(value: Any) -> str:

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import time
 from pathlib import Path
 from typing import Optional
 
 from workbench.config import RunConfig
-from workbench.engine.events import EpochStats, Event, ProfileSample, RunEnded, RunStarted, RunSummary, StepStats
+from workbench.engine.events import (
+    EpochStats, Event, ProfileSample, RunEnded, RunStarted, RunSummary, StatusChanged, StepStats,
+)
 from workbench.engine.summary import SummaryBuilder
 from workbench.history.errors import HistoryDamaged, HistoryError, HistoryTooNew
 from workbench.history.failure_log import log_failure
@@ -25,6 +28,11 @@ from workbench.history.schema import EPOCH_COLUMNS, PROFILE_SAMPLE_COLUMNS, PROF
 
 # Failures caused by the user's settings or data (the CLI exits 2 for them).
 BAD_INPUT_KINDS = ("config", "data")
+
+
+class UnknownEvent(TypeError):
+    """An event of a type the recorder has no handler for: the code's mistake, never the history's (a recorder
+    that fails to write is dropped and the run goes on; this one is raised)."""
 
 
 class RunRecorder:
@@ -52,46 +60,65 @@ class RunRecorder:
         return f"#{self.run_id} {self.name}".rstrip()
 
     def record(self, event: Event) -> None:
-        """Take every engine event, in order."""
+        """Take every engine event, in order, by its type; another type is a TypeError (a new engine event needs its
+        handler here)."""
         if self.ended:
             raise RuntimeError(f"run #{self.run_id} has already ended; it takes no more events")
         self._summary.add(event)
-        if isinstance(event, StepStats):
-            self._steps.append(step_row(event))
-            if time.monotonic() - self._last_flush >= self.flush_interval_s:
-                self.flush()
-        elif isinstance(event, RunStarted):
-            self._started = True
+        self._take(event)
+
+    @functools.singledispatchmethod
+    def _take(self, event: object) -> None:
+        raise UnknownEvent(f"the recorder has no handler for {type(event).__name__} events: add one in "
+                           "history/recorder.py")
+
+    @_take.register
+    def _(self, event: StepStats) -> None:
+        self._steps.append(step_row(event))
+        if time.monotonic() - self._last_flush >= self.flush_interval_s:
+            self.flush()
+
+    @_take.register
+    def _(self, event: RunStarted) -> None:
+        self._started = True
+        with self._noting_refusal():
+            self._writes.started(event)
+        self.flush()
+
+    @_take.register
+    def _(self, event: EpochStats) -> None:
+        self._epochs.append(epoch_row(event))
+        self.flush()
+
+    @_take.register
+    def _(self, event: ProfileSample) -> None:
+        self._samples.append(sample_row(event))
+        self.flush()
+
+    @_take.register
+    def _(self, event: StatusChanged) -> None:
+        self.flush()  # a status change ("Evaluating…") may precede a long quiet spell: save what we have
+
+    @_take.register
+    def _(self, event: RunEnded) -> None:
+        reason = event.reason or event.summary.reason
+        kind = event.kind or event.summary.failure_kind
+        if event.status == "failed" and kind in BAD_INPUT_KINDS and not self._started:
+            # Refused before training for the user's input: nothing ran, so it is not history.
             with self._noting_refusal():
-                self._writes.started(event)
-            self.flush()
-        elif isinstance(event, EpochStats):
-            self._epochs.append(epoch_row(event))
-            self.flush()
-        elif isinstance(event, ProfileSample):
-            self._samples.append(sample_row(event))
-            self.flush()
-        elif isinstance(event, RunEnded):
-            reason = event.reason or event.summary.reason
-            kind = event.kind or event.summary.failure_kind
-            if event.status == "failed" and kind in BAD_INPUT_KINDS and not self._started:
-                # Refused before training for the user's input: nothing ran, so it is not history.
-                with self._noting_refusal():
-                    self._writes.discard_unstarted()
-                self.ended = self.discarded = True
-                self._checkpoint()
-                return
-            self._write(_keep_known_figures(event.summary, self._summary.build(event.status, reason, kind)),
-                        end=(event.status, reason, kind, event.traceback))
+                self._writes.discard_unstarted()
+            self.ended = self.discarded = True
             self._checkpoint()
-            if event.traceback:
-                self.log_path = log_failure(
-                    reason or "no reason given", event.traceback, kind=kind, run_id=self.run_id,
-                    source=self.source, settings=self.config.to_dict() if self.config else None,
-                    home=self._writes.home,
-                )
-        else:  # a status change ("Evaluating…") may precede a long quiet spell: save what we have
-            self.flush()
+            return
+        self._write(_keep_known_figures(event.summary, self._summary.build(event.status, reason, kind)),
+                    end=(event.status, reason, kind, event.traceback))
+        self._checkpoint()
+        if event.traceback:
+            self.log_path = log_failure(
+                reason or "no reason given", event.traceback, kind=kind, run_id=self.run_id,
+                source=self.source, settings=self.config.to_dict() if self.config else None,
+                home=self._writes.home,
+            )
 
     def flush(self) -> None:
         """Write buffered metrics now (a GUI may call this on a timer)."""

@@ -1,0 +1,61 @@
+"""Every consumer of the events dispatches by type: each known event has its handler, and an event of another type is
+a TypeError, never dropped in silence (the CLI's progress and sequence output, the history's recorder)."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import get_args
+
+import pytest
+from builders import started
+
+from workbench.cli.progress_line import ProgressLine
+from workbench.cli.sequence_output import SequenceProgress
+from workbench.config import RunConfig
+from workbench.engine.events import Event
+from workbench.experiments.events import AnyEvent
+from workbench.experiments.recording import record_events
+from workbench.history.recorder import RunRecorder, UnknownEvent
+from workbench.history.store import HistoryStore
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event type no consumer knows yet."""
+
+    message: str = "new"
+
+
+def handled_types(cls: type, method: str) -> set[type]:
+    """The event types a singledispatchmethod of ``cls`` has a handler of its own for."""
+    dispatcher = cls.__dict__[method].dispatcher
+    fallback = dispatcher.dispatch(object)
+    return {kind for kind in dispatcher.registry if dispatcher.dispatch(kind) is not fallback}
+
+
+def test_each_consumer_handles_every_event_it_is_given():
+    assert set(get_args(Event)) <= handled_types(ProgressLine, "show")
+    assert set(get_args(AnyEvent)) <= handled_types(SequenceProgress, "show")
+    assert set(get_args(Event)) <= handled_types(RunRecorder, "_take")
+
+
+def test_the_progress_line_refuses_an_unknown_event():
+    with pytest.raises(TypeError, match="NewEvent"):
+        ProgressLine(io.StringIO()).show(NewEvent())
+
+
+def test_the_sequence_output_refuses_an_unknown_event():
+    with pytest.raises(TypeError, match="NewEvent"):
+        SequenceProgress(io.StringIO()).show(NewEvent())
+
+
+def test_the_recorder_refuses_an_unknown_event_and_the_run_does_not_pass_it_off_as_a_history_failure(tmp_path):
+    with HistoryStore.open(tmp_path / "home") as store:
+        recorder = store.start_run(RunConfig())
+        with pytest.raises(TypeError, match="NewEvent"):
+            recorder.record(NewEvent())  # once a status change: it flushed and went on
+        # In use: a recorder's write errors are caught and the run goes on without it; this one is raised.
+        events = record_events(iter([started(RunConfig()), NewEvent()]), store.start_run(RunConfig()))
+        with pytest.raises(UnknownEvent):
+            list(events)
