@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from workbench.config import RunConfig
+from workbench.config import RunConfig, cuda_graphs_problem
 from workbench.device_info import DeviceInfo
 
 # The knobs, in the order a pass tries them: where the input work runs first (usually the largest
@@ -91,5 +91,7 @@ def candidates(knob: str, config: RunConfig, device: DeviceInfo, allow: frozense
         options = [{knob: value} for value in ACCUMULATION_VALUES]
     else:
         raise ValueError(f"unknown knob {knob!r}")
-    # Only real changes, and only settings this machine can run.
-    return [change for change in options if config.replace(**change) != config]
+    # Only real changes, and only settings this machine can run: CUDA graphs never with accumulation (the rule
+    # validation refuses with its reason, so the tune never proposes what a run would refuse).
+    return [change for change in options if config.replace(**change) != config
+            and cuda_graphs_problem(config.replace(**change)) is None]
