@@ -17,7 +17,7 @@ from typing import Any, Callable, Generator, Iterator, Optional
 import torch
 from torch import nn
 
-from workbench.config import RunConfig
+from workbench.config import CUDA_GRAPH_MODES, RunConfig
 from workbench.engine.data import DevicePreparer
 from workbench.engine.datasets import TrainingData
 from workbench.engine.folder_data import decode_on_device
@@ -140,6 +140,9 @@ class TrainingSession:
         self._batches_abandoned = False  # a helper thread still starting workers owns their shutdown
         # What compiling cost and did, said once, with the window of the step that compiled (StepStats).
         self._compile_report: Optional[tuple[float, Optional[str]]] = None
+        # Listens from the first compiled step to close(): torch can skip CUDA graphs at any later call too.
+        self._graph_watch = CudaGraphWatch(config.compile, self.device.type)
+        self._graphs_said: Optional[str] = None  # the last cuda_graphs a StepStats carried
 
     # -- the run -------------------------------------------------------------------------------
     def events(self, stop: Callable[[], bool]) -> Generator[Event, None, None]:
@@ -222,8 +225,10 @@ class TrainingSession:
     def _compiling_step(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """torch.compile compiles in the first call, for tens of seconds: on a helper thread the loop polls.
         Abandoned by a stop, the compilation runs to its end in the background; then its step's memory goes."""
+        watch = self._graph_watch.__enter__()  # left by close()
+
         def first_step():
-            with on_device(self.device), CudaGraphWatch(self.config.compile, self.device.type) as watch:
+            with on_device(self.device):
                 began = time.perf_counter()
                 result = self.train_step(images, labels)
                 self._synchronize()  # the compiled kernels' first run belongs to the compile's time
@@ -281,6 +286,11 @@ class TrainingSession:
         window_seconds = now - window.began
         compile_seconds, cuda_graphs = self._compile_report or (None, None)
         self._compile_report = None
+        if compile_seconds is None and self._graphs_said is not None:
+            # Read again at every log point, so the run's last window says what held to its end.
+            now_said = self._graph_watch.report()
+            cuda_graphs = now_said if now_said != self._graphs_said else None
+        self._graphs_said = cuda_graphs if cuda_graphs is not None else self._graphs_said
         return StepStats(
             step=self.step,
             total_steps=self.total_steps,
@@ -349,6 +359,7 @@ class TrainingSession:
         self.batches.close()
 
     def close(self) -> None:
+        self._graph_watch.__exit__(None, None, None)
         self.sampler.close()
         if not self._batches_abandoned:  # else the helper still starting the workers shuts them down
             self.batches.close()
@@ -389,8 +400,8 @@ def ineffective_settings(config: RunConfig, device: DeviceInfo) -> list[str]:
             notes.append(f"{names} {'have' if len(cuda_only) > 1 else 'has'} no effect without a CUDA device")
         if config.fused_optimizer:
             notes.append("fused_optimizer ignored: the fused kernels are a CUDA remedy; the default optimizer runs")
-        if config.compile == "reduce-overhead":
-            notes.append("compile=reduce-overhead compiles, but its CUDA graphs need a CUDA GPU")
+        if config.compile in CUDA_GRAPH_MODES:
+            notes.append(f"compile={config.compile} compiles, but its CUDA graphs need a CUDA GPU")
     if config.pipeline == "gpu-resident":
         notes.append("num_workers, pin_memory, prefetch_factor and persistent_workers have no effect "
                      "with pipeline=gpu-resident (no DataLoader)")
