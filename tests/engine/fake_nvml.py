@@ -22,7 +22,9 @@ class NotSupported(Exception):
 
 
 def fake_pynvml(processes=(), list_error=None, used=6 * 2**30, total=80 * 2**30, unsupported=(), gpm=True,
-                power_mw=312_500, clock_mhz=1980, clock_events=0x4, pcie_kb=(1000, 250)):
+                power_mw=312_500, clock_mhz=1980, clock_events=0x4, pcie_kb=(1000, 250), clock=None):
+    """``clock`` (seconds), where given, times the GPM samples: metrics over samples 100 ms apart or closer read 0,
+    as NVML's documentation of nvmlGpmSampleGet warns."""
     fake = types.ModuleType("pynvml")
     fake.calls = []  # init / shutdown, in order
     fake.gpm_samples_alive = set()
@@ -69,6 +71,7 @@ def fake_pynvml(processes=(), list_error=None, used=6 * 2**30, total=80 * 2**30,
 
     def get(handle, sample):
         sample.taken = next(ticks)
+        sample.at = clock() if clock is not None else None
         return sample
 
     def free(sample):
@@ -83,8 +86,9 @@ def fake_pynvml(processes=(), list_error=None, used=6 * 2**30, total=80 * 2**30,
     def metrics_get(request):
         assert request.version == 1
         assert request.sample1.taken < request.sample2.taken, "GPM's first sample must come before its second"
+        too_close = clock is not None and request.sample2.at - request.sample1.at <= 0.1
         for metric in request.metrics[:request.numMetrics]:
-            metric.value = GPM_VALUES[metric.metricId]
+            metric.value = 0.0 if too_close else GPM_VALUES[metric.metricId]
         return request
 
     fake.nvmlGpmSampleAlloc, fake.nvmlGpmSampleGet, fake.nvmlGpmSampleFree = alloc, get, free
