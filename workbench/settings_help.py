@@ -171,7 +171,8 @@ SPECS: dict[str, FieldSpec] = {
         "Compile the model: off, default (fused kernels), reduce-overhead (also CUDA graphs) or max-autotune.",
         "Compiling takes tens of seconds (max-autotune minutes), kept out of images/sec and reported as compile "
         "time. reduce-overhead replays each step's kernels as one CUDA graph: the remedy for a launch-bound GPU; "
-        "torch skips the graphs in some models, and the run says whether they were used.",
+        "torch skips the graphs in some models, and the run says whether they were used. max-autotune uses CUDA "
+        "graphs too; neither runs with accumulation_steps > 1 (a replay overwrites the accumulated gradients).",
     ),
     "fused_optimizer": FieldSpec(
         "Fused optimizer",
