@@ -47,6 +47,14 @@ class CudaGraphWatch(logging.Handler):
             self.reasons.append(parts[1].strip())
 
     def __enter__(self) -> CudaGraphWatch:
+        self.listen()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_listening()
+
+    def listen(self) -> CudaGraphWatch:
+        """Attach to torch's loggers (once: a second call changes nothing) until ``stop_listening``."""
         if self.asked and self.device_type == "cuda" and not self._levels:
             for name in SKIP_LOGGERS:
                 logger = logging.getLogger(name)
@@ -56,7 +64,7 @@ class CudaGraphWatch(logging.Handler):
             self._skips_before = _skip_count()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def stop_listening(self) -> None:
         for name, level in self._levels.items():
             logger = logging.getLogger(name)
             logger.removeHandler(self)

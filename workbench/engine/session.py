@@ -225,7 +225,7 @@ class TrainingSession:
     def _compiling_step(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """torch.compile compiles in the first call, for tens of seconds: on a helper thread the loop polls.
         Abandoned by a stop, the compilation runs to its end in the background; then its step's memory goes."""
-        watch = self._graph_watch.__enter__()  # left by close()
+        watch = self._graph_watch.listen()  # until close()
 
         def first_step():
             with on_device(self.device):
@@ -362,7 +362,7 @@ class TrainingSession:
         self.batches.close()
 
     def close(self) -> None:
-        self._graph_watch.__exit__(None, None, None)
+        self._graph_watch.stop_listening()
         self.sampler.close()
         if not self._batches_abandoned:  # else the helper still starting the workers shuts them down
             self.batches.close()
