@@ -57,6 +57,13 @@ def ops_per_step(model: torch.nn.Module, steps: int) -> tuple[float, Counter]:
     return sum(counts.values()) / steps, counts
 
 
+def one_process_world(folder: str) -> World:
+    """A world of one gloo process that still wraps the model in DDP: without wrap_one_process, wrap_model leaves a
+    lone process's model bare, and "DDP as the workbench wraps it" would measure the plain model."""
+    return World(rank=0, world_size=1, local_rank=0, backend="gloo", init_method=f"file://{folder}/rendezvous",
+                 wrap_one_process=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="resnet18")
@@ -66,9 +73,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     folder = tempfile.TemporaryDirectory(prefix="ddp-ops-")
-    world = World(rank=0, world_size=1, local_rank=0, backend="gloo",
-                  init_method=f"file://{folder.name}/rendezvous")
-    rank_world = join_world(world)
+    rank_world = join_world(one_process_world(folder.name))
     device = torch.device("cpu")
     try:
         settings = {

@@ -42,6 +42,8 @@ Optimizer = Literal["sgd", "adamw"]
 # torch.compile's modes; "off" runs the model eagerly. reduce-overhead captures CUDA graphs (one launch replays a
 # whole step's kernels: the remedy for launch-bound steps); max-autotune also searches kernel configurations.
 CompileMode = Literal["off", "default", "reduce-overhead", "max-autotune"]
+# The modes whose inductor options turn CUDA graphs on (torch._inductor.list_mode_options(): triton.cudagraphs).
+CUDA_GRAPH_MODES: tuple[str, ...] = ("reduce-overhead", "max-autotune")
 DeviceChoice = Literal["auto", "cuda", "cpu"]
 
 
@@ -235,7 +237,9 @@ class RunConfig:
         help="Compile the model: off, default (fused kernels), reduce-overhead (also CUDA graphs) or max-autotune.",
         details=("Compiling takes tens of seconds (max-autotune minutes), kept out of images/sec and reported as "
                  "compile time. reduce-overhead replays each step's kernels as one CUDA graph: the remedy for a "
-                 "launch-bound GPU; torch skips the graphs in some models, and the run says whether they were used."),
+                 "launch-bound GPU; torch skips the graphs in some models, and the run says whether they were used. "
+                 "max-autotune uses CUDA graphs too; neither runs with accumulation_steps > 1 (a replay overwrites the "
+                 "accumulated gradients)."),
         tune=Tune(10),
     )
     fused_optimizer: bool = setting(
@@ -388,6 +392,9 @@ class RunConfig:
                 f"max_steps {self.max_steps:,} is fewer steps than accumulation_steps={self.accumulation_steps}: "
                 "the run would end before its first optimizer step; lower accumulation_steps or train longer"
             )
+        graphs_problem = cuda_graphs_problem(self)
+        if graphs_problem is not None:
+            problems.append(graphs_problem)
         if self.augment == "cpu" and self.pipeline != "dataloader":
             problems.append("augment=cpu needs pipeline=dataloader (the workers do the CPU augmentation)")
         if self.decode == "gpu":
@@ -524,6 +531,22 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 # Settings that were on/off switches before they had modes: a JSON true/false (an older --config file, an older
 # history row) still reads as the mode it meant.
+def cuda_graphs_problem(config: RunConfig) -> Optional[str]:
+    """Why CUDA graphs cannot train with these settings (None where they can): the one rule that validation,
+    the findings' remedies and the tune's candidates share.
+
+    A replay writes its outputs into the same memory as the replay before it, gradients included: with
+    accumulation, the next micro-batch's replay overwrites the .grad the last one left before the optimizer
+    step reads it (torch raises "accessing tensor output of CUDAGraphs that has been overwritten"; pytorch
+    #169545). Refused on every device, so a setting that validates on a laptop also runs on the GPU.
+    """
+    if config.compile in CUDA_GRAPH_MODES and config.accumulation_steps > 1:
+        return (f"compile={config.compile} with accumulation_steps={config.accumulation_steps}: CUDA graphs "
+                "replay each micro-batch into the same memory, so the next one overwrites the gradients being "
+                "accumulated (pytorch #169545); use compile=default, or accumulation_steps=1")
+    return None
+
+
 SWITCHES_BECAME_CHOICES: dict[str, dict[bool, str]] = {"compile": {True: "default", False: "off"}}
 OPTIONAL_FIELDS = frozenset(name for name, hint in FIELD_TYPES.items() if type(None) in get_args(hint))
 RANGES: dict[str, tuple[float, float]] = {name: declared.range for name, declared in SETTINGS.items()

@@ -22,7 +22,13 @@ class NotSupported(Exception):
 
 
 def fake_pynvml(processes=(), list_error=None, used=6 * 2**30, total=80 * 2**30, unsupported=(), gpm=True,
-                power_mw=312_500, clock_mhz=1980, clock_events=0x4, pcie_kb=(1000, 250)):
+                power_mw=312_500, clock_mhz=1980, clock_events=0x4, pcie_kb=(1000, 250), clock=None, mig=None):
+    """``clock`` (seconds), where given, times the GPM samples: metrics over samples 100 ms apart or closer read 0,
+    as NVML's documentation of nvmlGpmSampleGet warns.
+
+    ``mig``: None, a GPU without MIG; "instance", a card split into MIG instances whose one instance ("MIG-1234",
+    ``used``/``total`` of its own) NVML finds by UUID; "unlisted", the same card where NVML finds no such UUID.
+    Every read of the whole card ("card") says 80 GiB with 70 used."""
     fake = types.ModuleType("pynvml")
     fake.calls = []  # init / shutdown, in order
     fake.gpm_samples_alive = set()
@@ -31,6 +37,15 @@ def fake_pynvml(processes=(), list_error=None, used=6 * 2**30, total=80 * 2**30,
     fake.nvmlSystemGetDriverVersion = lambda: b"580.65.06"
     fake.nvmlDeviceGetHandleByUUID = lambda uuid: "handle"
     fake.nvmlDeviceGetHandleByIndex = lambda index: "handle"
+    if mig is not None:
+        def by_uuid(uuid):
+            if mig == "instance" and uuid == "MIG-1234":
+                return "instance"
+            raise RuntimeError("Not Found")
+        fake.nvmlDeviceGetHandleByUUID = by_uuid
+        fake.nvmlDeviceGetHandleByIndex = lambda index: "card"
+        fake.nvmlDeviceIsMigDeviceHandle = lambda handle: int(handle == "instance")
+        fake.nvmlDeviceGetMigMode = lambda handle: [1, 1]
     fake.NVML_SUCCESS, fake.NVML_CLOCK_SM = 0, 1
     fake.NVML_PCIE_UTIL_TX_BYTES, fake.NVML_PCIE_UTIL_RX_BYTES = 0, 1
 
@@ -41,7 +56,12 @@ def fake_pynvml(processes=(), list_error=None, used=6 * 2**30, total=80 * 2**30,
             return value(*args)
         setattr(fake, name, call)
 
-    answer("nvmlDeviceGetMemoryInfo", lambda handle: types.SimpleNamespace(used=used, total=total, free=total - used))
+    def memory_info(handle):
+        if handle == "card":
+            return types.SimpleNamespace(used=70 * 2**30, total=80 * 2**30, free=10 * 2**30)
+        return types.SimpleNamespace(used=used, total=total, free=total - used)
+
+    answer("nvmlDeviceGetMemoryInfo", memory_info)
     answer("nvmlDeviceGetUtilizationRates", lambda handle: types.SimpleNamespace(gpu=87, memory=40))
     answer("nvmlDeviceGetPowerUsage", lambda handle: power_mw)
     answer("nvmlDeviceGetClockInfo", lambda handle, clock: clock_mhz if clock == fake.NVML_CLOCK_SM else 0)
@@ -69,6 +89,7 @@ def fake_pynvml(processes=(), list_error=None, used=6 * 2**30, total=80 * 2**30,
 
     def get(handle, sample):
         sample.taken = next(ticks)
+        sample.at = clock() if clock is not None else None
         return sample
 
     def free(sample):
@@ -83,8 +104,9 @@ def fake_pynvml(processes=(), list_error=None, used=6 * 2**30, total=80 * 2**30,
     def metrics_get(request):
         assert request.version == 1
         assert request.sample1.taken < request.sample2.taken, "GPM's first sample must come before its second"
+        too_close = clock is not None and request.sample2.at - request.sample1.at <= 0.1
         for metric in request.metrics[:request.numMetrics]:
-            metric.value = GPM_VALUES[metric.metricId]
+            metric.value = 0.0 if too_close else GPM_VALUES[metric.metricId]
         return request
 
     fake.nvmlGpmSampleAlloc, fake.nvmlGpmSampleGet, fake.nvmlGpmSampleFree = alloc, get, free

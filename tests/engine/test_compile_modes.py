@@ -180,3 +180,76 @@ def test_fp16_skipped_steps_are_counted_by_the_optimizers_own_step_hook():
         step(torch.randn(8, 4), torch.randint(0, 2, (8,)))
     assert step.read_skipped_steps() == 2
     assert step.read_loss_scale() == 65536.0 / 4  # halved at each skip
+
+
+def test_max_autotune_counts_as_asking_for_cuda_graphs_and_torchs_own_skip_lines_are_read():
+    """issue 31 item 3: both modes turn triton.cudagraphs on; torch 2.14 writes "skipping cudagraphs due to"
+    and, for the re-recording limit, "skipping cudagraph due to" (cudagraph_trees)."""
+    from torch._inductor.cudagraph_utils import format_default_skip_message, log_cudagraph_skip_and_bump_counter
+
+    assert _Watching.run("max-autotune", []) == "on"
+    with CudaGraphWatch("max-autotune", "cuda") as watch:
+        log_cudagraph_skip_and_bump_counter(format_default_skip_message("mutated inputs (2 instances)"))
+        log_cudagraph_skip_and_bump_counter("skipping cudagraph due to function 0 exceeding max re-recording "
+                                            "limit (=8) on cudagraph node 3 due to new shape.")
+    assert watch.report() == ("skipped: mutated inputs (2 instances); function 0 exceeding max re-recording limit "
+                              "(=8) on cudagraph node 3 due to new shape.")
+    notes = inactive_setting_notes(RunConfig(compile="max-autotune"), _cpu())
+    assert "compile=max-autotune compiles, but its CUDA graphs need a CUDA GPU" in notes
+
+
+def _cpu():
+    from workbench.engine.device import probe_device
+
+    return probe_device("cpu")
+
+
+class _SkipsAtItsThirdCall(torch.nn.Module):
+    """What torch.compile returns, standing in for it: the model, and torch's own skip report at its third call
+    (a CUDA-graph tree re-recording past its limit: a skip long after the first, compiling step)."""
+
+    def __init__(self, model, mode=None):
+        super().__init__()
+        self.model, self.calls = model, 0
+
+    def forward(self, images):
+        from torch._inductor.cudagraph_utils import log_cudagraph_skip_and_bump_counter
+
+        self.calls += 1
+        if self.calls == 3:
+            log_cudagraph_skip_and_bump_counter("skipping cudagraph due to function 1 exceeding max re-recording "
+                                                "limit (=8) on cudagraph node 0 due to new shape.")
+        return self.model(images)
+
+
+def test_a_skip_after_the_compiling_step_is_read_at_the_runs_end_and_the_compiler_reset_before_freeing(monkeypatch):
+    """issue 31 items 3 and 8 through a whole run: the watch (made to think it is on CUDA) listens to the end; the
+    run, once its session is closed, resets torch's compiler state and only then frees the device's memory."""
+    from workbench.engine import one_process, session
+
+    monkeypatch.setattr(torch, "compile", _SkipsAtItsThirdCall)
+    monkeypatch.setattr(session, "CudaGraphWatch", lambda mode, device_type: CudaGraphWatch(mode, "cuda"))
+    calls = []
+    closing = session.TrainingSession.close
+    monkeypatch.setattr(session.TrainingSession, "close", lambda self: (calls.append("session closed"), closing(self)))
+    monkeypatch.setattr(torch.compiler, "reset", lambda: calls.append("compiler reset"))
+    monkeypatch.setattr(one_process, "free_device_memory", lambda: calls.append("memory freed"))
+    events = run_to_end(tiny_config(compile="reduce-overhead", max_steps=6, log_every=2))
+    ended = events[-1]
+    assert ended.status == "finished", ended.reason
+    steps = [e for e in events if isinstance(e, StepStats)]
+    assert [s.cuda_graphs for s in steps] == ["on", "skipped: function 1 exceeding max re-recording limit (=8) on "
+                                              "cudagraph node 0 due to new shape.", None]
+    assert ended.summary.cuda_graphs == steps[1].cuda_graphs
+    assert calls == ["session closed", "compiler reset", "memory freed"]
+    assert "compiler reset" not in _calls_of_an_eager_run(monkeypatch)
+
+
+def _calls_of_an_eager_run(monkeypatch):
+    from workbench.engine import one_process
+
+    calls = []
+    monkeypatch.setattr(torch.compiler, "reset", lambda: calls.append("compiler reset"))
+    monkeypatch.setattr(one_process, "free_device_memory", lambda: calls.append("memory freed"))
+    assert run_to_end(tiny_config(max_steps=2))[-1].status == "finished"
+    return calls

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import warnings
 
 import pytest
 import torch
@@ -290,3 +291,43 @@ def test_torchrun_with_one_process_trains_without_the_ddp_wrapper(monkeypatch):
     assert ended.status == "finished", ended.reason
     started = next(event for event in events if isinstance(event, RunStarted))
     assert any("trained without DistributedDataParallel" in note for note in started.notes)
+
+
+@pytest.mark.parametrize("spec", ["googlenet", "inception_v3"])
+def test_models_with_auxiliary_heads_are_built_without_them(spec):
+    """issue 31 item 9: the heads' outputs are left out of the loss, so they would get no gradient."""
+    with warnings.catch_warnings():  # (without the fix, torchvision's warning about init_weights came first)
+        warnings.simplefilter("ignore", FutureWarning)
+        model = build_model(spec, 10, 75)
+    assert model.aux_logits is False
+    from workbench.engine.models import has_unused_parameters
+
+    assert not has_unused_parameters(model)
+    kept = build_model(spec, 10, 75, model_kwargs='{"aux_logits": true}')  # asked for: kept, and DDP told
+    assert kept.aux_logits is True and has_unused_parameters(kept)
+
+
+def test_ddp_trains_a_model_whose_aux_heads_were_asked_for_past_step_2(tmp_path):
+    """One gloo process with DDP as the workbench wraps it (RankWorld.wrap_model): without find_unused_parameters
+    the second step raises "Expected to have finished reduction in the prior iteration"."""
+    import torch.distributed as dist
+
+    from workbench.engine.distributed.rank import RankWorld
+    from workbench.engine.distributed.world import World
+    from workbench.engine.models import main_output
+
+    world = World(rank=0, world_size=1, local_rank=0, backend="gloo",
+                  init_method=f"file://{tmp_path / 'rendezvous'}", wrap_one_process=True)
+    dist.init_process_group(backend="gloo", init_method=world.init_method, rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        model = build_model("googlenet", 10, 32, model_kwargs='{"aux_logits": true, "init_weights": true}')
+        wrapped = RankWorld(world).wrap_model(model, torch.device("cpu"))
+        optimizer = torch.optim.SGD(wrapped.parameters(), lr=0.01)
+        for _ in range(3):
+            loss = nn.functional.cross_entropy(main_output(wrapped(torch.randn(2, 3, 32, 32))), torch.tensor([1, 2]))
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    finally:
+        dist.destroy_process_group()

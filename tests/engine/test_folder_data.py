@@ -207,3 +207,30 @@ def test_a_folder_is_scanned_again_once_a_class_folder_changes(tmp_path):
     os.utime(root / "train" / "dog", ns=(before + 10**9, before + 10**9))  # as coarse file-system times see it
     again = load_data(config)
     assert again.train_size == first.train_size + 1 and str(root / "train" / "dog" / "new.png") in again.train.paths
+
+
+def test_gpu_decode_waits_for_the_current_stream_before_nvjpeg_writes(monkeypatch):
+    """issue 31 item 4: nvJPEG decodes on its own stream, which does not wait for the training stream, so the
+    current stream is synchronised first (torch.cuda and torchvision's decoder faked: no GPU here)."""
+    import torchvision.io
+
+    from workbench.engine.folder_data import decode_on_device
+
+    calls = []
+
+    class Stream:
+        def synchronize(self):
+            calls.append("stream synchronised")
+
+    def decode_jpeg(batch, mode, device):
+        calls.append("decoded")
+        return [torch.zeros(3, 40, 50, dtype=torch.uint8) for _ in batch]
+
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
+    monkeypatch.setattr(torchvision.io, "decode_jpeg", decode_jpeg)
+    images = decode_on_device([torch.zeros(10, dtype=torch.uint8)] * 2, 32, torch.device("cuda", 0))
+    assert images.shape == (2, 3, 32, 32)
+    assert calls == ["stream synchronised", "decoded"]
+    calls.clear()
+    decode_on_device([torch.zeros(10, dtype=torch.uint8)], 32, torch.device("cpu"))
+    assert calls == ["decoded"]  # a CPU decode has no stream to wait for

@@ -186,3 +186,33 @@ def test_the_summary_keeps_the_peak_of_both_nvml_figures():
                               elapsed_seconds=0.1, memory=MemorySnapshot(nvml_device_used=used, nvml_process_used=ours)))
     summary = builder.build("finished")
     assert summary.peak_nvml_device_used_bytes == 7 and summary.peak_nvml_process_used_bytes == 3
+
+
+def test_a_mig_instance_is_found_by_its_uuid_and_the_whole_cards_figures_are_not_read(monkeypatch):
+    """issue 31 item 6: CUDA's UUID of a MIG instance is NVML's "MIG-…"; looked up as "GPU-…" it was not found and
+    the fallback by index read the whole card."""
+    from workbench.engine.telemetry import TelemetryProbe
+
+    gib = 2**30
+    probe = gpu_probe(monkeypatch, fake_pynvml(mig="instance", used=3 * gib, total=10 * gib))
+    snapshot = probe.snapshot()
+    assert (snapshot.nvml_device_used, snapshot.nvml_total) == (3 * gib, 10 * gib)  # the instance's, not the card's 70/80
+    from workbench.engine.nvml import MIG_DEVICE_WIDE
+
+    assert snapshot.gpu_utilization_percent is None and snapshot.gpu_utilization_unavailable_reason == MIG_DEVICE_WIDE
+    telemetry = TelemetryProbe(probe.gpu)
+    telemetry.window_started()
+    reading = telemetry.read()
+    assert reading.power_watts is None and reading.power_unavailable_reason == MIG_DEVICE_WIDE
+    assert reading.sm_clock_mhz is None and reading.clock_event_reasons is None and reading.pcie_rx_bytes_per_sec is None
+    assert reading.sm_activity is None and reading.gpm_unavailable_reason == MIG_DEVICE_WIDE
+    assert MIG_DEVICE_WIDE.startswith("MIG: device-wide figures not read")
+    probe.close()
+
+
+def test_a_mig_instance_nvml_cannot_find_is_not_read_as_the_whole_card(monkeypatch):
+    snapshot = gpu_probe(monkeypatch, fake_pynvml(mig="unlisted")).snapshot()
+    assert snapshot.nvml_device_used is None and snapshot.nvml_total is None  # never the card's 70 of 80 GiB
+    assert snapshot.nvml_unavailable_reason == (
+        "MIG: device-wide figures not read (NVML found no GPU or MIG instance with this run's UUID, and the GPU at "
+        "index 0 is a whole card split into MIG instances)")

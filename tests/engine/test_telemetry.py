@@ -15,9 +15,20 @@ from workbench.engine.nvml import Gpu, NvmlHold, clock_event_names
 from workbench.engine.telemetry import TelemetryProbe, run_figures
 
 
-def probe(monkeypatch, fake) -> TelemetryProbe:
+class FakeClock:
+    """Seconds that pass only when a test says so (and 1.5 s at every read: GPM's interval is long enough)."""
+
+    def __init__(self, step: float = 1.5):
+        self.now, self.step = 100.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def probe(monkeypatch, fake, clock=None) -> TelemetryProbe:
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    return TelemetryProbe(Gpu(lambda: (0, "GPU-1234")))
+    return TelemetryProbe(Gpu(lambda: (0, "GPU-1234")), clock=clock or FakeClock())
 
 
 def test_every_figure_where_the_gpu_supports_it(monkeypatch):
@@ -154,3 +165,38 @@ def test_a_cpu_run_carries_the_reason_to_its_windows_and_summary():
     summary = events[-1].summary
     assert summary.power_watts is None and summary.telemetry_unavailable_reason == "CPU device: no GPU telemetry"
     assert summary.gpm_unavailable_reason == "CPU device: no GPU telemetry"
+
+
+def test_gpm_samples_are_taken_at_least_its_minimum_interval_apart(monkeypatch):
+    """issue 31 item 1: NVML's GPM metrics read 0 over samples 100 ms apart or closer; a fast run's 20 ms windows
+    share one interval, and the windows too short to read say why."""
+    now = [0.0]
+    fake = fake_pynvml(clock=lambda: now[0])
+    telemetry = probe(monkeypatch, fake, clock=lambda: now[0])
+    readings = []
+    for _ in range(60):  # 60 windows of 20 ms: 1.2 s
+        telemetry.window_started()
+        now[0] += 0.020
+        readings.append(telemetry.read())
+    read = [r for r in readings if r.sm_activity is not None]
+    assert len(read) == 1 and read[0].sm_activity == pytest.approx(0.41)  # over 1 s: never NVML's 0
+    assert readings.index(read[0]) in (49, 50)  # the first window to end 1 s after the first start
+    assert readings[0].gpm_unavailable_reason == (
+        "GPM measures over at least 1 s (NVML's samples must be more than 100 ms apart): 20 ms had passed; "
+        "a later window reads it over this one too")
+    assert readings[-1].sm_activity is None and readings[-1].gpm_unavailable_reason.startswith("GPM measures")
+    telemetry.close()
+    assert fake.gpm_samples_alive == set()
+
+
+def test_the_window_reads_the_gpus_telemetry_before_its_sync(monkeypatch):
+    """issue 31 item 5: after the sync the GPU is idle (no PCIe copy in flight, the clocks "idle"): the telemetry
+    is read before it, while the queued steps run."""
+    from workbench.engine.session import TrainingSession
+
+    calls = []
+    reading = TelemetryProbe.read
+    monkeypatch.setattr(TelemetryProbe, "read", lambda self: (calls.append("telemetry"), reading(self))[1])
+    monkeypatch.setattr(TrainingSession, "_synchronize", lambda self: calls.append("sync"))
+    assert run_to_end(tiny_config(max_steps=4, log_every=2))[-1].status == "finished"
+    assert calls == ["telemetry", "sync"] * 2

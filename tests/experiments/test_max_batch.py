@@ -177,3 +177,10 @@ def test_a_user_model_on_a_folder_keeps_its_spec_kwargs_and_image_size_in_every_
     assert ended.result.max_batch_size == 50 and ended.result.limited_by == "memory"
     assert {(c.model, c.model_kwargs, c.image_size, c.dataset, c.data_path) for c in allocator.configs} == {
         ("mymodels:tiny_net", '{"width": 4}', 96, "folder", str(root))}
+
+
+@pytest.mark.parametrize("compile_mode, named", [("off", ""), ("default", " compiled (default)"),
+                                                 ("reduce-overhead", " compiled (reduce-overhead)")])
+def test_the_search_is_named_compiled_only_when_the_model_is_compiled(compile_mode, named):
+    plan = MaxBatchPlan(tiny(device="auto", compile=compile_mode))
+    assert plan.display_name == f"max-batch {plan.base.model} {plan.base.precision}{named}"

@@ -142,7 +142,8 @@ class StepStats:
     skipped_optimizer_steps: int = 0
     loss_scale: Optional[float] = None  # the fp16 GradScaler's scale at the log point; None without one
     # On the window whose first step compiled the model (compile ≠ off): that step's seconds, and whether
-    # compile=reduce-overhead used CUDA graphs ("on" / "skipped: <why>"; None when not asked for).
+    # CUDA graphs were used ("on" / "skipped: <why>"; None when not asked for); a later window carries it
+    # again where it changed (a skip at a later call: re-read at every log point, so at the run's end too).
     compile_seconds: Optional[float] = None
     cuda_graphs: Optional[str] = None
     ranks: tuple[RankStepStats, ...] = ()  # each rank's own figures, by rank; () for a one-process run

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from workbench.config import RANGES, RunConfig
+from workbench.config import RANGES, RunConfig, cuda_graphs_problem
 from workbench.engine.events import Finding, MeasuredChange, RunSummary
 
 # Waiting for data a sixth of the time is worth fixing first: the remedies (GPU augmentation, a
@@ -256,9 +256,12 @@ def _launch_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
     # In the order measurements support (benchmarks/results/tune-h100.log: plain compile measured 0.85× on a
     # launch-bound small-cnn): CUDA graphs replay a step's launches at once; a fused optimizer replaces the
     # update's per-tensor kernels with one; plain compile fuses elementwise work but keeps one launch per kernel.
-    if config.compile != "reduce-overhead":
+    graphs_refused = cuda_graphs_problem(config.replace(compile="reduce-overhead"))
+    if config.compile != "reduce-overhead" and graphs_refused is None:
         remedies.append(("compile", "reduce-overhead",
                          "CUDA graphs replay the whole step's kernels with one launch from the host"))
+    elif graphs_refused is not None:  # the usual first remedy, left out: say why rather than stay silent
+        head += f" CUDA graphs are not proposed: {graphs_refused}."
     if not config.fused_optimizer:
         remedies.append(("fused_optimizer", True, "the optimizer's update runs as one kernel instead of a few per "
                                                   "weight tensor"))

@@ -146,6 +146,12 @@ def decode_on_device(batch: list[torch.Tensor], size: int, device: torch.device)
     from torchvision.io import ImageReadMode, decode_jpeg
     from torchvision.transforms.v2 import functional as TF
 
+    if device.type == "cuda":
+        # torchvision's batched decode_jpeg(device="cuda") writes its outputs on nvJPEG's own stream, which does not
+        # wait for ours (pytorch/vision PR #9606, closed unmerged): memory freed by the previous step's kernels
+        # still queued here could be handed to the decoder while they run. Waiting for our stream first costs
+        # the host's lead over the GPU at each batch; a wrong batch would cost more.
+        torch.cuda.current_stream(device).synchronize()
     try:
         with warnings.catch_warnings():
             # torchvision 0.29 deprecates its codecs for TorchCodec, which has no batched nvJPEG decode of images

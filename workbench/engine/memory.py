@@ -105,7 +105,7 @@ def process_resident_bytes() -> tuple[Optional[int], Optional[str]]:
 
 def _cuda_identity(device: torch.device) -> tuple[int, Optional[str]]:
     """CUDA's index of the device and its UUID as NVML spells it (NVML's own numbering differs under
-    CUDA_VISIBLE_DEVICES; the UUID finds the same GPU)."""
+    CUDA_VISIBLE_DEVICES; the UUID finds the same GPU). A MIG instance's NVML spells "MIG-…": nvml.Gpu tries both."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
     return index, (f"GPU-{uuid}" if uuid is not None else None)

@@ -79,6 +79,16 @@ BUILDERS = {
 assert tuple(BUILDERS) == BUILTIN_MODELS  # config.py lists them for the form and the checks
 
 
+# torchvision's classification models with auxiliary classifier heads (their aux_logits argument).
+AUX_HEAD_MODELS = ("googlenet", "inception_v3")
+
+
+def has_unused_parameters(model: nn.Module) -> bool:
+    """Whether some of the model's parameters get no gradient from the loss: auxiliary heads kept by
+    model_kwargs (aux_logits=True), whose outputs main_output() leaves out."""
+    return bool(getattr(model, "aux_logits", False))
+
+
 def build_model(spec: str, num_classes: int, image_size: int = 32, model_kwargs: str = "") -> nn.Module:
     """The model ``spec`` names (RunConfig.model), for ``num_classes`` classes; ModelError when it cannot."""
     if spec in BUILDERS:
@@ -98,6 +108,11 @@ def build_model(spec: str, num_classes: int, image_size: int = 32, model_kwargs:
         hint = f"did you mean {' or '.join(nearest)}?" if nearest else "`workbench models` lists them"
         raise ModelError(f"model {spec!r} is neither a built-in ({', '.join(BUILTIN_MODELS)}) nor a torchvision "
                          f"classification model nor package.module:function ({hint})")
+    if spec in AUX_HEAD_MODELS:
+        # Their auxiliary heads' outputs are left out of the loss (main_output): the heads would cost time, get no
+        # gradient, and stop DistributedDataParallel at step 2 ("Expected to have finished reduction"). Built
+        # without them unless model_kwargs ask; init_weights=True is what their None does, without its warning.
+        kwargs = {"aux_logits": False, "init_weights": True, **kwargs}
     try:
         return tv_models.get_model(spec, weights=None, num_classes=num_classes, **kwargs)
     except Exception as error:

@@ -44,6 +44,16 @@ CLOCK_EVENT_REASONS = (
 )
 
 
+# A MIG instance is a slice of a GPU, but NVML's utilisation, power, clocks, PCIe and GPM (nvmlGpmSampleGet) for it
+# are the whole card's: the other instances' work would be attributed to this run.
+MIG_DEVICE_WIDE = ("MIG: device-wide figures not read (this run has one MIG instance of the GPU; NVML's utilisation, "
+                   "power, clocks, PCIe and GPM are the whole card's)")
+
+
+class MigUnresolved(Exception):
+    """The run's GPU is a MIG instance NVML could not find: the GPU at CUDA's index is the whole card."""
+
+
 @dataclass(frozen=True)
 class Reading(Generic[T]):
     """One figure: its value, or None and why."""
@@ -129,22 +139,48 @@ class Gpu:
         self.nvml: Any = self._hold.module
         self.handle: Any = None
         self.reason: Optional[str] = self._hold.reason
+        self.mig = False  # a MIG instance: its memory and processes are read, the device-wide figures are not
         if self.nvml is None:
             return
         try:
             self.handle = self._find(*which())
+        except MigUnresolved as error:
+            self.reason = str(error)
+            self.close()
         except Exception as error:
             self.reason = f"NVML unavailable: {error}"
             self.close()
 
     def _find(self, index: int, uuid: Optional[str]) -> Any:
-        """NVML numbers GPUs differently from CUDA under CUDA_VISIBLE_DEVICES: by UUID where it is known."""
+        """NVML numbers GPUs differently from CUDA under CUDA_VISIBLE_DEVICES: by UUID where it is known. CUDA's
+        UUID of a MIG instance is NVML's with "MIG-" before it, not "GPU-"."""
         if uuid is not None:
-            try:
-                return self.nvml.nvmlDeviceGetHandleByUUID(uuid)
-            except Exception:
-                pass
-        return self.nvml.nvmlDeviceGetHandleByIndex(index)
+            spellings = [uuid] + (["MIG-" + uuid[len("GPU-"):]] if uuid.startswith("GPU-") else [])
+            for spelling in spellings:
+                try:
+                    handle = self.nvml.nvmlDeviceGetHandleByUUID(spelling)
+                except Exception:
+                    continue
+                self.mig = spelling.startswith("MIG-") or self._is_mig_instance(handle)
+                return handle
+        handle = self.nvml.nvmlDeviceGetHandleByIndex(index)
+        if self._mig_enabled(handle):  # CUDA sees one of its instances, but which one NVML cannot tell
+            raise MigUnresolved(f"MIG: device-wide figures not read (NVML found no GPU or MIG instance with this "
+                                f"run's UUID, and the GPU at index {index} is a whole card split into MIG instances)")
+        return handle
+
+    def _is_mig_instance(self, handle: Any) -> bool:
+        try:
+            return bool(self.nvml.nvmlDeviceIsMigDeviceHandle(handle))
+        except Exception:  # an nvidia-ml-py or driver without MIG
+            return False
+
+    def _mig_enabled(self, handle: Any) -> bool:
+        try:
+            current, _pending = self.nvml.nvmlDeviceGetMigMode(handle)
+        except Exception:  # not supported: no MIG on this GPU
+            return False
+        return bool(current)
 
     @property
     def readable(self) -> bool:
@@ -163,16 +199,16 @@ class Gpu:
     def utilization_percent(self) -> Reading[float]:
         """NVML's "GPU utilisation": the share of its last sample period in which *any* kernel ran (one
         busy SM of 132 reads 100 %), not how busy the GPU was."""
-        return self._call("NVML read failed", lambda: float(self.nvml.nvmlDeviceGetUtilizationRates(self.handle).gpu))
+        return self._device_wide("NVML read failed", lambda: float(self.nvml.nvmlDeviceGetUtilizationRates(self.handle).gpu))
 
     def compute_processes(self) -> Reading[list]:
         return self._call("NVML cannot list the GPU's processes", lambda: list(self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handle)))
 
     def power_watts(self) -> Reading[float]:
-        return self._call("NVML cannot read the power here", lambda: self.nvml.nvmlDeviceGetPowerUsage(self.handle) / 1000.0)  # mW
+        return self._device_wide("NVML cannot read the power here", lambda: self.nvml.nvmlDeviceGetPowerUsage(self.handle) / 1000.0)  # mW
 
     def sm_clock_mhz(self) -> Reading[float]:
-        return self._call("NVML cannot read the SM clock here", lambda: float(self.nvml.nvmlDeviceGetClockInfo(self.handle, self.nvml.NVML_CLOCK_SM)))
+        return self._device_wide("NVML cannot read the SM clock here", lambda: float(self.nvml.nvmlDeviceGetClockInfo(self.handle, self.nvml.NVML_CLOCK_SM)))
 
     def clock_event_reasons(self) -> Reading[tuple[str, ...]]:
         """Why the clocks are held below their maximum now (empty: they are not)."""
@@ -180,20 +216,22 @@ class Gpu:
             get = getattr(self.nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
                 self.nvml.nvmlDeviceGetCurrentClocksThrottleReasons  # the name before driver 535
             return clock_event_names(int(get(self.handle)))
-        return self._call("NVML cannot read the clock events here", read)
+        return self._device_wide("NVML cannot read the clock events here", read)
 
     def pcie_bytes_per_second(self, direction: str) -> Reading[float]:
         """PCIe traffic over NVML's last 20 ms sample, ``direction`` "rx" or "tx" (NVML counts KB/s)."""
         def read() -> float:
             counter = self.nvml.NVML_PCIE_UTIL_RX_BYTES if direction == "rx" else self.nvml.NVML_PCIE_UTIL_TX_BYTES
             return self.nvml.nvmlDeviceGetPcieThroughput(self.handle, counter) * 1024.0
-        return self._call(f"NVML cannot read PCIe {direction} here", read)
+        return self._device_wide(f"NVML cannot read PCIe {direction} here", read)
 
     # -- GPM -----------------------------------------------------------------------------------
     def gpm_support(self) -> Reading[bool]:
         """True where GPM can be read; else None and why (no GPM in this nvidia-ml-py, not Hopper+, ...)."""
         if not self.readable:
             return Reading(reason=self.reason)
+        if self.mig:  # (nvmlGpmMigSampleGet would read one instance: not done here)
+            return Reading(reason=MIG_DEVICE_WIDE)
         if not hasattr(self.nvml, "nvmlGpmQueryDeviceSupport"):
             return Reading(reason="GPM needs nvidia-ml-py 12.535 or newer")
         support = self._call("NVML cannot query GPM here", lambda: bool(self.nvml.nvmlGpmQueryDeviceSupport(self.handle).isSupportedDevice))
@@ -247,6 +285,12 @@ class Gpu:
         if not self.readable:
             return Reading(reason=self.reason)
         return _read(failure, read)
+
+    def _device_wide(self, failure: str, read: Any) -> Reading:
+        """A figure of the whole card: not read for a MIG instance."""
+        if self.readable and self.mig:
+            return Reading(reason=MIG_DEVICE_WIDE)
+        return self._call(failure, read)
 
 
 def _read(failure: str, read: Any) -> Reading:

@@ -6,7 +6,8 @@ data-parallel run (workbench.engine.distributed) is one such process with its ``
 
 How a run ends, and what is released first:
 - The session (model, optimizer, DataLoader workers, NVML) is closed *before* RunEnded is yielded:
-  once a consumer sees the end, the next run can have the memory and the cores.
+  once a consumer sees the end, the next run can have the memory and the cores. A compiled run also
+  resets torch's compiler state, whose CUDA graphs hold memory of their own.
 - A failure is remembered as text and handled after the ``except`` block: the exception's
   traceback holds the frames of the failed step (activations, the model, optimizer state), and
   while it lives nothing can be freed — an out-of-memory run would keep the memory it ran out of.
@@ -20,6 +21,7 @@ import contextlib
 from typing import Any, Callable, Iterator, Optional
 
 from workbench.config import RunConfig
+from workbench.engine.compiling import reset_compiler
 from workbench.data_check import planned_steps, steps_problems
 from workbench.engine.data import DataError
 from workbench.engine.datasets import TrainingData, load_data
@@ -107,8 +109,16 @@ def run_one(
             session = None
             closing.close()
             del closing
-        if failure is not None:
+        compiling_abandoned = stopped_phase == _PHASE_WORDS["torch.compile"]
+        if config.compile != "off" and not compiling_abandoned:
+            # Compiled code and its CUDA-graph pool outlive the model (pytorch #104095): drop them before
+            # freeing, or the next run in this process starts short of memory. (A compilation a stop abandoned
+            # still runs on its thread and holds torch's compile lock: reset would wait for it.)
+            reset_compiler()
             free_device_memory()
+        elif failure is not None:
+            free_device_memory()
+        if failure is not None:
             yield ended("failed", failure.reason, failure.kind, failure.traceback)
         elif stopped_phase is not None:
             at = f"at step {steps_done}, " if steps_done else ""

@@ -17,7 +17,7 @@ from typing import Any, Callable, Generator, Iterator, Optional
 import torch
 from torch import nn
 
-from workbench.config import RunConfig, inactive_settings
+from workbench.config import CUDA_GRAPH_MODES, RunConfig, inactive_settings
 from workbench.engine.data import DevicePreparer
 from workbench.engine.datasets import TrainingData
 from workbench.engine.folder_data import decode_on_device
@@ -124,6 +124,9 @@ class TrainingSession:
         self._batches_abandoned = False  # a helper thread still starting workers owns their shutdown
         # What compiling cost and did, said once, with the window of the step that compiled (StepStats).
         self._compile_report: Optional[tuple[float, Optional[str]]] = None
+        # Listens from the first compiled step to close(): torch can skip CUDA graphs at any later call too.
+        self._graph_watch = CudaGraphWatch(config.compile, self.device.type)
+        self._graphs_said: Optional[str] = None  # the last cuda_graphs a StepStats carried
 
     # -- the run -------------------------------------------------------------------------------
     def events(self, stop: Callable[[], bool]) -> Generator[Event, None, None]:
@@ -206,8 +209,10 @@ class TrainingSession:
     def _compiling_step(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """torch.compile compiles in the first call, for tens of seconds: on a helper thread the loop polls.
         Abandoned by a stop, the compilation runs to its end in the background; then its step's memory goes."""
+        watch = self._graph_watch.listen()  # until close()
+
         def first_step():
-            with on_device(self.device), CudaGraphWatch(self.config.compile, self.device.type) as watch:
+            with on_device(self.device):
                 began = time.perf_counter()
                 result = self.train_step(images, labels)
                 self._synchronize()  # the compiled kernels' first run belongs to the compile's time
@@ -255,6 +260,9 @@ class TrainingSession:
             torch.cuda.synchronize(self.device)
 
     def _step_stats(self, window: _Window, epoch: int) -> StepStats:
+        # Before the sync, while the GPU works through the queued steps: after it no copy is in flight (PCIe
+        # reads ~0) and the clocks' reasons say "idle".
+        telemetry = self.telemetry.read()
         self._synchronize()  # the one sync of the window: the loss and events become readable
         now = time.perf_counter()
         loss = window.loss.item() / window.steps
@@ -265,6 +273,11 @@ class TrainingSession:
         window_seconds = now - window.began
         compile_seconds, cuda_graphs = self._compile_report or (None, None)
         self._compile_report = None
+        if compile_seconds is None and self._graphs_said is not None:
+            # Read again at every log point, so the run's last window says what held to its end.
+            now_said = self._graph_watch.report()
+            cuda_graphs = now_said if now_said != self._graphs_said else None
+        self._graphs_said = cuda_graphs if cuda_graphs is not None else self._graphs_said
         return StepStats(
             step=self.step,
             total_steps=self.total_steps,
@@ -279,7 +292,7 @@ class TrainingSession:
             window_seconds=window_seconds,
             elapsed_seconds=now - self._training_began,
             memory=self.memory.snapshot(),
-            telemetry=self.telemetry.read(),
+            telemetry=telemetry,
             skipped_optimizer_steps=skipped,
             loss_scale=loss_scale,
             compile_seconds=compile_seconds,
@@ -334,6 +347,7 @@ class TrainingSession:
         self.batches.close()
 
     def close(self) -> None:
+        self._graph_watch.stop_listening()
         self.sampler.close()
         if not self._batches_abandoned:  # else the helper still starting the workers shuts them down
             self.batches.close()
@@ -368,8 +382,8 @@ def inactive_setting_notes(config: RunConfig, device: DeviceInfo) -> list[str]:
     notes = []
     if device.type == "cpu":
         notes.append(f"CPU mode: {device.cpu_fallback_reason}")
-        if config.compile == "reduce-overhead":
-            notes.append("compile=reduce-overhead compiles, but its CUDA graphs need a CUDA GPU")
+        if config.compile in CUDA_GRAPH_MODES:
+            notes.append(f"compile={config.compile} compiles, but its CUDA graphs need a CUDA GPU")
     defaults = RunConfig()
     names_by_reason: dict[str, list[str]] = {}
     for name, reason in inactive_settings(config, on_cpu=device.type != "cuda").items():

@@ -57,7 +57,9 @@ class SummaryBuilder:
             self._last_step = event
             self._skipped_optimizer_steps += event.skipped_optimizer_steps
             if event.compile_seconds is not None:
-                self._compile_seconds, self._cuda_graphs = event.compile_seconds, event.cuda_graphs
+                self._compile_seconds = event.compile_seconds
+            if event.cuda_graphs is not None:  # the first window's report, and a later window's change to it
+                self._cuda_graphs = event.cuda_graphs
             samples, self._previous_samples = event.samples_seen - self._previous_samples, event.samples_seen
             first, self._previous_step = self._previous_step + 1, event.step
             if self._warmup is None:

@@ -1,10 +1,12 @@
 """NVML's telemetry over a run's log windows (beside the memory probe), and the run's figures from it.
 
-At each log point: power, the SM clock, why the clocks are held down ("clocks event reasons": a power
-cap, a thermal slowdown, ...) and PCIe traffic, as NVML reads them at that moment; and on Hopper and
-newer, GPM's SM activity, SM occupancy, tensor activity and DRAM bandwidth over the whole window (a
-GPM sample when the window starts, one when it ends). NVML's own "utilisation" (on the memory
-snapshot) is the share of time *any* kernel ran; GPM's SM activity is how much of the GPU worked.
+At each log point, before the window's sync while the GPU still works through the queued steps (after it
+no copy is in flight and the clocks read "idle"): power, the SM clock, why the clocks are held down
+("clocks event reasons": a power cap, a thermal slowdown, ...) and PCIe traffic, as NVML reads them at that
+moment; and on Hopper and newer, GPM's SM activity, SM occupancy, tensor activity and DRAM bandwidth over
+an interval of at least GPM_MIN_SECONDS (a GPM sample when a window starts, one at the first log point that
+much later: a fast run's windows share one interval). NVML's own "utilisation" (on the memory snapshot) is
+the share of time *any* kernel ran; GPM's SM activity is how much of the GPU worked.
 """
 
 from __future__ import annotations
@@ -22,6 +24,14 @@ CLOSED_REASON = "the GPU's NVML handle was closed"
 # (a window of 10 steps of 3 ms) that would cost two thirds of a window. At most this often, then.
 PCIE_EVERY_SECONDS = 5.0
 PCIE_SKIPPED = f"read at most every {PCIE_EVERY_SECONDS:.0f} s (NVML takes 20 ms to sample PCIe traffic)"
+# NVML: two nvmlGpmSampleGet calls must be more than 100 ms apart, or the metrics read 0 or N/A. A launch-bound
+# run's window (10 steps of 2 ms) is 20 ms: its start sample is kept until this much has passed.
+GPM_MIN_SECONDS = 1.0
+
+
+def gpm_too_soon(elapsed_seconds: float) -> str:
+    return (f"GPM measures over at least {GPM_MIN_SECONDS:.0f} s (NVML's samples must be more than 100 ms apart): "
+            f"{elapsed_seconds * 1000:.0f} ms had passed; a later window reads it over this one too")
 
 
 class TelemetryProbe:
@@ -32,19 +42,21 @@ class TelemetryProbe:
         self.clock = clock
         self._pcie_read_at: Optional[float] = None
         self.reason = reason or (gpu.reason if gpu is not None else CPU_REASON)
-        self._window_start: Any = None
+        self._window_start: Any = None  # GPM's sample at the start of the interval being measured
+        self._window_start_at = 0.0  # when it was taken (``clock``)
         self.gpm_reason: Optional[str] = self.reason
         if gpu is not None and gpu.readable:
             self.gpm_reason = gpu.gpm_support().reason
 
     def window_started(self) -> None:
-        """A log window begins: GPM's first sample of it."""
+        """A log window begins: GPM's first sample of it, unless an interval too short to read goes on."""
         gpu = self.gpu
         if self.gpm_reason is not None or gpu is None:  # (a None gpu always has a reason)
             return
-        self._free_start()
+        if self._window_start is not None:  # under GPM_MIN_SECONDS old, or the last reading's end sample
+            return
         sample = gpu.gpm_sample()
-        self._window_start = sample.value
+        self._window_start, self._window_start_at = sample.value, self.clock()
         if sample.value is None:
             self.gpm_reason = sample.reason  # it will not get better within the run
 
@@ -78,12 +90,15 @@ class TelemetryProbe:
             return {"gpm_unavailable_reason": self.gpm_reason}
         if self._window_start is None:
             return {"gpm_unavailable_reason": "GPM had no sample at the window's start"}
+        elapsed = self.clock() - self._window_start_at
+        if elapsed < GPM_MIN_SECONDS:
+            return {"gpm_unavailable_reason": gpm_too_soon(elapsed)}  # the start sample is kept
         end = gpu.gpm_sample()
         if end.value is None:
             return {"gpm_unavailable_reason": end.reason}
         readings = gpu.gpm_metrics(self._window_start, end.value)
-        gpu.gpm_free(end.value)
         self._free_start()
+        self._window_start, self._window_start_at = end.value, self.clock()  # the next interval starts here
         reasons = [reading.reason for reading in readings.values() if reading.reason]
         figures: dict[str, Any] = {name: readings[name].value for name, _ in GPM_METRICS}
         figures["gpm_unavailable_reason"] = "; ".join(dict.fromkeys(reasons)) or None

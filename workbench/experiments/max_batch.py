@@ -55,7 +55,8 @@ class MaxBatchPlan:
     @property
     def display_name(self) -> str:
         base = self.base
-        extras = (" channels_last" if base.channels_last else "") + (" compiled" if base.compile else "")
+        compiled = f" compiled ({base.compile})" if base.compile != "off" else ""  # "off" is a true string
+        extras = (" channels_last" if base.channels_last else "") + compiled
         return self.name or f"max-batch {base.model} {base.precision}{extras}"
 
 def cpu_refusal(device: DeviceInfo) -> Optional[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from workbench.config import SETTINGS, RunConfig
+from workbench.config import SETTINGS, RunConfig, cuda_graphs_problem
 from workbench.device_info import DeviceInfo
 
 
@@ -83,5 +83,7 @@ def candidates(knob: str, config: RunConfig, device: DeviceInfo, allow: frozense
         options = [{knob: value} for value in ACCUMULATION_VALUES]
     else:
         raise ValueError(f"unknown knob {knob!r}")
-    # Only real changes, and only settings this machine can run.
-    return [change for change in options if config.replace(**change) != config]
+    # Only real changes, and only settings this machine can run: CUDA graphs never with accumulation (the rule
+    # validation refuses with its reason, so the tune never proposes what a run would refuse).
+    return [change for change in options if config.replace(**change) != config
+            and cuda_graphs_problem(config.replace(**change)) is None]

@@ -24,6 +24,7 @@ from workbench.config import RunConfig
 from workbench.engine.device import probe_device
 from workbench.engine.distributed.world import World, backend_for
 from workbench.engine.events import Event, RunEnded, RunSummary
+from workbench.engine.models import has_unused_parameters
 from workbench.engine.one_process import run_one
 
 if TYPE_CHECKING:
@@ -52,9 +53,11 @@ class RankWorld:
         if not self.wraps_model:
             return model
         # gradient_as_bucket_view: gradients live in DDP's all-reduce buckets instead of a copy beside them.
+        # find_unused_parameters (a graph walk each step) only where some parameters get no gradient: without it
+        # DDP would wait for their gradients and stop at step 2.
         return DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=True,
-            **FEWER_LAUNCHES_PER_STEP,
+            find_unused_parameters=has_unused_parameters(model), **FEWER_LAUNCHES_PER_STEP,
         )
 
 
