@@ -14,8 +14,10 @@ from workbench.history.metrics import SUMMARY_METRICS, Metric, format_metric, fo
 from workbench.history.records import RunRecord
 from workbench.settings_help import SPECS, inactive_fields
 
-SECTIONS: tuple[str, ...] = ("Run", "Settings", "Results", "Environment")
+SECTIONS: tuple[str, ...] = ("Run", "Settings", "Results", "Trace", "Environment")
 NOT_USED = "not used"  # a setting that did nothing with the run's other settings (its note says why)
+# Why a trace record (history/trace_records.py) shows no settings: they are its script's.
+TRACE_HAS_NO_SETTINGS = "an opened trace: its settings are its own script's, which the trace does not hold"
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ def compare_runs(records: Sequence[RunRecord]) -> list[ComparisonRow]:
         values = tuple(value(record) for record in records)
         rows.append(ComparisonRow(section, key, label, values, tuple(text(v) for v in values), compared))
 
+    add("Run", "record_kind", "kind", lambda r: r.record_kind, str)
     add("Run", "status", "status", lambda r: (r.status, r.reason), _status_text)
     add("Run", "source", "started from", lambda r: r.source, str)
     add("Run", "started_at", "started", lambda r: r.started_at, local_time, compared=False)
@@ -61,6 +64,8 @@ def compare_runs(records: Sequence[RunRecord]) -> list[ComparisonRow]:
     for metric in SUMMARY_METRICS:
         if metric.kind != "text":
             add("Results", metric.name, metric.label, _summary_figure(metric.name), _formatter(metric))
+    if any(record.is_trace for record in records):
+        rows.extend(_trace_rows(records))
 
     add("Environment", "device_name", "device", lambda r: r.summary.device_name, _formatter(_TEXT))
     for fact in _DEVICE_FACTS:
@@ -87,13 +92,78 @@ _DEVICE_FACTS = (
 
 def unused_settings(record: RunRecord) -> dict[str, str]:
     """The settings that did nothing in this run, with why (the form's rule, for the device the run had)."""
+    if record.is_trace:
+        return {name: TRACE_HAS_NO_SETTINGS for name in FIELD_NAMES}
     device_type = record.device.get("type") or record.summary.device
     on_cpu = device_type == "cpu" if device_type else record.config.device == "cpu"
     return inactive_fields(record.config, on_cpu)
 
 
 def _summary_figure(name: str) -> Callable[[RunRecord], Any]:
-    return lambda record: getattr(record.summary, name)
+    # A trace record has no run figures: its steps, train time and images are not a run's (None, shown blank).
+    return lambda record: None if record.is_trace else getattr(record.summary, name)
+
+
+# A trace record's file and, rank by rank, its figures (the `workbench trace --json` keys): label, key, kind.
+_TRACE_FILE_ROWS = (("trace file", "path", "text"), ("size", "size_bytes", "bytes"), ("sha256", "sha256", "text"))
+_TRACE_RANK_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("device", "device", "text"),
+    ("steps found", "steps", "count"),
+    ("step time (median)", "step_seconds_median", "seconds"),
+    ("step time low", "step_seconds_low", "seconds"),
+    ("step time high", "step_seconds_high", "seconds"),
+    ("compute", "compute_share", "fraction"),
+    ("communication", "communication_share", "fraction"),
+    ("memory", "memory_share", "fraction"),
+    ("idle", "idle_share", "fraction"),
+    ("idle: waiting for data", "idle_for_data_share", "fraction"),
+    ("idle: waiting for the host", "idle_for_host_share", "fraction"),
+    ("idle: kernel wait", "idle_kernel_wait_share", "fraction"),
+    ("idle: other", "idle_other_share", "fraction"),
+    ("DataLoader share of step", "dataloader_share", "fraction"),
+    ("GPU span idle (HTA's window)", "gpu_span.idle_share", "fraction"),
+    ("GPU span compute", "gpu_span.compute_share", "fraction"),
+    ("GPU span non-compute", "gpu_span.non_compute_share", "fraction"),
+    ("findings", "findings", "findings"),
+)
+
+
+def _trace_rows(records: Sequence[RunRecord]) -> list[ComparisonRow]:
+    """The Trace section: the file, then each figure of rank 0, 1, … (a run's cells blank)."""
+    traces = [record.trace if record.is_trace else None for record in records]
+    rows = []
+    for label, key, kind in _TRACE_FILE_ROWS:
+        values = tuple(getattr(trace, key) if trace is not None else None for trace in traces)
+        texts = tuple(format_metric(kind, value) for value in values)
+        rows.append(ComparisonRow("Trace", f"trace.{key}", label, values, texts, compared=key != "path"))
+    rank_count = max((len(trace.ranks) for trace in traces if trace is not None), default=0)
+    for index in range(rank_count):
+        for label, key, kind in _TRACE_RANK_ROWS:
+            values = tuple(_rank_value(trace, index, key) for trace in traces)
+            texts = tuple(_findings_text(value) if kind == "findings" else format_metric(kind, value) for value in values)
+            rows.append(ComparisonRow("Trace", f"trace.rank{index}.{key}", f"rank {_rank_number(traces, index)}: {label}",
+                                      values, texts))
+    return rows
+
+
+def _rank_value(trace: Any, index: int, key: str) -> Any:
+    if trace is None or index >= len(trace.ranks):
+        return None
+    return trace.rank_values(key)[index]
+
+
+def _rank_number(traces: Sequence[Any], index: int) -> str:
+    """The rank the index-th entry is, as the first trace that has one says ("1" for a lone rank-1 file)."""
+    for trace in traces:
+        if trace is not None and index < len(trace.ranks) and isinstance(trace.ranks[index].get("rank"), int):
+            return str(trace.ranks[index]["rank"])
+    return str(index)
+
+
+def _findings_text(findings: Any) -> str:
+    if not isinstance(findings, list):
+        return ""
+    return "; ".join(str(finding.get("kind")) for finding in findings if isinstance(finding, dict)) or "none"
 
 
 def _device_fact(key: str) -> Callable[[RunRecord], Any]:

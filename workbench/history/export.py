@@ -19,6 +19,7 @@ from workbench.history.metrics import SUMMARY_METRICS, iso_utc
 from workbench.history.records import RunRecord
 from workbench.history.schema import EPOCH_COLUMNS, RANK_PEAK_FIGURES, STEP_COLUMNS
 from workbench.history.store import HistoryError, HistoryStore
+from workbench.history.trace_records import GPU_SPAN_KEYS, RANK_FIGURE_KEYS
 
 # What the run is and where it came from (source: gui or cli), as the Runs tab shows it, and the
 # sequence of runs (sweep, tune, max-batch) it was a member of.
@@ -32,8 +33,17 @@ RANK_PEAK_COLUMNS: tuple[str, ...] = tuple("rank_" + name for name in RANK_PEAK_
 # Columns that name a figure more exactly than its contract column, which stays: NVML's "used" is
 # device-wide (other processes and CUDA contexts included); this one says so by name.
 ALIAS_COLUMNS: dict[str, str] = {"peak_nvml_device_used_bytes": "peak_nvml_used_bytes"}
+# A record of kind "trace" (schema 6): the file, and each figure of its ranks in one cell, rank by rank, as the rank
+# peaks are ("0.71;0.69"); its findings' kinds by rank ("input_bound,sync_in_loop;none"). A run's are empty, and a
+# trace's settings and run figures are (it has none).
+TRACE_RANK_KEYS: tuple[str, ...] = ("rank", *RANK_FIGURE_KEYS, *("gpu_span." + key for key in GPU_SPAN_KEYS))
+TRACE_COLUMNS: tuple[str, ...] = (
+    "record_kind", "trace_path", "trace_size_bytes", "trace_sha256",
+    *("trace_" + key.replace(".", "_") for key in TRACE_RANK_KEYS), "trace_findings",
+)
 RUNS_CSV_COLUMNS: tuple[str, ...] = (
     RUN_IDENTITY_COLUMNS + FIELD_NAMES + SUMMARY_EXPORT_COLUMNS + RANK_PEAK_COLUMNS + tuple(ALIAS_COLUMNS)
+    + TRACE_COLUMNS
 )
 STEPS_CSV_COLUMNS: tuple[str, ...] = ("run_id", "step", "metric", "value")
 # Per-epoch figures join the long file at the step they were taken, prefixed so "loss" stays unambiguous.
@@ -64,6 +74,8 @@ def export_steps_csv(store: HistoryStore, path: os.PathLike | str, run_ids: Opti
 
 
 def run_row(record: RunRecord) -> list[str]:
+    if record.is_trace:
+        return _trace_row(record)
     settings = record.config.to_dict()
     values: list[Any] = [
         record.id,
@@ -81,7 +93,25 @@ def run_row(record: RunRecord) -> list[str]:
     ]
     return [cell(value) for value in values] + [
         ";".join(cell(value) for value in getattr(record.summary, name)) for name in RANK_PEAK_COLUMNS
-    ] + [cell(getattr(record.summary, name)) for name in ALIAS_COLUMNS.values()]
+    ] + [cell(getattr(record.summary, name)) for name in ALIAS_COLUMNS.values()] + [
+        cell(record.record_kind), *("" for _ in TRACE_COLUMNS[1:])]
+
+
+def _trace_row(record: RunRecord) -> list[str]:
+    """A trace record's row: who it is, its device, and its trace columns; its settings and run figures empty."""
+    identity = [record.id, record.name, record.note, record.source, record.status, record.reason,
+                iso_utc(record.started_at), iso_utc(record.finished_at), record.sequence_id, record.sequence_name]
+    summary = [record.summary.device_name if metric.name == "device_name" else None for metric in SUMMARY_METRICS]
+    trace = record.trace
+    if trace is None:  # its stored figures could not be read: the row says what it is and no more
+        figures: list[str] = ["" for _ in TRACE_COLUMNS[1:]]
+    else:
+        figures = [cell(trace.path), cell(trace.size_bytes), cell(trace.sha256),
+                   *(";".join(cell(value) for value in trace.rank_values(key)) for key in TRACE_RANK_KEYS),
+                   cell(";".join(",".join(str(finding.get("kind")) for finding in findings if isinstance(finding, dict))
+                                 or "none" for findings in trace.rank_values("findings") if isinstance(findings, list)))]
+    return ([cell(value) for value in identity] + ["" for _ in FIELD_NAMES] + [cell(value) for value in summary]
+            + ["" for _ in RANK_PEAK_COLUMNS] + ["" for _ in ALIAS_COLUMNS] + [cell(record.record_kind)] + figures)
 
 
 def step_rows(store: HistoryStore, run_id: int) -> Iterator[list[str]]:

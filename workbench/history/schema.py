@@ -386,9 +386,20 @@ _V5: tuple[Step, ...] = (
     "CREATE INDEX comparisons_by_device ON comparisons(device_type, device_name, field)",
 )
 
+# Schema 6 (issue 27): a record of kind "trace", a torch.profiler trace opened in the window, kept beside the runs
+# so it lists, compares and exports like one (history/trace_records.py). Its settings are its script's, unknown
+# here: config_json is "{}" and the views show none. trace_json: the file (path, size, sha256) and the figures per
+# rank (the `workbench trace --json` keys); trace_sha256 finds a file opened before.
+_V6: tuple[Step, ...] = (
+    "ALTER TABLE runs ADD COLUMN record_kind TEXT NOT NULL DEFAULT 'run'",  # run, trace
+    "ALTER TABLE runs ADD COLUMN trace_json TEXT",
+    "ALTER TABLE runs ADD COLUMN trace_sha256 TEXT",
+    "CREATE INDEX runs_by_trace_sha256 ON runs(trace_sha256)",
+)
+
 # Append new versions here, each a tuple of statements (or functions of the connection where SQL alone cannot
 # do it), and never edit one that has shipped.
-_VERSIONS: tuple[tuple[Step, ...], ...] = (_V1, _V2, _V3, _V4, _V5)
+_VERSIONS: tuple[tuple[Step, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 
 
 def _migration(steps: tuple[Step, ...]) -> Callable[[sqlite3.Connection], None]:
