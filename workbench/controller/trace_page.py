@@ -1,0 +1,149 @@
+"""An opened trace's report as the window's Trace tab shows it, without Qt: per rank, the steps and their spread,
+the GPU time split and the idle split (bars of labelled shares), the top kernels and host ops, the findings with the
+figure and threshold that fired each and the change to make. The tab (gui/trace_tab.py) only draws these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from workbench.trace_analysis.model import NamedSeconds, RankReport, TraceReport
+
+# The GPU time over the steps, and idle time by cause: (label, RankReport field, colour), in the bars' order.
+GPU_TIME_PARTS: tuple[tuple[str, str, str], ...] = (
+    ("compute", "compute_share", "#4c8fd6"),
+    ("communication", "communication_share", "#9b6ad6"),
+    ("memory", "memory_share", "#e0a030"),
+    ("idle", "idle_share", "#d0d0d0"),
+)
+IDLE_PARTS: tuple[tuple[str, str, str], ...] = (
+    ("waiting for data", "idle_for_data_share", "#e07b6a"),
+    ("waiting for the host", "idle_for_host_share", "#e0b85a"),
+    ("kernel wait", "idle_kernel_wait_share", "#8fb8de"),
+    ("other", "idle_other_share", "#b8b8b8"),
+)
+TOP_COUNT = 8  # rows of each top list
+NAME_CHARACTERS = 110  # a kernel's templated name runs to thousands: the rest is elided
+
+
+@dataclass(frozen=True)
+class Share:
+    label: str
+    share: float  # 0–1
+    colour: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.label} {self.share * 100:.1f} %"
+
+
+@dataclass(frozen=True)
+class FindingLine:
+    kind: str
+    text: str
+    fired: str  # "figure 0.334 against threshold 0.1"
+    change: str
+
+
+@dataclass(frozen=True)
+class RankSection:
+    title: str  # "Rank 0 · NVIDIA A100-SXM4-80GB"
+    steps: str  # the steps found and their time's spread, in words
+    gpu_time: tuple[Share, ...]  # empty for a CPU-only trace (no GPU figures to read)
+    idle: tuple[Share, ...]  # empty when the GPU was never idle
+    facts: tuple[str, ...]  # HTA's window, the DataLoader's share, kernels
+    top_kernels: tuple[tuple[str, str], ...]  # (name, time) rows
+    top_host_ops: tuple[tuple[str, str], ...]
+    sync_calls: tuple[tuple[str, str], ...]
+    findings: tuple[FindingLine, ...]
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TracePage:
+    title: str  # the file or folder
+    history: str  # where the history keeps it, or why it does not
+    sections: tuple[RankSection, ...]
+    notes: tuple[str, ...]
+
+
+def trace_page(report: TraceReport, history: str) -> TracePage:
+    return TracePage(report.path, history, tuple(_rank_section(rank) for rank in report.ranks), tuple(report.notes))
+
+
+def history_line(record_id: Optional[int], kept_before: bool, note: Optional[str]) -> str:
+    """Where the Runs tab lists the opened trace."""
+    if record_id is None:
+        return note or "not kept in the history"
+    if kept_before:
+        return (f"Opened before: the Runs tab lists it as #{record_id} (the same bytes, by sha256; kept once, "
+                "since its figures are the same)")
+    return f"Kept in the history as #{record_id}: the Runs tab lists it, to compare and export"
+
+
+def _rank_section(rank: RankReport) -> RankSection:
+    cpu_only = bool(getattr(rank, "cpu_only", False))
+    gpu_time = () if cpu_only else _shares(rank, GPU_TIME_PARTS)
+    idle = () if cpu_only or not rank.idle_share else _shares(rank, IDLE_PARTS)
+    facts = []
+    if cpu_only:
+        facts.append("A CPU-only trace: it holds no GPU work, so there is no GPU time to split")
+    else:
+        span = rank.gpu_span
+        facts.append("Over HTA's window (first to last GPU event): " + ", ".join(
+            f"{label} {_percent(span.get(key))}" for label, key in
+            (("idle", "idle_share"), ("compute", "compute_share"), ("non-compute", "non_compute_share"))))
+    if rank.dataloader_share is not None:
+        facts.append(f"DataLoader: {_percent(rank.dataloader_share)} of the step "
+                     "(host time in enumerate(DataLoader)#…__next__, as TensorBoard's plugin counted it)")
+    facts.append(f"{rank.kernels:,} kernels")
+    return RankSection(
+        title=f"Rank {rank.rank} · {rank.device}",
+        steps=_steps_text(rank),
+        gpu_time=gpu_time,
+        idle=idle,
+        facts=tuple(facts),
+        top_kernels=_top(rank.top_kernels),
+        top_host_ops=_top(rank.top_host_ops),
+        sync_calls=_top(rank.sync_calls),
+        findings=tuple(FindingLine(finding.kind, finding.text,
+                                   f"figure {finding.figure:.3g} against threshold {finding.threshold:.3g}",
+                                   finding.change) for finding in rank.findings),
+        notes=tuple(rank.notes),
+    )
+
+
+def _steps_text(rank: RankReport) -> str:
+    if rank.steps == 0 or rank.step_seconds_median is None:
+        return "No ProfilerStep#N in the trace: the figures are over the first to the last GPU event"
+    text = f"{rank.steps} step{'s' if rank.steps != 1 else ''} (ProfilerStep#N), {seconds_text(rank.step_seconds_median)} each (median)"
+    if rank.step_seconds_low is not None and rank.step_seconds_high is not None:
+        text += f", from {seconds_text(rank.step_seconds_low)} to {seconds_text(rank.step_seconds_high)}"
+    return text
+
+
+def _shares(rank: RankReport, parts: Sequence[tuple[str, str, str]]) -> tuple[Share, ...]:
+    # A share the reading could not compute (None) is left out of the bar, not drawn as 0.
+    return tuple(Share(label, float(getattr(rank, name)), colour) for label, name, colour in parts
+                 if getattr(rank, name) is not None)
+
+
+def _top(items: Sequence[NamedSeconds]) -> tuple[tuple[str, str], ...]:
+    return tuple((_short(item.name), seconds_text(item.seconds)) for item in items[:TOP_COUNT])
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= NAME_CHARACTERS else name[: NAME_CHARACTERS - 1] + "…"
+
+
+def _percent(value: Optional[float]) -> str:
+    return "unknown" if value is None else f"{value * 100:.1f} %"
+
+
+def seconds_text(seconds: float) -> str:
+    """A short span as people read it: 1.25 s, 251 ms, 12.3 ms, 840 µs."""
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if abs(seconds) >= scale or unit == "µs":
+            value = seconds / scale
+            return f"{value:.3g} {unit}" if value < 1000 else f"{value:,.0f} {unit}"
+    return f"{seconds} s"  # unreachable: µs takes the rest
