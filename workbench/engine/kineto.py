@@ -6,8 +6,9 @@ start_ns, end_ns, device_index, device_resource_id (the CUDA stream, or the host
 correlation_id. ``activities(records, device_index)`` classifies them:
 
 - device side, by name, as CUPTI names them: "Memcpy HtoD (Pinned -> Device)" is a copy,
-  "Memset (Device)" a fill, anything else a kernel, except the GPU-row copies of host annotations;
-- host side: "cuda…"/"cu…" calls are the runtime/driver API (their correlation id is the one
+  "Memset (Device)" a fill, an NCCL / RCCL kernel ("ncclDevKernel_…", "ncclKernel_…") communication,
+  anything else a kernel, except the GPU-row copies of host annotations;
+- host side: "cuda…"/"cu…" calls (and ROCm's "hip…") are the runtime/driver API (their correlation id is the one
   CUPTI gives the device work they launched), "ProfilerStep#N" a training step,
   "workbench.data_wait" the loop's wait for the next batch, the rest host ops. The profiler's
   own bookkeeping ("Activity Buffer Request", on no thread) is left out.
@@ -17,10 +18,15 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Optional
 
-from workbench.engine.timeline import CPU_OP, DATA_WAIT, KERNEL, MEMCPY, MEMSET, RUNTIME, STEP, Activity
+from workbench.engine.timeline import (
+    COMMUNICATION, CPU_OP, DATA_WAIT, KERNEL, MEMCPY, MEMSET, RUNTIME, STEP, Activity,
+)
 
 DATA_WAIT_ANNOTATION = "workbench.data_wait"
 STEP_PREFIX = "ProfilerStep#"
+# Collective kernels, as NCCL and RCCL name them (HTA's rule, hta/common/types.py, with RCCL's and HCCL's names).
+COMMUNICATION_PREFIXES = ("nccl", "rccl", "hccl")
+COMMUNICATION_MARKS = ("ncclKernel", "ncclDevKernel")
 # Host records that are the profiler's own work, not the program's.
 PROFILER_RECORDS = frozenset({"Activity Buffer Request"})
 _FIELDS = ("name", "device_type", "start_ns", "end_ns", "device_index", "device_resource_id", "correlation_id")
@@ -52,7 +58,7 @@ def activities(records: Iterable[Mapping[str, Any]], device_index: Optional[int]
                 continue
             if device_index is not None and int(r.get("device_index", device_index)) != device_index:
                 continue
-            kind = MEMCPY if name.startswith("Memcpy") else MEMSET if name.startswith("Memset") else KERNEL
+            kind = device_kind(name)
         else:
             if name in PROFILER_RECORDS:
                 continue
@@ -65,11 +71,22 @@ def _is_device(device_type: Any) -> bool:
     return str(device_type).rsplit(".", 1)[-1].upper() == "CUDA"
 
 
+def device_kind(name: str) -> str:
+    """A device record's kind by its name: copy, fill, communication (NCCL / RCCL) or compute kernel."""
+    if name.startswith(("Memcpy", "hipMemcpy")):
+        return MEMCPY
+    if name.startswith(("Memset", "hipMemset")):
+        return MEMSET
+    if name.startswith(COMMUNICATION_PREFIXES) or any(mark in name for mark in COMMUNICATION_MARKS):
+        return COMMUNICATION
+    return KERNEL
+
+
 def host_kind(name: str) -> str:
     if name == DATA_WAIT_ANNOTATION:
         return DATA_WAIT
     if name.startswith(STEP_PREFIX):
         return STEP
-    if name.startswith("cuda") or (name.startswith("cu") and name[2:3].isupper()):
+    if name.startswith(("cuda", "hip")) or (name.startswith("cu") and name[2:3].isupper()):
         return RUNTIME
     return CPU_OP

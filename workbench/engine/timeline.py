@@ -3,9 +3,10 @@
 The definitions follow Holistic Trace Analysis (``hta/analyzers/breakdown_analysis.py``), over the
 window's wall time and with every CUDA stream merged:
 
-- kernel-busy: the union of kernel intervals (two kernels overlapping on two streams count once);
-- memcpy / memset: copy and fill time *not* hidden behind a kernel (a copy overlapped by compute
-  costs nothing);
+- kernel-busy: the union of compute kernel intervals (two kernels overlapping on two streams count once);
+- communication: NCCL / RCCL kernels (HTA keeps them apart from compute), the part not hidden behind compute;
+- memcpy / memset: copy and fill time *not* hidden behind a kernel (a copy overlapped by compute or
+  communication costs nothing);
 - idle: the rest, each gap attributed by what the host was doing:
   - waiting for data: the part of the gap the host spent blocked fetching the next batch (inside a
     ``workbench.data_wait`` annotation);
@@ -34,11 +35,11 @@ from typing import Any, Iterable, Optional, Sequence
 from workbench.engine.events import NamedTime, ProfileSample
 
 # Activity kinds. Device side:
-KERNEL, MEMCPY, MEMSET = "kernel", "memcpy", "memset"
+KERNEL, COMMUNICATION, MEMCPY, MEMSET = "kernel", "communication", "memcpy", "memset"
 # Host side: a CUDA runtime/driver call (cudaLaunchKernel, cudaMemcpyAsync, ...), any other host op,
 # the loop's annotation around next(batch), and a profiler step (one training step).
 RUNTIME, CPU_OP, DATA_WAIT, STEP = "runtime", "cpu_op", "data_wait", "step"
-DEVICE_KINDS = frozenset({KERNEL, MEMCPY, MEMSET})
+DEVICE_KINDS = frozenset({KERNEL, COMMUNICATION, MEMCPY, MEMSET})
 HOST_KINDS = frozenset({RUNTIME, CPU_OP, DATA_WAIT, STEP})
 # Our own annotations are markers, not ops: they never appear among the top ops.
 ANNOTATION_PREFIX = "workbench."
@@ -78,6 +79,8 @@ class TimelineBreakdown:
     launches: Optional[int] = None  # runtime calls that put a kernel, copy or fill on the device
     median_kernel_seconds: Optional[float] = None
     top_kernels: tuple[NamedTime, ...] = ()
+    communication_seconds: Optional[float] = None  # NCCL / RCCL kernels not hidden behind compute
+    idle_kernel_wait_seconds: Optional[float] = None  # gaps under ``kernel_wait_ns`` (HTA's kernel wait); 0 unless asked
 
 
 def analyse(
@@ -86,9 +89,12 @@ def analyse(
     steps: Optional[int] = None,
     gpu: bool = True,
     top: int = TOP_COUNT,
+    kernel_wait_ns: int = 0,
 ) -> TimelineBreakdown:
     """Break a window down. ``window`` defaults to the span of the STEP activities (or of everything);
-    ``steps`` to their count. ``gpu=False`` leaves the device figures None (a CPU run)."""
+    ``steps`` to their count. ``gpu=False`` leaves the device figures None (a CPU run). Idle gaps shorter
+    than ``kernel_wait_ns`` that end in work launched before they began are kernel wait (HTA's rule, 30 ns
+    there), not "other"."""
     activities = [a for a in activities if a.end_ns >= a.start_ns]
     step_spans = [(a.start_ns, a.end_ns) for a in activities if a.kind == STEP]
     if window is None:
@@ -109,14 +115,18 @@ def analyse(
         return host_only
     device = [a for a in activities if a.kind in DEVICE_KINDS and a.end_ns > begin and a.start_ns < end]
     kernels = union((a.start_ns, a.end_ns) for a in device if a.kind == KERNEL)
+    communication = union((a.start_ns, a.end_ns) for a in device if a.kind == COMMUNICATION)
     copies = union((a.start_ns, a.end_ns) for a in device if a.kind == MEMCPY)
     fills = union((a.start_ns, a.end_ns) for a in device if a.kind == MEMSET)
-    kernels, copies, fills = (clip(x, begin, end) for x in (kernels, copies, fills))
-    visible_copies = subtract(copies, kernels)
-    visible_fills = subtract(subtract(fills, kernels), copies)
-    busy = union([*kernels, *copies, *fills])
-    data, host, other = _attribute_idle(device, activities, gaps(busy, begin, end), host_data_wait)
-    kernel_records = [a for a in device if a.kind == KERNEL]
+    kernels, communication, copies, fills = (clip(x, begin, end) for x in (kernels, communication, copies, fills))
+    visible_communication = subtract(communication, kernels)
+    all_kernels = union([*kernels, *communication])
+    visible_copies = subtract(copies, all_kernels)
+    visible_fills = subtract(subtract(fills, all_kernels), copies)
+    busy = union([*all_kernels, *copies, *fills])
+    data, host, kernel_wait, other = _attribute_idle(
+        device, activities, gaps(busy, begin, end), host_data_wait, kernel_wait_ns)
+    kernel_records = [a for a in device if a.kind in (KERNEL, COMMUNICATION)]
     durations = [a.end_ns - a.start_ns for a in kernel_records]
     return replace(
         host_only,
@@ -126,6 +136,8 @@ def analyse(
         idle_waiting_for_data_seconds=_seconds(data),
         idle_waiting_for_host_seconds=_seconds(host),
         idle_other_seconds=_seconds(other),
+        idle_kernel_wait_seconds=_seconds(kernel_wait),
+        communication_seconds=_seconds(total(visible_communication)),
         kernels=len(kernel_records),
         launches=len(_launches(device, activities)),
         median_kernel_seconds=_seconds(statistics.median(durations)) if durations else None,
@@ -194,9 +206,10 @@ def _launches(device: Sequence[Activity], activities: Sequence[Activity]) -> dic
 
 
 def _attribute_idle(
-    device: Sequence[Activity], activities: Sequence[Activity], idle: Sequence[Interval], data_wait: Sequence[Interval]
-) -> tuple[int, int, int]:
-    """(waiting for data, waiting for the host, other) in ns over the idle gaps."""
+    device: Sequence[Activity], activities: Sequence[Activity], idle: Sequence[Interval], data_wait: Sequence[Interval],
+    kernel_wait_ns: int = 0,
+) -> tuple[int, int, int, int]:
+    """(waiting for data, waiting for the host, kernel wait, other) in ns over the idle gaps."""
     launched_at = _launches(device, activities)
     # For each start time, the earliest launch of an activity starting then (None: launch unknown).
     first_launch: dict[int, Optional[int]] = {}
@@ -204,7 +217,7 @@ def _attribute_idle(
         launch = launched_at.get(a.correlation)
         known = first_launch.get(a.start_ns, launch)
         first_launch[a.start_ns] = None if launch is None or known is None else min(launch, known)
-    data = host = other = 0
+    data = host = kernel_wait = other = 0
     for gap_start, gap_end in idle:
         waiting_for_data = overlap(gap_start, gap_end, data_wait)
         rest = gap_end - gap_start - waiting_for_data
@@ -212,9 +225,11 @@ def _attribute_idle(
         launch = first_launch.get(gap_end)  # the activity that ends the gap (none: the window's tail)
         if launch is not None and launch >= gap_start:
             host += rest
+        elif launch is not None and gap_end - gap_start < kernel_wait_ns:
+            kernel_wait += rest
         else:
             other += rest
-    return data, host, other
+    return data, host, kernel_wait, other
 
 
 # -- host ops ------------------------------------------------------------------------------------

@@ -1,0 +1,84 @@
+"""What reading a profiler trace gives: the report's dataclasses, shared by reading, findings, CLI and window.
+
+A ``TraceReport`` holds one ``RankReport`` per rank (one file per rank, or one per GPU of a file that holds
+several). Shares are fractions (0.25 = 25 %); seconds are seconds. A figure that cannot be read is None, and
+``notes`` says why in words. Nothing here imports torch, Qt or the history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+class TraceError(ValueError):
+    """One line for the user: why this file cannot be read (the CLI exits 2)."""
+
+
+class TraceCancelled(TraceError):
+    """The reader was asked to stop (``cancelled()`` returned True)."""
+
+
+@dataclass(frozen=True)
+class NamedSeconds:
+    name: str
+    seconds: float
+    count: int = 0  # how many events carried the name (0: not counted)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One finding, as ``--json`` prints it: what fired, the figure and the threshold, the change to make."""
+
+    kind: str
+    text: str
+    figure: float
+    threshold: float
+    change: str
+
+
+@dataclass(frozen=True)
+class RankReport:
+    rank: int
+    device: str  # e.g. "NVIDIA A100-SXM4-80GB", "cuda:1", or "unknown"
+    steps: int  # ProfilerStep#N found (0: none; then the window is first-to-last GPU event)
+    step_seconds: tuple[float, ...]  # each step's time
+    step_seconds_median: Optional[float]
+    step_seconds_low: Optional[float]
+    step_seconds_high: Optional[float]
+    # GPU time over the steps (or the GPU window without steps); they sum to 1.
+    compute_share: float
+    communication_share: float  # NCCL / RCCL kernels not hidden behind compute
+    memory_share: float  # copies and fills not hidden behind compute or communication
+    idle_share: float
+    # Idle time by cause, as shares of idle (sum to 1; all 0 when there is no idle time).
+    idle_for_data_share: float
+    idle_for_host_share: float
+    idle_kernel_wait_share: float
+    idle_other_share: float
+    dataloader_share: Optional[float]  # host time in enumerate(DataLoader)#…__next__ ÷ step time (TensorBoard plugin)
+    gpu_span: dict[str, float]  # {idle_share, compute_share, non_compute_share} over HTA's window
+    top_kernels: tuple[NamedSeconds, ...]
+    top_host_ops: tuple[NamedSeconds, ...]
+    sync_calls: tuple[NamedSeconds, ...]  # sync runtime time, named "<calling host op> → <sync call>"
+    runtime_calls: dict[str, float]  # seconds per runtime/driver call name
+    kernels: int
+    notes: tuple[str, ...]  # what could not be read, in words
+    findings: tuple[Finding, ...] = ()  # filled by script_findings.findings_for(rank_report)
+    # Added by 27a (defaults, so hand-made reports in tests need not set them):
+    window_seconds: float = 0.0  # the time the shares are over (the steps, or first-to-last GPU event)
+    device_index: Optional[int] = None  # the GPU's index in the trace (None: no device work)
+    gpu_span_window_ns: Optional[tuple[int, int]] = None  # HTA's window on the trace's clock
+    data_wait_seconds: float = 0.0  # host time blocked on the next batch (DataLoader __next__ or our annotation)
+    launches: int = 0  # runtime calls that put device work on the GPU
+    cpu_only: bool = False  # the trace holds no device work at all: GPU figures are not readable
+    # HTA's per-stream idle split (shares of the summed per-stream idle), beside ours: see docs/gpu-time.md.
+    per_stream_idle_split: Optional[dict[str, float]] = None
+
+
+@dataclass(frozen=True)
+class TraceReport:
+    path: str
+    ranks: tuple[RankReport, ...]
+    notes: tuple[str, ...] = ()
+    files: tuple[str, ...] = field(default=())  # the files read, one per rank (a folder lists each)

@@ -1,0 +1,230 @@
+"""One rank's figures from its trace's events: steps, GPU time by kind, idle by cause, top work, syncs.
+
+The events come from ``reading`` already sorted into timeline activities (``RankEvents``). The shares over
+the steps follow ``engine.timeline`` (HTA's definitions over the merged streams); ``gpu_span`` replays HTA's
+temporal breakdown over HTA's window (first to last GPU event) so it can be held against HTA's figures; see
+docs/gpu-time.md for where the two rules differ and why.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+from workbench.engine import timeline
+from workbench.engine.timeline import COMMUNICATION, DATA_WAIT, KERNEL, RUNTIME, STEP, Activity
+from workbench.trace_analysis.model import NamedSeconds, RankReport
+
+# HTA's kernel-wait threshold (get_idle_time_breakdown's consecutive_kernel_delay, 30 ns).
+KERNEL_WAIT_NS = 30
+TOP_COUNT = 10
+# HTA's "compute" kernels: those that match none of these (hta/common/types.py, ComputeKernelGroupingPattern).
+_HTA_NOT_COMPUTE = re.compile(
+    r"(^nccl)|(.*Memcpy)|(.*Memset)|(.*dma)|(^.*Sync)|(^Stream Wait Event)|(cuda.*LaunchKernel)|(^runFunction)"
+    r"|(^hip)|(^job_exe)|(^packet)|(^pe_exe)|(^cpum_exe_subgraph)|(^hccl)|(^collective_subgraph_execution)"
+)
+SYNC_MARK = "Synchronize"  # cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, hip…, cuCtxSynchronize
+
+
+@dataclass
+class RankEvents:
+    """What a rank's trace holds, sorted into activities (times in ns on the trace's clock)."""
+
+    rank: int
+    device_index: Optional[int]
+    device: str
+    device_work: list[Activity] = field(default_factory=list)  # kernels, communication, copies, fills of this GPU
+    gpu_markers: list[Activity] = field(default_factory=list)  # other stream events (CUPTI's sync records)
+    host: list[Activity] = field(default_factory=list)  # runtime calls, host ops, steps, data waits
+    host_ops_by_thread: dict[int, list[Activity]] = field(default_factory=dict)  # cpu ops, for naming callers
+    notes: list[str] = field(default_factory=list)
+
+
+def analyse(events: RankEvents) -> RankReport:
+    notes = list(events.notes)
+    steps = _steps(events.host)
+    step_seconds = tuple((end - start) / 1e9 for start, end in steps)
+    device = events.device_work
+    cpu_only = not device
+    if cpu_only:
+        notes.append("a CPU-only trace: it holds no kernel, copy or fill events, so the GPU figures cannot be read")
+    if steps:
+        window = (steps[0][0], steps[-1][1])
+    elif device:
+        window = (min(a.start_ns for a in device), max(a.end_ns for a in device))
+        notes.append("no ProfilerStep#N annotations: the figures are over the first to last GPU event")
+    else:
+        host = events.host
+        window = (min((a.start_ns for a in host), default=0), max((a.end_ns for a in host), default=0))
+    activities = [*device, *events.host]
+    breakdown = timeline.analyse(activities, window=window, steps=len(steps), gpu=not cpu_only, top=TOP_COUNT,
+                                 kernel_wait_ns=KERNEL_WAIT_NS)
+    span = window[1] - window[0]
+    shares = _shares(breakdown, span) if not cpu_only and span > 0 else None
+    data_wait = timeline.clip(timeline.union((a.start_ns, a.end_ns) for a in events.host if a.kind == DATA_WAIT),
+                              *window)
+    data_wait_ns = timeline.total(data_wait)
+    has_data_marks = any(a.kind == DATA_WAIT for a in events.host)
+    runtime = _runtime_calls(events.host, window)
+    median = statistics.median(step_seconds) if step_seconds else None
+    return RankReport(
+        rank=events.rank,
+        device=events.device,
+        steps=len(steps),
+        step_seconds=step_seconds,
+        step_seconds_median=median,
+        step_seconds_low=min(step_seconds) if step_seconds else None,
+        step_seconds_high=max(step_seconds) if step_seconds else None,
+        compute_share=shares["compute"] if shares else None,
+        communication_share=shares["communication"] if shares else None,
+        memory_share=shares["memory"] if shares else None,
+        idle_share=shares["idle"] if shares else None,
+        idle_for_data_share=shares["data"] if shares else None,
+        idle_for_host_share=shares["host"] if shares else None,
+        idle_kernel_wait_share=shares["kernel_wait"] if shares else None,
+        idle_other_share=shares["other"] if shares else None,
+        dataloader_share=data_wait_ns / span if has_data_marks and steps and span > 0 else None,
+        gpu_span=gpu_span(device, events.gpu_markers) if not cpu_only else None,
+        top_kernels=tuple(NamedSeconds(t.name, t.seconds, t.count) for t in breakdown.top_kernels),
+        top_host_ops=tuple(NamedSeconds(t.name, t.seconds, t.count) for t in breakdown.top_ops),
+        sync_calls=_sync_calls(events, window),
+        runtime_calls=runtime,
+        kernels=breakdown.kernels or 0,
+        notes=tuple(notes),
+        window_seconds=span / 1e9,
+        device_index=events.device_index,
+        gpu_span_window_ns=_span_window(device, events.gpu_markers),
+        data_wait_seconds=data_wait_ns / 1e9,
+        launches=breakdown.launches or 0,
+        cpu_only=cpu_only,
+        per_stream_idle_split=per_stream_idle_split(device, events.host) if not cpu_only else None,
+    )
+
+
+def _steps(host: Sequence[Activity]) -> list[tuple[int, int]]:
+    """ProfilerStep#N spans, one per step number (Kineto may write a step twice: op and annotation)."""
+    by_name: dict[str, tuple[int, int]] = {}
+    for a in host:
+        if a.kind == STEP:
+            known = by_name.get(a.name)
+            if known is None or a.end_ns - a.start_ns > known[1] - known[0]:
+                by_name[a.name] = (a.start_ns, a.end_ns)
+    return sorted(by_name.values())
+
+
+def _shares(breakdown: timeline.TimelineBreakdown, span_ns: int) -> dict[str, float]:
+    span = span_ns / 1e9
+    compute = (breakdown.kernel_busy_seconds or 0.0) / span
+    communication = (breakdown.communication_seconds or 0.0) / span
+    memory = ((breakdown.memcpy_seconds or 0.0) + (breakdown.memset_seconds or 0.0)) / span
+    parts = {
+        "data": breakdown.idle_waiting_for_data_seconds or 0.0,
+        "host": breakdown.idle_waiting_for_host_seconds or 0.0,
+        "kernel_wait": breakdown.idle_kernel_wait_seconds or 0.0,
+        "other": breakdown.idle_other_seconds or 0.0,
+    }
+    idle_seconds = sum(parts.values())
+    result = {"compute": compute, "communication": communication, "memory": memory, "idle": idle_seconds / span}
+    result.update({key: (value / idle_seconds if idle_seconds > 0 else 0.0) for key, value in parts.items()})
+    return result
+
+
+def _span_window(device: Sequence[Activity], markers: Sequence[Activity]) -> Optional[tuple[int, int]]:
+    events = [*device, *markers]
+    if not events:
+        return None
+    return min(a.start_ns for a in events), max(a.end_ns for a in events)
+
+
+def gpu_span(device: Sequence[Activity], markers: Sequence[Activity] = ()) -> Optional[dict[str, float]]:
+    """HTA's temporal breakdown: over first to last GPU event (every event on a stream, CUPTI's sync records
+    included), idle = the window less the union of them all; compute = the union of HTA's compute kernels;
+    non-compute = the rest of the busy time."""
+    window = _span_window(device, markers)
+    if window is None or window[1] <= window[0]:
+        return None
+    every = timeline.union((a.start_ns, a.end_ns) for a in [*device, *markers])
+    compute = timeline.union((a.start_ns, a.end_ns) for a in device
+                             if a.kind == KERNEL and not _HTA_NOT_COMPUTE.match(a.name))
+    span = window[1] - window[0]
+    busy, compute_ns = timeline.total(every), timeline.total(compute)
+    return {"idle_share": (span - busy) / span, "compute_share": compute_ns / span,
+            "non_compute_share": (busy - compute_ns) / span}
+
+
+def per_stream_idle_split(device: Sequence[Activity], host: Sequence[Activity]) -> Optional[dict[str, float]]:
+    """HTA's idle split (get_idle_time_breakdown): each stream's gaps between its own consecutive kernels,
+    copies and fills, summed over streams, as shares: host_wait (the next one's launch began after the
+    previous ended), kernel_wait (shorter than 30 ns), other."""
+    launch: dict[int, int] = {}
+    wanted = {a.correlation for a in device}
+    for a in host:
+        if a.kind == RUNTIME and a.correlation in wanted:
+            launch[a.correlation] = min(a.start_ns, launch.get(a.correlation, a.start_ns))
+    by_stream: dict[int, list[Activity]] = defaultdict(list)
+    for a in device:
+        by_stream[a.stream].append(a)
+    sums = {"host_wait": 0, "kernel_wait": 0, "other": 0}
+    for items in by_stream.values():
+        items.sort(key=lambda a: a.start_ns)
+        for previous, current in zip(items, items[1:]):
+            gap = current.start_ns - previous.end_ns
+            launched = launch.get(current.correlation)
+            if launched is not None and launched > previous.end_ns:
+                sums["host_wait"] += gap
+            elif gap < KERNEL_WAIT_NS:
+                sums["kernel_wait"] += gap
+            else:
+                sums["other"] += gap
+    idle = sum(sums.values())
+    return {key: value / idle for key, value in sums.items()} if idle > 0 else None
+
+
+def _runtime_calls(host: Sequence[Activity], window: tuple[int, int]) -> dict[str, float]:
+    sums: dict[str, int] = defaultdict(int)
+    for a in host:
+        if a.kind == RUNTIME and a.end_ns > window[0] and a.start_ns < window[1]:
+            sums[a.name] += min(a.end_ns, window[1]) - max(a.start_ns, window[0])
+    return {name: ns / 1e9 for name, ns in sorted(sums.items(), key=lambda item: -item[1])}
+
+
+def _sync_calls(events: RankEvents, window: tuple[int, int]) -> tuple[NamedSeconds, ...]:
+    """Sync runtime time, named "<outermost host op around it> → <call>" (the op a script wrote: aten::item,
+    aten::to, …); "(no host op) → call" where the call is outside every op."""
+    sums: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    outer: dict[int, tuple[list[Activity], list[int]]] = {}
+    for a in events.host:
+        if a.kind != RUNTIME or SYNC_MARK not in a.name or a.end_ns <= window[0] or a.start_ns >= window[1]:
+            continue
+        if a.stream not in outer:
+            ops = _outermost_ops(events.host_ops_by_thread.get(a.stream, ()))
+            outer[a.stream] = (ops, [op.start_ns for op in ops])
+        caller = _enclosing(*outer[a.stream], a)
+        entry = sums[f"{caller or '(no host op)'} → {a.name}"]
+        entry[0] += a.end_ns - a.start_ns
+        entry[1] += 1
+    ranked = sorted(sums.items(), key=lambda item: -item[1][0])
+    return tuple(NamedSeconds(name, ns / 1e9, count) for name, (ns, count) in ranked)
+
+
+def _outermost_ops(ops: Sequence[Activity]) -> list[Activity]:
+    """The ops nested in no other (``ops`` sorted by start, longest first): disjoint, in order."""
+    outer: list[Activity] = []
+    for op in ops:
+        if not outer or op.start_ns >= outer[-1].end_ns:
+            outer.append(op)
+    return outer
+
+
+def _enclosing(outer: Sequence[Activity], starts: Sequence[int], call: Activity) -> Optional[str]:
+    index = bisect.bisect_right(starts, call.start_ns) - 1
+    if index >= 0 and outer[index].end_ns >= call.end_ns:
+        return outer[index].name
+    return None
+
+
+__all__ = ["RankEvents", "analyse", "gpu_span", "per_stream_idle_split", "COMMUNICATION"]
