@@ -86,7 +86,7 @@ def test_shorter_steps_beyond_the_spread_are_a_gain_and_the_kernels_that_moved_a
                          top_kernels=(NamedSeconds("gemm", 0.30), NamedSeconds("copy", 0.10)))
     after = rank_report(step_seconds=(0.060, 0.061, 0.059, 0.060, 0.062), step_seconds_median=0.060,
                         top_kernels=(NamedSeconds("gemm", 0.28), NamedSeconds("copy", 0.01),
-                                     NamedSeconds("fused", 0.02)))
+                                     NamedSeconds("fused", 0.01)))
     comparison = compare(before, after)
     assert comparison.step_time.verdict == "faster"
     assert abs(comparison.step_time_ratio - 0.6) < 1e-9

@@ -52,6 +52,10 @@ def _one(report: Any, as_json: bool) -> int:
     from workbench.trace_analysis.report_text import report_lines
 
     if as_json:
+        # The contract has no notes key: what could not be read goes to stderr (the text report says it inline).
+        for rank in report.ranks:
+            for note in rank.notes:
+                print(f"workbench trace: note: rank {rank.rank}: {note}", file=sys.stderr)
         print(json.dumps(to_json(report), allow_nan=False))
     else:
         print("\n".join(report_lines(report)))

@@ -30,8 +30,8 @@ TOP_CHANGES = 5
 @dataclass(frozen=True)
 class CategoryChange:
     label: str
-    before_share: float
-    after_share: float
+    before_share: Optional[float]  # None: a CPU-only trace has no GPU time to split
+    after_share: Optional[float]
     before_seconds_per_step: Optional[float]  # share × the median step; None without steps
     after_seconds_per_step: Optional[float]
 
@@ -82,25 +82,24 @@ def _steps_per_second(rank: RankReport) -> list[float]:
     return [1 / seconds for seconds in rank.step_seconds if seconds > 0]
 
 
-def _per_step(share: float, rank: RankReport) -> Optional[float]:
-    return None if rank.step_seconds_median is None else share * rank.step_seconds_median
+def _per_step(share: Optional[float], rank: RankReport) -> Optional[float]:
+    return None if rank.step_seconds_median is None or share is None else share * rank.step_seconds_median
 
 
 def _changed_most(before_rank: RankReport, after_rank: RankReport, before: tuple[NamedSeconds, ...],
                   after: tuple[NamedSeconds, ...]) -> tuple[NamedChange, ...]:
-    """The names whose seconds per step moved most; those in only one trace's top list after the known changes,
-    by their size."""
+    """The names whose seconds per step moved most."""
     before_by_name = _seconds_per_step(before, before_rank)
     after_by_name = _seconds_per_step(after, after_rank)
     changes = [NamedChange(name, before_by_name.get(name), after_by_name.get(name))
                for name in dict.fromkeys([*before_by_name, *after_by_name])]
 
-    def order(change: NamedChange) -> tuple[int, float]:
-        if change.change_seconds is not None:
-            return (0, -abs(change.change_seconds))
-        return (1, -(change.before_seconds or change.after_seconds or 0.0))
+    def moved(change: NamedChange) -> float:
+        # Out of one trace's top list counts as 0 for the order only (shown as "not in the top"): a name that
+        # left the top with a second per step moved more than one that shifted a millisecond within it.
+        return abs((change.after_seconds or 0.0) - (change.before_seconds or 0.0))
 
-    return tuple(sorted(changes, key=order)[:TOP_CHANGES])
+    return tuple(sorted(changes, key=moved, reverse=True)[:TOP_CHANGES])
 
 
 def _seconds_per_step(items: tuple[NamedSeconds, ...], rank: RankReport) -> dict[str, float]:

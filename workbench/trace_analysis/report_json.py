@@ -31,7 +31,8 @@ def rank_json(rank: RankReport) -> dict[str, Any]:
     entry: dict[str, Any] = {}
     for key in RANK_KEYS:
         if key == "gpu_span":
-            entry[key] = {name: _number(rank.gpu_span.get(name)) for name in GPU_SPAN_KEYS}
+            span = rank.gpu_span or {}  # None on a CPU-only trace: each share null, the keys kept
+            entry[key] = {name: _number(span.get(name)) for name in GPU_SPAN_KEYS}
         elif key == "findings":
             entry[key] = [finding_json(finding) for finding in rank.findings]
         elif key in ("rank", "device", "steps"):

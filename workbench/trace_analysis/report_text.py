@@ -29,7 +29,8 @@ def rank_lines(rank: RankReport) -> list[str]:
     if rank.kernels == 0:
         lines.append("  GPU time: no GPU kernels in this trace (a CPU-only trace): only host figures below")
     else:
-        lines.append(f"  GPU time over the steps: compute {_pct(rank.compute_share)} · communication "
+        over = "the steps" if rank.steps > 0 else "the first to the last GPU event"
+        lines.append(f"  GPU time over {over}: compute {_pct(rank.compute_share)} · communication "
                      f"{_pct(rank.communication_share)} · memory {_pct(rank.memory_share)} · idle "
                      f"{_pct(rank.idle_share)}  ({rank.kernels:,} kernels)")
         lines.append(f"  idle: waiting for data {_pct(rank.idle_for_data_share)} · for the host "
@@ -50,8 +51,11 @@ def rank_lines(rank: RankReport) -> list[str]:
     lines += [f"  note: {note}" for note in rank.notes]
     if rank.findings:
         lines.append("  findings:")
-        for finding in rank.findings:
-            lines.append(f"    {finding.text}")
+        said = None
+        for finding in rank.findings:  # a problem's remedies share its text: say it once, then each change
+            if finding.text != said:
+                lines.append(f"    {finding.text}")
+                said = finding.text
             lines.append(f"      Try: {finding.change}.")
     else:
         lines.append("  findings: none past their thresholds")
@@ -142,7 +146,7 @@ def _spread(rank: RankReport) -> str:
     return f"spread {_seconds(rank.step_seconds_low)}–{_seconds(rank.step_seconds_high)}"
 
 
-def _share_and_seconds(share: float, seconds: Optional[float]) -> str:
+def _share_and_seconds(share: Optional[float], seconds: Optional[float]) -> str:
     return _pct(share) + (f" {_seconds(seconds)}/step" if seconds is not None else "")
 
 

@@ -46,10 +46,10 @@ def _input_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
         figure = rank.dataloader_share
         said = f"the steps spent {_pct(figure)} of their time inside the DataLoader's __next__"
     else:
-        figure = rank.idle_share * rank.idle_for_data_share
-        if rank.kernels == 0 or figure <= 0:
+        figure = _idle_part(rank, rank.idle_for_data_share)
+        if figure is None or figure <= 0:
             return None
-        said = f"the GPU sat idle waiting for data {_pct(figure)} of the steps' time"
+        said = f"the GPU sat idle waiting for data {_pct(figure)} of {_window(rank)}"
     if figure < INPUT_BOUND_WAIT:
         return None
     head = f"Input-bound: {said} (threshold {_pct(INPUT_BOUND_WAIT)})."
@@ -63,20 +63,25 @@ def _input_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
 def _launch_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
     """The GPU waited for the host to launch its next kernel: a sync in the loop first (the gap after it is
     host wait), else fewer, larger launches."""
-    figure = rank.idle_share * rank.idle_for_host_share
-    if rank.kernels == 0 or figure < LAUNCH_BOUND_HOST_WAIT:
+    figure = _idle_part(rank, rank.idle_for_host_share)
+    if figure is None or figure < LAUNCH_BOUND_HOST_WAIT:
         return None
-    head = (f"Launch-bound: the GPU sat idle waiting for the host to launch work {_pct(figure)} of the steps' time"
+    head = (f"Launch-bound: the GPU sat idle waiting for the host to launch work {_pct(figure)} of {_window(rank)}"
             f"{_launch_detail(rank)} (threshold {_pct(LAUNCH_BOUND_HOST_WAIT)}).")
     findings = []
-    sync = _costliest(rank.sync_calls)
+    sync = _sync_every_step(rank)
     if sync is not None:
+        caller, _, call = sync.name.rpartition(" → ")
+        where = (f"{call} called from {caller}" if caller and not caller.startswith("(")
+                 else f"{call or sync.name}, called outside any profiled op (torch.cuda.synchronize() or an event's "
+                      f".synchronize() in the loop)")
         findings.append(Finding(
-            kind="sync-in-loop", text=f"{head} The host waited in device synchronisation {_seconds(sync.seconds)} "
-            f"in the steps, called from {sync.name}.", figure=figure, threshold=LAUNCH_BOUND_HOST_WAIT,
-            change=f"take the sync in {sync.name} out of the step: a .item(), .cpu(), print of a tensor or "
-                   f"torch.cuda.synchronize() every step makes the host wait for the GPU and the GPU then wait for "
-                   f"the next launch; accumulate on the device and read it every N steps"))
+            kind="sync-in-loop", text=f"{head} Every step waits in {where}: {_seconds(sync.seconds)} in "
+            f"{sync.count or 'its'} calls, and the GPU waits for the launches after it.", figure=figure,
+            threshold=LAUNCH_BOUND_HOST_WAIT,
+            change=f"remove the per-step sync ({where}): a .item(), .cpu() or print of a GPU tensor, or "
+                   f"torch.cuda.synchronize(), every step makes the host wait for the GPU and the GPU then wait for "
+                   f"the next launch; keep the value on the device and read it every N steps"))
     findings.append(Finding(kind="launch-bound", text=head, figure=figure, threshold=LAUNCH_BOUND_HOST_WAIT,
                             change="a larger batch (twice the size, scaling the learning rate with it): each kernel "
                                    "does more work per launch"))
@@ -87,11 +92,11 @@ def _launch_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
 
 
 def _communication_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
-    figure = rank.communication_share
-    if figure < COMMUNICATION_BOUND_SHARE:
+    figure = _gpu_share(rank, rank.communication_share)
+    if figure is None or figure < COMMUNICATION_BOUND_SHARE:
         return None
     head = (f"Communication-bound: communication kernels (NCCL/RCCL) not hidden behind compute took {_pct(figure)} "
-            f"of the steps' GPU time (threshold {_pct(COMMUNICATION_BOUND_SHARE)}).")
+            f"of {_window(rank)} (threshold {_pct(COMMUNICATION_BOUND_SHARE)}).")
     change = ("DDP(model, bucket_cap_mb=50, gradient_as_bucket_view=True) so the all-reduce starts during backward "
               "in fewer, larger buckets, nothing that waits for the GPU between loss.backward() and "
               "optimizer.step(), and model.no_sync() on the micro-steps of gradient accumulation; if one rank is "
@@ -101,10 +106,10 @@ def _communication_bound(rank: RankReport) -> Optional[tuple[float, list[Finding
 
 
 def _exposed_memory(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
-    figure = rank.memory_share
-    if figure < EXPOSED_MEMORY_SHARE:
+    figure = _gpu_share(rank, rank.memory_share)
+    if figure is None or figure < EXPOSED_MEMORY_SHARE:
         return None
-    head = (f"Copy-bound: copies and fills not hidden behind compute took {_pct(figure)} of the steps' GPU time "
+    head = (f"Copy-bound: copies and fills not hidden behind compute took {_pct(figure)} of {_window(rank)} "
             f"(threshold {_pct(EXPOSED_MEMORY_SHARE)}).")
     change = ("batch.to(device, non_blocking=True) on batches from DataLoader(..., pin_memory=True): the copy of "
               "the next batch overlaps the step's kernels instead of stalling them")
@@ -113,10 +118,10 @@ def _exposed_memory(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
 
 
 def _compute_bound(rank: RankReport) -> list[Finding]:
-    figure = rank.compute_share
-    if rank.kernels == 0 or figure < COMPUTE_BOUND_BUSY:
+    figure = _gpu_share(rank, rank.compute_share)
+    if figure is None or figure < COMPUTE_BOUND_BUSY:
         return []
-    head = (f"Compute-bound: kernels computed {_pct(figure)} of the steps' GPU time "
+    head = (f"Compute-bound: kernels computed {_pct(figure)} of {_window(rank)} "
             f"(threshold {_pct(COMPUTE_BOUND_BUSY)}).")
     if _runs_half_precision(rank):
         change = ("model = torch.compile(model): the math already runs in 16-bit; fusing the elementwise work "
@@ -139,8 +144,29 @@ def _launch_detail(rank: RankReport) -> str:
     return f" ({rank.kernels / rank.steps:,.0f} kernels and {_seconds(launches / rank.steps)} of launch calls per step)"
 
 
-def _costliest(calls: tuple[NamedSeconds, ...]) -> Optional[NamedSeconds]:
-    return max((call for call in calls if call.seconds > 0), key=lambda call: call.seconds, default=None)
+def _sync_every_step(rank: RankReport) -> Optional[NamedSeconds]:
+    """The costliest device sync called at least once a step (a count of 0: not counted, taken as every step)."""
+    if rank.steps < 1:
+        return None  # without steps there is no loop to take a sync out of
+    every_step = [call for call in rank.sync_calls if call.seconds > 0 and (call.count == 0 or call.count >= rank.steps)]
+    return max(every_step, key=lambda call: call.seconds, default=None)
+
+
+def _gpu_share(rank: RankReport, share: Optional[float]) -> Optional[float]:
+    """A GPU figure, or None where the trace has none (a CPU-only trace: no rule reads it)."""
+    if rank.kernels == 0 or share is None:
+        return None
+    return share
+
+
+def _idle_part(rank: RankReport, share_of_idle: Optional[float]) -> Optional[float]:
+    """A cause's share of idle time as a share of the whole window."""
+    idle = _gpu_share(rank, rank.idle_share)
+    return None if idle is None or share_of_idle is None else idle * share_of_idle
+
+
+def _window(rank: RankReport) -> str:
+    return "the steps' GPU time" if rank.steps > 0 else "the traced GPU time (first to last GPU event: no steps)"
 
 
 def _pct(value: float) -> str:
