@@ -197,3 +197,21 @@ def test_a_cpu_only_trace_has_no_gpu_bars_and_says_so():
 def test_short_spans_read_in_their_unit():
     assert [seconds_text(value) for value in (2.5, 0.251, 0.0123, 0.00084, 1500.0)] == [
         "2.5 s", "251 ms", "12.3 ms", "840 µs", "1,500 s"]
+
+
+def test_the_history_spreads_out_every_figure_of_the_json_contract():
+    from workbench.history.trace_records import GPU_SPAN_KEYS, RANK_FIGURE_KEYS
+    from workbench.trace_analysis import report_json
+
+    assert ("rank", *RANK_FIGURE_KEYS, "gpu_span", "findings") == report_json.RANK_KEYS
+    assert GPU_SPAN_KEYS == report_json.GPU_SPAN_KEYS
+
+
+@pytest.mark.skipif(not (TRACES / "a100-nccl.json.gz").is_file(), reason="../shared/traces is not beside the checkout")
+def test_the_record_keeps_what_workbench_trace_json_prints(tmp_path):
+    from workbench.trace_analysis.report_json import to_json
+
+    opened = TraceOpening(TRACES / "a100-nccl.json.gz", tmp_path / "home").run()
+    with HistoryStore.open_for_reading(tmp_path / "home") as store:
+        trace = store.get_run(opened.record_id).trace
+    assert list(trace.ranks) == to_json(opened.report)["ranks"]

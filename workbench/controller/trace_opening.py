@@ -19,12 +19,19 @@ from typing import Callable, Iterator, Optional, Sequence
 
 from workbench.history.errors import HistoryError
 from workbench.history.store import HistoryStore
-from workbench.history.trace_records import TraceRecord, rank_figure
+from workbench.history.trace_records import TraceRecord
 from workbench.regular_file import kind_problem, regular_file_problem
 from workbench.trace_analysis.model import TraceCancelled, TraceError, TraceReport
 from workbench.trace_analysis.reading import read_report
+from workbench.trace_analysis.report_json import rank_json
+from workbench.trace_analysis.script_findings import with_findings
 
 ReadReport = Callable[..., TraceReport]  # read_report(path, progress=…, cancelled=…)
+
+
+def read_with_findings(path: str, **options: object) -> TraceReport:
+    """What `workbench trace` reports: the trace read, each rank's findings phrased for the user's script."""
+    return with_findings(read_report(path, **options))  # type: ignore[arg-type]
 
 READING, HASHING, RECORDING = "reading", "hashing", "keeping it in the history"
 _CHUNK_BYTES = 1 << 20
@@ -57,7 +64,7 @@ class OpenedTrace:
 class TraceOpening:
     """One trace being opened. ``home``: the history's folder (None: the trace is shown, not kept)."""
 
-    def __init__(self, path: os.PathLike | str, home: Optional[Path], read: ReadReport = read_report,
+    def __init__(self, path: os.PathLike | str, home: Optional[Path], read: ReadReport = read_with_findings,
                  source: str = "gui"):
         self.path = Path(path).expanduser()
         self._home = home
@@ -125,7 +132,7 @@ class TraceOpening:
         else:
             sha256 = digests[0]
         return TraceRecord(path=str(self.path), size_bytes=total, sha256=sha256,
-                           ranks=tuple(rank_figure(rank) for rank in report.ranks), notes=tuple(report.notes),
+                           ranks=tuple(rank_json(rank) for rank in report.ranks), notes=tuple(report.notes),
                            files=tuple(file.name for file in files) if self.path.is_dir() else ())
 
     def _chunks(self, file: Path) -> Iterator[bytes]:

@@ -89,7 +89,7 @@ def _rank_section(rank: RankReport) -> RankSection:
     if cpu_only:
         facts.append("A CPU-only trace: it holds no GPU work, so there is no GPU time to split")
     else:
-        span = rank.gpu_span
+        span = rank.gpu_span or {}
         facts.append("Over HTA's window (first to last GPU event): " + ", ".join(
             f"{label} {_percent(span.get(key))}" for label, key in
             (("idle", "idle_share"), ("compute", "compute_share"), ("non-compute", "non_compute_share"))))

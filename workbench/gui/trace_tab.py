@@ -23,11 +23,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.controller.trace_opening import OpenedTrace, ReadReport, TraceOpening
+from workbench.controller.trace_opening import OpenedTrace, ReadReport, TraceOpening, read_with_findings
 from workbench.controller.trace_page import RankSection, Share, TracePage, history_line, trace_page
 from workbench.gui.background import call_in_background
 from workbench.trace_analysis.model import TraceCancelled, TraceError
-from workbench.trace_analysis.reading import read_report
 
 POLL_MS = 100
 TRACE_FILTER = "Profiler traces (*.json *.json.gz);;All files (*)"
@@ -46,7 +45,7 @@ class TraceTab(QWidget):
         self._opening: Optional[TraceOpening] = None
         self.ask_file: Callable[[], str] = self._ask_file
         self.ask_folder: Callable[[], str] = self._ask_folder
-        self.read: ReadReport = read_report  # tests put a reader of their own here
+        self.read: ReadReport = read_with_findings  # tests put a reader of their own here
 
         self.open_button = QPushButton("Open trace…")
         self.open_button.setObjectName("openTraceButton")

@@ -19,8 +19,9 @@ from typing import Any, Optional
 RECORD_KIND_RUN = "run"
 RECORD_KIND_TRACE = "trace"
 
-# The per-rank figures a trace record keeps, by their `workbench trace --json` key (issue 27's contract), in the
-# order the comparison and the CSV show them. gpu_span's three shares are kept nested, as --json has them.
+# The per-rank figures a trace record keeps are the `workbench trace --json` entries (issue 27's contract; the
+# controller stores trace_analysis.report_json.rank_json of each rank). These are the ones the CSV spreads out, in
+# its order; gpu_span's three shares are kept nested, as --json has them.
 RANK_FIGURE_KEYS: tuple[str, ...] = (
     "device", "steps", "step_seconds_median", "step_seconds_low", "step_seconds_high",
     "compute_share", "communication_share", "memory_share", "idle_share",
@@ -28,7 +29,6 @@ RANK_FIGURE_KEYS: tuple[str, ...] = (
     "dataloader_share",
 )
 GPU_SPAN_KEYS: tuple[str, ...] = ("idle_share", "compute_share", "non_compute_share")
-FINDING_KEYS: tuple[str, ...] = ("kind", "text", "figure", "threshold", "change")
 
 
 @dataclass(frozen=True)
@@ -80,16 +80,6 @@ class TraceRecord:
             return tuple((rank.get("gpu_span") or {}).get(inner) if isinstance(rank.get("gpu_span"), dict) else None
                          for rank in self.ranks)
         return tuple(rank.get(key) for rank in self.ranks)
-
-
-def rank_figure(report_rank: Any) -> dict[str, Any]:
-    """A RankReport (workbench.trace_analysis.model) as the figures kept: its --json keys (read by name, so
-    this module needs no import of the trace analysis)."""
-    figures: dict[str, Any] = {"rank": report_rank.rank}
-    figures.update({key: getattr(report_rank, key) for key in RANK_FIGURE_KEYS})
-    figures["gpu_span"] = {key: report_rank.gpu_span.get(key) for key in GPU_SPAN_KEYS}
-    figures["findings"] = [{key: getattr(finding, key) for key in FINDING_KEYS} for finding in report_rank.findings]
-    return figures
 
 
 def insert_trace(conn: sqlite3.Connection, trace: TraceRecord, name: str, source: str, opened_at: float,
