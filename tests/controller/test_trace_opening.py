@@ -168,6 +168,7 @@ def test_a_real_folder_of_ranks_is_read_and_kept_with_the_digest_of_its_files(tm
 def test_the_page_shows_each_ranks_steps_splits_tops_and_findings():
     page = trace_page(TraceReport("/t/rank0.json.gz", (rank_report(0), rank_report(1, dataloader_share=None))),
                       "Kept in the history as #3")
+    assert page.title == "/t/rank0.json.gz"
     first, second = page.sections
     assert first.title == "Rank 0 · NVIDIA A100-SXM4-80GB"
     assert first.steps == "5 steps (ProfilerStep#N), 250 ms each (median), from 240 ms to 270 ms"
@@ -180,7 +181,7 @@ def test_the_page_shows_each_ranks_steps_splits_tops_and_findings():
     assert first.top_host_ops == (("aten::conv2d", "1.5 s"),)
     (finding,) = first.findings
     assert finding.fired == "figure 0.334 against threshold 0.1"
-    assert finding.change.startswith("DataLoader(num_workers=4")
+    assert len(finding.changes) == 1 and finding.changes[0].startswith("DataLoader(num_workers=4")
     assert any(fact.startswith("DataLoader: 33.4 % of the step") for fact in first.facts)
     assert not any(fact.startswith("DataLoader") for fact in second.facts)  # not read: not said, never 0 %
 
@@ -215,3 +216,14 @@ def test_the_record_keeps_what_workbench_trace_json_prints(tmp_path):
     with HistoryStore.open_for_reading(tmp_path / "home") as store:
         trace = store.get_run(opened.record_id).trace
     assert list(trace.ranks) == to_json(opened.report)["ranks"]
+
+
+def test_a_problem_offered_several_changes_reads_once_with_each_change():
+    text = "Launch-bound: the GPU sat idle waiting for the host"
+    findings = (Finding("launch-bound", text, 0.41, 0.2, "a larger batch"),
+                Finding("launch-bound", text, 0.41, 0.2, 'torch.compile(model, mode="reduce-overhead")'),
+                Finding("communication-bound", "NCCL not hidden", 0.21, 0.15, "DDP(bucket_cap_mb=50)"))
+    (section,) = trace_page(TraceReport("/t.json", (rank_report(findings=findings),)), "").sections
+    assert [(line.kind, line.changes) for line in section.findings] == [
+        ("launch-bound", ("a larger batch", 'torch.compile(model, mode="reduce-overhead")')),
+        ("communication-bound", ("DDP(bucket_cap_mb=50)",))]

@@ -4,6 +4,7 @@ figure and threshold that fired each and the change to make. The tab (gui/trace_
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -39,10 +40,12 @@ class Share:
 
 @dataclass(frozen=True)
 class FindingLine:
+    """One problem: what fired it and every change offered for it (a finding per change in the report)."""
+
     kind: str
     text: str
     fired: str  # "figure 0.334 against threshold 0.1"
-    change: str
+    changes: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,7 @@ class TracePage:
 
 
 def trace_page(report: TraceReport, history: str) -> TracePage:
-    return TracePage(report.path, history, tuple(_rank_section(rank) for rank in report.ranks), tuple(report.notes))
+    return TracePage(os.path.abspath(report.path), history, tuple(_rank_section(rank) for rank in report.ranks), tuple(report.notes))
 
 
 def history_line(record_id: Optional[int], kept_before: bool, note: Optional[str]) -> str:
@@ -106,11 +109,23 @@ def _rank_section(rank: RankReport) -> RankSection:
         top_kernels=_top(rank.top_kernels),
         top_host_ops=_top(rank.top_host_ops),
         sync_calls=_top(rank.sync_calls),
-        findings=tuple(FindingLine(finding.kind, finding.text,
-                                   f"figure {finding.figure:.3g} against threshold {finding.threshold:.3g}",
-                                   finding.change) for finding in rank.findings),
+        findings=_finding_lines(rank),
         notes=tuple(rank.notes),
     )
+
+
+def _finding_lines(rank: RankReport) -> tuple[FindingLine, ...]:
+    """The findings with the same problem (kind and text) as one line with its changes, in the report's order."""
+    lines: dict[tuple[str, str], FindingLine] = {}
+    for finding in rank.findings:
+        key = (finding.kind, finding.text)
+        if key in lines:
+            line = lines[key]
+            lines[key] = FindingLine(line.kind, line.text, line.fired, (*line.changes, finding.change))
+        else:
+            lines[key] = FindingLine(finding.kind, finding.text, f"figure {finding.figure:.3g} against threshold "
+                                     f"{finding.threshold:.3g}", (finding.change,))
+    return tuple(lines.values())
 
 
 def _steps_text(rank: RankReport) -> str:

@@ -252,11 +252,7 @@ class MainWindow(QMainWindow):
     def drop_paths(self, paths: Sequence[str]) -> None:
         """Open a dropped trace file, or folder of rank traces, in the Trace tab."""
         self.tabs.setCurrentWidget(self.trace_tab)
-        if len(paths) != 1:
-            self.trace_tab.status.setText(f"{len(paths)} items dropped: drop one trace file, or one folder of rank "
-                                          "traces (a folder's files are read as its ranks).")
-            return
-        self.trace_tab.open_path(paths[0])
+        self.trace_tab.open_dropped(paths)
 
     # == the user's sequences: a dialog, then the controller ===================================
     def start_sweep(self) -> None:

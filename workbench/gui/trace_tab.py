@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
@@ -98,6 +98,13 @@ class TraceTab(QWidget):
         path = self.ask_folder()
         if path:
             self.open_path(path)
+
+    def open_dropped(self, paths: Sequence[str]) -> None:
+        if len(paths) != 1:
+            self.status.setText(f"{len(paths)} items dropped: drop one trace file, or one folder of rank traces "
+                                "(a folder's files are read as its ranks).")
+            return
+        self.open_path(paths[0])
 
     def open_path(self, path: str | Path) -> None:
         """Read the trace (a file, or a folder of rank files) in the background; one at a time."""
@@ -195,7 +202,8 @@ def _rank_html(section: RankSection) -> str:
     if section.findings:
         items = "".join(
             f"<li><b>{_text(finding.kind)}</b>: {_text(finding.text)} <span style='color:#505050'>"
-            f"({_text(finding.fired)})</span><br>Change: <code>{_text(finding.change)}</code></li>"
+            f"({_text(finding.fired)})</span>"
+            + "".join(f"<br>Change: <code>{_text(change)}</code>" for change in finding.changes) + "</li>"
             for finding in section.findings)
         parts.append(f"<p style='margin-bottom:0'><b>Findings</b></p><ul style='margin-top:0'>{items}</ul>")
     else:
