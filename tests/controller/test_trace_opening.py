@@ -227,3 +227,11 @@ def test_a_problem_offered_several_changes_reads_once_with_each_change():
     assert [(line.kind, line.changes) for line in section.findings] == [
         ("launch-bound", ("a larger batch", 'torch.compile(model, mode="reduce-overhead")')),
         ("communication-bound", ("DDP(bucket_cap_mb=50)",))]
+
+
+def test_a_trace_opened_by_a_relative_path_is_kept_by_its_absolute_one(trace_file, tmp_path, monkeypatch):
+    monkeypatch.chdir(trace_file.parent)
+    report = TraceReport(trace_file.name, (rank_report(),))
+    opened = TraceOpening(trace_file.name, tmp_path / "home", read=fake_read(report)).run()
+    with HistoryStore.open_for_reading(tmp_path / "home") as store:
+        assert store.get_run(opened.record_id).trace.path == str(trace_file)

@@ -33,8 +33,9 @@ INPUT_BOUND = {"kind": "input_bound", "text": "The GPU waits for the DataLoader"
 
 
 def trace(sha256: str = "ab" * 32, path: str = "/data/traces/rank0.json.gz") -> TraceRecord:
+    input_bound_twice = [INPUT_BOUND, dict(INPUT_BOUND, change="pin_memory=True")]  # one problem, two changes
     return TraceRecord(path=path, size_bytes=3_000_000, sha256=sha256,
-                       ranks=(rank(0, 0.5, 0.25, [INPUT_BOUND]), rank(1, 0.25, 0.5)), notes=("no memory events",))
+                       ranks=(rank(0, 0.5, 0.25, input_bound_twice), rank(1, 0.25, 0.5)), notes=("no memory events",))
 
 
 @pytest.fixture
@@ -51,6 +52,7 @@ def test_a_trace_is_kept_as_a_record_of_its_own_kind_with_its_file_and_figures(s
     assert record.name == "rank0.json.gz"
     assert record.status == "finished"
     assert record.summary.device_name == "NVIDIA A100-SXM4-80GB"
+    assert record.summary.world_size == 2  # its ranks: the processes that trained together
     assert record.trace == trace()  # path, size, sha256, every rank's figures and findings, the notes
     assert [listed.id for listed in store.list_runs()] == [run_id]
 

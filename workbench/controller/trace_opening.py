@@ -66,7 +66,7 @@ class TraceOpening:
 
     def __init__(self, path: os.PathLike | str, home: Optional[Path], read: ReadReport = read_with_findings,
                  source: str = "gui"):
-        self.path = Path(path).expanduser()
+        self.path = Path(os.path.abspath(Path(path).expanduser()))  # as kept in the history; no file is touched
         self._home = home
         self._read = read
         self._source = source

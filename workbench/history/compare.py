@@ -163,7 +163,7 @@ def _rank_number(traces: Sequence[Any], index: int) -> str:
 def _findings_text(findings: Any) -> str:
     if not isinstance(findings, list):
         return ""
-    return "; ".join(str(finding.get("kind")) for finding in findings if isinstance(finding, dict)) or "none"
+    return "; ".join(dict.fromkeys(str(finding.get("kind")) for finding in findings if isinstance(finding, dict))) or "none"
 
 
 def _device_fact(key: str) -> Callable[[RunRecord], Any]:

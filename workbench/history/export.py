@@ -108,8 +108,9 @@ def _trace_row(record: RunRecord) -> list[str]:
     else:
         figures = [cell(trace.path), cell(trace.size_bytes), cell(trace.sha256),
                    *(";".join(cell(value) for value in trace.rank_values(key)) for key in TRACE_RANK_KEYS),
-                   cell(";".join(",".join(str(finding.get("kind")) for finding in findings if isinstance(finding, dict))
-                                 or "none" for findings in trace.rank_values("findings") if isinstance(findings, list)))]
+                   cell(";".join(",".join(dict.fromkeys(str(finding.get("kind")) for finding in findings
+                                                        if isinstance(finding, dict))) or "none"
+                                 for findings in trace.rank_values("findings") if isinstance(findings, list)))]
     return ([cell(value) for value in identity] + ["" for _ in FIELD_NAMES] + [cell(value) for value in summary]
             + ["" for _ in RANK_PEAK_COLUMNS] + ["" for _ in ALIAS_COLUMNS] + [cell(record.record_kind)] + figures)
 

@@ -87,9 +87,9 @@ def insert_trace(conn: sqlite3.Connection, trace: TraceRecord, name: str, source
     """Insert the record (in the caller's transaction); its id."""
     cursor = conn.execute(
         "INSERT INTO runs (name, status, source, started_at, finished_at, app_version, config_json, device_name, "
-        "record_kind, trace_json, trace_sha256) VALUES (?, 'finished', ?, ?, ?, ?, '{}', ?, ?, ?, ?)",
-        (name, source, opened_at, opened_at, app_version, trace.device, RECORD_KIND_TRACE, trace.to_json(),
-         trace.sha256),
+        "world_size, record_kind, trace_json, trace_sha256) VALUES (?, 'finished', ?, ?, ?, ?, '{}', ?, ?, ?, ?, ?)",
+        (name, source, opened_at, opened_at, app_version, trace.device, max(1, len(trace.ranks)), RECORD_KIND_TRACE,
+         trace.to_json(), trace.sha256),
     )
     return int(cursor.lastrowid)
 
