@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from workbench.controller.trace_opening import RECORDING, TraceOpening
-from workbench.controller.trace_page import history_line, seconds_text, trace_page
+from workbench.controller.trace_page import history_line, trace_page
+from workbench.formatting import format_short_seconds
 from workbench.history.store import HistoryStore
 from workbench.trace_analysis.model import Finding, NamedSeconds, RankReport, TraceCancelled, TraceError, TraceReport
 
@@ -196,8 +197,8 @@ def test_a_cpu_only_trace_has_no_gpu_bars_and_says_so():
 
 
 def test_short_spans_read_in_their_unit():
-    assert [seconds_text(value) for value in (2.5, 0.251, 0.0123, 0.00084, 1500.0)] == [
-        "2.5 s", "251 ms", "12.3 ms", "840 µs", "1,500 s"]
+    assert [format_short_seconds(value) for value in (2.5, 0.251, 0.0123, 0.00084, 1500.0, None)] == [
+        "2.5 s", "251 ms", "12.3 ms", "840 µs", "1,500 s", ""]
 
 
 def test_the_history_spreads_out_every_figure_of_the_json_contract():

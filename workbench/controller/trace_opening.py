@@ -126,8 +126,8 @@ class TraceOpening:
             digests.append(digest.hexdigest())
         if self.path.is_dir():
             folder = hashlib.sha256()
-            for file, file_digest in sorted(zip((file.name for file in files), digests)):
-                folder.update(f"{file}\0{file_digest}\n".encode())
+            for name, file_digest in sorted(zip((file.name for file in files), digests)):
+                folder.update(f"{name}\0{file_digest}\n".encode())
             sha256 = folder.hexdigest()
         else:
             sha256 = digests[0]

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from workbench.formatting import format_short_seconds
 from workbench.trace_analysis.model import NamedSeconds, RankReport, TraceReport
 
 # The GPU time over the steps, and idle time by cause: (label, RankReport field, colour), in the bars' order.
@@ -131,9 +132,9 @@ def _finding_lines(rank: RankReport) -> tuple[FindingLine, ...]:
 def _steps_text(rank: RankReport) -> str:
     if rank.steps == 0 or rank.step_seconds_median is None:
         return "No ProfilerStep#N in the trace: the figures are over the first to the last GPU event"
-    text = f"{rank.steps} step{'s' if rank.steps != 1 else ''} (ProfilerStep#N), {seconds_text(rank.step_seconds_median)} each (median)"
+    text = f"{rank.steps} step{'s' if rank.steps != 1 else ''} (ProfilerStep#N), {format_short_seconds(rank.step_seconds_median)} each (median)"
     if rank.step_seconds_low is not None and rank.step_seconds_high is not None:
-        text += f", from {seconds_text(rank.step_seconds_low)} to {seconds_text(rank.step_seconds_high)}"
+        text += f", from {format_short_seconds(rank.step_seconds_low)} to {format_short_seconds(rank.step_seconds_high)}"
     return text
 
 
@@ -144,7 +145,7 @@ def _shares(rank: RankReport, parts: Sequence[tuple[str, str, str]]) -> tuple[Sh
 
 
 def _top(items: Sequence[NamedSeconds]) -> tuple[tuple[str, str], ...]:
-    return tuple((_short(item.name), seconds_text(item.seconds)) for item in items[:TOP_COUNT])
+    return tuple((_short(item.name), format_short_seconds(item.seconds)) for item in items[:TOP_COUNT])
 
 
 def _short(name: str) -> str:
@@ -154,11 +155,3 @@ def _short(name: str) -> str:
 def _percent(value: Optional[float]) -> str:
     return "unknown" if value is None else f"{value * 100:.1f} %"
 
-
-def seconds_text(seconds: float) -> str:
-    """A short span as people read it: 1.25 s, 251 ms, 12.3 ms, 840 µs."""
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
-        if abs(seconds) >= scale or unit == "µs":
-            value = seconds / scale
-            return f"{value:.3g} {unit}" if value < 1000 else f"{value:,.0f} {unit}"
-    return f"{seconds} s"  # unreachable: µs takes the rest

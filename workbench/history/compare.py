@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from workbench.config import FIELD_NAMES
-from workbench.formatting import format_duration
+from workbench.formatting import format_duration, format_short_seconds
 from workbench.history.metrics import SUMMARY_METRICS, Metric, format_metric, format_setting_cell, local_time
 from workbench.history.records import RunRecord
 from workbench.settings_help import SPECS, inactive_fields
@@ -104,48 +104,6 @@ def _summary_figure(name: str) -> Callable[[RunRecord], Any]:
     return lambda record: None if record.is_trace else getattr(record.summary, name)
 
 
-# A trace record's file and, rank by rank, its figures (the `workbench trace --json` keys): label, key, kind.
-_TRACE_FILE_ROWS = (("trace file", "path", "text"), ("size", "size_bytes", "bytes"), ("sha256", "sha256", "text"))
-_TRACE_RANK_ROWS: tuple[tuple[str, str, str], ...] = (
-    ("device", "device", "text"),
-    ("steps found", "steps", "count"),
-    ("step time (median)", "step_seconds_median", "seconds"),
-    ("step time low", "step_seconds_low", "seconds"),
-    ("step time high", "step_seconds_high", "seconds"),
-    ("compute", "compute_share", "fraction"),
-    ("communication", "communication_share", "fraction"),
-    ("memory", "memory_share", "fraction"),
-    ("idle", "idle_share", "fraction"),
-    ("idle: waiting for data", "idle_for_data_share", "fraction"),
-    ("idle: waiting for the host", "idle_for_host_share", "fraction"),
-    ("idle: kernel wait", "idle_kernel_wait_share", "fraction"),
-    ("idle: other", "idle_other_share", "fraction"),
-    ("DataLoader share of step", "dataloader_share", "fraction"),
-    ("GPU span idle (HTA's window)", "gpu_span.idle_share", "fraction"),
-    ("GPU span compute", "gpu_span.compute_share", "fraction"),
-    ("GPU span non-compute", "gpu_span.non_compute_share", "fraction"),
-    ("findings", "findings", "findings"),
-)
-
-
-def _trace_rows(records: Sequence[RunRecord]) -> list[ComparisonRow]:
-    """The Trace section: the file, then each figure of rank 0, 1, … (a run's cells blank)."""
-    traces = [record.trace if record.is_trace else None for record in records]
-    rows = []
-    for label, key, kind in _TRACE_FILE_ROWS:
-        values = tuple(getattr(trace, key) if trace is not None else None for trace in traces)
-        texts = tuple(format_metric(kind, value) for value in values)
-        rows.append(ComparisonRow("Trace", f"trace.{key}", label, values, texts, compared=key != "path"))
-    rank_count = max((len(trace.ranks) for trace in traces if trace is not None), default=0)
-    for index in range(rank_count):
-        for label, key, kind in _TRACE_RANK_ROWS:
-            values = tuple(_rank_value(trace, index, key) for trace in traces)
-            texts = tuple(_findings_text(value) if kind == "findings" else format_metric(kind, value) for value in values)
-            rows.append(ComparisonRow("Trace", f"trace.rank{index}.{key}", f"rank {_rank_number(traces, index)}: {label}",
-                                      values, texts))
-    return rows
-
-
 def _rank_value(trace: Any, index: int, key: str) -> Any:
     if trace is None or index >= len(trace.ranks):
         return None
@@ -177,3 +135,47 @@ def _formatter(metric: Metric) -> Callable[[Any], str]:
 def _status_text(value: tuple[str, Any]) -> str:
     status, reason = value
     return f"{status}: {reason}" if reason else status
+
+
+# A trace record's file and, rank by rank, its figures (the `workbench trace --json` keys): label, key, how it reads.
+_PERCENT = _formatter(Metric("", "", "fraction"))
+_TRACE_FILE_ROWS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("trace file", "path", _formatter(_TEXT)), ("size", "size_bytes", _formatter(Metric("", "", "bytes"))),
+    ("sha256", "sha256", _formatter(_TEXT)))
+_TRACE_RANK_ROWS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("device", "device", _formatter(_TEXT)),
+    ("steps found", "steps", _formatter(Metric("", "", "count"))),
+    ("step time (median)", "step_seconds_median", format_short_seconds),
+    ("step time low", "step_seconds_low", format_short_seconds),
+    ("step time high", "step_seconds_high", format_short_seconds),
+    ("compute", "compute_share", _PERCENT),
+    ("communication", "communication_share", _PERCENT),
+    ("memory", "memory_share", _PERCENT),
+    ("idle", "idle_share", _PERCENT),
+    ("idle: waiting for data", "idle_for_data_share", _PERCENT),
+    ("idle: waiting for the host", "idle_for_host_share", _PERCENT),
+    ("idle: kernel wait", "idle_kernel_wait_share", _PERCENT),
+    ("idle: other", "idle_other_share", _PERCENT),
+    ("DataLoader share of step", "dataloader_share", _PERCENT),
+    ("GPU span idle (HTA's window)", "gpu_span.idle_share", _PERCENT),
+    ("GPU span compute", "gpu_span.compute_share", _PERCENT),
+    ("GPU span non-compute", "gpu_span.non_compute_share", _PERCENT),
+    ("findings", "findings", lambda value: _findings_text(value)),
+)
+
+
+def _trace_rows(records: Sequence[RunRecord]) -> list[ComparisonRow]:
+    """The Trace section: the file, then each figure of rank 0, 1, … (a run's cells blank)."""
+    traces = [record.trace if record.is_trace else None for record in records]
+    rows = []
+    for label, key, text in _TRACE_FILE_ROWS:
+        values = tuple(getattr(trace, key) if trace is not None else None for trace in traces)
+        rows.append(ComparisonRow("Trace", f"trace.{key}", label, values, tuple(text(value) for value in values),
+                                  compared=key != "path"))
+    rank_count = max((len(trace.ranks) for trace in traces if trace is not None), default=0)
+    for index in range(rank_count):
+        for label, key, text in _TRACE_RANK_ROWS:
+            values = tuple(_rank_value(trace, index, key) for trace in traces)
+            rows.append(ComparisonRow("Trace", f"trace.rank{index}.{key}", f"rank {_rank_number(traces, index)}: {label}",
+                                      values, tuple(text(value) for value in values)))
+    return rows

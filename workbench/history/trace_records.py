@@ -91,7 +91,8 @@ def insert_trace(conn: sqlite3.Connection, trace: TraceRecord, name: str, source
         (name, source, opened_at, opened_at, app_version, trace.device, max(1, len(trace.ranks)), RECORD_KIND_TRACE,
          trace.to_json(), trace.sha256),
     )
-    return int(cursor.lastrowid)
+    assert cursor.lastrowid is not None  # set by every INSERT
+    return cursor.lastrowid
 
 
 def trace_record_id(conn: sqlite3.Connection, sha256: str) -> Optional[int]:
