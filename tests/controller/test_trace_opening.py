@@ -216,7 +216,9 @@ def test_the_record_keeps_what_workbench_trace_json_prints(tmp_path):
     opened = TraceOpening(TRACES / "a100-nccl.json.gz", tmp_path / "home").run()
     with HistoryStore.open_for_reading(tmp_path / "home") as store:
         trace = store.get_run(opened.record_id).trace
-    assert list(trace.ranks) == to_json(opened.report)["ranks"]
+    printed = to_json(opened.report)["ranks"]
+    assert [{key: rank[key] for key in printed[0]} for rank in trace.ranks] == printed
+    assert [rank["step_seconds"] for rank in trace.ranks] == [list(rank.step_seconds) for rank in opened.report.ranks]
 
 
 def test_a_problem_offered_several_changes_reads_once_with_each_change():

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from workbench.experiments.rate_over_runs import RateOverRuns, compared, rate_over
+from workbench.controller.trace_step_comparison import trace_step_lines
 from workbench.history.records import RunRecord
 
 
@@ -46,7 +47,12 @@ def sides(records: Sequence[RunRecord]) -> list[Side]:
 
 
 def speed_lines(records: Sequence[RunRecord]) -> list[str]:
-    """Each side's images/sec and interval, then each side against the first: [] with no run selected."""
+    """Each side's images/sec and interval, then each side against the first: [] with no run selected. Trace
+    records (no images/sec: their script's steps) say their step time instead (trace_step_comparison.py)."""
+    return _run_lines([record for record in records if not record.is_trace]) + trace_step_lines(records)
+
+
+def _run_lines(records: Sequence[RunRecord]) -> list[str]:
     found = sides(records)
     if not found:
         return []

@@ -15,13 +15,13 @@ import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from workbench.history.errors import HistoryError
 from workbench.history.store import HistoryStore
 from workbench.history.trace_records import TraceRecord
 from workbench.regular_file import kind_problem, regular_file_problem
-from workbench.trace_analysis.model import TraceCancelled, TraceError, TraceReport
+from workbench.trace_analysis.model import RankReport, TraceCancelled, TraceError, TraceReport
 from workbench.trace_analysis.reading import read_report
 from workbench.trace_analysis.report_json import rank_json
 from workbench.trace_analysis.script_findings import with_findings
@@ -132,7 +132,7 @@ class TraceOpening:
         else:
             sha256 = digests[0]
         return TraceRecord(path=str(self.path), size_bytes=total, sha256=sha256,
-                           ranks=tuple(rank_json(rank) for rank in report.ranks), notes=tuple(report.notes),
+                           ranks=tuple(_kept_figures(rank) for rank in report.ranks), notes=tuple(report.notes),
                            files=tuple(file.name for file in files) if self.path.is_dir() else ())
 
     def _chunks(self, file: Path) -> Iterator[bytes]:
@@ -148,6 +148,14 @@ class TraceOpening:
             while chunk := stream.read(_CHUNK_BYTES):
                 self._check_cancelled()
                 yield chunk
+
+
+def _kept_figures(rank: RankReport) -> dict[str, Any]:
+    """A rank as its record keeps it: its `--json` entry, and each step's time, so that two traces compare by the
+    A/B statistic in the Runs tab (controller/trace_step_comparison.py)."""
+    figures = rank_json(rank)
+    figures["step_seconds"] = [float(seconds) for seconds in rank.step_seconds]
+    return figures
 
 
 def _path_problem(path: Path) -> Optional[str]:

@@ -38,7 +38,7 @@ class TraceRecord:
     path: str  # as opened: a file, or a folder of rank files
     size_bytes: int  # the bytes hashed: the file's, or the rank files' together
     sha256: str  # of those bytes (a folder: of its rank files' names and digests, in name order)
-    ranks: tuple[dict[str, Any], ...]  # one per rank: "rank" and RANK_FIGURE_KEYS, "gpu_span", "findings"
+    ranks: tuple[dict[str, Any], ...]  # one per rank: its --json entry, and "step_seconds" (each step's time)
     notes: tuple[str, ...] = ()  # what the reading could not read, in words
     files: tuple[str, ...] = field(default=())  # a folder's rank files that were hashed, by name
 
