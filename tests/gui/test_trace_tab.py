@@ -146,3 +146,26 @@ def test_a_dropped_folder_of_ranks_shows_every_rank(qtbot, window, store):
     assert "Rank 0 · " in text and "Rank 1 · " in text
     (record,) = store.list_runs()
     assert [rank["rank"] for rank in record.trace.ranks] == [0, 1]
+
+
+def test_closing_the_window_mid_read_cancels_the_read(qtbot, window, tmp_path, store):
+    path = tmp_path / "big.json"
+    path.write_text("{}")
+    started, saw_cancel = threading.Event(), threading.Event()
+
+    def slow_read(trace, *, progress=None, cancelled=None):
+        started.set()
+        for _ in range(2000):  # 20 s unless cancelled: longer than the wait below
+            if cancelled():
+                saw_cancel.set()
+                break
+            threading.Event().wait(0.01)
+        raise TraceCancelled("cancelled")
+
+    window.trace_tab.read = slow_read
+    drop(window, [path])
+    assert started.wait(30)
+    window.close()
+    assert wait_for_background_calls(10_000), "the read went on after the window closed"
+    assert saw_cancel.is_set()
+    assert store.list_runs() == []
