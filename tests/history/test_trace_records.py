@@ -115,7 +115,10 @@ def test_two_traces_side_by_side_flag_the_figures_that_differ(store):
     changed = TraceRecord(path="/after.json.gz", size_bytes=1, sha256="ef" * 32,
                           ranks=(rank(0, 0.75, 0.05), rank(1, 0.25, 0.5)))
     after = store.get_run(store.add_trace(changed)[0])
-    rows = {row.key: row for row in compare_runs([before, after]) if row.section == "Trace"}
+    compared = compare_runs([before, after])
+    assert {row.section for row in compared} == {"Run", "Trace", "Environment"}  # no settings, no run figures
+    assert next(row for row in compared if row.key == "duration_seconds").texts == ("", "")
+    rows = {row.key: row for row in compared if row.section == "Trace"}
     assert rows["trace.rank0.compute_share"].differs
     assert not rows["trace.rank1.compute_share"].differs
     assert not rows["trace.path"].compared  # every record has its own path

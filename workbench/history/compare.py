@@ -50,18 +50,21 @@ def compare_runs(records: Sequence[RunRecord]) -> list[ComparisonRow]:
     add("Run", "status", "status", lambda r: (r.status, r.reason), _status_text)
     add("Run", "source", "started from", lambda r: r.source, str)
     add("Run", "started_at", "started", lambda r: r.started_at, local_time, compared=False)
-    add("Run", "duration_seconds", "duration", lambda r: r.duration_seconds, format_duration, compared=False)
+    add("Run", "duration_seconds", "duration", lambda r: None if r.is_trace else r.duration_seconds,
+        lambda value: "" if value is None else format_duration(value), compared=False)
     add("Run", "note", "note", lambda r: r.note, str, compared=False)
 
+    # Traces alone have no settings and no run figures to show: their own section says what they hold.
+    only_traces = bool(records) and all(record.is_trace for record in records)
     unused = [unused_settings(record) for record in records]
-    for name in FIELD_NAMES:
+    for name in () if only_traces else FIELD_NAMES:
         values = tuple(getattr(record.config, name) for record in records)
         notes = tuple(not_used.get(name, "") for not_used in unused)
         texts = tuple(NOT_USED if note else format_setting_cell(value) for value, note in zip(values, notes))
         rows.append(ComparisonRow("Settings", name, SPECS[name].label, values, texts, notes=notes,
                                   tooltip=f"{name} (--{name.replace('_', '-')}): {SPECS[name].help}"))
 
-    for metric in SUMMARY_METRICS:
+    for metric in () if only_traces else SUMMARY_METRICS:
         if metric.kind != "text":
             add("Results", metric.name, metric.label, _summary_figure(metric.name), _formatter(metric))
     if any(record.is_trace for record in records):
@@ -176,6 +179,8 @@ def _trace_rows(records: Sequence[RunRecord]) -> list[ComparisonRow]:
     for index in range(rank_count):
         for label, key, text in _TRACE_RANK_ROWS:
             values = tuple(_rank_value(trace, index, key) for trace in traces)
+            if all(value is None for value in values):
+                continue  # read on no trace shown (a CPU-only trace's GPU shares): nothing to set side by side
             rows.append(ComparisonRow("Trace", f"trace.rank{index}.{key}", f"rank {_rank_number(traces, index)}: {label}",
                                       values, tuple(text(value) for value in values)))
     return rows
