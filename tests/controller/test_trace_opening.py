@@ -238,3 +238,11 @@ def test_a_trace_opened_by_a_relative_path_is_kept_by_its_absolute_one(trace_fil
     opened = TraceOpening(trace_file.name, tmp_path / "home", read=fake_read(report)).run()
     with HistoryStore.open_for_reading(tmp_path / "home") as store:
         assert store.get_run(opened.record_id).trace.path == str(trace_file)
+
+
+def test_several_ranks_read_side_by_side_with_the_slowest_named():
+    page = trace_page(TraceReport("/t", (rank_report(0), rank_report(1, step_seconds_median=0.3))), "")
+    assert page.ranks_header[:3] == ("rank", "steps", "median step")
+    assert page.ranks_rows[1][:4] == ("1", "5", "300 ms", "50.0 %")
+    assert page.slowest.startswith("Slowest: rank 1, its median step 50 ms (20%) longer than rank 0's")
+    assert trace_page(TraceReport("/t", (rank_report(0),)), "").ranks_rows == ()  # one rank: nothing to set beside

@@ -10,6 +10,7 @@ from typing import Optional, Sequence
 
 from workbench.formatting import format_short_seconds
 from workbench.trace_analysis.model import NamedSeconds, RankReport, TraceReport
+from workbench.trace_analysis.report_text import slowest_rank
 
 # The GPU time over the steps, and idle time by cause: (label, RankReport field, colour), in the bars' order.
 GPU_TIME_PARTS: tuple[tuple[str, str, str], ...] = (
@@ -69,10 +70,40 @@ class TracePage:
     history: str  # where the history keeps it, or why it does not
     sections: tuple[RankSection, ...]
     notes: tuple[str, ...]
+    # Several ranks: one row each (rank, steps, median step, compute, communication, memory, idle, device) and
+    # the slowest named, since in a data-parallel job every other rank waits for it in communication.
+    ranks_header: tuple[str, ...] = ()
+    ranks_rows: tuple[tuple[str, ...], ...] = ()
+    slowest: str = ""
+
+
+RANKS_HEADER = ("rank", "steps", "median step", "compute", "communication", "memory", "idle", "device")
 
 
 def trace_page(report: TraceReport, history: str) -> TracePage:
-    return TracePage(os.path.abspath(report.path), history, tuple(_rank_section(rank) for rank in report.ranks), tuple(report.notes))
+    sections = tuple(_rank_section(rank) for rank in report.ranks)
+    if len(report.ranks) < 2:
+        return TracePage(os.path.abspath(report.path), history, sections, tuple(report.notes))
+    rows = tuple((str(rank.rank), str(rank.steps), _seconds(rank.step_seconds_median), _percent(rank.compute_share),
+                  _percent(rank.communication_share), _percent(rank.memory_share), _percent(rank.idle_share),
+                  rank.device) for rank in report.ranks)
+    return TracePage(os.path.abspath(report.path), history, sections, tuple(report.notes), RANKS_HEADER, rows,
+                     _slowest_text(report.ranks))
+
+
+def _slowest_text(ranks: Sequence[RankReport]) -> str:
+    found = slowest_rank(ranks)
+    if found is None:
+        return "Slowest rank: none to name (fewer than two ranks with steps)"
+    slow, fastest, slow_seconds, fast_seconds = found
+    difference = slow_seconds - fast_seconds
+    return (f"Slowest: rank {slow.rank}, its median step {format_short_seconds(difference)} "
+            f"({difference / fast_seconds:.0%}) longer than rank {fastest.rank}'s; in a data-parallel job every other "
+            "rank waits for it in communication")
+
+
+def _seconds(seconds: Optional[float]) -> str:
+    return "–" if seconds is None else format_short_seconds(seconds)
 
 
 def history_line(record_id: Optional[int], kept_before: bool, note: Optional[str]) -> str:

@@ -188,6 +188,13 @@ def page_html(page: TracePage) -> str:
     parts = [f"<h3 style='margin:0'>{_text(page.title)}</h3>",
              f"<p style='color:#505050;margin-top:2px'>{_text(page.history)}</p>"]
     parts += [f"<p style='color:#8a6d00'>{_text(note)}</p>" for note in page.notes]
+    if page.ranks_rows:
+        cell = "style='padding-right:14px'"
+        head = "".join(f"<th align='left' {cell}>{_text(title)}</th>" for title in page.ranks_header)
+        body = "".join("<tr>" + "".join(f"<td {cell}>{_text(value)}</td>" for value in row) + "</tr>"
+                       for row in page.ranks_rows)
+        parts.append(f"<p style='margin-bottom:0'><b>Ranks side by side</b></p><table cellspacing='0'><tr>{head}</tr>"
+                     f"{body}</table><p style='margin-top:2px'>{_text(page.slowest)}</p><hr>")
     parts += [_rank_html(section) for section in page.sections]
     return "".join(parts)
 
