@@ -246,3 +246,9 @@ def test_several_ranks_read_side_by_side_with_the_slowest_named():
     assert page.ranks_rows[1][:4] == ("1", "5", "300 ms", "50.0 %")
     assert page.slowest.startswith("Slowest: rank 1, its median step 50 ms (20%) longer than rank 0's")
     assert trace_page(TraceReport("/t", (rank_report(0),)), "").ranks_rows == ()  # one rank: nothing to set beside
+
+
+def test_without_a_history_the_trace_is_shown_and_not_hashed(trace_file, monkeypatch):
+    monkeypatch.setattr(TraceOpening, "_chunks", lambda self, file: pytest.fail("hashed with no history to keep it"))
+    opened = TraceOpening(trace_file, None, read=fake_read(TraceReport(str(trace_file), (rank_report(),)))).run()
+    assert opened.record_id is None and opened.history_note == "no run history is open: the trace is shown, not kept"

@@ -91,9 +91,10 @@ class TraceOpening:
             raise TraceError(f"{self.path} {problem}")
         report = self._read(str(self.path), progress=self._reading, cancelled=self._cancel.is_set)
         self._check_cancelled()
-        record = self._fingerprint(report)
         if self._home is None:
             return OpenedTrace(report, None, False, "no run history is open: the trace is shown, not kept")
+        record = self._fingerprint(report)
+        self._check_cancelled()
         self._progress = TraceProgress(RECORDING)
         try:
             with HistoryStore.open(self._home) as store:
