@@ -146,3 +146,11 @@ def test_the_csv_has_a_trace_row_with_its_file_and_each_ranks_figures(store, tmp
     assert traced["device_name"] == "NVIDIA A100-SXM4-80GB"
     assert all(traced[name] == "" for name in FIELD_NAMES)  # its settings are its script's
     assert traced["steps"] == "" and traced["wall_seconds"] == "" and traced["images_per_sec_mean"] == ""
+
+
+def test_a_run_after_a_trace_is_named_against_the_run_before_it_not_the_trace(store):
+    config = RunConfig(device="cpu", batch_size=32)
+    record_complete_run(store, config)
+    store.add_trace(trace())
+    recorder = store.start_run(config)
+    assert recorder.name.endswith(": same settings")  # the trace's (default) settings are not the run before

@@ -134,7 +134,9 @@ class HistoryStore(HistoryReads):
             given = name
             if not name:
                 previous = conn.execute(
-                    "SELECT config_json FROM runs WHERE id < ? ORDER BY id DESC LIMIT 1", (run_id,)
+                    # a trace record's settings are not a run's: the name says what changed since the last run
+                    "SELECT config_json FROM runs WHERE id < ? AND record_kind = 'run' ORDER BY id DESC LIMIT 1",
+                    (run_id,)
                 ).fetchone()
                 previous_config = config_from_json(previous[0])[0] if previous is not None else None
                 name = run_name(config, previous_config)
