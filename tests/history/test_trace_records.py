@@ -1,4 +1,4 @@
-"""Records of kind "trace" (schema 6): kept once per file, listed, compared and exported beside the runs. No Qt."""
+"""Records of kind "trace": kept once per file, listed, compared and exported beside the runs. No Qt."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_the_same_bytes_opened_again_give_the_record_already_kept(store):
     assert len(store.list_runs()) == 2
 
 
-def test_runs_kept_before_schema_6_read_as_runs(tmp_path):
+def test_runs_kept_before_trace_records_read_as_runs(tmp_path):
     path = tmp_path / "home" / DATABASE_NAME
     path.parent.mkdir()
     conn = sqlite3.connect(path, isolation_level=None)

@@ -33,7 +33,7 @@ RANK_PEAK_COLUMNS: tuple[str, ...] = tuple("rank_" + name for name in RANK_PEAK_
 # Columns that name a figure more exactly than its contract column, which stays: NVML's "used" is
 # device-wide (other processes and CUDA contexts included); this one says so by name.
 ALIAS_COLUMNS: dict[str, str] = {"peak_nvml_device_used_bytes": "peak_nvml_used_bytes"}
-# A record of kind "trace" (schema 6): the file, and each figure of its ranks in one cell, rank by rank, as the rank
+# A record of kind "trace" (issue 27): the file, and each figure of its ranks in one cell, rank by rank, as the rank
 # peaks are ("0.71;0.69"); its findings' kinds by rank ("input_bound,sync_in_loop;none"). A run's are empty, and a
 # trace's settings and run figures are (it has none).
 TRACE_RANK_KEYS: tuple[str, ...] = ("rank", *RANK_FIGURE_KEYS, *("gpu_span." + key for key in GPU_SPAN_KEYS))

@@ -48,7 +48,7 @@ class RunRecord:
     sequence_id: Optional[int] = None
     sequence_name: Optional[str] = None
     traceback: Optional[str] = None  # of a failure nobody expected (kinds error, data_loader, out_of_memory)
-    # "run", or "trace": a torch.profiler trace opened in the window (schema 6). A trace record has no settings
+    # "run", or "trace": a torch.profiler trace opened in the window (issue 27's schema version). A trace record has no settings
     # (config holds the defaults, which the views do not show) and no run figures; its own are in ``trace``.
     record_kind: str = "run"
     trace: Optional[TraceRecord] = None

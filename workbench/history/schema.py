@@ -115,6 +115,7 @@ PROFILE_SAMPLE_COLUMNS: tuple[str, ...] = (
     "unprofiled_step_seconds",
     "unprofiled_data_wait_seconds",
     "unprofiled_windows",  # schema 5
+    "communication_seconds",  # NCCL time apart from compute (issue 31 item 7)
 )
 PROFILE_SAMPLE_LISTS: tuple[str, ...] = ("top_kernels", "top_ops")
 
@@ -386,11 +387,17 @@ _V5: tuple[Step, ...] = (
     "CREATE INDEX comparisons_by_device ON comparisons(device_type, device_name, field)",
 )
 
-# Schema 6 (issue 27): a record of kind "trace", a torch.profiler trace opened in the window, kept beside the runs
+# Issue 31 item 7: NCCL / RCCL kernels are communication, apart from compute (they counted as compute before).
+_V_COMMUNICATION = (
+    "ALTER TABLE runs ADD COLUMN communication_fraction REAL",
+    "ALTER TABLE profile_samples ADD COLUMN communication_seconds REAL",
+)
+
+# Issue 27: a record of kind "trace", a torch.profiler trace opened in the window, kept beside the runs
 # so it lists, compares and exports like one (history/trace_records.py). Its settings are its script's, unknown
 # here: config_json is "{}" and the views show none. trace_json: the file (path, size, sha256) and the figures per
 # rank (the `workbench trace --json` keys); trace_sha256 finds a file opened before.
-_V6: tuple[Step, ...] = (
+_V_TRACE_RECORDS: tuple[Step, ...] = (
     "ALTER TABLE runs ADD COLUMN record_kind TEXT NOT NULL DEFAULT 'run'",  # run, trace
     "ALTER TABLE runs ADD COLUMN trace_json TEXT",
     "ALTER TABLE runs ADD COLUMN trace_sha256 TEXT",
@@ -399,7 +406,7 @@ _V6: tuple[Step, ...] = (
 
 # Append new versions here, each a tuple of statements (or functions of the connection where SQL alone cannot
 # do it), and never edit one that has shipped.
-_VERSIONS: tuple[tuple[Step, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+_VERSIONS: tuple[tuple[Step, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V_COMMUNICATION, _V_TRACE_RECORDS)
 
 
 def _migration(steps: tuple[Step, ...]) -> Callable[[sqlite3.Connection], None]:

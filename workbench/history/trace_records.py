@@ -33,7 +33,7 @@ GPU_SPAN_KEYS: tuple[str, ...] = ("idle_share", "compute_share", "non_compute_sh
 
 @dataclass(frozen=True)
 class TraceRecord:
-    """What the history keeps of an opened trace (runs.trace_json, schema 6)."""
+    """What the history keeps of an opened trace (runs.trace_json)."""
 
     path: str  # as opened: a file, or a folder of rank files
     size_bytes: int  # the bytes hashed: the file's, or the rank files' together
