@@ -30,7 +30,7 @@ import bisect
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, NamedTuple, Optional, Sequence
 
 from workbench.engine.events import NamedTime, ProfileSample
 
@@ -49,9 +49,10 @@ TOP_COUNT = 10
 Interval = tuple[int, int]
 
 
-@dataclass(frozen=True)
-class Activity:
-    """One record from a profiler timeline; times in nanoseconds on the profiler's clock."""
+class Activity(NamedTuple):
+    """One record from a profiler timeline; times in nanoseconds on the profiler's clock. A named tuple: a
+    trace of millions of events makes millions of these, and a tuple is built 3× faster and is half the size
+    of a frozen dataclass."""
 
     start_ns: int
     end_ns: int
@@ -197,7 +198,7 @@ def to_sample(
 
 def _launches(device: Sequence[Activity], activities: Sequence[Activity]) -> dict[int, int]:
     """Correlation id → start of the runtime call that launched a device activity of the window."""
-    wanted = {a.correlation for a in device}
+    wanted = {a.correlation for a in device} - {0}  # 0: no correlation id recorded, which matches nothing
     launches: dict[int, int] = {}
     for a in activities:
         if a.kind == RUNTIME and a.correlation in wanted:

@@ -47,17 +47,18 @@ class RankReport:
     step_seconds_low: Optional[float]
     step_seconds_high: Optional[float]
     # GPU time over the steps (or the GPU window without steps); they sum to 1.
-    compute_share: float
-    communication_share: float  # NCCL / RCCL kernels not hidden behind compute
-    memory_share: float  # copies and fills not hidden behind compute or communication
-    idle_share: float
+    # None (not 0) on a CPU-only trace, which has no GPU time to share out; ``notes`` says so.
+    compute_share: Optional[float]
+    communication_share: Optional[float]  # NCCL / RCCL kernels not hidden behind compute
+    memory_share: Optional[float]  # copies and fills not hidden behind compute or communication
+    idle_share: Optional[float]
     # Idle time by cause, as shares of idle (sum to 1; all 0 when there is no idle time).
-    idle_for_data_share: float
-    idle_for_host_share: float
-    idle_kernel_wait_share: float
-    idle_other_share: float
+    idle_for_data_share: Optional[float]
+    idle_for_host_share: Optional[float]
+    idle_kernel_wait_share: Optional[float]
+    idle_other_share: Optional[float]
     dataloader_share: Optional[float]  # host time in enumerate(DataLoader)#…__next__ ÷ step time (TensorBoard plugin)
-    gpu_span: dict[str, float]  # {idle_share, compute_share, non_compute_share} over HTA's window
+    gpu_span: Optional[dict[str, float]]  # {idle_share, compute_share, non_compute_share} over HTA's window
     top_kernels: tuple[NamedSeconds, ...]
     top_host_ops: tuple[NamedSeconds, ...]
     sync_calls: tuple[NamedSeconds, ...]  # sync runtime time, named "<calling host op> → <sync call>"
@@ -74,6 +75,9 @@ class RankReport:
     cpu_only: bool = False  # the trace holds no device work at all: GPU figures are not readable
     # HTA's per-stream idle split (shares of the summed per-stream idle), beside ours: see docs/gpu-time.md.
     per_stream_idle_split: Optional[dict[str, float]] = None
+    # gpu_span with HTA 0.5.0's two rules replayed (work launched outside the steps dropped, µs rounding):
+    # equals HTA's own figures; gpu_span differs from it by exactly those rules (docs/gpu-time.md).
+    gpu_span_as_hta: Optional[dict[str, float]] = None
 
 
 @dataclass(frozen=True)

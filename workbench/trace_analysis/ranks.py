@@ -9,24 +9,17 @@ docs/gpu-time.md for where the two rules differ and why.
 from __future__ import annotations
 
 import bisect
-import re
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from workbench.engine import timeline
-from workbench.engine.timeline import COMMUNICATION, DATA_WAIT, KERNEL, RUNTIME, STEP, Activity
+from workbench.engine.timeline import DATA_WAIT, RUNTIME, STEP, Activity
+from workbench.trace_analysis import hta_rules
 from workbench.trace_analysis.model import NamedSeconds, RankReport
 
-# HTA's kernel-wait threshold (get_idle_time_breakdown's consecutive_kernel_delay, 30 ns).
-KERNEL_WAIT_NS = 30
 TOP_COUNT = 10
-# HTA's "compute" kernels: those that match none of these (hta/common/types.py, ComputeKernelGroupingPattern).
-_HTA_NOT_COMPUTE = re.compile(
-    r"(^nccl)|(.*Memcpy)|(.*Memset)|(.*dma)|(^.*Sync)|(^Stream Wait Event)|(cuda.*LaunchKernel)|(^runFunction)"
-    r"|(^hip)|(^job_exe)|(^packet)|(^pe_exe)|(^cpum_exe_subgraph)|(^hccl)|(^collective_subgraph_execution)"
-)
 SYNC_MARK = "Synchronize"  # cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, hip…, cuCtxSynchronize
 
 
@@ -42,6 +35,7 @@ class RankEvents:
     host: list[Activity] = field(default_factory=list)  # runtime calls, host ops, steps, data waits
     host_ops_by_thread: dict[int, list[Activity]] = field(default_factory=dict)  # cpu ops, for naming callers
     notes: list[str] = field(default_factory=list)
+    fractional_timestamps: bool = False  # some ts in the file has a fraction of a µs (HTA then rounds)
 
 
 def analyse(events: RankEvents) -> RankReport:
@@ -62,7 +56,7 @@ def analyse(events: RankEvents) -> RankReport:
         window = (min((a.start_ns for a in host), default=0), max((a.end_ns for a in host), default=0))
     activities = [*device, *events.host]
     breakdown = timeline.analyse(activities, window=window, steps=len(steps), gpu=not cpu_only, top=TOP_COUNT,
-                                 kernel_wait_ns=KERNEL_WAIT_NS)
+                                 kernel_wait_ns=hta_rules.KERNEL_WAIT_NS)
     span = window[1] - window[0]
     shares = _shares(breakdown, span) if not cpu_only and span > 0 else None
     data_wait = timeline.clip(timeline.union((a.start_ns, a.end_ns) for a in events.host if a.kind == DATA_WAIT),
@@ -88,7 +82,7 @@ def analyse(events: RankEvents) -> RankReport:
         idle_kernel_wait_share=shares["kernel_wait"] if shares else None,
         idle_other_share=shares["other"] if shares else None,
         dataloader_share=data_wait_ns / span if has_data_marks and steps and span > 0 else None,
-        gpu_span=gpu_span(device, events.gpu_markers) if not cpu_only else None,
+        gpu_span=hta_rules.gpu_span(device, events.gpu_markers) if not cpu_only else None,
         top_kernels=tuple(NamedSeconds(t.name, t.seconds, t.count) for t in breakdown.top_kernels),
         top_host_ops=tuple(NamedSeconds(t.name, t.seconds, t.count) for t in breakdown.top_ops),
         sync_calls=_sync_calls(events, window),
@@ -97,11 +91,12 @@ def analyse(events: RankEvents) -> RankReport:
         notes=tuple(notes),
         window_seconds=span / 1e9,
         device_index=events.device_index,
-        gpu_span_window_ns=_span_window(device, events.gpu_markers),
+        gpu_span_window_ns=hta_rules.span_window(device, events.gpu_markers),
         data_wait_seconds=data_wait_ns / 1e9,
         launches=breakdown.launches or 0,
         cpu_only=cpu_only,
-        per_stream_idle_split=per_stream_idle_split(device, events.host) if not cpu_only else None,
+        per_stream_idle_split=hta_rules.per_stream_idle_split(device, events.host) if not cpu_only else None,
+        gpu_span_as_hta=hta_rules.hta_gpu_span(device, events.gpu_markers, events.host, events.fractional_timestamps) if not cpu_only else None,
     )
 
 
@@ -131,57 +126,6 @@ def _shares(breakdown: timeline.TimelineBreakdown, span_ns: int) -> dict[str, fl
     result = {"compute": compute, "communication": communication, "memory": memory, "idle": idle_seconds / span}
     result.update({key: (value / idle_seconds if idle_seconds > 0 else 0.0) for key, value in parts.items()})
     return result
-
-
-def _span_window(device: Sequence[Activity], markers: Sequence[Activity]) -> Optional[tuple[int, int]]:
-    events = [*device, *markers]
-    if not events:
-        return None
-    return min(a.start_ns for a in events), max(a.end_ns for a in events)
-
-
-def gpu_span(device: Sequence[Activity], markers: Sequence[Activity] = ()) -> Optional[dict[str, float]]:
-    """HTA's temporal breakdown: over first to last GPU event (every event on a stream, CUPTI's sync records
-    included), idle = the window less the union of them all; compute = the union of HTA's compute kernels;
-    non-compute = the rest of the busy time."""
-    window = _span_window(device, markers)
-    if window is None or window[1] <= window[0]:
-        return None
-    every = timeline.union((a.start_ns, a.end_ns) for a in [*device, *markers])
-    compute = timeline.union((a.start_ns, a.end_ns) for a in device
-                             if a.kind == KERNEL and not _HTA_NOT_COMPUTE.match(a.name))
-    span = window[1] - window[0]
-    busy, compute_ns = timeline.total(every), timeline.total(compute)
-    return {"idle_share": (span - busy) / span, "compute_share": compute_ns / span,
-            "non_compute_share": (busy - compute_ns) / span}
-
-
-def per_stream_idle_split(device: Sequence[Activity], host: Sequence[Activity]) -> Optional[dict[str, float]]:
-    """HTA's idle split (get_idle_time_breakdown): each stream's gaps between its own consecutive kernels,
-    copies and fills, summed over streams, as shares: host_wait (the next one's launch began after the
-    previous ended), kernel_wait (shorter than 30 ns), other."""
-    launch: dict[int, int] = {}
-    wanted = {a.correlation for a in device}
-    for a in host:
-        if a.kind == RUNTIME and a.correlation in wanted:
-            launch[a.correlation] = min(a.start_ns, launch.get(a.correlation, a.start_ns))
-    by_stream: dict[int, list[Activity]] = defaultdict(list)
-    for a in device:
-        by_stream[a.stream].append(a)
-    sums = {"host_wait": 0, "kernel_wait": 0, "other": 0}
-    for items in by_stream.values():
-        items.sort(key=lambda a: a.start_ns)
-        for previous, current in zip(items, items[1:]):
-            gap = current.start_ns - previous.end_ns
-            launched = launch.get(current.correlation)
-            if launched is not None and launched > previous.end_ns:
-                sums["host_wait"] += gap
-            elif gap < KERNEL_WAIT_NS:
-                sums["kernel_wait"] += gap
-            else:
-                sums["other"] += gap
-    idle = sum(sums.values())
-    return {key: value / idle for key, value in sums.items()} if idle > 0 else None
 
 
 def _runtime_calls(host: Sequence[Activity], window: tuple[int, int]) -> dict[str, float]:
@@ -227,4 +171,3 @@ def _enclosing(outer: Sequence[Activity], starts: Sequence[int], call: Activity)
     return None
 
 
-__all__ = ["RankEvents", "analyse", "gpu_span", "per_stream_idle_split", "COMMUNICATION"]

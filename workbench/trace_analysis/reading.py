@@ -28,7 +28,7 @@ import zlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator, Optional, Union
+from typing import Any, BinaryIO, Callable, Iterator, Optional, TypeGuard, Union
 
 from workbench.engine import kineto
 from workbench.engine.timeline import CPU_OP, DATA_WAIT, RUNTIME, STEP, Activity
@@ -58,6 +58,7 @@ GPU_MARKER_CATEGORIES = frozenset({"cuda_sync"})  # CUPTI's sync records on a st
 DATALOADER_NEXT = re.compile(r"enumerate\(DataLoader\)#.*__next__")
 _EVENT_BOUNDARY = re.compile(r"\}\s*,\s*(?=\{)")
 _DIGITS = re.compile(r"-?\d+")
+_SPACE = re.compile(r"[ \t\r\n]*")
 
 
 def read_report(
@@ -137,6 +138,8 @@ class ParsedTrace:
     host_ops: dict[int, list[Activity]] = field(default_factory=lambda: defaultdict(list))
     skipped: Counter = field(default_factory=Counter)  # reason → events skipped
     events: int = 0
+    fractional_timestamps: bool = False
+    _names: dict[str, tuple[str, Optional[str]]] = field(default_factory=dict)  # name → (one copy of it, its kind)
 
     def ranks(self, fallback_rank: int) -> list[ranks.RankEvents]:
         """One RankEvents per GPU found in the file (one, usually); a CPU-only trace gives one without device work."""
@@ -174,6 +177,7 @@ class ParsedTrace:
                 host=self.host,
                 host_ops_by_thread=host_ops,
                 notes=list(notes),
+                fractional_timestamps=self.fractional_timestamps,
             ))
         return result
 
@@ -189,67 +193,91 @@ class ParsedTrace:
         return f"cuda:{index}" if index is not None else "unknown"
 
     def add(self, event: Any) -> None:
-        """Sort one trace event into the activities (or count why it was skipped)."""
+        """Sort one trace event into the activities (or count why it was skipped). The hot loop of a read:
+        millions of calls, so types are tested with ``type(...) is`` and each name is classified once."""
         self.events += 1
-        if not isinstance(event, dict):
+        try:
+            ts = event.get("ts")
+            phase = event.get("ph")
+        except AttributeError:
             self.skipped["events that are not JSON objects"] += 1
             return
-        if event.get("ph") != "X":
+        if type(ts) is not int:  # HTA rounds when its ts column is float: a fraction, or a missing ts
+            self.fractional_timestamps = True
+        if phase != "X":
             return
-        category = event.get("cat")
-        device_kind = DEVICE_CATEGORIES.get(category) if isinstance(category, str) else None
-        marker = category in GPU_MARKER_CATEGORIES
-        host_kind: Optional[str] = None
-        if device_kind is None and not marker:
-            if category in RUNTIME_CATEGORIES:
-                host_kind = RUNTIME
-            elif category in OP_CATEGORIES or category in ANNOTATION_CATEGORIES:
-                host_kind = CPU_OP
-            else:
-                return  # Python frames, the profiler's own spans, GPU copies of annotations, flow arrows
+        side = _SIDE.get(event.get("cat"))  # type: ignore[arg-type]
+        if side is None:
+            return  # Python frames, the profiler's own spans, GPU copies of annotations, flow arrows
         name = event.get("name")
-        ts, dur = event.get("ts"), event.get("dur")
-        if not isinstance(name, str) or not _is_number(ts) or not _is_number(dur):
+        dur = event.get("dur")
+        if type(name) is not str or not _is_number(ts) or not _is_number(dur):
             self.skipped["events with a missing or mistyped name, ts or dur"] += 1
             return
         if dur < 0:
             self.skipped["events with a negative duration"] += 1
             return
-        start = _ns(ts)
-        end = start + _ns(dur)
+        start = ts * 1000 if type(ts) is int else _ns(ts)
+        end = start + (dur * 1000 if type(dur) is int else _ns(dur))
         args = event.get("args")
-        if not isinstance(args, dict):
+        if type(args) is not dict:
             args = {}
-        name = _names.setdefault(name, name)
-        if device_kind is not None or marker:
-            device = _int(args.get("device", event.get("pid")))
-            stream = _int(args.get("stream", event.get("tid"))) or 0
-            correlation = _int(args.get("correlation")) or 0
-            if marker:
-                self.gpu_markers[device].append(Activity(start, end, "marker", stream, name, correlation))
-            else:
-                kind = kineto.device_kind(name) if device_kind == "kernel" else device_kind
-                self.device_work[device].append(Activity(start, end, kind, stream, name, correlation))
-            return
-        thread = _int(event.get("tid")) or 0
-        assert host_kind is not None
-        if host_kind == RUNTIME:
-            correlation = _int(args.get("correlation")) or 0
-        else:
-            correlation = 0
-            if name.startswith(kineto.STEP_PREFIX):
-                host_kind = STEP
-            elif name == kineto.DATA_WAIT_ANNOTATION or DATALOADER_NEXT.match(name):
-                host_kind = DATA_WAIT
-            elif name in kineto.PROFILER_RECORDS:
+        if side is _HOST_OP:
+            thread = _int(event.get("tid")) or 0
+            known = self._names.get(name)
+            if known is None:
+                known = self._names[name] = (name, _host_op_kind(name))
+            name, kind = known
+            if kind is None:
                 return
-        activity = Activity(start, end, host_kind, thread, name, correlation)
-        self.host.append(activity)
-        if host_kind == CPU_OP and category in OP_CATEGORIES:
-            self.host_ops[thread].append(activity)
+            activity = Activity(start, end, kind, thread, name, 0)
+            self.host.append(activity)
+            if kind == CPU_OP and event.get("cat") in OP_CATEGORIES:
+                self.host_ops[thread].append(activity)
+            return
+        correlation = args.get("correlation")
+        if type(correlation) is not int:
+            correlation = _int(correlation) or 0
+        if side is _RUNTIME:
+            known = self._names.get(name)
+            if known is None:
+                known = self._names[name] = (name, RUNTIME)
+            self.host.append(Activity(start, end, RUNTIME, _int(event.get("tid")) or 0, known[0], correlation))
+            return
+        device = args.get("device", event.get("pid"))
+        if type(device) is not int:
+            device = _int(device)
+        stream = args.get("stream", event.get("tid"))
+        if type(stream) is not int:
+            stream = _int(stream) or 0
+        known = self._names.get(name)
+        if known is None:
+            kind = kineto.device_kind(name) if side == "kernel" else side if side != _MARKER else "marker"
+            known = self._names[name] = (name, kind)
+        name, kind = known
+        target = self.gpu_markers if side is _MARKER else self.device_work
+        target[device].append(Activity(start, end, kind, stream, name, correlation))
 
 
-_names: dict[str, str] = {}  # one string per kernel / op name, however many events carry it
+def _host_op_kind(name: str) -> Optional[str]:
+    """A host op's or annotation's kind by its name (None: the profiler's own record, left out)."""
+    if name.startswith(kineto.STEP_PREFIX):
+        return STEP
+    if name == kineto.DATA_WAIT_ANNOTATION or DATALOADER_NEXT.match(name):
+        return DATA_WAIT
+    if name in kineto.PROFILER_RECORDS:
+        return None
+    return CPU_OP
+
+
+_HOST_OP, _RUNTIME, _MARKER = "host op", "runtime", "gpu marker"
+# Category → how an event of it is read: a device kind ("kernel" is split further by name), or one of the above.
+_SIDE: dict[str, str] = {
+    **DEVICE_CATEGORIES,
+    **{category: _RUNTIME for category in RUNTIME_CATEGORIES},
+    **{category: _HOST_OP for category in OP_CATEGORIES | ANNOTATION_CATEGORIES},
+    **{category: _MARKER for category in GPU_MARKER_CATEGORIES},
+}
 
 
 def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,
@@ -307,7 +335,7 @@ class _open_text:
         size = os.fstat(descriptor).st_size
         magic = self.file.read(2)
         self.file.seek(0)
-        counting = _CountingReader(self.file)  # type: ignore[arg-type]
+        counting = _CountingReader(self.file)
         buffered = io.BufferedReader(counting, buffer_size=1 << 20)
         if magic == b"\x1f\x8b":
             stream: BinaryIO = gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[assignment]
@@ -316,8 +344,8 @@ class _open_text:
                 self.file.close()
                 raise TraceError(f"is {size / 1024**3:.1f} GB, past the reader's limit of "
                                  f"{MAX_TRACE_BYTES / 1024**3:.1f} GB")
-            stream = buffered  # type: ignore[assignment]
-        self.text = io.TextIOWrapper(stream, encoding="utf-8", errors="strict")  # type: ignore[arg-type]
+            stream = buffered
+        self.text = io.TextIOWrapper(stream, encoding="utf-8", errors="strict")
         self.counting = counting
         return self.text, counting
 
@@ -375,7 +403,8 @@ class _Buffer:
         self.buf = ""
         self.pos = 0
         self.eof = False
-        self.chars = 0
+        self.chars = 0  # characters read from the stream
+        self.chars_before = 0  # characters dropped from the buffer's front (positions in messages are in the file)
         self.decoder = json.JSONDecoder()
 
     def fill(self) -> bool:
@@ -406,14 +435,14 @@ class _Buffer:
         if not chunk:
             self.eof = True
             return False
+        self.chars_before += self.pos
         self.buf = self.buf[self.pos:] + chunk
         self.pos = 0
         return True
 
     def peek_nonspace(self) -> str:
         while True:
-            while self.pos < len(self.buf) and self.buf[self.pos] in " \t\r\n":
-                self.pos += 1
+            self.pos = _SPACE.match(self.buf, self.pos).end()  # type: ignore[union-attr]  # (matches "" too)
             if self.pos < len(self.buf):
                 return self.buf[self.pos]
             if not self.fill():
@@ -429,14 +458,17 @@ class _Buffer:
             try:
                 value, end = self.decoder.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as error:
+                # Only a value cut by the buffer's end is worth more text: an error inside it is final.
+                incomplete = error.pos >= len(self.buf) - 1 or error.msg.startswith("Unterminated string")
+                if not incomplete:
+                    raise TraceError(f"is not valid JSON ({error.msg} at character {self.chars_before + error.pos:,})"
+                                     ) from None
                 if len(self.buf) - self.pos > MAX_EVENT_CHARS:
                     raise TraceError(f"holds a value larger than {MAX_EVENT_CHARS // 1024**2} MB, "
                                      "not a profiler event") from None
                 if self.fill():
                     continue
-                if error.pos >= len(self.buf) - 1 or "Unterminated" in error.msg:
-                    raise TraceError("ends early (a truncated trace)") from None
-                raise TraceError(f"is not valid JSON ({error.msg})") from None
+                raise TraceError("ends early (a truncated trace)") from None
             except RecursionError:
                 raise TraceError("is nested too deeply to be a profiler trace") from None
             self.pos = end
@@ -479,8 +511,9 @@ class _Buffer:
         return items
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value  # not NaN
+def _is_number(value: Any) -> TypeGuard[Union[int, float]]:
+    # not NaN, not ±Infinity (json reads both), not past any clock a profiler writes
+    return (type(value) is int or type(value) is float) and -1e18 < value < 1e18
 
 
 def _ns(microseconds: Union[int, float]) -> int:

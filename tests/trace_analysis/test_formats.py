@@ -1,0 +1,175 @@
+"""Kineto's formats old and new, NVIDIA and AMD, any GPU index, folders of ranks: read into the same figures."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from trace_builders import input_bound_steps, kernel, launched, op, runtime, step, trace, write
+from workbench.trace_analysis import read_report, reading
+
+# input_bound_steps(3): 30 ms of steps; 3 × 3.98 ms of kernel; the host 3 × 6 ms in the DataLoader.
+INPUT_BOUND = dict(compute=3 * 3980 / 30000, idle=18060 / 30000, data=18000 / 18060, host=50 / 18060,
+                   other=10 / 18060, dataloader=18000 / 30000)
+
+
+def only_rank(path, **kwargs):
+    (rank,) = read_report(path, **kwargs).ranks
+    return rank
+
+
+def as_2021(events):
+    """The same events as a 2021 trace writes them: capitalised categories, "stream 7" thread ids."""
+    old = {"kernel": "Kernel", "cuda_runtime": "Runtime", "cpu_op": "Operator", "user_annotation": "Operator",
+           "gpu_memcpy": "Memcpy", "gpu_memset": "Memset"}
+    result = copy.deepcopy(events)
+    for event in result:
+        event["cat"] = old[event["cat"]]
+        if event["cat"] in ("Kernel", "Memcpy", "Memset"):
+            event["tid"] = f"stream {event['tid']}"
+        else:
+            event["tid"] = str(event["tid"])
+    return result
+
+
+def test_an_input_bound_trace_reads_its_steps_shares_and_dataloader_time(tmp_path):
+    rank = only_rank(write(tmp_path / "t.json", trace(input_bound_steps())))
+    assert rank.steps == 3 and rank.step_seconds == (0.01, 0.01, 0.01)
+    assert (rank.step_seconds_median, rank.step_seconds_low, rank.step_seconds_high) == (0.01, 0.01, 0.01)
+    assert rank.compute_share == pytest.approx(INPUT_BOUND["compute"])
+    assert rank.idle_share == pytest.approx(INPUT_BOUND["idle"])
+    assert rank.communication_share == 0 and rank.memory_share == 0
+    assert rank.idle_for_data_share == pytest.approx(INPUT_BOUND["data"])
+    assert rank.idle_for_host_share == pytest.approx(INPUT_BOUND["host"])
+    assert rank.idle_other_share == pytest.approx(INPUT_BOUND["other"])
+    assert rank.dataloader_share == pytest.approx(INPUT_BOUND["dataloader"])
+    assert rank.compute_share + rank.communication_share + rank.memory_share + rank.idle_share == pytest.approx(1)
+    assert rank.kernels == 3 and rank.launches == 3 and rank.top_kernels[0].name == "void gemm_kernel<float>()"
+
+
+def test_the_2021_format_reads_as_todays(tmp_path):
+    """Kernel / Runtime / Operator categories and string thread ids (TensorBoard plugin's samples) read as
+    today's kernel / cuda_runtime / cpu_op: before, every event was skipped and the trace read as nothing."""
+    today = only_rank(write(tmp_path / "new.json", trace(input_bound_steps())))
+    old = only_rank(write(tmp_path / "old.json", trace(as_2021(input_bound_steps()))))
+    assert old.kernels == 3 and old.steps == 3
+    for field in ("compute_share", "idle_share", "idle_for_data_share", "idle_for_host_share", "dataloader_share"):
+        assert getattr(old, field) == pytest.approx(getattr(today, field)), field
+
+
+def test_a_workbench_data_wait_annotation_counts_as_the_dataloader_does(tmp_path):
+    rank = only_rank(write(tmp_path / "t.json", trace(input_bound_steps(loader="workbench.data_wait"))))
+    assert rank.idle_for_data_share == pytest.approx(INPUT_BOUND["data"])
+    assert rank.dataloader_share == pytest.approx(INPUT_BOUND["dataloader"])
+
+
+def test_a_trace_without_data_loading_spans_has_no_dataloader_share(tmp_path):
+    events = [e for e in input_bound_steps() if "DataLoader" not in e["name"]]
+    rank = only_rank(write(tmp_path / "t.json", trace(events)))
+    assert rank.dataloader_share is None and rank.idle_for_data_share == 0
+    assert rank.idle_for_host_share == pytest.approx((18060 - 10) / 18060)  # the launch came late: the host
+
+
+def test_hip_launches_make_idle_a_host_wait_as_cuda_launches_do(tmp_path):
+    """ROCm traces launch with hipLaunchKernel: counted as a launch, the gap before the kernel is the host's."""
+    events = [step(1, 0, 1000), step(2, 1000, 1000),
+              runtime("hipLaunchKernel", 500, 5, 1), kernel("Cijk_gemm", 600, 300, 1),
+              runtime("hipLaunchKernel", 1500, 5, 2), kernel("Cijk_gemm", 1600, 300, 2)]
+    rank = only_rank(write(tmp_path / "t.json", trace(events)))
+    assert rank.idle_for_host_share == pytest.approx(1300 / 1400)  # all but the 100 µs tail after the last kernel
+    assert rank.runtime_calls == {"hipLaunchKernel": pytest.approx(10e-6)}
+
+
+def test_the_gpu_is_read_from_the_trace_not_assumed_to_be_device_0(tmp_path):
+    events = [step(1, 0, 1000), step(2, 1000, 1000), *launched("k", 10, 100, 500, 1, device=1),
+              *launched("k", 1010, 1100, 500, 2, device=1)]
+    rank = only_rank(write(tmp_path / "t.json", trace(events, distributedInfo={"rank": 1})))
+    assert (rank.rank, rank.device_index, rank.device, rank.kernels) == (1, 1, "cuda:1", 2)
+    assert rank.compute_share == pytest.approx(0.5)
+
+
+def test_the_device_name_comes_from_the_trace_properties(tmp_path):
+    events = [*launched("k", 10, 100, 500, 1, device=2)]
+    properties = [{"id": 0, "name": "NVIDIA A100"}, {"id": 2, "name": "NVIDIA H100 80GB HBM3"}]
+    assert only_rank(write(tmp_path / "t.json", trace(events, deviceProperties=properties))).device == \
+        "NVIDIA H100 80GB HBM3"
+
+
+def test_a_file_with_two_gpus_gives_one_report_per_gpu(tmp_path):
+    events = [*launched("a", 10, 100, 500, 1, device=0), *launched("b", 10, 100, 200, 2, device=3)]
+    report = read_report(write(tmp_path / "t.json", trace(events)))
+    assert [(r.rank, r.device_index, r.kernels) for r in report.ranks] == [(0, 0, 1), (1, 3, 1)]
+    assert any("2 GPUs" in note for note in report.ranks[0].notes)
+
+
+def test_a_folder_of_ranks_reads_each_file_as_its_rank(tmp_path):
+    for rank in (1, 0):
+        events = [step(1, 0, 1000), step(2, 1000, 1000), *launched("k", 10, 100, 300 + 100 * rank, 1, device=rank)]
+        write(tmp_path / f"worker{rank}.pt.trace.json.gz", trace(events, distributedInfo={"rank": rank}))
+    report = read_report(tmp_path)
+    assert [(r.rank, r.device_index) for r in report.ranks] == [(0, 0), (1, 1)]
+    assert [r.rank for r in read_report(tmp_path, rank=1).ranks] == [1]
+    assert len(report.files) == 2
+
+
+def test_nccl_kernels_are_communication_not_compute(tmp_path):
+    events = [step(1, 0, 1000), step(2, 1000, 1000),
+              *launched("void gemm()", 10, 100, 400, 1),
+              *launched("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+                        20, 300, 600, 2, stream=20),  # 300–900: 200 µs under the gemm, 400 µs alone
+              *launched("ncclKernel_Broadcast_RING_LL_Sum_int8_t", 1000, 1100, 100, 3, stream=20)]
+    rank = only_rank(write(tmp_path / "t.json", trace(events)))
+    assert rank.compute_share == pytest.approx(400 / 2000)
+    assert rank.communication_share == pytest.approx(500 / 2000)
+    assert rank.gpu_span["compute_share"] == pytest.approx(400 / 1100)  # HTA's window: 100–1200 µs
+    assert rank.gpu_span["non_compute_share"] == pytest.approx(500 / 1100)
+
+
+def test_copies_and_fills_hidden_behind_compute_cost_nothing(tmp_path):
+    events = [step(1, 0, 1000), step(2, 1000, 1000), *launched("gemm", 10, 100, 400, 1),
+              runtime("cudaMemcpyAsync", 20, 5, 2), kernel("Memcpy HtoD (Pinned -> Device)", 300, 400, 2,
+                                                            stream=9, cat="gpu_memcpy")]
+    rank = only_rank(write(tmp_path / "t.json", trace(events)))
+    assert rank.memory_share == pytest.approx(200 / 2000)  # 500–700 µs is not under the gemm
+
+
+def test_a_sync_is_named_by_the_host_op_that_called_it(tmp_path):
+    """`.item()` every step: aten::item → aten::_local_scalar_dense → cudaStreamSynchronize."""
+    events = [step(1, 0, 1000), step(2, 1000, 1000), *launched("k", 10, 100, 500, 1)]
+    for begin in (0, 1000):
+        events += [op("aten::item", begin + 600, 300), op("aten::_local_scalar_dense", begin + 601, 298),
+                   runtime("cudaStreamSynchronize", begin + 620, 200)]
+    events.append(runtime("cudaDeviceSynchronize", 1950, 20))  # outside every op
+    rank = only_rank(write(tmp_path / "t.json", trace(events)))
+    assert [(s.name, s.count) for s in rank.sync_calls] == [
+        ("aten::item → cudaStreamSynchronize", 2), ("(no host op) → cudaDeviceSynchronize", 1)]
+    assert rank.sync_calls[0].seconds == pytest.approx(400e-6)
+
+
+def test_without_steps_the_window_is_first_to_last_gpu_event(tmp_path):
+    rank = only_rank(write(tmp_path / "t.json", trace([*launched("k", 10, 100, 500, 1),
+                                                        *launched("k", 20, 800, 200, 2)])))
+    assert rank.steps == 0 and rank.step_seconds_median is None
+    assert rank.window_seconds == pytest.approx(900e-6) and rank.idle_share == pytest.approx(200 / 900)
+    assert any("no ProfilerStep" in note for note in rank.notes)
+
+
+def test_a_trace_read_in_small_chunks_gives_the_same_report(tmp_path, monkeypatch):
+    """The streaming reader cuts the text anywhere: a batch boundary inside a string or an args object must
+    not change what is read."""
+    events = input_bound_steps()
+    events[0]["name"] = 'ProfilerStep#1'
+    events.append(op('odd "},{" name', 5, 1))
+    for event in events:
+        event["args"]["nested"] = [{"a": 1}, {"b": "},{"}]
+    path = write(tmp_path / "t.json", trace(events))
+    whole = read_report(path)
+    for chunk in (7, 64, 333):
+        monkeypatch.setattr(reading, "CHUNK_CHARS", chunk)
+        assert read_report(path) == whole, chunk
+
+
+def test_a_bare_event_array_is_read_too(tmp_path):
+    """Chrome's JSON Array Format: the events alone, no object around them."""
+    assert only_rank(write(tmp_path / "t.json", input_bound_steps())).kernels == 3

@@ -1,0 +1,121 @@
+"""HTA's own rules, replayed on our events: where our gpu_span differs from HTA's and by exactly what.
+
+HTA 0.5.0's temporal breakdown differs from ours on purpose in two places (docs/gpu-time.md):
+
+- it leaves out device work whose launching runtime call is not in the trace before the last ProfilerStep
+  began (``Trace._filter_irrelevant_gpu_kernels``, when the trace has two steps or more): work launched before
+  the profiler started, or in the last step. The GPU was busy then, so ours counts it;
+- it rounds fractional-µs timestamps inward (start up to the next µs, end down) when any ``ts`` in the file is
+  fractional (``round_down_time_stamps``), which shrinks each event by up to 2 µs; ours keeps the ns.
+
+``hta_gpu_span`` applies either rule or both to the same events, so a test (and the benchmark) can show that
+our figure turns into HTA's by exactly those rules and nothing else.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Optional, Sequence
+
+from workbench.engine import timeline
+from workbench.engine.timeline import KERNEL, RUNTIME, STEP, Activity
+
+# HTA's kernel-wait threshold (get_idle_time_breakdown's consecutive_kernel_delay, 30 ns).
+KERNEL_WAIT_NS = 30
+# HTA's "compute" kernels: those that match none of these (hta/common/types.py, ComputeKernelGroupingPattern).
+_HTA_NOT_COMPUTE = re.compile(
+    r"(^nccl)|(.*Memcpy)|(.*Memset)|(.*dma)|(^.*Sync)|(^Stream Wait Event)|(cuda.*LaunchKernel)|(^runFunction)"
+    r"|(^hip)|(^job_exe)|(^packet)|(^pe_exe)|(^cpum_exe_subgraph)|(^hccl)|(^collective_subgraph_execution)"
+)
+
+
+def span_window(device: Sequence[Activity], markers: Sequence[Activity]) -> Optional[tuple[int, int]]:
+    events = [*device, *markers]
+    if not events:
+        return None
+    return min(a.start_ns for a in events), max(a.end_ns for a in events)
+
+
+def gpu_span(device: Sequence[Activity], markers: Sequence[Activity] = ()) -> Optional[dict[str, float]]:
+    """HTA's temporal breakdown: over first to last GPU event (every event on a stream, CUPTI's sync records
+    included), idle = the window less the union of them all; compute = the union of HTA's compute kernels;
+    non-compute = the rest of the busy time."""
+    window = span_window(device, markers)
+    if window is None or window[1] <= window[0]:
+        return None
+    every = timeline.union((a.start_ns, a.end_ns) for a in [*device, *markers])
+    compute = timeline.union((a.start_ns, a.end_ns) for a in device
+                             if a.kind == KERNEL and not _HTA_NOT_COMPUTE.match(a.name))
+    span = window[1] - window[0]
+    busy, compute_ns = timeline.total(every), timeline.total(compute)
+    return {"idle_share": (span - busy) / span, "compute_share": compute_ns / span,
+            "non_compute_share": (busy - compute_ns) / span}
+
+
+def per_stream_idle_split(device: Sequence[Activity], host: Sequence[Activity]) -> Optional[dict[str, float]]:
+    """HTA's idle split (get_idle_time_breakdown): each stream's gaps between its own consecutive kernels,
+    copies and fills, summed over streams, as shares: host_wait (the next one's launch began after the
+    previous ended), kernel_wait (shorter than 30 ns), other."""
+    launch: dict[int, int] = {}
+    wanted = {a.correlation for a in device} - {0}  # 0: no correlation id recorded
+    for a in host:
+        if a.kind == RUNTIME and a.correlation in wanted:
+            launch[a.correlation] = min(a.start_ns, launch.get(a.correlation, a.start_ns))
+    by_stream: dict[int, list[Activity]] = defaultdict(list)
+    for a in device:
+        by_stream[a.stream].append(a)
+    sums = {"host_wait": 0, "kernel_wait": 0, "other": 0}
+    for items in by_stream.values():
+        items.sort(key=lambda a: a.start_ns)
+        for previous, current in zip(items, items[1:]):
+            gap = current.start_ns - previous.end_ns
+            launched = launch.get(current.correlation)
+            if launched is not None and launched > previous.end_ns:
+                sums["host_wait"] += gap
+            elif gap < KERNEL_WAIT_NS:
+                sums["kernel_wait"] += gap
+            else:
+                sums["other"] += gap
+    idle = sum(sums.values())
+    return {key: value / idle for key, value in sums.items()} if idle > 0 else None
+
+
+
+
+def launched_before_last_step(device: Sequence[Activity], host: Sequence[Activity]) -> Optional[list[Activity]]:
+    """The device events HTA keeps: those whose runtime call (same correlation id) began before the last
+    ProfilerStep did; None where HTA filters nothing (fewer than two steps)."""
+    steps = {a.name: a.start_ns for a in host if a.kind == STEP}
+    if len(steps) < 2:
+        return None
+    last_start = max(steps.values())
+    launched = {a.correlation for a in host if a.kind == RUNTIME and a.start_ns < last_start}
+    return [a for a in device if a.correlation in launched]
+
+
+def rounded_inward(events: Sequence[Activity]) -> list[Activity]:
+    """Each event's start up to the next whole µs and its end down to one (HTA's ns rounding); events left with
+    a negative length are dropped, as they cover no time."""
+    result = []
+    for a in events:
+        start = -(-a.start_ns // 1000) * 1000
+        end = a.end_ns // 1000 * 1000
+        if end >= start:
+            result.append(Activity(start, end, a.kind, a.stream, a.name, a.correlation))
+    return result
+
+
+def hta_gpu_span(device: Sequence[Activity], markers: Sequence[Activity], host: Sequence[Activity],
+                 fractional_timestamps: bool, *, drop_unlaunched: bool = True,
+                 round_us: bool = True) -> Optional[dict[str, float]]:
+    """``gpu_span`` with HTA's filter (``drop_unlaunched``) and rounding (``round_us``, applied only where the
+    trace's timestamps are not all whole µs, as HTA does)."""
+    device, markers = list(device), list(markers)
+    if drop_unlaunched:
+        kept_device = launched_before_last_step(device, host)
+        if kept_device is not None:
+            device, markers = kept_device, launched_before_last_step(markers, host) or []
+    if round_us and fractional_timestamps:
+        device, markers = rounded_inward(device), rounded_inward(markers)
+    return gpu_span(device, markers)
