@@ -78,6 +78,7 @@ def test_two_traces_are_compared_step_time_categories_and_ops(capsys):
     assert out.startswith("before: ") and "after:  " in out
     assert "shorter steps: a gain" in out
     assert "host ops that changed most" in out and "aten::sort" in out
+    assert "findings: before: input-bound (95%); after: none" in out
 
 
 def test_a_trace_against_itself_is_not_a_gain(capsys):
