@@ -78,6 +78,7 @@ def test_two_traces_are_compared_step_time_categories_and_ops(capsys):
     assert out.startswith("before: ") and "after:  " in out
     assert "shorter steps: a gain" in out
     assert "host ops that changed most" in out and "aten::sort" in out
+    assert "findings: before: input-bound (95%); after: none" in out
 
 
 def test_a_trace_against_itself_is_not_a_gain(capsys):
@@ -95,14 +96,17 @@ def test_more_than_two_paths_are_refused(capsys):
 # -- the real GPU traces ----------------------------------------------------------------------------------------
 
 
-def shared_traces() -> list[Path]:
+LARGE = {"a100-training.json.gz", "v100-training.json.gz"}  # seconds each to read on a loaded 2-core machine
+
+
+def shared_traces() -> list:
     if not SHARED_TRACES.is_dir():
-        return []
-    return sorted(SHARED_TRACES.glob("*.json.gz")) + [p for p in sorted(SHARED_TRACES.iterdir()) if p.is_dir()]
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"no real traces at {SHARED_TRACES}"))]
+    paths = sorted(SHARED_TRACES.glob("*.json.gz")) + [p for p in sorted(SHARED_TRACES.iterdir()) if p.is_dir()]
+    return [pytest.param(p, id=p.name, marks=[pytest.mark.slow] if p.name in LARGE else []) for p in paths]
 
 
-@pytest.mark.skipif(not shared_traces(), reason=f"no real traces at {SHARED_TRACES}")
-@pytest.mark.parametrize("path", shared_traces(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", shared_traces())
 def test_every_real_trace_gives_the_contracts_keys(capsys, path):
     data = run_json(capsys, str(path))
     assert data["path"] == str(path)

@@ -104,11 +104,18 @@ def comparison_lines(before_path: str, after_path: str, comparison: RankComparis
         lines.append(f"  {category.label:<14}  {_share_and_seconds(category.before_share, category.before_seconds_per_step):>17}"
                      f"  {_share_and_seconds(category.after_share, category.after_seconds_per_step):>17}")
     lines.append(f"  {'DataLoader':<14}  {_pct(before.dataloader_share):>17}  {_pct(after.dataloader_share):>17}")
+    lines.append(f"findings: before: {_kinds(before)}; after: {_kinds(after)}")
     for title, changes in (("kernels", comparison.kernels), ("host ops", comparison.host_ops)):
         if changes:
             lines.append(f"{title} that changed most (seconds per step):")
             lines += [f"  {_change(change)}" for change in changes]
     return lines
+
+
+def _kinds(rank: RankReport) -> str:
+    """"input-bound (95%), launch-bound (41%)": each problem once, with its figure."""
+    kinds = {finding.kind: finding.figure for finding in rank.findings}
+    return ", ".join(f"{kind} ({figure:.0%})" for kind, figure in kinds.items()) or "none"
 
 
 def _step_verdict(comparison: RankComparison) -> str:

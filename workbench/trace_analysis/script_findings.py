@@ -41,16 +41,15 @@ def findings_for(rank: RankReport) -> tuple[Finding, ...]:
 
 
 def _input_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
+    figure: Optional[float]
     if rank.dataloader_share is not None:
         # As the TensorBoard plugin read it: the host inside enumerate(DataLoader)#…__next__ ÷ the step time.
         figure = rank.dataloader_share
         said = f"the steps spent {_pct(figure)} of their time inside the DataLoader's __next__"
     else:
         figure = _idle_part(rank, rank.idle_for_data_share)
-        if figure is None or figure <= 0:
-            return None
-        said = f"the GPU sat idle waiting for data {_pct(figure)} of {_window(rank)}"
-    if figure < INPUT_BOUND_WAIT:
+        said = f"the GPU sat idle waiting for data {_pct(figure or 0.0)} of {_window(rank)}"
+    if figure is None or figure < INPUT_BOUND_WAIT:
         return None
     head = f"Input-bound: {said} (threshold {_pct(INPUT_BOUND_WAIT)})."
     pinned = ", pin_memory=True" if rank.kernels > 0 else ""  # pinned pages only speed copies to a GPU
