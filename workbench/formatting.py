@@ -28,6 +28,17 @@ def format_duration(seconds: Optional[float]) -> str:
 CEILING_STALE = "ceiling stale — measure again"
 
 
+def format_short_seconds(seconds: Optional[float]) -> str:
+    """A span of a step or a kernel as people read it: 1.25 s, 251 ms, 12.3 ms, 840 µs; "" when unknown."""
+    if seconds is None or seconds != seconds:
+        return ""
+    for scale, unit in ((1.0, "s"), (1e-3, "ms")):
+        if abs(seconds) >= scale:
+            value = seconds / scale
+            return f"{value:.3g} {unit}" if value < 1000 else f"{value:,.0f} {unit}"
+    return f"{seconds / 1e-6:.3g} µs"
+
+
 def efficiency_text(efficiency: Optional[float], of: str = "of the ceiling") -> str:
     """"41% of the ceiling" for a pipeline efficiency; above 100 %, CEILING_STALE; "" when unknown."""
     if efficiency is None or efficiency != efficiency:

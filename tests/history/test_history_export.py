@@ -14,6 +14,7 @@ from workbench.engine.events import MemorySnapshot, RunEnded
 from workbench.history import export as export_module
 from workbench.history.export import (
     RUNS_CSV_COLUMNS,
+    TRACE_COLUMNS,
     ExportError,
     cell,
     export_runs_csv,
@@ -47,14 +48,14 @@ def read_csv(path):
         return list(csv.reader(file))
 
 
-def test_runs_csv_columns_are_identity_then_every_setting_then_the_summary(store, tmp_path):
+def test_runs_csv_columns_are_identity_then_every_setting_then_the_summary_then_a_traces(store, tmp_path):
     record_complete_run(store)
     export_runs_csv(store, tmp_path / "runs.csv")
     header = read_csv(tmp_path / "runs.csv")[0]
     figures = [metric.name for metric in SUMMARY_METRICS]  # every RunSummary figure, then the verdict
     assert header == ["run_id", "name", "note", "source", "status", "reason", "started_at", "finished_at",
                       "sequence_id", "sequence_name",
-                      *FIELD_NAMES, *figures, *RANK_PEAK_COLUMNS, "tags"]
+                      *FIELD_NAMES, *figures, *RANK_PEAK_COLUMNS, "tags", *TRACE_COLUMNS]
     assert tuple(header) == RUNS_CSV_COLUMNS
     assert set(CONTRACT_SUMMARY_COLUMNS) <= set(figures)
     assert len(header) == len(set(header))  # no name twice (the summary's device type is device_type)

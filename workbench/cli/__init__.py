@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
         npz_command,
         run_command,
         sweep_command,
+        trace_command,
         tune_command,
         verify_command,
     )
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify_command.register(subparsers)
     max_batch_command.register(subparsers)
     models_command.register(subparsers)
+    trace_command.register(subparsers)
     return parser
 
 

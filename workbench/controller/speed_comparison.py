@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from workbench.experiments.rate_over_runs import RateOverRuns, compared, rate_over
+from workbench.controller.trace_step_comparison import trace_step_lines
 from workbench.history.records import RunRecord
 
 
@@ -68,7 +69,13 @@ def sides(records: Sequence[RunRecord], every_run: Sequence[RunRecord] = ()) -> 
 
 
 def speed_lines(records: Sequence[RunRecord], every_run: Sequence[RunRecord] = ()) -> list[str]:
-    """Each side's images/sec and interval, then each side against the first: [] with no run selected."""
+    """Each side's images/sec and interval, then each side against the first: [] with no run selected. Trace
+    records (no images/sec: their script's steps) say their step time instead (trace_step_comparison.py)."""
+    return _run_lines([record for record in records if not record.is_trace],
+                      [record for record in every_run if not record.is_trace]) + trace_step_lines(records)
+
+
+def _run_lines(records: Sequence[RunRecord], every_run: Sequence[RunRecord]) -> list[str]:
     found = sides(records, every_run)
     if not found:
         return []

@@ -97,7 +97,8 @@ def build_window(store, **window_options) -> MainWindow:
 
     home = store.path.parent
     # Each job records through its own connection to the same history, opened on the training thread.
-    window = MainWindow(recordings=lambda: HistoryRecording(source="gui", home=home), **window_options)
+    window = MainWindow(recordings=lambda: HistoryRecording(source="gui", home=home), history_home=home,
+                        **window_options)
     window.set_runs_view(RunsView(store))
     return window
 

@@ -1,5 +1,5 @@
-"""The main window: settings on the left, device facts and the tabs (Live, GPU time, Experiments, Sample
-batch, Runs) on the right, Start / Stop / progress below.
+"""The main window: settings on the left, device facts and the tabs (Live, GPU time, Trace, Experiments, Sample
+batch, Runs) on the right, Start / Stop / progress below; File → Open trace… (or a trace dropped on the window).
 
 It is the view of ``workbench.controller.RunController``: it builds the widgets, draws what the
 controller hands it and forwards what the user does. What a click means (start, stop, a sweep, Apply,
@@ -8,10 +8,11 @@ closing mid-run) is decided there, without Qt; the training thread is the Traini
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable, Hashable, Optional, Sequence
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import QLabel, QMainWindow, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
 from workbench.config import RunConfig
@@ -51,6 +52,7 @@ from workbench.gui.sample_view import PreviewFunction, SampleView
 from workbench.gui.sequence_dialogs import MaxBatchDialog, SweepDialog, SweepRequest, TuneDialog, TuneRequest
 from workbench.gui.series import X_AXES
 from workbench.gui.settings_file import SettingsFile
+from workbench.gui.trace_tab import TraceTab
 from workbench.gui.settings_form import SettingsForm
 from workbench.gui.window_settings import (  # noqa: F401 (SETTINGS_CONFIG: tests and scripts read it here)
     SETTINGS_CONFIG,
@@ -72,6 +74,8 @@ CPU_MEMORY_NOTE = "<b>CPU mode:</b> the GPU figures (torch, NVML) need a CUDA GP
 TAB_TIPS = {
     "Live": "Loss, throughput, memory and data wait of the current run, over earlier runs",
     "GPU time": "Where the GPU's time went in each profiler sample, and what to change",
+    "Trace": "A torch.profiler trace of your own script (File → Open trace…, or drop it here): where the GPU's "
+             "time went, and what to change",
     "Experiments": "Sweeps, the search for faster settings, the largest batch that fits",
     "Sample batch": "The images the current settings feed the model, after augmentation",
     "Runs": "Every run so far, to compare and export",
@@ -93,7 +97,9 @@ class MainWindow(QMainWindow):
         sequence_probe: Probe = engine_probe_for,
         measure_ceiling: MeasureCeiling = engine_ceiling,
         model_names_function: Callable[[], Sequence[str]] = engine_model_names,
+        history_home: Optional[Path] = None,
     ):
+        """``history_home``: the run history's folder, where an opened trace is kept (None: shown, not kept)."""
         super().__init__()
         self.setObjectName("mainWindow")
         self.setWindowTitle("GPU Training Workbench")
@@ -116,6 +122,7 @@ class MainWindow(QMainWindow):
         self.gpu_time = GpuTimeTab()
         self.breakdown = self.gpu_time.breakdown
         self.experiments = ExperimentsTab()
+        self.trace_tab = TraceTab(history_home)
         self.sample_view = SampleView(preview_function)
         self.sample_view.set_config(config)
         self.controller = RunController(self, self.training_thread, run_function, recordings, sequence_probe,
@@ -135,8 +142,9 @@ class MainWindow(QMainWindow):
 
         self.tabs = QTabWidget()
         self.tabs.setObjectName("mainTabs")
-        for widget, title in ((self.live, "Live"), (self.gpu_time, "GPU time"), (self.experiments, "Experiments"),
-                              (self.sample_view, "Sample batch"), (self.runs_tab, "Runs")):
+        for widget, title in ((self.live, "Live"), (self.gpu_time, "GPU time"), (self.trace_tab, "Trace"),
+                              (self.experiments, "Experiments"), (self.sample_view, "Sample batch"),
+                              (self.runs_tab, "Runs")):
             self.tabs.addTab(widget, title)
             self.tabs.setTabToolTip(self.tabs.count() - 1, TAB_TIPS[title])
 
@@ -169,6 +177,16 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.run_bar)
         self.setCentralWidget(central)
 
+        file_menu = self.menuBar().addMenu("&File")
+        self.open_trace_action = file_menu.addAction("Open trace…")
+        self.open_trace_action.setObjectName("openTraceAction")
+        self.open_trace_action.setShortcut(QKeySequence.StandardKey.Open)
+        self.open_trace_action.setToolTip("Read a torch.profiler trace (.json, .json.gz) of your own script")
+        self.open_trace_folder_action = file_menu.addAction("Open trace folder…")
+        self.open_trace_folder_action.setObjectName("openTraceFolderAction")
+        self.open_trace_folder_action.setToolTip("Read a folder of rank traces (one file per rank), side by side")
+        self.setAcceptDrops(True)
+
         self.status_line = QLabel()
         self.status_line.setObjectName("statusLine")
         self.status_line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -183,6 +201,9 @@ class MainWindow(QMainWindow):
         self.gpu_time.ceiling_button.clicked.connect(controller.measure_ceiling)
         self.breakdown.apply_requested.connect(controller.apply_setting)
         self.breakdown.verify_requested.connect(controller.verify_finding)
+        self.open_trace_action.triggered.connect(self.open_trace)
+        self.open_trace_folder_action.triggered.connect(self.open_trace_folder)
+        self.trace_tab.trace_kept.connect(self.history_changed)
         self.experiments.sweep_button.clicked.connect(self.start_sweep)
         self.experiments.tune_button.clicked.connect(self.start_tune)
         self.experiments.max_batch_button.clicked.connect(self.start_max_batch)
@@ -204,6 +225,36 @@ class MainWindow(QMainWindow):
         """
         self.runs_tab.host(view, lambda overlays: self.plots.set_overlays(overlays, source="history"),
                            self.controller.load_settings)
+
+    # == a trace of the user's own script ========================================================
+    def open_trace(self) -> None:
+        self.tabs.setCurrentWidget(self.trace_tab)
+        self.trace_tab.choose_file()
+
+    def open_trace_folder(self) -> None:
+        self.tabs.setCurrentWidget(self.trace_tab)
+        self.trace_tab.choose_folder()
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 (Qt's name)
+        # Local paths only, and nothing opened or even looked at here: the Trace tab reads them off this thread.
+        urls = event.mimeData().urls() if event.mimeData().hasUrls() else []
+        if urls and all(url.isLocalFile() for url in urls):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 (Qt's name)
+        paths = [url.toLocalFile() for url in event.mimeData().urls() if url.isLocalFile()]
+        if not paths:
+            event.ignore()
+            return
+        event.acceptProposedAction()
+        self.drop_paths(paths)
+
+    def drop_paths(self, paths: Sequence[str]) -> None:
+        """Open a dropped trace file, or folder of rank traces, in the Trace tab."""
+        self.tabs.setCurrentWidget(self.trace_tab)
+        self.trace_tab.open_dropped(paths)
 
     # == the user's sequences: a dialog, then the controller ===================================
     def start_sweep(self) -> None:
@@ -380,6 +431,7 @@ class MainWindow(QMainWindow):
             event.ignore()
             return
         self.save_settings()
+        self.trace_tab.shutdown()
         self.plots.redraw_timer.stop()
         if self._collects_garbage:
             self._collects_garbage = False

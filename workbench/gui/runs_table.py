@@ -67,6 +67,8 @@ COLUMNS: tuple[Column, ...] = (
     _metric("data_wait_fraction"),
     _metric("final_loss"),
     Column("Status", lambda r: r.status, str),
+    Column("Kind", lambda r: r.record_kind, str,
+           tooltip="run: trained by the workbench; trace: a torch.profiler trace opened with File → Open trace…"),
     _setting("Model", "model"),
     _setting("Batch", "batch_size", numeric=True),
     _setting("Workers", "num_workers", numeric=True),

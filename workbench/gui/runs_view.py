@@ -212,7 +212,8 @@ class RunsView(QWidget):
             self._show_status("")  # an action's outcome (an export that failed, a rename) is about other runs
         records = self.selected_records()
         one = len(records) == 1
-        self.load_settings_button.setEnabled(one)
+        # A trace record has no settings to load (its script's are not in the trace).
+        self.load_settings_button.setEnabled(one and not records[0].is_trace)
         self.rename_button.setEnabled(one)
         self.note_button.setEnabled(one)
         self.tags_button.setEnabled(one)

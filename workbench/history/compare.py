@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from workbench.config import FIELD_NAMES, SETTINGS, inactive_settings
-from workbench.formatting import format_duration
+from workbench.formatting import format_duration, format_short_seconds
 from workbench.history.metrics import SUMMARY_METRICS, Metric, format_metric, format_setting_cell, local_time
 from workbench.history.records import RunRecord
 
-SECTIONS: tuple[str, ...] = ("Run", "Settings", "Results", "Environment")
+SECTIONS: tuple[str, ...] = ("Run", "Settings", "Results", "Trace", "Environment")
 NOT_USED = "not used"  # a setting that did nothing with the run's other settings (its note says why)
+# Why a trace record (history/trace_records.py) shows no settings: they are its script's.
+TRACE_HAS_NO_SETTINGS = "an opened trace: its settings are its own script's, which the trace does not hold"
 
 
 @dataclass(frozen=True)
@@ -43,23 +45,29 @@ def compare_runs(records: Sequence[RunRecord]) -> list[ComparisonRow]:
         values = tuple(value(record) for record in records)
         rows.append(ComparisonRow(section, key, label, values, tuple(text(v) for v in values), compared))
 
+    add("Run", "record_kind", "kind", lambda r: r.record_kind, str)
     add("Run", "status", "status", lambda r: (r.status, r.reason), _status_text)
     add("Run", "source", "started from", lambda r: r.source, str)
     add("Run", "started_at", "started", lambda r: r.started_at, local_time, compared=False)
-    add("Run", "duration_seconds", "duration", lambda r: r.duration_seconds, format_duration, compared=False)
+    add("Run", "duration_seconds", "duration", lambda r: None if r.is_trace else r.duration_seconds,
+        lambda value: "" if value is None else format_duration(value), compared=False)
     add("Run", "note", "note", lambda r: r.note, str, compared=False)
 
+    # Traces alone have no settings and no run figures to show: their own section says what they hold.
+    only_traces = bool(records) and all(record.is_trace for record in records)
     unused = [unused_settings(record) for record in records]
-    for name in FIELD_NAMES:
+    for name in () if only_traces else FIELD_NAMES:
         values = tuple(getattr(record.config, name) for record in records)
         notes = tuple(not_used.get(name, "") for not_used in unused)
         texts = tuple(NOT_USED if note else format_setting_cell(value) for value, note in zip(values, notes))
         rows.append(ComparisonRow("Settings", name, SETTINGS[name].label, values, texts, notes=notes,
                                   tooltip=f"{name} (--{name.replace('_', '-')}): {SETTINGS[name].help}"))
 
-    for metric in SUMMARY_METRICS:
+    for metric in () if only_traces else SUMMARY_METRICS:
         if metric.kind != "text":
             add("Results", metric.name, metric.label, _summary_figure(metric.name), _formatter(metric))
+    if any(record.is_trace for record in records):
+        rows.extend(_trace_rows(records))
 
     add("Environment", "device_name", "device", lambda r: r.summary.device_name, _formatter(_TEXT))
     for fact in _DEVICE_FACTS:
@@ -86,13 +94,36 @@ _DEVICE_FACTS = (
 
 def unused_settings(record: RunRecord) -> dict[str, str]:
     """The settings that did nothing in this run, with why (the form's rule, for the device the run had)."""
+    if record.is_trace:
+        return {name: TRACE_HAS_NO_SETTINGS for name in FIELD_NAMES}
     device_type = record.device.get("type") or record.summary.device_type
     on_cpu = device_type == "cpu" if device_type else record.config.device == "cpu"
     return inactive_settings(record.config, on_cpu)
 
 
 def _summary_figure(name: str) -> Callable[[RunRecord], Any]:
-    return lambda record: getattr(record.summary, name)
+    # A trace record has no run figures: its steps, train time and images are not a run's (None, shown blank).
+    return lambda record: None if record.is_trace else getattr(record.summary, name)
+
+
+def _rank_value(trace: Any, index: int, key: str) -> Any:
+    if trace is None or index >= len(trace.ranks):
+        return None
+    return trace.rank_values(key)[index]
+
+
+def _rank_number(traces: Sequence[Any], index: int) -> str:
+    """The rank the index-th entry is, as the first trace that has one says ("1" for a lone rank-1 file)."""
+    for trace in traces:
+        if trace is not None and index < len(trace.ranks) and isinstance(trace.ranks[index].get("rank"), int):
+            return str(trace.ranks[index]["rank"])
+    return str(index)
+
+
+def _findings_text(findings: Any) -> str:
+    if not isinstance(findings, list):
+        return ""
+    return "; ".join(dict.fromkeys(str(finding.get("kind")) for finding in findings if isinstance(finding, dict))) or "none"
 
 
 def _device_fact(key: str) -> Callable[[RunRecord], Any]:
@@ -106,3 +137,49 @@ def _formatter(metric: Metric) -> Callable[[Any], str]:
 def _status_text(value: tuple[str, Any]) -> str:
     status, reason = value
     return f"{status}: {reason}" if reason else status
+
+
+# A trace record's file and, rank by rank, its figures (the `workbench trace --json` keys): label, key, how it reads.
+_PERCENT = _formatter(Metric("", "", "fraction"))
+_TRACE_FILE_ROWS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("trace file", "path", _formatter(_TEXT)), ("size", "size_bytes", _formatter(Metric("", "", "bytes"))),
+    ("sha256", "sha256", _formatter(_TEXT)))
+_TRACE_RANK_ROWS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("device", "device", _formatter(_TEXT)),
+    ("steps found", "steps", _formatter(Metric("", "", "count"))),
+    ("step time (median)", "step_seconds_median", format_short_seconds),
+    ("step time low", "step_seconds_low", format_short_seconds),
+    ("step time high", "step_seconds_high", format_short_seconds),
+    ("compute", "compute_share", _PERCENT),
+    ("communication", "communication_share", _PERCENT),
+    ("memory", "memory_share", _PERCENT),
+    ("idle", "idle_share", _PERCENT),
+    ("idle: waiting for data", "idle_for_data_share", _PERCENT),
+    ("idle: waiting for the host", "idle_for_host_share", _PERCENT),
+    ("idle: kernel wait", "idle_kernel_wait_share", _PERCENT),
+    ("idle: other", "idle_other_share", _PERCENT),
+    ("DataLoader share of step", "dataloader_share", _PERCENT),
+    ("GPU span idle (HTA's window)", "gpu_span.idle_share", _PERCENT),
+    ("GPU span compute", "gpu_span.compute_share", _PERCENT),
+    ("GPU span non-compute", "gpu_span.non_compute_share", _PERCENT),
+    ("findings", "findings", lambda value: _findings_text(value)),
+)
+
+
+def _trace_rows(records: Sequence[RunRecord]) -> list[ComparisonRow]:
+    """The Trace section: the file, then each figure of rank 0, 1, … (a run's cells blank)."""
+    traces = [record.trace if record.is_trace else None for record in records]
+    rows = []
+    for label, key, text in _TRACE_FILE_ROWS:
+        values = tuple(getattr(trace, key) if trace is not None else None for trace in traces)
+        rows.append(ComparisonRow("Trace", f"trace.{key}", label, values, tuple(text(value) for value in values),
+                                  compared=key != "path"))
+    rank_count = max((len(trace.ranks) for trace in traces if trace is not None), default=0)
+    for index in range(rank_count):
+        for label, key, text in _TRACE_RANK_ROWS:
+            values = tuple(_rank_value(trace, index, key) for trace in traces)
+            if all(value is None for value in values):
+                continue  # read on no trace shown (a CPU-only trace's GPU shares): nothing to set side by side
+            rows.append(ComparisonRow("Trace", f"trace.rank{index}.{key}", f"rank {_rank_number(traces, index)}: {label}",
+                                      values, tuple(text(value) for value in values)))
+    return rows

@@ -17,7 +17,8 @@ from workbench.history.export_targets import write_csv
 from workbench.history.metrics import SUMMARY_METRICS, iso_utc
 from workbench.history.records import TAG_SEPARATOR, RunRecord
 from workbench.history.schema import EPOCH_COLUMNS, RANK_PEAK_FIGURES, STEP_COLUMNS
-from workbench.history.store import HistoryStore
+from workbench.history.store import HistoryError, HistoryStore
+from workbench.history.trace_records import GPU_SPAN_KEYS, RANK_FIGURE_KEYS
 
 # What the run is and where it came from (source: gui or cli), as the Runs tab shows it, and the
 # sequence of runs (sweep, repeats, tune, verify, max-batch) it was a member of.
@@ -28,8 +29,16 @@ RUN_IDENTITY_COLUMNS: tuple[str, ...] = (
 SUMMARY_EXPORT_COLUMNS: tuple[str, ...] = tuple(metric.name for metric in SUMMARY_METRICS)
 # Each rank's peak of a multi-process run, by rank, in one cell: "1073741824;1073741824" (empty for one process).
 RANK_PEAK_COLUMNS: tuple[str, ...] = tuple("rank_" + name for name in RANK_PEAK_FIGURES)
+# A record of kind "trace" (issue 27): the file, and each figure of its ranks in one cell, rank by rank, as the rank
+# peaks are ("0.71;0.69"); its findings' kinds by rank ("input_bound,sync_in_loop;none"). A run's are empty, and a
+# trace's settings and run figures are (it has none).
+TRACE_RANK_KEYS: tuple[str, ...] = ("rank", *RANK_FIGURE_KEYS, *("gpu_span." + key for key in GPU_SPAN_KEYS))
+TRACE_COLUMNS: tuple[str, ...] = (
+    "record_kind", "trace_path", "trace_size_bytes", "trace_sha256",
+    *("trace_" + key.replace(".", "_") for key in TRACE_RANK_KEYS), "trace_findings",
+)
 # Added after the others, so that a reader of the columns by position reads the earlier ones where they were.
-LATER_COLUMNS: tuple[str, ...] = ("tags",)  # the run's tags, TAG_SEPARATOR between them
+LATER_COLUMNS: tuple[str, ...] = ("tags", *TRACE_COLUMNS)  # tags: the run's, TAG_SEPARATOR between them
 RUNS_CSV_COLUMNS: tuple[str, ...] = (
     RUN_IDENTITY_COLUMNS + FIELD_NAMES + SUMMARY_EXPORT_COLUMNS + RANK_PEAK_COLUMNS + LATER_COLUMNS
 )
@@ -58,6 +67,8 @@ def export_steps_csv(store: HistoryStore, path: os.PathLike | str, run_ids: Opti
 
 
 def run_row(record: RunRecord) -> list[str]:
+    if record.is_trace:
+        return _trace_row(record)
     settings = record.config.to_dict()
     values: list[Any] = [
         record.id,
@@ -75,7 +86,25 @@ def run_row(record: RunRecord) -> list[str]:
     ]
     return [cell(value) for value in values] + [
         ";".join(cell(value) for value in getattr(record.summary, name)) for name in RANK_PEAK_COLUMNS
-    ] + [TAG_SEPARATOR.join(record.tags)]
+    ] + [TAG_SEPARATOR.join(record.tags), cell(record.record_kind), *("" for _ in TRACE_COLUMNS[1:])]
+
+
+def _trace_row(record: RunRecord) -> list[str]:
+    """A trace record's row: who it is, its device, and its trace columns; its settings and run figures empty."""
+    identity = [record.id, record.name, record.note, record.source, record.status, record.reason,
+                iso_utc(record.started_at), iso_utc(record.finished_at), record.sequence_id, record.sequence_name]
+    summary = [record.summary.device_name if metric.name == "device_name" else None for metric in SUMMARY_METRICS]
+    trace = record.trace
+    if trace is None:  # its stored figures could not be read: the row says what it is and no more
+        figures: list[str] = ["" for _ in TRACE_COLUMNS[1:]]
+    else:
+        figures = [cell(trace.path), cell(trace.size_bytes), cell(trace.sha256),
+                   *(";".join(cell(value) for value in trace.rank_values(key)) for key in TRACE_RANK_KEYS),
+                   cell(";".join(",".join(dict.fromkeys(str(finding.get("kind")) for finding in findings
+                                                        if isinstance(finding, dict))) or "none"
+                                 for findings in trace.rank_values("findings") if isinstance(findings, list)))]
+    return ([cell(value) for value in identity] + ["" for _ in FIELD_NAMES] + [cell(value) for value in summary]
+            + ["" for _ in RANK_PEAK_COLUMNS] + [TAG_SEPARATOR.join(record.tags), cell(record.record_kind)] + figures)
 
 
 def step_rows(store: HistoryStore, run_id: int) -> Iterator[list[str]]:

@@ -15,6 +15,7 @@ from typing import Any, Optional, Sequence
 from workbench.config import FIELD_TYPES, ConfigError, RunConfig
 from workbench.engine.events import Finding, RunSummary
 from workbench.history.schema import RANK_PEAK_FIGURES, SUMMARY_COLUMNS
+from workbench.history.trace_records import RECORD_KIND_TRACE, TraceRecord
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,14 @@ class RunRecord:
     sequence_name: Optional[str] = None
     traceback: Optional[str] = None  # of a failure nobody expected (kinds error, data_loader, out_of_memory)
     tags: tuple[str, ...] = ()  # the user's words on the run, in the order given
+    # "run", or "trace": a torch.profiler trace opened in the window (issue 27's schema version). A trace record has no settings
+    # (config holds the defaults, which the views do not show) and no run figures; its own are in ``trace``.
+    record_kind: str = "run"
+    trace: Optional[TraceRecord] = None
+
+    @property
+    def is_trace(self) -> bool:
+        return self.record_kind == RECORD_KIND_TRACE
 
     @property
     def duration_seconds(self) -> float:
@@ -152,6 +161,8 @@ def record_from_row(row: sqlite3.Row) -> RunRecord:
         sequence_id=row["sequence_id"],
         sequence_name=row["sequence_name"],
         traceback=row["traceback"],
+        record_kind=row["record_kind"],
+        trace=TraceRecord.from_json(row["trace_json"]) if row["record_kind"] == RECORD_KIND_TRACE else None,
     )
 
 

@@ -425,12 +425,24 @@ _V_COMMUNICATION: tuple[Step, ...] = (
     "ALTER TABLE profile_samples ADD COLUMN communication_seconds REAL",
 )
 
+# Issue 27: a record of kind "trace", a torch.profiler trace opened in the window, kept beside the runs
+# so it lists, compares and exports like one (history/trace_records.py). Its settings are its script's, unknown
+# here: config_json is "{}" and the views show none. trace_json: the file (path, size, sha256) and the figures per
+# rank (the `workbench trace --json` keys); trace_sha256 finds a file opened before.
+_V_TRACE_RECORDS: tuple[Step, ...] = (
+    "ALTER TABLE runs ADD COLUMN record_kind TEXT NOT NULL DEFAULT 'run'",  # run, trace
+    "ALTER TABLE runs ADD COLUMN trace_json TEXT",
+    "ALTER TABLE runs ADD COLUMN trace_sha256 TEXT",
+    "CREATE INDEX runs_by_trace_sha256 ON runs(trace_sha256)",
+)
+
 # Tags on runs: a JSON list of short words the user gives ("baseline", "fp16 try").
 _RUN_TAGS: tuple[Step, ...] = ("ALTER TABLE runs ADD COLUMN tags_json TEXT NOT NULL DEFAULT '[]'",)
 
 # Append new versions here, each a tuple of statements (or functions of the connection where SQL alone cannot
 # do it), and never edit one that has shipped.
-_VERSIONS: tuple[tuple[Step, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V_COMMUNICATION, _RUN_TAGS)
+_VERSIONS: tuple[tuple[Step, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V_COMMUNICATION, _RUN_TAGS,
+                                           _V_TRACE_RECORDS)
 
 
 def _migration(steps: tuple[Step, ...]) -> Callable[[sqlite3.Connection], None]:

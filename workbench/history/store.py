@@ -36,6 +36,7 @@ from workbench.history.recorder import RunRecorder
 from workbench.history.records import RunRecord, clean_tags, config_from_json
 from workbench.history.run_writes import RunWrites
 from workbench.history.schema import MIGRATIONS, SCHEMA_VERSION
+from workbench.history.trace_records import TraceRecord, insert_trace, trace_record_id
 from workbench.history.traces import delete_traces
 
 __all__ = ["DATABASE_NAME", "HistoryDamaged", "HistoryError", "HistoryStore", "HistoryTooNew", "HistoryUnwritable",
@@ -133,8 +134,10 @@ class HistoryStore(HistoryReads):
             given = name
             if not name:
                 previous = conn.execute(
-                    # a failed run is no step the user took from: "same settings" is said against one that ran
-                    "SELECT config_json FROM runs WHERE id < ? AND status != 'failed' ORDER BY id DESC LIMIT 1",
+                    # a failed run is no step the user took from, and a trace record's settings are not a run's:
+                    # "same settings" is said against a run that ran
+                    "SELECT config_json FROM runs WHERE id < ? AND status != 'failed' AND record_kind = 'run' "
+                    "ORDER BY id DESC LIMIT 1",
                     (run_id,)
                 ).fetchone()
                 previous_config = config_from_json(previous[0])[0] if previous is not None else None
@@ -143,6 +146,17 @@ class HistoryStore(HistoryReads):
             if name != given:
                 conn.execute("UPDATE runs SET name = ? WHERE id = ?", (name, run_id))
         return RunRecorder(RunWrites(self._database, run_id), name=name, config=config, source=source)
+
+    def add_trace(self, trace: TraceRecord, source: str = "gui") -> tuple[int, bool]:
+        """Keep an opened trace as a record of kind "trace": (its id, whether it was kept before). The same
+        bytes (sha256) opened again give the record already kept: its figures are the same (trace_records.py)."""
+        with self._transaction() as conn:
+            existing = trace_record_id(conn, trace.sha256)
+            if existing is not None:
+                return existing, True
+            name = Path(trace.path).name or trace.path
+            run_id = insert_trace(conn, trace, name, source, time.time(), _app_version())
+        return run_id, False
 
     def create_sequence(self, kind: str, name: str, plan: Optional[dict[str, Any]] = None) -> int:
         """Record a new sequence of runs (kind: sweep, tune or max_batch); returns its id for ``start_run``."""

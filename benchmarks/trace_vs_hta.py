@@ -1,0 +1,247 @@
+"""Does `workbench trace` agree with Holistic Trace Analysis on real GPU traces, and how much faster is it?
+
+For each trace in ../shared/traces (a file, or the folder of ranks), per rank:
+- our ``gpu_span`` shares (idle, compute, non-compute over HTA's window: first to last GPU event) beside HTA's
+  temporal breakdown, as committed in ../shared/traces/hta-0.5.0.json and, when HTA is installed, run live;
+- the speed and peak memory of each, side by side: ours is ``read_report`` (reading, analysis, findings: the whole
+  report), HTA's is ``TraceAnalysis(trace_dir=…)`` plus ``get_temporal_breakdown()`` (a folder of ranks is one
+  read of each: its speed is on its first rank's row). Each runs in a fresh
+  process of its own (its peak RSS is its own), best of ``--repeats``.
+
+HTA is an optional extra (``pip install 'gpu-training-workbench[hta]'``), never a runtime dependency. It need not
+be installed beside the workbench: ``--hta-python`` names another interpreter that has it (a venv of its own), and
+this script runs HTA there. Without either, the committed figures alone are compared.
+
+    python benchmarks/trace_vs_hta.py [--traces ../shared/traces] [--hta-python /tmp/hta-venv/bin/python]
+                                       [--repeats 3]
+
+Prints a Markdown table for docs/benchmarks.md and writes benchmarks/results/trace_vs_hta-cpu.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results"
+DEFAULT_TRACES = ROOT.parent / "shared" / "traces"
+COMMITTED = "hta-0.5.0.json"
+
+
+# -- the two workers: each runs in a process of its own and prints one JSON line -----------------------------
+
+
+def ours_worker(path: str) -> dict[str, Any]:
+    sys.path.insert(0, str(ROOT))
+    from workbench.trace_analysis.reading import read_report
+    from workbench.trace_analysis.script_findings import with_findings
+
+    began, cpu_began = time.perf_counter(), _cpu_seconds()
+    report = with_findings(read_report(path))
+    seconds, cpu_seconds = time.perf_counter() - began, _cpu_seconds() - cpu_began
+    return {"seconds": seconds, "cpu_seconds": cpu_seconds, "peak_rss_bytes": _peak_rss_bytes(),
+            "ranks": {str(rank.rank): {name: 100 * share for name, share in rank.gpu_span.items()}
+                      for rank in report.ranks}}
+
+
+def hta_worker(path: str) -> dict[str, Any]:
+    import logging
+
+    logging.disable(logging.WARNING)  # HTA logs every file it parses
+    from hta.trace_analysis import TraceAnalysis
+
+    target = Path(path)
+    with tempfile.TemporaryDirectory() as folder:
+        if target.is_file():  # HTA reads a folder: one file per rank
+            os.symlink(target.resolve(), Path(folder) / target.name)
+            trace_dir = folder
+        else:
+            trace_dir = str(target)
+        began, cpu_began = time.perf_counter(), _cpu_seconds()
+        analysis = TraceAnalysis(trace_dir=trace_dir)
+        frame = analysis.get_temporal_breakdown(visualize=False)
+        seconds, cpu_seconds = time.perf_counter() - began, _cpu_seconds() - cpu_began
+    ranks = {str(int(row["rank"])): {"idle_share": float(row["idle_time_pctg"]),
+                                     "compute_share": float(row["compute_time_pctg"]),
+                                     "non_compute_share": float(row["non_compute_time_pctg"])}
+             for _, row in frame.iterrows()}
+    return {"seconds": seconds, "cpu_seconds": cpu_seconds, "peak_rss_bytes": _peak_rss_bytes(), "ranks": ranks}
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and the children it has waited for (HTA parses ranks in a process pool): on a
+    loaded machine the wall time says more about the other processes than about the reader."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _peak_rss_bytes() -> int:
+    kilobytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Linux: KiB
+    return kilobytes * 1024
+
+
+def _in_process(python: str, role: str, path: str, extra_env: Optional[dict[str, str]] = None) -> dict[str, Any]:
+    env = {**os.environ, **(extra_env or {})}
+    result = subprocess.run([python, str(Path(__file__).resolve()), f"--{role}-worker", path],
+                            capture_output=True, text=True, env=env, timeout=1800)
+    if result.returncode != 0:
+        raise RuntimeError(f"{role} on {path} failed: {result.stderr.strip().splitlines()[-1:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _best(python: str, role: str, path: str, repeats: int) -> dict[str, Any]:
+    runs = [_in_process(python, role, path) for _ in range(repeats)]
+    best = min(runs, key=lambda run: run["seconds"])
+    return {**best, "seconds_each": [run["seconds"] for run in runs],
+            "cpu_seconds": min(run["cpu_seconds"] for run in runs),
+            "peak_rss_bytes": max(run["peak_rss_bytes"] for run in runs)}
+
+
+# -- the comparison ----------------------------------------------------------------------------------------------
+
+
+def replayed(path: Path) -> dict[str, dict[str, float]]:
+    """Our events with HTA's two rules applied (trace_analysis/hta_rules.py: device work whose launch is not in
+    the trace dropped, fractional µs rounded inward), per rank, in percent: equal to HTA's figures when those rules
+    are the whole difference."""
+    sys.path.insert(0, str(ROOT))
+    from workbench.trace_analysis import hta_rules, reading
+
+    result = {}
+    for position, file in enumerate(reading.trace_files(path)):
+        for events in reading.read_trace(file).ranks(position):
+            span = hta_rules.hta_gpu_span(events.device_work, events.gpu_markers, events.host,
+                                          events.fractional_timestamps)
+            if span is not None:
+                result[str(events.rank)] = {name: 100 * share for name, share in span.items()}
+    return result
+
+
+def traces_in(folder: Path) -> list[tuple[str, Path]]:
+    """(name as hta-0.5.0.json keys it, path to read): single files, and each folder of ranks as one job."""
+    found = [(p.name, p) for p in sorted(folder.glob("*.json.gz"))]
+    found += [(p.name + "/", p) for p in sorted(folder.iterdir()) if p.is_dir()]
+    return found
+
+
+def committed_for(committed: dict[str, Any], name: str, rank: str) -> Optional[dict[str, float]]:
+    entry = committed.get(name)
+    if entry is None:  # a folder of ranks: its files are keyed "folder/rank-N.json.gz"
+        entry = next((value for key, value in committed.items()
+                      if key.startswith(name) and str(value.get("rank")) == rank), None)
+    if entry is None or "hta_temporal_pct" not in entry:
+        return None
+    pct = entry["hta_temporal_pct"]
+    return {"idle_share": pct["idle"], "compute_share": pct["compute"], "non_compute_share": pct["non_compute"]}
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES)
+    parser.add_argument("--hta-python", help="an interpreter that has HolisticTraceAnalysis installed")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--ours-worker", help=argparse.SUPPRESS)
+    parser.add_argument("--hta-worker", help=argparse.SUPPRESS)
+    parser.add_argument("--render", type=Path, metavar="RESULTS.json", help="print the table of a results file")
+    args = parser.parse_args(argv)
+    if args.render:
+        print("\n".join(table(json.loads(args.render.read_text())["rows"])))
+        return 0
+    if args.ours_worker:
+        print(json.dumps(ours_worker(args.ours_worker)))
+        return 0
+    if args.hta_worker:
+        print(json.dumps(hta_worker(args.hta_worker)))
+        return 0
+
+    committed = json.loads((args.traces / COMMITTED).read_text())
+    hta_python = args.hta_python or (sys.executable if _has_hta() else None)
+    rows = []
+    for name, path in traces_in(args.traces):
+        ours = _best(sys.executable, "ours", str(path), args.repeats)
+        live = _best(hta_python, "hta", str(path), args.repeats) if hta_python else None
+        with_hta_rules = replayed(path)
+        first = len(rows)
+        for rank, span in sorted(ours["ranks"].items(), key=lambda item: int(item[0])):
+            rows.append({
+                "trace": name, "rank": int(rank), "ours_pct": span,
+                "ours_with_hta_rules_pct": with_hta_rules.get(rank),
+                "hta_committed_pct": committed_for(committed, name, rank),
+                "hta_live_pct": live["ranks"].get(rank) if live else None,
+            })
+        rows[first]["speed"] = {"ours_seconds": ours["seconds"], "ours_seconds_each": ours["seconds_each"],
+                                "ours_cpu_seconds": ours["cpu_seconds"],
+                                "hta_cpu_seconds": live["cpu_seconds"] if live else None,
+                             "ours_peak_rss_bytes": ours["peak_rss_bytes"],
+                             "hta_seconds": live["seconds"] if live else None,
+                             "hta_seconds_each": live["seconds_each"] if live else None,
+                             "hta_peak_rss_bytes": live["peak_rss_bytes"] if live else None,
+                             "bytes_on_disk": _size(path)}
+    payload = {"machine": {"cpu_count": os.cpu_count(), "python": platform.python_version(),
+                           "platform": platform.platform(), "load_average": os.getloadavg(),
+                           "hta_live": hta_python is not None},
+               "rows": rows}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / "trace_vs_hta-cpu.json"
+    out.write_text(json.dumps(payload, indent=2))
+    print("\n".join(table(rows)))
+    print(f"\nwrote {out.relative_to(ROOT)}")
+    return 0
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    lines = ["| trace | rank | idle ours / HTA | compute ours / HTA | non-compute ours / HTA | largest gap | "
+             "gap with HTA's rules replayed | ours: wall s, CPU s (peak RSS) | HTA: wall s, CPU s (peak RSS) | "
+             "HTA ÷ ours: wall, CPU |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    keys = ("idle_share", "compute_share", "non_compute_share")
+
+    def gap(a: Optional[dict[str, float]], b: Optional[dict[str, float]]) -> str:
+        return f"{max(abs(a[k] - b[k]) for k in keys):.2f} pt" if a and b else "n/a"
+
+    speeds = {row["trace"]: row["speed"] for row in rows if row.get("speed")}
+    shown = set()
+    for row in rows:
+        ours, hta = row["ours_pct"], row["hta_live_pct"] or row["hta_committed_pct"]
+        cells = [f"{ours[k]:.2f} / {hta[k]:.2f}" if hta else f"{ours[k]:.2f} / n/a" for k in keys]
+        gaps = f"{gap(ours, hta)} | {gap(row['ours_with_hta_rules_pct'], hta)}"
+        speed = speeds.get(row["trace"]) if row["trace"] not in shown else None  # one read per trace
+        shown.add(row["trace"])
+        if speed:
+            ours_s = (f"{speed['ours_seconds']:.2f}, {speed['ours_cpu_seconds']:.2f} "
+                      f"({speed['ours_peak_rss_bytes'] / 2**20:.0f} MiB)")
+            hta_s = (f"{speed['hta_seconds']:.2f}, {speed['hta_cpu_seconds']:.2f} "
+                     f"({speed['hta_peak_rss_bytes'] / 2**20:.0f} MiB)" if speed["hta_seconds"] is not None else "n/a")
+            ratio = (f"{speed['hta_seconds'] / speed['ours_seconds']:.1f}×, "
+                     f"{speed['hta_cpu_seconds'] / speed['ours_cpu_seconds']:.1f}×" if speed["hta_seconds"] else "n/a")
+        else:
+            ours_s = hta_s = ratio = "(with the row above)"
+        lines.append(f"| {row['trace']} | {row['rank']} | {' | '.join(cells)} | {gaps} | {ours_s} | {hta_s} | {ratio} |")
+    return lines
+
+
+def _has_hta() -> bool:
+    try:
+        import hta  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.iterdir() if p.is_file())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""Opening a trace without a window: off-thread reading with progress and Cancel, refused paths, the history record,
+and the page the Trace tab draws. No Qt."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from workbench.controller.trace_opening import RECORDING, TraceOpening
+from workbench.controller.trace_page import history_line, trace_page
+from workbench.formatting import format_short_seconds
+from workbench.history.store import HistoryStore
+from workbench.trace_analysis.model import Finding, NamedSeconds, RankReport, TraceCancelled, TraceError, TraceReport
+
+TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
+
+
+def rank_report(rank: int = 0, **changes) -> RankReport:
+    values = dict(
+        rank=rank, device="NVIDIA A100-SXM4-80GB", steps=5, step_seconds=(0.24, 0.25, 0.27),
+        step_seconds_median=0.25, step_seconds_low=0.24, step_seconds_high=0.27,
+        compute_share=0.5, communication_share=0.125, memory_share=0.125, idle_share=0.25,
+        idle_for_data_share=0.5, idle_for_host_share=0.25, idle_kernel_wait_share=0.0, idle_other_share=0.25,
+        dataloader_share=0.334, gpu_span={"idle_share": 0.25, "compute_share": 0.5, "non_compute_share": 0.25},
+        top_kernels=(NamedSeconds("volta_sgemm_128x64_nn", 0.0125), NamedSeconds("k" * 500, 0.0000125)),
+        top_host_ops=(NamedSeconds("aten::conv2d", 1.5),), sync_calls=(), runtime_calls={}, kernels=1234, notes=(),
+        findings=(Finding("input_bound", "The GPU waits for the DataLoader", 0.334, 0.1,
+                          "DataLoader(num_workers=4, pin_memory=True, persistent_workers=True)"),),
+    )
+    values.update(changes)
+    return RankReport(**values)
+
+
+def fake_read(report: TraceReport, during=None):
+    def read(path, *, progress=None, cancelled=None):
+        progress(50, 100)
+        if during is not None:
+            during()
+        if cancelled():
+            raise TraceCancelled("cancelled")
+        return report
+
+    return read
+
+
+@pytest.fixture
+def trace_file(tmp_path) -> Path:
+    path = tmp_path / "rank0.pt.trace.json"
+    path.write_bytes(b'{"traceEvents": []}' + b" " * 3000)
+    return path
+
+
+def test_a_fifo_is_refused_by_stat_before_anything_opens_it(tmp_path):
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    outcome = []
+
+    def open_it():
+        try:
+            TraceOpening(fifo, tmp_path / "home").run()
+        except TraceError as error:
+            outcome.append(str(error))
+
+    thread = threading.Thread(target=open_it, daemon=True)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive(), "opening a FIFO waited for a writer"
+    assert outcome == [f"{fifo} is a FIFO (named pipe)"]
+    with HistoryStore.open_for_reading(tmp_path / "home") as store:
+        assert store.list_runs() == []
+
+
+def test_progress_is_what_the_reader_reported_and_then_the_hashing(trace_file, tmp_path):
+    seen = []
+    opening = TraceOpening(trace_file, tmp_path / "home", read=fake_read(TraceReport(str(trace_file), (rank_report(),)),
+                                                                         during=lambda: seen.append(opening.progress())))
+    opened = opening.run()
+    assert seen[0].phase == "reading" and seen[0].fraction == 0.5
+    assert opening.progress().phase == RECORDING and opened.record_id is not None
+
+
+def test_cancel_while_reading_stops_and_keeps_nothing(trace_file, tmp_path):
+    opening = TraceOpening(trace_file, tmp_path / "home", read=fake_read(TraceReport(str(trace_file), (rank_report(),)),
+                                                                         during=lambda: opening.cancel()))
+    with pytest.raises(TraceCancelled):
+        opening.run()
+    with HistoryStore.open_for_reading(tmp_path / "home") as store:
+        assert store.list_runs() == []
+
+
+def test_cancel_while_hashing_stops_at_the_next_chunk_and_keeps_nothing(trace_file, tmp_path, monkeypatch):
+    from workbench.controller import trace_opening
+
+    monkeypatch.setattr(trace_opening, "_CHUNK_BYTES", 1000)  # the file is 3 chunks
+    hashed = []
+
+    class CancelledAtFirstChunk(TraceOpening):  # Cancel pressed while the first chunk is hashed
+        def _chunks(self, file):
+            for chunk in super()._chunks(file):
+                hashed.append(len(chunk))
+                self.cancel()
+                yield chunk
+
+    opening = CancelledAtFirstChunk(trace_file, tmp_path / "home",
+                                    read=fake_read(TraceReport(str(trace_file), (rank_report(),))))
+    with pytest.raises(TraceCancelled):
+        opening.run()
+    assert hashed == [1000]
+    with HistoryStore.open_for_reading(tmp_path / "home") as store:
+        assert store.list_runs() == []
+
+
+def test_a_trace_that_cannot_be_read_says_why_and_keeps_nothing(tmp_path):
+    bad = tmp_path / "not-a-trace.json"
+    bad.write_text("this is not JSON")
+    with pytest.raises(TraceError) as raised:
+        TraceOpening(bad, tmp_path / "home").run()
+    assert str(bad) in str(raised.value) and "\n" not in str(raised.value)
+    with HistoryStore.open_for_reading(tmp_path / "home") as store:
+        assert store.list_runs() == []
+
+
+def test_a_trace_is_kept_with_its_sha256_and_size_and_once_only(trace_file, tmp_path):
+    report = TraceReport(str(trace_file), (rank_report(),))
+    first = TraceOpening(trace_file, tmp_path / "home", read=fake_read(report)).run()
+    assert first.report is report and not first.kept_before
+    with HistoryStore.open_for_reading(tmp_path / "home") as store:
+        record = store.get_run(first.record_id)
+    assert record.is_trace and record.trace.path == str(trace_file)
+    assert record.trace.sha256 == hashlib.sha256(trace_file.read_bytes()).hexdigest()
+    assert record.trace.size_bytes == trace_file.stat().st_size
+    (kept,) = record.trace.ranks
+    assert kept["compute_share"] == 0.5 and kept["dataloader_share"] == 0.334 and kept["gpu_span"]["idle_share"] == 0.25
+    assert kept["findings"][0]["kind"] == "input_bound" and kept["findings"][0]["threshold"] == 0.1
+    again = TraceOpening(trace_file, tmp_path / "home", read=fake_read(report)).run()
+    assert (again.record_id, again.kept_before) == (first.record_id, True)
+    assert "Opened before" in history_line(again.record_id, again.kept_before, again.history_note)
+
+
+def test_a_history_that_cannot_be_opened_leaves_the_report_shown(trace_file, tmp_path):
+    not_a_folder = tmp_path / "home"
+    not_a_folder.write_text("a file where the history's folder should be")
+    opened = TraceOpening(trace_file, not_a_folder, read=fake_read(TraceReport(str(trace_file), (rank_report(),)))).run()
+    assert opened.record_id is None and opened.report.ranks
+    assert opened.history_note.startswith("not kept in the history:")
+
+
+@pytest.mark.skipif(not (TRACES / "two-ranks").is_dir(), reason="../shared/traces is not beside the checkout")
+def test_a_real_folder_of_ranks_is_read_and_kept_with_the_digest_of_its_files(tmp_path):
+    folder = TRACES / "two-ranks"
+    opened = TraceOpening(folder, tmp_path / "home").run()
+    assert [rank.rank for rank in opened.report.ranks] == [0, 1]
+    with HistoryStore.open_for_reading(tmp_path / "home") as store:
+        trace = store.get_run(opened.record_id).trace
+    names = sorted(path.name for path in folder.glob("*.json.gz"))
+    assert trace.files == tuple(names)
+    expected = hashlib.sha256()
+    for name in names:
+        expected.update(f"{name}\0{hashlib.sha256((folder / name).read_bytes()).hexdigest()}\n".encode())
+    assert trace.sha256 == expected.hexdigest()
+    assert trace.size_bytes == sum((folder / name).stat().st_size for name in names)
+    assert [rank["rank"] for rank in trace.ranks] == [0, 1]
+
+
+def test_the_page_shows_each_ranks_steps_splits_tops_and_findings():
+    page = trace_page(TraceReport("/t/rank0.json.gz", (rank_report(0), rank_report(1, dataloader_share=None))),
+                      "Kept in the history as #3")
+    assert page.title == "/t/rank0.json.gz"
+    first, second = page.sections
+    assert first.title == "Rank 0 · NVIDIA A100-SXM4-80GB"
+    assert first.steps == "5 steps (ProfilerStep#N), 250 ms each (median), from 240 ms to 270 ms"
+    assert [share.text for share in first.gpu_time] == ["compute 50.0 %", "communication 12.5 %", "memory 12.5 %",
+                                                        "idle 25.0 %"]
+    assert [share.text for share in first.idle] == ["waiting for data 50.0 %", "waiting for the host 25.0 %",
+                                                    "kernel wait 0.0 %", "other 25.0 %"]
+    assert first.top_kernels[0] == ("volta_sgemm_128x64_nn", "12.5 ms")
+    assert len(first.top_kernels[1][0]) <= 110 and first.top_kernels[1][1] == "12.5 µs"
+    assert first.top_host_ops == (("aten::conv2d", "1.5 s"),)
+    (finding,) = first.findings
+    assert finding.fired == "figure 0.334 against threshold 0.1"
+    assert len(finding.changes) == 1 and finding.changes[0].startswith("DataLoader(num_workers=4")
+    assert any(fact.startswith("DataLoader: 33.4 % of the step") for fact in first.facts)
+    assert not any(fact.startswith("DataLoader") for fact in second.facts)  # not read: not said, never 0 %
+
+
+def test_a_cpu_only_trace_has_no_gpu_bars_and_says_so():
+    rank = rank_report(cpu_only=True, compute_share=None, communication_share=None, memory_share=None,
+                       idle_share=None, gpu_span={}, steps=0, step_seconds_median=None)
+    (section,) = trace_page(TraceReport("/t.json", (rank,)), "").sections
+    assert section.gpu_time == () and section.idle == ()
+    assert section.facts[0].startswith("A CPU-only trace")
+    assert section.steps.startswith("No ProfilerStep#N")
+
+
+def test_short_spans_read_in_their_unit():
+    assert [format_short_seconds(value) for value in (2.5, 0.251, 0.0123, 0.00084, 1500.0, None)] == [
+        "2.5 s", "251 ms", "12.3 ms", "840 µs", "1,500 s", ""]
+
+
+def test_the_history_spreads_out_every_figure_of_the_json_contract():
+    from workbench.history.trace_records import GPU_SPAN_KEYS, RANK_FIGURE_KEYS
+    from workbench.trace_analysis import report_json
+
+    assert ("rank", *RANK_FIGURE_KEYS, "gpu_span", "findings") == report_json.RANK_KEYS
+    assert GPU_SPAN_KEYS == report_json.GPU_SPAN_KEYS
+
+
+@pytest.mark.skipif(not (TRACES / "a100-nccl.json.gz").is_file(), reason="../shared/traces is not beside the checkout")
+def test_the_record_keeps_what_workbench_trace_json_prints(tmp_path):
+    from workbench.trace_analysis.report_json import to_json
+
+    opened = TraceOpening(TRACES / "a100-nccl.json.gz", tmp_path / "home").run()
+    with HistoryStore.open_for_reading(tmp_path / "home") as store:
+        trace = store.get_run(opened.record_id).trace
+    printed = to_json(opened.report)["ranks"]
+    assert [{key: rank[key] for key in printed[0]} for rank in trace.ranks] == printed
+    assert [rank["step_seconds"] for rank in trace.ranks] == [list(rank.step_seconds) for rank in opened.report.ranks]
+
+
+def test_a_problem_offered_several_changes_reads_once_with_each_change():
+    text = "Launch-bound: the GPU sat idle waiting for the host"
+    findings = (Finding("launch-bound", text, 0.41, 0.2, "a larger batch"),
+                Finding("launch-bound", text, 0.41, 0.2, 'torch.compile(model, mode="reduce-overhead")'),
+                Finding("communication-bound", "NCCL not hidden", 0.21, 0.15, "DDP(bucket_cap_mb=50)"))
+    (section,) = trace_page(TraceReport("/t.json", (rank_report(findings=findings),)), "").sections
+    assert [(line.kind, line.changes) for line in section.findings] == [
+        ("launch-bound", ("a larger batch", 'torch.compile(model, mode="reduce-overhead")')),
+        ("communication-bound", ("DDP(bucket_cap_mb=50)",))]
+
+
+def test_a_trace_opened_by_a_relative_path_is_kept_by_its_absolute_one(trace_file, tmp_path, monkeypatch):
+    monkeypatch.chdir(trace_file.parent)
+    report = TraceReport(trace_file.name, (rank_report(),))
+    opened = TraceOpening(trace_file.name, tmp_path / "home", read=fake_read(report)).run()
+    with HistoryStore.open_for_reading(tmp_path / "home") as store:
+        assert store.get_run(opened.record_id).trace.path == str(trace_file)
+
+
+def test_several_ranks_read_side_by_side_with_the_slowest_named():
+    page = trace_page(TraceReport("/t", (rank_report(0), rank_report(1, step_seconds_median=0.3))), "")
+    assert page.ranks_header[:3] == ("rank", "steps", "median step")
+    assert page.ranks_rows[1][:4] == ("1", "5", "300 ms", "50.0 %")
+    assert page.slowest.startswith("Slowest: rank 1, its median step 50 ms (20%) longer than rank 0's")
+    assert trace_page(TraceReport("/t", (rank_report(0),)), "").ranks_rows == ()  # one rank: nothing to set beside
+
+
+def test_without_a_history_the_trace_is_shown_and_not_hashed(trace_file, monkeypatch):
+    monkeypatch.setattr(TraceOpening, "_chunks", lambda self, file: pytest.fail("hashed with no history to keep it"))
+    opened = TraceOpening(trace_file, None, read=fake_read(TraceReport(str(trace_file), (rank_report(),)))).run()
+    assert opened.record_id is None and opened.history_note == "no run history is open: the trace is shown, not kept"

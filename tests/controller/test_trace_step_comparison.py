@@ -1,0 +1,63 @@
+"""Trace records side by side in the Runs tab: their step times compared by the one A/B statistic. No Qt."""
+
+from __future__ import annotations
+
+import pytest
+from builders import record_complete_run
+
+from workbench.config import RunConfig
+from workbench.controller.speed_comparison import speed_lines
+from workbench.history.store import HistoryStore
+from workbench.history.trace_records import TraceRecord
+
+
+def trace(sha: str, steps: list[float], rank: int = 0) -> TraceRecord:
+    ordered = sorted(steps)
+    figures = {"rank": rank, "device": "A100", "steps": len(steps), "step_seconds": steps,
+               "step_seconds_median": ordered[len(ordered) // 2] if steps else None,
+               "step_seconds_low": ordered[0] if steps else None, "step_seconds_high": ordered[-1] if steps else None}
+    return TraceRecord(path=f"/t/{sha}.json", size_bytes=1, sha256=sha * 32, ranks=(figures,))
+
+
+@pytest.fixture
+def store(tmp_path):
+    with HistoryStore.open(tmp_path / "home") as opened:
+        yield opened
+
+
+def records(store, *traces):
+    return store.get_runs([store.add_trace(item)[0] for item in traces])
+
+
+def test_one_trace_says_its_step_time_and_no_images_per_sec(store):
+    (line,) = speed_lines(records(store, trace("a", [0.20, 0.21, 0.22])))
+    assert line == "Step time of #1, rank 0: 210 ms median (200 ms–220 ms), 3 steps"
+
+
+def test_shorter_steps_beyond_their_spread_are_a_gain(store):
+    before, after = records(store, trace("a", [0.200, 0.201, 0.202, 0.203, 0.204, 0.205]),
+                            trace("b", [0.100, 0.101, 0.102, 0.103, 0.104, 0.105]))
+    (line,) = speed_lines([before, after])
+    assert line.startswith("#2 against #1, rank 0: 203 ms median")
+    assert line.endswith("shorter steps: a gain")
+    assert "the median step is 0.51× as long" in line
+
+
+def test_a_difference_within_the_steps_spread_is_not_a_gain(store):
+    before, after = records(store, trace("a", [0.10, 0.30, 0.20, 0.25, 0.15]), trace("b", [0.12, 0.28, 0.19, 0.24, 0.16]))
+    (line,) = speed_lines([before, after])
+    assert line.endswith("within the steps' own spread: not a gain")
+
+
+def test_too_few_steps_or_none_give_no_verdict(store):
+    two, two_more, none = records(store, trace("a", [0.2, 0.21]), trace("b", [0.1, 0.11]), trace("c", []))
+    assert "no verdict: fewer than 3 steps a trace give no interval" in speed_lines([two, two_more])[0]
+    assert speed_lines([two, none])[0].endswith("no verdict: a trace without steps has no step time to compare")
+
+
+def test_runs_and_traces_selected_together_each_say_their_own(store):
+    run = store.get_run(record_complete_run(store, RunConfig(device="cpu")))
+    (traced,) = records(store, trace("a", [0.2, 0.2, 0.2]))
+    lines = speed_lines([run, traced])
+    assert lines[0].startswith(f"Img/s of #{run.id}")  # the run alone, not set against a trace
+    assert lines[1].startswith(f"Step time of #{traced.id}")

@@ -1,0 +1,156 @@
+"""Records of kind "trace": kept once per file, listed, compared and exported beside the runs. No Qt."""
+
+from __future__ import annotations
+
+import csv
+import sqlite3
+
+import pytest
+from builders import record_complete_run
+
+from workbench.config import FIELD_NAMES, RunConfig
+from workbench.history.compare import TRACE_HAS_NO_SETTINGS, compare_runs
+from workbench.history.database import DATABASE_NAME
+from workbench.history.export import RUNS_CSV_COLUMNS, export_runs_csv
+from workbench.history.schema import MIGRATIONS, SCHEMA_VERSION
+from workbench.history.store import HistoryStore
+from workbench.history.trace_records import TraceRecord
+
+
+def rank(number: int, compute: float, idle: float, findings=()) -> dict:
+    return {
+        "rank": number, "device": "NVIDIA A100-SXM4-80GB", "steps": 5, "step_seconds_median": 0.25,
+        "step_seconds_low": 0.24, "step_seconds_high": 0.27, "compute_share": compute, "communication_share": 0.1,
+        "memory_share": 1.0 - compute - 0.1 - idle, "idle_share": idle, "idle_for_data_share": 0.5,
+        "idle_for_host_share": 0.25, "idle_kernel_wait_share": 0.0, "idle_other_share": 0.25, "dataloader_share": None,
+        "gpu_span": {"idle_share": idle, "compute_share": compute, "non_compute_share": 1.0 - compute - idle},
+        "findings": [dict(finding) for finding in findings],
+    }
+
+
+INPUT_BOUND = {"kind": "input_bound", "text": "The GPU waits for the DataLoader", "figure": 0.334, "threshold": 0.1,
+               "change": "DataLoader(num_workers=4, pin_memory=True, persistent_workers=True)"}
+
+
+def trace(sha256: str = "ab" * 32, path: str = "/data/traces/rank0.json.gz") -> TraceRecord:
+    input_bound_twice = [INPUT_BOUND, dict(INPUT_BOUND, change="pin_memory=True")]  # one problem, two changes
+    return TraceRecord(path=path, size_bytes=3_000_000, sha256=sha256,
+                       ranks=(rank(0, 0.5, 0.25, input_bound_twice), rank(1, 0.25, 0.5)), notes=("no memory events",))
+
+
+@pytest.fixture
+def store(tmp_path):
+    with HistoryStore.open(tmp_path / "home") as opened:
+        yield opened
+
+
+def test_a_trace_is_kept_as_a_record_of_its_own_kind_with_its_file_and_figures(store):
+    run_id, kept_before = store.add_trace(trace())
+    assert not kept_before
+    record = store.get_run(run_id)
+    assert record.is_trace and record.record_kind == "trace"
+    assert record.name == "rank0.json.gz"
+    assert record.status == "finished"
+    assert record.summary.device_name == "NVIDIA A100-SXM4-80GB"
+    assert record.summary.world_size == 2  # its ranks: the processes that trained together
+    assert record.trace == trace()  # path, size, sha256, every rank's figures and findings, the notes
+    assert [listed.id for listed in store.list_runs()] == [run_id]
+
+
+def test_the_same_bytes_opened_again_give_the_record_already_kept(store):
+    first, _ = store.add_trace(trace())
+    again, kept_before = store.add_trace(trace(path="/elsewhere/copy.json.gz"))
+    assert (again, kept_before) == (first, True)
+    other, kept_before = store.add_trace(trace(sha256="cd" * 32))
+    assert other != first and not kept_before
+    assert len(store.list_runs()) == 2
+
+
+def test_runs_kept_before_trace_records_read_as_runs(tmp_path):
+    path = tmp_path / "home" / DATABASE_NAME
+    path.parent.mkdir()
+    conn = sqlite3.connect(path, isolation_level=None)
+    for migration in MIGRATIONS[: SCHEMA_VERSION - 1]:
+        migration(conn)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+    conn.execute("INSERT INTO runs (name, status, source, started_at, config_json) "
+                 "VALUES ('old', 'finished', 'cli', 0, '{}')")
+    conn.close()
+    with HistoryStore.open(tmp_path / "home") as store:
+        (record,) = store.list_runs()
+        assert record.record_kind == "run" and not record.is_trace and record.trace is None
+
+
+def test_a_trace_record_whose_stored_figures_cannot_be_read_still_lists(store):
+    run_id, _ = store.add_trace(trace())
+    with store._transaction() as conn:
+        conn.execute("UPDATE runs SET trace_json = 'not json' WHERE id = ?", (run_id,))
+    record = store.get_run(run_id)
+    assert record.is_trace and record.trace is None
+    assert compare_runs([record])  # and the comparison does not fail on it
+
+
+def test_side_by_side_a_trace_shows_its_own_figures_and_no_settings_or_run_figures(store):
+    run = store.get_run(record_complete_run(store, RunConfig(device="cpu")))
+    traced = store.get_run(store.add_trace(trace())[0])
+    rows = {(row.section, row.key): row for row in compare_runs([run, traced])}
+    assert rows["Run", "record_kind"].texts == ("run", "trace")
+    assert all(rows["Settings", name].texts[1] == "not used" for name in FIELD_NAMES)
+    assert rows["Settings", "batch_size"].notes[1] == TRACE_HAS_NO_SETTINGS
+    assert rows["Results", "steps"].texts[1] == ""  # the trace's steps are not a run's steps
+    assert rows["Results", "images_per_sec"].texts[1] == ""
+    assert rows["Trace", "trace.sha256"].texts == ("", "ab" * 32)
+    assert rows["Trace", "trace.rank0.compute_share"].texts == ("", "50.0 %")
+    assert rows["Trace", "trace.rank1.idle_share"].texts == ("", "50.0 %")
+    assert rows["Trace", "trace.rank1.idle_share"].label == "rank 1: idle"
+    assert rows["Trace", "trace.rank0.gpu_span.idle_share"].texts == ("", "25.0 %")
+    assert rows["Trace", "trace.rank0.step_seconds_median"].texts == ("", "250 ms")
+    assert rows["Trace", "trace.rank0.findings"].texts == ("", "input_bound")
+    assert rows["Trace", "trace.rank1.findings"].texts == ("", "none")
+    assert rows["Environment", "device_name"].texts[1] == "NVIDIA A100-SXM4-80GB"
+
+
+def test_two_traces_side_by_side_flag_the_figures_that_differ(store):
+    before = store.get_run(store.add_trace(trace())[0])
+    changed = TraceRecord(path="/after.json.gz", size_bytes=1, sha256="ef" * 32,
+                          ranks=(rank(0, 0.75, 0.05), rank(1, 0.25, 0.5)))
+    after = store.get_run(store.add_trace(changed)[0])
+    compared = compare_runs([before, after])
+    assert {row.section for row in compared} == {"Run", "Trace", "Environment"}  # no settings, no run figures
+    assert next(row for row in compared if row.key == "duration_seconds").texts == ("", "")
+    rows = {row.key: row for row in compared if row.section == "Trace"}
+    assert rows["trace.rank0.compute_share"].differs
+    assert not rows["trace.rank1.compute_share"].differs
+    assert not rows["trace.path"].compared  # every record has its own path
+
+
+def test_the_csv_has_a_trace_row_with_its_file_and_each_ranks_figures(store, tmp_path):
+    run_id = record_complete_run(store, RunConfig(device="cpu"))
+    trace_id, _ = store.add_trace(trace())
+    export_runs_csv(store, tmp_path / "runs.csv")
+    with open(tmp_path / "runs.csv", encoding="utf-8", newline="") as file:
+        header, *lines = list(csv.reader(file))
+    assert tuple(header) == RUNS_CSV_COLUMNS
+    rows = {int(line[0]): dict(zip(header, line)) for line in lines}
+    run, traced = rows[run_id], rows[trace_id]
+    assert run["record_kind"] == "run" and run["trace_sha256"] == "" and run["batch_size"] != ""
+    assert traced["record_kind"] == "trace"
+    assert traced["trace_path"] == "/data/traces/rank0.json.gz"
+    assert traced["trace_size_bytes"] == "3000000"
+    assert traced["trace_sha256"] == "ab" * 32
+    assert traced["trace_rank"] == "0;1"
+    assert traced["trace_compute_share"] == "0.5;0.25"
+    assert traced["trace_dataloader_share"] == ";"  # not read on either rank: empty, never 0
+    assert traced["trace_gpu_span_idle_share"] == "0.25;0.5"
+    assert traced["trace_findings"] == "input_bound;none"
+    assert traced["device_name"] == "NVIDIA A100-SXM4-80GB"
+    assert all(traced[name] == "" for name in FIELD_NAMES)  # its settings are its script's
+    assert traced["steps"] == "" and traced["wall_seconds"] == "" and traced["images_per_sec"] == ""
+
+
+def test_a_run_after_a_trace_is_named_against_the_run_before_it_not_the_trace(store):
+    config = RunConfig(device="cpu", batch_size=32)
+    record_complete_run(store, config)
+    store.add_trace(trace())
+    recorder = store.start_run(config)
+    assert recorder.name.endswith(": same settings")  # the trace's (default) settings are not the run before

@@ -1,0 +1,216 @@
+"""`workbench trace` at the command line: real traces, the input-bound traces made on this CPU, two traces
+compared, and every hostile trace as one line with exit code 2 (or a report that names what it could not read)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from hostile_paths import fifo_unblocked, make_fifo, make_symlink_loop
+from workbench.cli import main
+from workbench.engine.findings import INPUT_BOUND_WAIT
+
+DATA = Path(__file__).resolve().parents[1] / "engine" / "data"
+INPUT_HEAVY = DATA / "cpu-input-heavy-num_workers0.pt.trace.json.gz"
+LOADER_KEEPS_UP = DATA / "cpu-loader-keeps-up-num_workers0.pt.trace.json.gz"
+SHARED_TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
+CONTRACT_RANK_KEYS = {
+    "rank", "device", "steps", "step_seconds_median", "step_seconds_low", "step_seconds_high",
+    "compute_share", "communication_share", "memory_share", "idle_share",
+    "idle_for_data_share", "idle_for_host_share", "idle_kernel_wait_share", "idle_other_share",
+    "dataloader_share", "gpu_span", "findings",
+}
+
+
+def run_json(capsys, *argv: str) -> dict:
+    assert main(["trace", *argv, "--json"]) == 0
+    out = capsys.readouterr().out
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def refused(capsys, *argv: str) -> str:
+    """The one line a refused trace gets (exit 2, nothing on stdout)."""
+    assert main(["trace", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("workbench trace: ")
+    return lines[0]
+
+
+# -- the input-bound finding on traces made on this CPU (issue 27, done-when 2) ------------------------------
+
+
+def test_an_input_heavy_cpu_trace_gets_the_input_bound_finding_naming_num_workers(capsys):
+    (rank,) = run_json(capsys, str(INPUT_HEAVY))["ranks"]
+    assert rank["compute_share"] is None  # a CPU-only trace: no GPU figure is made up
+    (finding,) = [f for f in rank["findings"] if f["kind"] == "input-bound"]
+    assert finding["figure"] == rank["dataloader_share"] and finding["figure"] >= INPUT_BOUND_WAIT
+    assert finding["threshold"] == INPUT_BOUND_WAIT
+    assert "num_workers=" in finding["change"]
+
+
+def test_a_trace_whose_loader_keeps_up_gets_no_input_bound_finding(capsys):
+    (rank,) = run_json(capsys, str(LOADER_KEEPS_UP))["ranks"]
+    assert rank["dataloader_share"] is not None and rank["dataloader_share"] < INPUT_BOUND_WAIT
+    assert [f for f in rank["findings"] if f["kind"] == "input-bound"] == []
+
+
+def test_the_text_report_of_a_cpu_only_trace_says_so_and_names_the_change(capsys):
+    assert main(["trace", str(INPUT_HEAVY)]) == 0
+    captured = capsys.readouterr()
+    assert "a CPU-only trace" in captured.out
+    assert "inside the DataLoader's __next__" in captured.out and "Try: DataLoader(" in captured.out
+    assert "note: a CPU-only trace" in captured.out  # the report names what it could not read
+
+
+# -- two traces side by side ----------------------------------------------------------------------------------
+
+
+def test_two_traces_are_compared_step_time_categories_and_ops(capsys):
+    assert main(["trace", str(INPUT_HEAVY), str(LOADER_KEEPS_UP)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("before: ") and "after:  " in out
+    assert "shorter steps: a gain" in out
+    assert "host ops that changed most" in out and "aten::sort" in out
+    assert "findings: before: input-bound (95%); after: none" in out
+
+
+def test_a_trace_against_itself_is_not_a_gain(capsys):
+    data = run_json(capsys, str(LOADER_KEEPS_UP), str(LOADER_KEEPS_UP))
+    assert set(data) == {"before", "after", "comparison"}
+    (comparison,) = data["comparison"]
+    assert comparison["verdict"] == "within_noise"
+
+
+def test_more_than_two_paths_are_refused(capsys):
+    line = refused(capsys, str(INPUT_HEAVY), str(INPUT_HEAVY), str(INPUT_HEAVY))
+    assert "give one trace" in line
+
+
+# -- the real GPU traces ----------------------------------------------------------------------------------------
+
+
+LARGE = {"a100-training.json.gz", "v100-training.json.gz"}  # seconds each to read on a loaded 2-core machine
+
+
+def shared_traces() -> list:
+    if not SHARED_TRACES.is_dir():
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"no real traces at {SHARED_TRACES}"))]
+    paths = sorted(SHARED_TRACES.glob("*.json.gz")) + [p for p in sorted(SHARED_TRACES.iterdir()) if p.is_dir()]
+    return [pytest.param(p, id=p.name, marks=[pytest.mark.slow] if p.name in LARGE else []) for p in paths]
+
+
+@pytest.mark.parametrize("path", shared_traces())
+def test_every_real_trace_gives_the_contracts_keys(capsys, path):
+    data = run_json(capsys, str(path))
+    assert data["path"] == str(path)
+    for rank in data["ranks"]:
+        assert set(rank) == CONTRACT_RANK_KEYS
+        shares = [rank[k] for k in ("compute_share", "communication_share", "memory_share", "idle_share")]
+        assert abs(sum(shares) - 1) < 1e-6
+        for finding in rank["findings"]:
+            assert set(finding) == {"kind", "text", "figure", "threshold", "change"}
+            assert finding["figure"] >= finding["threshold"]
+
+
+@pytest.mark.skipif(not (SHARED_TRACES / "two-ranks").is_dir(), reason="no two-rank trace")
+def test_a_folder_of_ranks_names_the_slowest_rank(capsys):
+    assert main(["trace", str(SHARED_TRACES / "two-ranks")]) == 0
+    out = capsys.readouterr().out
+    assert "ranks side by side:" in out and "slowest: rank 1" in out
+    (rank,) = run_json(capsys, str(SHARED_TRACES / "two-ranks"), "--rank", "1")["ranks"]
+    assert rank["rank"] == 1
+
+
+# -- hostile traces: one line, exit 2 ----------------------------------------------------------------------------
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def gz(path: Path, data: bytes) -> Path:
+    path.write_bytes(gzip.compress(data))
+    return path
+
+
+def test_not_json(capsys, tmp_path):
+    refused(capsys, str(write(tmp_path / "t.json", "this is not a trace\n")))
+
+
+def test_truncated_gzip(capsys, tmp_path):
+    whole = gzip.compress(INPUT_HEAVY.read_bytes() and gzip.decompress(INPUT_HEAVY.read_bytes()))
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(whole[: len(whole) // 2])
+    refused(capsys, str(path))
+
+
+def test_gzip_bomb(capsys, tmp_path):
+    # 256 MB of spaces inside a valid JSON start: compresses about 1000×, far past any real trace.
+    path = tmp_path / "bomb.json.gz"
+    with gzip.open(path, "wb", compresslevel=9) as file:
+        file.write(b'{"traceEvents": [')
+        chunk = b" " * (1 << 20)
+        for _ in range(256):
+            file.write(chunk)
+        file.write(b"]}")
+    line = refused(capsys, str(path))
+    assert "bomb" in line or "limit" in line
+
+
+def test_deep_nesting(capsys, tmp_path):
+    depth = 200_000
+    refused(capsys, str(write(tmp_path / "deep.json", '{"traceEvents": [' + "[" * depth + "]" * depth + "]}")))
+
+
+def test_negative_and_overlapping_durations_and_missing_fields_give_a_report_or_one_line(capsys, tmp_path):
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 10.0, "dur": -5.0, "pid": 0, "tid": 7,
+         "args": {"device": 0, "stream": 7, "correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": "k2", "ts": 12.0, "dur": 30.0, "pid": 0, "tid": 7,
+         "args": {"device": 0, "stream": 7, "correlation": 2}},
+        {"ph": "X", "cat": "kernel", "name": "k3", "ts": 20.0, "dur": 30.0, "pid": 0, "tid": 7,
+         "args": {"device": 0, "stream": 7, "correlation": 3}},
+        {"ph": "X", "cat": "kernel", "name": "no time"},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": "soon", "dur": None},
+    ]
+    path = write(tmp_path / "odd.json", json.dumps({"traceEvents": events}))
+    code = main(["trace", str(path), "--json"])
+    captured = capsys.readouterr()
+    if code == 2:
+        assert len(captured.err.strip().splitlines()) == 1
+    else:
+        assert code == 0
+        json.loads(captured.out.strip().splitlines()[-1])
+        assert "note:" in captured.err  # what it could not read is named
+
+
+def test_a_fifo_is_refused_without_waiting_on_it(capsys, tmp_path):
+    fifo = make_fifo(tmp_path / "trace.json")
+    with fifo_unblocked(fifo):
+        refused(capsys, str(fifo))
+
+
+def test_a_symlink_loop_is_refused(capsys, tmp_path):
+    refused(capsys, str(make_symlink_loop(tmp_path / "trace.json")))
+
+
+def test_a_missing_file_is_refused(capsys, tmp_path):
+    refused(capsys, str(tmp_path / "nowhere.json.gz"))
+
+
+def test_a_2_gb_file_is_refused_quickly_not_read_whole(capsys, tmp_path):
+    # Sparse: 2 GiB on paper, nothing on disk. Its zeros are no JSON a profiler writes.
+    path = tmp_path / "huge.json"
+    with open(path, "wb") as file:
+        file.write(b'{"traceEvents": [')
+        file.truncate(2 * 1024**3)
+    assert os.path.getsize(path) == 2 * 1024**3
+    refused(capsys, str(path))

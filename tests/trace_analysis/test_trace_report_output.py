@@ -1,0 +1,107 @@
+"""`workbench trace`'s report: the --json contract's keys exactly, the text per rank, the ranks side by side,
+and two traces compared without calling a change within the steps' spread a gain."""
+
+from __future__ import annotations
+
+import json
+
+from trace_reports import rank_report, trace_report
+
+from workbench.trace_analysis.comparing import compare
+from workbench.trace_analysis.model import Finding, NamedSeconds
+from workbench.trace_analysis.report_json import comparison_json, to_json
+from workbench.trace_analysis.report_text import comparison_lines, rank_lines, report_lines, slowest_rank
+
+CONTRACT_RANK_KEYS = {
+    "rank", "device", "steps", "step_seconds_median", "step_seconds_low", "step_seconds_high",
+    "compute_share", "communication_share", "memory_share", "idle_share",
+    "idle_for_data_share", "idle_for_host_share", "idle_kernel_wait_share", "idle_other_share",
+    "dataloader_share", "gpu_span", "findings",
+}
+
+
+def test_json_has_exactly_the_contracts_keys():
+    finding = Finding(kind="input-bound", text="Input-bound: …", figure=0.33, threshold=0.15, change="DataLoader(…)")
+    data = to_json(trace_report(rank_report(findings=(finding,))))
+    assert set(data) == {"path", "ranks"}
+    (rank,) = data["ranks"]
+    assert set(rank) == CONTRACT_RANK_KEYS
+    assert set(rank["gpu_span"]) == {"idle_share", "compute_share", "non_compute_share"}
+    assert rank["findings"] == [{"kind": "input-bound", "text": "Input-bound: …", "figure": 0.33, "threshold": 0.15,
+                                 "change": "DataLoader(…)"}]
+    json.dumps(data, allow_nan=False)
+
+
+def test_json_writes_an_unread_figure_as_null_never_zero_or_nan():
+    data = to_json(trace_report(rank_report(steps=0, step_seconds=(), step_seconds_median=None,
+                                            step_seconds_low=None, step_seconds_high=None, dataloader_share=None,
+                                            gpu_span={"idle_share": float("nan")})))
+    (rank,) = data["ranks"]
+    assert rank["step_seconds_median"] is None and rank["dataloader_share"] is None
+    assert rank["gpu_span"] == {"idle_share": None, "compute_share": None, "non_compute_share": None}
+    json.dumps(data, allow_nan=False)
+
+
+def test_text_names_steps_spread_split_idle_top_and_findings():
+    finding = Finding(kind="input-bound", text="Input-bound: 33% (threshold 15%).", figure=0.33, threshold=0.15,
+                      change="DataLoader(..., num_workers=4)")
+    text = "\n".join(rank_lines(rank_report(findings=(finding,), sync_calls=(NamedSeconds("aten::item", 0.002),))))
+    assert "5 steps: median 100.0 ms (spread 99.0 ms–102.0 ms)" in text
+    assert "compute 70.0% · communication 5.0% · memory 5.0% · idle 20.0%" in text
+    assert "waiting for data 0.0% · for the host 50.0% · kernel wait 20.0% · other 30.0%" in text
+    assert "volta_sgemm_128x64_nn 200.0 ms" in text and "aten::conv2d 150.0 ms" in text
+    assert "aten::item 2.0 ms" in text
+    assert "Try: DataLoader(..., num_workers=4)." in text
+
+
+def test_a_cpu_only_rank_says_so_and_no_gpu_figure_is_printed():
+    rank = rank_report(kernels=0, top_kernels=(), steps=0, step_seconds=(), step_seconds_median=None,
+                       step_seconds_low=None, step_seconds_high=None, dataloader_share=None)
+    text = "\n".join(rank_lines(rank))
+    assert "no GPU kernels in this trace (a CPU-only trace)" in text
+    assert "compute 70.0%" not in text and "n/a (no DataLoader spans" in text
+
+
+def test_a_folder_of_ranks_names_the_slowest_and_its_difference():
+    fast = rank_report(rank=0)
+    slow = rank_report(rank=1, step_seconds=(0.120,) * 5, step_seconds_median=0.120, step_seconds_low=0.120,
+                       step_seconds_high=0.120)
+    assert slowest_rank([fast, slow])[:2] == (slow, fast)
+    text = "\n".join(report_lines(trace_report(fast, slow, path="job/")))
+    assert "ranks side by side:" in text
+    assert "slowest: rank 1, its median step 20.0 ms (20%) longer than rank 0's" in text
+
+
+def test_a_change_within_the_steps_spread_is_not_a_gain():
+    before = rank_report(step_seconds=(0.100, 0.110, 0.095, 0.105, 0.100), step_seconds_median=0.100)
+    after = rank_report(step_seconds=(0.098, 0.108, 0.094, 0.103, 0.099), step_seconds_median=0.099)
+    comparison = compare(before, after)
+    assert comparison.step_time.verdict == "within_noise"
+    text = "\n".join(comparison_lines("a.json", "b.json", comparison))
+    assert "within the steps' own spread: not a gain" in text
+
+
+def test_shorter_steps_beyond_the_spread_are_a_gain_and_the_kernels_that_moved_are_named():
+    before = rank_report(step_seconds=(0.100, 0.101, 0.099, 0.100, 0.102),
+                         top_kernels=(NamedSeconds("gemm", 0.30), NamedSeconds("copy", 0.10)))
+    after = rank_report(step_seconds=(0.060, 0.061, 0.059, 0.060, 0.062), step_seconds_median=0.060,
+                        top_kernels=(NamedSeconds("gemm", 0.28), NamedSeconds("copy", 0.01),
+                                     NamedSeconds("fused", 0.01)))
+    comparison = compare(before, after)
+    assert comparison.step_time.verdict == "faster"
+    assert abs(comparison.step_time_ratio - 0.6) < 1e-9
+    assert [change.name for change in comparison.kernels] == ["copy", "gemm", "fused"]  # by |change| per step
+    text = "\n".join(comparison_lines("a.json", "b.json", comparison))
+    assert "shorter steps: a gain" in text and "not in the top" in text
+    data = comparison_json(comparison)
+    assert data["verdict"] == "faster" and data["step_time_ratio_low"] <= 0.6 <= data["step_time_ratio_high"]
+    assert data["categories"]["compute"]["after_seconds_per_step"] == 0.70 * 0.060
+
+
+def test_two_steps_give_no_verdict():
+    before = rank_report(steps=2, step_seconds=(0.1, 0.1), step_seconds_median=0.1)
+    after = rank_report(steps=2, step_seconds=(0.05, 0.05), step_seconds_median=0.05)
+    comparison = compare(before, after)
+    assert comparison.step_time.speedup_low is None
+    assert comparison_json(comparison)["verdict"] == "no_verdict"
+    assert "no verdict" in "\n".join(comparison_lines("a", "b", comparison))

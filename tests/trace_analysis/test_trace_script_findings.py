@@ -1,0 +1,117 @@
+"""Findings phrased for a user's own script: each fires past the workbench's own threshold, names the change in
+PyTorch's terms, and carries its figure and threshold."""
+
+from __future__ import annotations
+
+from trace_reports import rank_report
+
+from workbench.engine.findings import COMPUTE_BOUND_BUSY, INPUT_BOUND_WAIT, LAUNCH_BOUND_HOST_WAIT
+from workbench.trace_analysis.model import NamedSeconds
+from workbench.trace_analysis.script_findings import (
+    COMMUNICATION_BOUND_SHARE,
+    EXPOSED_MEMORY_SHARE,
+    findings_for,
+    with_findings,
+)
+from workbench.trace_analysis.model import TraceReport
+
+
+def kinds(rank) -> list[str]:
+    return [finding.kind for finding in findings_for(rank)]
+
+
+def test_a_balanced_rank_has_no_finding():
+    assert findings_for(rank_report()) == ()
+
+
+def test_input_bound_fires_from_the_dataloader_share_and_names_num_workers():
+    rank = rank_report(dataloader_share=0.334)
+    (finding,) = findings_for(rank)
+    assert finding.kind == "input-bound"
+    assert finding.figure == 0.334 and finding.threshold == INPUT_BOUND_WAIT
+    assert "num_workers=" in finding.change and "persistent_workers=True" in finding.change
+    assert "pin_memory=True" in finding.change
+    assert "33%" in finding.text and "15%" in finding.text
+
+
+def test_input_bound_holds_at_the_threshold_and_not_below():
+    assert kinds(rank_report(dataloader_share=INPUT_BOUND_WAIT)) == ["input-bound"]
+    assert kinds(rank_report(dataloader_share=0.008)) == []
+
+
+def test_on_a_cpu_only_trace_the_dataloader_share_still_fires_without_pin_memory():
+    rank = rank_report(kernels=0, compute_share=0.0, communication_share=0.0, memory_share=0.0, idle_share=0.0,
+                       idle_for_host_share=0.0, idle_kernel_wait_share=0.0, idle_other_share=0.0,
+                       dataloader_share=0.9, top_kernels=(), device="unknown")
+    (finding,) = findings_for(rank)
+    assert finding.kind == "input-bound" and "num_workers=" in finding.change
+    assert "pin_memory" not in finding.change  # pinned memory only speeds copies to a GPU
+
+
+def test_without_dataloader_spans_the_gpu_wait_for_data_is_the_figure():
+    rank = rank_report(dataloader_share=None, idle_share=0.40, idle_for_data_share=0.5, idle_for_host_share=0.2,
+                       idle_other_share=0.3, idle_kernel_wait_share=0.0)
+    (finding,) = findings_for(rank)
+    assert finding.kind == "input-bound" and abs(finding.figure - 0.20) < 1e-12
+
+
+def test_launch_bound_offers_a_larger_batch_then_cuda_graphs():
+    rank = rank_report(idle_share=0.5, idle_for_host_share=0.8, idle_other_share=0.0, idle_kernel_wait_share=0.2,
+                       compute_share=0.4, memory_share=0.05, communication_share=0.05)
+    findings = findings_for(rank)
+    assert [f.kind for f in findings] == ["launch-bound", "launch-bound"]
+    assert abs(findings[0].figure - 0.4) < 1e-12 and findings[0].threshold == LAUNCH_BOUND_HOST_WAIT
+    assert "larger batch" in findings[0].change
+    assert 'torch.compile(model, mode="reduce-overhead")' in findings[1].change
+    assert "1,000 kernels" in findings[0].text  # 5,000 kernels over 5 steps
+
+
+def test_a_sync_in_the_loop_is_named_by_its_host_op_first():
+    rank = rank_report(idle_share=0.5, idle_for_host_share=0.8, idle_other_share=0.0, idle_kernel_wait_share=0.2,
+                       compute_share=0.4, sync_calls=(NamedSeconds("aten::item", 0.03),
+                                                     NamedSeconds("aten::_local_scalar_dense", 0.01)))
+    findings = findings_for(rank)
+    assert findings[0].kind == "sync-in-loop"
+    assert "aten::item" in findings[0].text and "aten::item" in findings[0].change
+    assert ".item()" in findings[0].change
+
+
+def test_a_sync_with_no_gap_after_it_is_not_a_finding():
+    rank = rank_report(sync_calls=(NamedSeconds("aten::item", 0.03),))
+    assert findings_for(rank) == ()
+
+
+def test_communication_bound_names_ddp_buckets_and_overlap():
+    rank = rank_report(communication_share=0.25, compute_share=0.5)
+    (finding,) = findings_for(rank)
+    assert finding.kind == "communication-bound" and finding.threshold == COMMUNICATION_BOUND_SHARE
+    assert "bucket_cap_mb" in finding.change and "no_sync()" in finding.change
+
+
+def test_exposed_copies_name_non_blocking():
+    rank = rank_report(memory_share=0.2, compute_share=0.55)
+    (finding,) = findings_for(rank)
+    assert finding.kind == "copy-bound" and finding.threshold == EXPOSED_MEMORY_SHARE
+    assert "non_blocking=True" in finding.change
+
+
+def test_compute_bound_offers_autocast_unless_the_kernels_already_run_in_16_bit():
+    rank = rank_report(compute_share=0.9, idle_share=0.05, memory_share=0.03, communication_share=0.02)
+    (finding,) = findings_for(rank)
+    assert finding.kind == "compute-bound" and finding.threshold == COMPUTE_BOUND_BUSY
+    assert "torch.autocast" in finding.change and "bfloat16" in finding.change
+    half = rank_report(compute_share=0.9, idle_share=0.05, memory_share=0.03, communication_share=0.02,
+                       top_kernels=(NamedSeconds("ampere_bf16_s16816gemm_bf16_128x128", 0.3),))
+    (finding,) = findings_for(half)
+    assert "torch.autocast" not in finding.change and "torch.compile" in finding.change
+
+
+def test_the_costliest_problem_comes_first():
+    rank = rank_report(dataloader_share=0.2, communication_share=0.3, compute_share=0.45)
+    assert kinds(rank) == ["communication-bound", "input-bound"]
+
+
+def test_with_findings_fills_every_rank():
+    report = TraceReport(path="x", ranks=(rank_report(rank=0), rank_report(rank=1, dataloader_share=0.5)))
+    filled = with_findings(report)
+    assert [len(rank.findings) for rank in filled.ranks] == [0, 1]

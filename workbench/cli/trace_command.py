@@ -1,0 +1,110 @@
+"""`workbench trace PATH [--rank N] [--json]`: any PyTorch program's profiler trace, read and explained;
+`workbench trace BEFORE AFTER`: two traces of one script compared.
+
+PATH is a torch.profiler trace (.json, .json.gz, *.pt.trace.json.gz as tensorboard_trace_handler writes it) or a
+folder of them, one file per rank. A trace that cannot be read is one line and exit code 2. No torch, no Qt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Optional
+
+from workbench.cli.parsing import UsageError
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "trace",
+        help="read a torch.profiler trace of any PyTorch program: what bounds its GPU and which change to make",
+        description="Read a torch.profiler trace (.json, .json.gz, *.pt.trace.json.gz) or a folder of them (one file "
+        "per rank) and report, per rank: the steps (ProfilerStep#N) with their spread, the GPU time split into "
+        "compute, communication, memory and idle, what the idle time waited for, the top kernels and host ops, "
+        "and findings phrased as the change to make in your script. Two paths (BEFORE AFTER) compare two traces "
+        "of one script: a difference within the steps' own spread is not called a gain. "
+        "How to take a trace: docs/own-script.md.",
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="a trace file or a folder of rank traces; two paths: BEFORE AFTER")
+    parser.add_argument("--rank", type=_rank, metavar="N", help="only rank N of a folder of ranks")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object on the last line (keys: docs/cli.md#workbench-trace)")
+    parser.set_defaults(handler=trace_command)
+
+
+def trace_command(args: argparse.Namespace) -> int:
+    if len(args.paths) > 2:
+        raise UsageError(f"workbench trace: {len(args.paths)} paths given: give one trace (or a folder of rank "
+                         f"traces), or two to compare (BEFORE AFTER)")
+    reports = [_read(path, args.rank) for path in args.paths]
+    for report in reports:
+        for note in report.notes:
+            print(f"workbench trace: note: {report.path}: {note}", file=sys.stderr)
+    if len(reports) == 1:
+        return _one(reports[0], args.json)
+    return _two(reports[0], reports[1], args.json)
+
+
+def _one(report: Any, as_json: bool) -> int:
+    from workbench.trace_analysis.report_json import to_json
+    from workbench.trace_analysis.report_text import report_lines
+
+    if as_json:
+        # The contract has no notes key: what could not be read goes to stderr (the text report says it inline).
+        for rank in report.ranks:
+            for note in rank.notes:
+                print(f"workbench trace: note: rank {rank.rank}: {note}", file=sys.stderr)
+        print(json.dumps(to_json(report), allow_nan=False))
+    else:
+        print("\n".join(report_lines(report)))
+    return 0
+
+
+def _two(before: Any, after: Any, as_json: bool) -> int:
+    from workbench.trace_analysis.comparing import compare
+    from workbench.trace_analysis.report_json import comparison_json, to_json
+    from workbench.trace_analysis.report_text import comparison_lines
+
+    pairs = _paired_ranks(before, after)
+    if as_json:
+        print(json.dumps({"before": to_json(before), "after": to_json(after),
+                          "comparison": [comparison_json(compare(b, a)) for b, a in pairs]}, allow_nan=False))
+        return 0
+    blocks = ["\n".join(comparison_lines(before.path, after.path, compare(b, a))) for b, a in pairs]
+    print("\n\n".join(blocks))
+    return 0
+
+
+def _paired_ranks(before: Any, after: Any) -> list[tuple[Any, Any]]:
+    """Rank with the same rank; two single-rank traces with each other whatever their rank numbers."""
+    if len(before.ranks) == 1 and len(after.ranks) == 1:
+        return [(before.ranks[0], after.ranks[0])]
+    after_by_rank = {rank.rank: rank for rank in after.ranks}
+    pairs = [(rank, after_by_rank[rank.rank]) for rank in before.ranks if rank.rank in after_by_rank]
+    if not pairs:
+        raise UsageError(f"workbench trace: {before.path} and {after.path} share no rank: compare one rank of each "
+                         f"with --rank N")
+    return pairs
+
+
+def _read(path: str, rank: Optional[int]) -> Any:
+    from workbench.trace_analysis.model import TraceError
+    from workbench.trace_analysis.reading import read_report
+    from workbench.trace_analysis.script_findings import with_findings
+
+    try:
+        return with_findings(read_report(path, rank=rank))
+    except TraceError as error:
+        raise UsageError(f"workbench trace: {error}") from None
+
+
+def _rank(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a rank number (0, 1, …), got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a rank number from 0 up, got {value}")
+    return value

@@ -1,0 +1,188 @@
+"""An opened trace's report as the window's Trace tab shows it, without Qt: per rank, the steps and their spread,
+the GPU time split and the idle split (bars of labelled shares), the top kernels and host ops, the findings with the
+figure and threshold that fired each and the change to make. The tab (gui/trace_tab.py) only draws these."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from workbench.formatting import format_short_seconds
+from workbench.trace_analysis.model import NamedSeconds, RankReport, TraceReport
+from workbench.trace_analysis.report_text import slowest_rank
+
+# The GPU time over the steps, and idle time by cause: (label, RankReport field, colour), in the bars' order.
+GPU_TIME_PARTS: tuple[tuple[str, str, str], ...] = (
+    ("compute", "compute_share", "#4c8fd6"),
+    ("communication", "communication_share", "#9b6ad6"),
+    ("memory", "memory_share", "#e0a030"),
+    ("idle", "idle_share", "#d0d0d0"),
+)
+IDLE_PARTS: tuple[tuple[str, str, str], ...] = (
+    ("waiting for data", "idle_for_data_share", "#e07b6a"),
+    ("waiting for the host", "idle_for_host_share", "#e0b85a"),
+    ("kernel wait", "idle_kernel_wait_share", "#8fb8de"),
+    ("other", "idle_other_share", "#b8b8b8"),
+)
+TOP_COUNT = 8  # rows of each top list
+NAME_CHARACTERS = 110  # a kernel's templated name runs to thousands: the rest is elided
+
+
+@dataclass(frozen=True)
+class Share:
+    label: str
+    share: float  # 0–1
+    colour: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.label} {self.share * 100:.1f} %"
+
+
+@dataclass(frozen=True)
+class FindingLine:
+    """One problem: what fired it and every change offered for it (a finding per change in the report)."""
+
+    kind: str
+    text: str
+    fired: str  # "figure 0.334 against threshold 0.1"
+    changes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RankSection:
+    title: str  # "Rank 0 · NVIDIA A100-SXM4-80GB"
+    steps: str  # the steps found and their time's spread, in words
+    gpu_time: tuple[Share, ...]  # empty for a CPU-only trace (no GPU figures to read)
+    idle: tuple[Share, ...]  # empty when the GPU was never idle
+    facts: tuple[str, ...]  # HTA's window, the DataLoader's share, kernels
+    top_kernels: tuple[tuple[str, str], ...]  # (name, time) rows
+    top_host_ops: tuple[tuple[str, str], ...]
+    sync_calls: tuple[tuple[str, str], ...]
+    findings: tuple[FindingLine, ...]
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TracePage:
+    title: str  # the file or folder
+    history: str  # where the history keeps it, or why it does not
+    sections: tuple[RankSection, ...]
+    notes: tuple[str, ...]
+    # Several ranks: one row each (rank, steps, median step, compute, communication, memory, idle, device) and
+    # the slowest named, since in a data-parallel job every other rank waits for it in communication.
+    ranks_header: tuple[str, ...] = ()
+    ranks_rows: tuple[tuple[str, ...], ...] = ()
+    slowest: str = ""
+
+
+RANKS_HEADER = ("rank", "steps", "median step", "compute", "communication", "memory", "idle", "device")
+
+
+def trace_page(report: TraceReport, history: str) -> TracePage:
+    sections = tuple(_rank_section(rank) for rank in report.ranks)
+    if len(report.ranks) < 2:
+        return TracePage(os.path.abspath(report.path), history, sections, tuple(report.notes))
+    rows = tuple((str(rank.rank), str(rank.steps), _seconds(rank.step_seconds_median), _percent(rank.compute_share),
+                  _percent(rank.communication_share), _percent(rank.memory_share), _percent(rank.idle_share),
+                  rank.device) for rank in report.ranks)
+    return TracePage(os.path.abspath(report.path), history, sections, tuple(report.notes), RANKS_HEADER, rows,
+                     _slowest_text(report.ranks))
+
+
+def _slowest_text(ranks: Sequence[RankReport]) -> str:
+    found = slowest_rank(ranks)
+    if found is None:
+        return "Slowest rank: none to name (fewer than two ranks with steps)"
+    slow, fastest, slow_seconds, fast_seconds = found
+    difference = slow_seconds - fast_seconds
+    return (f"Slowest: rank {slow.rank}, its median step {format_short_seconds(difference)} "
+            f"({difference / fast_seconds:.0%}) longer than rank {fastest.rank}'s; in a data-parallel job every other "
+            "rank waits for it in communication")
+
+
+def _seconds(seconds: Optional[float]) -> str:
+    return "–" if seconds is None else format_short_seconds(seconds)
+
+
+def history_line(record_id: Optional[int], kept_before: bool, note: Optional[str]) -> str:
+    """Where the Runs tab lists the opened trace."""
+    if record_id is None:
+        return note or "not kept in the history"
+    if kept_before:
+        return (f"Opened before: the Runs tab lists it as #{record_id} (the same bytes, by sha256; kept once, "
+                "since its figures are the same)")
+    return f"Kept in the history as #{record_id}: the Runs tab lists it, to compare and export"
+
+
+def _rank_section(rank: RankReport) -> RankSection:
+    cpu_only = bool(getattr(rank, "cpu_only", False))
+    gpu_time = () if cpu_only else _shares(rank, GPU_TIME_PARTS)
+    idle = () if cpu_only or not rank.idle_share else _shares(rank, IDLE_PARTS)
+    facts = []
+    if cpu_only:
+        facts.append("A CPU-only trace: it holds no GPU work, so there is no GPU time to split")
+    else:
+        span = rank.gpu_span or {}
+        facts.append("Over HTA's window (first to last GPU event): " + ", ".join(
+            f"{label} {_percent(span.get(key))}" for label, key in
+            (("idle", "idle_share"), ("compute", "compute_share"), ("non-compute", "non_compute_share"))))
+    if rank.dataloader_share is not None:
+        facts.append(f"DataLoader: {_percent(rank.dataloader_share)} of the step "
+                     "(host time in enumerate(DataLoader)#…__next__, as TensorBoard's plugin counted it)")
+    facts.append(f"{rank.kernels:,} kernels")
+    return RankSection(
+        title=f"Rank {rank.rank} · {rank.device}",
+        steps=_steps_text(rank),
+        gpu_time=gpu_time,
+        idle=idle,
+        facts=tuple(facts),
+        top_kernels=_top(rank.top_kernels),
+        top_host_ops=_top(rank.top_host_ops),
+        sync_calls=_top(rank.sync_calls),
+        findings=_finding_lines(rank),
+        notes=tuple(rank.notes),
+    )
+
+
+def _finding_lines(rank: RankReport) -> tuple[FindingLine, ...]:
+    """The findings with the same problem (kind and text) as one line with its changes, in the report's order."""
+    lines: dict[tuple[str, str], FindingLine] = {}
+    for finding in rank.findings:
+        key = (finding.kind, finding.text)
+        if key in lines:
+            line = lines[key]
+            lines[key] = FindingLine(line.kind, line.text, line.fired, (*line.changes, finding.change))
+        else:
+            lines[key] = FindingLine(finding.kind, finding.text, f"figure {finding.figure:.3g} against threshold "
+                                     f"{finding.threshold:.3g}", (finding.change,))
+    return tuple(lines.values())
+
+
+def _steps_text(rank: RankReport) -> str:
+    if rank.steps == 0 or rank.step_seconds_median is None:
+        return "No ProfilerStep#N in the trace: the figures are over the first to the last GPU event"
+    text = f"{rank.steps} step{'s' if rank.steps != 1 else ''} (ProfilerStep#N), {format_short_seconds(rank.step_seconds_median)} each (median)"
+    if rank.step_seconds_low is not None and rank.step_seconds_high is not None:
+        text += f", from {format_short_seconds(rank.step_seconds_low)} to {format_short_seconds(rank.step_seconds_high)}"
+    return text
+
+
+def _shares(rank: RankReport, parts: Sequence[tuple[str, str, str]]) -> tuple[Share, ...]:
+    # A share the reading could not compute (None) is left out of the bar, not drawn as 0.
+    return tuple(Share(label, float(getattr(rank, name)), colour) for label, name, colour in parts
+                 if getattr(rank, name) is not None)
+
+
+def _top(items: Sequence[NamedSeconds]) -> tuple[tuple[str, str], ...]:
+    return tuple((_short(item.name), format_short_seconds(item.seconds)) for item in items[:TOP_COUNT])
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= NAME_CHARACTERS else name[: NAME_CHARACTERS - 1] + "…"
+
+
+def _percent(value: Optional[float]) -> str:
+    return "unknown" if value is None else f"{value * 100:.1f} %"
+

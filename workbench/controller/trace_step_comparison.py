@@ -1,0 +1,80 @@
+"""What the Runs tab's comparison says about the step time of the trace records selected (no Qt).
+
+Each trace's steps are its repeated measurements: two traces are compared rank by rank with the workbench's one A/B
+statistic (experiments/ab.compare_rates, on steps per second, so "faster" is a shorter step), as
+`workbench trace BEFORE AFTER` compares them. A difference within the steps' own spread is not called a gain;
+fewer than 3 steps a trace give no interval and no verdict.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from workbench.experiments.ab import compare_rates
+from workbench.formatting import format_short_seconds
+from workbench.history.records import RunRecord
+
+_VERDICT_WORDS = {"faster": "shorter steps: a gain", "slower": "longer steps: a loss",
+                  "within_noise": "within the steps' own spread: not a gain"}
+
+
+def trace_step_lines(records: Sequence[RunRecord]) -> list[str]:
+    """One trace: each rank's median step and spread. Several: each against the first (the oldest), rank by rank."""
+    traces = sorted(((record.id, record.trace) for record in records if record.is_trace and record.trace is not None),
+                    key=lambda item: item[0])
+    if not traces:
+        return []
+    first_id, first = traces[0]
+    if len(traces) == 1:
+        return [f"Step time of #{first_id}, rank {_rank(rank)}: {_spread(rank)}" for rank in first.ranks]
+    lines = []
+    before_ranks = {_rank(rank): rank for rank in first.ranks}
+    for other_id, other in traces[1:]:
+        for after in other.ranks:
+            before = before_ranks.get(_rank(after))
+            if before is None:
+                lines.append(f"#{other_id} against #{first_id}, rank {_rank(after)}: not compared (#{first_id} has "
+                             "no such rank)")
+                continue
+            lines.append(f"#{other_id} against #{first_id}, rank {_rank(after)}: {_spread(before)} → {_spread(after)}; "
+                         f"{_verdict(before, after)}")
+    return lines
+
+
+def _verdict(before: dict[str, Any], after: dict[str, Any]) -> str:
+    before_steps, after_steps = _step_seconds(before), _step_seconds(after)
+    if not before_steps or not after_steps:
+        return "no verdict: a trace without steps has no step time to compare"
+    result = compare_rates([1 / seconds for seconds in before_steps], [1 / seconds for seconds in after_steps])
+    if result.speedup is None:
+        return "no verdict: no step with a time"
+    ratio = 1 / result.speedup
+    steps = result.trials.replace("trials", "steps")
+    if result.speedup_low is None or result.speedup_high is None or result.confidence is None:
+        return f"the median step is {ratio:.2f}× as long; no verdict: fewer than 3 steps a trace give no interval ({steps})"
+    interval = f"{1 / result.speedup_high:.2f}–{1 / result.speedup_low:.2f}"
+    return (f"the median step is {ratio:.2f}× as long ({interval} at {result.confidence:.0%}, {steps}): "
+            f"{_VERDICT_WORDS[result.verdict]}")
+
+
+def _step_seconds(rank: dict[str, Any]) -> list[float]:
+    values = rank.get("step_seconds")
+    return [float(value) for value in values if isinstance(value, (int, float)) and value > 0] if isinstance(
+        values, list) else []
+
+
+def _spread(rank: dict[str, Any]) -> str:
+    median = _number(rank.get("step_seconds_median"))
+    if median is None:
+        return "no steps"
+    low, high = _number(rank.get("step_seconds_low")), _number(rank.get("step_seconds_high"))
+    spread = f" ({format_short_seconds(low)}–{format_short_seconds(high)})" if low is not None and high is not None else ""
+    return f"{format_short_seconds(median)} median{spread}, {rank.get('steps')} steps"
+
+
+def _number(value: Any) -> Optional[float]:
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _rank(rank: dict[str, Any]) -> Any:
+    return rank.get("rank")

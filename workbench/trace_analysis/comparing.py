@@ -1,0 +1,110 @@
+"""Two traces of one script side by side (`workbench trace BEFORE AFTER`): did the change make its steps faster?
+
+The step time is compared with the workbench's one A/B statistic (experiments/ab.py): each trace's
+steps are its repeated measurements (as steps per second, so "faster" means what it says there), and a change
+whose interval does not clear 1 ± MIN_EFFECT is "within the noise", never a gain, however far the medians
+moved. Too few steps for an interval (fewer than 3 per trace) gives no verdict. Categories are compared as
+shares of the steps' GPU time and as seconds per step; kernels and host ops by their seconds per step.
+No torch, no Qt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from workbench.experiments.ab import ABResult, compare_rates
+from workbench.trace_analysis.model import NamedSeconds, RankReport
+
+# The figures compared category by category: (RankReport field, its label).
+CATEGORIES = (
+    ("compute_share", "compute"),
+    ("communication_share", "communication"),
+    ("memory_share", "memory"),
+    ("idle_share", "idle"),
+)
+# How many kernels and host ops the comparison names.
+TOP_CHANGES = 5
+
+
+@dataclass(frozen=True)
+class CategoryChange:
+    label: str
+    before_share: Optional[float]  # None: a CPU-only trace has no GPU time to split
+    after_share: Optional[float]
+    before_seconds_per_step: Optional[float]  # share × the median step; None without steps
+    after_seconds_per_step: Optional[float]
+
+
+@dataclass(frozen=True)
+class NamedChange:
+    """A kernel's or host op's seconds per step before and after; None where it is not among that trace's top
+    entries (its time there is unknown, at most the smallest listed)."""
+
+    name: str
+    before_seconds: Optional[float]
+    after_seconds: Optional[float]
+
+    @property
+    def change_seconds(self) -> Optional[float]:
+        if self.before_seconds is None or self.after_seconds is None:
+            return None
+        return self.after_seconds - self.before_seconds
+
+
+@dataclass(frozen=True)
+class RankComparison:
+    before: RankReport
+    after: RankReport
+    step_time: ABResult  # rates are steps per second: "faster" is a shorter step
+    categories: tuple[CategoryChange, ...]
+    kernels: tuple[NamedChange, ...]
+    host_ops: tuple[NamedChange, ...]
+
+    @property
+    def step_time_ratio(self) -> Optional[float]:
+        """after ÷ before of the median step time (below 1: shorter steps)."""
+        return None if self.step_time.speedup is None else 1 / self.step_time.speedup
+
+
+def compare(before: RankReport, after: RankReport) -> RankComparison:
+    step_time = compare_rates(_steps_per_second(before), _steps_per_second(after))
+    categories = tuple(
+        CategoryChange(label, getattr(before, field), getattr(after, field),
+                       _per_step(getattr(before, field), before), _per_step(getattr(after, field), after))
+        for field, label in CATEGORIES)
+    return RankComparison(before=before, after=after, step_time=step_time, categories=categories,
+                          kernels=_changed_most(before, after, before.top_kernels, after.top_kernels),
+                          host_ops=_changed_most(before, after, before.top_host_ops, after.top_host_ops))
+
+
+def _steps_per_second(rank: RankReport) -> list[float]:
+    return [1 / seconds for seconds in rank.step_seconds if seconds > 0]
+
+
+def _per_step(share: Optional[float], rank: RankReport) -> Optional[float]:
+    return None if rank.step_seconds_median is None or share is None else share * rank.step_seconds_median
+
+
+def _changed_most(before_rank: RankReport, after_rank: RankReport, before: tuple[NamedSeconds, ...],
+                  after: tuple[NamedSeconds, ...]) -> tuple[NamedChange, ...]:
+    """The names whose seconds per step moved most."""
+    before_by_name = _seconds_per_step(before, before_rank)
+    after_by_name = _seconds_per_step(after, after_rank)
+    changes = [NamedChange(name, before_by_name.get(name), after_by_name.get(name))
+               for name in dict.fromkeys([*before_by_name, *after_by_name])]
+
+    def moved(change: NamedChange) -> float:
+        # Out of one trace's top list counts as 0 for the order only (shown as "not in the top"): a name that
+        # left the top with a second per step moved more than one that shifted a millisecond within it.
+        return abs((change.after_seconds or 0.0) - (change.before_seconds or 0.0))
+
+    return tuple(sorted(changes, key=moved, reverse=True)[:TOP_CHANGES])
+
+
+def _seconds_per_step(items: tuple[NamedSeconds, ...], rank: RankReport) -> dict[str, float]:
+    steps = max(rank.steps, 1)  # no steps: the window is one span, its totals are its figures
+    totals: dict[str, float] = {}
+    for item in items:
+        totals[item.name] = totals.get(item.name, 0.0) + item.seconds / steps
+    return totals

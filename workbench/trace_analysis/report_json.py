@@ -1,0 +1,83 @@
+"""`workbench trace --json`: the report as the issue's contract of keys (other tools read them; keep the names),
+and the comparison of two traces.
+
+``path`` and ``ranks``, one entry per rank with exactly ``RANK_KEYS``; a figure that could not be read is null.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+from workbench.trace_analysis.comparing import NamedChange, RankComparison
+from workbench.trace_analysis.model import Finding, RankReport, TraceReport
+
+RANK_KEYS = (
+    "rank", "device", "steps",
+    "step_seconds_median", "step_seconds_low", "step_seconds_high",
+    "compute_share", "communication_share", "memory_share", "idle_share",
+    "idle_for_data_share", "idle_for_host_share", "idle_kernel_wait_share", "idle_other_share",
+    "dataloader_share", "gpu_span", "findings",
+)
+GPU_SPAN_KEYS = ("idle_share", "compute_share", "non_compute_share")
+FINDING_KEYS = ("kind", "text", "figure", "threshold", "change")
+
+
+def to_json(report: TraceReport) -> dict[str, Any]:
+    return {"path": report.path, "ranks": [rank_json(rank) for rank in report.ranks]}
+
+
+def rank_json(rank: RankReport) -> dict[str, Any]:
+    entry: dict[str, Any] = {}
+    for key in RANK_KEYS:
+        if key == "gpu_span":
+            span = rank.gpu_span or {}  # None on a CPU-only trace: each share null, the keys kept
+            entry[key] = {name: _number(span.get(name)) for name in GPU_SPAN_KEYS}
+        elif key == "findings":
+            entry[key] = [finding_json(finding) for finding in rank.findings]
+        elif key in ("rank", "device", "steps"):
+            entry[key] = getattr(rank, key)
+        else:
+            entry[key] = _number(getattr(rank, key))
+    return entry
+
+
+def finding_json(finding: Finding) -> dict[str, Any]:
+    return {key: _number(getattr(finding, key)) if key in ("figure", "threshold") else getattr(finding, key)
+            for key in FINDING_KEYS}
+
+
+def _number(value: Any) -> Optional[float]:
+    """A finite float, or null: JSON has no NaN, and a figure that cannot be read is no number."""
+    if value is None:
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def comparison_json(comparison: RankComparison) -> dict[str, Any]:
+    """`workbench trace BEFORE AFTER --json`: one rank's comparison (step time after ÷ before with its interval
+    and verdict, the categories, and the kernels and host ops that changed most, in seconds per step)."""
+    step = comparison.step_time
+    ratio = comparison.step_time_ratio
+    return {
+        "rank": comparison.before.rank,
+        "after_rank": comparison.after.rank,
+        "step_time_ratio": _number(ratio),
+        "step_time_ratio_low": _number(1 / step.speedup_high) if step.speedup_high else None,
+        "step_time_ratio_high": _number(1 / step.speedup_low) if step.speedup_low else None,
+        "confidence": _number(step.confidence),
+        "verdict": step.verdict if step.speedup_low is not None else "no_verdict",
+        "categories": {category.label: {"before_share": _number(category.before_share),
+                                        "after_share": _number(category.after_share),
+                                        "before_seconds_per_step": _number(category.before_seconds_per_step),
+                                        "after_seconds_per_step": _number(category.after_seconds_per_step)}
+                       for category in comparison.categories},
+        "kernels": [_named_change(change) for change in comparison.kernels],
+        "host_ops": [_named_change(change) for change in comparison.host_ops],
+    }
+
+
+def _named_change(change: NamedChange) -> dict[str, Any]:
+    return {"name": change.name, "before_seconds_per_step": _number(change.before_seconds),
+            "after_seconds_per_step": _number(change.after_seconds)}

@@ -1,0 +1,189 @@
+"""`workbench trace` in words: one rank's report, a folder's ranks side by side, and two traces compared.
+
+A figure that could not be read is said so ("n/a"), never printed as 0. No torch, no Qt.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from workbench.trace_analysis.comparing import NamedChange, RankComparison
+from workbench.trace_analysis.model import NamedSeconds, RankReport, TraceReport
+
+TOP_SHOWN = 5
+
+
+def report_lines(report: TraceReport) -> list[str]:
+    lines = [f"{report.path}: {len(report.ranks)} rank{'s' if len(report.ranks) != 1 else ''}"]
+    lines += [f"  note: {note}" for note in report.notes]
+    if len(report.ranks) > 1:
+        lines += [""] + ranks_side_by_side(report.ranks)
+    for rank in report.ranks:
+        lines += [""] + rank_lines(rank)
+    return lines
+
+
+def rank_lines(rank: RankReport) -> list[str]:
+    lines = [f"rank {rank.rank} · {rank.device}"]
+    lines.append("  " + _steps_line(rank))
+    if rank.kernels == 0:
+        lines.append("  GPU time: no GPU kernels in this trace (a CPU-only trace): only host figures below")
+    else:
+        over = "the steps" if rank.steps > 0 else "the first to the last GPU event"
+        lines.append(f"  GPU time over {over}: compute {_pct(rank.compute_share)} · communication "
+                     f"{_pct(rank.communication_share)} · memory {_pct(rank.memory_share)} · idle "
+                     f"{_pct(rank.idle_share)}  ({rank.kernels:,} kernels)")
+        lines.append(f"  idle: waiting for data {_pct(rank.idle_for_data_share)} · for the host "
+                     f"{_pct(rank.idle_for_host_share)} · kernel wait {_pct(rank.idle_kernel_wait_share)} · other "
+                     f"{_pct(rank.idle_other_share)} (shares of the idle time)")
+        span = rank.gpu_span or {}  # None only on a CPU-only trace, said above
+        lines.append(f"  first to last GPU event (HTA's window): idle {_pct(span.get('idle_share'))} · compute "
+                     f"{_pct(span.get('compute_share'))} · non-compute {_pct(span.get('non_compute_share'))}")
+    lines.append(f"  DataLoader (host in enumerate(DataLoader)#…__next__): "
+                 + (f"{_pct(rank.dataloader_share)} of the step time" if rank.dataloader_share is not None
+                    else "n/a (no DataLoader spans in this trace)"))
+    if rank.top_kernels:
+        lines.append("  top kernels: " + _named(rank.top_kernels))
+    if rank.top_host_ops:
+        lines.append("  top host ops: " + _named(rank.top_host_ops))
+    if rank.sync_calls:
+        lines.append("  device syncs, by the host op that called them: " + _named(rank.sync_calls))
+    lines += [f"  note: {note}" for note in rank.notes]
+    if rank.findings:
+        lines.append("  findings:")
+        said = None
+        for finding in rank.findings:  # a problem's remedies share its text: say it once, then each change
+            if finding.text != said:
+                lines.append(f"    {finding.text}")
+                said = finding.text
+            lines.append(f"      Try: {finding.change}.")
+    else:
+        lines.append("  findings: none past their thresholds")
+    return lines
+
+
+def ranks_side_by_side(ranks: Sequence[RankReport]) -> list[str]:
+    lines = ["ranks side by side:",
+             f"  {'rank':>4}  {'steps':>5}  {'median step':>11}  {'compute':>7}  {'comm.':>6}  {'memory':>6}  "
+             f"{'idle':>6}  device"]
+    for rank in ranks:
+        lines.append(f"  {rank.rank:>4}  {rank.steps:>5}  {_seconds(rank.step_seconds_median):>11}  "
+                     f"{_pct(rank.compute_share):>7}  {_pct(rank.communication_share):>6}  "
+                     f"{_pct(rank.memory_share):>6}  {_pct(rank.idle_share):>6}  {rank.device}")
+    slowest = slowest_rank(ranks)
+    if slowest is not None:
+        slow, fastest, slow_seconds, fast_seconds = slowest
+        difference = slow_seconds - fast_seconds
+        lines.append(f"  slowest: rank {slow.rank}, its median step {_seconds(difference)} "
+                     f"({difference / fast_seconds:.0%}) longer than rank {fastest.rank}'s; "
+                     f"in a data-parallel job every other rank waits for it in communication")
+    else:
+        lines.append("  slowest: n/a (fewer than two ranks with steps)")
+    return lines
+
+
+def slowest_rank(ranks: Sequence[RankReport]) -> Optional[tuple[RankReport, RankReport, float, float]]:
+    """(slowest, fastest, their median step seconds) by median step time; None with fewer than two ranks that
+    have steps."""
+    timed = [(rank.step_seconds_median, rank) for rank in ranks if rank.step_seconds_median is not None]
+    if len(timed) < 2:
+        return None
+    timed.sort(key=lambda item: item[0])
+    (fast_seconds, fastest), (slow_seconds, slow) = timed[0], timed[-1]
+    return slow, fastest, slow_seconds, fast_seconds
+
+
+def comparison_lines(before_path: str, after_path: str, comparison: RankComparison) -> list[str]:
+    before, after = comparison.before, comparison.after
+    lines = [f"before: {before_path} (rank {before.rank}, {before.device})",
+             f"after:  {after_path} (rank {after.rank}, {after.device})",
+             f"step time: {_step_summary(before)} → {_step_summary(after)}"]
+    lines.append("  " + _step_verdict(comparison))
+    lines.append(f"  {'':<14}  {'before':>17}  {'after':>17}")
+    for category in comparison.categories:
+        lines.append(f"  {category.label:<14}  {_share_and_seconds(category.before_share, category.before_seconds_per_step):>17}"
+                     f"  {_share_and_seconds(category.after_share, category.after_seconds_per_step):>17}")
+    lines.append(f"  {'DataLoader':<14}  {_pct(before.dataloader_share):>17}  {_pct(after.dataloader_share):>17}")
+    lines.append(f"findings: before: {_kinds(before)}; after: {_kinds(after)}")
+    for title, changes in (("kernels", comparison.kernels), ("host ops", comparison.host_ops)):
+        if changes:
+            lines.append(f"{title} that changed most (seconds per step):")
+            lines += [f"  {_change(change)}" for change in changes]
+    return lines
+
+
+def _kinds(rank: RankReport) -> str:
+    """"input-bound (95%), launch-bound (41%)": each problem once, with its figure."""
+    kinds = {finding.kind: finding.figure for finding in rank.findings}
+    return ", ".join(f"{kind} ({figure:.0%})" for kind, figure in kinds.items()) or "none"
+
+
+def _step_verdict(comparison: RankComparison) -> str:
+    result = comparison.step_time
+    ratio = comparison.step_time_ratio
+    if ratio is None:
+        return "no verdict: a trace without steps has no step time to compare"
+    if result.speedup_low is None or result.speedup_high is None:
+        return (f"the median step is {ratio:.2f}× as long; no verdict: fewer than 3 steps in a trace give no "
+                f"interval ({result.trials.replace('trials', 'steps')})")
+    interval = f"{1 / result.speedup_high:.2f}–{1 / result.speedup_low:.2f}"
+    words = {"faster": "shorter steps: a gain", "slower": "longer steps: a loss",
+             "within_noise": "within the steps' own spread: not a gain"}[result.verdict]
+    return (f"the median step is {ratio:.2f}× as long ({interval} at {result.confidence:.0%}, "
+            f"{result.trials.replace('trials', 'steps')}): {words}")
+
+
+def _step_summary(rank: RankReport) -> str:
+    if rank.step_seconds_median is None:
+        return "n/a"
+    return f"{_seconds(rank.step_seconds_median)} ({_spread(rank)})"
+
+
+def _steps_line(rank: RankReport) -> str:
+    if rank.steps == 0 or rank.step_seconds_median is None:
+        return "steps: none found (no ProfilerStep#N): figures over the first to the last GPU event"
+    each = ", ".join(_seconds(seconds) for seconds in rank.step_seconds[:8])
+    more = f", … ({len(rank.step_seconds) - 8} more)" if len(rank.step_seconds) > 8 else ""
+    return f"{rank.steps} steps: median {_seconds(rank.step_seconds_median)} ({_spread(rank)}); each: {each}{more}"
+
+
+def _spread(rank: RankReport) -> str:
+    if rank.step_seconds_low is None or rank.step_seconds_high is None:
+        return "no spread from one step"
+    return f"spread {_seconds(rank.step_seconds_low)}–{_seconds(rank.step_seconds_high)}"
+
+
+def _share_and_seconds(share: Optional[float], seconds: Optional[float]) -> str:
+    return _pct(share) + (f" {_seconds(seconds)}/step" if seconds is not None else "")
+
+
+def _change(change: NamedChange) -> str:
+    name = change.name if len(change.name) <= 70 else change.name[:69] + "…"
+    before = _seconds(change.before_seconds) if change.before_seconds is not None else "not in the top"
+    after = _seconds(change.after_seconds) if change.after_seconds is not None else "not in the top"
+    delta = change.change_seconds
+    moved = f" ({'+' if delta >= 0 else '−'}{_seconds(abs(delta))})" if delta is not None else ""
+    return f"{before} → {after}{moved}  {name}"
+
+
+def _named(items: Sequence[NamedSeconds]) -> str:
+    shown = sorted(items, key=lambda item: -item.seconds)[:TOP_SHOWN]
+    return "; ".join(f"{_short(item.name)} {_seconds(item.seconds)}" for item in shown)
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= 60 else name[:59] + "…"
+
+
+def _pct(value: Optional[float]) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def _seconds(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "n/a"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:,.0f} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:,.1f} ms"
+    return f"{seconds:,.2f} s"

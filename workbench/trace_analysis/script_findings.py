@@ -1,0 +1,186 @@
+"""What bounds a user's own script, from its profiler trace, and the change to make in that script's terms.
+
+The workbench's own findings (engine/findings.py) name a RunConfig field to change; a user's script has no
+RunConfig, so these name the line of PyTorch to write instead: ``DataLoader(num_workers=…)``,
+``non_blocking=True``, ``torch.autocast``, ``torch.compile(mode="reduce-overhead")``, a larger batch, DDP's
+bucket and overlap settings, a sync taken out of the loop. Each finding carries the figure that fired it and
+the threshold it was held against. The thresholds are the workbench's own where the figure means the same
+thing (a wait for data, a GPU waiting for the host, kernels busy); the two figures it has no rule for
+(communication and exposed copies) are held to the same "a sixth of the time is worth fixing first" as a wait
+for data. Pure Python: no torch, no Qt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from workbench.engine.findings import COMPUTE_BOUND_BUSY, INPUT_BOUND_WAIT, LAUNCH_BOUND_HOST_WAIT
+from workbench.trace_analysis.model import Finding, NamedSeconds, RankReport, TraceReport
+
+# Communication kernels (NCCL/RCCL) not hidden behind compute, and copies or fills not hidden behind it, as a
+# share of the steps' GPU time: worth fixing from the same share as a wait for data.
+COMMUNICATION_BOUND_SHARE = INPUT_BOUND_WAIT
+EXPOSED_MEMORY_SHARE = INPUT_BOUND_WAIT
+# Kernel names that say the math already runs in 16-bit (cuBLAS/cuDNN and CUTLASS spell it these ways).
+HALF_PRECISION_MARKS = ("bf16", "fp16", "f16", "half", "h884", "h1688", "h16816", "hmma", "bfloat16")
+
+
+def findings_for(rank: RankReport) -> tuple[Finding, ...]:
+    """The findings of one rank, the costliest problem first; each problem's remedies in the order to try them."""
+    problems: list[tuple[float, list[Finding]]] = []
+    for rule in (_input_bound, _launch_bound, _communication_bound, _exposed_memory):
+        found = rule(rank)
+        if found:
+            problems.append(found)
+    problems.sort(key=lambda item: -item[0])
+    findings = [finding for _, group in problems for finding in group]
+    if not problems:
+        findings += _compute_bound(rank)
+    return tuple(findings)
+
+
+def _input_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
+    figure: Optional[float]
+    if rank.dataloader_share is not None:
+        # As the TensorBoard plugin read it: the host inside enumerate(DataLoader)#…__next__ ÷ the step time.
+        figure = rank.dataloader_share
+        said = f"the steps spent {_pct(figure)} of their time inside the DataLoader's __next__"
+    else:
+        figure = _idle_part(rank, rank.idle_for_data_share)
+        said = f"the GPU sat idle waiting for data {_pct(figure or 0.0)} of {_window(rank)}"
+    if figure is None or figure < INPUT_BOUND_WAIT:
+        return None
+    head = f"Input-bound: {said} (threshold {_pct(INPUT_BOUND_WAIT)})."
+    pinned = ", pin_memory=True" if rank.kernels > 0 else ""  # pinned pages only speed copies to a GPU
+    change = (f"DataLoader(..., num_workers=4{pinned}, persistent_workers=True): loader processes prepare the next "
+              f"batches while the step runs; raise num_workers toward your CPU cores while the DataLoader's share "
+              f"falls, and move per-sample work that stays costly out of __getitem__")
+    return figure, [Finding(kind="input-bound", text=head, figure=figure, threshold=INPUT_BOUND_WAIT, change=change)]
+
+
+def _launch_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
+    """The GPU waited for the host to launch its next kernel: a sync in the loop first (the gap after it is
+    host wait), else fewer, larger launches."""
+    figure = _idle_part(rank, rank.idle_for_host_share)
+    if figure is None or figure < LAUNCH_BOUND_HOST_WAIT:
+        return None
+    head = (f"Launch-bound: the GPU sat idle waiting for the host to launch work {_pct(figure)} of {_window(rank)}"
+            f"{_launch_detail(rank)} (threshold {_pct(LAUNCH_BOUND_HOST_WAIT)}).")
+    findings = []
+    sync = _sync_every_step(rank)
+    if sync is not None:
+        caller, _, call = sync.name.rpartition(" → ")
+        where = (f"{call} called from {caller}" if caller and not caller.startswith("(")
+                 else f"{call or sync.name}, called outside any profiled op (torch.cuda.synchronize() or an event's "
+                      f".synchronize() in the loop)")
+        findings.append(Finding(
+            kind="sync-in-loop", text=f"{head} Every step waits in {where}: {_seconds(sync.seconds)} in "
+            f"{sync.count or 'its'} calls, and the GPU waits for the launches after it.", figure=figure,
+            threshold=LAUNCH_BOUND_HOST_WAIT,
+            change=f"remove the per-step sync ({where}): a .item(), .cpu() or print of a GPU tensor, or "
+                   f"torch.cuda.synchronize(), every step makes the host wait for the GPU and the GPU then wait for "
+                   f"the next launch; keep the value on the device and read it every N steps"))
+    findings.append(Finding(kind="launch-bound", text=head, figure=figure, threshold=LAUNCH_BOUND_HOST_WAIT,
+                            change="a larger batch (twice the size, scaling the learning rate with it): each kernel "
+                                   "does more work per launch"))
+    findings.append(Finding(kind="launch-bound", text=head, figure=figure, threshold=LAUNCH_BOUND_HOST_WAIT,
+                            change='model = torch.compile(model, mode="reduce-overhead"): CUDA graphs replay the '
+                                   "step's kernels with one launch from the host"))
+    return figure, findings
+
+
+def _communication_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
+    figure = _gpu_share(rank, rank.communication_share)
+    if figure is None or figure < COMMUNICATION_BOUND_SHARE:
+        return None
+    head = (f"Communication-bound: communication kernels (NCCL/RCCL) not hidden behind compute took {_pct(figure)} "
+            f"of {_window(rank)} (threshold {_pct(COMMUNICATION_BOUND_SHARE)}).")
+    change = ("DDP(model, bucket_cap_mb=50, gradient_as_bucket_view=True) so the all-reduce starts during backward "
+              "in fewer, larger buckets, nothing that waits for the GPU between loss.backward() and "
+              "optimizer.step(), and model.no_sync() on the micro-steps of gradient accumulation; if one rank is "
+              "slower than the others (workbench trace FOLDER), the others wait for it here")
+    return figure, [Finding(kind="communication-bound", text=head, figure=figure,
+                            threshold=COMMUNICATION_BOUND_SHARE, change=change)]
+
+
+def _exposed_memory(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
+    figure = _gpu_share(rank, rank.memory_share)
+    if figure is None or figure < EXPOSED_MEMORY_SHARE:
+        return None
+    head = (f"Copy-bound: copies and fills not hidden behind compute took {_pct(figure)} of {_window(rank)} "
+            f"(threshold {_pct(EXPOSED_MEMORY_SHARE)}).")
+    change = ("batch.to(device, non_blocking=True) on batches from DataLoader(..., pin_memory=True): the copy of "
+              "the next batch overlaps the step's kernels instead of stalling them")
+    return figure, [Finding(kind="copy-bound", text=head, figure=figure, threshold=EXPOSED_MEMORY_SHARE,
+                            change=change)]
+
+
+def _compute_bound(rank: RankReport) -> list[Finding]:
+    figure = _gpu_share(rank, rank.compute_share)
+    if figure is None or figure < COMPUTE_BOUND_BUSY:
+        return []
+    head = (f"Compute-bound: kernels computed {_pct(figure)} of {_window(rank)} "
+            f"(threshold {_pct(COMPUTE_BOUND_BUSY)}).")
+    if _runs_half_precision(rank):
+        change = ("model = torch.compile(model): the math already runs in 16-bit; fusing the elementwise work "
+                  "between the big kernels is what is left, then a smaller model or a faster GPU")
+    else:
+        change = ("with torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16): around the forward pass and "
+                  "loss (bf16 on Ampere and newer; float16 with torch.amp.GradScaler before that): tensor-core "
+                  "math at half the bytes")
+    return [Finding(kind="compute-bound", text=head, figure=figure, threshold=COMPUTE_BOUND_BUSY, change=change)]
+
+
+def _runs_half_precision(rank: RankReport) -> bool:
+    return any(mark in kernel.name.lower() for kernel in rank.top_kernels for mark in HALF_PRECISION_MARKS)
+
+
+def _launch_detail(rank: RankReport) -> str:
+    launches = sum(seconds for name, seconds in rank.runtime_calls.items() if "launch" in name.lower())
+    if rank.steps < 1 or launches <= 0:
+        return ""
+    return f" ({rank.kernels / rank.steps:,.0f} kernels and {_seconds(launches / rank.steps)} of launch calls per step)"
+
+
+def _sync_every_step(rank: RankReport) -> Optional[NamedSeconds]:
+    """The costliest device sync called at least once a step (a count of 0: not counted, taken as every step)."""
+    if rank.steps < 1:
+        return None  # without steps there is no loop to take a sync out of
+    every_step = [call for call in rank.sync_calls if call.seconds > 0 and (call.count == 0 or call.count >= rank.steps)]
+    return max(every_step, key=lambda call: call.seconds, default=None)
+
+
+def _gpu_share(rank: RankReport, share: Optional[float]) -> Optional[float]:
+    """A GPU figure, or None where the trace has none (a CPU-only trace: no rule reads it)."""
+    if rank.kernels == 0 or share is None:
+        return None
+    return share
+
+
+def _idle_part(rank: RankReport, share_of_idle: Optional[float]) -> Optional[float]:
+    """A cause's share of idle time as a share of the whole window."""
+    idle = _gpu_share(rank, rank.idle_share)
+    return None if idle is None or share_of_idle is None else idle * share_of_idle
+
+
+def _window(rank: RankReport) -> str:
+    return "the steps' GPU time" if rank.steps > 0 else "the traced GPU time (first to last GPU event: no steps)"
+
+
+def _pct(value: float) -> str:
+    return f"{value:.0%}"
+
+
+def _seconds(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:,.0f} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:,.1f} ms"
+    return f"{seconds:,.2f} s"
+
+
+def with_findings(report: TraceReport) -> TraceReport:
+    """The report with each rank's findings filled in (what the CLI and the window show)."""
+    return dataclasses.replace(report, ranks=tuple(dataclasses.replace(rank, findings=findings_for(rank))
+                                                   for rank in report.ranks))
