@@ -75,3 +75,24 @@ def test_a_real_torch_trace_reads_its_steps_and_waits(tmp_path):
     waits = [e for e in chrome_trace.load(path)["traceEvents"] if e.get("name") == kineto.DATA_WAIT_ANNOTATION]
     assert result.host_data_wait_seconds == pytest.approx(sum(e["dur"] for e in waits) / 1e6, rel=1e-6)
     assert any(op.name == "aten::mm" for op in result.top_ops)
+
+
+def rocm_2021_trace(device):
+    """A 2021-format trace (capitalised categories) of a rank whose GPU is ``device``, launched by ROCm."""
+    return {"traceEvents": [
+        {"ph": "X", "cat": "Operator", "name": "ProfilerStep#1", "pid": 1, "tid": "1", "ts": 0, "dur": 1000},
+        {"ph": "X", "cat": "Runtime", "name": "hipLaunchKernel", "pid": 1, "tid": "1", "ts": 500, "dur": 5,
+         "args": {"correlation": 7}},
+        {"ph": "X", "cat": "Kernel", "name": "Cijk_gemm", "pid": device, "tid": "stream 7", "ts": 600, "dur": 300,
+         "args": {"device": device, "stream": 7, "correlation": 7}},
+    ]}
+
+
+def test_a_2021_rocm_trace_on_device_1_reads_its_kernels_and_launches():
+    """Issue 27's measured failures of this reader: the 2021 categories matched nothing, a GPU other than device
+    0 dropped all device work, and hipLaunchKernel was no launch (all idle time "other")."""
+    result = chrome_trace.breakdown(rocm_2021_trace(device=1))
+    assert result.kernels == 1 and result.launches == 1
+    assert result.kernel_busy_seconds == pytest.approx(300e-9 * 1000)
+    assert result.idle_waiting_for_host_seconds == pytest.approx(600e-6)  # 0–600 µs: the launch came at 500
+    assert kineto.host_kind("hipMemcpyAsync") == timeline.RUNTIME

@@ -236,3 +236,17 @@ def test_gpm_activity_is_quoted_beside_kernel_busy_and_low_tensor_activity_backs
     balanced = find(facts(**timeline(kernel_busy_fraction=0.5, sm_activity_fraction=0.3)))
     assert balanced[0].headline.startswith("No single bottleneck: kernels ran 50% of the sampled time "
                                            "(SM activity 30% by GPM); ")
+
+
+def test_a_communication_bound_run_is_told_to_accumulate_and_about_ddp_buckets():
+    found = find(facts(RunConfig(devices=2, accumulation_steps=1),
+                       **timeline(kernel_busy_fraction=0.4, communication_fraction=0.35)))
+    bound = [f for f in found if f.kind == "communication-bound"]
+    assert bound and bound[0].figure == 0.35 and bound[0].threshold == rules.COMMUNICATION_BOUND
+    assert bound[0].field == "accumulation_steps" and bound[0].value == 2
+    assert "bucket_cap_mb" in bound[0].text and "overlap" in bound[0].text
+
+
+def test_little_communication_is_no_finding():
+    found = find(facts(RunConfig(devices=2), **timeline(kernel_busy_fraction=0.9, communication_fraction=0.05)))
+    assert "communication-bound" not in kinds(found)

@@ -47,7 +47,8 @@ def test_each_sample_is_a_stacked_bar_of_its_window(view):
     view.add_sample(gpu_sample(21))
     view.add_sample(gpu_sample(61, busy=0.08, host=0.01, data=0.005, other=0.004))
     heights = view.bar_heights()
-    assert list(heights) == ["compute", "memcpy", "data", "host", "other"]
+    assert list(heights) == ["compute", "communication", "memcpy", "data", "host", "other"]
+    assert heights["communication"] == [0.0, 0.0]  # no NCCL kernels in these samples
     assert heights["compute"] == pytest.approx([25.0, 80.0])
     assert heights["host"] == pytest.approx([60.0, 10.0])
     assert [sum(part[i] for part in heights.values()) for i in range(2)] == pytest.approx([100.0, 100.0])

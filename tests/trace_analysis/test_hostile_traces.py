@@ -148,14 +148,26 @@ def test_a_fifo_is_refused_without_opening_it(tmp_path):
 def test_a_symlink_loop_and_a_missing_file(tmp_path):
     assert "symlink loop" in error_line(make_symlink_loop(tmp_path / "loop.json"))
     assert "does not exist" in error_line(tmp_path / "absent.json")
-    assert "no trace files" in error_line(tmp_path)
+    assert "no readable trace files" in error_line(tmp_path)
 
 
 def test_a_folder_with_a_fifo_among_its_ranks_reads_the_rest(tmp_path):
     write(tmp_path / "rank-0.json", trace([*launched("k", 10, 100, 500, 1)]))
     fifo = make_fifo(tmp_path / "rank-1.json")
     with fifo_unblocked(fifo):
-        assert [r.rank for r in read_report(tmp_path).ranks] == [0]
+        report = read_report(tmp_path)
+    assert [r.rank for r in report.ranks] == [0]
+    assert report.notes == ("left out: rank-1.json is a FIFO (named pipe)",)
+
+
+def test_a_broken_rank_file_is_named_and_the_other_ranks_read(tmp_path):
+    write(tmp_path / "rank-0.json", trace([*launched("k", 10, 100, 500, 1)]))
+    write(tmp_path / "rank-1.json", "not a trace")
+    report = read_report(tmp_path)
+    assert [r.rank for r in report.ranks] == [0]
+    assert len(report.notes) == 1 and "rank-1.json: is not a JSON trace" in report.notes[0]
+    write(tmp_path / "rank-0.json", "{")
+    assert "no rank file could be read" in error_line(tmp_path)
 
 
 def test_reading_can_be_cancelled_and_reports_progress(tmp_path, monkeypatch):
@@ -169,3 +181,23 @@ def test_reading_can_be_cancelled_and_reports_progress(tmp_path, monkeypatch):
     calls = []
     with pytest.raises(TraceCancelled):
         read_report(path, cancelled=lambda: calls.append(1) or len(calls) > 2)
+
+
+def test_the_garbage_collector_is_left_as_it_was(tmp_path):
+    """The reader pauses the cyclic collector while it reads (speed); it must be back on after a read and after
+    a refused file, and stay off for a caller that had turned it off."""
+    import gc
+
+    good = write(tmp_path / "t.json", trace(input_bound_steps()))
+    bad = write(tmp_path / "bad.json", "nope")
+    assert gc.isenabled()
+    read_report(good)
+    with pytest.raises(TraceError):
+        read_report(bad)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        read_report(good)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

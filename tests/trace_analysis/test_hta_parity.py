@@ -84,3 +84,13 @@ def test_the_folder_of_two_ranks_reads_both_with_their_own_gpus(figures):
 def test_nccl_kernels_are_kept_apart_as_hta_keeps_them():
     (rank,) = read_report(TRACES / "a100-nccl.json.gz").ranks
     assert rank.communication_share > 0.03  # ncclKernel_AllReduce / Broadcast: not compute
+
+
+@pytest.mark.parametrize("name", cases())
+def test_htas_per_stream_idle_split_is_replayed_to_its_last_digit(name, figures):
+    """HTA's idle split: each stream's gaps, host wait where the next launch began after the previous ended,
+    kernel wait under 30 µs (its consecutive_kernel_delay=30 is documented as ns, but its clock is µs)."""
+    (rank,) = read_report(TRACES / name).ranks
+    expected = figures[name]["hta_idle_split_of_idle"]
+    for key in ("host_wait", "kernel_wait", "other"):
+        assert rank.per_stream_idle_split[key] == pytest.approx(expected[key], abs=0.00006), key

@@ -51,6 +51,7 @@ def sample_line(sample: ProfileSample) -> str:
     if shares is not None:
         parts = [
             f"kernels {shares.compute:.0%}",
+            *([f"communication {shares.communication:.0%}"] if sample.communication_seconds else []),
             f"memcpy {shares.memcpy + shares.memset:.0%}",
             f"idle: data {shares.waiting_for_data:.0%}, host {shares.waiting_for_host:.0%}, other {shares.other:.0%}",
             f"{sample.kernels_per_step:,.0f} kernels/step"
@@ -73,7 +74,9 @@ def summary_rows(summary: RunSummary, config: Optional[RunConfig]) -> list[tuple
     rows: list[tuple[str, str]] = []
     if summary.kernel_busy_fraction is not None:
         rows.append(("GPU timeline", (
-            f"kernels {summary.kernel_busy_fraction:.0%}, memcpy {summary.memcpy_fraction:.0%}, idle waiting for "
+            f"kernels {summary.kernel_busy_fraction:.0%}, "
+            + (f"communication {summary.communication_fraction:.0%}, " if summary.communication_fraction else "")
+            + f"memcpy {summary.memcpy_fraction:.0%}, idle waiting for "
             f"data {summary.idle_waiting_for_data_fraction:.0%}, for the host {summary.idle_waiting_for_host_fraction:.0%}, "
             f"other {summary.idle_other_fraction:.0%} ({summary.profile_samples} sample"
             f"{'s' if summary.profile_samples != 1 else ''})"

@@ -76,9 +76,11 @@ def sample_text(sample: ProfileSample) -> str:
     if sample.kernel_busy_seconds is None:
         wait = sample.fraction(sample.host_data_wait_seconds) or 0.0
         return f"{steps}: host ops recorded, waiting for data {wait:.0%} (no GPU timeline: see the GPU time tab)"
-    parts = [("kernels busy", sample.kernel_busy_seconds), ("waiting for data", sample.idle_waiting_for_data_seconds),
+    parts = [("kernels busy", sample.kernel_busy_seconds), ("communication", sample.communication_seconds),
+             ("waiting for data", sample.idle_waiting_for_data_seconds),
              ("waiting for the host", sample.idle_waiting_for_host_seconds)]
-    return f"{steps}: " + ", ".join(f"{name} {sample.fraction(value) or 0.0:.0%}" for name, value in parts)
+    return f"{steps}: " + ", ".join(f"{name} {sample.fraction(value) or 0.0:.0%}" for name, value in parts
+                                    if value is not None and (value or name != "communication"))
 
 
 def ended_text(event: RunEnded) -> str:

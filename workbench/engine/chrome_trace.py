@@ -21,9 +21,11 @@ from typing import Any, Iterable, Mapping, Optional, Union
 from workbench.engine import kineto, timeline
 from workbench.engine.timeline import TimelineBreakdown
 
-DEVICE_CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
-LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
-HOST_CATEGORIES = ("cpu_op", "user_annotation", "python_function", *LAUNCH_CATEGORIES)
+# Kineto's categories today, and 2021's capitalised ones (the TensorBoard plugin's sample traces).
+DEVICE_CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
+                     "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}
+LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver", "Runtime")
+HOST_CATEGORIES = ("cpu_op", "user_annotation", "python_function", "Operator", *LAUNCH_CATEGORIES)
 GPU_LABELS = "gpu_user_annotation"  # Kineto's copy of a host annotation on the GPU row: a label, not work
 
 
@@ -124,15 +126,20 @@ def trim(trace: Mapping[str, Any]) -> dict[str, Any]:
 
 def breakdown(
     source: Union[str, Path, Mapping[str, Any]],
-    device_index: Optional[int] = 0,
+    device_index: Optional[int] = None,
     steps: Optional[int] = None,
     timed_data_wait_seconds: Optional[float] = None,
     window: Optional[timeline.Interval] = None,
 ) -> TimelineBreakdown:
     """A trace's timeline breakdown, as the sampler made it: over its steps (or ``window``), with the loop's
-    own timing of its waits for data where the trace holds no data-wait annotations (a GPU timeline window)."""
+    own timing of its waits for data where the trace holds no data-wait annotations (a GPU timeline window).
+    ``device_index`` None: the trace's own GPU where it has one (a rank on device 1 keeps its work), else all."""
     trace = source if isinstance(source, Mapping) else load(source)
-    activities = kineto.activities(records(trace), device_index)
+    items = records(trace)
+    if device_index is None:
+        devices = {r["device_index"] for r in items if _is_device(r)}
+        device_index = devices.pop() if len(devices) == 1 else None
+    activities = kineto.activities(items, device_index)
     result = timeline.analyse(activities, window=window, steps=steps)
     if timed_data_wait_seconds is not None and not any(a.kind == timeline.DATA_WAIT for a in activities):
         result = timeline.with_timed_data_wait(result, timed_data_wait_seconds)

@@ -212,6 +212,7 @@ class ProfileSample:
     kernel_busy_seconds: Optional[float] = None  # union of kernel intervals, all streams merged
     memcpy_seconds: Optional[float] = None  # copies not hidden behind a kernel
     memset_seconds: Optional[float] = None  # fills not hidden behind a kernel or a copy
+    communication_seconds: Optional[float] = None  # NCCL / RCCL kernels not hidden behind compute (issue 31)
     idle_waiting_for_data_seconds: Optional[float] = None  # GPU idle while the host fetched the next batch
     idle_waiting_for_host_seconds: Optional[float] = None  # GPU idle until the host launched more work
     idle_other_seconds: Optional[float] = None  # GPU idle for anything else (syncs, dependencies)
@@ -309,7 +310,7 @@ class Finding:
     the remedy.
     """
 
-    kind: str  # diverged, input-bound, launch-bound, compute-bound, model-bound, memory-headroom, unmeasured, balanced
+    kind: str  # diverged, input-bound, launch-bound, communication-bound, compute-bound, model-bound, memory-headroom, unmeasured, balanced
     headline: str
     text: str
     figure: Optional[float]
@@ -393,6 +394,8 @@ class RunSummary:
     kernel_busy_fraction: Optional[float] = figure("Kernel busy", "fraction", timeline=True)
     memcpy_fraction: Optional[float] = figure("Memcpy", "fraction", timeline=True)
     memset_fraction: Optional[float] = figure("Memset", "fraction", timeline=True)
+    # NCCL / RCCL kernels (gradient all-reduce) not hidden behind compute: apart from kernel busy, as HTA keeps them.
+    communication_fraction: Optional[float] = figure("Communication", "fraction", timeline=True)
     idle_waiting_for_data_fraction: Optional[float] = figure("Idle: data", "fraction", timeline=True)
     idle_waiting_for_host_fraction: Optional[float] = figure("Idle: host", "fraction", timeline=True)
     idle_other_fraction: Optional[float] = figure("Idle: other", "fraction", timeline=True)

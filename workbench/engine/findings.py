@@ -27,6 +27,9 @@ INPUT_BOUND_WAIT = 0.15
 # The GPU idle a fifth of the time because the host had not launched the next kernel yet: steps made
 # of many short kernels (CIFAR-size batches); fewer, larger kernels recover most of it.
 LAUNCH_BOUND_HOST_WAIT = 0.20
+# Communication the GPU does nothing else during, above this share of the step: DDP is not hiding its all-reduce.
+COMMUNICATION_BOUND = 0.15
+ACCUMULATION_MAX = RANGES["accumulation_steps"][1]
 # Kernels running this much of the sampled time leave the pipeline little to win: only faster math helps.
 COMPUTE_BOUND_BUSY = 0.80
 # Without a timeline, a run at this share of the model-alone ceiling loses little to its data path. It is
@@ -114,7 +117,7 @@ def find(facts: RunFacts) -> tuple[Finding, ...]:
     if facts.summary.images_per_sec is None and facts.summary.data_wait_fraction is None:
         return tuple(diverged)
     problems: list[tuple[float, list[Finding]]] = []  # (how much of the time it costs, its findings)
-    for rule in (_input_bound, _launch_bound):
+    for rule in (_input_bound, _launch_bound, _communication_bound):
         result = rule(facts)
         if result:
             problems.append(result)
@@ -261,6 +264,27 @@ def _launch_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
         remedies.append(("channels_last", True, "cuDNN no longer adds layout-conversion kernels around each conv"))
     return wait, _with_remedies("launch-bound", head, wait, "idle_waiting_for_host_fraction",
                                 LAUNCH_BOUND_HOST_WAIT, remedies, "fewer, larger operations in the model would help")
+
+
+def _communication_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
+    """NCCL / RCCL time the GPU spent on nothing else (gradient all-reduce not overlapped with the backward pass)."""
+    share = facts.summary.communication_fraction
+    if share is None or share < COMMUNICATION_BOUND:
+        return None
+    config = facts.config
+    head = (f"Communication-bound: the GPUs spent {_pct(share)} of each step in gradient all-reduce (NCCL) with no "
+            f"compute beside it (threshold {_pct(COMMUNICATION_BOUND)}). DDP overlaps the all-reduce with the "
+            "backward pass bucket by bucket: a larger bucket_cap_mb costs fewer calls, a smaller one starts sooner.")
+    remedies: list[tuple[str, Any, str]] = []
+    if config.accumulation_steps * 2 <= ACCUMULATION_MAX:
+        remedies.append(("accumulation_steps", config.accumulation_steps * 2,
+                         "gradients are all-reduced once per optimizer step, so twice the micro-batches per step "
+                         "halves the communication per image"))
+    larger = _larger_batch(facts, config.batch_size * 2)
+    if larger is not None:
+        remedies.append(("batch_size", larger, "the same all-reduce serves twice the images (scale lr with it)"))
+    return share, _with_remedies("communication-bound", head, share, "communication_fraction", COMMUNICATION_BOUND,
+                                 remedies, "the model's gradients are large for its compute: fewer GPUs may be as fast")
 
 
 def _compute_bound(facts: RunFacts) -> list[Finding]:

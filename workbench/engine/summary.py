@@ -203,6 +203,7 @@ def profile_figures(
         kernel_busy_fraction=share("compute"),
         memcpy_fraction=share("memcpy"),
         memset_fraction=share("memset"),
+        communication_fraction=share("communication"),
         idle_waiting_for_data_fraction=share("waiting_for_data"),
         idle_waiting_for_host_fraction=share("waiting_for_host"),
         idle_other_fraction=share("other"),

@@ -27,6 +27,7 @@ profiler's own tables count it, so nested ops are not counted twice.
 from __future__ import annotations
 
 import bisect
+import operator
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, replace
@@ -125,8 +126,9 @@ def analyse(
     visible_copies = subtract(copies, all_kernels)
     visible_fills = subtract(subtract(fills, all_kernels), copies)
     busy = union([*all_kernels, *copies, *fills])
+    launched_at = _launches(device, activities)
     data, host, kernel_wait, other = _attribute_idle(
-        device, activities, gaps(busy, begin, end), host_data_wait, kernel_wait_ns)
+        device, launched_at, gaps(busy, begin, end), host_data_wait, kernel_wait_ns)
     kernel_records = [a for a in device if a.kind in (KERNEL, COMMUNICATION)]
     durations = [a.end_ns - a.start_ns for a in kernel_records]
     return replace(
@@ -140,7 +142,7 @@ def analyse(
         idle_kernel_wait_seconds=_seconds(kernel_wait),
         communication_seconds=_seconds(total(visible_communication)),
         kernels=len(kernel_records),
-        launches=len(_launches(device, activities)),
+        launches=len(launched_at),
         median_kernel_seconds=_seconds(statistics.median(durations)) if durations else None,
         top_kernels=_top_by_name(((a.name, a.end_ns - a.start_ns) for a in kernel_records), top),
     )
@@ -180,6 +182,7 @@ def to_sample(
         kernel_busy_seconds=breakdown.kernel_busy_seconds,
         memcpy_seconds=breakdown.memcpy_seconds,
         memset_seconds=breakdown.memset_seconds,
+        communication_seconds=breakdown.communication_seconds,
         idle_waiting_for_data_seconds=breakdown.idle_waiting_for_data_seconds,
         idle_waiting_for_host_seconds=breakdown.idle_waiting_for_host_seconds,
         idle_other_seconds=breakdown.idle_other_seconds,
@@ -207,11 +210,11 @@ def _launches(device: Sequence[Activity], activities: Sequence[Activity]) -> dic
 
 
 def _attribute_idle(
-    device: Sequence[Activity], activities: Sequence[Activity], idle: Sequence[Interval], data_wait: Sequence[Interval],
+    device: Sequence[Activity], launched_at: dict[int, int], idle: Sequence[Interval], data_wait: Sequence[Interval],
     kernel_wait_ns: int = 0,
 ) -> tuple[int, int, int, int]:
-    """(waiting for data, waiting for the host, kernel wait, other) in ns over the idle gaps."""
-    launched_at = _launches(device, activities)
+    """(waiting for data, waiting for the host, kernel wait, other) in ns over the idle gaps; ``launched_at`` is
+    ``_launches``'s map."""
     # For each start time, the earliest launch of an activity starting then (None: launch unknown).
     first_launch: dict[int, Optional[int]] = {}
     for a in device:
@@ -237,34 +240,46 @@ def _attribute_idle(
 
 
 def _top_ops(activities: Sequence[Activity], begin: int, end: int, top: int) -> tuple[NamedTime, ...]:
-    """Host ops by self time within the window (children on the same thread subtracted)."""
+    """Host ops by self time within the window (children on the same thread subtracted). Written for speed: a
+    trace from another program holds hundreds of thousands of host ops."""
     by_thread: dict[int, list[Activity]] = defaultdict(list)
     for a in activities:
         if a.kind in HOST_KINDS and a.end_ns > begin and a.start_ns < end:
             by_thread[a.stream].append(a)
-    self_times: list[tuple[Optional[str], int]] = []  # None: an annotation, not an op
+    sums: dict[str, int] = defaultdict(int)
+    counts: dict[str, int] = defaultdict(int)
+    not_ops = (DATA_WAIT, STEP)
+
+    def credit(entry: list) -> None:
+        activity, duration, children = entry
+        if activity.kind in not_ops or activity.name.startswith(ANNOTATION_PREFIX):
+            return  # an annotation, not an op
+        sums[activity.name] += duration - children if duration > children else 0
+        counts[activity.name] += 1
+
     for events in by_thread.values():
-        events.sort(key=lambda a: (a.start_ns, -a.end_ns))
+        events.sort(key=_END, reverse=True)  # then by start (stable): parents before their children
+        events.sort(key=_START)
         stack: list[list] = []  # [activity, clipped duration, children's time]
         for a in events:
-            while stack and stack[-1][0].end_ns <= a.start_ns:
-                self_times.append(_self_time(stack.pop()))
-            duration = min(a.end_ns, end) - max(a.start_ns, begin)
+            a_start, a_end = a.start_ns, a.end_ns
+            while stack and stack[-1][0].end_ns <= a_start:
+                credit(stack.pop())
+            clipped_start = a_start if a_start > begin else begin
+            clipped_end = a_end if a_end < end else end
             if stack:  # a child's time is not its parent's own (capped where nesting is not clean)
                 parent = stack[-1]
-                parent[2] += max(0, min(a.end_ns, parent[0].end_ns, end) - max(a.start_ns, begin))
-            stack.append([a, duration, 0])
+                parent_end = parent[0].end_ns
+                child_end = clipped_end if clipped_end < parent_end else parent_end
+                if child_end > clipped_start:
+                    parent[2] += child_end - clipped_start
+            stack.append([a, clipped_end - clipped_start, 0])
         while stack:
-            self_times.append(_self_time(stack.pop()))
-    ops = ((name, ns) for name, ns in self_times if name is not None)
-    return _top_by_name(ops, top)
+            credit(stack.pop())
+    return _ranked(sums, counts, top)
 
 
-def _self_time(entry: list) -> tuple[Optional[str], int]:
-    activity, duration, children = entry
-    if activity.kind in (DATA_WAIT, STEP) or activity.name.startswith(ANNOTATION_PREFIX):
-        return None, 0
-    return activity.name, max(0, duration - children)
+_START, _END = operator.itemgetter(0), operator.itemgetter(1)  # Activity.start_ns, Activity.end_ns
 
 
 def _top_by_name(items: Iterable[tuple[str, int]], top: int) -> tuple[NamedTime, ...]:
@@ -273,6 +288,10 @@ def _top_by_name(items: Iterable[tuple[str, int]], top: int) -> tuple[NamedTime,
     for name, ns in items:
         sums[name] += ns
         counts[name] += 1
+    return _ranked(sums, counts, top)
+
+
+def _ranked(sums: dict[str, int], counts: dict[str, int], top: int) -> tuple[NamedTime, ...]:
     ranked = sorted(sums, key=lambda name: (-sums[name], name))[:top]
     return tuple(NamedTime(name=name, seconds=_seconds(sums[name]), count=counts[name]) for name in ranked)
 
@@ -370,7 +389,8 @@ class StepShares:
     sampled_step_seconds: float  # a step inside the sampled window
     rebased: bool
     base_shorter_than_gpu_work: bool = False
-    gpu_work_seconds: float = 0.0  # kernels, copies and fills per step, from the timeline
+    gpu_work_seconds: float = 0.0  # kernels, communication, copies and fills per step, from the timeline
+    communication: float = 0.0  # NCCL / RCCL kernels not hidden behind compute (part of the GPU's work)
 
     @property
     def idle(self) -> float:
@@ -413,7 +433,8 @@ def step_shares(
     compute = sample.kernel_busy_seconds / steps
     memcpy = (sample.memcpy_seconds or 0.0) / steps
     memset = (sample.memset_seconds or 0.0) / steps
-    busy = compute + memcpy + memset
+    communication = (sample.communication_seconds or 0.0) / steps
+    busy = compute + communication + memcpy + memset
     sampled = sample.window_seconds / steps
     base = step_seconds if step_seconds is not None else sample.unprofiled_step_seconds
     wait = data_wait_seconds if data_wait_seconds is not None else sample.unprofiled_data_wait_seconds
@@ -437,4 +458,5 @@ def step_shares(
         compute=compute / total, memcpy=memcpy / total, memset=memset / total, waiting_for_data=data / total,
         waiting_for_host=host / total, other=other / total, step_seconds=total, sampled_step_seconds=sampled,
         rebased=rebased, base_shorter_than_gpu_work=flagged, gpu_work_seconds=busy,
+        communication=communication / total,
     )

@@ -12,6 +12,7 @@ from workbench.engine.timeline import step_shares
 # The stacked bar's parts, bottom to top: what the GPU did, then what its idle time waited for.
 SEGMENTS: tuple[tuple[str, str, str], ...] = (  # key, label, colour
     ("compute", "compute (kernels)", "#2ca02c"),
+    ("communication", "communication (NCCL)", "#8c564b"),
     ("memcpy", "memcpy / memset", "#1f77b4"),
     ("data", "waiting for data", "#ff7f0e"),
     ("host", "waiting for host", "#d62728"),
@@ -35,6 +36,7 @@ def segments(sample: ProfileSample) -> Optional[list[Segment]]:
         return None
     fractions = {
         "compute": shares.compute,
+        "communication": shares.communication,
         "memcpy": shares.memcpy + shares.memset,
         "data": shares.waiting_for_data,
         # A bar has no negative part: a negative remainder draws as none, and the line under the bars says it.

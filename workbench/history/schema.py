@@ -115,6 +115,7 @@ PROFILE_SAMPLE_COLUMNS: tuple[str, ...] = (
     "unprofiled_step_seconds",
     "unprofiled_data_wait_seconds",
     "unprofiled_windows",  # schema 5
+    "communication_seconds",  # NCCL time apart from compute (issue 31 item 7)
 )
 PROFILE_SAMPLE_LISTS: tuple[str, ...] = ("top_kernels", "top_ops")
 
@@ -388,7 +389,13 @@ _V5: tuple[Step, ...] = (
 
 # Append new versions here, each a tuple of statements (or functions of the connection where SQL alone cannot
 # do it), and never edit one that has shipped.
-_VERSIONS: tuple[tuple[Step, ...], ...] = (_V1, _V2, _V3, _V4, _V5)
+# Issue 31 item 7: NCCL / RCCL kernels are communication, apart from compute (they counted as compute before).
+_V_COMMUNICATION = (
+    "ALTER TABLE runs ADD COLUMN communication_fraction REAL",
+    "ALTER TABLE profile_samples ADD COLUMN communication_seconds REAL",
+)
+
+_VERSIONS: tuple[tuple[Step, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V_COMMUNICATION)
 
 
 def _migration(steps: tuple[Step, ...]) -> Callable[[sqlite3.Connection], None]:

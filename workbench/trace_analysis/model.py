@@ -73,7 +73,8 @@ class RankReport:
     data_wait_seconds: float = 0.0  # host time blocked on the next batch (DataLoader __next__ or our annotation)
     launches: int = 0  # runtime calls that put device work on the GPU
     cpu_only: bool = False  # the trace holds no device work at all: GPU figures are not readable
-    # HTA's per-stream idle split (shares of the summed per-stream idle), beside ours: see docs/gpu-time.md.
+    # HTA's idle split, replayed ({host_wait, kernel_wait, other}: each stream's gaps on their own, summed), beside
+    # ours over the merged streams: see docs/gpu-time.md for which a user can act on.
     per_stream_idle_split: Optional[dict[str, float]] = None
     # gpu_span with HTA 0.5.0's two rules replayed (work launched outside the steps dropped, µs rounding):
     # equals HTA's own figures; gpu_span differs from it by exactly those rules (docs/gpu-time.md).

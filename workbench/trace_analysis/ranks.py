@@ -95,7 +95,7 @@ def analyse(events: RankEvents) -> RankReport:
         data_wait_seconds=data_wait_ns / 1e9,
         launches=breakdown.launches or 0,
         cpu_only=cpu_only,
-        per_stream_idle_split=hta_rules.per_stream_idle_split(device, events.host) if not cpu_only else None,
+        per_stream_idle_split=hta_rules.hta_idle_split(device, events.host, events.fractional_timestamps) if not cpu_only else None,
         gpu_span_as_hta=hta_rules.hta_gpu_span(device, events.gpu_markers, events.host, events.fractional_timestamps) if not cpu_only else None,
     )
 
