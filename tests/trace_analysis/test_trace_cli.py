@@ -237,3 +237,13 @@ def test_traces_taken_afresh_on_this_machine_fire_the_input_bound_finding_only_w
     assert "num_workers=" in heavy["findings"][0]["change"]
     (light,) = run_json(capsys, str(tmp_path / LOADER_KEEPS_UP.name))["ranks"]
     assert light["findings"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (SHARED_TRACES / "a100-training.json.gz").is_file(), reason="no real A100 trace")
+def test_the_output_docs_own_script_shows_is_todays(capsys, monkeypatch):
+    monkeypatch.chdir(SHARED_TRACES)
+    assert main(["trace", "a100-training.json.gz"]) == 0
+    out = capsys.readouterr().out.strip()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "own-script.md").read_text(encoding="utf-8")
+    assert out in doc
