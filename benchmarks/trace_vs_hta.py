@@ -119,7 +119,8 @@ def replayed(path: Path) -> dict[str, dict[str, float]]:
     from workbench.trace_analysis import hta_rules, reading
 
     result = {}
-    for position, file in enumerate(reading.trace_files(path)):
+    files, _notes = reading.trace_files(path)
+    for position, file in enumerate(files):
         for events in reading.read_trace(file).ranks(position):
             span = hta_rules.hta_gpu_span(events.device_work, events.gpu_markers, events.host,
                                           events.fractional_timestamps)

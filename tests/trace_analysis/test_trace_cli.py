@@ -206,6 +206,12 @@ def test_a_missing_file_is_refused(capsys, tmp_path):
     refused(capsys, str(tmp_path / "nowhere.json.gz"))
 
 
+def test_a_folder_without_traces_and_a_rank_not_there_are_refused(capsys, tmp_path):
+    (tmp_path / "notes.txt").write_text("no trace here")
+    assert "trace files" in refused(capsys, str(tmp_path))
+    assert "no rank 5" in refused(capsys, str(INPUT_HEAVY), "--rank", "5")
+
+
 def test_a_2_gb_file_is_refused_quickly_not_read_whole(capsys, tmp_path):
     # Sparse: 2 GiB on paper, nothing on disk. Its zeros are no JSON a profiler writes.
     path = tmp_path / "huge.json"
@@ -214,3 +220,30 @@ def test_a_2_gb_file_is_refused_quickly_not_read_whole(capsys, tmp_path):
         file.truncate(2 * 1024**3)
     assert os.path.getsize(path) == 2 * 1024**3
     refused(capsys, str(path))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_traces_taken_afresh_on_this_machine_fire_the_input_bound_finding_only_where_the_loader_lags(capsys, tmp_path):
+    """The fixtures' maker, run again here: a new DataLoader(num_workers=0) trace whose __getitem__ works is
+    input-bound and names num_workers; the one whose loader keeps up is not (whatever this machine's speed)."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "make_input_bound_traces.py"
+    subprocess.run([sys.executable, str(script), str(tmp_path)], check=True, capture_output=True, timeout=540)
+    (heavy,) = run_json(capsys, str(tmp_path / INPUT_HEAVY.name))["ranks"]
+    assert [f["kind"] for f in heavy["findings"]] == ["input-bound"]
+    assert "num_workers=" in heavy["findings"][0]["change"]
+    (light,) = run_json(capsys, str(tmp_path / LOADER_KEEPS_UP.name))["ranks"]
+    assert light["findings"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (SHARED_TRACES / "a100-training.json.gz").is_file(), reason="no real A100 trace")
+def test_the_output_docs_own_script_shows_is_todays(capsys, monkeypatch):
+    monkeypatch.chdir(SHARED_TRACES)
+    assert main(["trace", "a100-training.json.gz"]) == 0
+    out = capsys.readouterr().out.strip()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "own-script.md").read_text(encoding="utf-8")
+    assert out in doc
