@@ -29,7 +29,7 @@ SPEED: frozenset[str] = frozenset({KERNELS, LOADER, DEVICE})
 
 # The form's groups, in the order it shows them: what a user changes between two runs first.
 Group = Literal["Run", "Data", "Loader", "Precision & kernels", "Model & optimiser", "Measurement"]
-GROUP_ORDER: tuple[Group, ...] = ("Run", "Data", "Loader", "Precision & kernels", "Model & optimiser", "Measurement")
+GROUP_ORDER: tuple[Group, ...] = ("Run", "Model & optimiser", "Data", "Loader", "Precision & kernels", "Measurement")
 
 # Why a setting does nothing given the other settings (``on_cpu``: the run trains on the CPU), or None.
 InactiveRule = Callable[["RunConfig", bool], Optional[str]]

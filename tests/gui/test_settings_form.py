@@ -264,3 +264,23 @@ def test_a_folder_s_training_images_are_counted_off_the_gui_thread_and_shown(for
     qtbot.waitUntil(lambda: f"{training_image_count(large):,} training images" in form.derived_label.text())
     form.editor("data_path").setText(str(tmp_path / "missing"))
     qtbot.waitUntil(lambda: "dataset size known once the data loads" in form.derived_label.text())
+
+
+def test_a_refused_setting_is_scrolled_into_view_and_the_model_group_comes_second(qtbot, make_window):
+    """Issue 30 §8: the form put Model and Profile below the fold, so a refused field could not be seen without
+    scrolling. Model now comes second; a refusal scrolls the field it names into view."""
+    from workbench.setting import GROUP_ORDER
+
+    assert GROUP_ORDER[:2] == ("Run", "Model & optimiser")
+    window = make_window()
+    window.resize(1024, 330)  # as small as the window goes: the Measurement group is below the fold
+    window.show()
+    qtbot.waitExposed(window)
+    form = window.form
+    editor = form.editor("profile_every")
+    assert editor.visibleRegion().isEmpty()
+    config = form.config().replace(profile=True)
+    form.set_config(config)
+    form.show_refused(config, "profile_every 1000 leaves no profiler sample in a run of 78 steps")
+    qtbot.waitUntil(lambda: not editor.visibleRegion().isEmpty())
+    assert editor.property("invalid")

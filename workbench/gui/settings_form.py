@@ -113,7 +113,7 @@ class SettingsForm(QWidget):
                 form.addRow(label, row_widget)
             fields_layout.addWidget(box)
         fields_layout.addStretch(1)
-        scroll = QScrollArea()
+        scroll = self._scroll = QScrollArea()
         scroll.setObjectName("settingsScroll")
         scroll.setWidget(fields_widget)
         scroll.setWidgetResizable(True)
@@ -195,6 +195,10 @@ class SettingsForm(QWidget):
         while the form holds these settings. Start stays open: the fix may be in the user's own module."""
         self._refused = (config, reason)
         self._refresh()
+        named = settings_model.fields_named_in(reason, config, self._device)
+        first = next((name for name in self._editors if name in named), None)
+        if first is not None:  # the field the refusal names, in view: it may sit below the fold
+            self._scroll.ensureWidgetVisible(self._editors[first])
 
     def refused_reason(self) -> Optional[str]:
         """Why the engine refused the settings the form holds now (None when it did not)."""
