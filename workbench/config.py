@@ -62,6 +62,7 @@ class RunConfig:
     pipeline: Pipeline = "dataloader"
     augment: Augment = "gpu"
     decode: Decode = "cpu"  # dataset=folder: where JPEGs are decoded
+    skip_bad_images: bool = False  # dataset=folder: leave out the files that cannot be read as images (counted)
     num_workers: int = 2
     pin_memory: bool = True
     non_blocking: bool = True

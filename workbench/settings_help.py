@@ -48,6 +48,14 @@ SPECS: dict[str, FieldSpec] = {
         "Synthetic images",
         "How many synthetic training images to make; the test split is a fifth of this.",
     ),
+    "skip_bad_images": FieldSpec(
+        "Skip unreadable images",
+        "dataset=folder: train without the files that cannot be read as images (counted in the run's summary); "
+        "off: the run is refused, listing them all.",
+        "Before a run starts, every image of the folder is checked (each file's header; a JPEG cut off before its "
+        "end is decoded to confirm). Off, any bad file refuses the run before it is recorded, with the list; on, "
+        "the run leaves them out and its summary says how many (skipped_bad_images).",
+    ),
     "pipeline": FieldSpec(
         "Pipeline",
         "How batches reach the model: a DataLoader on the host, or the whole set resident on the device.",
@@ -266,6 +274,7 @@ def inactive_fields(config: RunConfig, on_cpu: bool) -> dict[str, str]:
         inactive["synthetic_size"] = "only used with dataset=synthetic"
     if config.dataset != "folder":
         inactive["decode"] = "only used with dataset=folder (the other datasets are decoded already)"
+        inactive["skip_bad_images"] = "only used with dataset=folder (the other datasets are decoded already)"
     if config.max_steps is not None:
         inactive["epochs"] = "max steps is set: the run takes that many steps, for as many epochs as they need"
     if config.pipeline == "gpu-resident":

@@ -64,6 +64,7 @@ def run_command(args: argparse.Namespace) -> int:
     problems = local.validate() or data_problems(config) or label_problems(config)
     if problems:
         raise UsageError("workbench run: " + "; ".join(problems))
+    refuse_bad_images(config, "workbench run")
     # The history is opened (and checked) before torch is imported too: a history that is damaged or cannot be
     # written here is one line and starts nothing (HistoryError: exit 1), and nothing is written into a damaged file.
     from workbench.history.store import HistoryStore
@@ -142,6 +143,21 @@ def run_command(args: argparse.Namespace) -> int:
                 print(f"workbench run: the traceback is in {log_path}", file=sys.stderr)
         return 2 if ended.kind in BAD_INPUT_KINDS else 1
     return 1
+
+
+def refuse_bad_images(config: RunConfig, prog: str) -> None:
+    """An image folder's files checked before the run is recorded: every unreadable one listed at once (exit 2),
+    unless --skip-bad-images leaves them out (the run counts them)."""
+    from workbench.image_check import check_run_images
+
+    check = check_run_images(config)
+    if check is None or not check.bad:
+        return
+    if config.skip_bad_images:
+        print(f"{prog}: skipping {len(check.bad):,} unreadable image{'s' if len(check.bad) != 1 else ''} "
+              "(--skip-bad-images)", file=sys.stderr)
+        return
+    raise UsageError(check.report(f"{prog}: "))
 
 
 def with_measured_findings(ended: RunEnded, config: RunConfig) -> RunEnded:

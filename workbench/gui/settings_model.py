@@ -22,7 +22,8 @@ from workbench.settings_help import SPECS, FieldSpec  # noqa: F401 (the form rea
 GROUPS: dict[str, tuple[str, ...]] = {
     "Run": ("epochs", "batch_size", "device", "devices", "max_steps", "accumulation_steps", "seed", "log_every",
             "evaluate"),
-    "Data": ("dataset", "data_path", "image_size", "synthetic_size", "decode"),  # image_size: what the data becomes
+    "Data": ("dataset", "data_path", "image_size", "synthetic_size", "decode",
+             "skip_bad_images"),  # image_size: what the data becomes
     "Loader": (
         "pipeline", "augment", "num_workers", "pin_memory", "non_blocking", "persistent_workers",
         "prefetch_factor", "worker_start_method",

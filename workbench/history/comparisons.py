@@ -33,6 +33,7 @@ NOT_SPEED_SETTINGS: tuple[str, ...] = (
     "lr",  # a scalar in the same kernels
     "profile",  # trials run unprofiled: a run's profiling says nothing of its unprofiled speed
     "profile_every",
+    "skip_bad_images",  # bookkeeping: which files of the folder, not how fast a step runs
 )
 
 
