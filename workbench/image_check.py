@@ -20,7 +20,7 @@ import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Optional, Sequence
+from typing import BinaryIO, Callable, Generator, Optional, Sequence
 
 from workbench.config import RunConfig
 from workbench.folder_layout import JPEG_SUFFIXES, FolderLayoutError, ImageFolder, scan_folder
@@ -55,7 +55,7 @@ class ImageCheck:
         many = len(self.bad) != 1
         return (f"{prefix}{len(self.bad):,} of {self.total:,} image{'s' if self.total != 1 else ''} cannot be read "
                 f"as {'images' if many else 'an image'}: remove or replace {'them' if many else 'it'}, or skip "
-                f"{'them' if many else 'it'} (--skip-bad-images; the form's \"Skip unreadable images\")")
+                f"{'them' if many else 'it'} (--skip-bad-images; in the window, \"Skip unreadable images\")")
 
     def report(self, prefix: str = "") -> str:
         """The summary line, then every bad file on a line of its own."""
@@ -120,10 +120,10 @@ def _has_jpeg_end(stream: BinaryIO, size: int) -> bool:
     return JPEG_END in stream.read(JPEG_TAIL_BYTES)
 
 
-def check_images(paths: Sequence[str], full: bool = False, progress: Optional[Progress] = None,
-                 cancelled: Optional[Callable[[], bool]] = None) -> ImageCheck:
-    """Every file of ``paths`` checked (``image_problem``), in order; ``progress`` is told after each, ``cancelled``
-    asked before each (an ImageCheck with cancelled=True and the files checked so far)."""
+def checking(paths: Sequence[str], full: bool = False,
+             cancelled: Optional[Callable[[], bool]] = None) -> Generator[int, None, ImageCheck]:
+    """Every file of ``paths`` checked (``image_problem``), in order, yielding how many are done after each;
+    ``cancelled`` is asked before each (then an ImageCheck with cancelled=True and the files checked so far)."""
     bad = []
     for done, path in enumerate(paths):
         if cancelled is not None and cancelled():
@@ -131,9 +131,32 @@ def check_images(paths: Sequence[str], full: bool = False, progress: Optional[Pr
         problem = image_problem(path, full)
         if problem is not None:
             bad.append(BadImage(path, problem))
-        if progress is not None:
-            progress(done + 1, len(paths))
+        yield done + 1
     return ImageCheck(len(paths), len(paths), tuple(bad))
+
+
+def check_images(paths: Sequence[str], full: bool = False, progress: Optional[Progress] = None,
+                 cancelled: Optional[Callable[[], bool]] = None) -> ImageCheck:
+    """``checking`` to its end; ``progress`` is told after each file."""
+    steps = checking(paths, full, cancelled)
+    while True:
+        try:
+            done = next(steps)
+        except StopIteration as end:
+            return end.value
+        if progress is not None:
+            progress(done, len(paths))
+
+
+def run_images(config: RunConfig) -> Optional[tuple[str, ...]]:
+    """The files a run of ``config`` would read; None where it reads no image folder, or the folder cannot be
+    scanned (the run refuses it in its own words)."""
+    if config.dataset != "folder" or not config.data_path:
+        return None
+    try:
+        return folder_images(scan_folder(Path(config.data_path).expanduser().resolve(), config.seed))
+    except (FolderLayoutError, OSError, ValueError, RuntimeError):
+        return None
 
 
 def folder_images(folder: ImageFolder) -> tuple[str, ...]:
@@ -143,15 +166,9 @@ def folder_images(folder: ImageFolder) -> tuple[str, ...]:
 
 def check_run_images(config: RunConfig, full: bool = False, progress: Optional[Progress] = None,
                      cancelled: Optional[Callable[[], bool]] = None) -> Optional[ImageCheck]:
-    """The images a run of ``config`` would read, checked; None where it reads no image folder, or the folder
-    cannot be scanned (the run refuses it in its own words)."""
-    if config.dataset != "folder" or not config.data_path:
-        return None
-    try:
-        folder = scan_folder(Path(config.data_path).expanduser().resolve(), config.seed)
-    except (FolderLayoutError, OSError, ValueError, RuntimeError):
-        return None
-    return check_images(folder_images(folder), full, progress, cancelled)
+    """The images a run of ``config`` would read, checked (None: ``run_images``)."""
+    paths = run_images(config)
+    return None if paths is None else check_images(paths, full, progress, cancelled)
 
 
 def bad_images_note(bad: Sequence[BadImage]) -> str:
