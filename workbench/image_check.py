@@ -66,6 +66,12 @@ _cache: dict[str, tuple[tuple[int, int, int], bool, Optional[str]]] = {}  # path
 _cache_lock = threading.Lock()
 
 
+def forget_checks() -> None:
+    """Drop every cached result (a benchmark's fresh pass; a test's)."""
+    with _cache_lock:
+        _cache.clear()
+
+
 def image_problem(path: str, full: bool = False) -> Optional[str]:
     """Why ``path`` cannot be read as an image, in words; None when it can (by the header check, or ``full``)."""
     try:
