@@ -130,7 +130,7 @@ def checking(paths: Sequence[str], full: bool = False,
              cancelled: Optional[Callable[[], bool]] = None) -> Generator[int, None, ImageCheck]:
     """Every file of ``paths`` checked (``image_problem``), in order, yielding how many are done after each;
     ``cancelled`` is asked before each (then an ImageCheck with cancelled=True and the files checked so far)."""
-    bad = []
+    bad: list[BadImage] = []
     for done, path in enumerate(paths):
         if cancelled is not None and cancelled():
             return ImageCheck(done, len(paths), tuple(bad), cancelled=True)

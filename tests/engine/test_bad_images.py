@@ -70,6 +70,15 @@ def test_the_cli_lists_every_unreadable_image_at_once_exits_2_and_records_nothin
             assert store.list_runs() == []
 
 
+def test_run_repeats_refuses_them_too_before_its_sequence_is_recorded(tmp_path, capsys):
+    root, bad = messy_folder(tmp_path / "pets")
+    code = main(["--home", str(tmp_path / "home"), "run", "--repeats", "2", "--dataset", "folder", "--data-path",
+                 str(root), "--device", "cpu", "--max-steps", "2", "--batch-size", "4", "--num-workers", "0"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("workbench run: 4 of ")
+    assert all(str(path) in err for path in bad)
+
+
 def test_skip_bad_images_trains_without_them_and_records_how_many(tmp_path, capsys):
     root, bad = messy_folder(tmp_path / "pets")
     home = tmp_path / "home"

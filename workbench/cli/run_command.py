@@ -8,6 +8,7 @@ import signal
 import sys
 from typing import Any
 
+from workbench.cli.bad_images import refuse_bad_images
 from workbench.cli.interrupts import on_sample_request, take_stop_signals
 from workbench.cli.parsing import UsageError
 from workbench.cli.progress_line import ProgressLine
@@ -143,21 +144,6 @@ def run_command(args: argparse.Namespace) -> int:
                 print(f"workbench run: the traceback is in {log_path}", file=sys.stderr)
         return 2 if ended.kind in BAD_INPUT_KINDS else 1
     return 1
-
-
-def refuse_bad_images(config: RunConfig, prog: str) -> None:
-    """An image folder's files checked before the run is recorded: every unreadable one listed at once (exit 2),
-    unless --skip-bad-images leaves them out (the run counts them)."""
-    from workbench.image_check import check_run_images
-
-    check = check_run_images(config)
-    if check is None or not check.bad:
-        return
-    if config.skip_bad_images:
-        print(f"{prog}: skipping {len(check.bad):,} unreadable image{'s' if len(check.bad) != 1 else ''} "
-              "(--skip-bad-images)", file=sys.stderr)
-        return
-    raise UsageError(check.report(f"{prog}: "))
 
 
 def with_measured_findings(ended: RunEnded, config: RunConfig) -> RunEnded:
