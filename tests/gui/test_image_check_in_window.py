@@ -65,3 +65,17 @@ def test_stop_cancels_the_image_check(qtbot, make_window, tmp_path, monkeypatch)
     ended = start_and_collect(qtbot, window, RunConfig(dataset="folder", data_path=str(root), device="cpu"),
                               after_start=stop_once_checking)
     assert ended.status == "stopped" and "while checking the images" in ended.reason and run.configs == []
+
+
+def test_with_skip_unreadable_images_ticked_the_run_starts(qtbot, make_window, tmp_path):
+    root = make_folder(tmp_path / "pets")
+    (root / "dog" / "empty.jpg").write_bytes(b"")
+    run = FakeRun(steps=2)
+    window = make_window(run_function=run)
+    window.show()
+    window.form.set_config(RunConfig(dataset="folder", data_path=str(root), device="cpu"))
+    box = window.form.editor("skip_bad_images")
+    assert box.isEnabled() and not box.isChecked()
+    box.setChecked(True)
+    ended = start_and_collect(qtbot, window, window.form.config())
+    assert ended.status == "finished" and [config.skip_bad_images for config in run.configs] == [True]
