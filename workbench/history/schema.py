@@ -388,12 +388,12 @@ _V5: tuple[Step, ...] = (
 
 # Append new versions here, each a tuple of statements (or functions of the connection where SQL alone cannot
 # do it), and never edit one that has shipped.
-# Schema 6: an image folder's files a run left out as unreadable (skip_bad_images).
-_V6: tuple[Step, ...] = (
+# An image folder's files a run left out as unreadable (skip_bad_images).
+_SKIPPED_BAD_IMAGES: tuple[Step, ...] = (
     "ALTER TABLE runs ADD COLUMN skipped_bad_images INTEGER NOT NULL DEFAULT 0",
 )
 
-_VERSIONS: tuple[tuple[Step, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+_VERSIONS: tuple[tuple[Step, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _SKIPPED_BAD_IMAGES)
 
 
 def _migration(steps: tuple[Step, ...]) -> Callable[[sqlite3.Connection], None]:
