@@ -28,6 +28,17 @@ def make_folder(root: Path, per_class: int = 12, layout: str = "flat") -> Path:
     return root
 
 
+def damaged_inside(path: Path) -> None:
+    """A JPEG at ``path`` whose header and end marker are intact but whose scan data is broken: the check before a
+    run passes it, the run's decode fails (Pillow: "broken data stream when reading image file")."""
+    pixels = np.random.default_rng(0).integers(0, 255, (96, 96, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(path, "JPEG", quality=90)
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2  # inside the scan: noise at quality 90 is ~9 KB of it
+    data[middle:middle + 200] = b"\xff" * 200
+    path.write_bytes(bytes(data))
+
+
 USER_MODELS = '''
 import torch
 from torch import nn

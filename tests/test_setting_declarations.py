@@ -116,8 +116,8 @@ def test_the_tunes_knobs_are_the_declared_ones_each_with_its_candidates():
 
 def test_inactive_settings_come_from_the_declarations():
     resident = inactive_settings(RunConfig(pipeline="gpu-resident", max_steps=10), on_cpu=False)
-    assert set(resident) == {"data_path", "decode", "epochs", "num_workers", "pin_memory", "non_blocking",
-                             "persistent_workers", "prefetch_factor", "worker_start_method"}
+    assert set(resident) == {"data_path", "decode", "skip_bad_images", "epochs", "num_workers", "pin_memory",
+                             "non_blocking", "persistent_workers", "prefetch_factor", "worker_start_method"}
     on_cpu = inactive_settings(RunConfig(dataset="folder", data_path="x"), on_cpu=True)
     assert set(on_cpu) == {"synthetic_size", "pin_memory", "non_blocking", "fused_optimizer", "cudnn_benchmark"}
 

@@ -119,6 +119,15 @@ class RunConfig:
                  "(torchvision.io.decode_jpeg). JPEG files only, a CUDA GPU, and augmentation on the GPU or none."),
         inactive=only_with_a_folder,
     )
+    skip_bad_images: bool = setting(
+        False, acts_on=VALUES, group="Data", label="Skip unreadable images",
+        help=("dataset=folder: train without the files that cannot be read as images (counted in the run's summary); "
+              "off: the run is refused, listing them all."),
+        details=("Before a run starts, every image of the folder is checked (each file's header; a JPEG cut off "
+                 "before its end is decoded to confirm). Off, any bad file refuses the run before it is recorded, "
+                 "with the list; on, the run leaves them out and its summary says how many (skipped_bad_images)."),
+        inactive=only_with_a_folder,
+    )
     num_workers: int = setting(
         2, acts_on=LOADER, group="Loader", label="Loader workers",
         help="DataLoader worker processes preparing batches while the model trains (0 = in the training thread).",

@@ -55,6 +55,7 @@ class FolderLayout:
     split_note: str  # how the test split was made, said once when the run starts
     notes: tuple[str, ...] = ()  # what else the run should say about its data at the start (as ImageArrays')
     directory_times: DirectoryTimes = ()
+    skipped_bad_images: int = 0  # files left out as unreadable (skip_bad_images; image_check.py)
 
     @property
     def num_classes(self) -> int:

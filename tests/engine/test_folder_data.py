@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 from engine_helpers import run_to_end, tiny_config
-from own_images import CLASSES, make_folder
+from own_images import CLASSES, damaged_inside, make_folder
 from PIL import Image
 
 from workbench.cli import main
@@ -69,7 +69,7 @@ def test_a_damaged_image_names_its_file_and_the_run_keeps_what_it_recorded(tmp_p
     # In the val/ split: the epoch's 6 training steps are recorded before evaluation meets the file.
     root = make_folder(tmp_path / "broken", layout="split")
     bad = root / "val" / "dog" / "dog99.jpg"
-    bad.write_bytes(b"this is not a JPEG at all" * 10)
+    damaged_inside(bad)  # the check before the run refuses a file it can tell is bad (test_bad_images.py)
     home = tmp_path / "home"
     code = main(["--home", str(home), "run", "--dataset", "folder", "--data-path", str(root), "--image-size", "32",
                  "--batch-size", "4", "--epochs", "1", "--num-workers", "0", "--device", "cpu", "--log-every", "1"])

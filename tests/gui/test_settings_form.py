@@ -13,7 +13,7 @@ from workbench.gui.settings_form import SettingsForm
 CHANGED = RunConfig(
     dataset="cifar100", data_path="/data/cifar", synthetic_size=777, pipeline="gpu-resident", augment="none",
     num_workers=3, pin_memory=False, non_blocking=False, persistent_workers=False, prefetch_factor=5,
-    worker_start_method="fork", decode="gpu", model="mymodels:tiny_net", model_kwargs='{"width": 8}', image_size=64, optimizer="adamw", lr=0.00125, weight_decay=0.0001,
+    worker_start_method="fork", decode="gpu", skip_bad_images=True, model="mymodels:tiny_net", model_kwargs='{"width": 8}', image_size=64, optimizer="adamw", lr=0.00125, weight_decay=0.0001,
     label_smoothing=0.1, max_grad_norm=0.5, precision="bf16", channels_last=True, compile="reduce-overhead",
     fused_optimizer=True, cudnn_benchmark=False, epochs=7,
     max_steps=300, batch_size=96, accumulation_steps=3, seed=1234, device="cuda", devices=4, log_every=25, evaluate=False,

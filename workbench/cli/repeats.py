@@ -14,6 +14,7 @@ import json
 import statistics
 from typing import Any
 
+from workbench.cli.bad_images import refuse_bad_images
 from workbench.cli.parsing import UsageError
 from workbench.cli.sequence_output import drive, recording_for
 from workbench.cli.setting_flags import print_notes
@@ -55,6 +56,7 @@ def run_repeats_command(args: argparse.Namespace, config: RunConfig) -> int:
     problems = config.validate() or data_problems(config) or label_problems(config)  # before torch is imported
     if problems:
         raise UsageError(f"{PROG}: " + "; ".join(problems))
+    refuse_bad_images(config, PROG)
     from workbench.experiments.repeats import RepeatsPlan, plan_problems, run_repeats
 
     plan = RepeatsPlan(config, repeats, getattr(args, "name", None) or "", vary_seed)

@@ -8,6 +8,7 @@ import signal
 import sys
 from typing import Any
 
+from workbench.cli.bad_images import refuse_bad_images
 from workbench.cli.interrupts import on_sample_request, take_stop_signals
 from workbench.cli.parsing import UsageError
 from workbench.cli.progress_line import ProgressLine
@@ -69,6 +70,7 @@ def run_command(args: argparse.Namespace) -> int:
     problems = local.validate() or data_problems(config) or label_problems(config)
     if problems:
         raise UsageError("workbench run: " + "; ".join(problems))
+    refuse_bad_images(config, "workbench run")
     # The history is opened (and checked) before torch is imported too: a history that is damaged or cannot be
     # written here is one line and starts nothing (HistoryError: exit 1), and nothing is written into a damaged file.
     from workbench.history.store import HistoryStore

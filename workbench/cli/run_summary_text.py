@@ -27,6 +27,8 @@ def print_summary(ended: RunEnded, config: Optional[RunConfig] = None) -> None:
     ]
     if s.skipped_optimizer_steps:
         rows.insert(4, ("skipped steps", f"{s.skipped_optimizer_steps:,} fp16 optimizer steps (inf/NaN gradients)"))
+    if s.skipped_bad_images:
+        rows.insert(1, ("skipped images", f"{s.skipped_bad_images:,} unreadable (--skip-bad-images)"))
     if s.compile_seconds is not None:
         graphs = f"; CUDA graphs: {s.cuda_graphs}" if s.cuda_graphs is not None else ""
         rows.insert(5, ("compile", f"{s.compile_seconds:,.1f} s, the first step (left out of img/s){graphs}"))

@@ -11,12 +11,14 @@ connection belongs to the thread that made it.
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generator, Iterator, Optional
 
 from workbench.config import RunConfig
 from workbench.controller.driving import Job
 from workbench.device_info import Probe
+from workbench.engine.events import RunEnded, RunSummary, StatusChanged
 from workbench.engine.requests import JobRequests, RunFunction
 from workbench.experiments.max_batch import MaxBatchPlan, run_max_batch
 from workbench.experiments.members import started_on_use
@@ -29,6 +31,9 @@ from workbench.experiments.recording import (
 from workbench.experiments.sweep import SweepPlan, run_sweep
 from workbench.experiments.tune import TunePlan, run_tune
 from workbench.experiments.verify import VerifyPlan, run_verify
+from workbench.image_check import ImageCheck, checking, run_images
+
+PROGRESS_INTERVAL_S = 0.2  # the image check's count on the progress bar: five times a second is plenty
 
 # A fresh recorder factory per job (e.g. a HistoryRecording); it is used, then closed, on the training thread.
 Recordings = Callable[[], RecorderFactory]
@@ -67,11 +72,45 @@ def run_job(config: RunConfig, run_function: RunFunction, recordings: Recordings
     """One run of ``config``, recorded as the CLI records one (named by the history: data + what changed)."""
 
     def events(controls: JobRequests) -> Iterator[Any]:
+        refusal = yield from images_checked(config, controls)
+        if refusal is not None:  # before anything is recorded, as the CLI refuses it
+            yield refusal
+            return
         with _opened(recordings) as recorders:
             recorder, problem = open_record(recorders, config, None, None)
             yield from record_events(started_on_use(run_function, config, controls), recorder, problem)
 
     return Job("run", "run", events)
+
+
+def images_checked(config: RunConfig, stop: Callable[[], bool],
+                   clock: Callable[[], float] = time.monotonic) -> Generator[Any, None, Optional[RunEnded]]:
+    """An image folder's files checked on the training thread before the run is recorded, the count on the
+    progress bar (StatusChanged, at most every PROGRESS_INTERVAL_S); Stop cancels it. The run's end when the run
+    must not start (unreadable files and skip_bad_images off: every one listed; cancelled), else None."""
+    paths = run_images(config)
+    if not paths:
+        return None
+    yield StatusChanged(message=f"Checking {len(paths):,} images…")
+    steps = checking(paths, cancelled=stop)
+    last = clock()
+    while True:
+        try:
+            done = next(steps)
+        except StopIteration as end:
+            check: ImageCheck = end.value
+            break
+        if clock() - last >= PROGRESS_INTERVAL_S:
+            last = clock()
+            yield StatusChanged(message=f"Checking images: {done:,} of {len(paths):,}…")
+    if check.cancelled:
+        reason = f"stopped while checking the images ({check.checked:,} of {check.total:,} checked)"
+        return RunEnded(status="stopped", reason=reason, summary=RunSummary(status="stopped", reason=reason))
+    if not check.bad or config.skip_bad_images:
+        return None
+    reason = check.report()
+    return RunEnded(status="failed", reason=reason, kind="data",
+                    summary=RunSummary(status="failed", reason=reason, failure_kind="data"))
 
 
 def sweep_job(plan: SweepPlan, run_function: RunFunction, recordings: Recordings, probe: Probe) -> Job:

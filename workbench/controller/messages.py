@@ -99,6 +99,8 @@ def ended_text(event: RunEnded) -> str:
         parts.append(f"waiting for data {summary.data_wait_fraction:.0%}")
     if summary.skipped_optimizer_steps:
         parts.append(f"{summary.skipped_optimizer_steps:,} optimizer steps skipped (fp16 overflow)")
+    if summary.skipped_bad_images:
+        parts.append(f"{summary.skipped_bad_images:,} unreadable images skipped")
     parts.append(f"{summary.steps:,} steps in {format_duration(summary.wall_seconds)}")
     head = "Finished" if event.status == "finished" else f"Stopped ({event.reason})" if event.reason else "Stopped"
     return f"{head}: " + ", ".join(parts)

@@ -93,6 +93,7 @@ class RunStarted:
     # The compute ceiling measured earlier for these settings on this device (`workbench ceiling`), if any.
     ceiling_images_per_sec: Optional[float] = None
     world_size: int = 1  # processes training together (DistributedDataParallel ranks); 1 = one process
+    skipped_bad_images: int = 0  # an image folder's files left out as unreadable (skip_bad_images)
 
     @property
     def effective_batch_size(self) -> int:
@@ -394,6 +395,8 @@ class RunSummary:
     wall_seconds: float = figure("Train time", "seconds", 0.0)
     steps: int = figure("Steps", "count", 0)
     samples_seen: int = figure("Images seen", "count", 0)
+    # An image folder's files the run left out because they cannot be read as images (skip_bad_images).
+    skipped_bad_images: int = figure("Bad images skipped", "count", 0)
     epochs_completed: int = figure("Epochs", "count", 0)
     device_type: Optional[str] = figure("Device type", "text")  # "cuda" or "cpu"
     device_name: Optional[str] = figure("Device", "text")

@@ -21,6 +21,7 @@ from workbench.config import CUDA_GRAPH_MODES, RunConfig, inactive_settings
 from workbench.engine.data import DevicePreparer
 from workbench.engine.datasets import TrainingData
 from workbench.engine.folder_data import decode_on_device
+from workbench.folder_layout import FolderLayout
 from workbench.engine.pipelines import build_pipeline
 from workbench.engine.ceiling_cache import cached_ceiling
 from workbench.engine.compiling import CudaGraphWatch
@@ -253,6 +254,7 @@ class TrainingSession:
             notes=tuple(self.notes),
             ceiling_images_per_sec=_known_ceiling(self.config, self.device_info, self.data.num_classes),
             world_size=self.world.world_size if self.world is not None else 1,
+            skipped_bad_images=self.data.skipped_bad_images if isinstance(self.data, FolderLayout) else 0,
         )
 
     def _synchronize(self) -> None:

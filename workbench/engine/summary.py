@@ -139,6 +139,7 @@ class SummaryBuilder:
             wall_seconds=time.perf_counter() - self._began,
             steps=step.step if step else 0,
             samples_seen=step.samples_seen if step else 0,
+            skipped_bad_images=started.skipped_bad_images if started else 0,
             epochs_completed=epoch.epoch if epoch else 0,
             device_type=started.device.type if started else None,
             device_name=started.device.name if started else None,

@@ -95,6 +95,7 @@ class LiveTab(QWidget):
         """After a run: a long failure reason may wrap."""
         self.run_message.setMaximumHeight(QWIDGETSIZE_MAX)
         self.run_message.setMinimumHeight(self._message_height)
+        self.run_message.setText(self._text)  # whole again: it was cut to two lines while the height was held
 
     def show_details(self) -> None:
         if self._details:

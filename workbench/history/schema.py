@@ -441,8 +441,13 @@ _RUN_TAGS: tuple[Step, ...] = ("ALTER TABLE runs ADD COLUMN tags_json TEXT NOT N
 
 # Append new versions here, each a tuple of statements (or functions of the connection where SQL alone cannot
 # do it), and never edit one that has shipped.
+# An image folder's files a run left out as unreadable (skip_bad_images).
+_SKIPPED_BAD_IMAGES: tuple[Step, ...] = (
+    "ALTER TABLE runs ADD COLUMN skipped_bad_images INTEGER NOT NULL DEFAULT 0",
+)
+
 _VERSIONS: tuple[tuple[Step, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V_COMMUNICATION, _RUN_TAGS,
-                                           _V_TRACE_RECORDS)
+                                           _V_TRACE_RECORDS, _SKIPPED_BAD_IMAGES)
 
 
 def _migration(steps: tuple[Step, ...]) -> Callable[[sqlite3.Connection], None]:
