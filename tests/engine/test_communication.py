@@ -43,7 +43,7 @@ def test_the_breakdown_keeps_communication_apart_from_compute():
 
 
 def sample_of(breakdown, **extra):
-    return to_sample(breakdown, first_step=1, last_step=1, device="cuda", batch_size=8, **extra)
+    return to_sample(breakdown, first_step=1, last_step=1, device_type="cuda", batch_size=8, **extra)
 
 
 def test_the_step_shares_count_communication_as_gpu_work_not_as_waiting_for_the_host():
@@ -63,7 +63,7 @@ def test_the_gpu_time_view_draws_communication():
 
 
 def test_a_sample_without_communication_reads_as_before():
-    sample = ProfileSample(first_step=1, last_step=2, device="cuda", steps=2, window_seconds=2e-3, images_per_sec=1.0,
+    sample = ProfileSample(first_step=1, last_step=2, device_type="cuda", steps=2, window_seconds=2e-3, images_per_sec=1.0,
                            host_data_wait_seconds=0.0, top_ops=(), kernel_busy_seconds=1e-3, memcpy_seconds=0.0,
                            memset_seconds=0.0, idle_waiting_for_data_seconds=0.0, idle_waiting_for_host_seconds=1e-3,
                            idle_other_seconds=0.0)
