@@ -11,9 +11,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import multiprocessing
+import os
 import re
 import shlex
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any, Literal, Optional, get_args, get_type_hints
 
 from workbench.device_info import DeviceInfo
@@ -357,7 +359,13 @@ class RunConfig:
         details="A sample costs about a dozen slower steps plus a fraction of a second to analyse and save.",
         range=(20, 100_000_000),
     )
-
+    save_model: str = setting(
+        "", acts_on=BOOKKEEPING, group="Measurement", label="Save the model to",
+        help=("A file to write the trained model's weights to when the run ends (finished or stopped), as "
+              "torch.save(model.state_dict()); empty: not saved."),
+        details=("Load it into the same model spec with model.load_state_dict(torch.load(path)). An existing file "
+                 "there is replaced (a temporary file beside it, then renamed); the folder must exist."),
+    )
 
     def __post_init__(self) -> None:
         for name, modes in SWITCHES_BECAME_CHOICES.items():  # compile=True from code or settings of before
@@ -434,6 +442,10 @@ class RunConfig:
                 problem = regular_file_problem(self.data_path)  # os.stat only: a FIFO must not block
                 if problem is not None:
                     problems.append(f"data_path {self.data_path!r} {problem}: dataset=npz needs an .npz file")
+        if self.save_model:
+            problem = save_model_problem(self.save_model)
+            if problem is not None:
+                problems.append(f"save_model {self.save_model!r} {problem}")
         if self.pipeline == "dataloader" and self.num_workers > 0:
             available = multiprocessing.get_all_start_methods()
             if self.worker_start_method in CHOICES["worker_start_method"] and self.worker_start_method not in available:
@@ -604,6 +616,16 @@ def json_nesting_depth(text: str) -> int:
         elif char in "]}":
             depth -= 1
     return deepest
+
+
+def save_model_problem(path: str) -> Optional[str]:
+    """Why the trained model cannot be saved at ``path`` (os.stat only: nothing is opened), or None."""
+    target = Path(os.path.expanduser(path))
+    if os.path.lexists(target):
+        problem = regular_file_problem(target)
+        return None if problem is None else f"{problem}: the weights are written to a regular file"
+    parent = folder_problem(target.parent)
+    return None if parent is None else f"cannot be written: its folder {target.parent} {parent}"
 
 
 def model_kwargs_of(text: str) -> dict[str, Any]:

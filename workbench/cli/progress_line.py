@@ -29,7 +29,7 @@ class ProgressLine:
 
     @show.register
     def _(self, event: StatusChanged) -> None:
-        self._line(event.message)
+        (self._print if event.lasting else self._line)(event.message)
 
     @show.register
     def _(self, event: RunStarted) -> None:

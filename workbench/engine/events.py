@@ -75,6 +75,7 @@ class DeviceTelemetry:
 @dataclass(frozen=True, kw_only=True)
 class StatusChanged:
     message: str  # "Loading data…", "Compiling the model…", "Evaluating…"
+    lasting: bool = False  # an outcome to keep ("Saved the trained model's weights to …"), not a passing phase
 
 
 @dataclass(frozen=True, kw_only=True)

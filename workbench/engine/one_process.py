@@ -31,8 +31,10 @@ from workbench.engine.failures import Failure, describe_failure, user_exit_words
 from workbench.engine.interruptible import Stopped, call_interruptibly
 from workbench.engine.memory import free_device_memory
 from workbench.engine.requests import ProfileRequests, never, stopped_by
+from workbench.engine.saved_model import save_weights
 from workbench.engine.session import TrainingSession
 from workbench.engine.summary import SummaryBuilder
+from workbench.regular_file import os_error_words
 
 # What the run was doing when a stop ended a phase it had to wait on (Stopped's argument).
 _PHASE_WORDS = {
@@ -104,6 +106,14 @@ def run_one(
         # Past the except blocks: the exception and its traceback are gone, so closing frees for real.
         stopped_at = session.stopped_at if session is not None else None
         steps_done = session.step if session is not None else 0
+        saved: Optional[str] = None
+        if session is not None and config.save_model and failure is None and steps_done > 0 and (
+                world is None or world.rank == 0):
+            try:
+                saved = str(save_weights(session.model, config.save_model))
+            except OSError as error:  # a full disk, a folder gone since the run started: the run's figures stay
+                failure = Failure(f"trained, but the model could not be saved to {config.save_model}: "
+                                  f"{os_error_words(error)}", "error")
         if session is not None:
             closing = session
             session = None
@@ -118,6 +128,8 @@ def run_one(
             free_device_memory()
         elif failure is not None:
             free_device_memory()
+        if saved is not None:
+            yield StatusChanged(message=f"Saved the trained model's weights to {saved}", lasting=True)
         if failure is not None:
             yield ended("failed", failure.reason, failure.kind, failure.traceback)
         elif stopped_phase is not None:

@@ -1,0 +1,61 @@
+"""Issue 30 §9: the trained model saved (`--save-model PATH`, the form's "Save the model to"): its weights load into
+the model spec it was trained from; a path that cannot take them is refused before the run; a save that fails at
+the end fails the run with its figures kept."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+
+import torch
+from hostile_paths import make_fifo
+
+from workbench.cli import main
+from workbench.config import RunConfig
+from workbench.engine import run
+from workbench.engine.events import RunEnded, StatusChanged
+from workbench.engine.models import build_model
+from workbench.history.store import HistoryStore
+
+TINY = ["--dataset", "synthetic", "--synthetic-size", "128", "--batch-size", "32", "--max-steps", "3",
+        "--num-workers", "0", "--device", "cpu"]
+
+
+def test_the_trained_weights_are_saved_and_load_into_the_same_model(capsys, tmp_path):
+    path = tmp_path / "model.pt"
+    assert main(["run", *TINY, "--save-model", str(path), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert f"Saved the trained model's weights to {path}" in out + err
+    weights = torch.load(path, weights_only=True)  # tensors only: nothing in the file runs as code
+    fresh = build_model("small-cnn", 10, 32)
+    fresh.load_state_dict(weights)  # the same keys and shapes as the spec it was trained from
+    assert json.loads(out.strip().splitlines()[-1])["config"]["save_model"] == str(path)
+    assert not [name for name in os.listdir(tmp_path) if name.endswith(".partial")]
+
+
+def test_a_path_that_cannot_take_the_weights_is_refused_before_the_run(capsys, tmp_path, isolated_workbench_home):
+    fifo = make_fifo(tmp_path / "model.pt")
+    for target, words in ((fifo, "is a FIFO (named pipe): the weights are written to a regular file"),
+                          (tmp_path / "gone" / "model.pt", "cannot be written: its folder")):
+        assert main(["run", *TINY, "--save-model", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and words in err, err
+    with HistoryStore.open() as store:
+        assert store.list_runs() == []
+
+
+def test_a_save_that_fails_at_the_end_fails_the_run_and_keeps_its_figures(tmp_path, monkeypatch):
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    config = RunConfig(dataset="synthetic", synthetic_size=128, batch_size=32, max_steps=3, num_workers=0,
+                       device="cpu", save_model=str(tmp_path / "model.pt"))
+    events = list(run(config, lambda: False))
+    ended = events[-1]
+    assert isinstance(ended, RunEnded) and ended.status == "failed"
+    assert ended.reason.startswith(f"trained, but the model could not be saved to {tmp_path / 'model.pt'}: ")
+    assert ended.summary.steps == 3 and ended.summary.images_per_sec is not None  # the run's figures stay
+    assert not any(isinstance(e, StatusChanged) and e.message.startswith("Saved") for e in events)
+    assert not (tmp_path / "model.pt").exists()
