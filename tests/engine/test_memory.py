@@ -43,15 +43,19 @@ def test_release_is_a_no_op_that_says_so_on_cpu():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
 def test_a_snapshot_holds_this_processs_resident_memory_and_follows_it():
-    import numpy as np
+    import mmap
 
     probe = MemoryProbe(torch.device("cpu"))
     before = probe.snapshot()
     assert before.process_rss is not None and before.process_rss_unavailable_reason is None
-    block = np.ones(64 * 2**20, dtype=np.uint8)  # 64 MiB, touched so it is resident
+    # 64 MiB of fresh pages, each written so it is resident: an allocator's block could reuse pages an earlier test
+    # had made resident and freed (RSS then stays put, as it did once in a full run).
+    block = mmap.mmap(-1, 64 * 2**20)
+    for offset in range(0, len(block), mmap.PAGESIZE):
+        block[offset] = 1
     after = probe.snapshot()
     assert after.process_rss - before.process_rss > 48 * 2**20
-    del block
+    block.close()
 
 
 def test_without_proc_the_resident_memory_is_none_with_the_reason(monkeypatch):

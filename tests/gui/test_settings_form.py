@@ -18,7 +18,7 @@ CHANGED = RunConfig(
     fused_optimizer=True, cudnn_benchmark=False, epochs=7,
     max_steps=300, batch_size=96, accumulation_steps=3, seed=1234, device="cuda", devices=4, log_every=25, evaluate=False,
     profile=True,
-    profile_every=250,
+    profile_every=250, save_model="/tmp/model.pt",
 )
 
 
