@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from engine_helpers import write_npz
 
 from workbench.cli import main
@@ -142,6 +143,7 @@ def test_a_run_faster_than_its_ceiling_reads_ceiling_stale_everywhere():
 # -- CPU memory: the process's peak RSS where the torch and NVML figures do not exist ----------------------
 
 
+@pytest.mark.slow  # several seconds of processes or training: the fast tier stays under 5 minutes
 def test_a_cpu_run_shows_its_peak_rss_in_the_summary_the_json_the_history_and_the_runs_list(tmp_path):
     """Issue 22: the summary read "torch allocated n/a, reserved n/a; NVML used n/a" while the window plotted
     a 1.1 GiB RSS peak, and `workbench runs`' memory column was blank on a CPU."""

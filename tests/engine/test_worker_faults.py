@@ -40,6 +40,7 @@ def in_a_thread(function, *args):
     return result[0]
 
 
+@pytest.mark.slow  # several seconds of processes or training: the fast tier stays under 5 minutes
 @pytest.mark.parametrize("where", ["main thread", "training thread"])
 def test_a_killed_worker_fails_the_run_with_the_reason_and_the_next_run_works(where):
     config = tiny_config(num_workers=2, persistent_workers=True, synthetic_size=4096, max_steps=None, epochs=3,

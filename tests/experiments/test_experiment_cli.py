@@ -9,6 +9,7 @@ TINY = ["--dataset", "synthetic", "--synthetic-size", "256", "--max-steps", "4",
         "--device", "cpu", "--num-workers", "0"]
 
 
+@pytest.mark.slow  # several seconds of processes or training: the fast tier stays under 5 minutes
 def test_sweep_of_three_members_prints_a_table_and_json_and_lands_in_history_and_csv(tmp_path):
     done = workbench_cli("sweep", "--param", "batch_size", "--values", "16,32,64", *TINY, "--json")
     assert done.returncode == 0, done.stderr
@@ -75,6 +76,7 @@ def test_max_batch_on_a_cpu_exits_2_with_the_reason():
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # several seconds of processes or training: the fast tier stays under 5 minutes
 def test_tune_prints_its_trials_and_the_json_contract():
     done = workbench_cli("tune", *TINY, "--batch-size", "32", "--trial-steps", "4", "--knobs", "channels_last", "--json")
     assert done.returncode == 0, done.stderr
