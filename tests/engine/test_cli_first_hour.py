@@ -108,6 +108,7 @@ def test_a_ceiling_is_steady_only_over_repeated_chunks_that_agree_for_long_enoug
     assert settled == [(128, 1.0), (128, 1.01), (128, 1.0)]
 
 
+@pytest.mark.slow  # several seconds of processes or training: the fast tier stays under 5 minutes
 def test_the_ceiling_command_says_not_steady_when_its_budget_ends_first(tmp_path):
     result = workbench("ceiling", "--device", "cpu", "--batch-size", "8", "--budget", "0.3", "--json",
                        WORKBENCH_HOME=str(tmp_path))
@@ -172,6 +173,7 @@ def test_a_cpu_run_shows_its_peak_rss_in_the_summary_the_json_the_history_and_th
         assert all(record.summary.peak_process_rss_bytes > 2**20 for record in store.list_runs())
 
 
+@pytest.mark.slow  # several seconds of processes or training: the fast tier stays under 5 minutes
 def test_the_sweep_table_has_the_peak_rss_of_each_member(tmp_path):
     done = workbench("sweep", "--param", "batch_size", "--values", "16,32", "--synthetic-size", "128",
                      "--max-steps", "3", "--device", "cpu", "--num-workers", "0", "--log-every", "1",

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 GUI_THREADS = """
 import sys
 import threading
@@ -41,6 +43,7 @@ print(f"run {ended[0].status}, samples {ended[0].summary.profile_samples}", file
 """
 
 
+@pytest.mark.slow  # several seconds of processes or training: the fast tier stays under 5 minutes
 def test_a_profiled_run_on_the_windows_threads_prints_no_kineto_thread_error(tmp_path):
     env = dict(os.environ, WORKBENCH_HOME=str(tmp_path), QT_QPA_PLATFORM="offscreen")
     result = subprocess.run([sys.executable, "-c", GUI_THREADS], capture_output=True, text=True, timeout=300,
