@@ -202,7 +202,7 @@ def test_stop_mid_trial_ends_the_sequence_and_keeps_nothing(isolated_workbench_h
 @pytest.mark.slow
 def test_real_tiny_cpu_trials_are_recorded_and_the_measurement_kept(isolated_workbench_home):
     base = tiny(max_steps=None, epochs=1, channels_last=False)
-    plan = VerifyPlan(base, (Change("channels_last", True),), trial_steps=8, run_id=None)
+    plan = VerifyPlan(base, (Change("channels_last", True),), trial_steps=8, run_id=None, max_trials=3)
     with HistoryRecording() as recording:
         ended = list(run_verify(plan, lambda: False, recording))[-1]
     assert ended.status == "finished", ended.reason
