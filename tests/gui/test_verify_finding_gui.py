@@ -47,8 +47,11 @@ def with_the_finding(config, stop):
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_verify_on_a_finished_tiny_cpu_run_measures_the_finding(qtbot, make_window, isolated_workbench_home):
+def test_verify_on_a_finished_tiny_cpu_run_measures_the_finding(qtbot, make_window, isolated_workbench_home,
+                                                                monkeypatch):
     from real_runs import run_to_end
+
+    monkeypatch.setattr("workbench.experiments.verify.MAX_TRIALS", 3)  # the window's budget, kept short here
 
     from workbench.engine import probe_device
     from workbench.experiments.recording import HistoryRecording
