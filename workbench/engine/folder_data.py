@@ -29,7 +29,7 @@ from workbench.engine.data import DataError
 from workbench.folder_layout import FolderLayout, FolderSplit
 from workbench.formatting import format_bytes
 from workbench.image_pixels import upright_rgb
-from workbench.regular_file import NotARegularFile, open_regular_file
+from workbench.regular_file import NotARegularFile, open_regular_file, read_regular_file
 
 EVAL_RESIZE_RATIO = 0.875  # resize the shorter side to image_size / 0.875, then centre-crop (ImageNet's habit)
 MAX_FILE_BYTES = 256 * 2**20  # a file past this is not an image a training step can use: refused, named
@@ -38,14 +38,10 @@ MAX_FILE_BYTES = 256 * 2**20  # a file past this is not an image a training step
 def read_bytes(path: str) -> torch.Tensor:
     """A file's bytes as a uint8 tensor; DataError naming the file when it cannot be read as one (a FIFO, a link
     to /dev/zero: checked on the opened descriptor, so one swapped in since the folder was scanned is refused too)."""
-    with _opened(path) as stream:
-        try:
-            data = stream.read(MAX_FILE_BYTES + 1)
-        except OSError as error:
-            raise DataError(f"cannot read {path}: {(error.strerror or str(error)).lower()}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise DataError(f"{path} is larger than any image a step can use ({MAX_FILE_BYTES // 2**20} MiB at most): "
-                        "remove it from the folder")
+    try:
+        data = read_regular_file(path, MAX_FILE_BYTES)
+    except NotARegularFile as error:
+        raise DataError(f"cannot read {error}: remove it from the folder") from None
     return torch.frombuffer(bytearray(data), dtype=torch.uint8)
 
 
