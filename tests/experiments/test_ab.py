@@ -11,7 +11,6 @@ import pytest
 from workbench.experiments.ab import (
     MIN_EFFECT,
     compare_rates,
-    interleaved,
     median_interval,
     ratio_interval,
 )
@@ -93,10 +92,6 @@ def test_failed_measurements_are_left_out_and_none_at_all_is_not_measured():
 def test_the_description_names_the_speedup_its_interval_and_the_trials():
     text = compare_rates([1000, 1010, 990], [1310, 1300, 1320]).describe()
     assert text.startswith("measured 1.31×: faster (") and text.endswith(", 3+3 trials)")
-
-
-def test_measurements_are_interleaved():
-    assert interleaved(3) == ["A", "B", "A", "B", "A", "B"]
 
 
 def test_the_minimum_effect_is_stated_and_applied():

@@ -13,10 +13,10 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Generator, Iterator, Optional
+from typing import Any, Callable, Generator, Iterator, Optional, Union
 
 from workbench.config import RunConfig
-from workbench.controller.driving import Job
+from workbench.controller.driving import Job, JobKind
 from workbench.device_info import Probe
 from workbench.engine.events import RunEnded, RunSummary, StatusChanged
 from workbench.engine.requests import JobRequests, RunFunction
@@ -113,36 +113,23 @@ def images_checked(config: RunConfig, stop: Callable[[], bool],
                     summary=RunSummary(status="failed", reason=reason, failure_kind="data"))
 
 
-def sweep_job(plan: SweepPlan, run_function: RunFunction, recordings: Recordings, probe: Probe) -> Job:
+# Every sequence the window starts: its kind (the Job's, the history's) and its generator, by its plan's type.
+SEQUENCES: dict[type, tuple[JobKind, Callable[..., Iterator[Any]]]] = {
+    SweepPlan: ("sweep", run_sweep), TunePlan: ("tune", run_tune), MaxBatchPlan: ("max_batch", run_max_batch),
+    VerifyPlan: ("verify", run_verify),
+}
+SequencePlan = Union[SweepPlan, TunePlan, MaxBatchPlan, VerifyPlan]
+
+
+def sequence_job(plan: SequencePlan, run_function: RunFunction, recordings: Recordings, probe: Probe) -> Job:
+    """A sweep, a search, max-batch or a verification, its runs recorded in a factory of its own."""
+    kind, run_sequence = SEQUENCES[type(plan)]
+
     def events(controls: JobRequests) -> Iterator[Any]:
         with _opened(recordings) as recorders:
-            yield from run_sweep(plan, controls, recorders, run_function, probe)
+            yield from run_sequence(plan, controls, recorders, run_function, probe)
 
-    return Job("sweep", plan.display_name, events)
-
-
-def tune_job(plan: TunePlan, run_function: RunFunction, recordings: Recordings, probe: Probe) -> Job:
-    def events(controls: JobRequests) -> Iterator[Any]:
-        with _opened(recordings) as recorders:
-            yield from run_tune(plan, controls, recorders, run_function, probe)
-
-    return Job("tune", plan.display_name, events)
-
-
-def max_batch_job(plan: MaxBatchPlan, run_function: RunFunction, recordings: Recordings, probe: Probe) -> Job:
-    def events(controls: JobRequests) -> Iterator[Any]:
-        with _opened(recordings) as recorders:
-            yield from run_max_batch(plan, controls, recorders, run_function, probe)
-
-    return Job("max_batch", plan.display_name, events)
-
-
-def verify_job(plan: VerifyPlan, run_function: RunFunction, recordings: Recordings, probe: Probe) -> Job:
-    def events(controls: JobRequests) -> Iterator[Any]:
-        with _opened(recordings) as recorders:
-            yield from run_verify(plan, controls, recorders, run_function, probe)
-
-    return Job("verify", plan.display_name, events)
+    return Job(kind, plan.display_name, events)
 
 
 def ceiling_job(config: RunConfig, measure: MeasureCeiling) -> Job:

@@ -21,13 +21,11 @@ from workbench.controller.jobs import (
     Probe,
     Recordings,
     RunFunction,
+    SequencePlan,
     ceiling_job,
-    max_batch_job,
     no_recording,
     run_job,
-    sweep_job,
-    tune_job,
-    verify_job,
+    sequence_job,
 )
 from workbench.controller.reports import RunReports, _Run
 from workbench.controller.shown_findings import FindingsOf
@@ -105,7 +103,7 @@ class RunController(RunReports):
             return
         base = self.view.form_config().replace(**(length or {}))
         plan = SweepPlan(base, tuple(axes), name, repeats)
-        self._start(sweep_job(plan, self.run_function, self.recordings, self._probe()), base)
+        self._start_sequence(plan)
 
     def start_tune(self, allow: frozenset[str] = frozenset(), budget_seconds: Optional[float] = None,
                    trial_steps: Optional[int] = None) -> None:
@@ -114,7 +112,7 @@ class RunController(RunReports):
         base = self.view.form_config()
         plan = TunePlan(base, allow=allow, budget_seconds=budget_seconds, trial_steps=trial_steps)
         self.best_config = None
-        self._start(tune_job(plan, self.run_function, self.recordings, self._probe()), base)
+        self._start_sequence(plan)
 
     def start_max_batch(self, memory_budget_bytes: Optional[int] = None, steps_per_trial: int = 5) -> None:
         action = self.controls().max_batch
@@ -123,7 +121,10 @@ class RunController(RunReports):
             return
         base = self.view.form_config()
         plan = MaxBatchPlan(base, memory_budget_bytes=memory_budget_bytes, steps_per_trial=steps_per_trial)
-        self._start(max_batch_job(plan, self.run_function, self.recordings, self._probe()), base)
+        self._start_sequence(plan)
+
+    def _start_sequence(self, plan: SequencePlan) -> None:
+        self._start(sequence_job(plan, self.run_function, self.recordings, self._probe()), plan.base)
 
     def measure_ceiling(self) -> None:
         action = self.controls().ceiling
@@ -177,7 +178,7 @@ class RunController(RunReports):
         if problems:  # refused before anything runs: said, not started (e.g. a setting this machine cannot run)
             self.view.show_status("Cannot verify: " + "; ".join(problems))
             return
-        self._start(verify_job(plan, self.run_function, self.recordings, self._probe()), source.config)
+        self._start_sequence(plan)
 
     def apply_best(self) -> None:
         """Put the search's best settings into the form."""

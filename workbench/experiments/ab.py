@@ -175,7 +175,3 @@ def _median_coverage(n: int, k: int) -> float:
     below = sum(math.comb(n, i) for i in range(k)) / 2**n
     return 1 - 2 * below
 
-
-def interleaved(repeats: int) -> list[str]:
-    """The order A and B are measured in: A B A B … (``repeats`` of each)."""
-    return [side for _ in range(repeats) for side in ("A", "B")]

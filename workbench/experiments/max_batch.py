@@ -22,7 +22,6 @@ from workbench.experiments.events import (
     AnyEvent,
     BatchTrial,
     MaxBatchResult,
-    MemberEnded,
     SequenceEnded,
     SequenceStatus,
 )
@@ -35,6 +34,7 @@ from workbench.experiments.members import (
     probe_device,
 )
 from workbench.experiments.recording import RecorderFactory
+from workbench.experiments.rounds import Arm, run_rounds
 from workbench.formatting import format_bytes
 
 Release = Callable[[], object]
@@ -152,14 +152,13 @@ class _BatchSearch:
             size = following
 
     def try_size(self, batch_size: int) -> Generator[AnyEvent, None, Optional[BatchTrial]]:
-        config = self.trial_config(batch_size)
-        member: MemberEnded = yield from self.runner.run(
-            config, (("batch_size", batch_size),), self.stop, f"max-batch trial, batch_size={batch_size}", "trial"
-        )
+        arm = Arm(self.trial_config(batch_size), (("batch_size", batch_size),), "trial")
+        ran = yield from run_rounds(self.runner, [arm], self.stop, lambda *_: f"max-batch trial, batch_size={batch_size}")
+        if ran.status == "stopped":
+            return None
+        member = ran.members[0]
         summary = member.summary
         reason: Optional[str] = None
-        if member.status == "stopped":
-            return None
         if member.status == "failed":
             if member.kind == "out_of_memory":
                 reason = "CUDA out of memory"

@@ -16,9 +16,7 @@ from workbench.device_info import Probe
 from workbench.engine.requests import stopped_by
 from workbench.experiments.events import (
     AnyEvent,
-    MemberEnded,
     SequenceEnded,
-    SequenceStatus,
     SweepResult,
 )
 from workbench.experiments.members import (
@@ -29,6 +27,7 @@ from workbench.experiments.members import (
     probe_device,
 )
 from workbench.experiments.recording import RecorderFactory
+from workbench.experiments.rounds import Arm, run_rounds
 from workbench.history.naming import run_name
 
 
@@ -74,26 +73,21 @@ def run_repeats(
                                       run_function, planned_members=plan.repeats)
     if runner is None:
         return
-    sequence_id = runner.sequence_id
-    done: list[MemberEnded] = []
-    status: SequenceStatus = "finished"
-    reason: Optional[str] = None
-    for index in range(plan.repeats):
-        if stop():
-            status, reason = "stopped", f"stopped by {stopped_by(stop)} after {len(done)} of {plan.repeats} runs"
-            break
-        config = plan.member(index)
-        values = (("seed", config.seed),) if plan.vary_seed else ()
-        member = yield from runner.run(config, values, stop, f"repeat {index + 1}/{plan.repeats}"
-                                       + (f", seed {config.seed}" if plan.vary_seed else ""))
-        done.append(member)
-        if member.status == "stopped":
-            status, reason = "stopped", f"stopped by {stopped_by(stop)} during run {index + 1} of {plan.repeats}"
-            break
-        if member.status == "failed":
-            left = plan.repeats - index - 1
-            reason = f"run {index + 1} of {plan.repeats} failed ({member.reason})" + (
-                f"; the other {left} were not run" if left else "")
-            break
-    yield SequenceEnded(kind="repeats", sequence_id=sequence_id, status=status,
+    members = [plan.member(index) for index in range(plan.repeats)] if plan.vary_seed else [plan.base]
+    arms = [Arm(config, (("seed", config.seed),) if plan.vary_seed else (), on_failure="end") for config in members]
+
+    def label(arm: int, round_index: int) -> str:  # a seed is an arm of one round; one seed, one arm of N rounds
+        return f"repeat {arm + round_index + 1}/{plan.repeats}" + (f", seed {arms[arm].config.seed}" if plan.vary_seed
+                                                                    else "")
+
+    ran = yield from run_rounds(runner, arms, stop, label, 1 if plan.vary_seed else plan.repeats)
+    done, reason = ran.members, None
+    if ran.status == "stopped":
+        reason = (f"stopped by {stopped_by(stop)} during run {len(done)} of {plan.repeats}" if ran.stopped_during_run
+                  else f"stopped by {stopped_by(stop)} after {len(done)} of {plan.repeats} runs")
+    elif ran.failed is not None:
+        left = plan.repeats - len(done)
+        reason = f"run {len(done)} of {plan.repeats} failed ({ran.failed[1].reason})" + (
+            f"; the other {left} were not run" if left else "")
+    yield SequenceEnded(kind="repeats", sequence_id=runner.sequence_id, status=ran.status,
                         result=SweepResult(members=tuple(done), repeats=plan.repeats), reason=reason)

@@ -20,9 +20,7 @@ from workbench.device_info import Probe
 from workbench.engine.requests import stopped_by
 from workbench.experiments.events import (
     AnyEvent,
-    MemberEnded,
     SequenceEnded,
-    SequenceStatus,
     SweepResult,
     Values,
     values_label,
@@ -36,6 +34,7 @@ from workbench.experiments.members import (
 )
 from workbench.experiments.measured import keep, sweep_changes
 from workbench.experiments.recording import RecorderFactory
+from workbench.experiments.rounds import Arm, run_rounds
 from workbench.experiments.values import field_problem
 
 MAX_AXES = 2
@@ -154,22 +153,18 @@ def run_sweep(
                                       fields=plan.fields)
     if runner is None:
         return
+    arms = [Arm(config, values) for values, config in plan.combinations()]
+
+    def label(arm: int, round_index: int) -> str:
+        return values_label(arms[arm].values) + (f", repeat {round_index + 1}/{plan.repeats}" if plan.repeats > 1 else "")
+
+    ran = yield from run_rounds(runner, arms, stop, label, plan.repeats)
+    done, reason = ran.members, None
+    if ran.status == "stopped":
+        reason = (f"stopped by {stopped_by(stop)} during member {len(done)} of {len(members)}" if ran.stopped_during_run
+                  else f"stopped by {stopped_by(stop)} after {len(done)} of {len(members)} members")
     sequence_id = runner.sequence_id
-    done: list[MemberEnded] = []
-    status: SequenceStatus = "finished"
-    reason: Optional[str] = None
-    per_round = len(members) // plan.repeats
-    for index, (values, config) in enumerate(members):
-        if stop():
-            status, reason = "stopped", f"stopped by {stopped_by(stop)} after {len(done)} of {len(members)} members"
-            break
-        label = values_label(values) + (f", repeat {index // per_round + 1}/{plan.repeats}" if plan.repeats > 1 else "")
-        member = yield from runner.run(config, values, stop, label)
-        done.append(member)
-        if member.status == "stopped":
-            status, reason = "stopped", f"stopped by {stopped_by(stop)} during member {len(done)} of {len(members)}"
-            break
     for change in sweep_changes(done, sequence_id):  # each value against each other, for the findings to read
         yield from keep(runner.recorders, change)
-    yield SequenceEnded(kind="sweep", sequence_id=sequence_id, status=status,
+    yield SequenceEnded(kind="sweep", sequence_id=sequence_id, status=ran.status,
                         result=SweepResult(members=tuple(done), repeats=plan.repeats), reason=reason)

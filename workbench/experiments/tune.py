@@ -29,7 +29,7 @@ from typing import Any, Callable, Generator, Iterator, Optional
 from workbench.config import RunConfig
 from workbench.device_info import DeviceInfo, Probe
 from workbench.engine.requests import stopped_by
-from workbench.experiments.ab import MIN_TRIALS, ABResult, compare_rates, interleaved
+from workbench.experiments.ab import MIN_TRIALS, ABResult, compare_rates
 from workbench.experiments.events import (
     AnyEvent,
     BestSoFar,
@@ -52,6 +52,7 @@ from workbench.experiments.members import (
 )
 from workbench.experiments.measured import keep, measured_change, one_speed_setting
 from workbench.experiments.recording import RecorderFactory
+from workbench.experiments.rounds import Arm, Rounds, run_rounds
 from workbench.experiments.tune_knobs import ALLOWABLE, KNOBS, OPTIONAL_KNOBS, candidates
 
 __all__ = ["ALLOWABLE", "KNOBS", "OPTIONAL_KNOBS", "TunePlan", "candidates", "plan_problems", "run_tune"]
@@ -62,8 +63,6 @@ MIN_TRIAL_STEPS = 16
 MAX_TRIAL_STEPS = 20_000
 
 Clock = Callable[[], float]
-# Each side's measurements in one comparison: (images/sec, run ids), in the order measured.
-_Sides = dict[str, tuple[list[float], list[Optional[int]]]]
 
 
 @dataclass(frozen=True)
@@ -156,27 +155,39 @@ class _Search:
         self.passes = 0
 
     # -- measuring -------------------------------------------------------------------------------
-    def run_once(self, config: RunConfig, purpose: str, count: str = "") -> Generator[AnyEvent, None, MemberEnded]:
-        """One run of ``config`` (``count``: "2/3", the how-manieth of its side in a comparison)."""
-        if self.stop():
-            raise _StopSearch("stopped", f"stopped by {stopped_by(self.stop)} ({self.changes_tried_text()})")
+    def arm(self, config: RunConfig, purpose: str) -> Arm:
+        """``config`` as one run of the search trains it: a short first run, or a trial; a run that fails (or gives
+        no rate) ends what it was measured for."""
         calibration = purpose == "calibration"
         steps = CALIBRATION_STEPS if calibration else self.trial_steps
         assert steps is not None
         log_every = 3 if calibration else max(1, steps // WINDOWS_PER_TRIAL)
-        changes = changed_fields(self.start, config)
-        word = "start" if purpose == "best" and not changes else purpose
-        label = f"tune {word}" + (f" {count}" if count else "") + (
-            f", {values_label(tuple(changes.items()))}" if changes else "")
+        return Arm(config.replace(max_steps=steps, log_every=log_every),
+                   tuple(changed_fields(self.start, config).items()), purpose, "end", needs_rate=True)
+
+    def run_arms(self, arms: list[Arm], rounds: int = 1) -> Generator[AnyEvent, None, Rounds]:
+        """``arms`` interleaved for ``rounds`` rounds, each trial timed; stopped: the search ends."""
         began = self.clock()
-        member = yield from self.runner.run(
-            config.replace(max_steps=steps, log_every=log_every), tuple(changes.items()), self.stop, label, purpose
-        )
-        if not calibration:
-            self.trial_seconds.append(self.clock() - began)
-        if member.status == "stopped":
+
+        def label(arm: int, round_index: int) -> str:
+            purpose, values = arms[arm].purpose, arms[arm].values
+            word = "start" if purpose == "best" and not values else purpose
+            count = f" {round_index + 1}/{rounds}" if purpose != "calibration" else ""
+            return f"tune {word}{count}" + (f", {values_label(values)}" if values else "")
+
+        def timed(arm: int, member: MemberEnded) -> None:
+            nonlocal began
+            now = self.clock()
+            if arms[arm].purpose != "calibration":
+                self.trial_seconds.append(now - began)
+                if len(self.trial_seconds) == 1 and member.status != "stopped":  # now a trial's length here is known
+                    self.require_room_for_one_change(self.trial_seconds[0], self.plan.runs_per_change - 1)
+            began = now
+
+        ran = yield from run_rounds(self.runner, arms, self.stop, label, rounds, after_run=timed)
+        if ran.status == "stopped":
             raise _StopSearch("stopped", f"stopped by {stopped_by(self.stop)} ({self.changes_tried_text()})")
-        return member
+        return ran
 
     def changes_tried_text(self) -> str:
         tried = len(self.trials)
@@ -229,8 +240,9 @@ class _Search:
     def calibrate(self) -> Generator[AnyEvent, None, None]:
         """The first short run: warms the process up, sizes the trials when the plan does not, checks the budget."""
         began = self.clock()
-        calibration = yield from self.run_once(self.start, "calibration")
-        if calibration.status != "finished" or not calibration.images_per_sec:
+        ran = yield from self.run_arms([self.arm(self.start, "calibration")])
+        calibration = ran.members[0]
+        if ran.failed is not None or not calibration.images_per_sec:
             raise _StopSearch("failed", f"the starting settings fail: {calibration.reason}")
         per_step = self.start.batch_size / calibration.images_per_sec
         if self.trial_steps is None:
@@ -247,55 +259,48 @@ class _Search:
     def compare(self, knob: str, change: dict[str, Any], candidate: RunConfig) -> Generator[AnyEvent, None, TrialResult]:
         """The best so far (A) and ``candidate`` (B), measured A B A B …; the change kept when B is faster."""
         self.check_budget()
-        sides: _Sides = {"A": ([], []), "B": ([], [])}
-        for index, side in enumerate(interleaved(self.plan.trials)):
-            config = self.best if side == "A" else candidate
-            count = f"{index // 2 + 1}/{self.plan.trials}"
-            member = yield from self.run_once(config, "best" if side == "A" else "trial", count)
-            if len(self.trial_seconds) == 1:  # the first trial: now a trial's length here is known
-                self.require_room_for_one_change(self.trial_seconds[0], self.plan.runs_per_change - 1)
-            if member.status != "finished" or not member.images_per_sec:
-                reason = member.reason or "no steady-state images/sec"
-                trial = self.record(knob, change, "failed", sides,
-                                    reason=reason if side == "B" else f"the best settings so far failed: {reason}")
-                yield trial
-                return trial
-            rates, run_ids = sides[side]
-            rates.append(member.images_per_sec)
-            run_ids.append(member.run_id)
-            self.rates.setdefault(config, []).append(member.images_per_sec)
-        comparison = compare_rates(sides["A"][0], sides["B"][0])
+        ran = yield from self.run_arms([self.arm(self.best, "best"), self.arm(candidate, "trial")], self.plan.trials)
+        for arm, config in enumerate((self.best, candidate)):
+            self.rates.setdefault(config, []).extend(ran.rates(arm))
+        if ran.failed is not None:
+            side, member = ran.failed
+            reason = member.reason or "no steady-state images/sec"
+            trial = self.record(knob, change, "failed", ran,
+                                reason=reason if side == 1 else f"the best settings so far failed: {reason}")
+            yield trial
+            return trial
+        comparison = compare_rates(ran.rates(0), ran.rates(1))
         speed = one_speed_setting(self.best, change)
         if speed is not None:  # kept for the findings of runs with these settings, as a verification's is
             yield from keep(self.runner.recorders, measured_change(
                 sequence_id=self.runner.sequence_id, device_type=self.device.type, device_name=self.device.name,
                 baseline=self.best, field=speed[0], value=speed[1], comparison=comparison,
-                baseline_run_ids=sides["A"][1], changed_run_ids=sides["B"][1]))
+                baseline_run_ids=ran.run_ids(0), changed_run_ids=ran.run_ids(1)))
         verdict = comparison.verdict
         kept = verdict == "faster"
         if kept:
             self.best = candidate
         outcome: TrialOutcome = "kept" if verdict == "faster" else verdict
-        trial = self.record(knob, change, outcome, sides, comparison=comparison)
+        trial = self.record(knob, change, outcome, ran, comparison=comparison)
         yield trial
         if kept:
             yield self.best_so_far()
         return trial
 
-    def record(self, knob: str, change: dict[str, Any], outcome: TrialOutcome, sides: _Sides,
+    def record(self, knob: str, change: dict[str, Any], outcome: TrialOutcome, ran: Rounds,
                reason: Optional[str] = None, comparison: Optional[ABResult] = None) -> TrialResult:
         trial = TrialResult(
             trial=len(self.trials) + 1,
             knob=knob,
             changes=dict(change),
             images_per_sec=comparison.changed_images_per_sec if comparison else None,
-            measurements=tuple(sides["B"][0]),
-            run_ids=tuple(sides["B"][1]),
+            measurements=tuple(ran.rates(1)),
+            run_ids=tuple(ran.run_ids(1)),
             outcome=outcome,
             best_images_per_sec=self.median_rate(self.best),
             reason=reason,
             comparison=comparison,
-            baseline_run_ids=tuple(sides["A"][1]),
+            baseline_run_ids=tuple(ran.run_ids(0)),
         )
         self.trials.append(trial)
         return trial

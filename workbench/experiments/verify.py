@@ -43,6 +43,7 @@ from workbench.experiments.members import (
 )
 from workbench.experiments.measured import keep, measured_change
 from workbench.experiments.recording import RecorderFactory
+from workbench.experiments.rounds import Arm, Rounds, run_rounds
 from workbench.experiments.tune import MAX_TRIAL_STEPS, MIN_TRIAL_STEPS, WINDOWS_PER_TRIAL
 from workbench.experiments.values import field_problem
 
@@ -271,54 +272,45 @@ def run_verify(
     changes = plan.changes
     # The baseline is named by its own values of the settings the changes set ("num_workers=0"), so that both sides
     # of every comparison read as settings, never as "#1" against "2".
-    sides: list[tuple[Values, RunConfig, str]] = [((), plan.base, "baseline")]
+    def arm(config: RunConfig, values: Values, purpose: str) -> Arm:  # a failed baseline leaves nothing to compare
+        return Arm(trial_config(config, plan.trial_steps), values, purpose, "end" if purpose == "baseline" else "drop",
+                   needs_rate=True)
+
+    arms = [arm(plan.base, (), "baseline")]
     if not problems:
         fields = dict.fromkeys(change.field for change in changes)
-        sides[0] = (tuple((name, getattr(plan.base, name)) for name in fields), plan.base, "baseline")
-        sides += [(change.values, plan.changed_config(change), "change") for change in changes]
+        arms = [arm(plan.base, tuple((name, getattr(plan.base, name)) for name in fields), "baseline")]
+        arms += [arm(plan.changed_config(change), change.values, "change") for change in changes]
     runner = yield from open_sequence("verify", plan.display_name, plan.base, problems, plan_dict(
         plan.base, run_id=plan.run_id, trial_steps=plan.trial_steps, repeats=plan.repeats,
         changes=[{"field": change.field, "value": change.value, "text": change.text} for change in changes]),
-        recorders, run_function, [config for _, config, _ in sides], planned_members=plan.repeats * len(sides))
+        recorders, run_function, [arm.config for arm in arms], planned_members=plan.repeats * len(arms))
     if runner is None:
         return
     sequence_id = runner.sequence_id
     load_at_start = load_average()
-    rates: list[list[float]] = [[] for _ in sides]
-    run_ids: list[list[Optional[int]]] = [[] for _ in sides]
-    failures: list[Optional[str]] = [None for _ in sides]
-    status: SequenceStatus = "finished"
+    decided: set[int] = set()  # once an interval decides, that change runs no more (its verdict stands)
+
+    def label(arm: int, round_index: int) -> str:
+        values = arms[arm].values
+        return f"verify {arms[arm].purpose} {round_index + 1}" + (f", {values_label(values)}" if values else "")
+
+    def undecided(ran: Rounds) -> list[int]:
+        """The baseline and the changes whose interval still straddles the noise band ([] when none does)."""
+        decided.update(side for side in range(1, len(arms)) if is_decisive(compare_rates(ran.rates(0), ran.rates(side))))
+        left = [side for side in range(1, len(arms)) if side not in decided and side not in ran.dropped]
+        return [0, *left] if left else []
+
+    ran = yield from run_rounds(runner, arms, stop, label, plan.repeats, max_rounds=plan.trial_budget, more=undecided)
+    status: SequenceStatus = ran.status
     reason: Optional[str] = None
-    budget = plan.trial_budget
-    decided = [False for _ in sides]
-    for round_index in range(budget):
-        for side, (values, config, purpose) in enumerate(sides):
-            if failures[side] is not None or decided[side]:
-                continue
-            if stop():
-                status, reason = "stopped", f"stopped by {stopped_by(stop)} in {_round_words(round_index, plan)}"
-                break
-            label = f"verify {purpose} {round_index + 1}" + (f", {values_label(values)}" if values else "")
-            member = yield from runner.run(trial_config(config, plan.trial_steps), values, stop, label, purpose)
-            if member.status == "stopped":
-                status, reason = "stopped", f"stopped by {stopped_by(stop)} in {_round_words(round_index, plan)}"
-                break
-            if member.status == "finished" and member.images_per_sec:
-                rates[side].append(member.images_per_sec)
-                run_ids[side].append(member.run_id)
-            else:
-                failures[side] = member.reason or f"the trial ended {member.status} without a rate"
-                if side == 0:
-                    break  # without the baseline nothing can be compared
-        if status != "finished" or failures[0] is not None:
-            break
-        if round_index + 1 >= plan.repeats:
-            for side in range(1, len(sides)):
-                decided[side] = decided[side] or is_decisive(compare_rates(rates[0], rates[side]))
-            if all(decided[side] or failures[side] is not None for side in range(1, len(sides))):
-                break
-    if failures[0] is not None:
-        status, reason = "failed", f"the run's own settings failed in a trial: {failures[0]}"
+    if ran.status == "stopped":
+        reason = f"stopped by {stopped_by(stop)} in {_round_words(ran.rounds_begun - 1, plan)}"
+    elif ran.failed is not None:
+        status, reason = "failed", f"the run's own settings failed in a trial: {ran.failure(0)}"
+    rates = [ran.rates(side) for side in range(len(arms))]
+    run_ids = [ran.run_ids(side) for side in range(len(arms))]
+    failures = [ran.failure(side) for side in range(len(arms))]
     verified = []
     for side, change in enumerate(changes, start=1):
         comparison = compare_rates(rates[0], rates[side])
