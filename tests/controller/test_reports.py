@@ -33,4 +33,4 @@ def test_an_event_type_without_a_handler_fails_loudly():
         pass
 
     with pytest.raises(TypeError, match="no handler for SomethingNew events"):
-        RunReports().on_event(SomethingNew())
+        RunReports(view=None, findings=None, controls_changed=lambda: None).on_event(SomethingNew())  # type: ignore[arg-type]

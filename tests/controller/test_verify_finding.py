@@ -122,7 +122,7 @@ def test_what_cannot_be_verified_is_refused_before_anything_runs():
     assert controller.job is None and "no longer shown" in view.status
     bf16 = Finding(kind="compute-bound", headline=HEAD, text="Try precision=bf16.", figure=0.9, figure_name="k",
                    field="precision", value="bf16")
-    controller.findings_of = controller.findings_of.__class__(TINY_RUN, RunSummary(status="finished", findings=(bf16,)),
+    controller.findings.source = controller.findings.source.__class__(TINY_RUN, RunSummary(status="finished", findings=(bf16,)),
                                                               1)
     controller.verify_finding(bf16)
     assert controller.job is None and view.status.startswith("Cannot verify: precision=bf16: bf16 needs a CUDA GPU")

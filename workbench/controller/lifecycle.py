@@ -27,17 +27,13 @@ from workbench.controller.jobs import (
     run_job,
     sequence_job,
 )
-from workbench.controller.reports import RunReports, _Run
-from workbench.controller.shown_findings import FindingsOf
-from workbench.controller.view import Progress, Runner, WindowView
+from workbench.controller.reports import RunReports
+from workbench.controller.shown_findings import ShownFindings
+from workbench.controller.view import Runner, WindowView
 from workbench.device_info import DeviceInfo
 from workbench.engine.events import (
     Finding,
     MemoryRelease,
-)
-from workbench.experiments.events import (
-    MemberStarted,
-    SequenceStarted,
 )
 from workbench.experiments.max_batch import MaxBatchPlan
 from workbench.experiments.sweep import SweepAxis, SweepPlan
@@ -47,7 +43,7 @@ from workbench.experiments.verify import VerifyPlan, finding_change, plan_proble
 READY = "Ready. Set the knobs and press Start."
 
 
-class RunController(RunReports):
+class RunController:
     def __init__(
         self,
         view: WindowView,
@@ -66,23 +62,15 @@ class RunController(RunReports):
         self.measure_ceiling_function = measure_ceiling
         self.device: Optional[DeviceInfo] = None
         self.job: Optional[Job] = None
-        self.sequence: Optional[SequenceStarted] = None
-        self.best_config: Optional[RunConfig] = None  # the search's best settings, for "Apply best settings"
-        self._job_config: Optional[RunConfig] = None
         self._stopping = False
         self._closing = False
         self._releasing = False
         self._release_outcome = ""
-        self._runs_begun = 0
-        self._previous_config: Optional[RunConfig] = None
-        self._run: Optional[_Run] = None
-        self._member: Optional[MemberStarted] = None
-        self._pending_history_error: Optional[str] = None
         self._shown_controls: Optional[Controls] = None
-        self._busy = False  # the progress bar shows "busy" (a job whose length is not known yet)
-        self._progress = Progress(1, 0, "", "idle")  # what the bar shows now
-        self.findings_of: Optional[FindingsOf] = None  # the run whose findings the GPU time tab shows
-        self._findings_drawn = 0
+        self.findings = ShownFindings(view, self.recordings)  # what Verify measures against
+        self.reports = RunReports(view, self.findings, self._update_controls)
+        self.on_event = self.reports.on_event  # the runner's reports, each by its type
+        self.on_steps = self.reports.on_steps
 
     # == what the user does =====================================================================
     @property
@@ -111,7 +99,7 @@ class RunController(RunReports):
             return
         base = self.view.form_config()
         plan = TunePlan(base, allow=allow, budget_seconds=budget_seconds, trial_steps=trial_steps)
-        self.best_config = None
+        self.reports.best_config = None
         self._start_sequence(plan)
 
     def start_max_batch(self, memory_budget_bytes: Optional[int] = None, steps_per_trial: int = 5) -> None:
@@ -146,9 +134,10 @@ class RunController(RunReports):
             self._update_controls()
 
     def request_sample(self) -> None:
-        if not self.controls().sample_now.enabled or self._run is None:
+        run = self.reports.run
+        if not self.controls().sample_now.enabled or run is None:
             return
-        self._run.sample_pending = True
+        run.sample_pending = True
         self.runner.request_sample()
         self.view.show_status("A profiler sample was asked for: it comes within a few steps (GPU time tab).")
         self._update_controls()
@@ -163,7 +152,7 @@ class RunController(RunReports):
 
     def verify_finding(self, finding: Finding) -> None:
         """A finding's Verify: its change against the shown run's settings, interleaved short trials (a job)."""
-        source = self.findings_of
+        source = self.findings.source
         if self.running:
             self.view.show_status("Stop the current run before verifying a finding.")
             return
@@ -182,12 +171,13 @@ class RunController(RunReports):
 
     def apply_best(self) -> None:
         """Put the search's best settings into the form."""
-        if self.best_config is None:
+        best = self.reports.best_config
+        if best is None:
             return
         if self.running:
             self.view.show_status("Stop the current run before applying settings.")
             return
-        self.view.set_form_config(self.best_config)
+        self.view.set_form_config(best)
         self.view.show_status("Applied the fastest settings found: press Start to train with them.")
 
     def load_settings(self, config: RunConfig) -> None:
@@ -228,20 +218,16 @@ class RunController(RunReports):
         """The training thread has ended: the next job may start, or the window close."""
         job, self.job = self.job, None
         self._stopping = False
-        self._run = None
-        self._member = None
-        self.sequence = None
+        self.reports.end_job()
         if job is not None and job.kind != "ceiling":
             self.view.history_changed()
-        if self._busy:  # the job ended without saying how: the bar must not stay busy with nothing running
-            self._show_progress(Progress(1, 0, "Ended", "stopped"))
         self._update_controls()
         if self._closing:
             self.view.close_window()
 
     # == the controls ===========================================================================
     def controls(self) -> Controls:
-        run = self._run
+        run = self.reports.run
         return controls_for(WindowState(
             job=self.job.kind if self.job is not None else None,
             stopping=self._stopping,
@@ -271,13 +257,10 @@ class RunController(RunReports):
         return probe_device
 
     def _start(self, job: Job, config: RunConfig) -> None:
-        self.job, self._job_config = job, config
+        self.job = job
         self._stopping = False
-        self._run = self._member = None
-        self.sequence = None
-        self._pending_history_error = None
         self.view.save_config(self.view.form_config())
-        self._show_progress(Progress(0, 0, "Starting…", "running"))
+        self.reports.begin_job(job.kind, config)
         if job.kind == "ceiling":
             self.view.show_status(f"Measuring the compute ceiling of {config.model} (batch {config.batch_size}, "
                                   f"{config.precision}): the model alone, on batches already on the device…")
@@ -285,11 +268,6 @@ class RunController(RunReports):
             self.view.show_status(f"Starting {messages.SEQUENCE_NAMES.get(job.kind, job.kind).lower()}…")
         self.runner.start_job(job)
         self._update_controls()
-
-    def _show_progress(self, progress: Progress) -> None:
-        self._busy = progress.maximum == 0
-        self._progress = progress
-        self.view.show_progress(progress)
 
     def _on_released(self, release: MemoryRelease) -> None:
         self._releasing = False

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from workbench.config import RunConfig
 from workbench.engine.events import Finding, MeasuredChange, RunSummary
-from workbench.engine.findings import MeasuredChangeLookup
+from workbench.engine.findings import MeasuredChangeLookup, with_measured_changes
 from workbench.experiments.events import VerifyResult
 from workbench.experiments.verify import measured_change_of
-from workbench.history.measured_changes import value_key
+from workbench.history.measured_changes import lookup, value_key
 
 if TYPE_CHECKING:
+    from workbench.controller.view import WindowView
     from workbench.history.measured_changes import MeasuredChangeRecord
 
 
@@ -65,3 +66,31 @@ def verified_lookup(result: Optional[VerifyResult]) -> MeasuredChangeLookup:
 
 def either(first: MeasuredChangeLookup, then: MeasuredChangeLookup) -> MeasuredChangeLookup:
     return lambda field, value: first(field, value) or then(field, value)
+
+
+class ShownFindings:
+    """The findings on the GPU time tab: whose they are (``source``, what Verify measures against) and drawing them."""
+
+    def __init__(self, view: WindowView, recordings: Callable[[], Any]):
+        self.view, self.recordings = view, recordings
+        self.source: Optional[FindingsOf] = None
+        self._drawn = 0  # counts the draws: a history read that comes back after a newer draw is dropped
+
+    def show(self, source: FindingsOf, verified: Optional[VerifyResult] = None) -> None:
+        """Draw ``source``'s findings with what a verification just measured, then, read off the GUI thread,
+        with what the history holds for them."""
+        self.source = source
+        self._drawn += 1
+        drawn = self._drawn
+        just_measured = verified_lookup(verified)
+        self.view.draw_findings(with_measured_changes(source.findings, just_measured))
+        if not source.measurable:
+            return
+
+        def read_back(changes: list) -> None:
+            if drawn == self._drawn:  # nothing newer was drawn meanwhile
+                self.view.draw_findings(with_measured_changes(source.findings, either(just_measured, lookup(changes))))
+
+        # A history that cannot be read leaves the findings as drawn (what a verification just measured included).
+        self.view.run_in_background(lambda: read_measured_changes(self.recordings, source), read_back,
+                                    lambda error: None)
