@@ -35,7 +35,8 @@ def test_config_and_events_do_not_import_torch():
 def test_the_timeline_analysis_findings_and_ceiling_cache_need_no_torch_or_pandas():
     # The breakdown is plain Python over activity records: the history and the GUI read it without torch.
     modules = imported_after(
-        "import workbench.engine.timeline, workbench.engine.kineto, workbench.engine.findings, "
+        "import workbench.engine.timeline, workbench.engine.kineto, workbench.engine.findings, workbench.engine.run_facts, "
+        "workbench.engine.finding_measurements, "
         "workbench.engine.summary, workbench.engine.ceiling_cache, workbench.engine.requests"
     )
     assert not {name for name in modules if name.split(".")[0] in ("torch", "pandas", "numpy")}

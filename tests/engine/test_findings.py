@@ -7,7 +7,8 @@ import pytest
 from workbench.config import FIELD_NAMES, RunConfig
 from workbench.engine import findings as rules
 from workbench.engine.events import RunSummary
-from workbench.engine.findings import RunFacts, find
+from workbench.engine.findings import find
+from workbench.engine.run_facts import RunFacts
 
 GIB = 2**30
 

@@ -185,7 +185,7 @@ def test_a_finding_verified_again_is_named_by_its_own_words_not_its_last_measure
 
     from workbench.cli.verify_command import changes_from_args
     from workbench.engine.events import MeasuredChange
-    from workbench.engine.findings import with_measured_changes
+    from workbench.engine.finding_measurements import with_measured_changes
 
     gain = MeasuredChange(speedup=1.3, low=1.2, high=1.4, verdict="faster", baseline_trials=3, changed_trials=3)
     shown = with_measured_changes(FINDINGS, lambda field, value: gain if field == "channels_last" else None)

@@ -13,13 +13,11 @@ the findings say so instead of guessing; near the compute ceiling they say the d
 
 from __future__ import annotations
 
-import dataclasses
-import math
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Optional
 
-from workbench.config import RANGES, RunConfig, cuda_graphs_problem
-from workbench.engine.events import Finding, MeasuredChange, RunSummary
+from workbench.config import RANGES, cuda_graphs_problem
+from workbench.engine.events import Finding
+from workbench.engine.run_facts import RunFacts, dataset_fits, larger_batch, max_batch_estimate, per_sample_bytes
 
 # Waiting for data a sixth of the time is worth fixing first: the remedies (GPU augmentation, a
 # resident dataset, more workers) are cheap and usually remove the wait entirely.
@@ -37,77 +35,16 @@ COMPUTE_BOUND_BUSY = 0.80
 # launch-bound model reaches ~100 % of it too (mobilenet_v3_small on an H100: 97 % of the ceiling at 13 %
 # kernel-busy, benchmarks/results/gpu_time_truth-h100.json).
 MODEL_BOUND_EFFICIENCY = 0.85
-# Above this the ceiling measured slower than the run itself (stale, or timed before it settled): the
-# share is no figure, and no rule reads it.
-CEILING_STALE_ABOVE = 1.0
 # GPM's tensor activity (Hopper and newer) below this in a compute-bound run: the math runs mostly outside the
 # tensor cores, which bf16 / fp16 and channels_last put it on. A first threshold, to be checked against GPM
 # readings of the same settings in fp32 and bf16 on a GPU (issue 20, part 2).
 LOW_TENSOR_ACTIVITY = 0.25
 # A batch that could at least double is worth saying; less is within what tuning the lr would eat.
 MEMORY_HEADROOM_FACTOR = 2
-# Plan with this share of the device's memory: fragmentation and cuDNN workspaces need the rest.
-USABLE_MEMORY_FRACTION = 0.85
 # A launch-bound step has four remedies worth trying in order (batch, CUDA graphs, fused optimizer, compile).
 REMEDIES_PER_PROBLEM = 4
 # A diverged run's next lr: a tenth, the step a learning-rate range search takes (divergence.py says when).
 DIVERGED_LR_FACTOR = 0.1
-
-
-@dataclass(frozen=True)
-class RunFacts:
-    """What the rules read about one run: its settings, its measured figures (its RunSummary, every figure
-    the run has: a rule reads any of them), and facts of its device and data."""
-
-    config: RunConfig
-    summary: RunSummary
-    device_type: Optional[str]
-    training_peak_allocated_bytes: Optional[int] = None  # torch's peak before the first evaluation
-    total_memory_bytes: Optional[int] = None
-    bf16_supported: bool = False
-    cuda_available: bool = False
-    cpu_count: int = 1
-    parameter_count: Optional[int] = None
-    train_size: Optional[int] = None
-    test_size: Optional[int] = None
-
-    @classmethod
-    def of(cls, summary: RunSummary, config: RunConfig, device: Any, run_info: Any = None,
-           training_peak_allocated_bytes: Optional[int] = None) -> RunFacts:
-        """From a run's summary, a DeviceInfo or its dict, and a RunStarted or the history's run-info dict."""
-        device_facts = _mapping(device)
-        info = _mapping(run_info)
-        return cls(
-            config=config,
-            summary=summary,
-            device_type=device_facts.get("type") or summary.device_type,
-            training_peak_allocated_bytes=training_peak_allocated_bytes,
-            total_memory_bytes=device_facts.get("total_memory_bytes"),
-            bf16_supported=bool(device_facts.get("bf16_supported")),
-            cuda_available=bool(device_facts.get("cuda_available")),
-            cpu_count=int(device_facts.get("cpu_count") or 1),
-            parameter_count=info.get("parameter_count"),
-            train_size=info.get("train_size"),
-            test_size=info.get("test_size"),
-        )
-
-    @property
-    def efficiency(self) -> Optional[float]:
-        """The pipeline efficiency the rules read: None where the ceiling is stale (the run beat it)."""
-        efficiency = self.summary.pipeline_efficiency
-        return None if efficiency is None or efficiency > CEILING_STALE_ABOVE else efficiency
-
-    @property
-    def has_timeline(self) -> bool:
-        return self.summary.kernel_busy_fraction is not None
-
-    @property
-    def timeline_missing_though_profiled(self) -> Optional[str]:
-        """Why a run that had profile=true has no timeline (asking for profile=true again would not help)."""
-        if self.has_timeline or not self.config.profile:
-            return None
-        return (f"it ran with profile=true, but has no GPU timeline: "
-                f"{self.summary.gpu_timeline_unavailable_reason or 'no sample was recorded'}")
 
 
 def find(facts: RunFacts) -> tuple[Finding, ...]:
@@ -143,64 +80,6 @@ def _diverged(facts: RunFacts) -> list[Finding]:
                     figure=facts.summary.final_loss, figure_name="final_loss", threshold=None, field="lr", value=lower)]
 
 
-# What a change measured on this run's device against its settings (the history's measured changes), by
-# (field, value); None where it was never measured. The caller binds the run's settings and device.
-MeasuredChangeLookup = Callable[[str, Any], Optional[MeasuredChange]]
-
-
-def with_measured_changes(findings: Sequence[Finding], lookup: MeasuredChangeLookup) -> tuple[Finding, ...]:
-    """The findings with what their changes measured here, ranked by it.
-
-    A measured remedy's text ends with its measurement ("measured 1.31×: faster (1.25–1.37, 3+3 trials)").
-    Measured gains come first (the largest first), measured losses last, so a measured loss is never the first
-    "Try" while anything else is offered. Within a problem its remedies are reordered so; problems with a measured
-    gain move to the front (the largest gain first) and one whose remedies all measured slower to the back (a
-    problem keeps its remedies together: the GPU time tab shows each under its headline). Findings without a
-    setting, and unmeasured or within-the-noise ones, keep their order. Pure: the caller reads the history.
-    """
-    measured = [_measured(finding, lookup) for finding in findings]
-    groups: list[list[Finding]] = []
-    for finding in measured:
-        if groups and groups[-1][0].headline == finding.headline:
-            groups[-1].append(finding)
-        else:
-            groups.append([finding])
-    for group in groups:
-        group.sort(key=_remedy_rank)  # stable: equal ranks keep the rules' order
-    groups.sort(key=_problem_rank)
-    return tuple(finding for group in groups for finding in group)
-
-
-def _measured(finding: Finding, lookup: MeasuredChangeLookup) -> Finding:
-    if finding.field is None:
-        return finding
-    measurement = lookup(finding.field, finding.value)
-    if measurement is None:
-        return finding
-    text = finding.text.rstrip().rstrip(".")
-    return dataclasses.replace(finding, measured=measurement, text=f"{text}; {measurement.describe()}.")
-
-
-def _remedy_rank(finding: Finding) -> tuple[int, float]:
-    measured = finding.measured
-    if measured is None or measured.verdict == "within_noise":
-        return (1, 0.0)
-    if measured.verdict == "faster":
-        return (0, -measured.speedup)
-    return (2, 0.0)
-
-
-def _problem_rank(group: list[Finding]) -> tuple[int, float]:
-    """A problem with a measured gain first (the largest gain first), one whose remedies all measured slower last."""
-    gains = [f.measured.speedup for f in group if f.measured is not None and f.measured.verdict == "faster"]
-    if gains:
-        return (0, -max(gains))
-    remedies = [f for f in group if f.field is not None]
-    if remedies and all(f.measured is not None and f.measured.verdict == "slower" for f in remedies):
-        return (2, 0.0)
-    return (1, 0.0)
-
-
 # -- the rules --------------------------------------------------------------------------------------
 
 
@@ -220,7 +99,7 @@ def _input_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
         remedies.append(("augment", "gpu", "augmentation runs on whole batches on the GPU, not per image in the workers"))
     # A resident dataset augments on the device: with augment=cpu the change alone would not run (augment=gpu
     # above comes first; the next run offers this).
-    if config.pipeline == "dataloader" and config.augment != "cpu" and _dataset_fits(facts):
+    if config.pipeline == "dataloader" and config.augment != "cpu" and dataset_fits(facts):
         remedies.append(("pipeline", "gpu-resident", "the whole dataset sits on the device: no loader, no copies"))
     if config.pipeline == "dataloader" and config.num_workers < facts.cpu_count:
         workers = min(facts.cpu_count, max(2, config.num_workers * 2))
@@ -250,7 +129,7 @@ def _launch_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
     head = (f"Launch-bound: the GPU sat idle waiting for the host to launch work {_pct(wait)} of the sampled "
             f"time" + (f" ({', '.join(detail)})" if detail else "") + f" (threshold {_pct(LAUNCH_BOUND_HOST_WAIT)}).")
     remedies: list[tuple[str, Any, str]] = []
-    larger = _larger_batch(facts, config.batch_size * 2)
+    larger = larger_batch(facts, config.batch_size * 2)
     if larger is not None:
         remedies.append(("batch_size", larger, "each kernel does more work per launch (scale lr with it)"))
     # In the order measurements support (benchmarks/results/tune-h100.log: plain compile measured 0.85× on a
@@ -287,7 +166,7 @@ def _communication_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]
         remedies.append(("accumulation_steps", config.accumulation_steps * 2,
                          "gradients are all-reduced once per optimizer step, so twice the micro-batches per step "
                          "halves the communication per image"))
-    larger = _larger_batch(facts, config.batch_size * 2)
+    larger = larger_batch(facts, config.batch_size * 2)
     if larger is not None:
         remedies.append(("batch_size", larger, "the same all-reduce serves twice the images (scale lr with it)"))
     return share, _with_remedies("communication-bound", head, share, "communication_fraction", COMMUNICATION_BOUND,
@@ -378,10 +257,10 @@ def _memory_headroom(facts: RunFacts) -> list[Finding]:
     batch = facts.config.batch_size
     if estimate is None or estimate < MEMORY_HEADROOM_FACTOR * batch:
         return []
-    value = _larger_batch(facts, MEMORY_HEADROOM_FACTOR * batch, as_large_as_fits=True)
+    value = larger_batch(facts, MEMORY_HEADROOM_FACTOR * batch, as_large_as_fits=True)
     if value is None:
         return []
-    per_sample = _per_sample_bytes(facts)
+    per_sample = per_sample_bytes(facts)
     head = (f"Memory headroom: {_bytes(facts.training_peak_allocated_bytes)} of {_bytes(facts.total_memory_bytes)} "
             f"at batch {batch:,} (about {_bytes(per_sample)} per sample): the batch could grow to about {estimate:,}.")
     text = head + f" Try batch_size={value:,} (scale lr with it)."
@@ -401,78 +280,6 @@ def _with_remedies(kind: str, head: str, figure: float, figure_name: str, thresh
         text = f"{head} Try {field}={_setting(value)}: {why}."
         findings.append(Finding(kind=kind, headline=head, text=text, figure=figure, figure_name=figure_name, threshold=threshold, field=field, value=value))
     return findings
-
-
-def _fixed_bytes(facts: RunFacts) -> Optional[int]:
-    """Memory a run holds whatever its batch: weights, gradients and optimizer state (fp32), the
-    test split on the device (a folder's streams through the loader: not held), and the training set when it
-    is resident there."""
-    if facts.parameter_count is None:
-        return None
-    states = 2 if facts.config.optimizer == "adamw" else 1
-    fixed = facts.parameter_count * 4 * (2 + states)
-    if facts.config.dataset != "folder":
-        fixed += (facts.test_size or 0) * _bytes_per_image(facts)
-    if facts.config.pipeline == "gpu-resident":
-        fixed += (facts.train_size or 0) * _bytes_per_image(facts)
-    return fixed
-
-
-def _bytes_per_image(facts: RunFacts) -> int:
-    """One uint8 CHW image as the data sits on the device: at the run's image size for a folder or synthetic data
-    (made at it), at 32×32 for CIFAR and .npz arrays (scaled on the device, batch by batch)."""
-    side = facts.config.image_size if facts.config.dataset in ("folder", "synthetic") else 32
-    return 3 * side**2
-
-
-def _per_sample_bytes(facts: RunFacts) -> Optional[float]:
-    fixed = _fixed_bytes(facts)
-    peak = facts.training_peak_allocated_bytes
-    if fixed is None or peak is None or peak <= fixed:
-        return None
-    return (peak - fixed) / facts.config.batch_size
-
-
-def max_batch_estimate(facts: RunFacts) -> Optional[int]:
-    """About how large the batch could grow at the measured bytes per sample (None where unknown)."""
-    per_sample = _per_sample_bytes(facts)
-    if facts.device_type != "cuda" or per_sample is None or not facts.total_memory_bytes:
-        return None
-    room = facts.total_memory_bytes * USABLE_MEMORY_FRACTION - (_fixed_bytes(facts) or 0)
-    return max(0, int(room // per_sample))
-
-
-def _larger_batch(facts: RunFacts, wanted: int, as_large_as_fits: bool = False) -> Optional[int]:
-    """A power-of-two batch: the largest that fits (as_large_as_fits), else ``wanted`` if it fits."""
-    limit = int(RANGES["batch_size"][1])
-    estimate = max_batch_estimate(facts)
-    if as_large_as_fits:
-        if estimate is None:
-            return None
-        value = 2 ** int(math.log2(max(1, min(estimate, limit))))
-        return value if value >= wanted else None
-    if wanted > limit or (estimate is not None and wanted > estimate):
-        return None
-    return wanted
-
-
-def _dataset_fits(facts: RunFacts) -> bool:
-    """The training set would take at most a quarter of the device's memory (unknown sizes: assume so)."""
-    if facts.device_type != "cuda" or not facts.total_memory_bytes or facts.train_size is None:
-        return True
-    return facts.train_size * _bytes_per_image(facts) <= facts.total_memory_bytes / 4
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if isinstance(value, Mapping):
-        return value
-    import dataclasses
-
-    if dataclasses.is_dataclass(value):
-        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    return {}
 
 
 def _sm_activity(facts: RunFacts) -> str:

@@ -20,7 +20,8 @@ from workbench.engine.events import (
     RunSummary,
     StepStats,
 )
-from workbench.engine.findings import RunFacts, find
+from workbench.engine.findings import find
+from workbench.engine.run_facts import RunFacts
 from workbench.engine.spread import median_of_known, rate_interval
 from workbench.engine.telemetry import run_figures
 from workbench.engine.timeline import step_shares

@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 from workbench.config import SPEED_SETTINGS, RunConfig
 from workbench.engine.events import Finding, MeasuredChange, Verdict
-from workbench.engine.findings import MeasuredChangeLookup, with_measured_changes
+from workbench.engine.finding_measurements import MeasuredChangeLookup, with_measured_changes
 from workbench.history.records import config_from_json
 
 
