@@ -54,9 +54,9 @@ def main() -> int:
 
     from workbench.config import RunConfig
     from workbench.device_info import DeviceInfo
-    from workbench.engine.events import RunSummary
     from workbench.engine.findings import find
-from workbench.engine.run_facts import RunFacts
+    from workbench.engine.run_facts import RunFacts
+    from workbench.engine.run_summary import RunSummary
     from workbench.engine.summary import profile_figures
     from workbench.gui.breakdown_view import BreakdownView
 

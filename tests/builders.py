@@ -39,11 +39,11 @@ from workbench.engine.events import (
     MemorySnapshot,
     RunEnded,
     RunStarted,
-    RunSummary,
     StatusChanged,
     StepStats,
 )
 from workbench.engine.requests import JobRequests
+from workbench.engine.run_summary import RunSummary
 from workbench.experiments.recording import Recorder, RecorderFactory
 from workbench.history.schema import MIGRATIONS
 

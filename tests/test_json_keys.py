@@ -25,7 +25,7 @@ from workbench.cli.tune_command import tune_json
 from workbench.cli.verify_command import verify_json
 from workbench.config import FIELD_NAMES, RunConfig
 from workbench.engine.ceiling_cache import Ceiling, ceiling_key
-from workbench.engine.events import Finding, MeasuredChange, NamedTime
+from workbench.engine.run_summary import Finding, MeasuredChange, NamedTime
 from workbench.experiments.ab import compare_rates
 from workbench.experiments.events import (
     BatchTrial,

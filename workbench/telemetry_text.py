@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from workbench.engine.events import DeviceTelemetry, RunSummary, StepStats
+from workbench.engine.events import DeviceTelemetry, StepStats
+from workbench.engine.run_summary import RunSummary
 from workbench.engine.telemetry import PCIE_SKIPPED
 from workbench.formatting import format_bytes
 

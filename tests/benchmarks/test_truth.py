@@ -14,7 +14,8 @@ import pytest
 from _truth import cell, hta_shares, interleaved, measure_run, our_shares, spread, steady_windows, summarise, table
 
 from workbench.engine import kineto, timeline
-from workbench.engine.events import MemorySnapshot, RunEnded, RunSummary, StepStats
+from workbench.engine.events import MemorySnapshot, RunEnded, StepStats
+from workbench.engine.run_summary import RunSummary
 
 DATA = Path(__file__).resolve().parents[1] / "engine" / "data"
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,20 +5,13 @@ controller/view.py). The engine is faked; the recording and the sequences are re
 from __future__ import annotations
 
 import pytest
-
 from builders import CPU, GPU, TINY_RUN, FakeRun, make_controller
+
 from workbench.controller.controls import RELEASE_DURING_RUN, RELEASE_ON_CPU
 from workbench.controller.driving import Job, drive
-from workbench.engine.events import (
-    EpochStats,
-    Finding,
-    ProfileSample,
-    RunEnded,
-    RunStarted,
-    RunSummary,
-    StepStats,
-)
+from workbench.engine.events import EpochStats, ProfileSample, RunEnded, RunStarted, StepStats
 from workbench.engine.requests import JobRequests
+from workbench.engine.run_summary import Finding, RunSummary
 from workbench.experiments.events import MemberStarted, SequenceEnded, SequenceStarted
 from workbench.experiments.sweep import SweepAxis
 
@@ -281,6 +274,7 @@ def test_the_progress_bar_says_what_the_run_does_before_its_first_step():
     """Issue 30 §8: "step 0/237" 12 s into a resnet18 run read as a hang: loading, building and compiling are said
     on the bar, and after the start that the first steps are under way."""
     from builders import started
+
     from workbench.engine.events import StatusChanged
 
     def run(config, stop):

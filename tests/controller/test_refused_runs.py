@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from builders import make_controller
 
-from workbench.engine.events import RunEnded, RunSummary, StatusChanged
+from workbench.engine.events import RunEnded, StatusChanged
+from workbench.engine.run_summary import RunSummary
 
 REASON = "model mymodels:raises: raises(num_classes=10) raised ValueError: width must be even"
 

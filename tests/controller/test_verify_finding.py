@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from builders import CPU, TINY_RUN, make_controller
 
-from workbench.engine.events import Finding, RunEnded, RunStarted, RunSummary, StepStats
+from workbench.engine.events import RunEnded, RunStarted, StepStats
+from workbench.engine.run_summary import Finding, RunSummary
 from workbench.experiments.events import MemberStarted, SequenceEnded, SequenceStarted
 
 HEAD = "Compute-bound: kernels ran 90% of the sampled time."

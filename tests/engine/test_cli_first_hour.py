@@ -124,7 +124,8 @@ def test_the_ceiling_command_says_not_steady_when_its_budget_ends_first(tmp_path
 def test_a_run_faster_than_its_ceiling_reads_ceiling_stale_everywhere():
     from workbench.cli.timeline_report import summary_rows
     from workbench.controller.messages import ended_text, progress_text
-    from workbench.engine.events import RunEnded, RunSummary, StepStats
+    from workbench.engine.events import RunEnded, StepStats
+    from workbench.engine.run_summary import RunSummary
     from workbench.history.metrics import METRICS_BY_NAME, format_metric
 
     summary = RunSummary(status="finished", images_per_sec=90.0, steps=10,

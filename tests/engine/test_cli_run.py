@@ -121,7 +121,7 @@ def test_json_names_nvml_used_as_device_wide_and_counts_skipped_steps(capsys):
 
 def test_the_summary_says_nvml_used_is_device_wide():
     from workbench.cli.run_summary_text import peak_memory_text
-    from workbench.engine.events import RunSummary
+    from workbench.engine.run_summary import RunSummary
 
     gpu = RunSummary(status="finished", peak_allocated_bytes=2**30, peak_reserved_bytes=2**31, peak_nvml_device_used_bytes=3 * 2**30,
                      peak_process_rss_bytes=2**29)

@@ -9,7 +9,7 @@ from builders import GPU, tiny
 from workbench.config import RunConfig
 from workbench.engine.findings import find
 from workbench.engine.run_facts import RunFacts
-from workbench.engine.events import RunSummary
+from workbench.engine.run_summary import RunSummary
 from workbench.experiments.tune import candidates
 from workbench.gui.settings_model import fields_named_in, problems
 

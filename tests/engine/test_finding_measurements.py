@@ -2,10 +2,10 @@
 first and measured losses last (a measured loss is never the first thing to try)."""
 
 from workbench.config import RunConfig
-from workbench.engine.events import Finding, MeasuredChange, RunSummary
 from workbench.engine.finding_measurements import with_measured_changes
 from workbench.engine.findings import find
 from workbench.engine.run_facts import RunFacts
+from workbench.engine.run_summary import Finding, MeasuredChange, RunSummary
 
 LAUNCH_BOUND = RunFacts(
     config=RunConfig(batch_size=128, pipeline="gpu-resident", augment="gpu"),

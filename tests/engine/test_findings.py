@@ -6,9 +6,9 @@ import pytest
 
 from workbench.config import FIELD_NAMES, RunConfig
 from workbench.engine import findings as rules
-from workbench.engine.events import RunSummary
 from workbench.engine.findings import find
 from workbench.engine.run_facts import RunFacts
+from workbench.engine.run_summary import RunSummary
 
 GIB = 2**30
 

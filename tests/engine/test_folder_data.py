@@ -17,8 +17,7 @@ from workbench.engine import pipelines
 from workbench.engine.data import DataError
 from workbench.engine.datasets import load_data
 from workbench.engine.events import RunEnded, RunStarted
-from workbench.folder_layout import scan_folder
-from workbench.folder_layout import FOLDER_TEST_FRACTION
+from workbench.folder_layout import FOLDER_TEST_FRACTION, scan_folder
 from workbench.history.store import HistoryStore
 
 
@@ -160,8 +159,9 @@ def test_a_sweep_and_a_search_run_on_a_folder_with_a_torchvision_model(tmp_path)
 
 def test_findings_count_the_bytes_of_images_at_the_runs_size():
     from workbench.config import RunConfig
-    from workbench.engine.events import RunSummary
-    from workbench.engine.run_facts import RunFacts, bytes_per_image as _bytes_per_image
+    from workbench.engine.run_facts import RunFacts
+    from workbench.engine.run_facts import bytes_per_image as _bytes_per_image
+    from workbench.engine.run_summary import RunSummary
 
     def facts(**changes):
         return RunFacts(config=RunConfig(**changes), summary=RunSummary(status="finished"), device_type="cuda")
@@ -173,8 +173,9 @@ def test_findings_count_the_bytes_of_images_at_the_runs_size():
 def test_findings_do_not_count_a_folders_test_set_as_held_on_the_device():
     # FolderTestSet streams the test files through the loader; arrays' test split sits on the device.
     from workbench.config import RunConfig
-    from workbench.engine.events import RunSummary
-    from workbench.engine.run_facts import RunFacts, fixed_bytes as _fixed_bytes
+    from workbench.engine.run_facts import RunFacts
+    from workbench.engine.run_facts import fixed_bytes as _fixed_bytes
+    from workbench.engine.run_summary import RunSummary
 
     def fixed(**changes):
         return _fixed_bytes(RunFacts(config=RunConfig(**changes), summary=RunSummary(status="finished"),

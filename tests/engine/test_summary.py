@@ -53,7 +53,8 @@ import time  # noqa: E402
 
 from workbench.config import RunConfig  # noqa: E402
 from workbench.device_info import DeviceInfo  # noqa: E402
-from workbench.engine.events import NamedTime, ProfileSample, RunStarted  # noqa: E402
+from workbench.engine.events import ProfileSample, RunStarted
+from workbench.engine.run_summary import NamedTime  # noqa: E402
 
 GPU = DeviceInfo(type="cuda", name="Test GPU", cuda_available=True, total_memory_bytes=80 * 2**30, bf16_supported=True)
 

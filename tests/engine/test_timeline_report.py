@@ -4,7 +4,8 @@ import dataclasses
 
 from workbench.cli import timeline_report
 from workbench.config import RunConfig
-from workbench.engine.events import Finding, NamedTime, ProfileSample, RunSummary
+from workbench.engine.events import ProfileSample
+from workbench.engine.run_summary import Finding, NamedTime, RunSummary
 
 SAMPLE = ProfileSample(
     first_step=21, last_step=31, device_type="cuda", steps=8, window_seconds=0.1, images_per_sec=2560.0,

@@ -9,7 +9,8 @@ from builders import GPU, last_json, started, step, workbench_cli
 
 from workbench.cli import main
 from workbench.config import RunConfig
-from workbench.engine.events import Finding, RunEnded, RunSummary
+from workbench.engine.events import RunEnded
+from workbench.engine.run_summary import Finding, RunSummary
 from workbench.history.measured_changes import MeasuredChangeRecord
 from workbench.history.store import HistoryStore
 
@@ -184,8 +185,8 @@ def test_a_finding_verified_again_is_named_by_its_own_words_not_its_last_measure
     from argparse import Namespace
 
     from workbench.cli.verify_command import changes_from_args
-    from workbench.engine.events import MeasuredChange
     from workbench.engine.finding_measurements import with_measured_changes
+    from workbench.engine.run_summary import MeasuredChange
 
     gain = MeasuredChange(speedup=1.3, low=1.2, high=1.4, verdict="faster", baseline_trials=3, changed_trials=3)
     shown = with_measured_changes(FINDINGS, lambda field, value: gain if field == "channels_last" else None)

@@ -2,7 +2,8 @@
 
 import pytest
 
-from workbench.engine.events import Finding, NamedTime, ProfileSample
+from workbench.engine.events import ProfileSample
+from workbench.engine.run_summary import Finding, NamedTime
 from workbench.gui import breakdown_model as model
 from workbench.gui.breakdown_view import BreakdownView
 

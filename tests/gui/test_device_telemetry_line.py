@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from workbench.cli.timeline_report import summary_rows
-from workbench.engine.events import DeviceTelemetry, MemorySnapshot, RunSummary, StepStats
+from workbench.engine.events import DeviceTelemetry, MemorySnapshot, StepStats
+from workbench.engine.run_summary import RunSummary
 from workbench.engine.telemetry import PCIE_SKIPPED
 from workbench.telemetry_text import NVML_UTILISATION_LABEL, live_line, summary_text
 

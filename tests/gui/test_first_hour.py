@@ -3,8 +3,8 @@ reasons, a window that fits a small screen, the device probe, and settings kept 
 
 import csv
 import re
-from types import SimpleNamespace
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -13,7 +13,8 @@ from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtGui import QColor
 
 from workbench.config import RunConfig
-from workbench.engine.events import RunEnded, RunSummary, StatusChanged
+from workbench.engine.events import RunEnded, StatusChanged
+from workbench.engine.run_summary import RunSummary
 from workbench.gui.app import STYLESHEET, build_window
 from workbench.gui.runs_view import RunsView
 from workbench.history.export import export_runs_csv

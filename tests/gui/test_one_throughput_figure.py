@@ -6,7 +6,7 @@ from builders import TINY_RUN, ended, run_once, started
 from PySide6.QtCore import Qt
 
 from workbench.cli.run_summary_text import images_per_sec_text
-from workbench.engine.events import IMAGES_PER_SEC_MEANS, WITHIN_ONE_RUN, RunSummary
+from workbench.engine.run_summary import IMAGES_PER_SEC_MEANS, WITHIN_ONE_RUN, RunSummary
 from workbench.gui.runs_table import COLUMNS, RunsTableModel
 from workbench.history.metrics import format_metric
 

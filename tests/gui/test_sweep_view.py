@@ -3,7 +3,8 @@
 import pytest
 
 from workbench.config import RunConfig
-from workbench.engine.events import IMAGES_PER_SEC_MEANS, RunEnded, RunSummary, StepStats
+from workbench.engine.events import RunEnded, StepStats
+from workbench.engine.run_summary import IMAGES_PER_SEC_MEANS, RunSummary
 from workbench.experiments.events import MemberEnded, MemberStarted, SequenceEnded, SequenceStarted, SweepResult
 from workbench.experiments.sweep import SweepAxis, SweepPlan, run_sweep
 from workbench.gui.sweep_view import SweepView

@@ -10,7 +10,8 @@ import sqlite3
 import pytest
 from builders import TINY_RUN
 
-from workbench.engine.events import Finding, MeasuredChange, RunEnded
+from workbench.engine.events import RunEnded
+from workbench.engine.run_summary import Finding, MeasuredChange
 from workbench.gui.breakdown_view import BreakdownView
 
 HEAD = "Compute-bound: kernels ran 90% of the sampled time."

@@ -8,7 +8,9 @@ from typing import Iterator
 
 from builders import CPU, GPU, TINY_RUN, window_probe
 from real_runs import real_engine_window, run_to_end
-from workbench.engine.events import Finding, RunEnded, RunStarted, RunSummary
+
+from workbench.engine.events import RunEnded, RunStarted
+from workbench.engine.run_summary import Finding, RunSummary
 from workbench.experiments.recording import HistoryRecording
 from workbench.experiments.sweep import SweepAxis
 from workbench.gui.engine_calls import engine_ceiling

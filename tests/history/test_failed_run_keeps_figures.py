@@ -3,7 +3,8 @@
 from builders import started, step
 
 from workbench.config import RunConfig
-from workbench.engine.events import EpochStats, MemorySnapshot, RunEnded, RunSummary, StatusChanged
+from workbench.engine.events import EpochStats, MemorySnapshot, RunEnded, StatusChanged
+from workbench.engine.run_summary import RunSummary
 from workbench.history.failure_log import failure_log_path
 from workbench.history.store import HistoryStore
 

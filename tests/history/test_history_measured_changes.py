@@ -2,7 +2,7 @@
 whose speed settings are equal (its length, seed, lr and profiling aside), the newest measurement of each change."""
 
 from workbench.config import RunConfig
-from workbench.engine.events import MeasuredChange
+from workbench.engine.run_summary import MeasuredChange
 from workbench.history.measured_changes import MeasuredChangeRecord, lookup
 from workbench.history.store import HistoryStore
 

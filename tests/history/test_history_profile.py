@@ -9,7 +9,8 @@ import pytest
 from builders import GPU, epoch, started, step, summary
 
 from workbench.config import RunConfig
-from workbench.engine.events import Finding, NamedTime, ProfileSample, RunEnded
+from workbench.engine.events import ProfileSample, RunEnded
+from workbench.engine.run_summary import Finding, NamedTime
 from workbench.history.export import export_runs_csv
 from workbench.history.store import HistoryStore
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from builders import record_complete_run, started
 
 from workbench.config import RunConfig
-from workbench.engine.events import RunEnded, RunSummary
+from workbench.engine.events import RunEnded
+from workbench.engine.run_summary import RunSummary
 from workbench.history.naming import run_name
 from workbench.history.store import HistoryStore
 

@@ -11,8 +11,9 @@ from builders import CPU, epoch, started, step
 
 from workbench.cli.summary_json import SHAPED, summary_json
 from workbench.config import RunConfig
-from workbench.engine.events import Finding, NamedTime, RunEnded, RunSummary
+from workbench.engine.events import RunEnded
 from workbench.engine.run_facts import RunFacts
+from workbench.engine.run_summary import Finding, NamedTime, RunSummary
 from workbench.history.export import RUNS_CSV_COLUMNS
 from workbench.history.metrics import SUMMARY_METRICS
 from workbench.history.schema import SUMMARY_COLUMNS, SUMMARY_STORED_ELSEWHERE

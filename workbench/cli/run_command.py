@@ -18,8 +18,8 @@ from workbench.cli.setting_flags import add_setting_flags, config_from_args, pri
 from workbench.cli.summary_json import summary_json
 from workbench.config import RunConfig
 from workbench.engine.events import RunEnded, RunStarted
-from workbench.engine.events import IMAGES_PER_SEC_MEANS, WITHIN_ONE_RUN
 from workbench.engine.interruptible import wait_for_abandoned
+from workbench.engine.run_summary import IMAGES_PER_SEC_MEANS, WITHIN_ONE_RUN
 from workbench.experiments.events import RecordingFailed, RunRecorded
 from workbench.experiments.recording import record_events
 from workbench.history.failure_log import log_failure

@@ -6,7 +6,8 @@ from typing import Optional
 
 from workbench.cli import timeline_report
 from workbench.config import RunConfig
-from workbench.engine.events import RunEnded, RunSummary
+from workbench.engine.events import RunEnded
+from workbench.engine.run_summary import RunSummary
 from workbench.formatting import format_bytes, format_duration
 
 

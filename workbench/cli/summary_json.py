@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from workbench.cli import timeline_report
 from workbench.config import RunConfig
-from workbench.engine.events import RunSummary
+from workbench.engine.run_summary import RunSummary
 
 # RunSummary fields the contract holds inside an object of its own, and where.
 SHAPED: dict[str, str] = {

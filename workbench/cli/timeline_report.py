@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from workbench.config import RunConfig
-from workbench.engine.events import NamedTime, ProfileSample, RunSummary, figure_fields
+from workbench.engine.events import ProfileSample
+from workbench.engine.run_summary import NamedTime, RunSummary, figure_fields
 from workbench.engine.timeline import step_shares
 from workbench.formatting import efficiency_text
 from workbench.telemetry_text import summary_text

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from workbench.cli.parsing import UsageError, positive_int
 from workbench.cli.sequence_output import add_sequence_flags, drive, recording_for, refuse
-from workbench.engine.events import Finding
+from workbench.engine.run_summary import Finding
 from workbench.experiments.events import SequenceEnded, VerifyResult
 from workbench.formatting import format_table
 from workbench.history.metrics import format_metric
@@ -128,8 +128,8 @@ def changes_from_args(args: argparse.Namespace, run_id: int, findings: tuple[Fin
     """The changes asked for: each --set, the --finding (numbered as ``findings`` are shown), else every finding
     that names a setting a trial can measure (each change once); a change's words are the run's own finding's
     (``own``: without what an earlier verification added). UsageError (one line) when there is none."""
-    from workbench.experiments.verify import finding_change as change_of
     from workbench.config import NOT_SPEED_SETTINGS
+    from workbench.experiments.verify import finding_change as change_of
     from workbench.history.measured_changes import value_key
 
     def finding_change(shown: Finding) -> Any:

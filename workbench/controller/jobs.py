@@ -18,8 +18,9 @@ from typing import Any, Callable, Generator, Iterator, Optional, Union
 from workbench.config import RunConfig
 from workbench.controller.driving import Job, JobKind
 from workbench.device_info import Probe
-from workbench.engine.events import RunEnded, RunSummary, StatusChanged
+from workbench.engine.events import RunEnded, StatusChanged
 from workbench.engine.requests import JobRequests, RunFunction
+from workbench.engine.run_summary import RunSummary
 from workbench.experiments.max_batch import MaxBatchPlan, run_max_batch
 from workbench.experiments.members import started_on_use
 from workbench.experiments.recording import (

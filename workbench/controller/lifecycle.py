@@ -31,10 +31,8 @@ from workbench.controller.reports import RunReports
 from workbench.controller.shown_findings import ShownFindings
 from workbench.controller.view import Runner, WindowView
 from workbench.device_info import DeviceInfo
-from workbench.engine.events import (
-    Finding,
-    MemoryRelease,
-)
+from workbench.engine.events import MemoryRelease
+from workbench.engine.run_summary import Finding
 from workbench.experiments.max_batch import MaxBatchPlan
 from workbench.experiments.sweep import SweepAxis, SweepPlan
 from workbench.experiments.tune import TunePlan

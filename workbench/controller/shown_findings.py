@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from workbench.config import RunConfig
-from workbench.engine.events import Finding, MeasuredChange, RunSummary
 from workbench.engine.finding_measurements import MeasuredChangeLookup, with_measured_changes
+from workbench.engine.run_summary import Finding, MeasuredChange, RunSummary
 from workbench.experiments.events import VerifyResult
 from workbench.experiments.verify import measured_change_of
 from workbench.history.measured_changes import lookup, value_key

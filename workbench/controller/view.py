@@ -14,7 +14,8 @@ from workbench.config import RunConfig
 from workbench.controller.controls import Controls
 from workbench.controller.driving import Job
 from workbench.device_info import DeviceInfo
-from workbench.engine.events import EpochStats, Finding, ProfileSample, RunEnded, RunStarted, StepStats
+from workbench.engine.events import EpochStats, ProfileSample, RunEnded, RunStarted, StepStats
+from workbench.engine.run_summary import Finding
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import torch
 
 from workbench.config import RunConfig
 from workbench.engine.data import DataError
-from workbench.engine.events import FailureKind
+from workbench.engine.run_summary import FailureKind
 
 
 class ModelError(ValueError):

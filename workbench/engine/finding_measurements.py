@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Optional, Sequence
 
-from workbench.engine.events import Finding, MeasuredChange
+from workbench.engine.run_summary import Finding, MeasuredChange
 
 # What a change measured on this run's device against its settings (the history's measured changes), by
 # (field, value); None where it was never measured. The caller binds the run's settings and device.

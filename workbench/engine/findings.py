@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from workbench.config import RANGES, cuda_graphs_problem
-from workbench.engine.events import Finding
 from workbench.engine.run_facts import RunFacts, dataset_fits, larger_batch, max_batch_estimate, per_sample_bytes
+from workbench.engine.run_summary import Finding
 
 # Waiting for data a sixth of the time is worth fixing first: the remedies (GPU augmentation, a
 # resident dataset, more workers) are cheap and usually remove the wait entirely.

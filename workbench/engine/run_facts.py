@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from workbench.config import RANGES, RunConfig
-from workbench.engine.events import RunSummary
+from workbench.engine.run_summary import RunSummary
 
 # Above this the ceiling measured slower than the run itself (stale, or timed before it settled): the
 # share is no figure, and no rule reads it.

@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections import defaultdict
 from typing import Iterable, Optional
 
-from workbench.engine.events import (
-    EndStatus,
-    EpochStats,
-    Event,
-    FailureKind,
-    MemorySnapshot,
-    NamedTime,
-    ProfileSample,
-    RunStarted,
-    RunSummary,
-    StepStats,
-)
+from workbench.engine.events import EpochStats, Event, MemorySnapshot, ProfileSample, RunStarted, StepStats
 from workbench.engine.findings import find
 from workbench.engine.run_facts import RunFacts
+from workbench.engine.run_summary import EndStatus, FailureKind, NamedTime, RunSummary
 from workbench.engine.spread import median_of_known, rate_interval
 from workbench.engine.telemetry import run_figures
 from workbench.engine.timeline import step_shares

@@ -33,7 +33,8 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, NamedTuple, Optional, Sequence
 
-from workbench.engine.events import NamedTime, ProfileSample
+from workbench.engine.events import ProfileSample
+from workbench.engine.run_summary import NamedTime
 
 # Activity kinds. Device side:
 KERNEL, COMMUNICATION, MEMCPY, MEMSET = "kernel", "communication", "memcpy", "memset"

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union
 
 from workbench.config import RunConfig
-from workbench.engine.events import Event, RunSummary
+from workbench.engine.events import Event
+from workbench.engine.run_summary import RunSummary
 from workbench.experiments.ab import ABResult, Verdict
 from workbench.formatting import format_setting
 

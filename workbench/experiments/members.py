@@ -11,8 +11,9 @@ from typing import Any, Generator, Iterator, Optional, Sequence
 
 from workbench.config import RunConfig
 from workbench.device_info import DeviceInfo
-from workbench.engine.events import Event, RunEnded, RunSummary
+from workbench.engine.events import Event, RunEnded
 from workbench.engine.requests import RunFunction, StopFlag
+from workbench.engine.run_summary import RunSummary
 from workbench.experiments.events import (
     AnyEvent,
     MemberEnded,

@@ -17,7 +17,7 @@ from workbench.experiments.ab import CONFIDENCE, ABResult, compare_rates, median
 from workbench.formatting import rate_interval_text
 
 if TYPE_CHECKING:
-    from workbench.engine.events import RunSummary
+    from workbench.engine.run_summary import RunSummary
     from workbench.experiments.events import MemberEnded, Values
 
 IntervalFrom = Literal["repeats", "windows"]

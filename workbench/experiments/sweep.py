@@ -25,6 +25,7 @@ from workbench.experiments.events import (
     Values,
     values_label,
 )
+from workbench.experiments.measured import keep, sweep_changes
 from workbench.experiments.members import (
     RunFunction,
     StopFlag,
@@ -32,7 +33,6 @@ from workbench.experiments.members import (
     plan_dict,
     probe_device,
 )
-from workbench.experiments.measured import keep, sweep_changes
 from workbench.experiments.recording import RecorderFactory
 from workbench.experiments.rounds import Arm, run_rounds
 from workbench.experiments.values import field_problem

@@ -42,6 +42,7 @@ from workbench.experiments.events import (
     changed_fields,
     values_label,
 )
+from workbench.experiments.measured import keep, measured_change, one_speed_setting
 from workbench.experiments.members import (
     MemberRunner,
     RunFunction,
@@ -50,7 +51,6 @@ from workbench.experiments.members import (
     plan_dict,
     probe_device,
 )
-from workbench.experiments.measured import keep, measured_change, one_speed_setting
 from workbench.experiments.recording import RecorderFactory
 from workbench.experiments.rounds import Arm, Rounds, run_rounds
 from workbench.experiments.tune_knobs import ALLOWABLE, KNOBS, OPTIONAL_KNOBS, candidates

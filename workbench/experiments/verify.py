@@ -22,8 +22,8 @@ from typing import Any, Iterator, Optional
 
 from workbench.config import NOT_SPEED_SETTINGS, ConfigError, RunConfig, inactive_settings
 from workbench.device_info import DeviceInfo, Probe
-from workbench.engine.events import Finding, MeasuredChange, RunSummary
 from workbench.engine.requests import stopped_by
+from workbench.engine.run_summary import Finding, MeasuredChange, RunSummary
 from workbench.experiments.ab import MIN_TRIALS, ABResult, compare_rates
 from workbench.experiments.events import (
     AnyEvent,
@@ -34,6 +34,7 @@ from workbench.experiments.events import (
     VerifyResult,
     values_label,
 )
+from workbench.experiments.measured import keep, measured_change
 from workbench.experiments.members import (
     RunFunction,
     StopFlag,
@@ -41,7 +42,6 @@ from workbench.experiments.members import (
     plan_dict,
     probe_device,
 )
-from workbench.experiments.measured import keep, measured_change
 from workbench.experiments.recording import RecorderFactory
 from workbench.experiments.rounds import Arm, Rounds, run_rounds
 from workbench.experiments.tune import MAX_TRIAL_STEPS, MIN_TRIAL_STEPS, WINDOWS_PER_TRIAL

@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
-from workbench.engine.events import Finding, ProfileSample
+from workbench.engine.events import ProfileSample
+from workbench.engine.run_summary import Finding
 from workbench.engine.timeline import step_shares
 
 # The stacked bar's parts, bottom to top: what the GPU did, then what its idle time waited for.

@@ -28,7 +28,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.events import Finding, NamedTime, ProfileSample
+from workbench.engine.events import ProfileSample
+from workbench.engine.run_summary import Finding, NamedTime
 from workbench.gui import breakdown_model as model
 
 BAR_WIDTH = 0.6

@@ -7,7 +7,7 @@ from typing import Any, Optional
 from PySide6.QtCore import QRect, Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from workbench.engine.events import IMAGES_PER_SEC_MEANS, WITHIN_ONE_RUN
+from workbench.engine.run_summary import IMAGES_PER_SEC_MEANS, WITHIN_ONE_RUN
 from workbench.gui.plots import PlotsPanel
 from workbench.gui.run_bar import set_style_state
 from workbench.gui.text_dialog import TextDialog

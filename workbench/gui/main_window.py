@@ -23,13 +23,13 @@ from workbench.controller.view import Progress
 from workbench.engine.events import (
     DeviceInfo,
     EpochStats,
-    Finding,
     MemoryRelease,
     ProfileSample,
     RunEnded,
     RunStarted,
     StepStats,
 )
+from workbench.engine.run_summary import Finding
 from workbench.gui import garbage
 from workbench.gui.background import BackgroundCall, call_in_background
 from workbench.gui.device_panel import DevicePanel
@@ -52,8 +52,8 @@ from workbench.gui.sample_view import PreviewFunction, SampleView
 from workbench.gui.sequence_dialogs import MaxBatchDialog, SweepDialog, SweepRequest, TuneDialog, TuneRequest
 from workbench.gui.series import X_AXES
 from workbench.gui.settings_file import SettingsFile
-from workbench.gui.trace_tab import TraceTab
 from workbench.gui.settings_form import SettingsForm
+from workbench.gui.trace_tab import TraceTab
 from workbench.gui.window_settings import (  # noqa: F401 (SETTINGS_CONFIG: tests and scripts read it here)
     SETTINGS_CONFIG,
     SETTINGS_GEOMETRY,

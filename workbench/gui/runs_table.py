@@ -18,7 +18,7 @@ from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QWidget
 
 from workbench.config import SETTINGS
-from workbench.engine.events import IMAGES_PER_SEC_MEANS
+from workbench.engine.run_summary import IMAGES_PER_SEC_MEANS
 from workbench.formatting import format_duration
 from workbench.history.compare import unused_settings
 from workbench.history.metrics import METRICS_BY_NAME, format_metric, local_time

@@ -40,7 +40,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.events import IMAGES_PER_SEC_MEANS, Event, StepStats
+from workbench.engine.events import Event, StepStats
+from workbench.engine.run_summary import IMAGES_PER_SEC_MEANS
 from workbench.engine.spread import median_of_known
 from workbench.experiments.events import (
     BatchTrial,

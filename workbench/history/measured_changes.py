@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from workbench.config import SPEED_SETTINGS, RunConfig
-from workbench.engine.events import Finding, MeasuredChange, Verdict
 from workbench.engine.finding_measurements import MeasuredChangeLookup, with_measured_changes
+from workbench.engine.run_summary import Finding, MeasuredChange, Verdict
 from workbench.history.records import config_from_json
 
 

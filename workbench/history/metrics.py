@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from workbench.engine.events import FigureKind, figure_fields
+from workbench.engine.run_summary import FigureKind, figure_fields
 from workbench.formatting import CEILING_STALE, format_bytes, format_duration
 
 MetricKind = FigureKind

@@ -104,7 +104,8 @@ class HistoryReads:
 
     def profile_samples(self, run_id: int) -> list[ProfileSample]:
         """The run's profiler samples, in step order, as the engine yielded them."""
-        from workbench.engine.events import NamedTime, ProfileSample
+        from workbench.engine.events import ProfileSample
+        from workbench.engine.run_summary import NamedTime
 
         with translated(self.path, "read"):
             rows = self._database.conn.execute(

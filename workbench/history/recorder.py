@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Optional
 
 from workbench.config import RunConfig
-from workbench.engine.events import (
-    EpochStats, Event, ProfileSample, RunEnded, RunStarted, RunSummary, StatusChanged, StepStats,
-)
+from workbench.engine.events import EpochStats, Event, ProfileSample, RunEnded, RunStarted, StatusChanged, StepStats
+from workbench.engine.run_summary import RunSummary
 from workbench.engine.summary import SummaryBuilder
 from workbench.history.errors import HistoryDamaged, HistoryError, HistoryTooNew
 from workbench.history.failure_log import log_failure

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from workbench.config import FIELD_TYPES, ConfigError, RunConfig
-from workbench.engine.events import Finding, RunSummary
+from workbench.engine.run_summary import Finding, RunSummary
 from workbench.history.schema import RANK_PEAK_FIGURES, SUMMARY_COLUMNS
 from workbench.history.trace_records import RECORD_KIND_TRACE, TraceRecord
 

@@ -22,7 +22,8 @@ from workbench.history.schema import (
 )
 
 if TYPE_CHECKING:
-    from workbench.engine.events import RunStarted, RunSummary
+    from workbench.engine.events import RunStarted
+    from workbench.engine.run_summary import RunSummary
 
 # How a run ended, as its row keeps it: (status, reason, failure kind, traceback).
 RunEnd = tuple[str, Optional[str], Optional[str], Optional[str]]

@@ -16,7 +16,7 @@ import sqlite3
 from dataclasses import fields
 from typing import Callable, Union
 
-from workbench.engine.events import RunSummary
+from workbench.engine.run_summary import RunSummary
 
 # -- what the newest schema holds (the store reads and writes these names) -------------------------
 

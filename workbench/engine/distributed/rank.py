@@ -23,9 +23,10 @@ from torch.nn.parallel import DistributedDataParallel
 from workbench.config import RunConfig
 from workbench.engine.device import probe_device
 from workbench.engine.distributed.world import World, backend_for
-from workbench.engine.events import Event, RunEnded, RunSummary
+from workbench.engine.events import Event, RunEnded
 from workbench.engine.models import has_unused_parameters
 from workbench.engine.one_process import run_one
+from workbench.engine.run_summary import RunSummary
 
 if TYPE_CHECKING:
     from torch.distributed import ProcessGroup
