@@ -13,7 +13,6 @@ from typing import Iterator, Optional
 
 from workbench.config import ConfigError, RunConfig
 from workbench.device_info import Probe
-from workbench.engine.requests import stopped_by
 from workbench.experiments.events import (
     AnyEvent,
     SequenceEnded,
@@ -81,11 +80,8 @@ def run_repeats(
                                                                     else "")
 
     ran = yield from run_rounds(runner, arms, stop, label, 1 if plan.vary_seed else plan.repeats)
-    done, reason = ran.members, None
-    if ran.status == "stopped":
-        reason = (f"stopped by {stopped_by(stop)} during run {len(done)} of {plan.repeats}" if ran.stopped_during_run
-                  else f"stopped by {stopped_by(stop)} after {len(done)} of {plan.repeats} runs")
-    elif ran.failed is not None:
+    done, reason = ran.members, ran.stop_reason(stop, plan.repeats, "run")
+    if ran.failed is not None:
         left = plan.repeats - len(done)
         reason = f"run {len(done)} of {plan.repeats} failed ({ran.failed[1].reason})" + (
             f"; the other {left} were not run" if left else "")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Generator, Literal, Optional, Sequence
 
 from workbench.config import RunConfig
-from workbench.engine.requests import StopFlag
+from workbench.engine.requests import StopFlag, stopped_by
 from workbench.experiments.events import AnyEvent, MemberEnded, SequenceStatus, Values
 from workbench.experiments.members import MemberRunner
 
@@ -59,6 +59,14 @@ class Rounds:
     def run_ids(self, arm: int) -> list[Optional[int]]:
         """The history ids of the runs ``rates`` reads."""
         return [member.run_id for member in self.runs(arm) if member.status == "finished" and member.images_per_sec]
+
+    def stop_reason(self, stop: StopFlag, planned: int, noun: str) -> Optional[str]:
+        """"stopped by Ctrl-C during member 3 of 6", "… after 2 of 6 members"; None when not stopped."""
+        if self.status != "stopped":
+            return None
+        done = len(self.members)
+        return f"stopped by {stopped_by(stop)} " + (f"during {noun} {done} of {planned}" if self.stopped_during_run
+                                                    else f"after {done} of {planned} {noun}s")
 
     def failure(self, arm: int) -> Optional[str]:
         """Why the arm stopped running on a failure (None when it did not)."""

@@ -17,7 +17,6 @@ from typing import Any, Iterator, Optional
 
 from workbench.config import ConfigError, RunConfig
 from workbench.device_info import Probe
-from workbench.engine.requests import stopped_by
 from workbench.experiments.events import (
     AnyEvent,
     SequenceEnded,
@@ -159,10 +158,7 @@ def run_sweep(
         return values_label(arms[arm].values) + (f", repeat {round_index + 1}/{plan.repeats}" if plan.repeats > 1 else "")
 
     ran = yield from run_rounds(runner, arms, stop, label, plan.repeats)
-    done, reason = ran.members, None
-    if ran.status == "stopped":
-        reason = (f"stopped by {stopped_by(stop)} during member {len(done)} of {len(members)}" if ran.stopped_during_run
-                  else f"stopped by {stopped_by(stop)} after {len(done)} of {len(members)} members")
+    done, reason = ran.members, ran.stop_reason(stop, len(members), "member")
     sequence_id = runner.sequence_id
     for change in sweep_changes(done, sequence_id):  # each value against each other, for the findings to read
         yield from keep(runner.recorders, change)
