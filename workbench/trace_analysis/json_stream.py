@@ -239,12 +239,17 @@ class _Buffer:
     def _batch(self) -> Optional[list[Any]]:
         """The whole events between ``pos`` and the last event boundary in the buffer, decoded at once (C
         speed); None where no boundary is found or the cut is not one (then events are decoded one by one)."""
-        tail_from = max(self.pos, len(self.buf) - 65536)
-        last = None
-        for last in _EVENT_BOUNDARY.finditer(self.buf, tail_from):
-            pass
-        if last is None or last.start() <= self.pos:
-            return None
+        while True:
+            tail_from = max(self.pos, len(self.buf) - 65536)
+            last = None
+            for last in _EVENT_BOUNDARY.finditer(self.buf, tail_from):
+                pass
+            if last is not None and last.start() > self.pos:
+                break
+            # The rest of the buffer is one event, cut by the chunk's end: read on (up to the size of one event)
+            # rather than decode it alone, which would fail on its cut first.
+            if len(self.buf) - self.pos > MAX_EVENT_CHARS or not self.fill():
+                return None
         batch = "[" + self.buf[self.pos:last.start() + 1] + "]"
         items = None
         if self.typed is not None:

@@ -24,7 +24,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeGuard, Union
+from typing import Any, Callable, Optional, Union
 
 import msgspec
 
@@ -240,7 +240,8 @@ class ParsedTrace:
         skipped = self.skipped
         for event in batch:
             ts = event.ts
-            if type(ts) is not int:  # HTA rounds when its ts column is float: a fraction, or a missing ts
+            whole_ts = type(ts) is int
+            if not whole_ts:  # HTA rounds when its ts column is float: a fraction, or a missing ts
                 fractional = True
             if event.ph != "X":
                 continue
@@ -249,14 +250,17 @@ class ParsedTrace:
                 continue  # Python frames, the profiler's own spans, GPU copies of annotations, flow arrows
             name = event.name
             dur = event.dur
-            if type(name) is not str or not _is_number(ts) or not _is_number(dur):
+            whole_dur = type(dur) is int
+            # numbers (not NaN, not ±Infinity, which the stdlib reads; not past any clock a profiler writes)
+            if type(name) is not str or not ((whole_ts or type(ts) is float) and -1e18 < ts < 1e18) or not (
+                    (whole_dur or type(dur) is float) and -1e18 < dur < 1e18):
                 skipped["events with a missing or mistyped name, ts or dur"] += 1
                 continue
             if dur < 0:
                 skipped["events with a negative duration"] += 1
                 continue
-            start = ts * 1000 if type(ts) is int else _ns(ts)
-            end = start + (dur * 1000 if type(dur) is int else _ns(dur))
+            start = ts * 1000 if whole_ts else _ns(ts)
+            end = start + (dur * 1000 if whole_dur else _ns(dur))
             if side is _HOST_OP or side is _OP:
                 thread = event.tid
                 if type(thread) is not int:
@@ -372,11 +376,6 @@ def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,
     if parsed.events == 0:
         raise TraceError(f"{path}: no trace events (an empty \"traceEvents\" list, or none at all)")
     return parsed
-
-
-def _is_number(value: Any) -> TypeGuard[Union[int, float]]:
-    # not NaN, not ±Infinity (json reads both), not past any clock a profiler writes
-    return (type(value) is int or type(value) is float) and -1e18 < value < 1e18
 
 
 def _ns(microseconds: Union[int, float]) -> int:
