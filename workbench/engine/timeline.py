@@ -249,33 +249,35 @@ def _top_ops(activities: Sequence[Activity], begin: int, end: int, top: int) -> 
     sums: dict[str, int] = defaultdict(int)
     counts: dict[str, int] = defaultdict(int)
     not_ops = (DATA_WAIT, STEP)
-
-    def credit(entry: list) -> None:
-        activity, duration, children = entry
-        if activity.kind in not_ops or activity.name.startswith(ANNOTATION_PREFIX):
-            return  # an annotation, not an op
-        sums[activity.name] += duration - children if duration > children else 0
-        counts[activity.name] += 1
-
     for events in by_thread.values():
         events.sort(key=_END, reverse=True)  # then by start (stable): parents before their children
         events.sort(key=_START)
-        stack: list[list] = []  # [activity, clipped duration, children's time]
+        # [name credited (None: an annotation, not an op), clipped duration, children's time, end]
+        stack: list[list] = []
+        push, pop = stack.append, stack.pop
         for a in events:
-            a_start, a_end = a.start_ns, a.end_ns
-            while stack and stack[-1][0].end_ns <= a_start:
-                credit(stack.pop())
+            a_start, a_end = a[0], a[1]
+            while stack and stack[-1][3] <= a_start:
+                name, duration, children, _ = pop()
+                if name is not None:
+                    sums[name] += duration - children if duration > children else 0
+                    counts[name] += 1
             clipped_start = a_start if a_start > begin else begin
             clipped_end = a_end if a_end < end else end
             if stack:  # a child's time is not its parent's own (capped where nesting is not clean)
                 parent = stack[-1]
-                parent_end = parent[0].end_ns
+                parent_end = parent[3]
                 child_end = clipped_end if clipped_end < parent_end else parent_end
                 if child_end > clipped_start:
                     parent[2] += child_end - clipped_start
-            stack.append([a, clipped_end - clipped_start, 0])
+            name = a[4]
+            push([None if a[2] in not_ops or name.startswith(ANNOTATION_PREFIX) else name,
+                  clipped_end - clipped_start, 0, a_end])
         while stack:
-            credit(stack.pop())
+            name, duration, children, _ = pop()
+            if name is not None:
+                sums[name] += duration - children if duration > children else 0
+                counts[name] += 1
     return _ranked(sums, counts, top)
 
 
@@ -301,12 +303,19 @@ def _ranked(sums: dict[str, int], counts: dict[str, int], top: int) -> tuple[Nam
 
 def union(intervals: Iterable[Interval]) -> list[Interval]:
     merged: list[Interval] = []
-    for start, end in sorted(intervals):
-        if merged and start <= merged[-1][1]:
-            if end > merged[-1][1]:
-                merged[-1] = (merged[-1][0], end)
+    append = merged.append
+    ordered = sorted(intervals)
+    if not ordered:
+        return merged
+    current_start, current_end = ordered[0]
+    for start, end in ordered:
+        if start <= current_end:
+            if end > current_end:
+                current_end = end
         else:
-            merged.append((start, end))
+            append((current_start, current_end))
+            current_start, current_end = start, end
+    append((current_start, current_end))
     return merged
 
 

@@ -14,6 +14,7 @@ our figure turns into HTA's by exactly those rules and nothing else.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections import defaultdict
 from typing import Optional, Sequence
@@ -21,6 +22,7 @@ from typing import Optional, Sequence
 from workbench.engine import timeline
 from workbench.engine.timeline import KERNEL, RUNTIME, STEP, Activity
 
+_START = operator.itemgetter(0)  # Activity.start_ns
 # HTA's kernel-wait threshold: get_idle_time_breakdown's consecutive_kernel_delay=30, documented as ns but compared
 # with its timestamps, which are µs: 30 µs (the committed figures match to the last digit with 30 µs, not 30 ns).
 KERNEL_WAIT_NS = 30_000
@@ -46,8 +48,16 @@ def gpu_span(device: Sequence[Activity], markers: Sequence[Activity] = ()) -> Op
     if window is None or window[1] <= window[0]:
         return None
     every = timeline.union((a.start_ns, a.end_ns) for a in [*device, *markers])
-    compute = timeline.union((a.start_ns, a.end_ns) for a in device
-                             if a.kind == KERNEL and not _HTA_NOT_COMPUTE.match(a.name))
+    compute_names: dict[str, bool] = {}  # a name's class, matched once (a trace has few names, many kernels)
+    compute_intervals: list[tuple[int, int]] = []
+    for a in device:
+        if a.kind == KERNEL:
+            is_compute = compute_names.get(a.name)
+            if is_compute is None:
+                is_compute = compute_names[a.name] = not _HTA_NOT_COMPUTE.match(a.name)
+            if is_compute:
+                compute_intervals.append((a.start_ns, a.end_ns))
+    compute = timeline.union(compute_intervals)
     span = window[1] - window[0]
     busy, compute_ns = timeline.total(every), timeline.total(compute)
     return {"idle_share": (span - busy) / span, "compute_share": compute_ns / span,
@@ -69,7 +79,7 @@ def per_stream_idle_split(device: Sequence[Activity], host: Sequence[Activity], 
         by_stream[a.stream].append(a)
     sums = {"host_wait": 0, "kernel_wait": 0, "other": 0}
     for items in by_stream.values():
-        items.sort(key=lambda a: a.start_ns)
+        items.sort(key=_START)
         for previous, current in zip(items, items[1:]):
             gap = current.start_ns - previous.end_ns
             launched = launch.get(current.correlation)

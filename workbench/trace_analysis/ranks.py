@@ -55,6 +55,8 @@ def analyse(events: RankEvents) -> RankReport:
         host = events.host
         window = (min((a.start_ns for a in host), default=0), max((a.end_ns for a in host), default=0))
     activities = [*device, *events.host]
+    # What HTA's rules read of the host (launches and steps), apart: each of them would otherwise scan every host op.
+    launches_and_steps = [a for a in events.host if a.kind == RUNTIME or a.kind == STEP]
     breakdown = timeline.analyse(activities, window=window, steps=len(steps), gpu=not cpu_only, top=TOP_COUNT,
                                  kernel_wait_ns=hta_rules.KERNEL_WAIT_NS)
     span = window[1] - window[0]
@@ -63,7 +65,7 @@ def analyse(events: RankEvents) -> RankReport:
                               *window)
     data_wait_ns = timeline.total(data_wait)
     has_data_marks = any(a.kind == DATA_WAIT for a in events.host)
-    runtime = _runtime_calls(events.host, window)
+    runtime = _runtime_calls(launches_and_steps, window)
     median = statistics.median(step_seconds) if step_seconds else None
     return RankReport(
         rank=events.rank,
@@ -95,8 +97,8 @@ def analyse(events: RankEvents) -> RankReport:
         data_wait_seconds=data_wait_ns / 1e9,
         launches=breakdown.launches or 0,
         cpu_only=cpu_only,
-        per_stream_idle_split=hta_rules.hta_idle_split(device, events.host, events.fractional_timestamps) if not cpu_only else None,
-        gpu_span_as_hta=hta_rules.hta_gpu_span(device, events.gpu_markers, events.host, events.fractional_timestamps) if not cpu_only else None,
+        per_stream_idle_split=hta_rules.hta_idle_split(device, launches_and_steps, events.fractional_timestamps) if not cpu_only else None,
+        gpu_span_as_hta=hta_rules.hta_gpu_span(device, events.gpu_markers, launches_and_steps, events.fractional_timestamps) if not cpu_only else None,
     )
 
 
