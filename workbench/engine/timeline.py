@@ -205,7 +205,9 @@ def _launches(device: Sequence[Activity], activities: Sequence[Activity]) -> dic
     launches: dict[int, int] = {}
     for a in activities:
         if a.kind == RUNTIME and a.correlation in wanted:
-            launches[a.correlation] = min(a.start_ns, launches.get(a.correlation, a.start_ns))
+            known = launches.get(a.correlation)
+            if known is None or a.start_ns < known:
+                launches[a.correlation] = a.start_ns
     return launches
 
 

@@ -73,7 +73,9 @@ def per_stream_idle_split(device: Sequence[Activity], host: Sequence[Activity], 
     wanted = {a.correlation for a in device} - {0}  # 0: no correlation id recorded
     for a in host:
         if a.kind == RUNTIME and a.correlation in wanted:
-            launch[a.correlation] = min(a.start_ns, launch.get(a.correlation, a.start_ns))
+            known = launch.get(a.correlation)
+            if known is None or a.start_ns < known:
+                launch[a.correlation] = a.start_ns
     by_stream: dict[int, list[Activity]] = defaultdict(list)
     for a in device:
         by_stream[a.stream].append(a)
@@ -98,23 +100,30 @@ def per_stream_idle_split(device: Sequence[Activity], host: Sequence[Activity], 
 def launched_before_last_step(device: Sequence[Activity], host: Sequence[Activity]) -> Optional[list[Activity]]:
     """The device events HTA keeps: those whose runtime call (same correlation id) began before the last
     ProfilerStep did; None where HTA filters nothing (fewer than two steps)."""
+    launched = _launched_before_last_step(host)
+    return None if launched is None else [a for a in device if a.correlation in launched]
+
+
+def _launched_before_last_step(host: Sequence[Activity]) -> Optional[set[int]]:
+    """The correlation ids of the runtime calls that began before the last ProfilerStep did (None: fewer than two
+    steps)."""
     steps = {a.name: a.start_ns for a in host if a.kind == STEP}
     if len(steps) < 2:
         return None
     last_start = max(steps.values())
-    launched = {a.correlation for a in host if a.kind == RUNTIME and a.start_ns < last_start}
-    return [a for a in device if a.correlation in launched]
+    return {a.correlation for a in host if a.kind == RUNTIME and a.start_ns < last_start}
 
 
 def rounded_inward(events: Sequence[Activity]) -> list[Activity]:
     """Each event's start up to the next whole µs and its end down to one (HTA's ns rounding); events left with
     a negative length are dropped, as they cover no time."""
     result = []
+    make = tuple.__new__  # Activity(...) without its Python-level constructor (a trace holds millions)
     for a in events:
         start = -(-a.start_ns // 1000) * 1000
         end = a.end_ns // 1000 * 1000
         if end >= start:
-            result.append(Activity(start, end, a.kind, a.stream, a.name, a.correlation))
+            result.append(make(Activity, (start, end, *a[2:])))
     return result
 
 
@@ -125,9 +134,10 @@ def hta_gpu_span(device: Sequence[Activity], markers: Sequence[Activity], host: 
     trace's timestamps are not all whole µs, as HTA does)."""
     device, markers = list(device), list(markers)
     if drop_unlaunched:
-        kept_device = launched_before_last_step(device, host)
-        if kept_device is not None:
-            device, markers = kept_device, launched_before_last_step(markers, host) or []
+        launched = _launched_before_last_step(host)
+        if launched is not None:
+            device = [a for a in device if a.correlation in launched]
+            markers = [a for a in markers if a.correlation in launched]
     if round_us and fractional_timestamps:
         device, markers = rounded_inward(device), rounded_inward(markers)
     return gpu_span(device, markers)

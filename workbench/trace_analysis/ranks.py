@@ -132,9 +132,10 @@ def _shares(breakdown: timeline.TimelineBreakdown, span_ns: int) -> dict[str, fl
 
 def _runtime_calls(host: Sequence[Activity], window: tuple[int, int]) -> dict[str, float]:
     sums: dict[str, int] = defaultdict(int)
+    begin, end = window
     for a in host:
-        if a.kind == RUNTIME and a.end_ns > window[0] and a.start_ns < window[1]:
-            sums[a.name] += min(a.end_ns, window[1]) - max(a.start_ns, window[0])
+        if a.kind == RUNTIME and a.end_ns > begin and a.start_ns < end:
+            sums[a.name] += (a.end_ns if a.end_ns < end else end) - (a.start_ns if a.start_ns > begin else begin)
     return {name: ns / 1e9 for name, ns in sorted(sums.items(), key=lambda item: -item[1])}
 
 
