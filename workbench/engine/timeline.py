@@ -221,11 +221,16 @@ def _attribute_idle(
     first_launch: dict[int, Optional[int]] = {}
     for a in device:
         launch = launched_at.get(a.correlation)
-        known = first_launch.get(a.start_ns, launch)
-        first_launch[a.start_ns] = None if launch is None or known is None else min(launch, known)
+        start = a.start_ns
+        if launch is None or start not in first_launch:
+            first_launch[start] = launch
+        else:
+            known = first_launch[start]
+            if known is not None and launch < known:
+                first_launch[start] = launch
     data = host = kernel_wait = other = 0
     for gap_start, gap_end in idle:
-        waiting_for_data = overlap(gap_start, gap_end, data_wait)
+        waiting_for_data = overlap(gap_start, gap_end, data_wait) if data_wait else 0
         rest = gap_end - gap_start - waiting_for_data
         data += waiting_for_data
         launch = first_launch.get(gap_end)  # the activity that ends the gap (none: the window's tail)

@@ -61,10 +61,9 @@ def analyse(events: RankEvents) -> RankReport:
                                  kernel_wait_ns=hta_rules.KERNEL_WAIT_NS)
     span = window[1] - window[0]
     shares = _shares(breakdown, span) if not cpu_only and span > 0 else None
-    data_wait = timeline.clip(timeline.union((a.start_ns, a.end_ns) for a in events.host if a.kind == DATA_WAIT),
-                              *window)
-    data_wait_ns = timeline.total(data_wait)
-    has_data_marks = any(a.kind == DATA_WAIT for a in events.host)
+    data_wait_spans = [(a.start_ns, a.end_ns) for a in events.host if a.kind == DATA_WAIT]
+    data_wait_ns = timeline.total(timeline.clip(timeline.union(data_wait_spans), *window))
+    has_data_marks = bool(data_wait_spans)
     runtime = _runtime_calls(launches_and_steps, window)
     median = statistics.median(step_seconds) if step_seconds else None
     return RankReport(
