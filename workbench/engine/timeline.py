@@ -256,31 +256,42 @@ def _top_ops(activities: Sequence[Activity], begin: int, end: int, top: int) -> 
     sums: dict[str, int] = defaultdict(int)
     counts: dict[str, int] = defaultdict(int)
     not_ops = (DATA_WAIT, STEP)
+    credited: dict[str, Optional[str]] = {}  # name → the name credited (None: an annotation, not an op)
     for events in by_thread.values():
         events.sort(key=_END, reverse=True)  # then by start (stable): parents before their children
         events.sort(key=_START)
-        # [name credited (None: an annotation, not an op), clipped duration, children's time, end]
-        stack: list[list] = []
+        # [name credited, clipped duration, children's time, end]; at the bottom, one that never ends (no test of
+        # an empty stack per op)
+        stack: list[list] = [[None, 0, 0, float("inf")]]
         push, pop = stack.append, stack.pop
+        parent = stack[-1]
         for a in events:
-            a_start, a_end = a[0], a[1]
-            while stack and stack[-1][3] <= a_start:
+            a_start = a[0]
+            while parent[3] <= a_start:
                 name, duration, children, _ = pop()
                 if name is not None:
                     sums[name] += duration - children if duration > children else 0
                     counts[name] += 1
+                parent = stack[-1]
+            a_end = a[1]
             clipped_start = a_start if a_start > begin else begin
             clipped_end = a_end if a_end < end else end
-            if stack:  # a child's time is not its parent's own (capped where nesting is not clean)
-                parent = stack[-1]
-                parent_end = parent[3]
-                child_end = clipped_end if clipped_end < parent_end else parent_end
-                if child_end > clipped_start:
-                    parent[2] += child_end - clipped_start
-            name = a[4]
-            push([None if a[2] in not_ops or name.startswith(ANNOTATION_PREFIX) else name,
-                  clipped_end - clipped_start, 0, a_end])
-        while stack:
+            # a child's time is not its parent's own (capped where nesting is not clean)
+            parent_end = parent[3]
+            child_end = clipped_end if clipped_end < parent_end else parent_end
+            if child_end > clipped_start:
+                parent[2] += child_end - clipped_start
+            if a[2] in not_ops:
+                name = None
+            else:
+                name = a[4]
+                if name in credited:
+                    name = credited[name]
+                else:
+                    name = credited[name] = None if name.startswith(ANNOTATION_PREFIX) else name
+            parent = [name, clipped_end - clipped_start, 0, a_end]
+            push(parent)
+        while len(stack) > 1:
             name, duration, children, _ = pop()
             if name is not None:
                 sums[name] += duration - children if duration > children else 0
