@@ -152,3 +152,17 @@ def hta_idle_split(device: Sequence[Activity], host: Sequence[Activity], fractio
     if fractional_timestamps:
         device = rounded_inward(device)
     return per_stream_idle_split(device, host)
+
+
+def hta_figures(device: Sequence[Activity], markers: Sequence[Activity], host: Sequence[Activity],
+                fractional_timestamps: bool) -> tuple[Optional[dict[str, float]], Optional[dict[str, float]]]:
+    """(``hta_gpu_span``, ``hta_idle_split``) with both of HTA's rules, the filter and the rounding done once for
+    the two (they apply them to the same events)."""
+    device, markers = list(device), list(markers)
+    launched = _launched_before_last_step(host)
+    if launched is not None:
+        device = [a for a in device if a.correlation in launched]
+        markers = [a for a in markers if a.correlation in launched]
+    if fractional_timestamps:
+        device, markers = rounded_inward(device), rounded_inward(markers)
+    return gpu_span(device, markers), per_stream_idle_split(device, host)

@@ -66,6 +66,8 @@ def analyse(events: RankEvents) -> RankReport:
     has_data_marks = bool(data_wait_spans)
     runtime = _runtime_calls(launches_and_steps, window)
     median = statistics.median(step_seconds) if step_seconds else None
+    hta_span, hta_idle_split = (None, None) if cpu_only else hta_rules.hta_figures(
+        device, events.gpu_markers, launches_and_steps, events.fractional_timestamps)
     return RankReport(
         rank=events.rank,
         device=events.device,
@@ -96,8 +98,8 @@ def analyse(events: RankEvents) -> RankReport:
         data_wait_seconds=data_wait_ns / 1e9,
         launches=breakdown.launches or 0,
         cpu_only=cpu_only,
-        per_stream_idle_split=hta_rules.hta_idle_split(device, launches_and_steps, events.fractional_timestamps) if not cpu_only else None,
-        gpu_span_as_hta=hta_rules.hta_gpu_span(device, events.gpu_markers, launches_and_steps, events.fractional_timestamps) if not cpu_only else None,
+        per_stream_idle_split=hta_idle_split,
+        gpu_span_as_hta=hta_span,
     )
 
 
