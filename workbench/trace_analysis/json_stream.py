@@ -36,8 +36,11 @@ MAX_TRACE_BYTES = 4 * 1024**3  # uncompressed text, whether the file is gzipped 
 BOMB_RATIO = 200  # Kineto JSON gzips 10–25×; past this (beyond BOMB_CHECK_BYTES) it is a bomb, not a trace
 BOMB_CHECK_BYTES = 64 * 1024**2
 MAX_EVENT_CHARS = 64 * 1024**2  # one event (or top-level value) larger than this is not a profiler's
-CHUNK_CHARS = 4 * 1024**2
+# 1 MB: a chunk and its batch stay in memory the allocator reuses (4 MB ones cost ~70,000 page faults per 280 MB
+# read, 15 % of the decoding time), and cancellation is asked every ~4,500 events
+CHUNK_CHARS = 1024**2
 
+_TAIL_CHARS = 65536  # the end of the buffer searched for the last event boundary
 _EVENT_BOUNDARY = re.compile(r"\}\s*,\s*(?=\{)")
 _SPACE = re.compile(r"[ \t\r\n]*")
 
@@ -240,15 +243,16 @@ class _Buffer:
         """The whole events between ``pos`` and the last event boundary in the buffer, decoded at once (C
         speed); None where no boundary is found or the cut is not one (then events are decoded one by one)."""
         while True:
-            tail_from = max(self.pos, len(self.buf) - 65536)
+            tail_from = max(self.pos, len(self.buf) - _TAIL_CHARS)
             last = None
             for last in _EVENT_BOUNDARY.finditer(self.buf, tail_from):
                 pass
             if last is not None and last.start() > self.pos:
                 break
-            # The rest of the buffer is one event, cut by the chunk's end: read on (up to the size of one event)
-            # rather than decode it alone, which would fail on its cut first.
-            if len(self.buf) - self.pos > MAX_EVENT_CHARS or not self.fill():
+            # The rest of the buffer, short, is an event cut by the chunk's end: read on rather than decode it
+            # alone, which would fail on its cut first. A long rest without a boundary (a large event, or not
+            # JSON) is decoded one value at a time, which refuses garbage at once.
+            if len(self.buf) - self.pos > _TAIL_CHARS or not self.fill():
                 return None
         batch = "[" + self.buf[self.pos:last.start() + 1] + "]"
         items = None
