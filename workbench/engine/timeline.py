@@ -206,7 +206,9 @@ def _launches(device: Sequence[Activity], activities: Sequence[Activity]) -> dic
     launches: dict[int, int] = {}
     for a in activities:
         if a.kind == RUNTIME and a.correlation in wanted:
-            launches[a.correlation] = min(a.start_ns, launches.get(a.correlation, a.start_ns))
+            known = launches.get(a.correlation)
+            if known is None or a.start_ns < known:
+                launches[a.correlation] = a.start_ns
     return launches
 
 
@@ -220,11 +222,16 @@ def _attribute_idle(
     first_launch: dict[int, Optional[int]] = {}
     for a in device:
         launch = launched_at.get(a.correlation)
-        known = first_launch.get(a.start_ns, launch)
-        first_launch[a.start_ns] = None if launch is None or known is None else min(launch, known)
+        start = a.start_ns
+        if launch is None or start not in first_launch:
+            first_launch[start] = launch
+        else:
+            known = first_launch[start]
+            if known is not None and launch < known:
+                first_launch[start] = launch
     data = host = kernel_wait = other = 0
     for gap_start, gap_end in idle:
-        waiting_for_data = overlap(gap_start, gap_end, data_wait)
+        waiting_for_data = overlap(gap_start, gap_end, data_wait) if data_wait else 0
         rest = gap_end - gap_start - waiting_for_data
         data += waiting_for_data
         launch = first_launch.get(gap_end)  # the activity that ends the gap (none: the window's tail)
@@ -250,33 +257,46 @@ def _top_ops(activities: Sequence[Activity], begin: int, end: int, top: int) -> 
     sums: dict[str, int] = defaultdict(int)
     counts: dict[str, int] = defaultdict(int)
     not_ops = (DATA_WAIT, STEP)
-
-    def credit(entry: list) -> None:
-        activity, duration, children = entry
-        if activity.kind in not_ops or activity.name.startswith(ANNOTATION_PREFIX):
-            return  # an annotation, not an op
-        sums[activity.name] += duration - children if duration > children else 0
-        counts[activity.name] += 1
-
+    credited: dict[str, Optional[str]] = {}  # name → the name credited (None: an annotation, not an op)
     for events in by_thread.values():
         events.sort(key=_END, reverse=True)  # then by start (stable): parents before their children
         events.sort(key=_START)
-        stack: list[list] = []  # [activity, clipped duration, children's time]
+        # [name credited, clipped duration, children's time, end]; at the bottom, one that never ends (no test of
+        # an empty stack per op)
+        stack: list[list] = [[None, 0, 0, float("inf")]]
+        push, pop = stack.append, stack.pop
+        parent = stack[-1]
         for a in events:
-            a_start, a_end = a.start_ns, a.end_ns
-            while stack and stack[-1][0].end_ns <= a_start:
-                credit(stack.pop())
+            a_start = a[0]
+            while parent[3] <= a_start:
+                name, duration, children, _ = pop()
+                if name is not None:
+                    sums[name] += duration - children if duration > children else 0
+                    counts[name] += 1
+                parent = stack[-1]
+            a_end = a[1]
             clipped_start = a_start if a_start > begin else begin
             clipped_end = a_end if a_end < end else end
-            if stack:  # a child's time is not its parent's own (capped where nesting is not clean)
-                parent = stack[-1]
-                parent_end = parent[0].end_ns
-                child_end = clipped_end if clipped_end < parent_end else parent_end
-                if child_end > clipped_start:
-                    parent[2] += child_end - clipped_start
-            stack.append([a, clipped_end - clipped_start, 0])
-        while stack:
-            credit(stack.pop())
+            # a child's time is not its parent's own (capped where nesting is not clean)
+            parent_end = parent[3]
+            child_end = clipped_end if clipped_end < parent_end else parent_end
+            if child_end > clipped_start:
+                parent[2] += child_end - clipped_start
+            if a[2] in not_ops:
+                name = None
+            else:
+                name = a[4]
+                if name in credited:
+                    name = credited[name]
+                else:
+                    name = credited[name] = None if name.startswith(ANNOTATION_PREFIX) else name
+            parent = [name, clipped_end - clipped_start, 0, a_end]
+            push(parent)
+        while len(stack) > 1:
+            name, duration, children, _ = pop()
+            if name is not None:
+                sums[name] += duration - children if duration > children else 0
+                counts[name] += 1
     return _ranked(sums, counts, top)
 
 
@@ -302,12 +322,19 @@ def _ranked(sums: dict[str, int], counts: dict[str, int], top: int) -> tuple[Nam
 
 def union(intervals: Iterable[Interval]) -> list[Interval]:
     merged: list[Interval] = []
-    for start, end in sorted(intervals):
-        if merged and start <= merged[-1][1]:
-            if end > merged[-1][1]:
-                merged[-1] = (merged[-1][0], end)
+    append = merged.append
+    ordered = sorted(intervals)
+    if not ordered:
+        return merged
+    current_start, current_end = ordered[0]
+    for start, end in ordered:
+        if start <= current_end:
+            if end > current_end:
+                current_end = end
         else:
-            merged.append((start, end))
+            append((current_start, current_end))
+            current_start, current_end = start, end
+    append((current_start, current_end))
     return merged
 
 

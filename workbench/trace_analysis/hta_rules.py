@@ -14,6 +14,7 @@ our figure turns into HTA's by exactly those rules and nothing else.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections import defaultdict
 from typing import Optional, Sequence
@@ -21,6 +22,7 @@ from typing import Optional, Sequence
 from workbench.engine import timeline
 from workbench.engine.timeline import KERNEL, RUNTIME, STEP, Activity
 
+_START = operator.itemgetter(0)  # Activity.start_ns
 # HTA's kernel-wait threshold: get_idle_time_breakdown's consecutive_kernel_delay=30, documented as ns but compared
 # with its timestamps, which are µs: 30 µs (the committed figures match to the last digit with 30 µs, not 30 ns).
 KERNEL_WAIT_NS = 30_000
@@ -46,8 +48,16 @@ def gpu_span(device: Sequence[Activity], markers: Sequence[Activity] = ()) -> Op
     if window is None or window[1] <= window[0]:
         return None
     every = timeline.union((a.start_ns, a.end_ns) for a in [*device, *markers])
-    compute = timeline.union((a.start_ns, a.end_ns) for a in device
-                             if a.kind == KERNEL and not _HTA_NOT_COMPUTE.match(a.name))
+    compute_names: dict[str, bool] = {}  # a name's class, matched once (a trace has few names, many kernels)
+    compute_intervals: list[tuple[int, int]] = []
+    for a in device:
+        if a.kind == KERNEL:
+            is_compute = compute_names.get(a.name)
+            if is_compute is None:
+                is_compute = compute_names[a.name] = not _HTA_NOT_COMPUTE.match(a.name)
+            if is_compute:
+                compute_intervals.append((a.start_ns, a.end_ns))
+    compute = timeline.union(compute_intervals)
     span = window[1] - window[0]
     busy, compute_ns = timeline.total(every), timeline.total(compute)
     return {"idle_share": (span - busy) / span, "compute_share": compute_ns / span,
@@ -63,13 +73,15 @@ def per_stream_idle_split(device: Sequence[Activity], host: Sequence[Activity], 
     wanted = {a.correlation for a in device} - {0}  # 0: no correlation id recorded
     for a in host:
         if a.kind == RUNTIME and a.correlation in wanted:
-            launch[a.correlation] = min(a.start_ns, launch.get(a.correlation, a.start_ns))
+            known = launch.get(a.correlation)
+            if known is None or a.start_ns < known:
+                launch[a.correlation] = a.start_ns
     by_stream: dict[int, list[Activity]] = defaultdict(list)
     for a in device:
         by_stream[a.stream].append(a)
     sums = {"host_wait": 0, "kernel_wait": 0, "other": 0}
     for items in by_stream.values():
-        items.sort(key=lambda a: a.start_ns)
+        items.sort(key=_START)
         for previous, current in zip(items, items[1:]):
             gap = current.start_ns - previous.end_ns
             launched = launch.get(current.correlation)
@@ -88,23 +100,30 @@ def per_stream_idle_split(device: Sequence[Activity], host: Sequence[Activity], 
 def launched_before_last_step(device: Sequence[Activity], host: Sequence[Activity]) -> Optional[list[Activity]]:
     """The device events HTA keeps: those whose runtime call (same correlation id) began before the last
     ProfilerStep did; None where HTA filters nothing (fewer than two steps)."""
+    launched = _launched_before_last_step(host)
+    return None if launched is None else [a for a in device if a.correlation in launched]
+
+
+def _launched_before_last_step(host: Sequence[Activity]) -> Optional[set[int]]:
+    """The correlation ids of the runtime calls that began before the last ProfilerStep did (None: fewer than two
+    steps)."""
     steps = {a.name: a.start_ns for a in host if a.kind == STEP}
     if len(steps) < 2:
         return None
     last_start = max(steps.values())
-    launched = {a.correlation for a in host if a.kind == RUNTIME and a.start_ns < last_start}
-    return [a for a in device if a.correlation in launched]
+    return {a.correlation for a in host if a.kind == RUNTIME and a.start_ns < last_start}
 
 
 def rounded_inward(events: Sequence[Activity]) -> list[Activity]:
     """Each event's start up to the next whole µs and its end down to one (HTA's ns rounding); events left with
     a negative length are dropped, as they cover no time."""
     result = []
+    make = tuple.__new__  # Activity(...) without its Python-level constructor (a trace holds millions)
     for a in events:
         start = -(-a.start_ns // 1000) * 1000
         end = a.end_ns // 1000 * 1000
         if end >= start:
-            result.append(Activity(start, end, a.kind, a.stream, a.name, a.correlation))
+            result.append(make(Activity, (start, end, *a[2:])))
     return result
 
 
@@ -115,9 +134,10 @@ def hta_gpu_span(device: Sequence[Activity], markers: Sequence[Activity], host: 
     trace's timestamps are not all whole µs, as HTA does)."""
     device, markers = list(device), list(markers)
     if drop_unlaunched:
-        kept_device = launched_before_last_step(device, host)
-        if kept_device is not None:
-            device, markers = kept_device, launched_before_last_step(markers, host) or []
+        launched = _launched_before_last_step(host)
+        if launched is not None:
+            device = [a for a in device if a.correlation in launched]
+            markers = [a for a in markers if a.correlation in launched]
     if round_us and fractional_timestamps:
         device, markers = rounded_inward(device), rounded_inward(markers)
     return gpu_span(device, markers)
@@ -132,3 +152,17 @@ def hta_idle_split(device: Sequence[Activity], host: Sequence[Activity], fractio
     if fractional_timestamps:
         device = rounded_inward(device)
     return per_stream_idle_split(device, host)
+
+
+def hta_figures(device: Sequence[Activity], markers: Sequence[Activity], host: Sequence[Activity],
+                fractional_timestamps: bool) -> tuple[Optional[dict[str, float]], Optional[dict[str, float]]]:
+    """(``hta_gpu_span``, ``hta_idle_split``) with both of HTA's rules, the filter and the rounding done once for
+    the two (they apply them to the same events)."""
+    device, markers = list(device), list(markers)
+    launched = _launched_before_last_step(host)
+    if launched is not None:
+        device = [a for a in device if a.correlation in launched]
+        markers = [a for a in markers if a.correlation in launched]
+    if fractional_timestamps:
+        device, markers = rounded_inward(device), rounded_inward(markers)
+    return gpu_span(device, markers), per_stream_idle_split(device, host)

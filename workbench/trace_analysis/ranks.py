@@ -55,16 +55,19 @@ def analyse(events: RankEvents) -> RankReport:
         host = events.host
         window = (min((a.start_ns for a in host), default=0), max((a.end_ns for a in host), default=0))
     activities = [*device, *events.host]
+    # What HTA's rules read of the host (launches and steps), apart: each of them would otherwise scan every host op.
+    launches_and_steps = [a for a in events.host if a.kind == RUNTIME or a.kind == STEP]
     breakdown = timeline.analyse(activities, window=window, steps=len(steps), gpu=not cpu_only, top=TOP_COUNT,
                                  kernel_wait_ns=hta_rules.KERNEL_WAIT_NS)
     span = window[1] - window[0]
     shares = _shares(breakdown, span) if not cpu_only and span > 0 else None
-    data_wait = timeline.clip(timeline.union((a.start_ns, a.end_ns) for a in events.host if a.kind == DATA_WAIT),
-                              *window)
-    data_wait_ns = timeline.total(data_wait)
-    has_data_marks = any(a.kind == DATA_WAIT for a in events.host)
-    runtime = _runtime_calls(events.host, window)
+    data_wait_spans = [(a.start_ns, a.end_ns) for a in events.host if a.kind == DATA_WAIT]
+    data_wait_ns = timeline.total(timeline.clip(timeline.union(data_wait_spans), *window))
+    has_data_marks = bool(data_wait_spans)
+    runtime = _runtime_calls(launches_and_steps, window)
     median = statistics.median(step_seconds) if step_seconds else None
+    hta_span, hta_idle_split = (None, None) if cpu_only else hta_rules.hta_figures(
+        device, events.gpu_markers, launches_and_steps, events.fractional_timestamps)
     return RankReport(
         rank=events.rank,
         device=events.device,
@@ -95,8 +98,8 @@ def analyse(events: RankEvents) -> RankReport:
         data_wait_seconds=data_wait_ns / 1e9,
         launches=breakdown.launches or 0,
         cpu_only=cpu_only,
-        per_stream_idle_split=hta_rules.hta_idle_split(device, events.host, events.fractional_timestamps) if not cpu_only else None,
-        gpu_span_as_hta=hta_rules.hta_gpu_span(device, events.gpu_markers, events.host, events.fractional_timestamps) if not cpu_only else None,
+        per_stream_idle_split=hta_idle_split,
+        gpu_span_as_hta=hta_span,
     )
 
 
@@ -130,9 +133,10 @@ def _shares(breakdown: timeline.TimelineBreakdown, span_ns: int) -> dict[str, fl
 
 def _runtime_calls(host: Sequence[Activity], window: tuple[int, int]) -> dict[str, float]:
     sums: dict[str, int] = defaultdict(int)
+    begin, end = window
     for a in host:
-        if a.kind == RUNTIME and a.end_ns > window[0] and a.start_ns < window[1]:
-            sums[a.name] += min(a.end_ns, window[1]) - max(a.start_ns, window[0])
+        if a.kind == RUNTIME and a.end_ns > begin and a.start_ns < end:
+            sums[a.name] += (a.end_ns if a.end_ns < end else end) - (a.start_ns if a.start_ns > begin else begin)
     return {name: ns / 1e9 for name, ns in sorted(sums.items(), key=lambda item: -item[1])}
 
 

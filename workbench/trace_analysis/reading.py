@@ -9,8 +9,9 @@ Formats: Kineto's categories today ("kernel", "gpu_memcpy", "gpu_memset", "cuda_
 and ROCm's runtime calls (by category, so "hipLaunchKernel" launches as "cudaLaunchKernel" does). The GPU
 of a rank is read from the trace (its device events' ``device``), never assumed to be 0.
 
-One pass, streaming (``json_stream``): events arrive a batch at a time and each is reduced at once to an
-``Activity``; the whole JSON document is never held. Hostile input gives a ``TraceError`` with one line (or
+One pass, streaming (``json_stream``): events arrive a batch at a time, decoded by msgspec into ``_Event``
+Structs that hold only the fields read here, and each is reduced at once to an ``Activity`` (or dropped:
+flow arrows, Python frames, instant events); the whole JSON document is never held. Hostile input gives a ``TraceError`` with one line (or
 a note in the report naming what was skipped), never a hang: not a regular file (FIFO, device) is refused
 before opening; the stream's own defences are in json_stream; mistyped or missing fields and negative
 durations are counted here and named in the report's notes.
@@ -19,12 +20,15 @@ durations are counted here and named in the report's notes.
 from __future__ import annotations
 
 import gc
+import operator
 import os
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeGuard, Union
+from typing import Any, Callable, Optional, Union
+
+import msgspec
 
 from workbench.engine import kineto
 from workbench.engine.timeline import CPU_OP, DATA_WAIT, RUNTIME, STEP, Activity
@@ -187,7 +191,7 @@ class ParsedTrace:
         if len(indices) > 1:
             notes.append(f"this file holds {len(indices)} GPUs ({', '.join(f'cuda:{i}' for i in indices)}): "
                          "one report per GPU, ranked by device index")
-        host_ops = {thread: sorted(ops, key=lambda a: (a.start_ns, -a.end_ns)) for thread, ops in self.host_ops.items()}
+        host_ops = {thread: _by_start_longest_first(ops) for thread, ops in self.host_ops.items()}
         if not indices:
             return [ranks.RankEvents(rank=base_rank, device_index=None, device=self._device_name(None),
                                      host=self.host, host_ops_by_thread=host_ops, notes=notes)]
@@ -197,7 +201,7 @@ class ParsedTrace:
                 rank=base_rank if len(indices) == 1 else base_rank + position,
                 device_index=index,
                 device=self._device_name(index),
-                device_work=sorted(work[index], key=lambda a: a.start_ns),
+                device_work=sorted(work[index], key=_START),
                 gpu_markers=markers.get(index, []),
                 host=self.host,
                 host_ops_by_thread=host_ops,
@@ -217,69 +221,98 @@ class ParsedTrace:
                 return str(named[0]["name"])
         return f"cuda:{index}" if index is not None else "unknown"
 
-    def add(self, event: Any) -> None:
-        """Sort one trace event into the activities (or count why it was skipped). The hot loop of a read:
-        millions of calls, so types are tested with ``type(...) is`` and each name is classified once."""
-        self.events += 1
-        try:
-            ts = event.get("ts")
-            phase = event.get("ph")
-        except AttributeError:
-            self.skipped["events that are not JSON objects"] += 1
-            return
-        if type(ts) is not int:  # HTA rounds when its ts column is float: a fraction, or a missing ts
-            self.fractional_timestamps = True
-        if phase != "X":
-            return
-        side = _SIDE.get(event.get("cat"))
-        if side is None:
-            return  # Python frames, the profiler's own spans, GPU copies of annotations, flow arrows
-        name = event.get("name")
-        dur = event.get("dur")
-        if type(name) is not str or not _is_number(ts) or not _is_number(dur):
-            self.skipped["events with a missing or mistyped name, ts or dur"] += 1
-            return
-        if dur < 0:
-            self.skipped["events with a negative duration"] += 1
-            return
-        start = ts * 1000 if type(ts) is int else _ns(ts)
-        end = start + (dur * 1000 if type(dur) is int else _ns(dur))
-        args = event.get("args")
-        if type(args) is not dict:
-            args = {}
-        if side is _HOST_OP:
-            thread = _int(event.get("tid")) or 0
-            known_op = self._host_names.get(name)
-            if known_op is None:
-                known_op = self._host_names[name] = (name, _host_op_kind(name))
-            name, op_kind = known_op
-            if op_kind is None:
-                return
-            activity = Activity(start, end, op_kind, thread, name, 0)
-            self.host.append(activity)
-            if op_kind == CPU_OP and event.get("cat") in OP_CATEGORIES:
-                self.host_ops[thread].append(activity)
-            return
-        correlation = args.get("correlation")
-        if type(correlation) is not int:
-            correlation = _int(correlation) or 0
-        if side is _RUNTIME:
-            name = self._runtime_names.setdefault(name, name)
-            self.host.append(Activity(start, end, RUNTIME, _int(event.get("tid")) or 0, name, correlation))
-            return
-        device = args.get("device")
-        if type(device) is not int:
-            device = _int(event.get("pid") if device is None else device)
-        stream = args.get("stream")
-        if type(stream) is not int:
-            stream = _int(event.get("tid") if stream is None else stream) or 0
-        known = self._device_names.get(name)
-        if known is None:
-            kind = kineto.device_kind(name) if side == "kernel" else side if side != _MARKER else "marker"
-            known = self._device_names[name] = (name, kind)
-        name, kind = known
-        target = self.gpu_markers if side is _MARKER else self.device_work
-        target[device].append(Activity(start, end, kind, stream, name, correlation))
+    def add_batch(self, batch: list[Any]) -> None:
+        """Sort a batch of trace events into the activities (or count why each was skipped). The hot loop of a
+        read: millions of events, so it is one loop with the names it uses bound locally, types tested with
+        ``type(...) is``, each name classified once, and activities made without a Python-level constructor."""
+        if batch and type(batch[0]) is not _Event:  # decoded by the stdlib (the typed decoder refused the batch)
+            batch = [_as_event(item) for item in batch]
+            objects = [event for event in batch if event is not None]
+            if len(objects) < len(batch):
+                self.skipped["events that are not JSON objects"] += len(batch) - len(objects)
+                self.events += len(batch) - len(objects)
+            batch = objects
+        self.events += len(batch)
+        side_of = _SIDE.get
+        fractional = self.fractional_timestamps
+        host_names, device_names, runtime_names = self._host_names, self._device_names, self._runtime_names
+        host_append = self.host.append
+        host_ops, device_work, gpu_markers = self.host_ops, self.device_work, self.gpu_markers
+        make = tuple.__new__
+        skipped = self.skipped
+        for event in batch:
+            ts = event.ts
+            whole_ts = type(ts) is int
+            if not whole_ts:  # HTA rounds when its ts column is float: a fraction, or a missing ts
+                fractional = True
+            if event.ph != "X":
+                continue
+            side = side_of(event.cat)
+            if side is None:
+                continue  # Python frames, the profiler's own spans, GPU copies of annotations, flow arrows
+            name = event.name
+            dur = event.dur
+            whole_dur = type(dur) is int
+            # numbers (not NaN, not ±Infinity, which the stdlib reads; not past any clock a profiler writes)
+            if type(name) is not str or not ((whole_ts or type(ts) is float) and -1e18 < ts < 1e18) or not (
+                    (whole_dur or type(dur) is float) and -1e18 < dur < 1e18):
+                skipped["events with a missing or mistyped name, ts or dur"] += 1
+                continue
+            if dur < 0:
+                skipped["events with a negative duration"] += 1
+                continue
+            start = ts * 1000 if whole_ts else _ns(ts)
+            end = start + (dur * 1000 if whole_dur else _ns(dur))
+            if side is _HOST_OP or side is _OP:
+                thread = event.tid
+                if type(thread) is not int:
+                    thread = _int(thread) or 0
+                known_op = host_names.get(name)
+                if known_op is None:
+                    known_op = host_names[name] = (name, _host_op_kind(name))
+                name, op_kind = known_op
+                if op_kind is None:
+                    continue
+                activity = make(Activity, (start, end, op_kind, thread, name, 0))
+                host_append(activity)
+                if side is _OP and op_kind == CPU_OP:
+                    host_ops[thread].append(activity)
+                continue
+            args = event.args
+            correlation = args.correlation if args is not None else None
+            if type(correlation) is not int:
+                correlation = _int(correlation) or 0
+            if side is _RUNTIME:
+                thread = event.tid
+                if type(thread) is not int:
+                    thread = _int(thread) or 0
+                name = runtime_names.setdefault(name, name)
+                host_append(make(Activity, (start, end, RUNTIME, thread, name, correlation)))
+                continue
+            device = args.device if args is not None else None
+            if type(device) is not int:
+                device = _int(event.pid if device is None else device)
+            stream = args.stream if args is not None else None
+            if type(stream) is not int:
+                stream = _int(event.tid if stream is None else stream) or 0
+            known = device_names.get(name)
+            if known is None:
+                kind = kineto.device_kind(name) if side == "kernel" else side if side != _MARKER else "marker"
+                known = device_names[name] = (name, kind)
+            name, kind = known
+            target = gpu_markers if side is _MARKER else device_work
+            target[device].append(make(Activity, (start, end, kind, stream, name, correlation)))
+        self.fractional_timestamps = fractional
+
+
+_START, _END = operator.itemgetter(0), operator.itemgetter(1)  # Activity.start_ns, Activity.end_ns
+
+
+def _by_start_longest_first(activities: list[Activity]) -> list[Activity]:
+    """Sorted by (start, -end), in two stable sorts on C keys (no tuple made per activity)."""
+    ordered = sorted(activities, key=_END, reverse=True)
+    ordered.sort(key=_START)
+    return ordered
 
 
 def _host_op_kind(name: str) -> Optional[str]:
@@ -293,14 +326,48 @@ def _host_op_kind(name: str) -> Optional[str]:
     return CPU_OP
 
 
-_HOST_OP, _RUNTIME, _MARKER = "host op", "runtime", "gpu marker"
+_OP, _HOST_OP, _RUNTIME, _MARKER = "op", "host op", "runtime", "gpu marker"  # _OP: a host op of OP_CATEGORIES
 # Category → how an event of it is read: a device kind ("kernel" is split further by name), or one of the above.
 _SIDE: dict[str, str] = {
     **DEVICE_CATEGORIES,
     **{category: _RUNTIME for category in RUNTIME_CATEGORIES},
-    **{category: _HOST_OP for category in OP_CATEGORIES | ANNOTATION_CATEGORIES},
+    **{category: _HOST_OP for category in ANNOTATION_CATEGORIES},
+    **{category: _OP for category in OP_CATEGORIES},
     **{category: _MARKER for category in GPU_MARKER_CATEGORIES},
 }
+
+
+class _Args(msgspec.Struct, gc=False):
+    """The fields of an event's ``args`` the reader uses (msgspec skips the rest without building them)."""
+
+    correlation: Any = None
+    device: Any = None
+    stream: Any = None
+
+
+class _Event(msgspec.Struct, gc=False):
+    """The fields of a trace event the reader uses. ``Any``: a mistyped field is read (and counted) as the stdlib
+    would read it; an ``args`` that is not an object, or an event that is not one, makes the typed decoder refuse
+    the batch, which the stdlib then decodes (``_as_event``)."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    ts: Any = None
+    dur: Any = None
+    pid: Any = None
+    tid: Any = None
+    args: Optional[_Args] = None
+
+
+def _as_event(item: Any) -> Optional[_Event]:
+    """An event as the stdlib decoded it (a dict), as an _Event; None where it is not a JSON object."""
+    if type(item) is not dict:
+        return None
+    args = item.get("args")
+    return _Event(item.get("ph"), item.get("cat"), item.get("name"), item.get("ts"), item.get("dur"), item.get("pid"),
+                  item.get("tid"), _Args(args.get("correlation"), args.get("device"), args.get("stream"))
+                  if type(args) is dict else None)
 
 
 def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,
@@ -308,11 +375,10 @@ def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,
     """One trace file read in one pass into a ParsedTrace; TraceError (one line, naming the file) if it cannot be."""
     parsed = ParsedTrace(path=path)
     try:
-        add = parsed.add
-        for key, value in json_stream.trace_parts(path, progress, cancelled):
+        add_batch = parsed.add_batch
+        for key, value in json_stream.trace_parts(path, progress, cancelled, events_as=_Event):
             if key is None:
-                for event in value:  # a batch of events
-                    add(event)
+                add_batch(value)
             else:
                 parsed.meta[key] = value
     except TraceError as error:
@@ -322,11 +388,6 @@ def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,
     if parsed.events == 0:
         raise TraceError(f"{path}: no trace events (an empty \"traceEvents\" list, or none at all)")
     return parsed
-
-
-def _is_number(value: Any) -> TypeGuard[Union[int, float]]:
-    # not NaN, not ±Infinity (json reads both), not past any clock a profiler writes
-    return (type(value) is int or type(value) is float) and -1e18 < value < 1e18
 
 
 def _ns(microseconds: Union[int, float]) -> int:
