@@ -131,6 +131,13 @@ def test_missing_or_mistyped_fields_are_skipped_and_counted(tmp_path, broken):
     assert "2 events that are not JSON objects: skipped" in rank.notes
 
 
+@pytest.mark.parametrize("category", [["kernel"], {"kernel": 1}, 7])
+def test_a_category_that_is_not_a_string_is_no_category(tmp_path, category):
+    events = [step(1, 0, 1000), *launched("k", 10, 100, 500, 1), dict(launched("bad", 20, 700, 50, 2)[1], cat=category)]
+    (rank,) = read_report(write(tmp_path / "t.json", trace(events))).ranks
+    assert rank.kernels == 1 and rank.compute_share == pytest.approx(0.5)
+
+
 def test_mistyped_args_and_ids_read_as_unknown(tmp_path):
     events = [step(1, 0, 1000), *launched("k", 10, 100, 500, 1)]
     events[2]["args"] = ["not", "a", "dict"]  # the kernel: no device, stream or correlation

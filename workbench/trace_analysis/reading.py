@@ -247,7 +247,8 @@ class ParsedTrace:
                 fractional = True
             if event.ph != "X":
                 continue
-            side = side_of(event.cat)
+            cat = event.cat
+            side = side_of(cat) if type(cat) is str else None  # a list or an object is no category (nor hashable)
             if side is None:
                 continue  # Python frames, the profiler's own spans, GPU copies of annotations, flow arrows
             name = event.name
