@@ -6,11 +6,11 @@ type (a list of Structs holding only the fields it reads; the rest is skipped in
 event), where one is given. Where that decoder refuses a batch (a cut that is not a boundary, or values only
 the stdlib reads: NaN, an event that is not an object, a mistyped ``args``) the stdlib's decoder takes it, as
 dicts; where that fails too, the cut fell inside a string or a nested value (which is how a false cut is told
-from a true one) and the events are decoded one value at a time. Defences, each a ``TraceError`` with one line: not UTF-8, not JSON (the first
-bad chunk ends the read), truncated or corrupt gzip, a gzip bomb (past ``BOMB_CHECK_BYTES`` at more than
-``BOMB_RATIO``× the compressed bytes), a file past ``MAX_TRACE_BYTES`` (by its size before reading, or as it
-inflates), one value past ``MAX_EVENT_CHARS``, nesting too deep for the decoder; ``cancelled()`` is asked
-before each chunk.
+from a true one) and the events are decoded one value at a time. Defences, each a ``TraceError`` with one line:
+not UTF-8, not JSON (the first bad chunk ends the read), truncated or corrupt gzip, a gzip bomb (past
+``BOMB_CHECK_BYTES`` at more than ``BOMB_RATIO``× the compressed bytes), a file past ``MAX_TRACE_BYTES`` (by its
+size before reading, or as it inflates), one value past ``MAX_EVENT_CHARS``, nesting too deep for the decoder;
+``cancelled()`` is asked before each chunk.
 """
 
 from __future__ import annotations
