@@ -173,18 +173,6 @@ def test_a_cpu_run_shows_its_peak_rss_in_the_summary_the_json_the_history_and_th
         assert all(record.summary.peak_process_rss_bytes > 2**20 for record in store.list_runs())
 
 
-@pytest.mark.slow  # several seconds of processes or training: the fast tier stays under 5 minutes
-def test_the_sweep_table_has_the_peak_rss_of_each_member(tmp_path):
-    done = workbench("sweep", "--param", "batch_size", "--values", "16,32", "--synthetic-size", "128",
-                     "--max-steps", "3", "--device", "cpu", "--num-workers", "0", "--log-every", "1",
-                     WORKBENCH_HOME=str(tmp_path))
-    assert done.returncode == 0, done.stderr
-    header, *rows = done.stdout.strip().splitlines()[:3]
-    assert "PEAK RSS" in header
-    column = header.index("PEAK RSS")
-    assert all("MiB" in row[column - 4:column + 12] for row in rows), done.stdout
-
-
 # -- tune: a search that tries something, or says why not --------------------------------------------------
 
 

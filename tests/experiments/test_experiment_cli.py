@@ -15,6 +15,11 @@ def test_sweep_of_three_members_prints_a_table_and_json_and_lands_in_history_and
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
     assert lines[0].split()[:3] == ["BATCH_SIZE", "RUN", "STATUS"] and len(lines) == 5
+    # The table has the peak RSS of each member: on a CPU the process's resident memory (issue 22).
+    header, *rows = lines[:4]
+    assert "PEAK RSS" in header
+    column = header.index("PEAK RSS")
+    assert all("MiB" in row[column - 4:column + 12] for row in rows), done.stdout
     result = last_json(done.stdout)
     assert isinstance(result["sequence_id"], int) and result["status"] == "finished"
     members = result["members"]
