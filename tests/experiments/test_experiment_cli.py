@@ -15,6 +15,11 @@ def test_sweep_of_three_members_prints_a_table_and_json_and_lands_in_history_and
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
     assert lines[0].split()[:3] == ["BATCH_SIZE", "RUN", "STATUS"] and len(lines) == 5
+    # The table has the peak RSS of each member: on a CPU the process's resident memory (issue 22).
+    header, *rows = lines[:4]
+    assert "PEAK RSS" in header
+    column = header.index("PEAK RSS")
+    assert all("MiB" in row[column - 4:column + 12] for row in rows), done.stdout
     result = last_json(done.stdout)
     assert isinstance(result["sequence_id"], int) and result["status"] == "finished"
     members = result["members"]
@@ -76,11 +81,15 @@ def test_max_batch_on_a_cpu_exits_2_with_the_reason():
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.slow  # several seconds of processes or training: the fast tier stays under 5 minutes
-def test_tune_prints_its_trials_and_the_json_contract():
-    done = workbench_cli("tune", *TINY, "--batch-size", "32", "--trial-steps", "4", "--knobs", "channels_last", "--json")
-    assert done.returncode == 0, done.stderr
-    result = last_json(done.stdout)
+@pytest.mark.slow  # several seconds of training: the fast tier stays under 5 minutes
+def test_tune_prints_its_trials_and_the_json_contract(capsys):
+    from workbench.cli import main
+
+    # in this process: the command's own entry point, without a second torch import (the sweep above is the process)
+    code = main(["tune", *TINY, "--batch-size", "32", "--trial-steps", "4", "--knobs", "channels_last", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    result = last_json(out)
     assert set(result) >= {"start_images_per_sec", "best_images_per_sec", "speedup", "best_config", "trials",
                            "sequence_id"}
     assert result["start_images_per_sec"] > 0 and result["speedup"] > 0
@@ -92,7 +101,7 @@ def test_tune_prints_its_trials_and_the_json_contract():
     assert trial["outcome"] == ("kept" if trial["verdict"] == "faster" else trial["verdict"])
     assert trial["speedup_low"] <= trial["speedup"] <= trial["speedup_high"]
     assert (result["trials_per_side"], result["confidence"], result["min_effect"]) == (3, 0.9, 0.02)
-    assert "TRIAL" in done.stdout.splitlines()[0]
+    assert "TRIAL" in out.splitlines()[0]
 
 
 def test_a_member_the_history_cannot_take_is_said_and_the_sweep_goes_on():

@@ -3,9 +3,10 @@ run's findings; bad input is one line and exit 2, before anything runs."""
 
 import json
 import sqlite3
+from types import SimpleNamespace
 
 import pytest
-from builders import GPU, last_json, started, step, workbench_cli
+from builders import GPU, last_json, started, step
 
 from workbench.cli import main
 from workbench.config import RunConfig
@@ -88,6 +89,14 @@ def test_bad_input_is_one_line_and_starts_nothing(capsys, isolated_workbench_hom
         assert store._conn.execute("SELECT COUNT(*) FROM sequences").fetchone()[0] == 0
 
 
+def verify(capsys, *args: str) -> SimpleNamespace:
+    """`workbench verify ARGS` through the command's own entry point, in this process (no second torch import): its
+    exit code, stdout and stderr."""
+    code = main(["verify", *args])
+    out, err = capsys.readouterr()
+    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+
+
 def keep_a_measured_loss(config):
     device = this_machine()
     with HistoryStore.open() as store:
@@ -130,10 +139,10 @@ def test_workbench_run_shows_what_a_finding_measured_on_this_device(capsys, monk
 
 
 @pytest.mark.slow
-def test_verify_runs_real_cpu_trials_for_a_finding_and_keeps_them(isolated_workbench_home):
+def test_verify_runs_real_cpu_trials_for_a_finding_and_keeps_them(capsys, isolated_workbench_home):
     device = this_machine()
     run = record_run(device)
-    done = workbench_cli("verify", str(run), "--finding", "2", "--trial-steps", "8", "--max-trials", "3", "--json")
+    done = verify(capsys, str(run), "--finding", "2", "--trial-steps", "8", "--max-trials", "3", "--json")
     assert done.returncode == 0, done.stderr
     result = last_json(done.stdout)
     assert result["run_id"] == run and result["status"] == "finished"
@@ -166,7 +175,7 @@ def test_verify_runs_real_cpu_trials_for_a_finding_and_keeps_them(isolated_workb
 
 
 @pytest.mark.slow
-def test_verify_with_no_finding_named_measures_every_finding_the_run_can_take(isolated_workbench_home):
+def test_verify_with_no_finding_named_measures_every_finding_the_run_can_take(capsys, isolated_workbench_home):
     # A finding stored by an older version proposed pipeline=gpu-resident for a run that augments in its workers:
     # that change alone cannot run, and is left out with the reason; the run's other finding is still measured.
     head = "Input-bound: training waited for the next batch 40% of the time (threshold 15%)."
@@ -174,7 +183,7 @@ def test_verify_with_no_finding_named_measures_every_finding_the_run_can_take(is
                              figure_name="data_wait_fraction", field=field, value=value)
                      for field, value in (("pipeline", "gpu-resident"), ("channels_last", True)))
     run = record_run(this_machine(), TINY.replace(augment="cpu"), findings)
-    done = workbench_cli("verify", str(run), "--trial-steps", "4", "--json")
+    done = verify(capsys, str(run), "--trial-steps", "4", "--json")
     assert done.returncode == 0, done.stderr
     assert ("workbench verify: pipeline=gpu-resident left out: pipeline=gpu-resident: augment=cpu needs "
             "pipeline=dataloader") in done.stderr

@@ -45,6 +45,20 @@ def figures():
     return json.loads(FIGURES.read_text())
 
 
+@pytest.fixture(scope="module")
+def reports():
+    """read_report of each trace, read once for the module: two tests check the same report (the large traces take
+    seconds each to read on a loaded 2-core machine)."""
+    read: dict[str, object] = {}
+
+    def report_of(name: str):
+        if name not in read:
+            read[name] = read_report(TRACES / name)
+        return read[name]
+
+    return report_of
+
+
 @pytest.mark.parametrize("name", cases())
 def test_gpu_span_differs_from_hta_by_exactly_its_two_rules(name, figures):
     expected = figures[name]
@@ -63,9 +77,9 @@ def test_gpu_span_differs_from_hta_by_exactly_its_two_rules(name, figures):
 
 
 @pytest.mark.parametrize("name", cases())
-def test_each_real_trace_reads_with_its_gpu_and_steps(name, figures):
+def test_each_real_trace_reads_with_its_gpu_and_steps(name, figures, reports):
     expected = figures[name]
-    (rank,) = read_report(TRACES / name).ranks
+    (rank,) = reports(name).ranks
     assert rank.steps == expected["profiler_steps_in_file"]
     assert rank.kernels > 0 and not rank.cpu_only
     assert rank.device == (expected["gpu"][0] if expected["gpu"] else f"cuda:{expected['device_index']}")
@@ -93,10 +107,10 @@ def test_nccl_kernels_are_kept_apart_as_hta_keeps_them():
 
 
 @pytest.mark.parametrize("name", cases())
-def test_htas_per_stream_idle_split_is_replayed_to_its_last_digit(name, figures):
+def test_htas_per_stream_idle_split_is_replayed_to_its_last_digit(name, figures, reports):
     """HTA's idle split: each stream's gaps, host wait where the next launch began after the previous ended,
     kernel wait under 30 µs (its consecutive_kernel_delay=30 is documented as ns, but its clock is µs)."""
-    (rank,) = read_report(TRACES / name).ranks
+    (rank,) = reports(name).ranks
     expected = figures[name]["hta_idle_split_of_idle"]
     for key in ("host_wait", "kernel_wait", "other"):
         assert rank.per_stream_idle_split[key] == pytest.approx(expected[key], abs=0.00006), key
