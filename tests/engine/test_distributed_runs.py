@@ -202,8 +202,12 @@ def test_a_failing_rank_fails_the_run_naming_the_rank(how, words):
     end = events[-1]
     assert isinstance(end, RunEnded) and end.status == "failed"
     assert end.reason.startswith(f"rank 1: {words}"), end.reason
-    assert end.summary.steps == 2  # the windows both ranks finished are kept
-    assert time.monotonic() - began < 60.0  # start-up included: bounded, not a collective's 30-minute timeout
+    if how == "raise":
+        assert end.summary.steps == 2  # the windows both ranks finished are kept
+    else:  # SIGKILL: its last window may still sit in the queue's feeder thread, lost with the process
+        assert end.summary.steps in (1, 2)
+    # Ended by the failure, not by a collective's 30-minute timeout (a bound no load comes near: it takes ~10 s)
+    assert time.monotonic() - began < 600.0
 
 
 def test_torchrun_runs_the_same_engine_and_rank_0_records_one_run(tmp_path, isolated_workbench_home):
