@@ -266,15 +266,13 @@ def _top_ops(activities: Sequence[Activity], begin: int, end: int, top: int) -> 
         stack: list[list] = [[None, 0, 0, float("inf")]]
         push, pop = stack.append, stack.pop
         parent = stack[-1]
-        for a in events:
-            a_start = a[0]
+        for a_start, a_end, a_kind, _, a_name, _ in events:
             while parent[3] <= a_start:
                 name, duration, children, _ = pop()
                 if name is not None:
                     sums[name] += duration - children if duration > children else 0
                     counts[name] += 1
                 parent = stack[-1]
-            a_end = a[1]
             clipped_start = a_start if a_start > begin else begin
             clipped_end = a_end if a_end < end else end
             # a child's time is not its parent's own (capped where nesting is not clean)
@@ -282,10 +280,10 @@ def _top_ops(activities: Sequence[Activity], begin: int, end: int, top: int) -> 
             child_end = clipped_end if clipped_end < parent_end else parent_end
             if child_end > clipped_start:
                 parent[2] += child_end - clipped_start
-            if a[2] in not_ops:
+            if a_kind in not_ops:
                 name = None
             else:
-                name = a[4]
+                name = a_name
                 if name in credited:
                     name = credited[name]
                 else:
