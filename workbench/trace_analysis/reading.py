@@ -11,10 +11,10 @@ of a rank is read from the trace (its device events' ``device``), never assumed 
 
 One pass, streaming (``json_stream``): events arrive a batch at a time, decoded by msgspec into ``_Event``
 Structs that hold only the fields read here, and each is reduced at once to an ``Activity`` (or dropped:
-flow arrows, Python frames, instant events); the whole JSON document is never held. Hostile input gives a ``TraceError`` with one line (or
-a note in the report naming what was skipped), never a hang: not a regular file (FIFO, device) is refused
-before opening; the stream's own defences are in json_stream; mistyped or missing fields and negative
-durations are counted here and named in the report's notes.
+flow arrows, Python frames, instant events); the whole JSON document is never held. Hostile input gives a
+``TraceError`` with one line (or a note in the report naming what was skipped), never a hang: not a regular
+file (FIFO, device) is refused before opening; the stream's own defences are in json_stream; mistyped or missing
+fields and negative durations are counted here and named in the report's notes.
 """
 
 from __future__ import annotations
