@@ -8,7 +8,7 @@ import pytest
 from workbench.config import RunConfig
 from workbench.engine.events import RunEnded
 from workbench.experiments.events import BatchTrial
-from workbench.experiments.max_batch import MaxBatchPlan, run_max_batch
+from workbench.experiments.max_batch import BATCH_GRANULE, MaxBatchPlan, run_max_batch
 
 GIB = 2**30
 
@@ -44,7 +44,8 @@ def test_max_batch_finds_the_limit_from_real_out_of_memory_errors_and_frees_each
     assert failures and all(trial.reason == "CUDA out of memory" for trial in failures)
     assert any(isinstance(e, RunEnded) and e.kind == "out_of_memory" for e in events)
     best = result.max_batch_size
-    assert best is not None and best + 1 in {trial.batch_size for trial in failures}
+    # The bisection stops on multiples of BATCH_GRANULE: the next one above the largest that fits ran out of memory
+    assert best is not None and best + BATCH_GRANULE in {trial.batch_size for trial in failures}
     assert result.best.peak_allocated_bytes <= 4 * GIB and result.best.images_per_sec > 0
     # After the search the cache is given back: what stays reserved is torch's own bookkeeping, not a trial's.
     assert torch.cuda.memory_allocated() < 64 * 2**20

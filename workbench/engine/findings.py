@@ -41,7 +41,8 @@ MODEL_BOUND_EFFICIENCY = 0.85
 LOW_TENSOR_ACTIVITY = 0.25
 # A batch that could at least double is worth saying; less is within what tuning the lr would eat.
 MEMORY_HEADROOM_FACTOR = 2
-# A launch-bound step has four remedies worth trying in order (batch, CUDA graphs, fused optimizer, compile).
+# A launch-bound step has four remedies worth trying in order (batch, CUDA graphs, fused optimizer, channels_last;
+# plain compile after them).
 REMEDIES_PER_PROBLEM = 4
 # A diverged run's next lr: a tenth, the step a learning-rate range search takes (divergence.py says when).
 DIVERGED_LR_FACTOR = 0.1
@@ -134,7 +135,9 @@ def _launch_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
         remedies.append(("batch_size", larger, "each kernel does more work per launch (scale lr with it)"))
     # In the order measurements support (benchmarks/results/tune-h100.log: plain compile measured 0.85× on a
     # launch-bound small-cnn): CUDA graphs replay a step's launches at once; a fused optimizer replaces the
-    # update's per-tensor kernels with one; plain compile fuses elementwise work but keeps one launch per kernel.
+    # update's per-tensor kernels with one; channels_last removes cuDNN's layout conversions around each conv (an
+    # H100 trace of small-cnn at batch 32 ran nchwToNhwc and nhwcToNchw kernels around every conv); plain compile
+    # fuses elementwise work but keeps one launch per kernel, last.
     graphs_refused = cuda_graphs_problem(config.replace(compile="reduce-overhead"))
     if config.compile != "reduce-overhead" and graphs_refused is None:
         remedies.append(("compile", "reduce-overhead",
@@ -144,10 +147,10 @@ def _launch_bound(facts: RunFacts) -> Optional[tuple[float, list[Finding]]]:
     if not config.fused_optimizer:
         remedies.append(("fused_optimizer", True, "the optimizer's update runs as one kernel instead of a few per "
                                                   "weight tensor"))
-    if config.compile == "off":
-        remedies.append(("compile", "default", "torch.compile fuses small elementwise kernels: fewer launches per step"))
     if not config.channels_last:
         remedies.append(("channels_last", True, "cuDNN no longer adds layout-conversion kernels around each conv"))
+    if config.compile == "off":
+        remedies.append(("compile", "default", "torch.compile fuses small elementwise kernels: fewer launches per step"))
     return wait, _with_remedies("launch-bound", head, wait, "idle_waiting_for_host_fraction",
                                 LAUNCH_BOUND_HOST_WAIT, remedies, "fewer, larger operations in the model would help")
 
