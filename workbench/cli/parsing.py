@@ -62,12 +62,21 @@ LARGEST_INT = 2**63 - 1  # SQLite's largest integer: a run id past it raised Ove
 
 def positive_int(text: str) -> int:
     """An argparse type: a whole number from 1 to LARGEST_INT (a run id, a count: none is larger)."""
+    return whole_number(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: a whole number from 0 to LARGEST_INT (a rank)."""
+    return whole_number(text, 0)
+
+
+def whole_number(text: str, minimum: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number from 1 up, got {value}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"expected a number from {minimum} up, got {value}")
     if value > LARGEST_INT:
         raise argparse.ArgumentTypeError(f"expected a number up to {LARGEST_INT:,} (2^63-1), got {text}")
     return value

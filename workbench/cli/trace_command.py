@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any, Optional
 
-from workbench.cli.parsing import UsageError
+from workbench.cli.parsing import UsageError, non_negative_int
 
 
 def register(subparsers: Any) -> None:
@@ -28,7 +28,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="a trace file or a folder of rank traces; two paths: BEFORE AFTER")
-    parser.add_argument("--rank", type=_rank, metavar="N", help="only rank N of a folder of ranks")
+    parser.add_argument("--rank", type=non_negative_int, metavar="N", help="only rank N of a folder of ranks")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object on the last line (keys: docs/cli.md#workbench-trace)")
     parser.set_defaults(handler=trace_command)
@@ -98,13 +98,3 @@ def _read(path: str, rank: Optional[int]) -> Any:
         return with_findings(read_report(path, rank=rank))
     except TraceError as error:
         raise UsageError(f"workbench trace: {error}") from None
-
-
-def _rank(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a rank number (0, 1, …), got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a rank number from 0 up, got {value}")
-    return value
