@@ -122,7 +122,7 @@ def replayed(path: Path) -> dict[str, dict[str, float]]:
     files, _notes = reading.trace_files(path)
     for position, file in enumerate(files):
         for events in reading.read_trace(file).ranks(position):
-            span = hta_rules.hta_gpu_span(events.device_work, events.gpu_markers, events.host,
+            span = hta_rules.hta_gpu_span(events.device_work, events.gpu_markers, events.launches_and_steps,
                                           events.fractional_timestamps)
             if span is not None:
                 result[str(events.rank)] = {name: 100 * share for name, share in span.items()}

@@ -63,7 +63,7 @@ def reports():
 def test_gpu_span_differs_from_hta_by_exactly_its_two_rules(name, figures):
     expected = figures[name]
     (events,) = reading.read_trace(TRACES / name).ranks(0)
-    args = (events.device_work, events.gpu_markers, events.host, events.fractional_timestamps)
+    args = (events.device_work, events.gpu_markers, events.launches_and_steps, events.fractional_timestamps)
     assert events.device_index == expected["device_index"]
     assert close(percent(hta_rules.hta_gpu_span(*args)), expected["hta_temporal_pct"], HTA_ROUNDING)
     assert close(percent(hta_rules.hta_gpu_span(*args, round_us=False)),
@@ -71,7 +71,7 @@ def test_gpu_span_differs_from_hta_by_exactly_its_two_rules(name, figures):
     ours = hta_rules.gpu_span(events.device_work, events.gpu_markers)
     assert ours == hta_rules.hta_gpu_span(*args, drop_unlaunched=False, round_us=False)
     # Where neither rule applies, ours is HTA's to the last printed digit; elsewhere it is the rules' whole effect.
-    if hta_rules.launched_before_last_step(events.device_work, events.host) is None and \
+    if hta_rules.launched_before_last_step(events.device_work, events.launches_and_steps) is None and \
             not events.fractional_timestamps:
         assert close(percent(ours), expected["hta_temporal_pct"], HTA_ROUNDING)
 

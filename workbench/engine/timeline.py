@@ -31,6 +31,7 @@ import operator
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, Iterable, NamedTuple, Optional, Sequence
 
 from workbench.engine.events import ProfileSample
@@ -86,6 +87,29 @@ class TimelineBreakdown:
     idle_kernel_wait_seconds: Optional[float] = None  # gaps under ``kernel_wait_ns`` (HTA's kernel wait); 0 unless asked
 
 
+@dataclass
+class SortedActivities:
+    """A window's activities as the analysis reads them, apart by kind: ``analyse`` builds it from a flat list, and
+    the trace reader builds it as it reads (a trace holds millions of events: no pass over all of them again)."""
+
+    device: list[Activity]  # kernels, communication, copies, fills
+    runtime: list[Activity]  # runtime calls: they launch the device work
+    data_waits: list[Interval]
+    host_by_thread: dict[int, list[Activity]]  # every host activity, by thread, sorted by (start, -end)
+
+    @cached_property
+    def launch_starts(self) -> dict[int, int]:
+        """Correlation id → start of the earliest runtime call that has it (0, no id recorded, matches nothing)."""
+        starts: dict[int, int] = {}
+        known_start = starts.get
+        for a in self.runtime:
+            known = known_start(a.correlation)
+            if known is None or a.start_ns < known:
+                starts[a.correlation] = a.start_ns
+        starts.pop(0, None)
+        return starts
+
+
 def analyse(
     activities: Iterable[Activity],
     window: Optional[Interval] = None,
@@ -105,9 +129,25 @@ def analyse(
         window = (min(s for s, _ in spans), max(e for _, e in spans)) if spans else (0, 0)
     if steps is None:
         steps = len(step_spans)
+    by_thread: dict[int, list[Activity]] = defaultdict(list)
+    for a in activities:
+        if a.kind in HOST_KINDS:
+            by_thread[a.stream].append(a)
+    sorted_activities = SortedActivities(
+        device=[a for a in activities if a.kind in DEVICE_KINDS],
+        runtime=[a for a in activities if a.kind == RUNTIME],
+        data_waits=[(a.start_ns, a.end_ns) for a in activities if a.kind == DATA_WAIT],
+        host_by_thread={thread: by_start_longest_first(events) for thread, events in by_thread.items()},
+    )
+    return analyse_sorted(sorted_activities, window, steps, gpu, top, kernel_wait_ns)
+
+
+def analyse_sorted(activities: SortedActivities, window: Interval, steps: int, gpu: bool = True,
+                   top: int = TOP_COUNT, kernel_wait_ns: int = 0) -> TimelineBreakdown:
+    """``analyse`` of activities already apart by kind (no activity may end before it starts)."""
     begin, end = window
-    host_data_wait = clip(union((a.start_ns, a.end_ns) for a in activities if a.kind == DATA_WAIT), begin, end)
-    top_ops = _top_ops(activities, begin, end, top)
+    host_data_wait = clip(union(activities.data_waits), begin, end)
+    top_ops = _top_ops(activities.host_by_thread, begin, end, top)
     host_only = TimelineBreakdown(
         window_seconds=_seconds(end - begin),
         steps=max(0, steps),
@@ -116,18 +156,18 @@ def analyse(
     )
     if not gpu:
         return host_only
-    device = [a for a in activities if a.kind in DEVICE_KINDS and a.end_ns > begin and a.start_ns < end]
-    kernels = union((a.start_ns, a.end_ns) for a in device if a.kind == KERNEL)
-    communication = union((a.start_ns, a.end_ns) for a in device if a.kind == COMMUNICATION)
-    copies = union((a.start_ns, a.end_ns) for a in device if a.kind == MEMCPY)
-    fills = union((a.start_ns, a.end_ns) for a in device if a.kind == MEMSET)
+    device = [a for a in activities.device if a.end_ns > begin and a.start_ns < end]
+    spans: dict[str, list[Interval]] = {kind: [] for kind in DEVICE_KINDS}
+    for a in device:
+        spans[a.kind].append((a.start_ns, a.end_ns))
+    kernels, communication, copies, fills = (union(spans[kind]) for kind in (KERNEL, COMMUNICATION, MEMCPY, MEMSET))
     kernels, communication, copies, fills = (clip(x, begin, end) for x in (kernels, communication, copies, fills))
     visible_communication = subtract(communication, kernels)
     all_kernels = union([*kernels, *communication])
     visible_copies = subtract(copies, all_kernels)
     visible_fills = subtract(subtract(fills, all_kernels), copies)
     busy = union([*all_kernels, *copies, *fills])
-    launched_at = _launches(device, activities)
+    launched_at = _launches(device, activities.launch_starts)
     data, host, kernel_wait, other = _attribute_idle(
         device, launched_at, gaps(busy, begin, end), host_data_wait, kernel_wait_ns)
     kernel_records = [a for a in device if a.kind in (KERNEL, COMMUNICATION)]
@@ -200,16 +240,10 @@ def to_sample(
 # -- idle attribution ----------------------------------------------------------------------------
 
 
-def _launches(device: Sequence[Activity], activities: Sequence[Activity]) -> dict[int, int]:
+def _launches(device: Sequence[Activity], launch_starts: dict[int, int]) -> dict[int, int]:
     """Correlation id → start of the runtime call that launched a device activity of the window."""
-    wanted = {a.correlation for a in device} - {0}  # 0: no correlation id recorded, which matches nothing
-    launches: dict[int, int] = {}
-    for a in activities:
-        if a.kind == RUNTIME and a.correlation in wanted:
-            known = launches.get(a.correlation)
-            if known is None or a.start_ns < known:
-                launches[a.correlation] = a.start_ns
-    return launches
+    return {correlation: launch_starts[correlation] for correlation in {a.correlation for a in device}
+            if correlation in launch_starts}
 
 
 def _attribute_idle(
@@ -247,26 +281,23 @@ def _attribute_idle(
 # -- host ops ------------------------------------------------------------------------------------
 
 
-def _top_ops(activities: Sequence[Activity], begin: int, end: int, top: int) -> tuple[NamedTime, ...]:
-    """Host ops by self time within the window (children on the same thread subtracted). Written for speed: a
-    trace from another program holds hundreds of thousands of host ops."""
-    by_thread: dict[int, list[Activity]] = defaultdict(list)
-    for a in activities:
-        if a.kind in HOST_KINDS and a.end_ns > begin and a.start_ns < end:
-            by_thread[a.stream].append(a)
+def _top_ops(host_by_thread: dict[int, list[Activity]], begin: int, end: int, top: int) -> tuple[NamedTime, ...]:
+    """Host ops by self time within the window (children on the same thread subtracted); each thread's activities
+    sorted by (start, -end). Written for speed: a trace from another program holds hundreds of thousands of host
+    ops."""
     sums: dict[str, int] = defaultdict(int)
     counts: dict[str, int] = defaultdict(int)
     not_ops = (DATA_WAIT, STEP)
     credited: dict[str, Optional[str]] = {}  # name → the name credited (None: an annotation, not an op)
-    for events in by_thread.values():
-        events.sort(key=_END, reverse=True)  # then by start (stable): parents before their children
-        events.sort(key=_START)
+    for events in host_by_thread.values():
         # [name credited, clipped duration, children's time, end]; at the bottom, one that never ends (no test of
         # an empty stack per op)
         stack: list[list] = [[None, 0, 0, float("inf")]]
         push, pop = stack.append, stack.pop
         parent = stack[-1]
-        for a_start, a_end, a_kind, _, a_name, _ in events:
+        for a_start, a_end, a_kind, _, a_name, _ in events[:bisect.bisect_left(events, end, key=_START)]:
+            if a_end <= begin:
+                continue  # outside the window: not an op of it, nor anyone's child
             while parent[3] <= a_start:
                 name, duration, children, _ = pop()
                 if name is not None:
@@ -301,6 +332,14 @@ def _top_ops(activities: Sequence[Activity], begin: int, end: int, top: int) -> 
 _START, _END = operator.itemgetter(0), operator.itemgetter(1)  # Activity.start_ns, Activity.end_ns
 
 
+def by_start_longest_first(activities: list[Activity]) -> list[Activity]:
+    """Sorted by (start, -end), so parents come before their children, in two stable sorts on C keys (no tuple
+    made per activity)."""
+    ordered = sorted(activities, key=_END, reverse=True)
+    ordered.sort(key=_START)
+    return ordered
+
+
 def _top_by_name(items: Iterable[tuple[str, int]], top: int) -> tuple[NamedTime, ...]:
     sums: dict[str, int] = defaultdict(int)
     counts: dict[str, int] = defaultdict(int)
@@ -321,7 +360,7 @@ def _ranked(sums: dict[str, int], counts: dict[str, int], top: int) -> tuple[Nam
 def union(intervals: Iterable[Interval]) -> list[Interval]:
     merged: list[Interval] = []
     append = merged.append
-    ordered = sorted(intervals)
+    ordered = sorted(intervals, key=_START)  # by start alone (a C key): the merge needs no order among equal starts
     if not ordered:
         return merged
     current_start, current_end = ordered[0]
@@ -337,24 +376,30 @@ def union(intervals: Iterable[Interval]) -> list[Interval]:
 
 
 def clip(intervals: Sequence[Interval], begin: int, end: int) -> list[Interval]:
-    return [(max(s, begin), min(e, end)) for s, e in intervals if e > begin and s < end]
+    return [(s if s > begin else begin, e if e < end else end) for s, e in intervals if e > begin and s < end]
 
 
 def subtract(intervals: Sequence[Interval], cover: Sequence[Interval]) -> list[Interval]:
     """The parts of ``intervals`` that ``cover`` does not cover (both sorted and disjoint)."""
     result: list[Interval] = []
+    append = result.append
+    count = len(cover)
     index = 0
     for start, end in intervals:
-        while index < len(cover) and cover[index][1] <= start:
+        while index < count and cover[index][1] <= start:
             index += 1
         cursor, probe = start, index
-        while probe < len(cover) and cover[probe][0] < end:
-            if cover[probe][0] > cursor:
-                result.append((cursor, cover[probe][0]))
-            cursor = max(cursor, cover[probe][1])
+        while probe < count:
+            cover_start, cover_end = cover[probe]
+            if cover_start >= end:
+                break
+            if cover_start > cursor:
+                append((cursor, cover_start))
+            if cover_end > cursor:
+                cursor = cover_end
             probe += 1
         if cursor < end:
-            result.append((cursor, end))
+            append((cursor, end))
     return result
 
 

@@ -22,7 +22,8 @@ from typing import Optional, Sequence
 from workbench.engine import timeline
 from workbench.engine.timeline import KERNEL, RUNTIME, STEP, Activity
 
-_START = operator.itemgetter(0)  # Activity.start_ns
+# An Activity's start_ns, end_ns and (start_ns, end_ns), read in C
+_START, _END, _SPAN = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(0, 1)
 # HTA's kernel-wait threshold: get_idle_time_breakdown's consecutive_kernel_delay=30, documented as ns but compared
 # with its timestamps, which are µs: 30 µs (the committed figures match to the last digit with 30 µs, not 30 ns).
 KERNEL_WAIT_NS = 30_000
@@ -37,7 +38,7 @@ def span_window(device: Sequence[Activity], markers: Sequence[Activity]) -> Opti
     events = [*device, *markers]
     if not events:
         return None
-    return min(a.start_ns for a in events), max(a.end_ns for a in events)
+    return min(map(_START, events)), max(map(_END, events))
 
 
 def gpu_span(device: Sequence[Activity], markers: Sequence[Activity] = ()) -> Optional[dict[str, float]]:
@@ -47,7 +48,7 @@ def gpu_span(device: Sequence[Activity], markers: Sequence[Activity] = ()) -> Op
     window = span_window(device, markers)
     if window is None or window[1] <= window[0]:
         return None
-    every = timeline.union((a.start_ns, a.end_ns) for a in [*device, *markers])
+    every = timeline.union(map(_SPAN, [*device, *markers]))
     compute_names: dict[str, bool] = {}  # a name's class, matched once (a trace has few names, many kernels)
     compute_intervals: list[tuple[int, int]] = []
     for a in device:
@@ -64,18 +65,14 @@ def gpu_span(device: Sequence[Activity], markers: Sequence[Activity] = ()) -> Op
             "non_compute_share": (busy - compute_ns) / span}
 
 
-def per_stream_idle_split(device: Sequence[Activity], host: Sequence[Activity], threshold_ns: int = KERNEL_WAIT_NS
-                          ) -> Optional[dict[str, float]]:
+def per_stream_idle_split(device: Sequence[Activity], host: Sequence[Activity], threshold_ns: int = KERNEL_WAIT_NS,
+                          launch_starts: Optional[dict[int, int]] = None) -> Optional[dict[str, float]]:
     """HTA's idle split (get_idle_time_breakdown): each stream's gaps between its own consecutive kernels,
     copies and fills, summed over streams, as shares: host_wait (the next one's launch began after the
-    previous ended), kernel_wait (shorter than ``threshold_ns``), other."""
-    launch: dict[int, int] = {}
-    wanted = {a.correlation for a in device} - {0}  # 0: no correlation id recorded
-    for a in host:
-        if a.kind == RUNTIME and a.correlation in wanted:
-            known = launch.get(a.correlation)
-            if known is None or a.start_ns < known:
-                launch[a.correlation] = a.start_ns
+    previous ended), kernel_wait (shorter than ``threshold_ns``), other. ``launch_starts``: the host's runtime
+    calls as ``SortedActivities.launch_starts`` maps them, where the caller has it (else read from ``host``)."""
+    launch = launch_starts if launch_starts is not None else timeline.SortedActivities(
+        device=[], runtime=[a for a in host if a.kind == RUNTIME], data_waits=[], host_by_thread={}).launch_starts
     by_stream: dict[int, list[Activity]] = defaultdict(list)
     for a in device:
         by_stream[a.stream].append(a)
@@ -155,9 +152,10 @@ def hta_idle_split(device: Sequence[Activity], host: Sequence[Activity], fractio
 
 
 def hta_figures(device: Sequence[Activity], markers: Sequence[Activity], host: Sequence[Activity],
-                fractional_timestamps: bool) -> tuple[Optional[dict[str, float]], Optional[dict[str, float]]]:
+                fractional_timestamps: bool, launch_starts: Optional[dict[int, int]] = None
+                ) -> tuple[Optional[dict[str, float]], Optional[dict[str, float]]]:
     """(``hta_gpu_span``, ``hta_idle_split``) with both of HTA's rules, the filter and the rounding done once for
-    the two (they apply them to the same events)."""
+    the two (they apply them to the same events); ``launch_starts`` as ``per_stream_idle_split`` takes it."""
     device, markers = list(device), list(markers)
     launched = _launched_before_last_step(host)
     if launched is not None:
@@ -165,4 +163,4 @@ def hta_figures(device: Sequence[Activity], markers: Sequence[Activity], host: S
         markers = [a for a in markers if a.correlation in launched]
     if fractional_timestamps:
         device, markers = rounded_inward(device), rounded_inward(markers)
-    return gpu_span(device, markers), per_stream_idle_split(device, host)
+    return gpu_span(device, markers), per_stream_idle_split(device, host, launch_starts=launch_starts)

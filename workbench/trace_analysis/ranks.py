@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from workbench.engine import timeline
-from workbench.engine.timeline import DATA_WAIT, RUNTIME, STEP, Activity
+from workbench.engine.timeline import Activity
 from workbench.trace_analysis import hta_rules
 from workbench.trace_analysis.model import NamedSeconds, RankReport
 
@@ -32,15 +32,25 @@ class RankEvents:
     device: str
     device_work: list[Activity] = field(default_factory=list)  # kernels, communication, copies, fills of this GPU
     gpu_markers: list[Activity] = field(default_factory=list)  # other stream events (CUPTI's sync records)
-    host: list[Activity] = field(default_factory=list)  # runtime calls, host ops, steps, data waits
+    # The host's activities, apart by kind as the analysis reads them, each list in the file's order:
+    runtime: list[Activity] = field(default_factory=list)  # runtime calls (they launch the device work)
+    steps: list[Activity] = field(default_factory=list)  # ProfilerStep#N (an op and an annotation may both name one)
+    data_waits: list[Activity] = field(default_factory=list)  # the host blocked in the DataLoader's __next__
+    # and all of them (runtime calls, ops, annotations, steps) by thread, sorted by (start, -end):
+    host_by_thread: dict[int, list[Activity]] = field(default_factory=dict)
     host_ops_by_thread: dict[int, list[Activity]] = field(default_factory=dict)  # cpu ops, for naming callers
     notes: list[str] = field(default_factory=list)
     fractional_timestamps: bool = False  # some ts in the file has a fraction of a µs (HTA then rounds)
 
+    @property
+    def launches_and_steps(self) -> list[Activity]:
+        """What HTA's rules read of the host (runtime calls and steps)."""
+        return [*self.runtime, *self.steps]
+
 
 def analyse(events: RankEvents) -> RankReport:
     notes = list(events.notes)
-    steps = _steps(events.host)
+    steps = _steps(events.steps)
     step_seconds = tuple((end - start) / 1e9 for start, end in steps)
     device = events.device_work
     cpu_only = not device
@@ -52,22 +62,22 @@ def analyse(events: RankEvents) -> RankReport:
         window = (min(a.start_ns for a in device), max(a.end_ns for a in device))
         notes.append("no ProfilerStep#N annotations: the figures are over the first to last GPU event")
     else:
-        host = events.host
+        host = [a for thread in events.host_by_thread.values() for a in thread]
         window = (min((a.start_ns for a in host), default=0), max((a.end_ns for a in host), default=0))
-    activities = [*device, *events.host]
-    # What HTA's rules read of the host (launches and steps), apart: each of them would otherwise scan every host op.
-    launches_and_steps = [a for a in events.host if a.kind == RUNTIME or a.kind == STEP]
-    breakdown = timeline.analyse(activities, window=window, steps=len(steps), gpu=not cpu_only, top=TOP_COUNT,
-                                 kernel_wait_ns=hta_rules.KERNEL_WAIT_NS)
+    launches_and_steps = events.launches_and_steps
+    data_wait_spans = [(a.start_ns, a.end_ns) for a in events.data_waits]
+    sorted_activities = timeline.SortedActivities(device=device, runtime=events.runtime, data_waits=data_wait_spans,
+                                                  host_by_thread=events.host_by_thread)
+    breakdown = timeline.analyse_sorted(
+        sorted_activities, window, len(steps), gpu=not cpu_only, top=TOP_COUNT, kernel_wait_ns=hta_rules.KERNEL_WAIT_NS)
     span = window[1] - window[0]
     shares = _shares(breakdown, span) if not cpu_only and span > 0 else None
-    data_wait_spans = [(a.start_ns, a.end_ns) for a in events.host if a.kind == DATA_WAIT]
     data_wait_ns = timeline.total(timeline.clip(timeline.union(data_wait_spans), *window))
     has_data_marks = bool(data_wait_spans)
-    runtime = _runtime_calls(launches_and_steps, window)
+    runtime = _runtime_calls(events.runtime, window)
     median = statistics.median(step_seconds) if step_seconds else None
     hta_span, hta_idle_split = (None, None) if cpu_only else hta_rules.hta_figures(
-        device, events.gpu_markers, launches_and_steps, events.fractional_timestamps)
+        device, events.gpu_markers, launches_and_steps, events.fractional_timestamps, sorted_activities.launch_starts)
     return RankReport(
         rank=events.rank,
         device=events.device,
@@ -103,14 +113,13 @@ def analyse(events: RankEvents) -> RankReport:
     )
 
 
-def _steps(host: Sequence[Activity]) -> list[tuple[int, int]]:
+def _steps(steps: Sequence[Activity]) -> list[tuple[int, int]]:
     """ProfilerStep#N spans, one per step number (Kineto may write a step twice: op and annotation)."""
     by_name: dict[str, tuple[int, int]] = {}
-    for a in host:
-        if a.kind == STEP:
-            known = by_name.get(a.name)
-            if known is None or a.end_ns - a.start_ns > known[1] - known[0]:
-                by_name[a.name] = (a.start_ns, a.end_ns)
+    for a in steps:
+        known = by_name.get(a.name)
+        if known is None or a.end_ns - a.start_ns > known[1] - known[0]:
+            by_name[a.name] = (a.start_ns, a.end_ns)
     return sorted(by_name.values())
 
 
@@ -131,11 +140,11 @@ def _shares(breakdown: timeline.TimelineBreakdown, span_ns: int) -> dict[str, fl
     return result
 
 
-def _runtime_calls(host: Sequence[Activity], window: tuple[int, int]) -> dict[str, float]:
+def _runtime_calls(runtime: Sequence[Activity], window: tuple[int, int]) -> dict[str, float]:
     sums: dict[str, int] = defaultdict(int)
     begin, end = window
-    for a in host:
-        if a.kind == RUNTIME and a.end_ns > begin and a.start_ns < end:
+    for a in runtime:
+        if a.end_ns > begin and a.start_ns < end:
             sums[a.name] += (a.end_ns if a.end_ns < end else end) - (a.start_ns if a.start_ns > begin else begin)
     return {name: ns / 1e9 for name, ns in sorted(sums.items(), key=lambda item: -item[1])}
 
@@ -145,8 +154,8 @@ def _sync_calls(events: RankEvents, window: tuple[int, int]) -> tuple[NamedSecon
     aten::to, …); "(no host op) → call" where the call is outside every op."""
     sums: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     outer: dict[int, tuple[list[Activity], list[int]]] = {}
-    for a in events.host:
-        if a.kind != RUNTIME or SYNC_MARK not in a.name or a.end_ns <= window[0] or a.start_ns >= window[1]:
+    for a in events.runtime:
+        if SYNC_MARK not in a.name or a.end_ns <= window[0] or a.start_ns >= window[1]:
             continue
         if a.stream not in outer:
             ops = _outermost_ops(events.host_ops_by_thread.get(a.stream, ()))

@@ -31,7 +31,7 @@ from typing import Any, Callable, Optional, Union
 import msgspec
 
 from workbench.engine import kineto
-from workbench.engine.timeline import CPU_OP, DATA_WAIT, RUNTIME, STEP, Activity
+from workbench.engine.timeline import CPU_OP, DATA_WAIT, RUNTIME, STEP, Activity, by_start_longest_first
 from workbench.regular_file import folder_problem, regular_file_problem
 from workbench.trace_analysis import json_stream, ranks
 from workbench.trace_analysis.model import RankReport, TraceCancelled, TraceError, TraceReport
@@ -160,8 +160,11 @@ class ParsedTrace:
     meta: dict[str, Any] = field(default_factory=dict)
     device_work: dict[Optional[int], list[Activity]] = field(default_factory=lambda: defaultdict(list))
     gpu_markers: dict[Optional[int], list[Activity]] = field(default_factory=lambda: defaultdict(list))
-    host: list[Activity] = field(default_factory=list)
-    host_ops: dict[int, list[Activity]] = field(default_factory=lambda: defaultdict(list))
+    runtime: list[Activity] = field(default_factory=list)
+    steps: list[Activity] = field(default_factory=list)
+    data_waits: list[Activity] = field(default_factory=list)
+    host_by_thread: dict[int, list[Activity]] = field(default_factory=lambda: defaultdict(list))  # all host activities
+    host_ops: dict[int, list[Activity]] = field(default_factory=lambda: defaultdict(list))  # cpu ops
     skipped: Counter = field(default_factory=Counter)  # reason → events skipped
     events: int = 0
     fractional_timestamps: bool = False
@@ -191,24 +194,22 @@ class ParsedTrace:
         if len(indices) > 1:
             notes.append(f"this file holds {len(indices)} GPUs ({', '.join(f'cuda:{i}' for i in indices)}): "
                          "one report per GPU, ranked by device index")
-        host_ops = {thread: _by_start_longest_first(ops) for thread, ops in self.host_ops.items()}
+        host_ops = {thread: by_start_longest_first(ops) for thread, ops in self.host_ops.items()}
+        host_by_thread = {thread: by_start_longest_first(events) for thread, events in self.host_by_thread.items()}
+
+        def rank_events(rank: int, index: Optional[int], device_work: list[Activity], gpu_markers: list[Activity]
+                        ) -> ranks.RankEvents:
+            return ranks.RankEvents(
+                rank=rank, device_index=index, device=self._device_name(index), device_work=device_work,
+                gpu_markers=gpu_markers, runtime=self.runtime, steps=self.steps, data_waits=self.data_waits,
+                host_by_thread=host_by_thread, host_ops_by_thread=host_ops, notes=list(notes),
+                fractional_timestamps=self.fractional_timestamps)
+
         if not indices:
-            return [ranks.RankEvents(rank=base_rank, device_index=None, device=self._device_name(None),
-                                     host=self.host, host_ops_by_thread=host_ops, notes=notes)]
-        result = []
-        for position, index in enumerate(indices):
-            result.append(ranks.RankEvents(
-                rank=base_rank if len(indices) == 1 else base_rank + position,
-                device_index=index,
-                device=self._device_name(index),
-                device_work=sorted(work[index], key=_START),
-                gpu_markers=markers.get(index, []),
-                host=self.host,
-                host_ops_by_thread=host_ops,
-                notes=list(notes),
-                fractional_timestamps=self.fractional_timestamps,
-            ))
-        return result
+            return [rank_events(base_rank, None, [], [])]
+        return [rank_events(base_rank if len(indices) == 1 else base_rank + position, index,
+                            sorted(work[index], key=_START), markers.get(index, []))
+                for position, index in enumerate(indices)]
 
     def _device_name(self, index: Optional[int]) -> str:
         properties = self.meta.get("deviceProperties")
@@ -236,8 +237,9 @@ class ParsedTrace:
         side_of = _SIDE.get
         fractional = self.fractional_timestamps
         host_names, device_names, runtime_names = self._host_names, self._device_names, self._runtime_names
-        host_append = self.host.append
-        host_ops, device_work, gpu_markers = self.host_ops, self.device_work, self.gpu_markers
+        runtime_append, step_append, data_wait_append = self.runtime.append, self.steps.append, self.data_waits.append
+        host_by_thread, host_ops, device_work, gpu_markers = (self.host_by_thread, self.host_ops, self.device_work,
+                                                               self.gpu_markers)
         make = tuple.__new__
         skipped = self.skipped
         for event in batch:
@@ -262,8 +264,18 @@ class ParsedTrace:
             if dur < 0:
                 skipped["events with a negative duration"] += 1
                 continue
-            start = ts * 1000 if whole_ts else _ns(ts)
-            end = start + (dur * 1000 if whole_dur else _ns(dur))
+            # µs as integer ns; a fraction (Kineto writes three decimals) apart from the whole µs, so that large
+            # absolute timestamps keep their ns (inline: every event of some traces has one)
+            if whole_ts:
+                start = ts * 1000
+            else:
+                whole = int(ts)
+                start = whole * 1000 + round((ts - whole) * 1000)
+            if whole_dur:
+                end = start + dur * 1000
+            else:
+                whole = int(dur)
+                end = start + whole * 1000 + round((dur - whole) * 1000)
             if side is _HOST_OP or side is _OP:
                 thread = event.tid
                 if type(thread) is not int:
@@ -275,9 +287,14 @@ class ParsedTrace:
                 if op_kind is None:
                     continue
                 activity = make(Activity, (start, end, op_kind, thread, name, 0))
-                host_append(activity)
-                if side is _OP and op_kind == CPU_OP:
-                    host_ops[thread].append(activity)
+                host_by_thread[thread].append(activity)
+                if op_kind == CPU_OP:
+                    if side is _OP:
+                        host_ops[thread].append(activity)
+                elif op_kind == STEP:
+                    step_append(activity)
+                else:
+                    data_wait_append(activity)
                 continue
             args = event.args
             correlation = args.correlation if args is not None else None
@@ -288,7 +305,9 @@ class ParsedTrace:
                 if type(thread) is not int:
                     thread = _int(thread) or 0
                 name = runtime_names.setdefault(name, name)
-                host_append(make(Activity, (start, end, RUNTIME, thread, name, correlation)))
+                activity = make(Activity, (start, end, RUNTIME, thread, name, correlation))
+                runtime_append(activity)
+                host_by_thread[thread].append(activity)
                 continue
             device = args.device if args is not None else None
             if type(device) is not int:
@@ -306,14 +325,7 @@ class ParsedTrace:
         self.fractional_timestamps = fractional
 
 
-_START, _END = operator.itemgetter(0), operator.itemgetter(1)  # Activity.start_ns, Activity.end_ns
-
-
-def _by_start_longest_first(activities: list[Activity]) -> list[Activity]:
-    """Sorted by (start, -end), in two stable sorts on C keys (no tuple made per activity)."""
-    ordered = sorted(activities, key=_END, reverse=True)
-    ordered.sort(key=_START)
-    return ordered
+_START = operator.itemgetter(0)  # Activity.start_ns
 
 
 def _host_op_kind(name: str) -> Optional[str]:
@@ -389,14 +401,6 @@ def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,
     if parsed.events == 0:
         raise TraceError(f"{path}: no trace events (an empty \"traceEvents\" list, or none at all)")
     return parsed
-
-
-def _ns(microseconds: Union[int, float]) -> int:
-    """Kineto's µs (three decimals) as integer ns, without float error on large absolute timestamps."""
-    if isinstance(microseconds, int):
-        return microseconds * 1000
-    whole = int(microseconds)
-    return whole * 1000 + round((microseconds - whole) * 1000)
 
 
 def _int(value: Any) -> Optional[int]:
