@@ -114,3 +114,14 @@ def test_htas_per_stream_idle_split_is_replayed_to_its_last_digit(name, figures,
     expected = figures[name]["hta_idle_split_of_idle"]
     for key in ("host_wait", "kernel_wait", "other"):
         assert rank.per_stream_idle_split[key] == pytest.approx(expected[key], abs=0.00006), key
+
+
+@pytest.mark.parametrize("name", cases())
+def test_htas_per_stream_idle_split_from_the_events_alone_is_the_same(name, figures):
+    """The replay as the benchmark calls it, reading the launches from the host's events itself (the report hands
+    it the launches the analysis already mapped)."""
+    (events,) = reading.read_trace(TRACES / name).ranks(0)
+    split = hta_rules.hta_idle_split(events.device_work, events.launches_and_steps, events.fractional_timestamps)
+    expected = figures[name]["hta_idle_split_of_idle"]
+    for key in ("host_wait", "kernel_wait", "other"):
+        assert split[key] == pytest.approx(expected[key], abs=0.00006), key

@@ -99,14 +99,18 @@ class SortedActivities:
 
     @cached_property
     def launch_starts(self) -> dict[int, int]:
-        """Correlation id → start of the earliest runtime call that has it (0, no id recorded, matches nothing)."""
+        """Correlation id of device work → start of the earliest runtime call that has it (0, no id recorded,
+        matches nothing). Only device work's ids: a trace holds millions of runtime calls."""
+        wanted = {a.correlation for a in self.device}
+        wanted.discard(0)
         starts: dict[int, int] = {}
         known_start = starts.get
         for a in self.runtime:
-            known = known_start(a.correlation)
-            if known is None or a.start_ns < known:
-                starts[a.correlation] = a.start_ns
-        starts.pop(0, None)
+            correlation = a.correlation
+            if correlation in wanted:
+                known = known_start(correlation)
+                if known is None or a.start_ns < known:
+                    starts[correlation] = a.start_ns
         return starts
 
 
@@ -137,7 +141,7 @@ def analyse(
         device=[a for a in activities if a.kind in DEVICE_KINDS],
         runtime=[a for a in activities if a.kind == RUNTIME],
         data_waits=[(a.start_ns, a.end_ns) for a in activities if a.kind == DATA_WAIT],
-        host_by_thread={thread: by_start_longest_first(events) for thread, events in by_thread.items()},
+        host_by_thread={thread: sort_by_start_longest_first(events) for thread, events in by_thread.items()},
     )
     return analyse_sorted(sorted_activities, window, steps, gpu, top, kernel_wait_ns)
 
@@ -332,12 +336,12 @@ def _top_ops(host_by_thread: dict[int, list[Activity]], begin: int, end: int, to
 _START, _END = operator.itemgetter(0), operator.itemgetter(1)  # Activity.start_ns, Activity.end_ns
 
 
-def by_start_longest_first(activities: list[Activity]) -> list[Activity]:
-    """Sorted by (start, -end), so parents come before their children, in two stable sorts on C keys (no tuple
-    made per activity)."""
-    ordered = sorted(activities, key=_END, reverse=True)
-    ordered.sort(key=_START)
-    return ordered
+def sort_by_start_longest_first(activities: list[Activity]) -> list[Activity]:
+    """The list sorted in place by (start, -end), so parents come before their children (two stable sorts on C
+    keys: no tuple made per activity; in place: a large trace's host lists are not copied), and returned."""
+    activities.sort(key=_END, reverse=True)
+    activities.sort(key=_START)
+    return activities
 
 
 def _top_by_name(items: Iterable[tuple[str, int]], top: int) -> tuple[NamedTime, ...]:

@@ -72,7 +72,8 @@ def per_stream_idle_split(device: Sequence[Activity], host: Sequence[Activity], 
     previous ended), kernel_wait (shorter than ``threshold_ns``), other. ``launch_starts``: the host's runtime
     calls as ``SortedActivities.launch_starts`` maps them, where the caller has it (else read from ``host``)."""
     launch = launch_starts if launch_starts is not None else timeline.SortedActivities(
-        device=[], runtime=[a for a in host if a.kind == RUNTIME], data_waits=[], host_by_thread={}).launch_starts
+        device=list(device), runtime=[a for a in host if a.kind == RUNTIME], data_waits=[], host_by_thread={}
+    ).launch_starts
     by_stream: dict[int, list[Activity]] = defaultdict(list)
     for a in device:
         by_stream[a.stream].append(a)

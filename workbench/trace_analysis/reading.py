@@ -31,7 +31,7 @@ from typing import Any, Callable, Optional, Union
 import msgspec
 
 from workbench.engine import kineto
-from workbench.engine.timeline import CPU_OP, DATA_WAIT, RUNTIME, STEP, Activity, by_start_longest_first
+from workbench.engine.timeline import CPU_OP, DATA_WAIT, RUNTIME, STEP, Activity, sort_by_start_longest_first
 from workbench.regular_file import folder_problem, regular_file_problem
 from workbench.trace_analysis import json_stream, ranks
 from workbench.trace_analysis.model import RankReport, TraceCancelled, TraceError, TraceReport
@@ -194,8 +194,8 @@ class ParsedTrace:
         if len(indices) > 1:
             notes.append(f"this file holds {len(indices)} GPUs ({', '.join(f'cuda:{i}' for i in indices)}): "
                          "one report per GPU, ranked by device index")
-        host_ops = {thread: by_start_longest_first(ops) for thread, ops in self.host_ops.items()}
-        host_by_thread = {thread: by_start_longest_first(events) for thread, events in self.host_by_thread.items()}
+        host_ops = {thread: sort_by_start_longest_first(ops) for thread, ops in self.host_ops.items()}
+        host_by_thread = {thread: sort_by_start_longest_first(events) for thread, events in self.host_by_thread.items()}
 
         def rank_events(rank: int, index: Optional[int], device_work: list[Activity], gpu_markers: list[Activity]
                         ) -> ranks.RankEvents:
