@@ -5,15 +5,18 @@ For each trace in ../shared/traces (a file, or the folder of ranks), per rank:
   temporal breakdown, as committed in ../shared/traces/hta-0.5.0.json and, when HTA is installed, run live;
 - the speed and peak memory of each, side by side: ours is ``read_report`` (reading, analysis, findings: the whole
   report), HTA's is ``TraceAnalysis(trace_dir=…)`` plus ``get_temporal_breakdown()`` (a folder of ranks is one
-  read of each: its speed is on its first rank's row). Each runs in a fresh
-  process of its own (its peak RSS is its own), best of ``--repeats``.
+  read of each: its speed is on its first rank's row). Each read runs in a fresh process of its own (its peak RSS
+  is its own), ours and HTA's interleaved (ours, HTA, ours, HTA, …) ``--repeats`` times each, so a slow spell of
+  a shared machine falls on both. Times are medians; "HTA ÷ ours" is the ratio of the medians with the project's
+  interval for a ratio (``experiments.ab.ratio_interval``: Hodges–Lehmann over every pair, 90 % where five
+  repeats allow it).
 
 HTA is an optional extra (``pip install 'gpu-training-workbench[hta]'``), never a runtime dependency. It need not
 be installed beside the workbench: ``--hta-python`` names another interpreter that has it (a venv of its own), and
 this script runs HTA there. Without either, the committed figures alone are compared.
 
     python benchmarks/trace_vs_hta.py [--traces ../shared/traces] [--hta-python /tmp/hta-venv/bin/python]
-                                       [--repeats 3]
+                                       [--repeats 5]
 
 Prints a Markdown table for docs/benchmarks.md and writes benchmarks/results/trace_vs_hta-cpu.json.
 """
@@ -25,6 +28,7 @@ import json
 import os
 import platform
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -100,12 +104,33 @@ def _in_process(python: str, role: str, path: str, extra_env: Optional[dict[str,
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def _best(python: str, role: str, path: str, repeats: int) -> dict[str, Any]:
-    runs = [_in_process(python, role, path) for _ in range(repeats)]
-    best = min(runs, key=lambda run: run["seconds"])
-    return {**best, "seconds_each": [run["seconds"] for run in runs],
-            "cpu_seconds": min(run["cpu_seconds"] for run in runs),
-            "peak_rss_bytes": max(run["peak_rss_bytes"] for run in runs)}
+def _interleaved(sides: dict[str, Optional[str]], path: str, repeats: int) -> dict[str, Optional[dict[str, Any]]]:
+    """Each side's reads of one trace, taken in turn (one of each per round), in fresh processes; a side whose
+    interpreter is None is not run."""
+    runs: dict[str, list[dict[str, Any]]] = {role: [] for role, python in sides.items() if python}
+    for _ in range(repeats):
+        for role, python in sides.items():
+            if python:
+                runs[role].append(_in_process(python, role, path))
+    result: dict[str, Optional[dict[str, Any]]] = {role: None for role in sides}
+    for role, taken in runs.items():
+        result[role] = {**taken[0], "seconds": statistics.median(run["seconds"] for run in taken),
+                        "seconds_each": [run["seconds"] for run in taken],
+                        "cpu_seconds": statistics.median(run["cpu_seconds"] for run in taken),
+                        "cpu_seconds_each": [run["cpu_seconds"] for run in taken],
+                        "peak_rss_bytes": max(run["peak_rss_bytes"] for run in taken)}
+    return result
+
+
+def speedup(ours: list[float], hta: list[float]) -> dict[str, Optional[float]]:
+    """HTA's time ÷ ours: the ratio of the medians, and the interval of the ratio (None with too few repeats)."""
+    sys.path.insert(0, str(ROOT))
+    from workbench.experiments.ab import ratio_interval
+
+    interval = ratio_interval(ours, hta)
+    low, high, coverage = interval if interval is not None else (None, None, None)
+    return {"median": statistics.median(hta) / statistics.median(ours), "low": low, "high": high,
+            "coverage": coverage}
 
 
 # -- the comparison ----------------------------------------------------------------------------------------------
@@ -151,7 +176,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES)
     parser.add_argument("--hta-python", help="an interpreter that has HolisticTraceAnalysis installed")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5, help="reads of each trace by each, interleaved")
     parser.add_argument("--ours-worker", help=argparse.SUPPRESS)
     parser.add_argument("--hta-worker", help=argparse.SUPPRESS)
     parser.add_argument("--render", type=Path, metavar="RESULTS.json", help="print the table of a results file")
@@ -170,8 +195,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     hta_python = args.hta_python or (sys.executable if _has_hta() else None)
     rows = []
     for name, path in traces_in(args.traces):
-        ours = _best(sys.executable, "ours", str(path), args.repeats)
-        live = _best(hta_python, "hta", str(path), args.repeats) if hta_python else None
+        reads = _interleaved({"ours": sys.executable, "hta": hta_python}, str(path), args.repeats)
+        ours, live = reads["ours"], reads["hta"]
+        assert ours is not None
         with_hta_rules = replayed(path)
         first = len(rows)
         for rank, span in sorted(ours["ranks"].items(), key=lambda item: int(item[0])):
@@ -181,17 +207,21 @@ def main(argv: Optional[list[str]] = None) -> int:
                 "hta_committed_pct": committed_for(committed, name, rank),
                 "hta_live_pct": live["ranks"].get(rank) if live else None,
             })
-        rows[first]["speed"] = {"ours_seconds": ours["seconds"], "ours_seconds_each": ours["seconds_each"],
-                                "ours_cpu_seconds": ours["cpu_seconds"],
-                                "hta_cpu_seconds": live["cpu_seconds"] if live else None,
-                             "ours_peak_rss_bytes": ours["peak_rss_bytes"],
-                             "hta_seconds": live["seconds"] if live else None,
-                             "hta_seconds_each": live["seconds_each"] if live else None,
-                             "hta_peak_rss_bytes": live["peak_rss_bytes"] if live else None,
-                             "bytes_on_disk": _size(path)}
+        rows[first]["speed"] = {
+            "ours_seconds": ours["seconds"], "ours_seconds_each": ours["seconds_each"],
+            "ours_cpu_seconds": ours["cpu_seconds"], "ours_cpu_seconds_each": ours["cpu_seconds_each"],
+            "ours_peak_rss_bytes": ours["peak_rss_bytes"],
+            "hta_seconds": live["seconds"] if live else None,
+            "hta_seconds_each": live["seconds_each"] if live else None,
+            "hta_cpu_seconds": live["cpu_seconds"] if live else None,
+            "hta_cpu_seconds_each": live["cpu_seconds_each"] if live else None,
+            "hta_peak_rss_bytes": live["peak_rss_bytes"] if live else None,
+            "hta_over_ours_wall": speedup(ours["seconds_each"], live["seconds_each"]) if live else None,
+            "hta_over_ours_cpu": speedup(ours["cpu_seconds_each"], live["cpu_seconds_each"]) if live else None,
+            "bytes_on_disk": _size(path)}
     payload = {"machine": {"cpu_count": os.cpu_count(), "python": platform.python_version(),
                            "platform": platform.platform(), "load_average": os.getloadavg(),
-                           "hta_live": hta_python is not None},
+                           "hta_live": hta_python is not None, "repeats": args.repeats},
                "rows": rows}
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "trace_vs_hta-cpu.json"
@@ -204,8 +234,8 @@ def main(argv: Optional[list[str]] = None) -> int:
 def table(rows: list[dict[str, Any]]) -> list[str]:
     lines = ["| trace | rank | idle ours / HTA | compute ours / HTA | non-compute ours / HTA | largest gap | "
              "gap with HTA's rules replayed | ours: wall s, CPU s (peak RSS) | HTA: wall s, CPU s (peak RSS) | "
-             "HTA ÷ ours: wall, CPU |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "HTA ÷ ours, wall | HTA ÷ ours, CPU |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     keys = ("idle_share", "compute_share", "non_compute_share")
 
     def gap(a: Optional[dict[str, float]], b: Optional[dict[str, float]]) -> str:
@@ -224,12 +254,19 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
                       f"({speed['ours_peak_rss_bytes'] / 2**20:.0f} MiB)")
             hta_s = (f"{speed['hta_seconds']:.2f}, {speed['hta_cpu_seconds']:.2f} "
                      f"({speed['hta_peak_rss_bytes'] / 2**20:.0f} MiB)" if speed["hta_seconds"] is not None else "n/a")
-            ratio = (f"{speed['hta_seconds'] / speed['ours_seconds']:.1f}×, "
-                     f"{speed['hta_cpu_seconds'] / speed['ours_cpu_seconds']:.1f}×" if speed["hta_seconds"] else "n/a")
+            ratio = (f"{_ratio(speed['hta_over_ours_wall'])} | {_ratio(speed['hta_over_ours_cpu'])}"
+                     if speed.get("hta_over_ours_wall") else "n/a | n/a")
         else:
-            ours_s = hta_s = ratio = "(with the row above)"
+            ours_s = hta_s = "(with the row above)"
+            ratio = "(with the row above) | (with the row above)"
         lines.append(f"| {row['trace']} | {row['rank']} | {' | '.join(cells)} | {gaps} | {ours_s} | {hta_s} | {ratio} |")
     return lines
+
+
+def _ratio(speed: dict[str, Optional[float]]) -> str:
+    if speed["low"] is None:
+        return f"{speed['median']:.1f}× (too few repeats for an interval)"
+    return f"{speed['median']:.1f}× ({speed['low']:.1f}–{speed['high']:.1f}×, {speed['coverage']:.0%})"
 
 
 def _has_hta() -> bool:
