@@ -6,7 +6,7 @@ Every column of a run comes from that one profiled run and the same windows:
   rule, engine/summary.py). Throughput, the step time, NVML's share of time any kernel ran and GPM's
   activity figures are over them;
 - its samples' *timeline windows*: our shares are the sample's GPU work rebased on that steady step
-  (timeline.step_shares, the host's remainder kept signed, a base shorter than the GPU's work flagged),
+  (step_shares.step_shares, the host's remainder kept signed, a base shorter than the GPU's work flagged),
   and beside them HTA's own shares: the same sample's fractions of its own window, unrebased (kernel-busy
   is the union of kernel intervals over the window, as Holistic Trace Analysis computes it).
 Repeats are interleaved (s1 s2 … s1 s2 …), so a drift of the machine spreads over every setting, and each
@@ -20,7 +20,7 @@ from collections import Counter
 from typing import Any, Iterable, Optional, Sequence, TypeVar
 
 from workbench.engine.events import ProfileSample, RunEnded, StepStats
-from workbench.engine.timeline import step_shares
+from workbench.engine.step_shares import step_shares
 
 T = TypeVar("T")
 
@@ -87,7 +87,7 @@ def hta_shares(sample: ProfileSample) -> Optional[dict[str, float]]:
 
 def our_shares(sample: ProfileSample, step_seconds: Optional[float],
                data_wait_seconds: Optional[float]) -> Optional[dict[str, Any]]:
-    """Our shares of the run's own step (timeline.step_shares on the run's steady step), the host's remainder signed."""
+    """Our shares of the run's own step (step_shares.step_shares on the run's steady step), the host's remainder signed."""
     shares = step_shares(sample, step_seconds, data_wait_seconds)
     if shares is None:
         return None

@@ -7,7 +7,8 @@ import pytest
 
 from workbench.engine import kineto
 from workbench.engine.events import ProfileSample
-from workbench.engine.timeline import COMMUNICATION, KERNEL, analyse, step_shares, to_sample
+from workbench.engine.step_shares import step_shares
+from workbench.engine.timeline import COMMUNICATION, KERNEL, analyse, to_sample
 from workbench.gui.breakdown_model import segments
 
 ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"

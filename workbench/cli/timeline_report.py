@@ -7,7 +7,7 @@ from typing import Any, Optional
 from workbench.config import RunConfig
 from workbench.engine.events import ProfileSample
 from workbench.engine.run_summary import NamedTime, RunSummary, figure_fields
-from workbench.engine.timeline import step_shares
+from workbench.engine.step_shares import step_shares
 from workbench.formatting import efficiency_text
 from workbench.telemetry_text import summary_text
 

@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Union
 
-from workbench.engine import kineto, timeline
+from workbench.engine import intervals, kineto, timeline
 from workbench.engine.timeline import TimelineBreakdown
 
 # Kineto's categories today, and 2021's capitalised ones (the TensorBoard plugin's sample traces).
@@ -129,7 +129,7 @@ def breakdown(
     device_index: Optional[int] = None,
     steps: Optional[int] = None,
     timed_data_wait_seconds: Optional[float] = None,
-    window: Optional[timeline.Interval] = None,
+    window: Optional[intervals.Interval] = None,
 ) -> TimelineBreakdown:
     """A trace's timeline breakdown, as the sampler made it: over its steps (or ``window``), with the loop's
     own timing of its waits for data where the trace holds no data-wait annotations (a GPU timeline window).

@@ -186,7 +186,7 @@ class ProfileSample:
     barely slows the host; the *ops window* right after it (``ops_steps`` steps) records every host
     op for ``top_ops``. On a CPU there is one window with every host op, and the GPU figures are None.
     Seconds are over the timeline window's wall time (first step's start to the GPU's end); the shares
-    shown to people are per step of the run as it runs unprofiled (``timeline.step_shares``).
+    shown to people are per step of the run as it runs unprofiled (``step_shares.step_shares``).
     """
 
     first_step: int  # the first step the sample touched (a warm-up step runs before the timeline window)
@@ -218,7 +218,7 @@ class ProfileSample:
     # host, so the GPU's wait for the host reads higher than it is without the profiler.
     timeline_host_ops_recorded: bool = False
     # The run's own step outside any sample (the last few steady log windows before this sample, summed:
-    # seconds over steps), per step: the time base of the shares people are shown (timeline.step_shares).
+    # seconds over steps), per step: the time base of the shares people are shown (step_shares.step_shares).
     # CUPTI slows every launch by microseconds, so a sampled step runs longer than the run's own, and that
     # extra time would read as the GPU waiting for the host. None when no steady window came before the sample.
     unprofiled_step_seconds: Optional[float] = None

@@ -189,7 +189,7 @@ class RunSummary:
     median_kernel_seconds: Optional[float] = figure("Median kernel (s)", "seconds", timeline=True)  # of the samples' medians
     gpu_timeline_unavailable_reason: Optional[str] = figure("No timeline because", "text")
     # Set when a sample's base step (the run's own) was shorter than the GPU's work per step in it: its host wait
-    # is a negative remainder, not a measurement, and no finding reads a host wait from the run (timeline.StepShares).
+    # is a negative remainder, not a measurement, and no finding reads a host wait from the run (step_shares.StepShares).
     timeline_flag: Optional[str] = figure("Timeline flag", "text")
     top_ops: tuple[NamedTime, ...] = ()
     top_kernels: tuple[NamedTime, ...] = ()

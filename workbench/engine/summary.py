@@ -13,7 +13,7 @@ from workbench.engine.run_facts import RunFacts
 from workbench.engine.run_summary import EndStatus, FailureKind, NamedTime, RunSummary
 from workbench.engine.spread import median_of_known, rate_interval
 from workbench.engine.telemetry import run_figures
-from workbench.engine.timeline import step_shares
+from workbench.engine.step_shares import step_shares
 
 TOP_COUNT = 10
 
@@ -159,7 +159,7 @@ def profile_figures(
     data_wait_seconds: Optional[float] = None,
 ) -> dict:
     """The RunSummary fields of a run's profiler samples: shares per step of the run as it runs unprofiled
-    (timeline.step_shares; ``step_seconds``/``data_wait_seconds`` per step from the run's steady state,
+    (step_shares.step_shares; ``step_seconds``/``data_wait_seconds`` per step from the run's steady state,
     each sample's own figures where those are None), weighted by the samples' steps."""
     samples = list(samples)
     usable = [s for s in samples if s.steps > 0 and s.window_seconds > 0]

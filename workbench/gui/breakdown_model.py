@@ -8,7 +8,7 @@ from typing import Any, Optional, Sequence
 
 from workbench.engine.events import ProfileSample
 from workbench.engine.run_summary import Finding
-from workbench.engine.timeline import step_shares
+from workbench.engine.step_shares import step_shares
 
 # The stacked bar's parts, bottom to top: what the GPU did, then what its idle time waited for.
 SEGMENTS: tuple[tuple[str, str, str], ...] = (  # key, label, colour
@@ -31,7 +31,7 @@ class Segment:
 
 def segments(sample: ProfileSample) -> Optional[list[Segment]]:
     """The sample's shares of a step of the run as it runs unprofiled, adding up to 1 (None without a GPU
-    timeline); see workbench.engine.timeline.step_shares."""
+    timeline); see workbench.engine.step_shares."""
     shares = step_shares(sample)
     if shares is None:
         return None

@@ -19,7 +19,7 @@ import re
 from collections import defaultdict
 from typing import Optional, Sequence
 
-from workbench.engine import timeline
+from workbench.engine import intervals, timeline
 from workbench.engine.timeline import KERNEL, RUNTIME, STEP, Activity
 
 # An Activity's start_ns, end_ns and (start_ns, end_ns), read in C
@@ -48,7 +48,7 @@ def gpu_span(device: Sequence[Activity], markers: Sequence[Activity] = ()) -> Op
     window = span_window(device, markers)
     if window is None or window[1] <= window[0]:
         return None
-    every = timeline.union(map(_SPAN, [*device, *markers]))
+    every = intervals.union(map(_SPAN, [*device, *markers]))
     compute_names: dict[str, bool] = {}  # a name's class, matched once (a trace has few names, many kernels)
     compute_intervals: list[tuple[int, int]] = []
     for a in device:
@@ -58,9 +58,9 @@ def gpu_span(device: Sequence[Activity], markers: Sequence[Activity] = ()) -> Op
                 is_compute = compute_names[a.name] = not _HTA_NOT_COMPUTE.match(a.name)
             if is_compute:
                 compute_intervals.append((a.start_ns, a.end_ns))
-    compute = timeline.union(compute_intervals)
+    compute = intervals.union(compute_intervals)
     span = window[1] - window[0]
-    busy, compute_ns = timeline.total(every), timeline.total(compute)
+    busy, compute_ns = intervals.total(every), intervals.total(compute)
     return {"idle_share": (span - busy) / span, "compute_share": compute_ns / span,
             "non_compute_share": (busy - compute_ns) / span}
 

@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from workbench.engine import timeline
+from workbench.engine import intervals, timeline
 from workbench.engine.timeline import Activity
 from workbench.trace_analysis import hta_rules
 from workbench.trace_analysis.model import NamedSeconds, RankReport
@@ -72,7 +72,7 @@ def analyse(events: RankEvents) -> RankReport:
         sorted_activities, window, len(steps), gpu=not cpu_only, top=TOP_COUNT, kernel_wait_ns=hta_rules.KERNEL_WAIT_NS)
     span = window[1] - window[0]
     shares = _shares(breakdown, span) if not cpu_only and span > 0 else None
-    data_wait_ns = timeline.total(timeline.clip(timeline.union(data_wait_spans), *window))
+    data_wait_ns = intervals.total(intervals.clip(intervals.union(data_wait_spans), *window))
     has_data_marks = bool(data_wait_spans)
     runtime = _runtime_calls(events.runtime, window)
     median = statistics.median(step_seconds) if step_seconds else None
