@@ -99,19 +99,24 @@ class SortedActivities:
 
     @cached_property
     def launch_starts(self) -> dict[int, int]:
-        """Correlation id of device work → start of the earliest runtime call that has it (0, no id recorded,
-        matches nothing). Only device work's ids: a trace holds millions of runtime calls."""
-        wanted = {a.correlation for a in self.device}
-        wanted.discard(0)
-        starts: dict[int, int] = {}
-        known_start = starts.get
-        for a in self.runtime:
-            correlation = a.correlation
-            if correlation in wanted:
-                known = known_start(correlation)
-                if known is None or a.start_ns < known:
-                    starts[correlation] = a.start_ns
-        return starts
+        """``launch_starts`` of these activities, mapped once for the idle attribution and HTA's per-stream split."""
+        return launch_starts(self.device, self.runtime)
+
+
+def launch_starts(device: Iterable[Activity], runtime: Iterable[Activity]) -> dict[int, int]:
+    """Correlation id of device work → start of the earliest runtime call that has it (0, no id recorded, matches
+    nothing). Only device work's ids: a trace holds millions of runtime calls."""
+    wanted = {a.correlation for a in device}
+    wanted.discard(0)
+    starts: dict[int, int] = {}
+    known_start = starts.get
+    for a in runtime:
+        correlation = a.correlation
+        if correlation in wanted:
+            known = known_start(correlation)
+            if known is None or a.start_ns < known:
+                starts[correlation] = a.start_ns
+    return starts
 
 
 def analyse(

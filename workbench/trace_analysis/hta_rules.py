@@ -70,10 +70,9 @@ def per_stream_idle_split(device: Sequence[Activity], host: Sequence[Activity], 
     """HTA's idle split (get_idle_time_breakdown): each stream's gaps between its own consecutive kernels,
     copies and fills, summed over streams, as shares: host_wait (the next one's launch began after the
     previous ended), kernel_wait (shorter than ``threshold_ns``), other. ``launch_starts``: the host's runtime
-    calls as ``SortedActivities.launch_starts`` maps them, where the caller has it (else read from ``host``)."""
-    launch = launch_starts if launch_starts is not None else timeline.SortedActivities(
-        device=list(device), runtime=[a for a in host if a.kind == RUNTIME], data_waits=[], host_by_thread={}
-    ).launch_starts
+    calls as ``timeline.launch_starts`` maps them, where the caller has them (else read from ``host``)."""
+    launch = launch_starts if launch_starts is not None else timeline.launch_starts(
+        device, [a for a in host if a.kind == RUNTIME])
     by_stream: dict[int, list[Activity]] = defaultdict(list)
     for a in device:
         by_stream[a.stream].append(a)
