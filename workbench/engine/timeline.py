@@ -51,7 +51,6 @@ ANNOTATION_PREFIX = "workbench."
 TOP_COUNT = 10
 
 
-
 class Activity(NamedTuple):
     """One record from a profiler timeline; times in nanoseconds on the profiler's clock. A named tuple: a
     trace of millions of events makes millions of these, and a tuple is built 3× faster and is half the size
@@ -249,10 +248,11 @@ def to_sample(
 # -- idle attribution ----------------------------------------------------------------------------
 
 
-def _launches(device: Sequence[Activity], launch_starts: dict[int, int]) -> dict[int, int]:
-    """Correlation id → start of the runtime call that launched a device activity of the window."""
-    return {correlation: launch_starts[correlation] for correlation in {a.correlation for a in device}
-            if correlation in launch_starts}
+def _launches(device: Sequence[Activity], starts: dict[int, int]) -> dict[int, int]:
+    """Correlation id → start of the runtime call that launched a device activity of the window (``starts``:
+    ``launch_starts``'s map)."""
+    return {correlation: starts[correlation] for correlation in {a.correlation for a in device}
+            if correlation in starts}
 
 
 def _attribute_idle(
