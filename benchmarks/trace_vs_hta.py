@@ -99,21 +99,29 @@ def _in_process(python: str, role: str, path: str, extra_env: Optional[dict[str,
     env = {**os.environ, **(extra_env or {})}
     result = subprocess.run([python, str(Path(__file__).resolve()), f"--{role}-worker", path],
                             capture_output=True, text=True, env=env, timeout=1800)
-    if result.returncode != 0:
-        raise RuntimeError(f"{role} on {path} failed: {result.stderr.strip().splitlines()[-1:]}")
+    if result.returncode != 0:  # the failing line and the exception, without the caret lines under them
+        said = [line.strip() for line in result.stderr.strip().splitlines() if line.strip().strip("^~")]
+        raise RuntimeError(" | ".join(said[-2:]) or f"{role} exited with {result.returncode}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def _interleaved(sides: dict[str, Optional[str]], path: str, repeats: int) -> dict[str, Optional[dict[str, Any]]]:
     """Each side's reads of one trace, taken in turn (one of each per round), in fresh processes; a side whose
-    interpreter is None is not run."""
+    interpreter is None is not run; one that fails is not run again on it, and its error is under "ROLE_error"."""
     runs: dict[str, list[dict[str, Any]]] = {role: [] for role, python in sides.items() if python}
+    failed: dict[str, str] = {}
     for _ in range(repeats):
         for role, python in sides.items():
-            if python:
-                runs[role].append(_in_process(python, role, path))
+            if python and role not in failed:
+                try:
+                    runs[role].append(_in_process(python, role, path))
+                except RuntimeError as error:  # HTA stops on some real traces: said in the row, not a crash
+                    failed[role] = str(error)
     result: dict[str, Optional[dict[str, Any]]] = {role: None for role in sides}
+    result.update({f"{role}_error": message for role, message in failed.items()})  # type: ignore[misc]
     for role, taken in runs.items():
+        if role in failed:
+            continue
         result[role] = {**taken[0], "seconds": statistics.median(run["seconds"] for run in taken),
                         "seconds_each": [run["seconds"] for run in taken],
                         "cpu_seconds": statistics.median(run["cpu_seconds"] for run in taken),
@@ -180,6 +188,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--ours-worker", help=argparse.SUPPRESS)
     parser.add_argument("--hta-worker", help=argparse.SUPPRESS)
     parser.add_argument("--render", type=Path, metavar="RESULTS.json", help="print the table of a results file")
+    parser.add_argument("--out", type=Path, default=RESULTS / "trace_vs_hta-cpu.json", help="the results file")
     args = parser.parse_args(argv)
     if args.render:
         print("\n".join(table(json.loads(args.render.read_text())["rows"])))
@@ -207,6 +216,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                 "hta_committed_pct": committed_for(committed, name, rank),
                 "hta_live_pct": live["ranks"].get(rank) if live else None,
             })
+        if reads.get("hta_error"):
+            rows[first]["hta_error"] = reads["hta_error"]
         rows[first]["speed"] = {
             "ours_seconds": ours["seconds"], "ours_seconds_each": ours["seconds_each"],
             "ours_cpu_seconds": ours["cpu_seconds"], "ours_cpu_seconds_each": ours["cpu_seconds_each"],
@@ -223,11 +234,11 @@ def main(argv: Optional[list[str]] = None) -> int:
                            "platform": platform.platform(), "load_average": os.getloadavg(),
                            "hta_live": hta_python is not None, "repeats": args.repeats},
                "rows": rows}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / "trace_vs_hta-cpu.json"
+    out = args.out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(payload, indent=2))
     print("\n".join(table(rows)))
-    print(f"\nwrote {out.relative_to(ROOT)}")
+    print(f"\nwrote {out}")
     return 0
 
 
@@ -253,7 +264,8 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             ours_s = (f"{speed['ours_seconds']:.2f}, {speed['ours_cpu_seconds']:.2f} "
                       f"({speed['ours_peak_rss_bytes'] / 2**20:.0f} MiB)")
             hta_s = (f"{speed['hta_seconds']:.2f}, {speed['hta_cpu_seconds']:.2f} "
-                     f"({speed['hta_peak_rss_bytes'] / 2**20:.0f} MiB)" if speed["hta_seconds"] is not None else "n/a")
+                     f"({speed['hta_peak_rss_bytes'] / 2**20:.0f} MiB)" if speed["hta_seconds"] is not None
+                     else f"stopped: {row['hta_error'].split(' | ')[0]}" if row.get("hta_error") else "n/a")
             ratio = (f"{_ratio(speed['hta_over_ours_wall'])} | {_ratio(speed['hta_over_ours_cpu'])}"
                      if speed.get("hta_over_ours_wall") else "n/a | n/a")
         else:

@@ -8,6 +8,13 @@ HTA 0.5.0's temporal breakdown differs from ours on purpose in two places (docs/
 - it rounds fractional-µs timestamps inward (start up to the next µs, end down) when any ``ts`` in the file is
   fractional (``round_down_time_stamps``), which shrinks each event by up to 2 µs; ours keeps the ns.
 
+Two details make the replay exact, and matter on traces where every timestamp is fractional (torch 2.11's, with
+many sub-µs copies and fills): the last step's start is the latest ``ProfilerStep#N``, the GPU's copy of the
+annotation included (it starts after the host's, so work the last step launched before its GPU copy began is
+kept); and an event that rounding leaves with a negative length (a 0.8 µs fill: start up, end down) is kept, and
+``merge_kernel_intervals`` counts it as a busy interval of −1 µs, so HTA's non-compute time can come out
+negative (its own assertion then stops the breakdown: three of the H100 traces in tests/trace_analysis/data).
+
 ``hta_gpu_span`` applies either rule or both to the same events, so a test (and the benchmark) can show that
 our figure turns into HTA's by exactly those rules and nothing else.
 """
@@ -94,34 +101,79 @@ def per_stream_idle_split(device: Sequence[Activity], host: Sequence[Activity], 
 
 
 
-def launched_before_last_step(device: Sequence[Activity], host: Sequence[Activity]) -> Optional[list[Activity]]:
+def launched_before_last_step(device: Sequence[Activity], host: Sequence[Activity],
+                              fractional_timestamps: bool = False) -> Optional[list[Activity]]:
     """The device events HTA keeps: those whose runtime call (same correlation id) began before the last
     ProfilerStep did; None where HTA filters nothing (fewer than two steps)."""
-    launched = _launched_before_last_step(host)
+    launched = _launched_before_last_step(host, fractional_timestamps)
     return None if launched is None else [a for a in device if a.correlation in launched]
 
 
-def _launched_before_last_step(host: Sequence[Activity]) -> Optional[set[int]]:
-    """The correlation ids of the runtime calls that began before the last ProfilerStep did (None: fewer than two
-    steps)."""
-    steps = {a.name: a.start_ns for a in host if a.kind == STEP}
-    if len(steps) < 2:
+def _launched_before_last_step(host: Sequence[Activity], fractional_timestamps: bool) -> Optional[set[int]]:
+    """The correlation ids of the runtime calls that began before the last ProfilerStep did, on HTA's clock (whole
+    µs, rounded up, where the file's timestamps are fractional), the GPU's copies of the steps included (None:
+    fewer than two steps)."""
+    step_starts = [a.start_ns for a in host if a.kind == STEP]
+    if len({a.name for a in host if a.kind == STEP}) < 2:
         return None
-    last_start = max(steps.values())
+    last_start = max(step_starts)
+    if fractional_timestamps:
+        last_start = _up_to_us(last_start)
+        return {a.correlation for a in host if a.kind == RUNTIME and _up_to_us(a.start_ns) < last_start}
     return {a.correlation for a in host if a.kind == RUNTIME and a.start_ns < last_start}
 
 
+def _up_to_us(ns: int) -> int:
+    return -(-ns // 1000) * 1000
+
+
 def rounded_inward(events: Sequence[Activity]) -> list[Activity]:
-    """Each event's start up to the next whole µs and its end down to one (HTA's ns rounding); events left with
-    a negative length are dropped, as they cover no time."""
-    result = []
+    """Each event's start up to the next whole µs and its end down to one (HTA's ns rounding). An event shorter
+    than that is left with a negative length, and kept, as HTA keeps it (``hta_span`` counts it as HTA does)."""
     make = tuple.__new__  # Activity(...) without its Python-level constructor (a trace holds millions)
-    for a in events:
-        start = -(-a.start_ns // 1000) * 1000
-        end = a.end_ns // 1000 * 1000
-        if end >= start:
-            result.append(make(Activity, (start, end, *a[2:])))
-    return result
+    return [make(Activity, (-(-a.start_ns // 1000) * 1000, a.end_ns // 1000 * 1000, *a[2:])) for a in events]
+
+
+def hta_span(device: Sequence[Activity], markers: Sequence[Activity] = ()) -> Optional[dict[str, float]]:
+    """``gpu_span`` as HTA computes it (``get_temporal_breakdown``): the window from the first merged interval's
+    start to the last's end, busy and compute time from ``merge_kernel_intervals``, which takes an event of
+    negative length as it is. Equal to ``gpu_span`` where no event has a negative length."""
+    every = _hta_merged([*device, *markers])
+    if not every:
+        return None
+    span = every[-1][1] - every[0][0]
+    if span <= 0:
+        return None
+    compute_names: dict[str, bool] = {}
+    compute_work = []
+    for a in device:
+        if a.kind == KERNEL:
+            is_compute = compute_names.get(a.name)
+            if is_compute is None:
+                is_compute = compute_names[a.name] = not _HTA_NOT_COMPUTE.match(a.name)
+            if is_compute:
+                compute_work.append(a)
+    busy = sum(end - start for start, end in every)
+    compute_ns = sum(end - start for start, end in _hta_merged(compute_work))
+    return {"idle_share": (span - busy) / span, "compute_share": compute_ns / span,
+            "non_compute_share": (busy - compute_ns) / span}
+
+
+def _hta_merged(events: Sequence[Activity]) -> list[list[int]]:
+    """HTA's merge_kernel_intervals: by start, a new interval wherever an event starts after every earlier one
+    ended; each interval from its first start to its latest end (an event of negative length alone stays so)."""
+    merged: list[list[int]] = []
+    reach = None  # the latest end so far
+    for a in sorted(events, key=_START):
+        start, end = a.start_ns, a.end_ns
+        if reach is not None and start <= reach:
+            if end > merged[-1][1]:
+                merged[-1][1] = end
+        else:
+            merged.append([start, end])
+        if reach is None or end > reach:
+            reach = end
+    return merged
 
 
 def hta_gpu_span(device: Sequence[Activity], markers: Sequence[Activity], host: Sequence[Activity],
@@ -131,20 +183,20 @@ def hta_gpu_span(device: Sequence[Activity], markers: Sequence[Activity], host: 
     trace's timestamps are not all whole µs, as HTA does)."""
     device, markers = list(device), list(markers)
     if drop_unlaunched:
-        launched = _launched_before_last_step(host)
+        launched = _launched_before_last_step(host, fractional_timestamps and round_us)
         if launched is not None:
             device = [a for a in device if a.correlation in launched]
             markers = [a for a in markers if a.correlation in launched]
     if round_us and fractional_timestamps:
         device, markers = rounded_inward(device), rounded_inward(markers)
-    return gpu_span(device, markers)
+    return hta_span(device, markers)
 
 
 def hta_idle_split(device: Sequence[Activity], host: Sequence[Activity], fractional_timestamps: bool
                    ) -> Optional[dict[str, float]]:
     """HTA's get_idle_time_breakdown summed over streams, replayed in full (its filter and rounding included):
     {host_wait, kernel_wait, other} as shares of the summed per-stream idle time."""
-    kept = launched_before_last_step(device, host)
+    kept = launched_before_last_step(device, host, fractional_timestamps)
     device = list(device) if kept is None else kept
     if fractional_timestamps:
         device = rounded_inward(device)
@@ -157,10 +209,10 @@ def hta_figures(device: Sequence[Activity], markers: Sequence[Activity], host: S
     """(``hta_gpu_span``, ``hta_idle_split``) with both of HTA's rules, the filter and the rounding done once for
     the two (they apply them to the same events); ``launch_starts`` as ``per_stream_idle_split`` takes it."""
     device, markers = list(device), list(markers)
-    launched = _launched_before_last_step(host)
+    launched = _launched_before_last_step(host, fractional_timestamps)
     if launched is not None:
         device = [a for a in device if a.correlation in launched]
         markers = [a for a in markers if a.correlation in launched]
     if fractional_timestamps:
         device, markers = rounded_inward(device), rounded_inward(markers)
-    return gpu_span(device, markers), per_stream_idle_split(device, host, launch_starts=launch_starts)
+    return hta_span(device, markers), per_stream_idle_split(device, host, launch_starts=launch_starts)

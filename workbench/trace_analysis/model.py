@@ -38,6 +38,15 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class ScriptTraits:
+    """What the script already does, as its host ops' names say: findings never advise it again."""
+
+    compiled: bool = False  # torch.compile's code runs ("Torch-Compiled Region: 0/0", CompiledFunction)
+    optimizer: Optional[str] = None  # the optimizer class stepping ("AdamW" from Optimizer.step#AdamW.step)
+    fused_optimizer: bool = False  # its step runs fused (aten::_fused_adamw_, _fused_adam_, _fused_sgd_)
+
+
+@dataclass(frozen=True)
 class RankReport:
     rank: int
     device: str  # e.g. "NVIDIA A100-SXM4-80GB", "cuda:1", or "unknown"
@@ -79,6 +88,8 @@ class RankReport:
     # gpu_span with HTA 0.5.0's two rules replayed (work launched outside the steps dropped, µs rounding):
     # equals HTA's own figures; gpu_span differs from it by exactly those rules (docs/gpu-time.md).
     gpu_span_as_hta: Optional[dict[str, float]] = None
+    traits: ScriptTraits = ScriptTraits()
+    top_copies: tuple[NamedSeconds, ...] = ()  # copies and fills by name ("Memcpy HtoD (Pageable -> Device)")
 
 
 @dataclass(frozen=True)

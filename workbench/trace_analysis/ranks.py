@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from workbench.engine import intervals, timeline
-from workbench.engine.timeline import Activity
+from workbench.engine.timeline import MEMCPY, MEMSET, Activity
 from workbench.trace_analysis import hta_rules
-from workbench.trace_analysis.model import NamedSeconds, RankReport
+from workbench.trace_analysis.model import NamedSeconds, RankReport, ScriptTraits
 
 TOP_COUNT = 10
 SYNC_MARK = "Synchronize"  # cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, hip…, cuCtxSynchronize
@@ -35,17 +35,19 @@ class RankEvents:
     # The host's activities, apart by kind as the analysis reads them, each list in the file's order:
     runtime: list[Activity] = field(default_factory=list)  # runtime calls (they launch the device work)
     steps: list[Activity] = field(default_factory=list)  # ProfilerStep#N (an op and an annotation may both name one)
+    gpu_steps: list[Activity] = field(default_factory=list)  # ProfilerStep#N's span on the GPU (HTA's filter reads it)
     data_waits: list[Activity] = field(default_factory=list)  # the host blocked in the DataLoader's __next__
     # and all of them (runtime calls, ops, annotations, steps) by thread, sorted by (start, -end):
     host_by_thread: dict[int, list[Activity]] = field(default_factory=dict)
     host_ops_by_thread: dict[int, list[Activity]] = field(default_factory=dict)  # cpu ops, for naming callers
     notes: list[str] = field(default_factory=list)
     fractional_timestamps: bool = False  # some ts in the file has a fraction of a µs (HTA then rounds)
+    traits: ScriptTraits = field(default_factory=ScriptTraits)  # what the script already does (its op names)
 
     @property
     def launches_and_steps(self) -> list[Activity]:
-        """What HTA's rules read of the host (runtime calls and steps)."""
-        return [*self.runtime, *self.steps]
+        """What HTA's rules read of the host (runtime calls and steps, the GPU's copies of the steps too)."""
+        return [*self.runtime, *self.steps, *self.gpu_steps]
 
 
 def analyse(events: RankEvents) -> RankReport:
@@ -110,6 +112,8 @@ def analyse(events: RankEvents) -> RankReport:
         cpu_only=cpu_only,
         per_stream_idle_split=hta_idle_split,
         gpu_span_as_hta=hta_span,
+        traits=events.traits,
+        top_copies=_top_copies(device, window),
     )
 
 
@@ -138,6 +142,19 @@ def _shares(breakdown: timeline.TimelineBreakdown, span_ns: int) -> dict[str, fl
     result = {"compute": compute, "communication": communication, "memory": memory, "idle": idle_seconds / span}
     result.update({key: (value / idle_seconds if idle_seconds > 0 else 0.0) for key, value in parts.items()})
     return result
+
+
+def _top_copies(device: Sequence[Activity], window: tuple[int, int]) -> tuple[NamedSeconds, ...]:
+    """Copies and fills within the window by name, their time and count, the longest first."""
+    sums: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    begin, end = window
+    for a in device:
+        if a.kind in (MEMCPY, MEMSET) and a.end_ns > begin and a.start_ns < end:
+            entry = sums[a.name]
+            entry[0] += (a.end_ns if a.end_ns < end else end) - (a.start_ns if a.start_ns > begin else begin)
+            entry[1] += 1
+    ranked = sorted(sums.items(), key=lambda item: -item[1][0])[:TOP_COUNT]
+    return tuple(NamedSeconds(name, ns / 1e9, count) for name, (ns, count) in ranked)
 
 
 def _runtime_calls(runtime: Sequence[Activity], window: tuple[int, int]) -> dict[str, float]:

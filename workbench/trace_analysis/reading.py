@@ -26,7 +26,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Iterable, Optional, Union
 
 import msgspec
 
@@ -34,7 +34,7 @@ from workbench.engine import kineto
 from workbench.engine.timeline import CPU_OP, DATA_WAIT, RUNTIME, STEP, Activity, sort_by_start_longest_first
 from workbench.regular_file import folder_problem, regular_file_problem
 from workbench.trace_analysis import json_stream, ranks
-from workbench.trace_analysis.model import RankReport, TraceCancelled, TraceError, TraceReport
+from workbench.trace_analysis.model import RankReport, ScriptTraits, TraceCancelled, TraceError, TraceReport
 
 Progress = Callable[[int, int], None]
 Cancelled = json_stream.Cancelled
@@ -46,10 +46,16 @@ RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Drive
 OP_CATEGORIES = frozenset({"cpu_op", "Operator"})
 ANNOTATION_CATEGORIES = frozenset({"user_annotation"})
 GPU_MARKER_CATEGORIES = frozenset({"cuda_sync"})  # CUPTI's sync records on a stream: HTA counts them as GPU events
+# An annotation's span on the GPU: not GPU work, but HTA's filter reads the GPU's ProfilerStep#N (hta_rules).
+GPU_ANNOTATION_CATEGORIES = frozenset({"gpu_user_annotation"})
 # The TensorBoard plugin's data-loading span: enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ (or
 # _MultiProcessingDataLoaderIter): the host blocked on the next batch.
 DATALOADER_NEXT = re.compile(r"enumerate\(DataLoader\)#.*__next__")
 _DIGITS = re.compile(r"-?\d+")
+# Host ops that torch.compile's code runs under (Dynamo's region, AOTAutograd's forward and backward).
+COMPILED_CODE_OPS = ("Torch-Compiled Region", "CompiledFunction")
+OPTIMIZER_STEP = re.compile(r"Optimizer\.step#(\w+)\.step")  # torch.optim's annotation of each step
+FUSED_OPTIMIZER_OPS = "aten::_fused_"  # aten::_fused_adamw_, _fused_adam_, _fused_sgd_
 
 
 def read_report(
@@ -162,6 +168,7 @@ class ParsedTrace:
     gpu_markers: dict[Optional[int], list[Activity]] = field(default_factory=lambda: defaultdict(list))
     runtime: list[Activity] = field(default_factory=list)
     steps: list[Activity] = field(default_factory=list)
+    gpu_steps: list[Activity] = field(default_factory=list)  # ProfilerStep#N's span on the GPU's timeline
     data_waits: list[Activity] = field(default_factory=list)
     host_by_thread: dict[int, list[Activity]] = field(default_factory=lambda: defaultdict(list))  # all host activities
     host_ops: dict[int, list[Activity]] = field(default_factory=lambda: defaultdict(list))  # cpu ops
@@ -196,14 +203,16 @@ class ParsedTrace:
                          "one report per GPU, ranked by device index")
         host_ops = {thread: sort_by_start_longest_first(ops) for thread, ops in self.host_ops.items()}
         host_by_thread = {thread: sort_by_start_longest_first(events) for thread, events in self.host_by_thread.items()}
+        traits = _script_traits(self._host_names)
 
         def rank_events(rank: int, index: Optional[int], device_work: list[Activity], gpu_markers: list[Activity]
                         ) -> ranks.RankEvents:
             return ranks.RankEvents(
                 rank=rank, device_index=index, device=self._device_name(index), device_work=device_work,
-                gpu_markers=gpu_markers, runtime=self.runtime, steps=self.steps, data_waits=self.data_waits,
+                gpu_markers=gpu_markers, runtime=self.runtime, steps=self.steps, gpu_steps=self.gpu_steps,
+                data_waits=self.data_waits,
                 host_by_thread=host_by_thread, host_ops_by_thread=host_ops, notes=list(notes),
-                fractional_timestamps=self.fractional_timestamps)
+                fractional_timestamps=self.fractional_timestamps, traits=traits)
 
         if not indices:
             return [rank_events(base_rank, None, [], [])]
@@ -238,6 +247,7 @@ class ParsedTrace:
         fractional = self.fractional_timestamps
         host_names, device_names, runtime_names = self._host_names, self._device_names, self._runtime_names
         runtime_append, step_append, data_wait_append = self.runtime.append, self.steps.append, self.data_waits.append
+        gpu_step_append = self.gpu_steps.append
         host_by_thread, host_ops, device_work, gpu_markers = (self.host_by_thread, self.host_ops, self.device_work,
                                                                self.gpu_markers)
         make = tuple.__new__
@@ -276,6 +286,10 @@ class ParsedTrace:
             else:
                 whole = int(dur)
                 end = start + whole * 1000 + round((dur - whole) * 1000)
+            if side is _GPU_ANNOTATION:
+                if name.startswith(kineto.STEP_PREFIX):
+                    gpu_step_append(make(Activity, (start, end, STEP, 0, name, 0)))
+                continue
             if side is _HOST_OP or side is _OP:
                 thread = event.tid
                 if type(thread) is not int:
@@ -328,6 +342,20 @@ class ParsedTrace:
 _START = operator.itemgetter(0)  # Activity.start_ns
 
 
+def _script_traits(host_names: Iterable[str]) -> ScriptTraits:
+    """What the script already does, from its host ops' names (each name once: a trace has few)."""
+    compiled, optimizer, fused = False, None, False
+    for name in host_names:
+        if name.startswith(COMPILED_CODE_OPS):
+            compiled = True
+        elif name.startswith(FUSED_OPTIMIZER_OPS):
+            fused = True
+        elif optimizer is None and name.startswith("Optimizer.step#"):
+            match = OPTIMIZER_STEP.match(name)
+            optimizer = match.group(1) if match else None
+    return ScriptTraits(compiled=compiled, optimizer=optimizer, fused_optimizer=fused)
+
+
 def _host_op_kind(name: str) -> Optional[str]:
     """A host op's or annotation's kind by its name (None: the profiler's own record, left out)."""
     if name.startswith(kineto.STEP_PREFIX):
@@ -340,6 +368,7 @@ def _host_op_kind(name: str) -> Optional[str]:
 
 
 _OP, _HOST_OP, _RUNTIME, _MARKER = "op", "host op", "runtime", "gpu marker"  # _OP: a host op of OP_CATEGORIES
+_GPU_ANNOTATION = "gpu annotation"
 # Category → how an event of it is read: a device kind ("kernel" is split further by name), or one of the above.
 _SIDE: dict[str, str] = {
     **DEVICE_CATEGORIES,
@@ -347,6 +376,7 @@ _SIDE: dict[str, str] = {
     **{category: _HOST_OP for category in ANNOTATION_CATEGORIES},
     **{category: _OP for category in OP_CATEGORIES},
     **{category: _MARKER for category in GPU_MARKER_CATEGORIES},
+    **{category: _GPU_ANNOTATION for category in GPU_ANNOTATION_CATEGORIES},
 }
 
 
