@@ -4,7 +4,7 @@
 #   1: the GPU tests, and GPM beside kernel-busy for a launch-bound run
 #   2: the truth table with 3 interleaved repeats and its trimmed traces; GPM for an input- and a compute-bound
 #      run; DDP's extra ops per step
-#   3: the largest batch (bf16), a tune from the defaults
+#   3: the largest batch (bf16), the own-script traces (user-style loops, one per finding)
 #   4: the one-process DDP step against the plain one, the engine's and the sampler's overheads
 # A part has PART_BUDGET seconds (540: a call's 10 minutes less the machine's start and the transfers), and its
 # steps' limits (each `step NAME SECONDS` line; about 1.5 times what the step took on an H100 where that is known)
@@ -21,7 +21,7 @@
 set -uo pipefail
 PARTS=4
 PART_BUDGET=540
-USAGE="usage: $0 1|2|3|4 [--dry-run]   (1: GPU tests + GPM; 2: truth table + GPM + DDP ops; 3: max-batch + tune; 4: DDP step + overheads)"
+USAGE="usage: $0 1|2|3|4 [--dry-run]   (1: GPU tests + GPM; 2: truth table + GPM + DDP ops; 3: max-batch + own-script traces; 4: DDP step + overheads)"
 case "$#/${1:-}/${2:-}" in 1/[1234]/|2/[1234]/--dry-run) ;; *) echo "$USAGE" >&2; exit 2 ;; esac
 PART=$1
 DRY_RUN=$([ "${2:-}" = "--dry-run" ] && echo 1 || echo 0)
@@ -99,12 +99,16 @@ case "$PART" in
       python benchmarks/ddp_ops.py --out "$OUT/ddp_ops.json"
     ;;
   3)
-    # A search took 3-4 min on an H100: one fits beside the tune, a second does not.
+    # A search took 3-4 min on an H100: one fits beside the own-script traces, a second does not.
     step "max-batch bf16" 300 "max_batch_bf16.log" \
       python -m workbench max-batch --model resnet18 --precision bf16 --pipeline gpu-resident \
       --augment gpu --batch-size 4096 --steps-per-trial 3 --json
-    step "tune from the defaults" 170 "tune.log" \
-      python -m workbench tune --budget-seconds 140 --json
+    # Sixteen user-style loops, each profiled as docs/own-script.md says (about 195 s on an H100, a third of it
+    # compiling a ResNet-50); read them anywhere with workbench trace (tests/trace_analysis/data/h100 holds a set).
+    step "own-script traces" 240 "own_script_traces.log" \
+      python scripts/make_own_script_gpu_traces.py "$OUT/own_script_traces"
+    left_out "tune from the defaults" "ran on an H100 before (benchmarks/results/tune-h100.log): run it alone with \
+python -m workbench tune --budget-seconds 140 --json"
     left_out "max-batch fp32" "another 3-4 min search: run it alone with python -m workbench max-batch --model \
 resnet18 --precision fp32 --pipeline gpu-resident --augment gpu --batch-size 4096 --steps-per-trial 3 --json"
     ;;

@@ -20,6 +20,7 @@ from workbench.history.store import HistoryStore
 from workbench.trace_analysis.model import TraceCancelled
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
+H100 = Path(__file__).resolve().parents[1] / "trace_analysis" / "data" / "h100"  # in the repository
 needs_traces = pytest.mark.skipif(not (TRACES / "two-ranks").is_dir(), reason="../shared/traces is not beside the checkout")
 
 
@@ -136,6 +137,17 @@ def test_open_trace_shows_the_report_and_keeps_it_in_the_runs_tab(qtbot, window,
     qtbot.waitUntil(lambda: not window.trace_tab.busy, timeout=60_000)
     assert window.trace_tab.status.text().startswith(f"Opened before: the Runs tab lists it as #{record.id}")
     assert len(store.list_runs()) == 1
+
+
+def test_a_dropped_h100_trace_shows_its_copies_and_the_change_they_call_for(qtbot, window, store):
+    """A real H100 trace of a loop copying pinned float32 batches: the copies are listed by kind, and the finding
+    names the change the trace calls for (fewer bytes), not the pinning it shows done."""
+    drop(window, [H100 / "h100-copy-pinned.pt.trace.json.gz"])
+    qtbot.waitUntil(lambda: not window.trace_tab.busy, timeout=60_000)
+    text = window.trace_tab.report.toPlainText()
+    assert "Rank 0 · NVIDIA H100 80GB HBM3" in text
+    assert "Copies and fills" in text and "Memcpy HtoD (Pinned -> Device)" in text
+    assert "copy-bound" in text and "uint8" in text and "pin_memory=True" not in text
 
 
 @needs_traces

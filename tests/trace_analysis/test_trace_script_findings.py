@@ -10,6 +10,7 @@ from workbench.trace_analysis.model import NamedSeconds
 from workbench.trace_analysis.script_findings import (
     COMMUNICATION_BOUND_SHARE,
     EXPOSED_MEMORY_SHARE,
+    SYNC_WAIT_SHARE,
     findings_for,
     with_findings,
 )
@@ -68,12 +69,22 @@ def test_launch_bound_offers_a_larger_batch_then_cuda_graphs():
 
 def test_a_sync_in_the_loop_is_named_by_its_host_op_first():
     rank = rank_report(idle_share=0.5, idle_for_host_share=0.8, idle_other_share=0.0, idle_kernel_wait_share=0.2,
-                       compute_share=0.4, sync_calls=(NamedSeconds("aten::item", 0.03),
+                       compute_share=0.4, sync_calls=(NamedSeconds("aten::item", 0.1),
                                                      NamedSeconds("aten::_local_scalar_dense", 0.01)))
     findings = findings_for(rank)
     assert findings[0].kind == "sync-in-loop"
     assert "aten::item" in findings[0].text and "aten::item" in findings[0].change
     assert ".item()" in findings[0].change
+    # its figure is the host's wait in the sync over the steps (0.1 s of 0.502 s), held to its own threshold
+    assert abs(findings[0].figure - 0.1 / 0.502) < 1e-12 and findings[0].threshold == SYNC_WAIT_SHARE
+
+
+def test_a_sync_the_host_barely_waits_in_is_not_named():
+    """The host waited 3 % of the steps in the sync: it was hardly ahead of the GPU, so the sync is not what
+    keeps the GPU waiting (the launches are)."""
+    rank = rank_report(idle_share=0.5, idle_for_host_share=0.8, idle_other_share=0.0, idle_kernel_wait_share=0.2,
+                       compute_share=0.4, sync_calls=(NamedSeconds("aten::item", 0.015),))
+    assert [finding.kind for finding in findings_for(rank)] == ["launch-bound", "launch-bound"]
 
 
 def test_a_sync_with_no_gap_after_it_is_not_a_finding():

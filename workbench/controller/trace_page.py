@@ -59,6 +59,7 @@ class RankSection:
     facts: tuple[str, ...]  # HTA's window, the DataLoader's share, kernels
     top_kernels: tuple[tuple[str, str], ...]  # (name, time) rows
     top_host_ops: tuple[tuple[str, str], ...]
+    top_copies: tuple[tuple[str, str], ...]  # copies and fills by name ("Memcpy HtoD (Pinned -> Device)")
     sync_calls: tuple[tuple[str, str], ...]
     findings: tuple[FindingLine, ...]
     notes: tuple[str, ...]
@@ -140,6 +141,7 @@ def _rank_section(rank: RankReport) -> RankSection:
         facts=tuple(facts),
         top_kernels=_top(rank.top_kernels),
         top_host_ops=_top(rank.top_host_ops),
+        top_copies=_top(rank.top_copies),
         sync_calls=_top(rank.sync_calls),
         findings=_finding_lines(rank),
         notes=tuple(rank.notes),

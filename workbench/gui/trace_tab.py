@@ -216,6 +216,7 @@ def _rank_html(section: RankSection) -> str:
     else:
         parts.append("<p><b>Findings</b>: none fired.</p>")
     tables = [(title, rows) for title, rows in (("Top kernels", section.top_kernels), ("Top host ops", section.top_host_ops),
+                                                ("Copies and fills", section.top_copies),
                                                 ("Syncs in the loop", section.sync_calls)) if rows]
     for title, rows in tables:
         body = "".join(f"<tr><td style='padding-right:12px'>{_text(time)}</td><td>{_text(name)}</td></tr>"

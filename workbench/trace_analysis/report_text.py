@@ -46,6 +46,8 @@ def rank_lines(rank: RankReport) -> list[str]:
         lines.append("  top kernels: " + _named(rank.top_kernels))
     if rank.top_host_ops:
         lines.append("  top host ops: " + _named(rank.top_host_ops))
+    if rank.top_copies:
+        lines.append("  copies and fills: " + _named(rank.top_copies))
     if rank.sync_calls:
         lines.append("  device syncs, by the host op that called them: " + _named(rank.sync_calls))
     lines += [f"  note: {note}" for note in rank.notes]

@@ -23,6 +23,17 @@ from workbench.trace_analysis.model import Finding, NamedSeconds, RankReport, Tr
 COMMUNICATION_BOUND_SHARE = INPUT_BOUND_WAIT
 EXPOSED_MEMORY_SHARE = INPUT_BOUND_WAIT
 # Kernel names that say the math already runs in 16-bit (cuBLAS/cuDNN and CUTLASS spell it these ways).
+# A sync every step is named only where the host waits in it this share of the steps or more: that is how far
+# ahead of the GPU the host was, the lead each sync throws away. On an H100 a ResNet-50 loop whose loss.item()
+# waited 25 % of the step ran 0.68x as long without it; an MLP loop whose sync waited 0.1 % was not faster
+# without it (tests/trace_analysis/data/h100). Below a tenth, what removing it could win is within the 8-15 %
+# that identical runs vary by.
+SYNC_WAIT_SHARE = 0.10
+# The host ops under which a copy's sync is the copy waiting (from pageable memory, or back to the host).
+COPY_OPS = frozenset({"aten::to", "aten::_to_copy", "aten::copy_"})
+GRAPH_LAUNCH_MARK = "GraphLaunch"  # cudaGraphLaunch, hipGraphLaunch
+FUSABLE_OPTIMIZERS = frozenset({"Adam", "AdamW", "SGD"})  # torch.optim classes that take fused=True on CUDA
+PAGEABLE_MARK = "Pageable"  # CUPTI's name of a copy from pageable memory: "Memcpy HtoD (Pageable -> Device)"
 HALF_PRECISION_MARKS = ("bf16", "fp16", "f16", "half", "h884", "h1688", "h16816", "hmma", "bfloat16")
 
 
@@ -65,28 +76,45 @@ def _launch_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
     figure = _idle_part(rank, rank.idle_for_host_share)
     if figure is None or figure < LAUNCH_BOUND_HOST_WAIT:
         return None
+    graphs = _graph_launch_seconds(rank)
+    already = (f"; CUDA graphs already launch part of each step ({_seconds(graphs / rank.steps)} of cudaGraphLaunch "
+               f"per step): the host work left outside them sets the pace" if graphs and rank.steps else "")
     head = (f"Launch-bound: the GPU sat idle waiting for the host to launch work {_pct(figure)} of {_window(rank)}"
-            f"{_launch_detail(rank)} (threshold {_pct(LAUNCH_BOUND_HOST_WAIT)}).")
+            f"{_launch_detail(rank)}{already} (threshold {_pct(LAUNCH_BOUND_HOST_WAIT)}).")
     findings = []
     sync = _sync_every_step(rank)
-    if sync is not None:
+    sync_share = sync.seconds / sum(rank.step_seconds) if sync is not None else 0.0
+    if sync is not None and sync_share >= SYNC_WAIT_SHARE:
         caller, _, call = sync.name.rpartition(" → ")
         where = (f"{call} called from {caller}" if caller and not caller.startswith("(")
                  else f"{call or sync.name}, called outside any profiled op (torch.cuda.synchronize() or an event's "
                       f".synchronize() in the loop)")
+        if caller in COPY_OPS:
+            change = (f"take the wait out of the copy ({where}): a batch copied from pageable memory waits for the "
+                      f"GPU; pin it (DataLoader(..., pin_memory=True), or tensor.pin_memory()) and copy it with "
+                      f".to(device, non_blocking=True); a result copied back with .cpu() or .item() every step "
+                      f"waits too: keep it on the device and read it every N steps")
+        else:
+            change = (f"remove the per-step sync ({where}): a .item(), .cpu() or print of a GPU tensor, or "
+                      f"torch.cuda.synchronize(), every step makes the host wait for the GPU and the GPU then wait "
+                      f"for the next launch; keep the value on the device and read it every N steps")
         findings.append(Finding(
             kind="sync-in-loop", text=f"{head} Every step waits in {where}: {_seconds(sync.seconds)} in "
-            f"{sync.count or 'its'} calls, and the GPU waits for the launches after it.", figure=figure,
-            threshold=LAUNCH_BOUND_HOST_WAIT,
-            change=f"remove the per-step sync ({where}): a .item(), .cpu() or print of a GPU tensor, or "
-                   f"torch.cuda.synchronize(), every step makes the host wait for the GPU and the GPU then wait for "
-                   f"the next launch; keep the value on the device and read it every N steps"))
+            f"{sync.count or 'its'} calls, {_pct(sync_share)} of the steps (threshold {_pct(SYNC_WAIT_SHARE)}): the "
+            f"host was that far ahead of the GPU, and after each sync the GPU waits for the launches that follow.",
+            figure=sync_share, threshold=SYNC_WAIT_SHARE, change=change))
     findings.append(Finding(kind="launch-bound", text=head, figure=figure, threshold=LAUNCH_BOUND_HOST_WAIT,
                             change="a larger batch (twice the size, scaling the learning rate with it): each kernel "
                                    "does more work per launch"))
-    findings.append(Finding(kind="launch-bound", text=head, figure=figure, threshold=LAUNCH_BOUND_HOST_WAIT,
-                            change='model = torch.compile(model, mode="reduce-overhead"): CUDA graphs replay the '
-                                   "step's kernels with one launch from the host"))
+    if not graphs:  # where graphs already run, naming them again would contradict the trace
+        findings.append(Finding(kind="launch-bound", text=head, figure=figure, threshold=LAUNCH_BOUND_HOST_WAIT,
+                                change='model = torch.compile(model, mode="reduce-overhead"): CUDA graphs replay the '
+                                       "step's kernels with one launch from the host"))
+    elif rank.traits.optimizer in FUSABLE_OPTIMIZERS and not rank.traits.fused_optimizer:
+        findings.append(Finding(kind="launch-bound", text=head, figure=figure, threshold=LAUNCH_BOUND_HOST_WAIT,
+                                change=f"torch.optim.{rank.traits.optimizer}(..., fused=True): the optimizer step, "
+                                       f"which runs outside the graphs, as a few kernels instead of a loop over the "
+                                       f"parameters"))
     return figure, findings
 
 
@@ -110,8 +138,14 @@ def _exposed_memory(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
         return None
     head = (f"Copy-bound: copies and fills not hidden behind compute took {_pct(figure)} of {_window(rank)} "
             f"(threshold {_pct(EXPOSED_MEMORY_SHARE)}).")
-    change = ("batch.to(device, non_blocking=True) on batches from DataLoader(..., pin_memory=True): the copy of "
-              "the next batch overlaps the step's kernels instead of stalling them")
+    to_gpu = [copy for copy in rank.top_copies if "HtoD" in copy.name]
+    if to_gpu and not any(PAGEABLE_MARK in copy.name for copy in to_gpu):
+        change = ("send fewer bytes: the batches already come from pinned memory, so what is left is their size; "
+                  "uint8 images are a quarter of float32's: copy them as they are and convert and normalise on "
+                  "the GPU (images.to(device, non_blocking=True).float().div_(255))")
+    else:
+        change = ("batch.to(device, non_blocking=True) on batches from DataLoader(..., pin_memory=True): the copy "
+                  "of the next batch overlaps the step's kernels instead of stalling them")
     return figure, [Finding(kind="copy-bound", text=head, figure=figure, threshold=EXPOSED_MEMORY_SHARE,
                             change=change)]
 
@@ -122,7 +156,11 @@ def _compute_bound(rank: RankReport) -> list[Finding]:
         return []
     head = (f"Compute-bound: kernels computed {_pct(figure)} of {_window(rank)} "
             f"(threshold {_pct(COMPUTE_BOUND_BUSY)}).")
-    if _runs_half_precision(rank):
+    if _runs_half_precision(rank) and rank.traits.compiled:
+        change = ("the math already runs in 16-bit and compiled (torch.compile's code is in the trace): the step is "
+                  "the GPU's arithmetic; fewer FLOPs per sample (a smaller model or input) or a faster GPU is what "
+                  "is left")
+    elif _runs_half_precision(rank):
         change = ("model = torch.compile(model): the math already runs in 16-bit; fusing the elementwise work "
                   "between the big kernels is what is left, then a smaller model or a faster GPU")
     else:
@@ -134,6 +172,11 @@ def _compute_bound(rank: RankReport) -> list[Finding]:
 
 def _runs_half_precision(rank: RankReport) -> bool:
     return any(mark in kernel.name.lower() for kernel in rank.top_kernels for mark in HALF_PRECISION_MARKS)
+
+
+def _graph_launch_seconds(rank: RankReport) -> float:
+    """Host time in CUDA (or HIP) graph launches: nonzero where the script already replays graphs."""
+    return sum(seconds for name, seconds in rank.runtime_calls.items() if GRAPH_LAUNCH_MARK in name)
 
 
 def _launch_detail(rank: RankReport) -> str:
