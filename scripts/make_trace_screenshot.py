@@ -34,16 +34,15 @@ def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="workbench-screenshot-"))
     os.environ["WORKBENCH_HOME"] = str(scratch / "home")
 
-    from PySide6.QtCore import QSettings
-
     from workbench.gui.app import build_window, create_application
     from workbench.gui.background import wait_for_background_calls
     from workbench.gui.runs_view import RunsView
+    from workbench.gui.settings_file import SettingsFile
     from workbench.history.store import HistoryStore
 
     app = create_application()
     store = HistoryStore.open()
-    window = build_window(store, settings=QSettings(str(scratch / "settings.ini"), QSettings.Format.IniFormat))
+    window = build_window(store, settings=SettingsFile(scratch / "settings.json"))
     window.resize(*(int(value) for value in args.size.split("x")))
     window.show()
     for trace in args.traces:
