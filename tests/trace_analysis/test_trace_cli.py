@@ -18,6 +18,9 @@ DATA = Path(__file__).resolve().parents[1] / "engine" / "data"
 INPUT_HEAVY = DATA / "cpu-input-heavy-num_workers0.pt.trace.json.gz"
 LOADER_KEEPS_UP = DATA / "cpu-loader-keeps-up-num_workers0.pt.trace.json.gz"
 SHARED_TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
+H100 = Path(__file__).resolve().parent / "data" / "h100"
+BATCH_32 = H100 / "h100-launch-bound.pt.trace.json.gz"  # the MLP at batch 32, and the same at 8192 (one run)
+BATCH_8192 = H100 / "h100-launch-larger-batch.pt.trace.json.gz"
 CONTRACT_RANK_KEYS = {
     "rank", "device", "steps", "step_seconds_median", "step_seconds_low", "step_seconds_high",
     "compute_share", "communication_share", "memory_share", "idle_share",
@@ -86,6 +89,35 @@ def test_a_trace_against_itself_is_not_a_gain(capsys):
     assert set(data) == {"before", "after", "comparison"}
     (comparison,) = data["comparison"]
     assert comparison["verdict"] == "within_noise"
+
+
+def test_a_larger_batch_is_compared_by_samples_per_second_where_the_batches_are_given(capsys):
+    """Batch 32 -> 8192 on the H100: the step takes as long, so by step time it is no gain; given each trace's
+    samples per step, the samples per second are ~260x, a gain; without them the report says the work per step
+    moved and how to compare."""
+    assert main(["trace", str(BATCH_32), str(BATCH_8192)]) == 0
+    out = capsys.readouterr().out
+    assert "within the steps' own spread: not a gain" in out
+    assert "if the batch size changed, compare samples per second with --batch-size BEFORE AFTER" in out
+    assert main(["trace", str(BATCH_32), str(BATCH_8192), "--batch-size", "32", "8192"]) == 0
+    out = capsys.readouterr().out
+    assert "samples per second (32 then 8,192 per step)" in out and "more samples per second: a gain" in out
+    (comparison,) = run_json(capsys, str(BATCH_32), str(BATCH_8192), "--batch-size", "32", "8192")["comparison"]
+    assert comparison["verdict"] == "within_noise" and comparison["samples_verdict"] == "faster"
+    assert (comparison["samples_per_step_before"], comparison["samples_per_step_after"]) == (32, 8192)
+    assert 200 < comparison["samples_per_second_ratio_low"] <= comparison["samples_per_second_ratio"] \
+        <= comparison["samples_per_second_ratio_high"] < 300
+    (plain,) = run_json(capsys, str(BATCH_32), str(BATCH_8192))["comparison"]
+    assert plain["samples_per_second_ratio"] is None and plain["samples_verdict"] is None
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--batch-size", "32", "64"], "compares two traces: give two paths"),
+    (["--batch-size", "0", "64", "second"], "expected a number from 1 up, got 0"),
+])
+def test_batch_sizes_without_two_traces_or_below_one_are_refused(capsys, argv, words):
+    argv = [str(BATCH_32) if word == "second" else word for word in argv]
+    assert words in refused(capsys, str(BATCH_32), *argv)
 
 
 def test_more_than_two_paths_are_refused(capsys):

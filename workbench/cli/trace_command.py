@@ -1,5 +1,5 @@
 """`workbench trace PATH [--rank N] [--json]`: any PyTorch program's profiler trace, read and explained;
-`workbench trace BEFORE AFTER`: two traces of one script compared.
+`workbench trace BEFORE AFTER [--batch-size B A]`: two traces of one script compared.
 
 PATH is a torch.profiler trace (.json, .json.gz, *.pt.trace.json.gz as tensorboard_trace_handler writes it) or a
 folder of them, one file per rank. A trace that cannot be read is one line and exit code 2. No torch, no Qt.
@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any, Optional
 
-from workbench.cli.parsing import UsageError, non_negative_int
+from workbench.cli.parsing import UsageError, non_negative_int, positive_int
 
 
 def register(subparsers: Any) -> None:
@@ -31,6 +31,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--rank", type=non_negative_int, metavar="N", help="only rank N of a folder of ranks")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object on the last line (keys: docs/cli.md#workbench-trace)")
+    parser.add_argument("--batch-size", nargs=2, type=positive_int, metavar=("BEFORE", "AFTER"),
+                        help="with two traces: the samples per step of each, to compare samples per second too "
+                             "(a trace does not record its batch size)")
     parser.set_defaults(handler=trace_command)
 
 
@@ -38,13 +41,15 @@ def trace_command(args: argparse.Namespace) -> int:
     if len(args.paths) > 2:
         raise UsageError(f"workbench trace: {len(args.paths)} paths given: give one trace (or a folder of rank "
                          f"traces), or two to compare (BEFORE AFTER)")
+    if args.batch_size is not None and len(args.paths) != 2:
+        raise UsageError("workbench trace: --batch-size BEFORE AFTER compares two traces: give two paths")
     reports = [_read(path, args.rank) for path in args.paths]
     for report in reports:
         for note in report.notes:
             print(f"workbench trace: note: {report.path}: {note}", file=sys.stderr)
     if len(reports) == 1:
         return _one(reports[0], args.json)
-    return _two(reports[0], reports[1], args.json)
+    return _two(reports[0], reports[1], args.json, tuple(args.batch_size) if args.batch_size else None)
 
 
 def _one(report: Any, as_json: bool) -> int:
@@ -62,7 +67,7 @@ def _one(report: Any, as_json: bool) -> int:
     return 0
 
 
-def _two(before: Any, after: Any, as_json: bool) -> int:
+def _two(before: Any, after: Any, as_json: bool, samples_per_step: Optional[tuple[int, int]] = None) -> int:
     from workbench.trace_analysis.comparing import compare
     from workbench.trace_analysis.report_json import comparison_json, to_json
     from workbench.trace_analysis.report_text import comparison_lines
@@ -70,9 +75,11 @@ def _two(before: Any, after: Any, as_json: bool) -> int:
     pairs = _paired_ranks(before, after)
     if as_json:
         print(json.dumps({"before": to_json(before), "after": to_json(after),
-                          "comparison": [comparison_json(compare(b, a)) for b, a in pairs]}, allow_nan=False))
+                          "comparison": [comparison_json(compare(b, a, samples_per_step)) for b, a in pairs]},
+                         allow_nan=False))
         return 0
-    blocks = ["\n".join(comparison_lines(before.path, after.path, compare(b, a))) for b, a in pairs]
+    blocks = ["\n".join(comparison_lines(before.path, after.path, compare(b, a, samples_per_step)))
+              for b, a in pairs]
     print("\n\n".join(blocks))
     return 0
 

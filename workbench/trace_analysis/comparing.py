@@ -3,7 +3,9 @@
 The step time is compared with the workbench's one A/B statistic (experiments/ab.py): each trace's
 steps are its repeated measurements (as steps per second, so "faster" means what it says there), and a change
 whose interval does not clear 1 ± MIN_EFFECT is "within the noise", never a gain, however far the medians
-moved. Too few steps for an interval (fewer than 3 per trace) gives no verdict. Categories are compared as
+moved. Too few steps for an interval (fewer than 3 per trace) gives no verdict. A trace does not record its
+batch size; given each trace's samples per step, the same statistic compares samples per second too (a larger
+batch can leave the step time as it was and do many times the work). Categories are compared as
 shares of the steps' GPU time and as seconds per step; kernels and host ops by their seconds per step.
 No torch, no Qt.
 """
@@ -60,6 +62,8 @@ class RankComparison:
     categories: tuple[CategoryChange, ...]
     kernels: tuple[NamedChange, ...]
     host_ops: tuple[NamedChange, ...]
+    samples_per_step: Optional[tuple[int, int]] = None  # (before, after), where the user gave them
+    throughput: Optional[ABResult] = None  # samples per second, compared: only with samples_per_step
 
     @property
     def step_time_ratio(self) -> Optional[float]:
@@ -67,15 +71,21 @@ class RankComparison:
         return None if self.step_time.speedup is None else 1 / self.step_time.speedup
 
 
-def compare(before: RankReport, after: RankReport) -> RankComparison:
+def compare(before: RankReport, after: RankReport,
+            samples_per_step: Optional[tuple[int, int]] = None) -> RankComparison:
     step_time = compare_rates(_steps_per_second(before), _steps_per_second(after))
+    throughput = None
+    if samples_per_step is not None:
+        throughput = compare_rates([samples_per_step[0] * rate for rate in _steps_per_second(before)],
+                                   [samples_per_step[1] * rate for rate in _steps_per_second(after)])
     categories = tuple(
         CategoryChange(label, getattr(before, field), getattr(after, field),
                        _per_step(getattr(before, field), before), _per_step(getattr(after, field), after))
         for field, label in CATEGORIES)
     return RankComparison(before=before, after=after, step_time=step_time, categories=categories,
                           kernels=_changed_most(before, after, before.top_kernels, after.top_kernels),
-                          host_ops=_changed_most(before, after, before.top_host_ops, after.top_host_ops))
+                          host_ops=_changed_most(before, after, before.top_host_ops, after.top_host_ops),
+                          samples_per_step=samples_per_step, throughput=throughput)
 
 
 def _steps_per_second(rank: RankReport) -> list[float]:

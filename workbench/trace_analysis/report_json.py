@@ -68,6 +68,7 @@ def comparison_json(comparison: RankComparison) -> dict[str, Any]:
         "step_time_ratio_high": _number(1 / step.speedup_low) if step.speedup_low else None,
         "confidence": _number(step.confidence),
         "verdict": step.verdict if step.speedup_low is not None else "no_verdict",
+        **_throughput_json(comparison),
         "categories": {category.label: {"before_share": _number(category.before_share),
                                         "after_share": _number(category.after_share),
                                         "before_seconds_per_step": _number(category.before_seconds_per_step),
@@ -75,6 +76,21 @@ def comparison_json(comparison: RankComparison) -> dict[str, Any]:
                        for category in comparison.categories},
         "kernels": [_named_change(change) for change in comparison.kernels],
         "host_ops": [_named_change(change) for change in comparison.host_ops],
+    }
+
+
+def _throughput_json(comparison: RankComparison) -> dict[str, Any]:
+    """Samples per second after ÷ before, where ``--batch-size`` gave each trace's samples per step (else null)."""
+    given, result = comparison.samples_per_step, comparison.throughput
+    known = given is not None and result is not None and result.speedup is not None
+    return {
+        "samples_per_step_before": given[0] if given else None,
+        "samples_per_step_after": given[1] if given else None,
+        "samples_per_second_ratio": _number(result.speedup) if known and result else None,
+        "samples_per_second_ratio_low": _number(result.speedup_low) if known and result else None,
+        "samples_per_second_ratio_high": _number(result.speedup_high) if known and result else None,
+        "samples_verdict": (result.verdict if result.speedup_low is not None else "no_verdict")
+        if known and result else None,
     }
 
 

@@ -101,6 +101,7 @@ def comparison_lines(before_path: str, after_path: str, comparison: RankComparis
              f"after:  {after_path} (rank {after.rank}, {after.device})",
              f"step time: {_step_summary(before)} → {_step_summary(after)}"]
     lines.append("  " + _step_verdict(comparison))
+    lines += ["  " + line for line in _throughput_lines(comparison)]
     lines.append(f"  {'':<14}  {'before':>17}  {'after':>17}")
     for category in comparison.categories:
         lines.append(f"  {category.label:<14}  {_share_and_seconds(category.before_share, category.before_seconds_per_step):>17}"
@@ -133,6 +134,34 @@ def _step_verdict(comparison: RankComparison) -> str:
              "within_noise": "within the steps' own spread: not a gain"}[result.verdict]
     return (f"the median step is {ratio:.2f}× as long ({interval} at {result.confidence:.0%}, "
             f"{result.trials.replace('trials', 'steps')}): {words}")
+
+
+# Compute per step that moved this much (either way) while the step time did not says the work per step changed.
+WORK_CHANGE = 1.5
+
+
+def _throughput_lines(comparison: RankComparison) -> list[str]:
+    """Samples per second where the user gave each trace's batch; else a hint where the work per step moved."""
+    result = comparison.throughput
+    if comparison.samples_per_step is not None and result is not None:
+        before, after = comparison.samples_per_step
+        if result.speedup is None:
+            return [f"samples per second ({before:,} then {after:,} per step): n/a without steps"]
+        head = f"samples per second ({before:,} then {after:,} per step): {result.speedup:.2f}×"
+        if result.speedup_low is None or result.speedup_high is None:
+            return [f"{head}; no verdict: fewer than 3 steps in a trace give no interval"]
+        words = {"faster": "more samples per second: a gain", "slower": "fewer samples per second: a loss",
+                 "within_noise": "within the steps' own spread: not a gain"}[result.verdict]
+        return [f"{head} ({result.speedup_low:.2f}–{result.speedup_high:.2f} at {result.confidence:.0%}, "
+                f"{result.trials.replace('trials', 'steps')}): {words}"]
+    compute = next((c for c in comparison.categories if c.label == "compute"), None)
+    if compute is None or not compute.before_seconds_per_step or not compute.after_seconds_per_step:
+        return []
+    moved = compute.after_seconds_per_step / compute.before_seconds_per_step
+    if 1 / WORK_CHANGE < moved < WORK_CHANGE:
+        return []
+    return [f"the GPU's compute per step is {moved:.1f}× what it was: if the batch size changed, compare samples per "
+            f"second with --batch-size BEFORE AFTER"]
 
 
 def _step_summary(rank: RankReport) -> str:
