@@ -11,11 +11,12 @@ from workbench.history.store import HistoryStore
 from workbench.history.trace_records import TraceRecord
 
 
-def trace(sha: str, steps: list[float], rank: int = 0) -> TraceRecord:
+def trace(sha: str, steps: list[float], rank: int = 0, compute_share: float = 0.5) -> TraceRecord:
     ordered = sorted(steps)
     figures = {"rank": rank, "device": "A100", "steps": len(steps), "step_seconds": steps,
                "step_seconds_median": ordered[len(ordered) // 2] if steps else None,
-               "step_seconds_low": ordered[0] if steps else None, "step_seconds_high": ordered[-1] if steps else None}
+               "step_seconds_low": ordered[0] if steps else None, "step_seconds_high": ordered[-1] if steps else None,
+               "compute_share": compute_share}
     return TraceRecord(path=f"/t/{sha}.json", size_bytes=1, sha256=sha * 32, ranks=(figures,))
 
 
@@ -35,8 +36,9 @@ def test_one_trace_says_its_step_time_and_no_images_per_sec(store):
 
 
 def test_shorter_steps_beyond_their_spread_are_a_gain(store):
-    before, after = records(store, trace("a", [0.200, 0.201, 0.202, 0.203, 0.204, 0.205]),
-                            trace("b", [0.100, 0.101, 0.102, 0.103, 0.104, 0.105]))
+    # the same GPU compute per step in half the time (the idle went): shorter steps doing the same work
+    before, after = records(store, trace("a", [0.200, 0.201, 0.202, 0.203, 0.204, 0.205], compute_share=0.45),
+                            trace("b", [0.100, 0.101, 0.102, 0.103, 0.104, 0.105], compute_share=0.9))
     (line,) = speed_lines([before, after])
     assert line.startswith("#2 against #1, rank 0: 203 ms median")
     assert line.endswith("shorter steps: a gain")
@@ -61,3 +63,14 @@ def test_runs_and_traces_selected_together_each_say_their_own(store):
     lines = speed_lines([run, traced])
     assert lines[0].startswith(f"Img/s of #{run.id}")  # the run alone, not set against a trace
     assert lines[1].startswith(f"Step time of #{traced.id}")
+
+
+def test_a_step_as_long_with_four_times_the_compute_points_at_the_batch_size(store):
+    """The same step time, four times the GPU's compute per step: a larger batch, probably; step time alone does
+    not say whether that gained, and the line says how to find out."""
+    steps = [0.100, 0.101, 0.102, 0.103, 0.104]
+    before, after = records(store, trace("a", steps, compute_share=0.2), trace("b", steps, compute_share=0.8))
+    (line,) = speed_lines([before, after])
+    assert "not a gain" in line and "compute per step is 4.0× what it was" in line and "--batch-size" in line
+    same_work = records(store, trace("c", steps), trace("d", steps))
+    assert "--batch-size" not in speed_lines(same_work)[0]

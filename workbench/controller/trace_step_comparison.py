@@ -13,6 +13,7 @@ from typing import Any, Optional, Sequence
 from workbench.experiments.ab import compare_rates
 from workbench.formatting import format_short_seconds
 from workbench.history.records import RunRecord
+from workbench.trace_analysis.comparing import BATCH_HINT, work_moved
 
 _VERDICT_WORDS = {"faster": "shorter steps: a gain", "slower": "longer steps: a loss",
                   "within_noise": "within the steps' own spread: not a gain"}
@@ -37,7 +38,7 @@ def trace_step_lines(records: Sequence[RunRecord]) -> list[str]:
                              "no such rank)")
                 continue
             lines.append(f"#{other_id} against #{first_id}, rank {_rank(after)}: {_spread(before)} → {_spread(after)}; "
-                         f"{_verdict(before, after)}")
+                         f"{_verdict(before, after)}{_work_hint(before, after)}")
     return lines
 
 
@@ -55,6 +56,13 @@ def _verdict(before: dict[str, Any], after: dict[str, Any]) -> str:
     interval = f"{1 / result.speedup_high:.2f}–{1 / result.speedup_low:.2f}"
     return (f"the median step is {ratio:.2f}× as long ({interval} at {result.confidence:.0%}, {steps}): "
             f"{_VERDICT_WORDS[result.verdict]}")
+
+
+def _work_hint(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """Where the GPU's compute per step moved (a batch size changed, say), step time alone does not say it all."""
+    moved = work_moved(_number(before.get("compute_share")), _number(before.get("step_seconds_median")),
+                       _number(after.get("compute_share")), _number(after.get("step_seconds_median")))
+    return "" if moved is None else f"; the GPU's compute per step is {moved:.1f}× what it was: {BATCH_HINT}"
 
 
 def _step_seconds(rank: dict[str, Any]) -> list[float]:

@@ -27,6 +27,19 @@ CATEGORIES = (
 )
 # How many kernels and host ops the comparison names.
 TOP_CHANGES = 5
+# The GPU's compute per step moved this much either way: the work per step changed (a batch size, say), and step
+# time alone no longer says whether the change gained.
+WORK_CHANGE = 1.5
+BATCH_HINT = "if the batch size changed, compare samples per second with --batch-size BEFORE AFTER"
+
+
+def work_moved(before_share: Optional[float], before_median: Optional[float], after_share: Optional[float],
+               after_median: Optional[float]) -> Optional[float]:
+    """The GPU's compute per step after ÷ before, where it moved ``WORK_CHANGE`` or more either way; else None."""
+    if not before_share or not before_median or not after_share or not after_median:
+        return None
+    moved = (after_share * after_median) / (before_share * before_median)
+    return moved if not 1 / WORK_CHANGE < moved < WORK_CHANGE else None
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from workbench.trace_analysis.comparing import NamedChange, RankComparison
+from workbench.trace_analysis.comparing import BATCH_HINT, NamedChange, RankComparison, work_moved
 from workbench.trace_analysis.model import NamedSeconds, RankReport, TraceReport
 
 TOP_SHOWN = 5
@@ -136,10 +136,6 @@ def _step_verdict(comparison: RankComparison) -> str:
             f"{result.trials.replace('trials', 'steps')}): {words}")
 
 
-# Compute per step that moved this much (either way) while the step time did not says the work per step changed.
-WORK_CHANGE = 1.5
-
-
 def _throughput_lines(comparison: RankComparison) -> list[str]:
     """Samples per second where the user gave each trace's batch; else a hint where the work per step moved."""
     result = comparison.throughput
@@ -154,14 +150,9 @@ def _throughput_lines(comparison: RankComparison) -> list[str]:
                  "within_noise": "within the steps' own spread: not a gain"}[result.verdict]
         return [f"{head} ({result.speedup_low:.2f}–{result.speedup_high:.2f} at {result.confidence:.0%}, "
                 f"{result.trials.replace('trials', 'steps')}): {words}"]
-    compute = next((c for c in comparison.categories if c.label == "compute"), None)
-    if compute is None or not compute.before_seconds_per_step or not compute.after_seconds_per_step:
-        return []
-    moved = compute.after_seconds_per_step / compute.before_seconds_per_step
-    if 1 / WORK_CHANGE < moved < WORK_CHANGE:
-        return []
-    return [f"the GPU's compute per step is {moved:.1f}× what it was: if the batch size changed, compare samples per "
-            f"second with --batch-size BEFORE AFTER"]
+    first, then = comparison.before, comparison.after
+    moved = work_moved(first.compute_share, first.step_seconds_median, then.compute_share, then.step_seconds_median)
+    return [] if moved is None else [f"the GPU's compute per step is {moved:.1f}× what it was: {BATCH_HINT}"]
 
 
 def _step_summary(rank: RankReport) -> str:
