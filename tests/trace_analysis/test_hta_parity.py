@@ -57,6 +57,20 @@ def figures():
 
 
 @pytest.fixture(scope="module")
+def events_of():
+    """The one rank's events of a trace file, read once for the module (three tests read each; none changes
+    them), and let go with the module."""
+    read: dict[Path, object] = {}
+
+    def events(path: Path):
+        if path not in read:
+            (read[path],) = reading.read_trace(path).ranks(0)
+        return read[path]
+
+    return events
+
+
+@pytest.fixture(scope="module")
 def reports():
     """read_report of each trace, read once for the module: two tests check the same report (the large traces take
     seconds each to read on a loaded 2-core machine)."""
@@ -71,9 +85,9 @@ def reports():
 
 
 @pytest.mark.parametrize("folder, name", cases())
-def test_gpu_span_differs_from_hta_by_exactly_its_two_rules(folder, name, figures):
+def test_gpu_span_differs_from_hta_by_exactly_its_two_rules(folder, name, figures, events_of):
     expected = figures(folder, name)
-    (events,) = reading.read_trace(folder / name).ranks(0)
+    events = events_of(folder / name)
     args = (events.device_work, events.gpu_markers, events.launches_and_steps, events.fractional_timestamps)
     assert events.device_index == expected["device_index"]
     assert close(percent(hta_rules.hta_gpu_span(*args)), expected["hta_temporal_pct"], HTA_ROUNDING)
@@ -129,10 +143,10 @@ def test_htas_per_stream_idle_split_is_replayed_to_its_last_digit(folder, name, 
 
 
 @pytest.mark.parametrize("folder, name", cases())
-def test_htas_per_stream_idle_split_from_the_events_alone_is_the_same(folder, name, figures):
+def test_htas_per_stream_idle_split_from_the_events_alone_is_the_same(folder, name, figures, events_of):
     """The replay as the benchmark calls it, reading the launches from the host's events itself (the report hands
     it the launches the analysis already mapped)."""
-    (events,) = reading.read_trace(folder / name).ranks(0)
+    events = events_of(folder / name)
     split = hta_rules.hta_idle_split(events.device_work, events.launches_and_steps, events.fractional_timestamps)
     expected = figures(folder, name)["hta_idle_split_of_idle"]
     for key in ("host_wait", "kernel_wait", "other"):
@@ -140,12 +154,12 @@ def test_htas_per_stream_idle_split_from_the_events_alone_is_the_same(folder, na
 
 
 @pytest.mark.parametrize("folder, name", cases(failed=True))
-def test_where_hta_stops_on_its_own_assertion_its_rules_replayed_say_why(folder, name, figures):
+def test_where_hta_stops_on_its_own_assertion_its_rules_replayed_say_why(folder, name, figures, events_of):
     """HTA 0.5.0 stops on three of the H100 traces (``assert non_compute_time >= 0``): rounding inward leaves
     sub-µs fills and copies with a negative length, which its merge counts as negative busy time. Its rules
     replayed give that negative non-compute share; ours, at the trace's ns, reads the trace."""
     assert "non_compute_time >= 0" in figures(folder, name)["hta_error"]
-    (events,) = reading.read_trace(folder / name).ranks(0)
+    events = events_of(folder / name)
     args = (events.device_work, events.gpu_markers, events.launches_and_steps, events.fractional_timestamps)
     assert hta_rules.hta_gpu_span(*args)["non_compute_share"] < 0
     assert hta_rules.hta_gpu_span(*args, round_us=False)["non_compute_share"] >= 0
@@ -153,11 +167,11 @@ def test_where_hta_stops_on_its_own_assertion_its_rules_replayed_say_why(folder,
     assert all(share >= 0 for share in ours.values()) and sum(ours.values()) == pytest.approx(1)
 
 
-def test_the_last_step_htas_filter_reads_begins_where_the_gpus_copy_of_it_does():
+def test_the_last_step_htas_filter_reads_begins_where_the_gpus_copy_of_it_does(events_of):
     """On h100-copy-bound, the last step's copy of its batch was launched after the host's ProfilerStep#11 began
     but before the GPU's copy of that annotation did: HTA keeps it (the filter takes the latest ProfilerStep
     event), and so must the replay, or its idle share is 4.4 points off HTA's."""
-    (events,) = reading.read_trace(H100 / "h100-copy-bound.pt.trace.json.gz").ranks(0)
+    events = events_of(H100 / "h100-copy-bound.pt.trace.json.gz")
     host_only = [a for a in events.launches_and_steps if a not in events.gpu_steps]
     with_gpu = hta_rules.launched_before_last_step(events.device_work, events.launches_and_steps, True)
     without = hta_rules.launched_before_last_step(events.device_work, host_only, True)
