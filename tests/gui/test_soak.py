@@ -1,5 +1,5 @@
 """A long session in one GUI process: 30 real runs alternating the data paths and the workers, with stops and
-failures in between, leave no threads, file descriptors, processes or memory behind, and every run is in the
+failures in between, leave no tensors, modules, threads, file descriptors, processes or memory behind, and every run is in the
 history with the status it ended with. None hangs: the default worker start method (forkserver) is what makes
 that safe, since fork() from this process would copy Qt's thread, the training thread, the pin-memory thread and
 CUDA's, and a lock one of them holds stays locked in the child (pytorch#15808, pytorch#130610).
@@ -41,11 +41,16 @@ FAILED = {8, 23}  # a DataLoader worker is killed (as the out-of-memory killer w
 # Resources are compared between two windows of one run per path each (a path's workers, pipes and buffers
 # differ): right after the warm-up, and the last runs.
 WINDOW = len(PATHS)
-# Resident memory (after malloc_trim hands free heap back, so it counts what is live) may grow this much
-# between the windows' medians. Each run builds small-cnn (391k weights: 1.5 MiB, 4.5 MiB with gradients and
-# momentum) and ~2 MiB of images afresh, so runs that kept theirs would grow it ~120 MiB over the 20 runs
-# between the windows; below the bound is the allocator's and torch's caches settling (about +20 MiB measured).
-RSS_GROWTH_BOUND = 64 * 2**20
+# What a run builds and must let go, counted exactly: live torch tensors and modules (gc's view). Each run builds
+# small-cnn (its parameters, gradients and momentum: some 30 tensors and 8 modules) and its images afresh, so a run
+# that kept them would add that much per run, 20 runs between the windows; measured flat (8 tensors, 0 modules).
+TENSOR_SLACK = 8
+MODULE_SLACK = 1
+# Resident memory (after malloc_trim hands free heap back) may grow this much between the windows' medians: the
+# gross check, for buffers outside torch. Run alone it grew +20 to +43 MiB; once, with the whole slow tier run
+# before it in the same process, +96 MiB (climbing some 8 MiB a run late in the test while the live tensors and
+# modules stayed flat): the allocator's and torch's caches, not the runs' data, which the counts above hold to.
+RSS_GROWTH_BOUND = 160 * 2**20
 # Qt's thread pool keeps a background call's idle thread for 30 s: one or two may come and go. A thread per
 # run left behind would show as +20.
 THREAD_SLACK = 2
@@ -56,8 +61,8 @@ FD_SLACK = 3
 
 
 def process_resources() -> dict[str, int]:
-    """This process's OS threads, Python threads, open file descriptors, descendant processes and resident memory
-    (Linux)."""
+    """This process's live torch tensors and modules, OS threads, Python threads, open file descriptors, descendant
+    processes and resident memory (Linux)."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -74,7 +79,12 @@ def process_resources() -> dict[str, int]:
     _trim_heap()
     status = Path("/proc/self/status").read_text()
     rss_kib = int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1])
+    import torch  # loaded by the runs already
+
+    live = gc.get_objects()
     return {
+        "tensors": sum(1 for item in live if isinstance(item, torch.Tensor)),
+        "modules": sum(1 for item in live if isinstance(item, torch.nn.Module)),
         "threads": len(os.listdir("/proc/self/task")),
         "python_threads": threading.active_count(),
         "fds": len(os.listdir("/proc/self/fd")),
@@ -154,5 +164,7 @@ def test_thirty_runs_with_stops_and_failures_leave_nothing_behind(qtbot, make_wi
     # end saw MainThread, two ThreadPoolExecutor workers and a Dummy), so the windows are compared, not a fixed count.
     assert most(last, "python_threads") <= most(first, "python_threads") + THREAD_SLACK, (
         seen, [thread.name for thread in threading.enumerate()])
+    assert most(last, "tensors") <= most(first, "tensors") + TENSOR_SLACK, [sample["tensors"] for sample in seen]
+    assert most(last, "modules") <= most(first, "modules") + MODULE_SLACK, [sample["modules"] for sample in seen]
     growth = statistics.median(s["rss"] for s in last) - statistics.median(s["rss"] for s in first)
     assert growth <= RSS_GROWTH_BOUND, [sample["rss"] // 2**20 for sample in seen]
