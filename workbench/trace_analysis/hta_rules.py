@@ -56,20 +56,25 @@ def gpu_span(device: Sequence[Activity], markers: Sequence[Activity] = ()) -> Op
     if window is None or window[1] <= window[0]:
         return None
     every = intervals.union(map(_SPAN, [*device, *markers]))
+    compute = intervals.union(map(_SPAN, _compute_work(device)))
+    span = window[1] - window[0]
+    busy, compute_ns = intervals.total(every), intervals.total(compute)
+    return {"idle_share": (span - busy) / span, "compute_share": compute_ns / span,
+            "non_compute_share": (busy - compute_ns) / span}
+
+
+def _compute_work(device: Sequence[Activity]) -> list[Activity]:
+    """The kernels HTA calls compute (not NCCL, copies, fills or syncs by name)."""
     compute_names: dict[str, bool] = {}  # a name's class, matched once (a trace has few names, many kernels)
-    compute_intervals: list[tuple[int, int]] = []
+    work = []
     for a in device:
         if a.kind == KERNEL:
             is_compute = compute_names.get(a.name)
             if is_compute is None:
                 is_compute = compute_names[a.name] = not _HTA_NOT_COMPUTE.match(a.name)
             if is_compute:
-                compute_intervals.append((a.start_ns, a.end_ns))
-    compute = intervals.union(compute_intervals)
-    span = window[1] - window[0]
-    busy, compute_ns = intervals.total(every), intervals.total(compute)
-    return {"idle_share": (span - busy) / span, "compute_share": compute_ns / span,
-            "non_compute_share": (busy - compute_ns) / span}
+                work.append(a)
+    return work
 
 
 def per_stream_idle_split(device: Sequence[Activity], host: Sequence[Activity], threshold_ns: int = KERNEL_WAIT_NS,
@@ -113,10 +118,10 @@ def _launched_before_last_step(host: Sequence[Activity], fractional_timestamps: 
     """The correlation ids of the runtime calls that began before the last ProfilerStep did, on HTA's clock (whole
     µs, rounded up, where the file's timestamps are fractional), the GPU's copies of the steps included (None:
     fewer than two steps)."""
-    step_starts = [a.start_ns for a in host if a.kind == STEP]
-    if len({a.name for a in host if a.kind == STEP}) < 2:
+    steps = [a for a in host if a.kind == STEP]
+    if len({a.name for a in steps}) < 2:
         return None
-    last_start = max(step_starts)
+    last_start = max(a.start_ns for a in steps)
     if fractional_timestamps:
         last_start = _up_to_us(last_start)
         return {a.correlation for a in host if a.kind == RUNTIME and _up_to_us(a.start_ns) < last_start}
@@ -144,17 +149,8 @@ def hta_span(device: Sequence[Activity], markers: Sequence[Activity] = ()) -> Op
     span = every[-1][1] - every[0][0]
     if span <= 0:
         return None
-    compute_names: dict[str, bool] = {}
-    compute_work = []
-    for a in device:
-        if a.kind == KERNEL:
-            is_compute = compute_names.get(a.name)
-            if is_compute is None:
-                is_compute = compute_names[a.name] = not _HTA_NOT_COMPUTE.match(a.name)
-            if is_compute:
-                compute_work.append(a)
     busy = sum(end - start for start, end in every)
-    compute_ns = sum(end - start for start, end in _hta_merged(compute_work))
+    compute_ns = sum(end - start for start, end in _hta_merged(_compute_work(device)))
     return {"idle_share": (span - busy) / span, "compute_share": compute_ns / span,
             "non_compute_share": (busy - compute_ns) / span}
 

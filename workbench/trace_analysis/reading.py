@@ -350,9 +350,8 @@ def _script_traits(host_names: Iterable[str]) -> ScriptTraits:
             compiled = True
         elif name.startswith(FUSED_OPTIMIZER_OPS):
             fused = True
-        elif optimizer is None and name.startswith("Optimizer.step#"):
-            match = OPTIMIZER_STEP.match(name)
-            optimizer = match.group(1) if match else None
+        elif optimizer is None and (match := OPTIMIZER_STEP.match(name)):
+            optimizer = match.group(1)
     return ScriptTraits(compiled=compiled, optimizer=optimizer, fused_optimizer=fused)
 
 

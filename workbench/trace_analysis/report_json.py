@@ -82,15 +82,15 @@ def comparison_json(comparison: RankComparison) -> dict[str, Any]:
 def _throughput_json(comparison: RankComparison) -> dict[str, Any]:
     """Samples per second after ÷ before, where ``--batch-size`` gave each trace's samples per step (else null)."""
     given, result = comparison.samples_per_step, comparison.throughput
-    known = given is not None and result is not None and result.speedup is not None
+    measured = result if result is not None and result.speedup is not None else None
     return {
         "samples_per_step_before": given[0] if given else None,
         "samples_per_step_after": given[1] if given else None,
-        "samples_per_second_ratio": _number(result.speedup) if known and result else None,
-        "samples_per_second_ratio_low": _number(result.speedup_low) if known and result else None,
-        "samples_per_second_ratio_high": _number(result.speedup_high) if known and result else None,
-        "samples_verdict": (result.verdict if result.speedup_low is not None else "no_verdict")
-        if known and result else None,
+        "samples_per_second_ratio": _number(measured.speedup) if measured else None,
+        "samples_per_second_ratio_low": _number(measured.speedup_low) if measured else None,
+        "samples_per_second_ratio_high": _number(measured.speedup_high) if measured else None,
+        "samples_verdict": None if measured is None
+        else measured.verdict if measured.speedup_low is not None else "no_verdict",
     }
 
 
