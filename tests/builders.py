@@ -46,6 +46,7 @@ from workbench.engine.requests import JobRequests
 from workbench.engine.run_summary import RunSummary
 from workbench.experiments.recording import Recorder, RecorderFactory
 from workbench.history.schema import MIGRATIONS
+from workbench.history.trace_records import TraceRecord
 
 ROOT = Path(__file__).resolve().parents[1]  # the project: what a child process needs on its PYTHONPATH
 
@@ -647,3 +648,27 @@ def workbench_cli(*args: str, timeout: float = 240) -> subprocess.CompletedProce
 def last_json(out: str) -> dict:
     """The ``--json`` line a command ends its output with."""
     return json.loads(out.strip().splitlines()[-1])
+
+
+def trace_rank(number: int, compute: float, idle: float, findings=(), steps: int = 5) -> dict:
+    """One rank of a trace record, as `workbench trace --json` writes it."""
+    return {
+        "rank": number, "device": "NVIDIA A100-SXM4-80GB", "steps": steps, "step_seconds_median": 0.25,
+        "step_seconds_low": 0.24, "step_seconds_high": 0.27, "compute_share": compute, "communication_share": 0.1,
+        "memory_share": 1.0 - compute - 0.1 - idle, "idle_share": idle, "idle_for_data_share": 0.5,
+        "idle_for_host_share": 0.25, "idle_kernel_wait_share": 0.0, "idle_other_share": 0.25, "dataloader_share": None,
+        "gpu_span": {"idle_share": idle, "compute_share": compute, "non_compute_share": 1.0 - compute - idle},
+        "findings": [dict(finding) for finding in findings],
+    }
+
+
+INPUT_BOUND = {"kind": "input_bound", "text": "The GPU waits for the DataLoader", "figure": 0.334, "threshold": 0.1,
+               "change": "DataLoader(num_workers=4, pin_memory=True, persistent_workers=True)"}
+
+
+def trace_record(sha256: str = "ab" * 32, path: str = "/data/traces/rank0.json.gz", ranks=None) -> TraceRecord:
+    """A trace record of two ranks (or ``ranks``), as the window keeps an opened trace."""
+    input_bound_twice = [INPUT_BOUND, dict(INPUT_BOUND, change="pin_memory=True")]  # one problem, two changes
+    if ranks is None:
+        ranks = (trace_rank(0, 0.5, 0.25, input_bound_twice), trace_rank(1, 0.25, 0.5))
+    return TraceRecord(path=path, size_bytes=3_000_000, sha256=sha256, ranks=tuple(ranks), notes=("no memory events",))

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from builders import GPU, fill_history, record_complete_run, started, step, summary
+from builders import GPU, fill_history, record_complete_run, started, step, summary, trace_record
 from PySide6.QtCore import Qt
 
 from workbench.cli import main
@@ -435,3 +435,17 @@ def test_tags_go_to_the_store_and_the_table(make_view, store, qtbot, monkeypatch
     assert column(view, "Tags") == ["baseline, fp16 try"]
     qtbot.mouseClick(view.tags_button, Qt.MouseButton.LeftButton)  # the CSV's separator: refused, said, nothing lost
     assert store.get_run(run_id).tags == ("baseline", "fp16 try") and "without ';'" in view.status_label.text()
+
+
+def test_a_double_click_on_a_trace_record_keeps_the_forms_settings(make_view, store, qtbot):
+    """The Load settings button is off for a trace; a double-click on its row must not load RunConfig()'s
+    defaults over the user's form either (a trace holds no settings)."""
+    trace_id, _ = store.add_trace(trace_record())
+    view = make_view()
+    view.select_runs([trace_id])
+    loaded = []
+    view.loadSettingsRequested.connect(loaded.append)
+    row = view.proxy.mapFromSource(view.model.index(view.model.row_of(trace_id), 0))
+    view.table.doubleClicked.emit(row)
+    assert loaded == []
+    assert "holds no settings" in view.status_label.text()

@@ -6,7 +6,7 @@ import csv
 import sqlite3
 
 import pytest
-from builders import record_complete_run
+from builders import INPUT_BOUND, record_complete_run, trace_rank as rank, trace_record as trace
 
 from workbench.config import FIELD_NAMES, RunConfig
 from workbench.history.compare import TRACE_HAS_NO_SETTINGS, compare_runs
@@ -15,27 +15,6 @@ from workbench.history.export import RUNS_CSV_COLUMNS, export_runs_csv
 from workbench.history.schema import MIGRATIONS, SCHEMA_VERSION
 from workbench.history.store import HistoryStore
 from workbench.history.trace_records import TraceRecord
-
-
-def rank(number: int, compute: float, idle: float, findings=()) -> dict:
-    return {
-        "rank": number, "device": "NVIDIA A100-SXM4-80GB", "steps": 5, "step_seconds_median": 0.25,
-        "step_seconds_low": 0.24, "step_seconds_high": 0.27, "compute_share": compute, "communication_share": 0.1,
-        "memory_share": 1.0 - compute - 0.1 - idle, "idle_share": idle, "idle_for_data_share": 0.5,
-        "idle_for_host_share": 0.25, "idle_kernel_wait_share": 0.0, "idle_other_share": 0.25, "dataloader_share": None,
-        "gpu_span": {"idle_share": idle, "compute_share": compute, "non_compute_share": 1.0 - compute - idle},
-        "findings": [dict(finding) for finding in findings],
-    }
-
-
-INPUT_BOUND = {"kind": "input_bound", "text": "The GPU waits for the DataLoader", "figure": 0.334, "threshold": 0.1,
-               "change": "DataLoader(num_workers=4, pin_memory=True, persistent_workers=True)"}
-
-
-def trace(sha256: str = "ab" * 32, path: str = "/data/traces/rank0.json.gz") -> TraceRecord:
-    input_bound_twice = [INPUT_BOUND, dict(INPUT_BOUND, change="pin_memory=True")]  # one problem, two changes
-    return TraceRecord(path=path, size_bytes=3_000_000, sha256=sha256,
-                       ranks=(rank(0, 0.5, 0.25, input_bound_twice), rank(1, 0.25, 0.5)), notes=("no memory events",))
 
 
 @pytest.fixture

@@ -255,6 +255,10 @@ class RunsView(QWidget):
         if len(records) != 1:
             return
         record = records[0]
+        if record.is_trace:  # a double-click reaches here past the disabled button: the form keeps its settings
+            self._show_status(f"{record.label} is a profiler trace: it holds no settings to load "
+                              "(its script's are not in the trace).")
+            return
         self.loadSettingsRequested.emit(record.config)
         message = f"Loaded the settings of {record.label} into the form."
         if record.config_dropped:
