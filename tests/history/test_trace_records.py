@@ -133,3 +133,19 @@ def test_a_run_after_a_trace_is_named_against_the_run_before_it_not_the_trace(st
     store.add_trace(trace())
     recorder = store.start_run(config)
     assert recorder.name.endswith(": same settings")  # the trace's (default) settings are not the run before
+
+
+def test_side_by_side_ranks_are_paired_by_their_number_not_their_place(store):
+    """A lone rank-1 file beside a folder's ranks 0 and 1: its figures sit beside the folder's rank 1, and the
+    folder's rank 0 beside a blank; a folder of files from different jobs repeats a rank, each entry its own row."""
+    lone = store.get_run(store.add_trace(trace(sha256="01" * 32, ranks=[rank(1, 0.35, 0.4)]))[0])
+    folder = store.get_run(store.add_trace(trace(sha256="02" * 32, ranks=[rank(0, 0.17, 0.55), rank(1, 0.22, 0.5)]))[0])
+    mixed = store.get_run(store.add_trace(trace(sha256="03" * 32, ranks=[rank(0, 0.1, 0.2), rank(0, 0.3, 0.4)]))[0])
+    rows = {row.key: row for row in compare_runs([lone, folder, mixed]) if row.section == "Trace"}
+    assert rows["trace.rank1.compute_share"].texts == ("35.0 %", "22.0 %", "")
+    assert rows["trace.rank1.compute_share"].label == "rank 1: compute"
+    assert rows["trace.rank0.compute_share"].texts == ("", "17.0 %", "10.0 %")
+    assert rows["trace.rank0.2.compute_share"].texts == ("", "", "30.0 %")
+    assert rows["trace.rank0.2.compute_share"].label == "rank 0 (entry 2): compute"
+    ordered = [row.key for row in compare_runs([lone, folder, mixed]) if row.label.endswith(": compute")]
+    assert ordered == ["trace.rank0.compute_share", "trace.rank0.2.compute_share", "trace.rank1.compute_share"]

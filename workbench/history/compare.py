@@ -106,18 +106,28 @@ def _summary_figure(name: str) -> Callable[[RunRecord], Any]:
     return lambda record: None if record.is_trace else getattr(record.summary, name)
 
 
-def _rank_value(trace: Any, index: int, key: str) -> Any:
-    if trace is None or index >= len(trace.ranks):
-        return None
-    return trace.rank_values(key)[index]
+def _rank_positions(trace: Any) -> dict[tuple[Any, int], int]:
+    """(rank number, its n-th entry) → position in the trace's ranks: ranks are set side by side by their number,
+    never by their place in a list (a lone rank-1 file beside a folder's ranks 0 and 1). A folder of files from
+    different jobs may repeat a rank: its n-th entry pairs with the others' n-th."""
+    positions: dict[tuple[Any, int], int] = {}
+    seen: dict[Any, int] = {}
+    for position, rank in enumerate(trace.ranks):
+        number = rank.get("rank")
+        number = number if isinstance(number, int) and not isinstance(number, bool) else f"#{position}"
+        positions[(number, seen.get(number, 0))] = position
+        seen[number] = seen.get(number, 0) + 1
+    return positions
 
 
-def _rank_number(traces: Sequence[Any], index: int) -> str:
-    """The rank the index-th entry is, as the first trace that has one says ("1" for a lone rank-1 file)."""
-    for trace in traces:
-        if trace is not None and index < len(trace.ranks) and isinstance(trace.ranks[index].get("rank"), int):
-            return str(trace.ranks[index]["rank"])
-    return str(index)
+def _rank_label(rank: tuple[Any, int]) -> tuple[str, str]:
+    """(row key part, label) of a rank: "rank1" and "rank 1"; a repeated rank's later entries "rank1.2" and
+    "rank 1 (entry 2)"."""
+    number, repeat = rank
+    key, label = f"rank{number}", f"rank {number}"
+    if repeat:
+        key, label = f"{key}.{repeat + 1}", f"{label} (entry {repeat + 1})"
+    return key, label
 
 
 def _findings_text(findings: Any) -> str:
@@ -167,19 +177,23 @@ _TRACE_RANK_ROWS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
 
 
 def _trace_rows(records: Sequence[RunRecord]) -> list[ComparisonRow]:
-    """The Trace section: the file, then each figure of rank 0, 1, … (a run's cells blank)."""
+    """The Trace section: the file, then each figure of rank 0, 1, … paired by rank number (a run's cells blank)."""
     traces = [record.trace if record.is_trace else None for record in records]
     rows = []
     for label, key, text in _TRACE_FILE_ROWS:
         values = tuple(getattr(trace, key) if trace is not None else None for trace in traces)
         rows.append(ComparisonRow("Trace", f"trace.{key}", label, values, tuple(text(value) for value in values),
                                   compared=key != "path"))
-    rank_count = max((len(trace.ranks) for trace in traces if trace is not None), default=0)
-    for index in range(rank_count):
+    positions = [_rank_positions(trace) if trace is not None else {} for trace in traces]
+    ranks = sorted({rank for found in positions for rank in found},
+                   key=lambda rank: (0, rank[0], "", rank[1]) if isinstance(rank[0], int) else (1, 0, rank[0], rank[1]))
+    for rank in ranks:
+        key_part, rank_label = _rank_label(rank)
         for label, key, text in _TRACE_RANK_ROWS:
-            values = tuple(_rank_value(trace, index, key) for trace in traces)
+            values = tuple(trace.rank_values(key)[found[rank]] if trace is not None and rank in found else None
+                           for trace, found in zip(traces, positions))
             if all(value is None for value in values):
                 continue  # read on no trace shown (a CPU-only trace's GPU shares): nothing to set side by side
-            rows.append(ComparisonRow("Trace", f"trace.rank{index}.{key}", f"rank {_rank_number(traces, index)}: {label}",
-                                      values, tuple(text(value) for value in values)))
+            rows.append(ComparisonRow("Trace", f"trace.{key_part}.{key}", f"{rank_label}: {label}", values,
+                                      tuple(text(value) for value in values)))
     return rows
