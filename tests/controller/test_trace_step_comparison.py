@@ -52,8 +52,11 @@ def test_a_difference_within_the_steps_spread_is_not_a_gain(store):
 
 
 def test_too_few_steps_or_none_give_no_verdict(store):
-    two, two_more, none = records(store, trace("a", [0.2, 0.21]), trace("b", [0.1, 0.11]), trace("c", []))
-    assert "no verdict: fewer than 3 steps a trace give no interval" in speed_lines([two, two_more])[0]
+    two, two_more, none, five = records(store, trace("a", [0.2, 0.21]), trace("b", [0.1, 0.11]), trace("c", []),
+                                        trace("d", [0.10, 0.101, 0.099, 0.1, 0.102]))
+    assert "no verdict: fewer than 3 steps in a trace give no interval (2+2 steps)" in speed_lines([two, two_more])[0]
+    # 5+2 steps: the statistic alone has an interval there (and none for 3+2); the rule is 3 steps a trace
+    assert "no verdict: fewer than 3 steps in a trace give no interval (2+5 steps)" in speed_lines([two, five])[0]
     assert speed_lines([two, none])[0].endswith("no verdict: a trace without steps has no step time to compare")
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from trace_reports import rank_report, trace_report
 
 from workbench.trace_analysis.comparing import compare
@@ -98,10 +100,14 @@ def test_shorter_steps_beyond_the_spread_are_a_gain_and_the_kernels_that_moved_a
     assert data["categories"]["compute"]["after_seconds_per_step"] == 0.70 * 0.060
 
 
-def test_two_steps_give_no_verdict():
-    before = rank_report(steps=2, step_seconds=(0.1, 0.1), step_seconds_median=0.1)
-    after = rank_report(steps=2, step_seconds=(0.05, 0.05), step_seconds_median=0.05)
-    comparison = compare(before, after)
-    assert comparison.step_time.speedup_low is None
-    assert comparison_json(comparison)["verdict"] == "no_verdict"
-    assert "no verdict" in "\n".join(comparison_lines("a", "b", comparison))
+@pytest.mark.parametrize("steps_before", [2, 5])
+def test_two_steps_in_either_trace_give_no_verdict(steps_before):
+    """The statistic alone would give 5+2 steps a 90 % interval (and 3+2 none): the rule is MIN_STEPS a trace."""
+    before = rank_report(steps=steps_before, step_seconds=(0.1, 0.101, 0.099, 0.1, 0.102)[:steps_before],
+                         step_seconds_median=0.1)
+    after = rank_report(steps=2, step_seconds=(0.05, 0.051), step_seconds_median=0.05)
+    comparison = compare(before, after, samples_per_step=(64, 64))
+    assert comparison.step_time.speedup_low is None and comparison.throughput.speedup_low is None
+    data = comparison_json(comparison)
+    assert data["verdict"] == "no_verdict" and data["samples_verdict"] == "no_verdict"
+    assert "no verdict: fewer than 3 steps in a trace give no interval" in "\n".join(comparison_lines("a", "b", comparison))

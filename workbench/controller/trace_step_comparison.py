@@ -3,21 +3,16 @@
 Each trace's steps are its repeated measurements: two traces are compared rank by rank with the workbench's one A/B
 statistic (experiments/ab.compare_rates, on steps per second, so "faster" is a shorter step), as
 `workbench trace BEFORE AFTER` compares them. A difference within the steps' own spread is not called a gain;
-fewer than 3 steps a trace give no interval and no verdict.
+fewer than MIN_STEPS (3) steps in either trace give no interval and no verdict.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from workbench.experiments.ab import compare_rates
 from workbench.formatting import format_short_seconds
 from workbench.history.records import RunRecord
-from workbench.trace_analysis.comparing import BATCH_HINT, work_moved
-
-_VERDICT_WORDS = {"faster": "shorter steps: a gain", "slower": "longer steps: a loss",
-                  "within_noise": "within the steps' own spread: not a gain"}
-
+from workbench.trace_analysis.comparing import BATCH_HINT, MIN_STEPS, STEP_VERDICT_WORDS, compare_steps, work_moved
 
 def trace_step_lines(records: Sequence[RunRecord]) -> list[str]:
     """One trace: each rank's median step and spread. Several: each against the first (the oldest), rank by rank."""
@@ -46,16 +41,17 @@ def _verdict(before: dict[str, Any], after: dict[str, Any]) -> str:
     before_steps, after_steps = _step_seconds(before), _step_seconds(after)
     if not before_steps or not after_steps:
         return "no verdict: a trace without steps has no step time to compare"
-    result = compare_rates([1 / seconds for seconds in before_steps], [1 / seconds for seconds in after_steps])
+    result = compare_steps([1 / seconds for seconds in before_steps], [1 / seconds for seconds in after_steps])
     if result.speedup is None:
         return "no verdict: no step with a time"
     ratio = 1 / result.speedup
     steps = result.trials.replace("trials", "steps")
     if result.speedup_low is None or result.speedup_high is None or result.confidence is None:
-        return f"the median step is {ratio:.2f}× as long; no verdict: fewer than 3 steps a trace give no interval ({steps})"
+        return (f"the median step is {ratio:.2f}× as long; no verdict: fewer than {MIN_STEPS} steps in a trace give no "
+                f"interval ({steps})")
     interval = f"{1 / result.speedup_high:.2f}–{1 / result.speedup_low:.2f}"
     return (f"the median step is {ratio:.2f}× as long ({interval} at {result.confidence:.0%}, {steps}): "
-            f"{_VERDICT_WORDS[result.verdict]}")
+            f"{STEP_VERDICT_WORDS[result.verdict]}")
 
 
 def _work_hint(before: dict[str, Any], after: dict[str, Any]) -> str:

@@ -3,7 +3,8 @@
 The step time is compared with the workbench's one A/B statistic (experiments/ab.py): each trace's
 steps are its repeated measurements (as steps per second, so "faster" means what it says there), and a change
 whose interval does not clear 1 ± MIN_EFFECT is "within the noise", never a gain, however far the medians
-moved. Too few steps for an interval (fewer than 3 per trace) gives no verdict. A trace does not record its
+moved. Fewer than MIN_STEPS steps in either trace give no interval and no verdict (the statistic would give 5+2
+steps a 90 % interval and 3+2 none: one rule a user can read instead). A trace does not record its
 batch size; given each trace's samples per step, the same statistic compares samples per second too (a larger
 batch can leave the step time as it was and do many times the work). Categories are compared as
 shares of the steps' GPU time and as seconds per step; kernels and host ops by their seconds per step.
@@ -12,8 +13,8 @@ No torch, no Qt.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, replace
+from typing import Optional, Sequence
 
 from workbench.experiments.ab import ABResult, compare_rates
 from workbench.trace_analysis.model import NamedSeconds, RankReport
@@ -25,6 +26,11 @@ CATEGORIES = (
     ("memory_share", "memory"),
     ("idle_share", "idle"),
 )
+# Steps a trace needs, each, for the comparison to give an interval and a verdict.
+MIN_STEPS = 3
+# The step-time verdict in words (the text report and the Runs tab's line say it alike).
+STEP_VERDICT_WORDS = {"faster": "shorter steps: a gain", "slower": "longer steps: a loss",
+                      "within_noise": "within the steps' own spread: not a gain"}
 # How many kernels and host ops the comparison names.
 TOP_CHANGES = 5
 # The GPU's compute per step moved this much either way: the work per step changed (a batch size, say), and step
@@ -84,12 +90,21 @@ class RankComparison:
         return None if self.step_time.speedup is None else 1 / self.step_time.speedup
 
 
+def compare_steps(before: Sequence[float], after: Sequence[float]) -> ABResult:
+    """Two traces' per-step rates compared (ab.compare_rates); no interval, and so no verdict, where either trace
+    has fewer than MIN_STEPS of them."""
+    result = compare_rates(before, after)
+    if min(len(result.baseline_rates), len(result.changed_rates)) < MIN_STEPS:
+        return replace(result, speedup_low=None, speedup_high=None, confidence=None, verdict="within_noise")
+    return result
+
+
 def compare(before: RankReport, after: RankReport,
             samples_per_step: Optional[tuple[int, int]] = None) -> RankComparison:
-    step_time = compare_rates(_steps_per_second(before), _steps_per_second(after))
+    step_time = compare_steps(_steps_per_second(before), _steps_per_second(after))
     throughput = None
     if samples_per_step is not None:
-        throughput = compare_rates([samples_per_step[0] * rate for rate in _steps_per_second(before)],
+        throughput = compare_steps([samples_per_step[0] * rate for rate in _steps_per_second(before)],
                                    [samples_per_step[1] * rate for rate in _steps_per_second(after)])
     categories = tuple(
         CategoryChange(label, getattr(before, field), getattr(after, field),

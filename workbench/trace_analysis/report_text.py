@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from workbench.trace_analysis.comparing import BATCH_HINT, NamedChange, RankComparison, work_moved
+from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, STEP_VERDICT_WORDS, NamedChange, RankComparison,
+                                                work_moved)
 from workbench.trace_analysis.model import NamedSeconds, RankReport, TraceReport
 
 TOP_SHOWN = 5
@@ -127,13 +128,11 @@ def _step_verdict(comparison: RankComparison) -> str:
     if ratio is None:
         return "no verdict: a trace without steps has no step time to compare"
     if result.speedup_low is None or result.speedup_high is None:
-        return (f"the median step is {ratio:.2f}× as long; no verdict: fewer than 3 steps in a trace give no "
+        return (f"the median step is {ratio:.2f}× as long; no verdict: fewer than {MIN_STEPS} steps in a trace give no "
                 f"interval ({result.trials.replace('trials', 'steps')})")
     interval = f"{1 / result.speedup_high:.2f}–{1 / result.speedup_low:.2f}"
-    words = {"faster": "shorter steps: a gain", "slower": "longer steps: a loss",
-             "within_noise": "within the steps' own spread: not a gain"}[result.verdict]
     return (f"the median step is {ratio:.2f}× as long ({interval} at {result.confidence:.0%}, "
-            f"{result.trials.replace('trials', 'steps')}): {words}")
+            f"{result.trials.replace('trials', 'steps')}): {STEP_VERDICT_WORDS[result.verdict]}")
 
 
 def _throughput_lines(comparison: RankComparison) -> list[str]:
@@ -145,7 +144,7 @@ def _throughput_lines(comparison: RankComparison) -> list[str]:
             return [f"samples per second ({before:,} then {after:,} per step): n/a without steps"]
         head = f"samples per second ({before:,} then {after:,} per step): {result.speedup:.2f}×"
         if result.speedup_low is None or result.speedup_high is None:
-            return [f"{head}; no verdict: fewer than 3 steps in a trace give no interval"]
+            return [f"{head}; no verdict: fewer than {MIN_STEPS} steps in a trace give no interval"]
         words = {"faster": "more samples per second: a gain", "slower": "fewer samples per second: a loss",
                  "within_noise": "within the steps' own spread: not a gain"}[result.verdict]
         return [f"{head} ({result.speedup_low:.2f}–{result.speedup_high:.2f} at {result.confidence:.0%}, "
