@@ -6,7 +6,7 @@ from __future__ import annotations
 from trace_reports import rank_report
 
 from workbench.engine.findings import COMPUTE_BOUND_BUSY, INPUT_BOUND_WAIT, LAUNCH_BOUND_HOST_WAIT
-from workbench.trace_analysis.model import NamedSeconds
+from workbench.trace_analysis.model import NamedSeconds, ScriptTraits
 from workbench.trace_analysis.script_findings import (
     COMMUNICATION_BOUND_SHARE,
     EXPOSED_MEMORY_SHARE,
@@ -67,12 +67,22 @@ def test_launch_bound_offers_a_larger_batch_then_cuda_graphs():
     assert "1,000 kernels" in findings[0].text  # 5,000 kernels over 5 steps
 
 
+def test_launch_bound_on_a_compiled_script_names_only_the_mode_left():
+    """torch.compile's code in the trace and no graph launches: the change is the mode, not "wrap the model"."""
+    rank = rank_report(idle_share=0.5, idle_for_host_share=0.8, idle_other_share=0.0, idle_kernel_wait_share=0.2,
+                       compute_share=0.4, traits=ScriptTraits(compiled=True))
+    graphs = findings_for(rank)[1]
+    assert graphs.change.startswith('mode="reduce-overhead" on the torch.compile the script already calls')
+    assert "model = torch.compile(model" not in graphs.change
+
+
 def test_a_sync_in_the_loop_is_named_by_its_host_op_first():
     rank = rank_report(idle_share=0.5, idle_for_host_share=0.8, idle_other_share=0.0, idle_kernel_wait_share=0.2,
                        compute_share=0.4, sync_calls=(NamedSeconds("aten::item", 0.1),
                                                      NamedSeconds("aten::_local_scalar_dense", 0.01)))
     findings = findings_for(rank)
     assert findings[0].kind == "sync-in-loop"
+    assert findings[0].text.startswith("A sync in the loop: every step waits in")  # not the launch-bound headline
     assert "aten::item" in findings[0].text and "aten::item" in findings[0].change
     assert ".item()" in findings[0].change
     # its figure is the host's wait in the sync over the steps (0.1 s of 0.502 s), held to its own threshold

@@ -79,8 +79,8 @@ def _launch_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
     graphs = _graph_launch_seconds(rank)
     already = (f"; CUDA graphs already launch part of each step ({_seconds(graphs / rank.steps)} of cudaGraphLaunch "
                f"per step): the host work left outside them sets the pace" if graphs and rank.steps else "")
-    head = (f"Launch-bound: the GPU sat idle waiting for the host to launch work {_pct(figure)} of {_window(rank)}"
-            f"{_launch_detail(rank)}{already} (threshold {_pct(LAUNCH_BOUND_HOST_WAIT)}).")
+    idle = f"the GPU sat idle waiting for the host to launch work {_pct(figure)} of {_window(rank)}"
+    head = f"Launch-bound: {idle}{_launch_detail(rank)}{already} (threshold {_pct(LAUNCH_BOUND_HOST_WAIT)})."
     findings = []
     sync = _sync_every_step(rank)
     sync_share = sync.seconds / sum(rank.step_seconds) if sync is not None else 0.0
@@ -99,14 +99,19 @@ def _launch_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
                       f"torch.cuda.synchronize(), every step makes the host wait for the GPU and the GPU then wait "
                       f"for the next launch; keep the value on the device and read it every N steps")
         findings.append(Finding(
-            kind="sync-in-loop", text=f"{head} Every step waits in {where}: {_seconds(sync.seconds)} in "
+            kind="sync-in-loop", text=f"A sync in the loop: every step waits in {where}: {_seconds(sync.seconds)} in "
             f"{sync.count or 'its'} calls, {_pct(sync_share)} of the steps (threshold {_pct(SYNC_WAIT_SHARE)}): the "
-            f"host was that far ahead of the GPU, and after each sync the GPU waits for the launches that follow.",
-            figure=sync_share, threshold=SYNC_WAIT_SHARE, change=change))
+            f"host was that far ahead of the GPU, and after each sync the GPU waits for the launches that follow "
+            f"({idle}).", figure=sync_share, threshold=SYNC_WAIT_SHARE, change=change))
     findings.append(Finding(kind="launch-bound", text=head, figure=figure, threshold=LAUNCH_BOUND_HOST_WAIT,
                             change="a larger batch (twice the size, scaling the learning rate with it): each kernel "
                                    "does more work per launch"))
-    if not graphs:  # where graphs already run, naming them again would contradict the trace
+    if not graphs and rank.traits.compiled:  # compiled already, without graphs: the mode is what is left to name
+        findings.append(Finding(kind="launch-bound", text=head, figure=figure, threshold=LAUNCH_BOUND_HOST_WAIT,
+                                change='mode="reduce-overhead" on the torch.compile the script already calls (its '
+                                       "compiled code is in the trace, with no graph launches): CUDA graphs replay "
+                                       "the step's kernels with one launch from the host"))
+    elif not graphs:  # where graphs already run, naming them again would contradict the trace
         findings.append(Finding(kind="launch-bound", text=head, figure=figure, threshold=LAUNCH_BOUND_HOST_WAIT,
                                 change='model = torch.compile(model, mode="reduce-overhead"): CUDA graphs replay the '
                                        "step's kernels with one launch from the host"))
