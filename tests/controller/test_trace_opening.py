@@ -3,6 +3,7 @@ and the page the Trace tab draws. No Qt."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import threading
@@ -14,7 +15,9 @@ from workbench.controller.trace_opening import RECORDING, TraceOpening
 from workbench.controller.trace_page import history_line, trace_page
 from workbench.formatting import format_short_seconds
 from workbench.history.store import HistoryStore
-from workbench.trace_analysis.model import Finding, NamedSeconds, RankReport, TraceCancelled, TraceError, TraceReport
+from workbench.controller.trace_opening import read_with_findings
+from workbench.trace_analysis.model import (Finding, Fingerprint, NamedSeconds, RankReport, TraceCancelled, TraceError,
+                                            TraceReport)
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
 
@@ -36,13 +39,18 @@ def rank_report(rank: int = 0, **changes) -> RankReport:
 
 
 def fake_read(report: TraceReport, during=None):
-    def read(path, *, progress=None, cancelled=None):
+    """A reader that reports half its bytes read, hashes the file where asked (as read_report does, in its one
+    pass) and gives ``report``, naming the file it read."""
+    def read(path, *, progress=None, cancelled=None, fingerprints=None):
         progress(50, 100)
         if during is not None:
             during()
         if cancelled():
             raise TraceCancelled("cancelled")
-        return report
+        if fingerprints is not None:
+            data = Path(path).read_bytes()
+            fingerprints[path] = Fingerprint(hashlib.sha256(data).hexdigest(), len(data))
+        return report if report.files else dataclasses.replace(report, files=(path,))
 
     return read
 
@@ -74,7 +82,7 @@ def test_a_fifo_is_refused_by_stat_before_anything_opens_it(tmp_path):
         assert store.list_runs() == []
 
 
-def test_progress_is_what_the_reader_reported_and_then_the_hashing(trace_file, tmp_path):
+def test_progress_is_what_the_reader_reported_and_then_the_recording(trace_file, tmp_path):
     seen = []
     opening = TraceOpening(trace_file, tmp_path / "home", read=fake_read(TraceReport(str(trace_file), (rank_report(),)),
                                                                          during=lambda: seen.append(opening.progress())))
@@ -92,26 +100,24 @@ def test_cancel_while_reading_stops_and_keeps_nothing(trace_file, tmp_path):
         assert store.list_runs() == []
 
 
-def test_cancel_while_hashing_stops_at_the_next_chunk_and_keeps_nothing(trace_file, tmp_path, monkeypatch):
-    from workbench.controller import trace_opening
+@pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/traces is not beside the checkout")
+def test_the_record_holds_the_digest_of_the_bytes_its_figures_came_from(tmp_path):
+    """A profiler's next cycle may rewrite the file under the same name while it is opened: the record keeps the
+    sha256 of the bytes the figures were read from, never one of the bytes found at a second read."""
+    trace = tmp_path / "rank0.pt.trace.json.gz"
+    trace.write_bytes((TRACES / "a100-nccl.json.gz").read_bytes())
+    read_bytes = trace.read_bytes()
 
-    monkeypatch.setattr(trace_opening, "_CHUNK_BYTES", 1000)  # the file is 3 chunks
-    hashed = []
+    def read_then_rewritten(path, **options):
+        report = read_with_findings(path, **options)
+        trace.write_bytes((TRACES / "a100-training.json.gz").read_bytes())
+        return report
 
-    class CancelledAtFirstChunk(TraceOpening):  # Cancel pressed while the first chunk is hashed
-        def _chunks(self, file):
-            for chunk in super()._chunks(file):
-                hashed.append(len(chunk))
-                self.cancel()
-                yield chunk
-
-    opening = CancelledAtFirstChunk(trace_file, tmp_path / "home",
-                                    read=fake_read(TraceReport(str(trace_file), (rank_report(),))))
-    with pytest.raises(TraceCancelled):
-        opening.run()
-    assert hashed == [1000]
+    opened = TraceOpening(trace, tmp_path / "home", read=read_then_rewritten).run()
     with HistoryStore.open_for_reading(tmp_path / "home") as store:
-        assert store.list_runs() == []
+        kept = store.get_run(opened.record_id).trace
+    assert kept.sha256 == hashlib.sha256(read_bytes).hexdigest() and kept.size_bytes == len(read_bytes)
+    assert kept.ranks[0]["steps"] == opened.report.ranks[0].steps == 3  # a100-nccl's figures, with its digest
 
 
 def test_a_trace_that_cannot_be_read_says_why_and_keeps_nothing(tmp_path):
@@ -127,7 +133,7 @@ def test_a_trace_that_cannot_be_read_says_why_and_keeps_nothing(tmp_path):
 def test_a_trace_is_kept_with_its_sha256_and_size_and_once_only(trace_file, tmp_path):
     report = TraceReport(str(trace_file), (rank_report(),))
     first = TraceOpening(trace_file, tmp_path / "home", read=fake_read(report)).run()
-    assert first.report is report and not first.kept_before
+    assert first.report.ranks == report.ranks and not first.kept_before
     with HistoryStore.open_for_reading(tmp_path / "home") as store:
         record = store.get_run(first.record_id)
     assert record.is_trace and record.trace.path == str(trace_file)
@@ -248,7 +254,13 @@ def test_several_ranks_read_side_by_side_with_the_slowest_named():
     assert trace_page(TraceReport("/t", (rank_report(0),)), "").ranks_rows == ()  # one rank: nothing to set beside
 
 
-def test_without_a_history_the_trace_is_shown_and_not_hashed(trace_file, monkeypatch):
-    monkeypatch.setattr(TraceOpening, "_chunks", lambda self, file: pytest.fail("hashed with no history to keep it"))
-    opened = TraceOpening(trace_file, None, read=fake_read(TraceReport(str(trace_file), (rank_report(),)))).run()
+def test_without_a_history_the_trace_is_shown_and_not_hashed(trace_file):
+    asked = []
+
+    def read(path, **options):
+        asked.append("fingerprints" in options)
+        return TraceReport(path, (rank_report(),), files=(path,))
+
+    opened = TraceOpening(trace_file, None, read=read).run()
+    assert asked == [False]
     assert opened.record_id is None and opened.history_note == "no run history is open: the trace is shown, not kept"

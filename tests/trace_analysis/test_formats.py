@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 
 import pytest
 
 from trace_builders import input_bound_steps, kernel, launched, op, runtime, step, trace, write
 from workbench.trace_analysis import json_stream, read_report
+from workbench.trace_analysis.model import Fingerprint
 
 # input_bound_steps(3): 30 ms of steps; 3 × 3.98 ms of kernel; the host 3 × 6 ms in the DataLoader.
 INPUT_BOUND = dict(compute=3 * 3980 / 30000, idle=18060 / 30000, data=18000 / 18060, host=50 / 18060,
@@ -173,3 +175,17 @@ def test_a_trace_read_in_small_chunks_gives_the_same_report(tmp_path, monkeypatc
 def test_a_bare_event_array_is_read_too(tmp_path):
     """Chrome's JSON Array Format: the events alone, no object around them."""
     assert only_rank(write(tmp_path / "t.json", input_bound_steps())).kernels == 3
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+def test_the_fingerprint_is_of_every_byte_of_the_file_read_in_the_same_pass(tmp_path, monkeypatch, name):
+    """What the window keeps a trace by: the sha256 of the bytes the figures came from, trailing bytes included."""
+    path = write(tmp_path / name, trace(input_bound_steps()))
+    if not name.endswith(".gz"):
+        path.write_bytes(path.read_bytes() + b"\n" * 5000)
+    monkeypatch.setattr(json_stream, "CHUNK_CHARS", 333)
+    fingerprints = {}
+    report = read_report(path, fingerprints=fingerprints)
+    data = path.read_bytes()
+    assert fingerprints == {str(path): Fingerprint(hashlib.sha256(data).hexdigest(), len(data))}
+    assert report == read_report(path)  # hashing changes nothing read

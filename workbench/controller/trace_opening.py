@@ -3,8 +3,8 @@ then kept in the history as a record of kind "trace".
 
 ``TraceOpening.run`` is what the window's background call runs; ``progress()`` and ``cancel()`` are what the GUI
 thread calls meanwhile (a progress bar polled on a timer, a Cancel button). Nothing here waits on the GUI thread:
-the path is checked with ``os.stat`` first (a FIFO, a device or a socket is refused before anything opens it), the
-reading checks ``cancelled()`` as it goes, and so does the hashing.
+the path is checked with ``os.stat`` first (a FIFO, a device or a socket is refused before anything opens it), and
+the reading, which hashes the bytes it reads for the record, checks ``cancelled()`` as it goes.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Optional
 
 from workbench.history.errors import HistoryError
 from workbench.history.store import HistoryStore
 from workbench.history.trace_records import TraceRecord
-from workbench.regular_file import kind_problem, regular_file_problem
-from workbench.trace_analysis.model import RankReport, TraceCancelled, TraceError, TraceReport
+from workbench.regular_file import regular_file_problem
+from workbench.trace_analysis.model import Fingerprint, RankReport, TraceCancelled, TraceError, TraceReport
 from workbench.trace_analysis.reading import read_report
 from workbench.trace_analysis.report_json import rank_json
 from workbench.trace_analysis.script_findings import with_findings
@@ -33,8 +33,7 @@ def read_with_findings(path: str, **options: object) -> TraceReport:
     """What `workbench trace` reports: the trace read, each rank's findings phrased for the user's script."""
     return with_findings(read_report(path, **options))  # type: ignore[arg-type]
 
-READING, HASHING, RECORDING = "reading", "hashing", "keeping it in the history"
-_CHUNK_BYTES = 1 << 20
+READING, RECORDING = "reading", "keeping it in the history"
 
 
 @dataclass(frozen=True)
@@ -84,17 +83,20 @@ class TraceOpening:
         return self._cancel.is_set()
 
     def run(self) -> OpenedTrace:
-        """Read, hash and keep the trace (call it off the GUI thread). TraceError says why it cannot be read,
+        """Read (and hash) and keep the trace (call it off the GUI thread). TraceError says why it cannot be read,
         TraceCancelled that Cancel was pressed; a history that cannot take it leaves the report shown."""
         problem = _path_problem(self.path)
         if problem is not None:
             raise TraceError(f"{self.path} {problem}")
-        report = self._read(str(self.path), progress=self._reading, cancelled=self._cancel.is_set)
-        self._check_cancelled()
         if self._home is None:
+            report = self._read(str(self.path), progress=self._reading, cancelled=self._cancel.is_set)
+            self._check_cancelled()
             return OpenedTrace(report, None, False, "no run history is open: the trace is shown, not kept")
-        record = self._fingerprint(report)
+        fingerprints: dict[str, Fingerprint] = {}
+        report = self._read(str(self.path), progress=self._reading, cancelled=self._cancel.is_set,
+                            fingerprints=fingerprints)
         self._check_cancelled()
+        record = self._record(report, fingerprints)
         self._progress = TraceProgress(RECORDING)
         try:
             with HistoryStore.open(self._home) as store:
@@ -110,45 +112,24 @@ class TraceOpening:
         if self._cancel.is_set():
             raise TraceCancelled(f"opening {self.path} was cancelled")
 
-    def _fingerprint(self, report: TraceReport) -> TraceRecord:
-        """The record to keep: the figures, and the size and sha256 of the bytes read (a folder's rank files:
-        the digest of their names and digests, in name order)."""
-        files = _files_read(self.path, report.files)
-        sizes = [_size(file) for file in files]
-        total = sum(sizes)
-        done = 0
-        digests = []
-        for file in files:
-            digest = hashlib.sha256()
-            for chunk in self._chunks(file):
-                digest.update(chunk)
-                done += len(chunk)
-                self._progress = TraceProgress(HASHING, done, total)
-            digests.append(digest.hexdigest())
+    def _record(self, report: TraceReport, fingerprints: dict[str, Fingerprint]) -> TraceRecord:
+        """The record to keep: the figures, and the size and sha256 of the bytes they were read from, hashed by the
+        reader in the same pass (a file rewritten since, a profiler's next cycle under the same name, cannot lend
+        its digest to these figures); a folder's: the digest of its rank files' names and digests, in name order."""
+        read = [(Path(name), fingerprints[name]) for name in report.files if name in fingerprints]
+        if not read:
+            raise TraceError(f"{self.path}: the report names no file it was read from")
         if self.path.is_dir():
             folder = hashlib.sha256()
-            for name, file_digest in sorted(zip((file.name for file in files), digests)):
-                folder.update(f"{name}\0{file_digest}\n".encode())
+            for name, fingerprint in sorted((file.name, fingerprint) for file, fingerprint in read):
+                folder.update(f"{name}\0{fingerprint.sha256}\n".encode())
             sha256 = folder.hexdigest()
         else:
-            sha256 = digests[0]
-        return TraceRecord(path=str(self.path), size_bytes=total, sha256=sha256,
-                           ranks=tuple(_kept_figures(rank) for rank in report.ranks), notes=tuple(report.notes),
-                           files=tuple(file.name for file in files) if self.path.is_dir() else ())
-
-    def _chunks(self, file: Path) -> Iterator[bytes]:
-        # O_NONBLOCK and a check of the opened descriptor: a file swapped for a FIFO since it was read never waits.
-        try:
-            descriptor = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-        except OSError as error:
-            raise TraceError(f"{file} cannot be read: {error.strerror or error}") from None
-        with os.fdopen(descriptor, "rb") as stream:
-            problem = kind_problem(os.fstat(stream.fileno()).st_mode)
-            if problem is not None:
-                raise TraceError(f"{file} {problem}")
-            while chunk := stream.read(_CHUNK_BYTES):
-                self._check_cancelled()
-                yield chunk
+            sha256 = read[0][1].sha256
+        return TraceRecord(path=str(self.path), size_bytes=sum(fingerprint.size_bytes for _, fingerprint in read),
+                           sha256=sha256, ranks=tuple(_kept_figures(rank) for rank in report.ranks),
+                           notes=tuple(report.notes),
+                           files=tuple(file.name for file, _ in read) if self.path.is_dir() else ())
 
 
 def _kept_figures(rank: RankReport) -> dict[str, Any]:
@@ -167,20 +148,3 @@ def _path_problem(path: Path) -> Optional[str]:
     except (OSError, ValueError):
         pass  # regular_file_problem says which
     return regular_file_problem(path)
-
-
-def _files_read(path: Path, named: Sequence[str]) -> list[Path]:
-    """The files the report was read from: the path itself, or the rank files a folder's report names."""
-    if not path.is_dir():
-        return [path]
-    files = [Path(name) if Path(name).exists() else path / Path(name).name for name in named]
-    if not files:
-        raise TraceError(f"{path}: the report names no rank file it was read from")
-    return files
-
-
-def _size(file: Path) -> int:
-    try:
-        return os.stat(file).st_size
-    except OSError as error:
-        raise TraceError(f"{file} cannot be read: {error.strerror or error}") from None

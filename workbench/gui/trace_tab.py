@@ -1,7 +1,7 @@
 """The "Trace" tab: a torch.profiler trace opened with File → Open trace… or dropped on the window, read off the GUI
 thread with a progress bar and Cancel, and its report drawn rank by rank (controller/trace_page.py says what).
 
-The reading, hashing and the history write run in the background (gui/background.py) as one
+The reading (which hashes the bytes it reads) and the history write run in the background (gui/background.py) as one
 ``TraceOpening.run``; a timer polls its progress. Nothing here opens the file.
 """
 

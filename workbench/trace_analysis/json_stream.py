@@ -16,6 +16,7 @@ size before reading, or as it inflates), one value past ``MAX_EVENT_CHARS``, nes
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -45,27 +46,51 @@ _EVENT_BOUNDARY = re.compile(r"\}\s*,\s*(?=\{)")
 _SPACE = re.compile(r"[ \t\r\n]*")
 
 
-class _CountingReader(io.RawIOBase):
-    """The file's bytes, counted as they are read (progress and the gzip ratio are over the file's bytes)."""
+class FileDigest:
+    """The sha256 of a file's bytes as they are read, and how many there were."""
 
-    def __init__(self, raw: BinaryIO) -> None:
+    def __init__(self) -> None:
+        self.sha256 = hashlib.sha256()
+        self.size_bytes = 0
+
+    def update(self, data: memoryview) -> None:
+        self.sha256.update(data)
+        self.size_bytes += data.nbytes
+
+
+class _CountingReader(io.RawIOBase):
+    """The file's bytes, counted as they are read (progress and the gzip ratio are over the file's bytes), and
+    hashed where a ``digest`` is given (the fingerprint of the very bytes read, not of a second read that a file
+    rewritten meanwhile would answer differently)."""
+
+    def __init__(self, raw: BinaryIO, digest: Optional[FileDigest] = None) -> None:
         self.raw = raw
         self.count = 0
+        self.digest = digest
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
         n = self.raw.readinto(buffer)  # type: ignore[attr-defined]
+        if n and self.digest is not None:
+            with memoryview(buffer) as view:
+                self.digest.update(view[:n])
         self.count += n or 0
         return n or 0
+
+    def drain(self) -> None:
+        """Read the rest of the file (the digest then covers all of it; a trace's text ends at its last byte)."""
+        while self.read(1 << 20):
+            pass
 
 
 class _open_text:
     """The file as UTF-8 text, gunzipped when it is gzip (by its magic bytes, whatever its name)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, digest: Optional[FileDigest] = None) -> None:
         self.path = path
+        self.digest = digest
 
     def __enter__(self) -> tuple[io.TextIOWrapper, _CountingReader]:
         try:
@@ -80,7 +105,7 @@ class _open_text:
         size = os.fstat(descriptor).st_size
         magic = self.file.read(2)
         self.file.seek(0)
-        counting = _CountingReader(self.file)
+        counting = _CountingReader(self.file, self.digest)
         buffered = io.BufferedReader(counting, buffer_size=1 << 20)
         if magic == b"\x1f\x8b":
             stream: BinaryIO = gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[assignment]
@@ -275,10 +300,13 @@ class _Buffer:
 
 
 def trace_parts(path: Path, progress: Optional[Callable[[int], None]] = None, cancelled: Optional[Cancelled] = None,
-                events_as: Any = None) -> Iterator[tuple[Optional[str], Any]]:
+                events_as: Any = None, digest: Optional[FileDigest] = None) -> Iterator[tuple[Optional[str], Any]]:
     """(key, value) for each top-level key but traceEvents, and (None, [events]) for each batch of events;
     ``progress(file_bytes_read)`` after each chunk. ``events_as``: a msgspec type (a Struct) for the events; a
     batch is then a list of it, or, where the typed decoder refused the batch, of what the stdlib's decoder gives
-    (dicts, or anything a hostile file holds): the caller tells the two apart by the first item's type."""
-    with _open_text(path) as (text, raw):
+    (dicts, or anything a hostile file holds): the caller tells the two apart by the first item's type.
+    ``digest``: takes every byte of the file as it is read (all of them, once the parts are all read)."""
+    with _open_text(path, digest) as (text, raw):
         yield from _top_level(text, raw, progress, cancelled, events_as)
+        if digest is not None:
+            raw.drain()

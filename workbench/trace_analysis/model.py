@@ -20,6 +20,14 @@ class TraceCancelled(TraceError):
 
 
 @dataclass(frozen=True)
+class Fingerprint:
+    """A file as it was read: the sha256 of its bytes and their count (the same pass that read the figures)."""
+
+    sha256: str
+    size_bytes: int
+
+
+@dataclass(frozen=True)
 class NamedSeconds:
     name: str
     seconds: float
