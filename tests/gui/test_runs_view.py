@@ -449,3 +449,15 @@ def test_a_double_click_on_a_trace_record_keeps_the_forms_settings(make_view, st
     view.table.doubleClicked.emit(row)
     assert loaded == []
     assert "holds no settings" in view.status_label.text()
+
+
+def test_a_trace_record_has_no_duration_and_says_it_was_opened(make_view, store):
+    """A trace was opened, not run: no "0:00" that sorts it as a run of no seconds."""
+    trace_id, _ = store.add_trace(trace_record())
+    run_id = record_complete_run(store)
+    view = make_view()
+    durations = dict(zip((int(text) for text in column(view, "ID")), column(view, "Duration")))
+    assert durations[trace_id] == "" and durations[run_id] != ""
+    started = COLUMN_TITLES.index("Started")
+    tooltip = view.model.index(view.model.row_of(trace_id), started).data(Qt.ItemDataRole.ToolTipRole)
+    assert tooltip.startswith("a trace, opened ")

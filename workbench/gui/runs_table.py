@@ -203,6 +203,8 @@ class RunsTableModel(QAbstractTableModel):
             return f"{record.config.batch_size}{processes} × {record.config.accumulation_steps} accumulation steps " \
                    f"= {effective} per optimiser step"
         if column.title == "Started":
+            if record.is_trace:
+                return f"a trace, opened {local_time(record.started_at)} from the {record.source.upper()}"
             return f"started {local_time(record.started_at)} from the {record.source.upper()}"
         if column.setting and column.setting in unused_settings(record):
             return f"{SETTINGS[column.setting].label} not used: {unused_settings(record)[column.setting]}"

@@ -49,7 +49,7 @@ def compare_runs(records: Sequence[RunRecord]) -> list[ComparisonRow]:
     add("Run", "status", "status", lambda r: (r.status, r.reason), _status_text)
     add("Run", "source", "started from", lambda r: r.source, str)
     add("Run", "started_at", "started", lambda r: r.started_at, local_time, compared=False)
-    add("Run", "duration_seconds", "duration", lambda r: None if r.is_trace else r.duration_seconds,
+    add("Run", "duration_seconds", "duration", lambda r: r.duration_seconds,
         lambda value: "" if value is None else format_duration(value), compared=False)
     add("Run", "note", "note", lambda r: r.note, str, compared=False)
 

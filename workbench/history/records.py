@@ -59,8 +59,10 @@ class RunRecord:
         return self.record_kind == RECORD_KIND_TRACE
 
     @property
-    def duration_seconds(self) -> float:
-        """Wall time from start to end (to now, while running)."""
+    def duration_seconds(self) -> Optional[float]:
+        """Wall time from start to end (to now, while running); None for a trace, which was opened, not run."""
+        if self.is_trace:
+            return None
         end = self.finished_at if self.finished_at is not None else time.time()
         return max(0.0, end - self.started_at)
 
