@@ -32,10 +32,12 @@ def format_short_seconds(seconds: Optional[float]) -> str:
     """A span of a step or a kernel as people read it: 1.25 s, 251 ms, 12.3 ms, 840 µs; "" when unknown."""
     if seconds is None or seconds != seconds:
         return ""
+    # The unit is chosen by the value as shown (3 significant digits): 0.0009999 s is "1 ms", not "1e+03 µs".
+    shown = abs(float(f"{seconds:.3g}"))
     for scale, unit in ((1.0, "s"), (1e-3, "ms")):
-        if abs(seconds) >= scale:
+        if shown >= scale:
             value = seconds / scale
-            return f"{value:.3g} {unit}" if value < 1000 else f"{value:,.0f} {unit}"
+            return f"{value:.3g} {unit}" if shown / scale < 1000 else f"{value:,.0f} {unit}"
     return f"{seconds / 1e-6:.3g} µs"
 
 

@@ -247,10 +247,11 @@ def test_a_trace_opened_by_a_relative_path_is_kept_by_its_absolute_one(trace_fil
 
 
 def test_several_ranks_read_side_by_side_with_the_slowest_named():
-    page = trace_page(TraceReport("/t", (rank_report(0), rank_report(1, step_seconds_median=0.3))), "")
+    slow = rank_report(1, step_seconds=(0.29, 0.30, 0.31), step_seconds_median=0.3)
+    page = trace_page(TraceReport("/t", (rank_report(0), slow)), "")
     assert page.ranks_header[:3] == ("rank", "steps", "median step")
     assert page.ranks_rows[1][:4] == ("1", "5", "300 ms", "50.0 %")
-    assert page.slowest.startswith("Slowest: rank 1, its median step 50 ms (20%) longer than rank 0's")
+    assert page.slowest.startswith("Slowest rank: rank 1, its median step 50 ms (20%) longer than rank 0's")
     assert trace_page(TraceReport("/t", (rank_report(0),)), "").ranks_rows == ()  # one rank: nothing to set beside
 
 
@@ -264,3 +265,10 @@ def test_without_a_history_the_trace_is_shown_and_not_hashed(trace_file):
     opened = TraceOpening(trace_file, None, read=read).run()
     assert asked == [False]
     assert opened.record_id is None and opened.history_note == "no run history is open: the trace is shown, not kept"
+
+
+def test_sections_of_a_folder_name_their_files():
+    page = trace_page(TraceReport("/job", (rank_report(0, file="/job/x.json"), rank_report(0, file="/job/y.json"))), "")
+    assert [section.title for section in page.sections] == ["Rank 0 · NVIDIA A100-SXM4-80GB · x.json",
+                                                            "Rank 0 · NVIDIA A100-SXM4-80GB · y.json"]
+    assert page.slowest.startswith("Slowest rank: none named: rank 0 appears in more than one file")

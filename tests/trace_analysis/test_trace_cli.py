@@ -152,10 +152,11 @@ def test_every_real_trace_gives_the_contracts_keys(capsys, path):
 
 
 @pytest.mark.skipif(not (SHARED_TRACES / "two-ranks").is_dir(), reason="no two-rank trace")
-def test_a_folder_of_ranks_names_the_slowest_rank(capsys):
+def test_a_folder_of_ranks_sets_them_side_by_side(capsys):
     assert main(["trace", str(SHARED_TRACES / "two-ranks")]) == 0
     out = capsys.readouterr().out
-    assert "ranks side by side:" in out and "slowest: rank 1" in out
+    # 2 steps a rank: rank 1 is 1 % slower, too few steps to name it a straggler
+    assert "ranks side by side:" in out and "slowest: none named: rank 1's median step is" in out
     (rank,) = run_json(capsys, str(SHARED_TRACES / "two-ranks"), "--rank", "1")["ranks"]
     assert rank["rank"] == 1
 

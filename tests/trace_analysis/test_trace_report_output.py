@@ -9,10 +9,10 @@ import pytest
 
 from trace_reports import rank_report, trace_report
 
-from workbench.trace_analysis.comparing import compare
+from workbench.trace_analysis.comparing import compare, straggler
 from workbench.trace_analysis.model import Finding, NamedSeconds
 from workbench.trace_analysis.report_json import comparison_json, to_json
-from workbench.trace_analysis.report_text import comparison_lines, rank_lines, report_lines, slowest_rank
+from workbench.trace_analysis.report_text import comparison_lines, rank_lines, report_lines
 
 CONTRACT_RANK_KEYS = {
     "rank", "device", "steps", "step_seconds_median", "step_seconds_low", "step_seconds_high",
@@ -66,12 +66,28 @@ def test_a_cpu_only_rank_says_so_and_no_gpu_figure_is_printed():
 
 def test_a_folder_of_ranks_names_the_slowest_and_its_difference():
     fast = rank_report(rank=0)
-    slow = rank_report(rank=1, step_seconds=(0.120,) * 5, step_seconds_median=0.120, step_seconds_low=0.120,
-                       step_seconds_high=0.120)
-    assert slowest_rank([fast, slow])[:2] == (slow, fast)
+    slow = rank_report(rank=1, step_seconds=(0.120, 0.121, 0.119, 0.120, 0.122), step_seconds_median=0.120,
+                       step_seconds_low=0.119, step_seconds_high=0.122)
     text = "\n".join(report_lines(trace_report(fast, slow, path="job/")))
     assert "ranks side by side:" in text
-    assert "slowest: rank 1, its median step 20.0 ms (20%) longer than rank 0's" in text
+    assert "slowest: rank 1, its median step 20 ms (20%) longer than rank 0's" in text
+
+
+def test_a_rank_slower_within_the_steps_spread_or_on_two_steps_is_not_named():
+    """A 1 % difference inside the steps' spread names no straggler, nor does one read off 2 steps a rank."""
+    fast = rank_report(rank=0, step_seconds=(0.100, 0.130, 0.090, 0.110, 0.101), step_seconds_median=0.101)
+    slow = rank_report(rank=1, step_seconds=(0.102, 0.128, 0.092, 0.112, 0.100), step_seconds_median=0.102)
+    assert straggler([fast, slow]).startswith("none stands out: rank 1's median step is 1 ms (1%) longer than rank 0's")
+    two = [rank_report(rank=0, steps=2, step_seconds=(0.1, 0.1), step_seconds_median=0.1),
+           rank_report(rank=1, steps=2, step_seconds=(0.2, 0.2), step_seconds_median=0.2)]
+    assert straggler(two).endswith("fewer than 3 steps a rank give no interval")
+
+
+def test_ranks_repeated_across_files_are_not_one_jobs_and_name_no_straggler():
+    """A folder of traces from different jobs (each rank 0) is not a job whose ranks wait for each other."""
+    slow = rank_report(rank=0, step_seconds=(0.3, 0.31, 0.29, 0.3, 0.3), step_seconds_median=0.3)
+    assert straggler([rank_report(rank=0), slow, rank_report(rank=1)]).startswith(
+        "none named: rank 0 appears in more than one file")
 
 
 def test_a_change_within_the_steps_spread_is_not_a_gain():
@@ -111,3 +127,11 @@ def test_two_steps_in_either_trace_give_no_verdict(steps_before):
     data = comparison_json(comparison)
     assert data["verdict"] == "no_verdict" and data["samples_verdict"] == "no_verdict"
     assert "no verdict: fewer than 3 steps in a trace give no interval" in "\n".join(comparison_lines("a", "b", comparison))
+
+
+def test_a_folder_names_each_ranks_file_and_one_file_does_not():
+    first = rank_report(rank=0, file="/job/a.json.gz")
+    second = rank_report(rank=0, file="/job/b.json.gz")
+    text = report_lines(trace_report(first, second, path="/job"))
+    assert "rank 0 · NVIDIA A100-SXM4-80GB · a.json.gz" in text and "rank 0 · NVIDIA A100-SXM4-80GB · b.json.gz" in text
+    assert report_lines(trace_report(first))[2] == "rank 0 · NVIDIA A100-SXM4-80GB"

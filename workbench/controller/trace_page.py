@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 
 from workbench.formatting import format_short_seconds
 from workbench.trace_analysis.model import NamedSeconds, RankReport, TraceReport
-from workbench.trace_analysis.report_text import slowest_rank
+from workbench.trace_analysis.comparing import straggler
 
 # The GPU time over the steps, and idle time by cause: (label, RankReport field, colour), in the bars' order.
 GPU_TIME_PARTS: tuple[tuple[str, str, str], ...] = (
@@ -82,25 +82,15 @@ RANKS_HEADER = ("rank", "steps", "median step", "compute", "communication", "mem
 
 
 def trace_page(report: TraceReport, history: str) -> TracePage:
-    sections = tuple(_rank_section(rank) for rank in report.ranks)
+    several_files = len({rank.file for rank in report.ranks}) > 1  # a folder: each section names its file
+    sections = tuple(_rank_section(rank, several_files) for rank in report.ranks)
     if len(report.ranks) < 2:
         return TracePage(os.path.abspath(report.path), history, sections, tuple(report.notes))
     rows = tuple((str(rank.rank), str(rank.steps), _seconds(rank.step_seconds_median), _percent(rank.compute_share),
                   _percent(rank.communication_share), _percent(rank.memory_share), _percent(rank.idle_share),
                   rank.device) for rank in report.ranks)
     return TracePage(os.path.abspath(report.path), history, sections, tuple(report.notes), RANKS_HEADER, rows,
-                     _slowest_text(report.ranks))
-
-
-def _slowest_text(ranks: Sequence[RankReport]) -> str:
-    found = slowest_rank(ranks)
-    if found is None:
-        return "Slowest rank: none to name (fewer than two ranks with steps)"
-    slow, fastest, slow_seconds, fast_seconds = found
-    difference = slow_seconds - fast_seconds
-    return (f"Slowest: rank {slow.rank}, its median step {format_short_seconds(difference)} "
-            f"({difference / fast_seconds:.0%}) longer than rank {fastest.rank}'s; in a data-parallel job every other "
-            "rank waits for it in communication")
+                     f"Slowest rank: {straggler(report.ranks)}")
 
 
 def _seconds(seconds: Optional[float]) -> str:
@@ -117,7 +107,7 @@ def history_line(record_id: Optional[int], kept_before: bool, note: Optional[str
     return f"Kept in the history as #{record_id}: the Runs tab lists it, to compare and export"
 
 
-def _rank_section(rank: RankReport) -> RankSection:
+def _rank_section(rank: RankReport, name_file: bool = False) -> RankSection:
     cpu_only = bool(getattr(rank, "cpu_only", False))
     gpu_time = () if cpu_only else _shares(rank, GPU_TIME_PARTS)
     idle = () if cpu_only or not rank.idle_share else _shares(rank, IDLE_PARTS)
@@ -134,7 +124,7 @@ def _rank_section(rank: RankReport) -> RankSection:
                      "(host time in enumerate(DataLoader)#…__next__, as TensorBoard's plugin counted it)")
     facts.append(f"{rank.kernels:,} kernels")
     return RankSection(
-        title=f"Rank {rank.rank} · {rank.device}",
+        title=f"Rank {rank.rank} · {rank.device}" + (f" · {os.path.basename(rank.file)}" if name_file else ""),
         steps=_steps_text(rank),
         gpu_time=gpu_time,
         idle=idle,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Optional, Sequence
 
 from workbench.experiments.ab import ABResult, compare_rates
+from workbench.formatting import format_short_seconds
 from workbench.trace_analysis.model import NamedSeconds, RankReport
 
 # The figures compared category by category: (RankReport field, its label).
@@ -146,3 +147,30 @@ def _seconds_per_step(items: tuple[NamedSeconds, ...], rank: RankReport) -> dict
     for item in items:
         totals[item.name] = totals.get(item.name, 0.0) + item.seconds / steps
     return totals
+
+
+def straggler(ranks: Sequence[RankReport]) -> str:
+    """The ranks' slowest, named only where a slower rank is what the figures show: ranks of one job (no rank in
+    two files: a folder of traces from several jobs repeats ranks) whose slowest and fastest step times differ
+    beyond the steps' own spread (compare_steps, each rank's steps its measurements); else why none is named."""
+    timed = sorted((rank for rank in ranks if rank.step_seconds_median is not None),
+                   key=lambda rank: rank.step_seconds_median or 0.0)
+    if len(timed) < 2:
+        return "n/a (fewer than two ranks with steps)"
+    numbers = [rank.rank for rank in ranks]
+    repeated = sorted({number for number in numbers if numbers.count(number) > 1})
+    if repeated:
+        return (f"none named: rank {', '.join(map(str, repeated))} appears in more than one file, so these are "
+                "not the ranks of one job")
+    fastest, slow = timed[0], timed[-1]
+    fast_seconds, slow_seconds = fastest.step_seconds_median or 0.0, slow.step_seconds_median or 0.0
+    difference = (f"{format_short_seconds(slow_seconds - fast_seconds)} "
+                  f"({(slow_seconds - fast_seconds) / max(fast_seconds, 1e-12):.0%}) longer than rank {fastest.rank}'s")
+    result = compare_steps(_steps_per_second(fastest), _steps_per_second(slow))
+    if result.speedup_low is None:
+        return (f"none named: rank {slow.rank}'s median step is {difference}; fewer than {MIN_STEPS} steps a rank "
+                "give no interval")
+    if result.verdict != "slower":
+        return f"none stands out: rank {slow.rank}'s median step is {difference}, within the steps' own spread"
+    return (f"rank {slow.rank}, its median step {difference}; in a data-parallel job every other rank waits for it "
+            "in communication")

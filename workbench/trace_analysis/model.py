@@ -98,6 +98,7 @@ class RankReport:
     gpu_span_as_hta: Optional[dict[str, float]] = None
     traits: ScriptTraits = ScriptTraits()
     top_copies: tuple[NamedSeconds, ...] = ()  # copies and fills by name ("Memcpy HtoD (Pageable -> Device)")
+    file: str = ""  # the file the rank was read from (a folder's reports name it)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ fields and negative durations are counted here and named in the report's notes.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import operator
 import os
@@ -113,7 +114,7 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
         for events in parsed.ranks(fallback):
             if cancelled is not None and cancelled():
                 raise TraceCancelled("reading cancelled")
-            reports.append(ranks.analyse(events))
+            reports.append(dataclasses.replace(ranks.analyse(events), file=str(file)))
         del parsed
         done += size
     if not reports:

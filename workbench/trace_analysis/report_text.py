@@ -5,10 +5,11 @@ A figure that could not be read is said so ("n/a"), never printed as 0. No torch
 
 from __future__ import annotations
 
+import os
 from typing import Optional, Sequence
 
 from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, STEP_VERDICT_WORDS, NamedChange, RankComparison,
-                                                work_moved)
+                                                straggler, work_moved)
 from workbench.trace_analysis.model import NamedSeconds, RankReport, TraceReport
 
 TOP_SHOWN = 5
@@ -19,13 +20,14 @@ def report_lines(report: TraceReport) -> list[str]:
     lines += [f"  note: {note}" for note in report.notes]
     if len(report.ranks) > 1:
         lines += [""] + ranks_side_by_side(report.ranks)
+    several_files = len({rank.file for rank in report.ranks}) > 1  # a folder: each rank names its file
     for rank in report.ranks:
-        lines += [""] + rank_lines(rank)
+        lines += [""] + rank_lines(rank, several_files)
     return lines
 
 
-def rank_lines(rank: RankReport) -> list[str]:
-    lines = [f"rank {rank.rank} · {rank.device}"]
+def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
+    lines = [f"rank {rank.rank} · {rank.device}" + (f" · {os.path.basename(rank.file)}" if name_file else "")]
     lines.append("  " + _steps_line(rank))
     if rank.kernels == 0:
         lines.append("  GPU time: no GPU kernels in this trace (a CPU-only trace): only host figures below")
@@ -73,27 +75,8 @@ def ranks_side_by_side(ranks: Sequence[RankReport]) -> list[str]:
         lines.append(f"  {rank.rank:>4}  {rank.steps:>5}  {_seconds(rank.step_seconds_median):>11}  "
                      f"{_pct(rank.compute_share):>7}  {_pct(rank.communication_share):>6}  "
                      f"{_pct(rank.memory_share):>6}  {_pct(rank.idle_share):>6}  {rank.device}")
-    slowest = slowest_rank(ranks)
-    if slowest is not None:
-        slow, fastest, slow_seconds, fast_seconds = slowest
-        difference = slow_seconds - fast_seconds
-        lines.append(f"  slowest: rank {slow.rank}, its median step {_seconds(difference)} "
-                     f"({difference / fast_seconds:.0%}) longer than rank {fastest.rank}'s; "
-                     f"in a data-parallel job every other rank waits for it in communication")
-    else:
-        lines.append("  slowest: n/a (fewer than two ranks with steps)")
+    lines.append(f"  slowest: {straggler(ranks)}")
     return lines
-
-
-def slowest_rank(ranks: Sequence[RankReport]) -> Optional[tuple[RankReport, RankReport, float, float]]:
-    """(slowest, fastest, their median step seconds) by median step time; None with fewer than two ranks that
-    have steps."""
-    timed = [(rank.step_seconds_median, rank) for rank in ranks if rank.step_seconds_median is not None]
-    if len(timed) < 2:
-        return None
-    timed.sort(key=lambda item: item[0])
-    (fast_seconds, fastest), (slow_seconds, slow) = timed[0], timed[-1]
-    return slow, fastest, slow_seconds, fast_seconds
 
 
 def comparison_lines(before_path: str, after_path: str, comparison: RankComparison) -> list[str]:
