@@ -208,3 +208,93 @@ def test_the_garbage_collector_is_left_as_it_was(tmp_path):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+class CountingDecoders:
+    """Counts the characters json_stream hands its two batch decoders and searches for cuts: the work of a read, which must stay a
+    small multiple of the file's length whatever the file holds (a wall-clock bound would fail a loaded machine)."""
+
+    def __init__(self, monkeypatch):
+        self.chars = 0
+        typed_decoder, loads = json_stream.msgspec.json.Decoder, json_stream.json.loads
+        counter = self
+
+        class Typed:
+            def __init__(self, *args):
+                self.decoder = typed_decoder(*args)
+
+            def decode(self, text):
+                counter.chars += len(text)
+                return self.decoder.decode(text)
+
+        def counted_loads(text, *args, **kwargs):
+            counter.chars += len(text)
+            return loads(text, *args, **kwargs)
+
+        class Boundary:  # the search for the last event boundary, over the buffer's tail
+            def finditer(self, text, start):
+                counter.chars += len(text) - start
+                return boundary.finditer(text, start)
+
+        boundary = json_stream._EVENT_BOUNDARY
+        monkeypatch.setattr(json_stream.msgspec.json, "Decoder", Typed)
+        monkeypatch.setattr(json_stream.json, "loads", counted_loads)
+        monkeypatch.setattr(json_stream, "_EVENT_BOUNDARY", Boundary())
+
+
+def test_event_boundaries_inside_names_cost_one_decode_each_not_one_per_event(tmp_path, monkeypatch):
+    """'},{' in a name ("fn<{a},{b}>") makes a false cut at a chunk's end: the events up to it are decoded one by
+    one once, never the whole batch again for each of them (15 s per MB before)."""
+    events = [step(1, 0, 100_000)] + [op(f"user_fn<{{a}},{{b}}>#{i}", 10 + i, 5) for i in range(3000)]
+    path = write(tmp_path / "t.json", trace(events))
+    plain = write(tmp_path / "plain.json", json.dumps(trace(events)).replace("},{", ")-(").replace("{a}", "(a)"))
+    monkeypatch.setattr(json_stream, "CHUNK_CHARS", 4096)
+    counted = CountingDecoders(monkeypatch)
+    (rank,) = read_report(path).ranks
+    assert counted.chars < 4 * path.stat().st_size
+    assert [op.count for op in rank.top_host_ops] == [op.count for op in read_report(plain).ranks[0].top_host_ops]
+
+
+def test_items_that_are_not_events_are_read_in_batches(tmp_path, monkeypatch):
+    """Items without a '},{' between them (numbers) are cut at commas: C speed, not one value at a time with the
+    buffer's tail searched again before each (a 32 KB gzip of '0,0,…' ran for minutes)."""
+    text = json.dumps(trace([step(1, 0, 1000), *launched("k", 10, 100, 500, 1)]))
+    text = text[:-2] + ", " + ", ".join(["0"] * 200_000) + "]}"
+    path = write(tmp_path / "t.json", text)
+    monkeypatch.setattr(json_stream, "CHUNK_CHARS", 65536)
+    counted = CountingDecoders(monkeypatch)
+    (rank,) = read_report(path).ranks
+    assert rank.kernels == 1 and "200,000 events that are not JSON objects: skipped" in rank.notes
+    assert counted.chars < 4 * path.stat().st_size
+
+
+def test_numbers_past_pythons_digit_limit_give_one_line(tmp_path):
+    huge = "9" * 5000
+    events = json.dumps([step(1, 0, 1000), *launched("k", 10, 100, 500, 1)])
+    assert "more than 4,300 digits" in error_line(write(tmp_path / "a.json", events.replace('"ts": 0', f'"ts": {huge}', 1)))
+    assert "more than 4,300 digits" in error_line(
+        write(tmp_path / "b.json", '{"distributedInfo": {"rank": ' + huge + '}, "traceEvents": ' + events + "}"))
+    as_text = events.replace('"correlation": 1', f'"correlation": "{huge}"')  # a string of digits: no id, read on
+    (rank,) = read_report(write(tmp_path / "c.json", '{"traceEvents": ' + as_text + "}")).ranks
+    assert rank.kernels == 1
+
+
+def test_what_a_json_reader_would_take_one_way_or_the_other_is_refused(tmp_path):
+    events = json.dumps([step(1, 0, 1000), *launched("k", 10, 100, 500, 1)])
+    twice = '{"traceEvents": ' + events + ', "traceEvents": ' + events + "}"
+    assert 'holds "traceEvents" twice' in error_line(write(tmp_path / "twice.json", twice))
+    assert "text after the events' closing bracket" in error_line(write(tmp_path / "tail.json", events + " GARBAGE {{"))
+
+
+def test_a_large_value_beside_the_events_is_refused_and_unread_keys_are_not_kept(tmp_path, monkeypatch):
+    """A profiler writes a few KB beside its events; a hostile file's megabytes there were held whole (25× the
+    text: 1.6 GB for a 63 MB file)."""
+    monkeypatch.setattr(json_stream, "MAX_META_CHARS", 1024)
+    monkeypatch.setattr(json_stream, "CHUNK_CHARS", 256)
+    events = [step(1, 0, 1000), *launched("k", 10, 100, 500, 1)]
+    message = error_line(write(tmp_path / "big.json", trace(events, junk=[{}] * 1000)))
+    assert 'holds a top-level "junk" larger than' in message
+    from workbench.trace_analysis.reading import read_trace
+
+    parsed = read_trace(write(tmp_path / "small.json", trace(events, other=[1, 2], distributedInfo={"rank": 3})))
+    assert set(parsed.meta) == {"distributedInfo"}

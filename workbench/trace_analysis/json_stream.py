@@ -36,7 +36,10 @@ Cancelled = Callable[[], bool]
 MAX_TRACE_BYTES = 4 * 1024**3  # uncompressed text, whether the file is gzipped or not
 BOMB_RATIO = 200  # Kineto JSON gzips 10–25×; past this (beyond BOMB_CHECK_BYTES) it is a bomb, not a trace
 BOMB_CHECK_BYTES = 64 * 1024**2
-MAX_EVENT_CHARS = 64 * 1024**2  # one event (or top-level value) larger than this is not a profiler's
+MAX_EVENT_CHARS = 64 * 1024**2  # one event larger than this is not a profiler's
+# A top-level value beside the events (deviceProperties, distributedInfo, …) is a few KB: past this it is not a
+# profiler's, and decoding it whole would hold many times its size.
+MAX_META_CHARS = 4 * 1024**2
 # 1 MB: a chunk and its batch stay in memory the allocator reuses (4 MB ones cost ~70,000 page faults per 280 MB
 # read, 15 % of the decoding time), and cancellation is asked every ~4,500 events
 CHUNK_CHARS = 1024**2
@@ -136,10 +139,13 @@ def _top_level(text: io.TextIOWrapper, raw: _CountingReader, progress: Optional[
     if first == "[":  # Chrome's JSON Array Format: the events alone
         reader.pos += 1
         yield from ((None, batch) for batch in reader.array_batches())
+        if reader.peek_nonspace() != "":
+            raise TraceError("is not valid JSON (text after the events' closing bracket)")
         return
     if first != "{":
         raise TraceError(f"is not a JSON trace (it starts with {reader.sample()!r})")
     reader.pos += 1
+    events_read = False
     while True:
         c = reader.peek_nonspace()
         if c == "}":
@@ -155,12 +161,15 @@ def _top_level(text: io.TextIOWrapper, raw: _CountingReader, progress: Optional[
             raise TraceError("is not valid JSON (a top-level key without ':')")
         reader.pos += 1
         if key == "traceEvents":
+            if events_read:  # a JSON decoder would keep one of the two; which one a profiler meant is not known
+                raise TraceError("holds \"traceEvents\" twice")
+            events_read = True
             if reader.peek_nonspace() != "[":
                 raise TraceError("\"traceEvents\" is not a list")
             reader.pos += 1
             yield from ((None, batch) for batch in reader.array_batches())
         else:
-            yield key, reader.value()
+            yield key, reader.value(MAX_META_CHARS, f"a top-level {_quoted(key)}")
     if reader.peek_nonspace() != "":
         raise TraceError("is not valid JSON (text after the trace's closing brace)")
 
@@ -178,6 +187,9 @@ class _Buffer:
         self.chars_before = 0  # characters dropped from the buffer's front (positions in messages are in the file)
         self.decoder = json.JSONDecoder()
         self.typed = msgspec.json.Decoder(list[events_as]) if events_as is not None else None
+        # Up to this character of the file the events are decoded one at a time: a batch failed there (a false
+        # cut) or found no cut. Without it each item would search for (and decode up to) the same cut again.
+        self.one_by_one_until = 0
 
     def fill(self) -> bool:
         """Read another chunk (keeping what is not decoded yet); False at the end of the text."""
@@ -223,8 +235,8 @@ class _Buffer:
     def sample(self) -> str:
         return self.buf[self.pos:self.pos + 20]
 
-    def value(self) -> Any:
-        """One JSON value at ``pos`` (refilling until it is whole)."""
+    def value(self, limit: int = MAX_EVENT_CHARS, what: str = "an event") -> Any:
+        """One JSON value at ``pos`` (refilling until it is whole; refused past ``limit`` characters)."""
         self.peek_nonspace()
         while True:
             try:
@@ -235,14 +247,15 @@ class _Buffer:
                 if not incomplete:
                     raise TraceError(f"is not valid JSON ({error.msg} at character {self.chars_before + error.pos:,})"
                                      ) from None
-                if len(self.buf) - self.pos > MAX_EVENT_CHARS:
-                    raise TraceError(f"holds a value larger than {MAX_EVENT_CHARS // 1024**2} MB, "
-                                     "not a profiler event") from None
+                if len(self.buf) - self.pos > limit:
+                    raise TraceError(f"holds {what} larger than {limit // 1024**2} MB, not a profiler's") from None
                 if self.fill():
                     continue
                 raise TraceError("ends early (a truncated trace)") from None
             except RecursionError:
                 raise TraceError("is nested too deeply to be a profiler trace") from None
+            except ValueError:  # an integer past Python's 4,300 digits (JSONDecodeError, a ValueError, is above)
+                raise TraceError(_TOO_LONG_NUMBER) from None
             self.pos = end
             return value
 
@@ -259,27 +272,40 @@ class _Buffer:
             if c == "":
                 raise TraceError("ends early (a truncated trace)")
             batch = self._batch()
-            if batch is not None:
-                yield batch
-                continue
-            yield [self.value()]
+            yield batch if batch is not None else self._one_by_one()
+
+    def _one_by_one(self) -> list[Any]:
+        """The items up to ``one_by_one_until`` (at least one), each decoded alone."""
+        items = [self.value()]
+        while self.chars_before + self.pos < self.one_by_one_until:
+            c = self.peek_nonspace()
+            if c == ",":
+                self.pos += 1
+            elif c in ("]", ""):
+                break  # the array's end: array_batches says what it is
+            else:
+                items.append(self.value())
+        return items
 
     def _batch(self) -> Optional[list[Any]]:
-        """The whole events between ``pos`` and the last event boundary in the buffer, decoded at once (C
-        speed); None where no boundary is found or the cut is not one (then events are decoded one by one)."""
+        """The whole items between ``pos`` and the last cut in the buffer, decoded at once (C speed). A cut is
+        the last event boundary ("},{"), or where there is none (items that are not events) the last comma.
+        None where the items up to ``one_by_one_until`` are to be decoded one by one: no cut is found, or the
+        batch fails to decode (the cut fell inside a string or a nested value: a false cut)."""
         while True:
-            tail_from = max(self.pos, len(self.buf) - _TAIL_CHARS)
-            last = None
-            for last in _EVENT_BOUNDARY.finditer(self.buf, tail_from):
-                pass
-            if last is not None and last.start() > self.pos:
-                break
-            # The rest of the buffer, short, is an event cut by the chunk's end: read on rather than decode it
-            # alone, which would fail on its cut first. A long rest without a boundary (a large event, or not
-            # JSON) is decoded one value at a time, which refuses garbage at once.
-            if len(self.buf) - self.pos > _TAIL_CHARS or not self.fill():
+            if self.chars_before + self.pos < self.one_by_one_until:
                 return None
-        batch = "[" + self.buf[self.pos:last.start() + 1] + "]"
+            cut = self._last_cut(max(self.pos, len(self.buf) - _TAIL_CHARS))
+            if cut is not None and cut[0] > self.pos:
+                break
+            # The rest of the buffer, short, is an item cut by the chunk's end: read on rather than decode it
+            # alone, which would fail on its cut first. A long rest without a cut (a large event, or not JSON)
+            # is decoded one value at a time, which refuses garbage at once.
+            if len(self.buf) - self.pos > _TAIL_CHARS or not self.fill():
+                self.one_by_one_until = self.chars_before + len(self.buf)
+                return None
+        batch_end, next_start = cut
+        batch = "[" + self.buf[self.pos:batch_end] + "]"
         items = None
         if self.typed is not None:
             try:
@@ -294,9 +320,29 @@ class _Buffer:
         except RecursionError:
             raise TraceError("is nested too deeply to be a profiler trace") from None
         except json.JSONDecodeError:
-            return None  # the cut fell inside a string or a nested value: decode one by one instead
-        self.pos = last.end()
+            self.one_by_one_until = self.chars_before + next_start  # a false cut: one by one up to it, once
+            return None
+        except ValueError:  # an integer past Python's 4,300 digits
+            raise TraceError(_TOO_LONG_NUMBER) from None
+        self.pos = next_start
         return items
+
+    def _last_cut(self, start: int) -> Optional[tuple[int, int]]:
+        """(end of the batch, start of the next item) at the last cut in ``buf[start:]``; None without one."""
+        last = None
+        for last in _EVENT_BOUNDARY.finditer(self.buf, start):
+            pass
+        if last is not None:
+            return last.start() + 1, last.end()
+        comma = self.buf.rfind(",", start)
+        return (comma, comma + 1) if comma >= 0 else None
+
+
+_TOO_LONG_NUMBER = "holds a number of more than 4,300 digits, not a profiler's"
+
+
+def _quoted(key: str) -> str:
+    return json.dumps(key[:40] + ("…" if len(key) > 40 else ""), ensure_ascii=True)
 
 
 def trace_parts(path: Path, progress: Optional[Callable[[int], None]] = None, cancelled: Optional[Cancelled] = None,

@@ -430,7 +430,7 @@ def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,
         for key, value in json_stream.trace_parts(path, progress, cancelled, events_as=_Event, digest=digest):
             if key is None:
                 add_batch(value)
-            else:
+            elif key in META_KEYS:  # the rest are dropped at once: a hostile file's are never all held
                 parsed.meta[key] = value
     except TraceError as error:
         if isinstance(error, TraceCancelled) or str(error).startswith(str(path)):
@@ -439,6 +439,10 @@ def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,
     if parsed.events == 0:
         raise TraceError(f"{path}: no trace events (an empty \"traceEvents\" list, or none at all)")
     return parsed
+
+
+# The top-level keys beside the events that the reader uses.
+META_KEYS = frozenset({"distributedInfo", "deviceProperties"})
 
 
 def _int(value: Any) -> Optional[int]:
@@ -451,5 +455,5 @@ def _int(value: Any) -> Optional[int]:
         return int(value)
     if isinstance(value, str):
         match = _DIGITS.search(value)
-        return int(match.group()) if match else None
+        return int(match.group()) if match and len(match.group()) <= 19 else None  # past int64: no id, no index
     return None
