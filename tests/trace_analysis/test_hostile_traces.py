@@ -298,3 +298,32 @@ def test_a_large_value_beside_the_events_is_refused_and_unread_keys_are_not_kept
 
     parsed = read_trace(write(tmp_path / "small.json", trace(events, other=[1, 2], distributedInfo={"rank": 3})))
     assert set(parsed.meta) == {"distributedInfo"}
+
+
+def test_steps_of_zero_length_are_left_out_and_a_nested_step_hides_nothing(tmp_path):
+    """A 0 µs step is no step time (its 0 divided the straggler and the sync figures); a short step nested in
+    another must not end the steps' window before the kernels that ran in the outer one."""
+    events = [step(1, 0, 40_000), step(2, 5, 10), step(3, 50_000, 0), *launched("k", 100, 1000, 30_000, 1)]
+    (rank,) = read_report(write(tmp_path / "t.json", trace(events))).ranks
+    assert rank.steps == 2 and 0 not in rank.step_seconds
+    assert rank.window_seconds == pytest.approx(0.040) and rank.compute_share == pytest.approx(0.75)
+    assert "1 ProfilerStep spans of zero length: left out (a step time of 0 is no step time)" in rank.notes
+    assert any(note.startswith("ProfilerStep spans overlap") for note in rank.notes)
+
+
+def test_a_trace_whose_device_events_could_not_be_read_is_not_called_cpu_only(tmp_path):
+    events = [step(1, 0, 1000), *launched("k", 10, 100, 500, 1)]
+    events[2]["ts"] = "100"  # the one kernel, mistyped
+    (rank,) = read_report(write(tmp_path / "t.json", trace(events))).ranks
+    assert rank.cpu_only and not any("a CPU-only trace" in note for note in rank.notes)
+    assert "no kernel, copy or fill event could be read (1 events skipped, named above)" in " ".join(rank.notes)
+
+
+def test_a_file_naming_more_gpus_than_a_node_holds_gives_one_line(tmp_path, monkeypatch):
+    """Each GPU is a report over all the host's events: 2,000 device indices took 31 s and 42 MB of notes."""
+    from workbench.trace_analysis import reading
+
+    monkeypatch.setattr(reading, "MAX_GPUS_PER_FILE", 4)
+    events = [step(1, 0, 10_000)] + [event for device in range(5)
+                                     for event in launched("k", 10 + device, 100 + device, 50, device + 1, device=device)]
+    assert "its device events name 5 GPUs" in error_line(write(tmp_path / "t.json", trace(events)))

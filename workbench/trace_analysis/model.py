@@ -89,7 +89,7 @@ class RankReport:
     gpu_span_window_ns: Optional[tuple[int, int]] = None  # HTA's window on the trace's clock
     data_wait_seconds: float = 0.0  # host time blocked on the next batch (DataLoader __next__ or our annotation)
     launches: int = 0  # runtime calls that put device work on the GPU
-    cpu_only: bool = False  # the trace holds no device work at all: GPU figures are not readable
+    cpu_only: bool = False  # no device work was read (a CPU-only trace, or its device events unreadable): no GPU figures
     # HTA's idle split, replayed ({host_wait, kernel_wait, other}: each stream's gaps on their own, summed), beside
     # ours over the merged streams: see docs/gpu-time.md for which a user can act on.
     per_stream_idle_split: Optional[dict[str, float]] = None

@@ -43,6 +43,7 @@ class RankEvents:
     notes: list[str] = field(default_factory=list)
     fractional_timestamps: bool = False  # some ts in the file has a fraction of a µs (HTA then rounds)
     traits: ScriptTraits = field(default_factory=ScriptTraits)  # what the script already does (its op names)
+    events_skipped: int = 0  # events the reader could not read (mistyped fields, not objects, …), named in notes
 
     @property
     def launches_and_steps(self) -> list[Activity]:
@@ -52,14 +53,21 @@ class RankEvents:
 
 def analyse(events: RankEvents) -> RankReport:
     notes = list(events.notes)
-    steps = _steps(events.steps)
+    steps, empty = _steps(events.steps)
+    if empty:
+        notes.append(f"{empty:,} ProfilerStep spans of zero length: left out (a step time of 0 is no step time)")
+    if any(start < previous_end for (_, previous_end), (start, _) in zip(steps, steps[1:])):
+        notes.append("ProfilerStep spans overlap: the steps' window runs from the first one's start to the last end")
     step_seconds = tuple((end - start) / 1e9 for start, end in steps)
     device = events.device_work
     cpu_only = not device
-    if cpu_only:
+    if cpu_only and events.events_skipped:  # the file's device events may be among those that could not be read
+        notes.append(f"no kernel, copy or fill event could be read ({events.events_skipped:,} events skipped, named "
+                     "above), so the GPU figures cannot be read")
+    elif cpu_only:
         notes.append("a CPU-only trace: it holds no kernel, copy or fill events, so the GPU figures cannot be read")
     if steps:
-        window = (steps[0][0], steps[-1][1])
+        window = (steps[0][0], max(end for _, end in steps))  # a step nested in another ends before it
     elif device:
         window = (min(a.start_ns for a in device), max(a.end_ns for a in device))
         notes.append("no ProfilerStep#N annotations: the figures are over the first to last GPU event")
@@ -117,14 +125,16 @@ def analyse(events: RankEvents) -> RankReport:
     )
 
 
-def _steps(steps: Sequence[Activity]) -> list[tuple[int, int]]:
-    """ProfilerStep#N spans, one per step number (Kineto may write a step twice: op and annotation)."""
+def _steps(steps: Sequence[Activity]) -> tuple[list[tuple[int, int]], int]:
+    """ProfilerStep#N spans, one per step number (Kineto may write a step twice: op and annotation), by start;
+    and how many step numbers had only spans of zero length (left out)."""
     by_name: dict[str, tuple[int, int]] = {}
     for a in steps:
         known = by_name.get(a.name)
         if known is None or a.end_ns - a.start_ns > known[1] - known[0]:
             by_name[a.name] = (a.start_ns, a.end_ns)
-    return sorted(by_name.values())
+    timed = sorted(span for span in by_name.values() if span[1] > span[0])
+    return timed, len(by_name) - len(timed)
 
 
 def _shares(breakdown: timeline.TimelineBreakdown, span_ns: int) -> dict[str, float]:

@@ -206,6 +206,9 @@ class ParsedTrace:
                 count = len(work.pop(None, [])) + len(markers.pop(None, []))
                 notes.append(f"{count:,} device events name no GPU while the file holds several: left out")
         indices = sorted(index for index in work if index is not None and work[index])
+        if len(indices) > MAX_GPUS_PER_FILE:  # each GPU is a report over all the host's events: refuse, not crawl
+            raise TraceError(f"{self.path}: its device events name {len(indices):,} GPUs; one process's trace names "
+                             f"a few, and past {MAX_GPUS_PER_FILE} it is not a profiler's")
         if len(indices) > 1:
             notes.append(f"this file holds {len(indices)} GPUs ({', '.join(f'cuda:{i}' for i in indices)}): "
                          "one report per GPU, ranked by device index")
@@ -220,7 +223,8 @@ class ParsedTrace:
                 gpu_markers=gpu_markers, runtime=self.runtime, steps=self.steps, gpu_steps=self.gpu_steps,
                 data_waits=self.data_waits,
                 host_by_thread=host_by_thread, host_ops_by_thread=host_ops, notes=list(notes),
-                fractional_timestamps=self.fractional_timestamps, traits=traits)
+                fractional_timestamps=self.fractional_timestamps, traits=traits,
+                events_skipped=sum(self.skipped.values()))
 
         if not indices:
             return [rank_events(base_rank, None, [], [])]
@@ -441,6 +445,8 @@ def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,
     return parsed
 
 
+# GPUs one file may name (a node holds 8 or 16; one process usually drives one).
+MAX_GPUS_PER_FILE = 64
 # The top-level keys beside the events that the reader uses.
 META_KEYS = frozenset({"distributedInfo", "deviceProperties"})
 

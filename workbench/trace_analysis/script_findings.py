@@ -83,7 +83,7 @@ def _launch_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
     head = f"Launch-bound: {idle}{_launch_detail(rank)}{already} (threshold {_pct(LAUNCH_BOUND_HOST_WAIT)})."
     findings = []
     sync = _sync_every_step(rank)
-    sync_share = sync.seconds / sum(rank.step_seconds) if sync is not None else 0.0
+    sync_share = sync.seconds / sum(rank.step_seconds) if sync is not None and sum(rank.step_seconds) > 0 else 0.0
     if sync is not None and sync_share >= SYNC_WAIT_SHARE:
         caller, _, call = sync.name.rpartition(" → ")
         where = (f"{call} called from {caller}" if caller and not caller.startswith("(")
