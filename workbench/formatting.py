@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional, Sequence
+
+# C0 and C1 control characters, DEL, and lone surrogates (a file name's bytes that are not UTF-8).
+_NOT_PRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """The text with every control character and lone surrogate written as its escape (\\n, \\x1b, \\udce9): what
+    a file holds (a kernel's name, a path) cannot break a line, drive the terminal or fail the encoder."""
+    return _NOT_PRINTABLE.sub(lambda match: ascii(match.group())[1:-1], text)
 
 
 def format_bytes(value: Optional[float]) -> str:

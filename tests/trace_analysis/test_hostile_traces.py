@@ -327,3 +327,15 @@ def test_a_file_naming_more_gpus_than_a_node_holds_gives_one_line(tmp_path, monk
     events = [step(1, 0, 10_000)] + [event for device in range(5)
                                      for event in launched("k", 10 + device, 100 + device, 50, device + 1, device=device)]
     assert "its device events name 5 GPUs" in error_line(write(tmp_path / "t.json", trace(events)))
+
+
+def test_a_folder_that_cannot_be_listed_gives_one_line(tmp_path, monkeypatch):
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    write(folder / "rank-0.json", trace([step(1, 0, 1000), *launched("k", 10, 100, 500, 1)]))
+
+    def refused(self):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(type(folder), "iterdir", refused)  # as a folder of mode 0311 is to a user not its owner
+    assert "the folder cannot be listed (permission denied)" in error_line(folder)

@@ -283,3 +283,39 @@ def test_the_output_docs_own_script_shows_is_todays(capsys, monkeypatch):
     out = capsys.readouterr().out.strip()
     doc = (Path(__file__).resolve().parents[2] / "docs" / "own-script.md").read_text(encoding="utf-8")
     assert out in doc
+
+
+def names_trace(tmp_path, kernel_name: str, device_name: str, file_name: str = "t.json") -> Path:
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 1000},
+              {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 5,
+               "args": {"correlation": 1}},
+              {"ph": "X", "cat": "kernel", "name": kernel_name, "pid": 0, "tid": 7, "ts": 100, "dur": 500,
+               "args": {"device": 0, "stream": 7, "correlation": 1}}]
+    path = tmp_path / file_name
+    path.write_text(json.dumps({"deviceProperties": [{"id": 0, "name": device_name}], "traceEvents": events}))
+    return path
+
+
+def test_names_from_the_file_cannot_forge_lines_drive_the_terminal_or_fail_the_encoder(tmp_path, capsys):
+    path = names_trace(tmp_path, "evil\x1b[2J\x1b]0;title\x07\nfake line: findings: none", "H100\ud800\n\x1b[5m")
+    assert main(["trace", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\nfake line" not in out and "\ud800" not in out
+    assert "evil\\x1b[2J\\x1b]0;title\\x07\\nfake line" in out and "H100\\ud800\\n\\x1b[5m" in out
+    assert main(["trace", str(tmp_path / "no\nsuch\x1b.json")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1  # one line, the path's newline and escape written out
+
+
+def test_a_path_of_bytes_that_are_not_utf8_is_read_since_nothing_is_kept(tmp_path, capsys):
+    path = names_trace(tmp_path, "k", "A100", file_name="caf\udce9.json")  # b"caf\xe9.json" as Python names it
+    assert main(["trace", str(path)]) == 0
+    assert "caf\\udce9.json: 1 rank" in capsys.readouterr().out
+
+
+def test_two_traces_compared_still_name_what_each_could_not_read(tmp_path, capsys):
+    good = names_trace(tmp_path, "k", "A100")
+    broken = json.loads(good.read_text())
+    broken["traceEvents"].append({"ph": "X", "cat": "kernel", "name": "bad", "ts": "200", "dur": 5})
+    (tmp_path / "b.json").write_text(json.dumps(broken))
+    assert main(["trace", str(good), str(tmp_path / "b.json"), "--json"]) == 0
+    assert "rank 0: 1 events with a missing or mistyped name, ts or dur: skipped" in capsys.readouterr().err

@@ -11,6 +11,7 @@ import sys
 from typing import Optional, Sequence
 
 from workbench.cli.parsing import Parser, UsageError, not_utf8_flags
+from workbench.formatting import printable
 from workbench.history.errors import HistoryError
 
 # The commands that record runs: where the history cannot take them, they can train without it.
@@ -68,13 +69,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return launch_gui()
         return args.handler(args)
     except UsageError as error:
-        print(str(error), file=sys.stderr)
+        print(printable(str(error)), file=sys.stderr)  # one line, whatever a path or a file's name holds
         return 2
     except HistoryError as error:
         # Damaged, from a newer workbench, or not writable here: one line with what to do, and nothing started.
         command = getattr(args, "command", None)
         hint = ", or --no-history to train without recording" if command in RECORDING_COMMANDS else ""
-        print(f"workbench {command}: {error}{hint}", file=sys.stderr)
+        print(printable(f"workbench {command}: {error}{hint}"), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("workbench: interrupted", file=sys.stderr)

@@ -87,6 +87,8 @@ def not_utf8_flags(args: argparse.Namespace) -> list[str]:
     Latin-1 bytes), which the history, JSON and CSV cannot hold: "--data-path"."""
     found = []
     for name, value in vars(args).items():
+        if name in getattr(args, "any_bytes", ()):  # a command that keeps nothing of it says so
+            continue
         texts = value if isinstance(value, (list, tuple)) else [value]
         if any(isinstance(text, str) and not _is_utf8(text) for text in texts):
             found.append("--" + name.replace("_", "-"))

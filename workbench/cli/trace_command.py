@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from workbench.cli.parsing import UsageError, non_negative_int, positive_int
+from workbench.formatting import printable
 
 
 def register(subparsers: Any) -> None:
@@ -34,7 +35,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--batch-size", nargs=2, type=positive_int, metavar=("BEFORE", "AFTER"),
                         help="with two traces: the samples per step of each, to compare samples per second too "
                              "(a trace does not record its batch size)")
-    parser.set_defaults(handler=trace_command)
+    # Paths are read, not kept: a name of bytes that are not UTF-8 is a file like any other here.
+    parser.set_defaults(handler=trace_command, any_bytes=("paths",))
 
 
 def trace_command(args: argparse.Namespace) -> int:
@@ -46,10 +48,23 @@ def trace_command(args: argparse.Namespace) -> int:
     reports = [_read(path, args.rank) for path in args.paths]
     for report in reports:
         for note in report.notes:
-            print(f"workbench trace: note: {report.path}: {note}", file=sys.stderr)
+            _note(f"{report.path}: {note}")
     if len(reports) == 1:
         return _one(reports[0], args.json)
+    for report in reports:  # the comparison's lines hold no notes: what either trace could not read is said here
+        for rank in report.ranks:
+            for note in rank.notes:
+                _note(f"{report.path}: rank {rank.rank}: {note}")
     return _two(reports[0], reports[1], args.json, tuple(args.batch_size) if args.batch_size else None)
+
+
+def _note(text: str) -> None:
+    print(printable(f"workbench trace: note: {text}"), file=sys.stderr)
+
+
+def _lines(lines: Sequence[str]) -> None:
+    """Report lines to stdout; each one line whatever a name in the file holds (printable)."""
+    print("\n".join(printable(line) for line in lines))
 
 
 def _one(report: Any, as_json: bool) -> int:
@@ -60,10 +75,10 @@ def _one(report: Any, as_json: bool) -> int:
         # The contract has no notes key: what could not be read goes to stderr (the text report says it inline).
         for rank in report.ranks:
             for note in rank.notes:
-                print(f"workbench trace: note: rank {rank.rank}: {note}", file=sys.stderr)
+                _note(f"rank {rank.rank}: {note}")
         print(json.dumps(to_json(report), allow_nan=False))
     else:
-        print("\n".join(report_lines(report)))
+        _lines(report_lines(report))
     return 0
 
 
@@ -78,9 +93,8 @@ def _two(before: Any, after: Any, as_json: bool, samples_per_step: Optional[tupl
                           "comparison": [comparison_json(compare(b, a, samples_per_step)) for b, a in pairs]},
                          allow_nan=False))
         return 0
-    blocks = ["\n".join(comparison_lines(before.path, after.path, compare(b, a, samples_per_step)))
-              for b, a in pairs]
-    print("\n\n".join(blocks))
+    for position, (b, a) in enumerate(pairs):
+        _lines(([""] if position else []) + comparison_lines(before.path, after.path, compare(b, a, samples_per_step)))
     return 0
 
 

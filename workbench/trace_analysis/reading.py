@@ -140,7 +140,11 @@ def trace_files(path: Path) -> tuple[list[Path], list[str]]:
     """The trace files a path names: itself, or a folder's ``*.json`` / ``*.json.gz`` files sorted by rank; and
     notes on a folder's entries left out (a FIFO or a loop among them is never opened)."""
     if folder_problem(path) is None:
-        named = sorted((p for p in path.iterdir() if p.name.endswith(TRACE_SUFFIXES) and not p.name.startswith(".")),
+        try:
+            entries = list(path.iterdir())
+        except OSError as error:  # a folder that may be entered but not listed, or one gone since
+            raise TraceError(f"{path}: the folder cannot be listed ({(error.strerror or str(error)).lower()})") from None
+        named = sorted((p for p in entries if p.name.endswith(TRACE_SUFFIXES) and not p.name.startswith(".")),
                        key=lambda p: (_rank_from_name(p.name, 1 << 30), p.name))
         files, notes = [], []
         for candidate in named:
