@@ -16,6 +16,7 @@ from PySide6.QtGui import QDropEvent
 from workbench.gui.app import build_window
 from workbench.gui.background import wait_for_background_calls
 from workbench.gui.runs_view import RunsView
+from workbench.gui.trace_tab import POLL_MS
 from workbench.history.store import HistoryStore
 from workbench.trace_analysis.model import TraceCancelled
 
@@ -87,6 +88,13 @@ def test_the_window_stays_live_while_a_trace_reads_and_cancel_stops_it(qtbot, wi
         qtbot.waitUntil(lambda: len(ticks) >= 5 and window.trace_tab.progress.value() == 500, timeout=30_000)
         assert window.trace_tab.busy and not window.trace_tab.cancel_button.isHidden()
         assert not window.trace_tab.progress.isHidden()
+        # one at a time: the menu's actions wait, and a second drop's refusal stays up through the progress polls
+        assert not window.open_trace_action.isEnabled() and not window.open_trace_folder_action.isEnabled()
+        window.trace_tab._refusal_shown.setInterval(600_000)  # no wall-clock race on a loaded machine
+        drop(window, [path])
+        ticks.clear()
+        qtbot.waitUntil(lambda: len(ticks) >= 4 * POLL_MS // 10, timeout=30_000)
+        assert window.trace_tab.status.text() == f"Still opening {path}: Cancel it first."
         window.trace_tab.cancel_button.click()
         qtbot.waitUntil(lambda: not window.trace_tab.busy, timeout=30_000)
         timer.stop()
@@ -94,6 +102,7 @@ def test_the_window_stays_live_while_a_trace_reads_and_cancel_stops_it(qtbot, wi
         release.set()
     assert window.trace_tab.status.text() == f"Cancelled: {path} was not opened."
     assert window.trace_tab.progress.isHidden() and window.trace_tab.open_button.isEnabled()
+    assert window.open_trace_action.isEnabled() and window.open_trace_folder_action.isEnabled()
     assert store.list_runs() == []
 
 

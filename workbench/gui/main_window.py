@@ -204,6 +204,7 @@ class MainWindow(QMainWindow):
         self.open_trace_action.triggered.connect(self.open_trace)
         self.open_trace_folder_action.triggered.connect(self.open_trace_folder)
         self.trace_tab.trace_kept.connect(self.history_changed)
+        self.trace_tab.busy_changed.connect(self._trace_busy)
         self.experiments.sweep_button.clicked.connect(self.start_sweep)
         self.experiments.tune_button.clicked.connect(self.start_tune)
         self.experiments.max_batch_button.clicked.connect(self.start_max_batch)
@@ -230,6 +231,11 @@ class MainWindow(QMainWindow):
     def open_trace(self) -> None:
         self.tabs.setCurrentWidget(self.trace_tab)
         self.trace_tab.choose_file()
+
+    def _trace_busy(self, busy: bool) -> None:
+        # One trace at a time: the actions wait, so nobody goes through a file dialog only to be refused.
+        self.open_trace_action.setEnabled(not busy)
+        self.open_trace_folder_action.setEnabled(not busy)
 
     def open_trace_folder(self) -> None:
         self.tabs.setCurrentWidget(self.trace_tab)

@@ -35,8 +35,13 @@ EMPTY_TEXT = ("<p style='color:#505050'>Open a trace that <code>torch.profiler</
               "the GPU time of your own script, split and explained, with what to change.</p>")
 
 
+# A refusal ("Still opening …") stays this long before the progress poll writes over the status again.
+REFUSAL_MS = 4000
+
+
 class TraceTab(QWidget):
     trace_kept = Signal(int)  # the history record's id (a new one, or the one kept before)
+    busy_changed = Signal(bool)  # a trace is being opened (the window's Open trace… actions wait meanwhile)
 
     def __init__(self, history_home: Optional[Path] = None, parent: Optional[QWidget] = None):
         super().__init__(parent)
@@ -83,6 +88,9 @@ class TraceTab(QWidget):
         self._timer = QTimer(self)
         self._timer.setInterval(POLL_MS)
         self._timer.timeout.connect(self._show_progress)
+        self._refusal_shown = QTimer(self)
+        self._refusal_shown.setSingleShot(True)
+        self._refusal_shown.setInterval(REFUSAL_MS)
 
     # -- opening -----------------------------------------------------------------------------------
     @property
@@ -110,6 +118,7 @@ class TraceTab(QWidget):
         """Read the trace (a file, or a folder of rank files) in the background; one at a time."""
         if self._opening is not None:
             self.status.setText(f"Still opening {self._opening.path}: Cancel it first.")
+            self._refusal_shown.start()  # the next polls leave it to be read
             return
         opening = TraceOpening(path, self._history_home, read=self.read)
         self._opening = opening
@@ -120,6 +129,7 @@ class TraceTab(QWidget):
         self.open_button.setEnabled(False)
         self.status.setText(f"Reading {opening.path}…")
         self._timer.start()
+        self.busy_changed.emit(True)
         call_in_background(self, opening.run, self._opened, self._failed)
 
     def cancel(self) -> None:
@@ -144,7 +154,7 @@ class TraceTab(QWidget):
             self.progress.setRange(0, 1000)
             self.progress.setValue(round(fraction * 1000))
         self.progress.setFormat(f"{progress.phase} %p%")
-        if not self._opening.cancelled:
+        if not self._opening.cancelled and not self._refusal_shown.isActive():
             self.status.setText(f"{progress.phase.capitalize()}: {self._opening.path}")
 
     def _finish(self) -> Optional[TraceOpening]:
@@ -153,6 +163,8 @@ class TraceTab(QWidget):
         self.progress.setVisible(False)
         self.cancel_button.setVisible(False)
         self.open_button.setEnabled(True)
+        self._refusal_shown.stop()
+        self.busy_changed.emit(False)
         return opening
 
     def _opened(self, opened: OpenedTrace) -> None:
