@@ -119,6 +119,9 @@ def _rank_section(rank: RankReport, name_file: bool = False) -> RankSection:
         facts.append("Over HTA's window (first to last GPU event): " + ", ".join(
             f"{label} {_percent(span.get(key))}" for label, key in
             (("idle", "idle_share"), ("compute", "compute_share"), ("non-compute", "non_compute_share"))))
+    if not cpu_only and rank.idle_for_data_share is None:
+        facts.append("Waiting for data: unknown (the trace has no DataLoader spans): time the host spent loading "
+                     "data is counted as waiting for the host")
     if rank.dataloader_share is not None:
         facts.append(f"DataLoader: {_percent(rank.dataloader_share)} of the step "
                      "(host time in enumerate(DataLoader)#…__next__, as TensorBoard's plugin counted it)")

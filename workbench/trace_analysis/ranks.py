@@ -100,7 +100,9 @@ def analyse(events: RankEvents) -> RankReport:
         communication_share=shares["communication"] if shares else None,
         memory_share=shares["memory"] if shares else None,
         idle_share=shares["idle"] if shares else None,
-        idle_for_data_share=shares["data"] if shares else None,
+        # Without DataLoader spans (or the workbench's annotation) no idle can be told to be a wait for data: unknown,
+        # not 0 (the host's time loading data is then in the host wait).
+        idle_for_data_share=shares["data"] if shares and has_data_marks else None,
         idle_for_host_share=shares["host"] if shares else None,
         idle_kernel_wait_share=shares["kernel_wait"] if shares else None,
         idle_other_share=shares["other"] if shares else None,

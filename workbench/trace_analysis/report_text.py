@@ -36,7 +36,8 @@ def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
         lines.append(f"  GPU time over {over}: compute {_pct(rank.compute_share)} · communication "
                      f"{_pct(rank.communication_share)} · memory {_pct(rank.memory_share)} · idle "
                      f"{_pct(rank.idle_share)}  ({rank.kernels:,} kernels)")
-        lines.append(f"  idle: waiting for data {_pct(rank.idle_for_data_share)} · for the host "
+        data = _pct(rank.idle_for_data_share) if rank.idle_for_data_share is not None else "n/a (no DataLoader spans)"
+        lines.append(f"  idle: waiting for data {data} · for the host "
                      f"{_pct(rank.idle_for_host_share)} · kernel wait {_pct(rank.idle_kernel_wait_share)} · other "
                      f"{_pct(rank.idle_other_share)} (shares of the idle time)")
         span = rank.gpu_span or {}  # None only on a CPU-only trace, said above

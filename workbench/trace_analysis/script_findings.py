@@ -80,6 +80,8 @@ def _launch_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
     already = (f"; CUDA graphs already launch part of each step ({_seconds(graphs / rank.steps)} of cudaGraphLaunch "
                f"per step): the host work left outside them sets the pace" if graphs and rank.steps else "")
     idle = f"the GPU sat idle waiting for the host to launch work {_pct(figure)} of {_window(rank)}"
+    if rank.idle_for_data_share is None and rank.dataloader_share is None:
+        idle += " (no DataLoader spans in the trace: any time the host spent loading data is in this figure)"
     head = f"Launch-bound: {idle}{_launch_detail(rank)}{already} (threshold {_pct(LAUNCH_BOUND_HOST_WAIT)})."
     findings = []
     sync = _sync_every_step(rank)
