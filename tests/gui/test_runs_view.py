@@ -461,3 +461,21 @@ def test_a_trace_record_has_no_duration_and_says_it_was_opened(make_view, store)
     started = COLUMN_TITLES.index("Started")
     tooltip = view.model.index(view.model.row_of(trace_id), started).data(Qt.ItemDataRole.ToolTipRole)
     assert tooltip.startswith("a trace, opened ")
+
+
+def test_traces_are_named_as_traces_not_runs(make_view, store, monkeypatch):
+    """Two traces hold no settings: no "0 settings differ" that reads as "the same settings"; their dialogs and
+    messages say trace."""
+    first, _ = store.add_trace(trace_record(sha256="01" * 32))
+    second, _ = store.add_trace(trace_record(sha256="02" * 32))
+    run_id = record_complete_run(store)
+    view = make_view()
+    view.select_runs([first, second])
+    assert view.comparison.title.text() == "<b>Comparing 2 traces</b>"
+    view.select_runs([first, run_id])
+    assert view.comparison.title.text().startswith("<b>Comparing 2 records</b> — ")
+    view.select_runs([first])
+    asked = []
+    monkeypatch.setattr(view, "_ask_text", lambda *args, **kwargs: asked.append(args[:2]))
+    view.rename_button.click()
+    assert asked == [("Rename trace", f"New name for trace #{first}:")]

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 
 from workbench.controller.speed_comparison import speed_lines
 from workbench.history.compare import SECTIONS, ComparisonRow, compare_runs
-from workbench.history.records import RunRecord
+from workbench.history.records import RunRecord, records_noun
 
 DIFFERENCE_BACKGROUND = QColor("#fff1c2")
 NOT_USED_FOREGROUND = QColor("#8a8a8a")
@@ -99,11 +99,14 @@ class ComparisonView(QWidget):
             self.differences_only.setEnabled(False)
             return
         differing = sum(1 for row in self._rows if row.section == "Settings" and row.differs)
+        noun = records_noun(records)
         if len(records) == 1:
-            self.title.setText(f"<b>{html.escape(records[0].label)}</b> — select two or more runs to compare")
+            self.title.setText(f"<b>{html.escape(records[0].label)}</b> — select two or more runs or traces to compare")
+        elif noun == "traces":  # traces hold no settings: no count of settings that differ
+            self.title.setText(f"<b>Comparing {len(records)} traces</b>")
         else:
             self.title.setText(
-                f"<b>Comparing {len(records)} runs</b> — {differing} setting{'s' if differing != 1 else ''} differ"
+                f"<b>Comparing {len(records)} {noun}</b> — {differing} setting{'s' if differing != 1 else ''} differ"
             )
         self.differences_only.setEnabled(len(records) > 1)
         self.tree.setColumnCount(len(records) + 1)

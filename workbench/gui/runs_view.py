@@ -33,7 +33,7 @@ from workbench.gui.comparison_view import ComparisonView
 from workbench.gui.runs_exports import RUNS_CSV, STEPS_CSV, CsvExport
 from workbench.gui.runs_table import COLUMN_TITLES, RUN_ID_ROLE, SORT_ROLE, RunsSortProxy, RunsTableModel
 from workbench.gui.series import SERIES_KEYS
-from workbench.history.records import RunRecord
+from workbench.history.records import RunRecord, records_noun
 from workbench.history.store import HistoryError, HistoryStore
 
 # The step curves the main window's plots overlay (PlotsPanel.add_overlay takes exactly these).
@@ -269,10 +269,11 @@ class RunsView(QWidget):
         records = self.selected_records()
         if len(records) != 1:
             return
-        name = self._ask_text("Rename run", f"New name for run #{records[0].id}:", records[0].name)
+        noun = records[0].noun
+        name = self._ask_text(f"Rename {noun}", f"New name for {noun} #{records[0].id}:", records[0].name)
         if name is None or not name.strip() or name.strip() == records[0].name:
             return
-        self._change(lambda: self.store.rename(records[0].id, name), f"Renamed run #{records[0].id}.")
+        self._change(lambda: self.store.rename(records[0].id, name), f"Renamed {noun} #{records[0].id}.")
 
     def _edit_note(self) -> None:
         records = self.selected_records()
@@ -281,7 +282,8 @@ class RunsView(QWidget):
         note = self._ask_text("Note", f"Note on {records[0].label}:", records[0].note, multiline=True)
         if note is None or note == records[0].note:
             return
-        self._change(lambda: self.store.set_note(records[0].id, note.strip()), f"Saved the note on run #{records[0].id}.")
+        self._change(lambda: self.store.set_note(records[0].id, note.strip()),
+                     f"Saved the note on {records[0].noun} #{records[0].id}.")
 
     def _edit_tags(self) -> None:
         records = self.selected_records()
@@ -304,8 +306,10 @@ class RunsView(QWidget):
         records = self.selected_records()
         if not records:
             return
-        what = records[0].label if len(records) == 1 else f"these {len(records)} runs"
-        if not self._confirm(f"Delete {what} and their step metrics?\n\nThis cannot be undone."):
+        noun = records_noun(records)
+        what = records[0].label if len(records) == 1 else f"these {len(records)} {noun}"
+        metrics = "" if noun == "traces" else " and their step metrics"  # a trace's figures are its record
+        if not self._confirm(f"Delete {what}{metrics}?\n\nThis cannot be undone."):
             return
         refused = []
         for record in records:
@@ -317,7 +321,7 @@ class RunsView(QWidget):
         if refused:
             self._show_status("; ".join(refused), error=True)
         else:
-            self._show_status(f"Deleted {len(records)} run{'s' if len(records) != 1 else ''}.")
+            self._show_status(f"Deleted {len(records)} {noun if len(records) != 1 else records[0].noun}.")
 
     def _change(self, write: Callable[[], None], done: str) -> None:
         try:

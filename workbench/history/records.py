@@ -59,6 +59,11 @@ class RunRecord:
         return self.record_kind == RECORD_KIND_TRACE
 
     @property
+    def noun(self) -> str:
+        """What the record is, in one word: "run" or "trace" (a trace was opened, not run)."""
+        return "trace" if self.is_trace else "run"
+
+    @property
     def duration_seconds(self) -> Optional[float]:
         """Wall time from start to end (to now, while running); None for a trace, which was opened, not run."""
         if self.is_trace:
@@ -204,3 +209,9 @@ def _json_object(text: Optional[str]) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def records_noun(records: Sequence["RunRecord"]) -> str:
+    """The plural for these records: "runs", "traces", or "records" where they are both."""
+    nouns = {record.noun for record in records}
+    return f"{nouns.pop()}s" if len(nouns) == 1 else "records"
