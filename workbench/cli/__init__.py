@@ -69,7 +69,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return launch_gui()
         return args.handler(args)
     except UsageError as error:
-        print(printable(str(error)), file=sys.stderr)  # one line, whatever a path or a file's name holds
+        # Some list a line per item (every unreadable image): within each, nothing a name holds drives the terminal.
+        print("\n".join(printable(line) for line in str(error).split("\n")), file=sys.stderr)
         return 2
     except HistoryError as error:
         # Damaged, from a newer workbench, or not writable here: one line with what to do, and nothing started.

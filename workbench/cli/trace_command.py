@@ -118,4 +118,4 @@ def _read(path: str, rank: Optional[int]) -> Any:
     try:
         return with_findings(read_report(path, rank=rank))
     except TraceError as error:
-        raise UsageError(f"workbench trace: {error}") from None
+        raise UsageError(printable(f"workbench trace: {error}")) from None  # one line, whatever the path holds
