@@ -1,16 +1,18 @@
 """A profiler trace's JSON, streamed: its top-level keys, and its ``traceEvents`` a batch at a time.
 
 The text is read in chunks (``CHUNK_CHARS``); the events between the start of the buffer and the last event
-boundary in it are decoded in one call of a C decoder: msgspec's, straight into the caller's ``events_as``
-type (a list of Structs holding only the fields it reads; the rest is skipped in C, so no dict is built per
-event), where one is given. Where that decoder refuses a batch (a cut that is not a boundary, or values only
-the stdlib reads: NaN, an event that is not an object, a mistyped ``args``) the stdlib's decoder takes it, as
-dicts; where that fails too, the cut fell inside a string or a nested value (which is how a false cut is told
-from a true one) and the events are decoded one value at a time. Defences, each a ``TraceError`` with one line:
-not UTF-8, not JSON (the first bad chunk ends the read), truncated or corrupt gzip, a gzip bomb (past
-``BOMB_CHECK_BYTES`` at more than ``BOMB_RATIO``× the compressed bytes), a file past ``MAX_TRACE_BYTES`` (by its
-size before reading, or as it inflates), one value past ``MAX_EVENT_CHARS``, nesting too deep for the decoder;
-``cancelled()`` is asked before each chunk.
+boundary in it (the last comma, where items are not objects) are decoded in one call of a C decoder: msgspec's,
+straight into the caller's ``events_as`` type (a list of Structs holding only the fields it reads; the rest is
+skipped in C, so no dict is built per event), where one is given. Where that decoder refuses a batch (a cut that
+is not a boundary, or values only the stdlib reads: NaN, an event that is not an object, a mistyped ``args``) the
+stdlib's decoder takes it, as dicts; where that fails too, the cut fell inside a string or a nested value (which
+is how a false cut is told from a true one) and the events up to it are decoded one value at a time, once.
+Defences, each a ``TraceError`` with one line: not UTF-8, not JSON (the first bad chunk ends the read; text after
+the events), truncated or corrupt gzip, a gzip bomb (past ``BOMB_CHECK_BYTES`` at more than ``BOMB_RATIO``× the
+compressed bytes), a file past ``MAX_TRACE_BYTES`` (by its size before reading, or as it inflates), one event past
+``MAX_EVENT_CHARS`` or a value beside the events past ``MAX_META_CHARS``, ``traceEvents`` twice, a number past
+Python's 4,300 digits, nesting too deep for the decoder; ``cancelled()`` is asked before each chunk. Where a
+``FileDigest`` is given, every byte read is hashed into it (the record of an opened trace is of these bytes).
 """
 
 from __future__ import annotations
