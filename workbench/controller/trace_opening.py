@@ -133,10 +133,11 @@ class TraceOpening:
 
 
 def _kept_figures(rank: RankReport) -> dict[str, Any]:
-    """A rank as its record keeps it: its `--json` entry, and each step's time, so that two traces compare by the
-    A/B statistic in the Runs tab (controller/trace_step_comparison.py)."""
+    """A rank as its record keeps it: its `--json` entry, each step's time and the steps' window, so that two
+    traces compare by the A/B statistic in the Runs tab (controller/trace_step_comparison.py)."""
     figures = rank_json(rank)
     figures["step_seconds"] = [float(seconds) for seconds in rank.step_seconds]
+    figures["window_seconds"] = float(rank.window_seconds)  # the shares' window: a share × it ÷ steps is per step
     return figures
 
 

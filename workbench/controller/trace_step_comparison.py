@@ -12,7 +12,9 @@ from typing import Any, Optional, Sequence
 
 from workbench.formatting import format_short_seconds
 from workbench.history.records import RunRecord
-from workbench.trace_analysis.comparing import BATCH_HINT, MIN_STEPS, STEP_VERDICT_WORDS, compare_steps, work_moved
+from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, STEP_VERDICT_WORDS, compare_steps, per_step,
+                                                work_moved)
+
 
 def trace_step_lines(records: Sequence[RunRecord]) -> list[str]:
     """One trace: each rank's median step and spread. Several: each against the first (the oldest), rank by rank."""
@@ -56,9 +58,16 @@ def _verdict(before: dict[str, Any], after: dict[str, Any]) -> str:
 
 def _work_hint(before: dict[str, Any], after: dict[str, Any]) -> str:
     """Where the GPU's compute per step moved (a batch size changed, say), step time alone does not say it all."""
-    moved = work_moved(_number(before.get("compute_share")), _number(before.get("step_seconds_median")),
-                       _number(after.get("compute_share")), _number(after.get("step_seconds_median")))
+    moved = work_moved(_compute_per_step(before), _compute_per_step(after))
     return "" if moved is None else f"; the GPU's compute per step is {moved:.1f}× what it was: {BATCH_HINT}"
+
+
+def _compute_per_step(rank: dict[str, Any]) -> Optional[float]:
+    """The GPU's compute seconds per step: its share × the steps' window ÷ the steps (a record kept before the
+    window was kept: the steps' sum, which is the window where the steps follow each other)."""
+    steps = _step_seconds(rank)
+    window = _number(rank.get("window_seconds")) or sum(steps)
+    return per_step(_number(rank.get("compute_share")), window, len(steps))
 
 
 def _step_seconds(rank: dict[str, Any]) -> list[float]:

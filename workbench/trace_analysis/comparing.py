@@ -40,13 +40,20 @@ WORK_CHANGE = 1.5
 BATCH_HINT = "if the batch size changed, compare samples per second with --batch-size BEFORE AFTER"
 
 
-def work_moved(before_share: Optional[float], before_median: Optional[float], after_share: Optional[float],
-               after_median: Optional[float]) -> Optional[float]:
+def work_moved(before_seconds_per_step: Optional[float], after_seconds_per_step: Optional[float]) -> Optional[float]:
     """The GPU's compute per step after ÷ before, where it moved ``WORK_CHANGE`` or more either way; else None."""
-    if not before_share or not before_median or not after_share or not after_median:
+    if not before_seconds_per_step or not after_seconds_per_step:
         return None
-    moved = (after_share * after_median) / (before_share * before_median)
+    moved = after_seconds_per_step / before_seconds_per_step
     return moved if not 1 / WORK_CHANGE < moved < WORK_CHANGE else None
+
+
+def per_step(share: Optional[float], window_seconds: Optional[float], steps: int) -> Optional[float]:
+    """A share of the steps' GPU time as seconds per step: share × the steps' window ÷ the steps (the share is of
+    the whole window, so the mean step, never the median: skewed steps would make equal work read as a change)."""
+    if share is None or not window_seconds or steps < 1:
+        return None
+    return share * window_seconds / steps
 
 
 @dataclass(frozen=True)
@@ -54,7 +61,7 @@ class CategoryChange:
     label: str
     before_share: Optional[float]  # None: a CPU-only trace has no GPU time to split
     after_share: Optional[float]
-    before_seconds_per_step: Optional[float]  # share × the median step; None without steps
+    before_seconds_per_step: Optional[float]  # share × the steps' window ÷ the steps (per_step); None without steps
     after_seconds_per_step: Optional[float]
 
 
@@ -122,7 +129,7 @@ def _steps_per_second(rank: RankReport) -> list[float]:
 
 
 def _per_step(share: Optional[float], rank: RankReport) -> Optional[float]:
-    return None if rank.step_seconds_median is None or share is None else share * rank.step_seconds_median
+    return per_step(share, rank.window_seconds, rank.steps)
 
 
 def _changed_most(before_rank: RankReport, after_rank: RankReport, before: tuple[NamedSeconds, ...],

@@ -9,7 +9,7 @@ import os
 from typing import Optional, Sequence
 
 from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, STEP_VERDICT_WORDS, NamedChange, RankComparison,
-                                                straggler, work_moved)
+                                                per_step, straggler, work_moved)
 from workbench.trace_analysis.model import NamedSeconds, RankReport, TraceReport
 
 TOP_SHOWN = 5
@@ -134,7 +134,8 @@ def _throughput_lines(comparison: RankComparison) -> list[str]:
         return [f"{head} ({result.speedup_low:.2f}–{result.speedup_high:.2f} at {result.confidence:.0%}, "
                 f"{result.trials.replace('trials', 'steps')}): {words}"]
     first, then = comparison.before, comparison.after
-    moved = work_moved(first.compute_share, first.step_seconds_median, then.compute_share, then.step_seconds_median)
+    moved = work_moved(per_step(first.compute_share, first.window_seconds, first.steps),
+                       per_step(then.compute_share, then.window_seconds, then.steps))
     return [] if moved is None else [f"the GPU's compute per step is {moved:.1f}× what it was: {BATCH_HINT}"]
 
 
