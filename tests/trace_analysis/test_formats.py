@@ -189,3 +189,12 @@ def test_the_fingerprint_is_of_every_byte_of_the_file_read_in_the_same_pass(tmp_
     data = path.read_bytes()
     assert fingerprints == {str(path): Fingerprint(hashlib.sha256(data).hexdigest(), len(data))}
     assert report == read_report(path)  # hashing changes nothing read
+
+
+def test_without_steps_the_dataloader_share_is_over_the_window_the_other_figures_are_over(tmp_path):
+    """A trace taken without a schedule has no ProfilerStep#N: its DataLoader spans still give their share (it read
+    "n/a (no DataLoader spans)" beside an input-bound finding built on those spans)."""
+    events = [event for event in input_bound_steps() if not event["name"].startswith("ProfilerStep#")]
+    rank = only_rank(write(tmp_path / "t.json", trace(events)))
+    # the window runs from the first kernel to the last: the 2nd and 3rd steps' 6 ms waits fall in it
+    assert rank.steps == 0 and rank.dataloader_share == pytest.approx(12000 / (rank.window_seconds * 1e6))

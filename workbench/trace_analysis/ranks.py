@@ -106,7 +106,8 @@ def analyse(events: RankEvents) -> RankReport:
         idle_for_host_share=shares["host"] if shares else None,
         idle_kernel_wait_share=shares["kernel_wait"] if shares else None,
         idle_other_share=shares["other"] if shares else None,
-        dataloader_share=data_wait_ns / span if has_data_marks and steps and span > 0 else None,
+        # over the steps as TensorBoard's plugin read it; without steps, over the window the other figures are over
+        dataloader_share=data_wait_ns / span if has_data_marks and span > 0 else None,
         gpu_span=hta_rules.gpu_span(device, events.gpu_markers) if not cpu_only else None,
         top_kernels=tuple(NamedSeconds(t.name, t.seconds, t.count) for t in breakdown.top_kernels),
         top_host_ops=tuple(NamedSeconds(t.name, t.seconds, t.count) for t in breakdown.top_ops),
