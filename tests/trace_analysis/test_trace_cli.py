@@ -79,7 +79,7 @@ def test_two_traces_are_compared_step_time_categories_and_ops(capsys):
     assert main(["trace", str(INPUT_HEAVY), str(LOADER_KEEPS_UP)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("before: ") and "after:  " in out
-    assert "shorter steps: a gain" in out
+    assert "shorter steps in these two traces: a gain" in out
     assert "host ops that changed most" in out and "aten::sort" in out
     assert "findings: before: input-bound (95%); after: none" in out
 
@@ -101,7 +101,7 @@ def test_a_larger_batch_is_compared_by_samples_per_second_where_the_batches_are_
     assert "if the batch size changed, compare samples per second with --batch-size BEFORE AFTER" in out
     assert main(["trace", str(BATCH_32), str(BATCH_8192), "--batch-size", "32", "8192"]) == 0
     out = capsys.readouterr().out
-    assert "samples per second (32 then 8,192 per step)" in out and "more samples per second: a gain" in out
+    assert "samples per second (32 then 8,192 per step)" in out and "more samples per second in these two traces: a gain" in out
     (comparison,) = run_json(capsys, str(BATCH_32), str(BATCH_8192), "--batch-size", "32", "8192")["comparison"]
     assert comparison["verdict"] == "within_noise" and comparison["samples_verdict"] == "faster"
     assert (comparison["samples_per_step_before"], comparison["samples_per_step_after"]) == (32, 8192)

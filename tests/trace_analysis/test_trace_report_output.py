@@ -110,7 +110,7 @@ def test_shorter_steps_beyond_the_spread_are_a_gain_and_the_kernels_that_moved_a
     assert abs(comparison.step_time_ratio - 0.6) < 1e-9
     assert [change.name for change in comparison.kernels] == ["copy", "gemm", "fused"]  # by |change| per step
     text = "\n".join(comparison_lines("a.json", "b.json", comparison))
-    assert "shorter steps: a gain" in text and "not in the top" in text
+    assert "shorter steps in these two traces: a gain" in text and "not in the top" in text
     data = comparison_json(comparison)
     assert data["verdict"] == "faster" and data["step_time_ratio_low"] <= 0.6 <= data["step_time_ratio_high"]
     assert data["categories"]["compute"]["after_seconds_per_step"] == pytest.approx(0.70 * 0.302 / 5)
@@ -147,3 +147,14 @@ def test_seconds_per_step_are_of_the_mean_step_the_shares_are_taken_over():
     compute = compare(before, after).categories[0]
     assert compute.before_seconds_per_step == pytest.approx(0.000788)
     assert compute.after_seconds_per_step == pytest.approx(0.000788)
+
+
+def test_a_verdict_inside_what_runs_vary_by_says_to_trace_both_again():
+    """1.08–1.35× clears the steps' spread in each trace, not the 8–15 % identical runs vary by: one trace of each
+    is one run of each, and the line says so."""
+    before = rank_report(step_seconds=(0.100, 0.101, 0.099, 0.100, 0.102))
+    after = rank_report(step_seconds=(0.110, 0.135, 0.108, 0.118, 0.112), step_seconds_median=0.112)
+    text = "\n".join(comparison_lines("a", "b", compare(before, after)))
+    assert "longer steps in these two traces: a loss; but identical runs of one script vary 8–15 %" in text
+    far = rank_report(step_seconds=(0.200, 0.201, 0.199, 0.200, 0.202), step_seconds_median=0.200)
+    assert "identical runs" not in "\n".join(comparison_lines("a", "b", compare(before, far)))

@@ -13,7 +13,7 @@ from typing import Any, Optional, Sequence
 from workbench.formatting import format_short_seconds
 from workbench.history.records import RunRecord
 from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, STEP_VERDICT_WORDS, compare_steps, per_step,
-                                                work_moved)
+                                                run_to_run_caveat, work_moved)
 
 
 def trace_step_lines(records: Sequence[RunRecord]) -> list[str]:
@@ -53,7 +53,7 @@ def _verdict(before: dict[str, Any], after: dict[str, Any]) -> str:
                 f"interval ({steps})")
     interval = f"{1 / result.speedup_high:.2f}–{1 / result.speedup_low:.2f}"
     return (f"the median step is {ratio:.2f}× as long ({interval} at {result.confidence:.0%}, {steps}): "
-            f"{STEP_VERDICT_WORDS[result.verdict]}")
+            f"{STEP_VERDICT_WORDS[result.verdict]}{run_to_run_caveat(result)}")
 
 
 def _work_hint(before: dict[str, Any], after: dict[str, Any]) -> str:

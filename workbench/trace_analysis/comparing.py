@@ -29,9 +29,13 @@ CATEGORIES = (
 )
 # Steps a trace needs, each, for the comparison to give an interval and a verdict.
 MIN_STEPS = 3
-# The step-time verdict in words (the text report and the Runs tab's line say it alike).
-STEP_VERDICT_WORDS = {"faster": "shorter steps: a gain", "slower": "longer steps: a loss",
-                      "within_noise": "within the steps' own spread: not a gain"}
+# The step-time verdict in words (the text report and the Runs tab's line say it alike). The interval covers the
+# steps' spread within each trace: one trace of each, so the words say so.
+STEP_VERDICT_WORDS = {"faster": "shorter steps in these two traces: a gain", "slower": "longer steps in these two "
+                      "traces: a loss", "within_noise": "within the steps' own spread: not a gain"}
+# Identical runs of one script vary by up to this much: a trace of each is one run of each, so a verdict whose
+# interval stays within it says to trace both again before it is believed.
+RUN_TO_RUN_SPREAD = 0.15
 # How many kernels and host ops the comparison names.
 TOP_CHANGES = 5
 # The GPU's compute per step moved this much either way: the work per step changed (a batch size, say), and step
@@ -105,6 +109,18 @@ def compare_steps(before: Sequence[float], after: Sequence[float]) -> ABResult:
     if min(len(result.baseline_rates), len(result.changed_rates)) < MIN_STEPS:
         return replace(result, speedup_low=None, speedup_high=None, confidence=None, verdict="within_noise")
     return result
+
+
+def run_to_run_caveat(result: ABResult) -> str:
+    """"; …: trace each again" where a gain or loss found within the traces' steps stays inside what identical runs
+    vary by (RUN_TO_RUN_SPREAD); "" otherwise."""
+    if result.speedup_low is None or result.speedup_high is None or result.verdict == "within_noise":
+        return ""
+    near = result.speedup_low if result.verdict == "faster" else 1 / result.speedup_high
+    if near >= 1 + RUN_TO_RUN_SPREAD:
+        return ""
+    return ("; but identical runs of one script vary 8–15 % and this is one trace of each: trace both again, in "
+            "turn, before believing it")
 
 
 def compare(before: RankReport, after: RankReport,

@@ -9,7 +9,7 @@ import os
 from typing import Optional, Sequence
 
 from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, STEP_VERDICT_WORDS, NamedChange, RankComparison,
-                                                per_step, straggler, work_moved)
+                                                per_step, run_to_run_caveat, straggler, work_moved)
 from workbench.trace_analysis.model import NamedSeconds, RankReport, TraceReport
 
 TOP_SHOWN = 5
@@ -116,7 +116,8 @@ def _step_verdict(comparison: RankComparison) -> str:
                 f"interval ({result.trials.replace('trials', 'steps')})")
     interval = f"{1 / result.speedup_high:.2f}–{1 / result.speedup_low:.2f}"
     return (f"the median step is {ratio:.2f}× as long ({interval} at {result.confidence:.0%}, "
-            f"{result.trials.replace('trials', 'steps')}): {STEP_VERDICT_WORDS[result.verdict]}")
+            f"{result.trials.replace('trials', 'steps')}): {STEP_VERDICT_WORDS[result.verdict]}"
+            f"{run_to_run_caveat(result)}")
 
 
 def _throughput_lines(comparison: RankComparison) -> list[str]:
@@ -129,10 +130,11 @@ def _throughput_lines(comparison: RankComparison) -> list[str]:
         head = f"samples per second ({before:,} then {after:,} per step): {result.speedup:.2f}×"
         if result.speedup_low is None or result.speedup_high is None:
             return [f"{head}; no verdict: fewer than {MIN_STEPS} steps in a trace give no interval"]
-        words = {"faster": "more samples per second: a gain", "slower": "fewer samples per second: a loss",
+        words = {"faster": "more samples per second in these two traces: a gain",
+                 "slower": "fewer samples per second in these two traces: a loss",
                  "within_noise": "within the steps' own spread: not a gain"}[result.verdict]
         return [f"{head} ({result.speedup_low:.2f}–{result.speedup_high:.2f} at {result.confidence:.0%}, "
-                f"{result.trials.replace('trials', 'steps')}): {words}"]
+                f"{result.trials.replace('trials', 'steps')}): {words}{run_to_run_caveat(result)}"]
     first, then = comparison.before, comparison.after
     moved = work_moved(per_step(first.compute_share, first.window_seconds, first.steps),
                        per_step(then.compute_share, then.window_seconds, then.steps))
