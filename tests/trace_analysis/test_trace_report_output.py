@@ -57,10 +57,10 @@ def test_text_names_steps_spread_split_idle_top_and_findings():
 
 
 def test_a_cpu_only_rank_says_so_and_no_gpu_figure_is_printed():
-    rank = rank_report(kernels=0, top_kernels=(), steps=0, step_seconds=(), step_seconds_median=None,
+    rank = rank_report(kernels=0, cpu_only=True, top_kernels=(), steps=0, step_seconds=(), step_seconds_median=None,
                        step_seconds_low=None, step_seconds_high=None, dataloader_share=None)
     text = "\n".join(rank_lines(rank))
-    assert "no GPU kernels read from this trace (see the notes)" in text
+    assert "no kernel, copy or fill read from this trace (see the notes)" in text
     assert "compute 70.0%" not in text and "n/a (no DataLoader spans" in text
 
 
@@ -102,7 +102,8 @@ def test_a_change_within_the_steps_spread_is_not_a_gain():
 def test_shorter_steps_beyond_the_spread_are_a_gain_and_the_kernels_that_moved_are_named():
     before = rank_report(step_seconds=(0.100, 0.101, 0.099, 0.100, 0.102),
                          top_kernels=(NamedSeconds("gemm", 0.30), NamedSeconds("copy", 0.10)))
-    after = rank_report(step_seconds=(0.060, 0.061, 0.059, 0.060, 0.062), step_seconds_median=0.060, window_seconds=0.302,
+    after = rank_report(step_seconds=(0.060, 0.061, 0.059, 0.060, 0.062), step_seconds_median=0.060,
+                        window_seconds=0.302,
                         top_kernels=(NamedSeconds("gemm", 0.28), NamedSeconds("copy", 0.01),
                                      NamedSeconds("fused", 0.01)))
     comparison = compare(before, after)
@@ -126,14 +127,16 @@ def test_two_steps_in_either_trace_give_no_verdict(steps_before):
     assert comparison.step_time.speedup_low is None and comparison.throughput.speedup_low is None
     data = comparison_json(comparison)
     assert data["verdict"] == "no_verdict" and data["samples_verdict"] == "no_verdict"
-    assert "no verdict: fewer than 3 steps in a trace give no interval" in "\n".join(comparison_lines("a", "b", comparison))
+    text = "\n".join(comparison_lines("a", "b", comparison))
+    assert "no verdict: fewer than 3 steps in a trace give no interval" in text
 
 
 def test_a_folder_names_each_ranks_file_and_one_file_does_not():
     first = rank_report(rank=0, file="/job/a.json.gz")
     second = rank_report(rank=0, file="/job/b.json.gz")
     text = report_lines(trace_report(first, second, path="/job"))
-    assert "rank 0 · NVIDIA A100-SXM4-80GB · a.json.gz" in text and "rank 0 · NVIDIA A100-SXM4-80GB · b.json.gz" in text
+    assert "rank 0 · NVIDIA A100-SXM4-80GB · a.json.gz" in text
+    assert "rank 0 · NVIDIA A100-SXM4-80GB · b.json.gz" in text
     assert report_lines(trace_report(first))[2] == "rank 0 · NVIDIA A100-SXM4-80GB"
 
 

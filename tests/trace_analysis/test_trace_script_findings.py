@@ -41,7 +41,8 @@ def test_input_bound_holds_at_the_threshold_and_not_below():
 
 
 def test_on_a_cpu_only_trace_the_dataloader_share_still_fires_without_pin_memory():
-    rank = rank_report(kernels=0, compute_share=0.0, communication_share=0.0, memory_share=0.0, idle_share=0.0,
+    rank = rank_report(kernels=0, cpu_only=True, compute_share=0.0, communication_share=0.0, memory_share=0.0,
+                       idle_share=0.0,
                        idle_for_host_share=0.0, idle_kernel_wait_share=0.0, idle_other_share=0.0,
                        dataloader_share=0.9, top_kernels=(), device="unknown")
     (finding,) = findings_for(rank)
@@ -139,3 +140,11 @@ def test_with_findings_fills_every_rank():
     report = TraceReport(path="x", ranks=(rank_report(rank=0), rank_report(rank=1, dataloader_share=0.5)))
     filled = with_findings(report)
     assert [len(rank.findings) for rank in filled.ranks] == [0, 1]
+
+
+def test_copies_without_kernels_are_gpu_work_a_copy_bound_finding_reads():
+    """A loop that only moves batches to the GPU: no kernel, 59 % of the steps in copies (no finding fired: the
+    rules asked for a kernel)."""
+    rank = rank_report(kernels=0, top_kernels=(), compute_share=0.0, communication_share=0.0, memory_share=0.59,
+                       idle_share=0.41, idle_for_host_share=0.1, idle_other_share=0.9, idle_kernel_wait_share=0.0)
+    assert kinds(rank) == ["copy-bound"]

@@ -29,8 +29,8 @@ def report_lines(report: TraceReport) -> list[str]:
 def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
     lines = [f"rank {rank.rank} · {rank.device}" + (f" · {os.path.basename(rank.file)}" if name_file else "")]
     lines.append("  " + _steps_line(rank))
-    if rank.kernels == 0:
-        lines.append("  GPU time: no GPU kernels read from this trace (see the notes): only host figures below")
+    if rank.cpu_only:
+        lines.append("  GPU time: no kernel, copy or fill read from this trace (see the notes): only host figures below")
     else:
         over = "the steps" if rank.steps > 0 else "the first to the last GPU event"
         lines.append(f"  GPU time over {over}: compute {_pct(rank.compute_share)} · communication "

@@ -63,7 +63,7 @@ def _input_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
     if figure is None or figure < INPUT_BOUND_WAIT:
         return None
     head = f"Input-bound: {said} (threshold {_pct(INPUT_BOUND_WAIT)})."
-    pinned = ", pin_memory=True" if rank.kernels > 0 else ""  # pinned pages only speed copies to a GPU
+    pinned = ", pin_memory=True" if not rank.cpu_only else ""  # pinned pages only speed copies to a GPU
     change = (f"DataLoader(..., num_workers=4{pinned}, persistent_workers=True): loader processes prepare the next "
               f"batches while the step runs; raise num_workers toward your CPU cores while the DataLoader's share "
               f"falls, and move per-sample work that stays costly out of __getitem__")
@@ -208,7 +208,7 @@ def _sync_every_step(rank: RankReport) -> Optional[NamedSeconds]:
 
 def _gpu_share(rank: RankReport, share: Optional[float]) -> Optional[float]:
     """A GPU figure, or None where the trace has none (a CPU-only trace: no rule reads it)."""
-    if rank.kernels == 0 or share is None:
+    if rank.cpu_only or share is None:  # copies alone are GPU work too (a loop that only moves batches)
         return None
     return share
 
