@@ -149,6 +149,16 @@ def test_a_sync_is_named_by_the_host_op_that_called_it(tmp_path):
     assert rank.sync_calls[0].seconds == pytest.approx(400e-6)
 
 
+def test_a_sync_inside_torch_compiles_region_is_named_by_the_op_the_script_wrote(tmp_path):
+    """@torch.compile on a step whose .item() breaks the graph: the item runs inside the frame's region, and the
+    sync is the item's (named "Torch-Compiled Region: 0/0" before, which also chose the wrong advice)."""
+    events = [step(1, 0, 1000), *launched("k", 10, 100, 500, 1), op("Torch-Compiled Region: 0/0", 5, 990),
+              op("aten::item", 600, 300), op("aten::_local_scalar_dense", 601, 298),
+              runtime("cudaStreamSynchronize", 620, 200)]
+    rank = only_rank(write(tmp_path / "t.json", trace(events)))
+    assert [s.name for s in rank.sync_calls] == ["aten::item → cudaStreamSynchronize"]
+
+
 def test_without_steps_the_window_is_first_to_last_gpu_event(tmp_path):
     rank = only_rank(write(tmp_path / "t.json", trace([*launched("k", 10, 100, 500, 1),
                                                         *launched("k", 20, 800, 200, 2)])))

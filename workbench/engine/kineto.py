@@ -29,6 +29,9 @@ COMMUNICATION_PREFIXES = ("nccl", "rccl", "hccl")
 COMMUNICATION_MARKS = ("ncclKernel", "ncclDevKernel")
 # Host records that are the profiler's own work, not the program's.
 PROFILER_RECORDS = frozenset({"Activity Buffer Request"})
+# Host ops that torch.compile's code runs under (Dynamo's region, AOTAutograd's forward and backward): they wrap
+# the ops a script wrote (an .item() after a graph break runs inside the frame's region).
+COMPILED_CODE_OPS = ("Torch-Compiled Region", "CompiledFunction")
 _FIELDS = ("name", "device_type", "start_ns", "end_ns", "device_index", "device_resource_id", "correlation_id")
 
 

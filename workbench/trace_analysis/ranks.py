@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from workbench.engine import intervals, timeline
+from workbench.engine import intervals, kineto, timeline
 from workbench.engine.timeline import MEMCPY, MEMSET, Activity
 from workbench.trace_analysis import hta_rules
 from workbench.trace_analysis.model import NamedSeconds, RankReport, ScriptTraits
@@ -199,9 +199,13 @@ def _sync_calls(events: RankEvents, window: tuple[int, int]) -> tuple[NamedSecon
 
 
 def _outermost_ops(ops: Sequence[Activity]) -> list[Activity]:
-    """The ops nested in no other (``ops`` sorted by start, longest first): disjoint, in order."""
+    """The ops nested in no other (``ops`` sorted by start, longest first): disjoint, in order. torch.compile's
+    regions are passed over: they wrap the op the script wrote (aten::item after a graph break, aten::to), which
+    is the one to name, and which decides the advice."""
     outer: list[Activity] = []
     for op in ops:
+        if op.name.startswith(kineto.COMPILED_CODE_OPS):
+            continue
         if not outer or op.start_ns >= outer[-1].end_ns:
             outer.append(op)
     return outer

@@ -54,8 +54,6 @@ GPU_ANNOTATION_CATEGORIES = frozenset({"gpu_user_annotation"})
 # _MultiProcessingDataLoaderIter): the host blocked on the next batch.
 DATALOADER_NEXT = re.compile(r"enumerate\(DataLoader\)#.*__next__")
 _DIGITS = re.compile(r"-?\d+")
-# Host ops that torch.compile's code runs under (Dynamo's region, AOTAutograd's forward and backward).
-COMPILED_CODE_OPS = ("Torch-Compiled Region", "CompiledFunction")
 OPTIMIZER_STEP = re.compile(r"Optimizer\.step#(\w+)\.step")  # torch.optim's annotation of each step
 FUSED_OPTIMIZER_OPS = "aten::_fused_"  # aten::_fused_adamw_, _fused_adam_, _fused_sgd_
 
@@ -362,7 +360,7 @@ def _script_traits(host_names: Iterable[str]) -> ScriptTraits:
     """What the script already does, from its host ops' names (each name once: a trace has few)."""
     compiled, optimizer, fused = False, None, False
     for name in host_names:
-        if name.startswith(COMPILED_CODE_OPS):
+        if name.startswith(kineto.COMPILED_CODE_OPS):
             compiled = True
         elif name.startswith(FUSED_OPTIMIZER_OPS):
             fused = True
