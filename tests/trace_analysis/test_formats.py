@@ -208,3 +208,13 @@ def test_without_steps_the_dataloader_share_is_over_the_window_the_other_figures
     rank = only_rank(write(tmp_path / "t.json", trace(events)))
     # the window runs from the first kernel to the last: the 2nd and 3rd steps' 6 ms waits fall in it
     assert rank.steps == 0 and rank.dataloader_share == pytest.approx(12000 / (rank.window_seconds * 1e6))
+
+
+def test_steps_annotated_only_on_the_gpus_timeline_are_the_steps(tmp_path):
+    """HTA's replay read these spans while the report said "no ProfilerStep#N": one report, two answers."""
+    events = [*launched("k", 10, 100, 500, 1), *launched("k", 1010, 1100, 500, 2)]
+    events += [dict(step(number, 50 + 1000 * (number - 1), 1000), cat="gpu_user_annotation", pid=0, tid=7)
+               for number in (1, 2)]
+    rank = only_rank(write(tmp_path / "t.json", trace(events)))
+    assert rank.steps == 2 and rank.step_seconds == (0.001, 0.001)
+    assert "ProfilerStep#N appears only on the GPU's timeline: the steps are its spans there" in rank.notes

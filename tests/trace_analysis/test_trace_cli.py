@@ -319,3 +319,18 @@ def test_two_traces_compared_still_name_what_each_could_not_read(tmp_path, capsy
     (tmp_path / "b.json").write_text(json.dumps(broken))
     assert main(["trace", str(good), str(tmp_path / "b.json"), "--json"]) == 0
     assert "rank 0: 1 events with a missing or mistyped name, ts or dur: skipped" in capsys.readouterr().err
+
+
+def test_ranks_only_one_trace_holds_are_named_as_not_compared(tmp_path, capsys):
+    def folder(name, ranks):
+        path = tmp_path / name
+        path.mkdir()
+        for rank in ranks:
+            source = names_trace(tmp_path, "k", "A100", file_name=f"{name}-{rank}.json")
+            data = json.loads(source.read_text())
+            data["distributedInfo"] = {"rank": rank}
+            (path / f"rank-{rank}.json").write_text(json.dumps(data))
+        return path
+
+    assert main(["trace", str(folder("two", [0, 1])), str(folder("three", [0, 1, 2]))]) == 0
+    assert "three: rank 2 not compared (the other trace has no such rank)" in capsys.readouterr().err

@@ -107,6 +107,11 @@ def _paired_ranks(before: Any, after: Any) -> list[tuple[Any, Any]]:
     if not pairs:
         raise UsageError(f"workbench trace: {before.path} and {after.path} share no rank: compare one rank of each "
                          f"with --rank N")
+    before_ranks = {rank.rank for rank in before.ranks}
+    for report, others in ((before, set(after_by_rank)), (after, before_ranks)):
+        alone = sorted({rank.rank for rank in report.ranks} - others)
+        if alone:  # a job scaled from 2 GPUs to 3: say which ranks had nothing to be held against
+            _note(f"{report.path}: rank {', '.join(map(str, alone))} not compared (the other trace has no such rank)")
     return pairs
 
 

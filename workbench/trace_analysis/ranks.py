@@ -54,6 +54,9 @@ class RankEvents:
 def analyse(events: RankEvents) -> RankReport:
     notes = list(events.notes)
     steps, empty = _steps(events.steps)
+    if not steps and not empty and events.gpu_steps:  # ProfilerStep#N only on the GPU's timeline: those spans
+        steps, empty = _steps(events.gpu_steps)
+        notes.append("ProfilerStep#N appears only on the GPU's timeline: the steps are its spans there")
     if empty:
         notes.append(f"{empty:,} ProfilerStep spans of zero length: left out (a step time of 0 is no step time)")
     if any(start < previous_end for (_, previous_end), (start, _) in zip(steps, steps[1:])):
