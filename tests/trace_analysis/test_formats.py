@@ -115,6 +115,30 @@ def test_a_folder_of_ranks_reads_each_file_as_its_rank(tmp_path):
     assert len(report.files) == 2
 
 
+def test_files_that_name_no_rank_are_numbered_in_name_order_with_numbers_as_numbers(tmp_path):
+    """worker10 is rank 10, not rank 2 (names sorted as strings put it after worker1); the note says how ranks
+    were told."""
+    for number in range(12):
+        events = [step(1, 0, 1000), *launched("k", 10, 100, 100 + number, 1, device=0)]
+        write(tmp_path / f"worker{number}.pt.trace.json.gz", trace(events))
+    report = read_report(tmp_path)
+    assert [(rank.rank, rank.file.rsplit("/", 1)[-1]) for rank in report.ranks][9:] == [
+        (9, "worker9.pt.trace.json.gz"), (10, "worker10.pt.trace.json.gz"), (11, "worker11.pt.trace.json.gz")]
+    assert "12 files name no rank (no distributedInfo, no rank-N in the name): numbered by their place among the " \
+           "folder's files, in name order with numbers as numbers" in report.notes
+
+
+def test_processes_driving_two_gpus_each_number_their_gpus_apart(tmp_path):
+    """Two DDP processes of two GPUs each: ranks 0–3 (process rank × GPUs + place), never 0, 1, 1, 2."""
+    for process in (0, 1):
+        events = [step(1, 0, 1000), *launched("a", 10, 100, 500, 1, device=2 * process),
+                  *launched("b", 10, 100, 200, 2, device=2 * process + 1)]
+        write(tmp_path / f"rank-{process}.json", trace(events, distributedInfo={"rank": process}))
+    report = read_report(tmp_path)
+    assert [(rank.rank, rank.device_index) for rank in report.ranks] == [(0, 0), (1, 1), (2, 2), (3, 3)]
+    assert not any("more than one file" in note for note in report.notes)
+
+
 def test_nccl_kernels_are_communication_not_compute(tmp_path):
     events = [step(1, 0, 1000), step(2, 1000, 1000),
               *launched("void gemm()", 10, 100, 400, 1),

@@ -90,6 +90,7 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
     done = 0
     reports: list[RankReport] = []
     unreadable: list[str] = []
+    by_order: list[str] = []  # files whose rank is their place in the folder
     for position, (file, size) in enumerate(zip(files, sizes)):
         def file_progress(read: int, _offset: int = done) -> None:
             if progress is not None:
@@ -109,6 +110,8 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
         if fingerprints is not None and digest is not None:
             fingerprints[str(file)] = Fingerprint(digest.sha256.hexdigest(), digest.size_bytes)
         fallback = _rank_from_name(file.name, position) if len(files) > 1 else 0
+        if len(files) > 1 and _rank_from_name(file.name, -1) < 0 and not parsed.names_its_rank():
+            by_order.append(file.name)
         for events in parsed.ranks(fallback):
             if cancelled is not None and cancelled():
                 raise TraceCancelled("reading cancelled")
@@ -118,6 +121,9 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
     if not reports:
         raise TraceError(f"{path}: no rank file could be read (first: {unreadable[0]})")
     notes.extend(f"left out: {line}" for line in unreadable)
+    if by_order:
+        notes.append(f"{len(by_order):,} files name no rank (no distributedInfo, no rank-N in the name): numbered by "
+                     "their place among the folder's files, in name order with numbers as numbers")
     if progress is not None:
         progress(total, total)
     if len(files) > 1:
@@ -143,7 +149,7 @@ def trace_files(path: Path) -> tuple[list[Path], list[str]]:
         except OSError as error:  # a folder that may be entered but not listed, or one gone since
             raise TraceError(f"{path}: the folder cannot be listed ({(error.strerror or str(error)).lower()})") from None
         named = sorted((p for p in entries if p.name.endswith(TRACE_SUFFIXES) and not p.name.startswith(".")),
-                       key=lambda p: (_rank_from_name(p.name, 1 << 30), p.name))
+                       key=lambda p: (_rank_from_name(p.name, 1 << 30), _natural(p.name)))
         files, notes = [], []
         for candidate in named:
             problem = regular_file_problem(candidate)
@@ -158,6 +164,11 @@ def trace_files(path: Path) -> tuple[list[Path], list[str]]:
     if problem is not None:
         raise TraceError(f"{path} {problem}")
     return [path], []
+
+
+def _natural(name: str) -> list[Any]:
+    """A name's sort key with its numbers as numbers: worker2 before worker10."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name) if part]
 
 
 def _rank_from_name(name: str, default: int) -> int:
@@ -190,6 +201,11 @@ class ParsedTrace:
     _device_names: dict[str, tuple[str, str]] = field(default_factory=dict)
     _runtime_names: dict[str, str] = field(default_factory=dict)
 
+    def names_its_rank(self) -> bool:
+        """The file says its rank (Kineto's distributedInfo, written under torch.distributed)."""
+        info = self.meta.get("distributedInfo")
+        return isinstance(info, dict) and _int(info.get("rank")) is not None
+
     def ranks(self, fallback_rank: int) -> list[ranks.RankEvents]:
         """One RankEvents per GPU found in the file (one, usually); a CPU-only trace gives one without device work."""
         info = self.meta.get("distributedInfo")
@@ -213,7 +229,7 @@ class ParsedTrace:
                              f"a few, and past {MAX_GPUS_PER_FILE} it is not a profiler's")
         if len(indices) > 1:
             notes.append(f"this file holds {len(indices)} GPUs ({', '.join(f'cuda:{i}' for i in indices)}): "
-                         "one report per GPU, ranked by device index")
+                         f"one report per GPU, numbered process rank × {len(indices)} + its place by device index")
         host_ops = {thread: sort_by_start_longest_first(ops) for thread, ops in self.host_ops.items()}
         host_by_thread = {thread: sort_by_start_longest_first(events) for thread, events in self.host_by_thread.items()}
         traits = _script_traits(self._host_names)
@@ -230,7 +246,9 @@ class ParsedTrace:
 
         if not indices:
             return [rank_events(base_rank, None, [], [])]
-        return [rank_events(base_rank if len(indices) == 1 else base_rank + position, index,
+        # A process driving several GPUs: its GPUs numbered after those of the processes ranked below it (base +
+        # position gave two 2-GPU processes the ranks 0, 1, 1, 2).
+        return [rank_events(base_rank if len(indices) == 1 else base_rank * len(indices) + position, index,
                             sorted(work[index], key=_START), markers.get(index, []))
                 for position, index in enumerate(indices)]
 
