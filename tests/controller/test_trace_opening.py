@@ -178,7 +178,7 @@ def test_the_page_shows_each_ranks_steps_splits_tops_and_findings():
     assert page.title == "/t/rank0.json.gz"
     first, second = page.sections
     assert first.title == "Rank 0 · NVIDIA A100-SXM4-80GB"
-    assert first.steps == "5 steps (ProfilerStep#N), 250 ms each (median), from 240 ms to 270 ms"
+    assert first.steps == "5 steps (ProfilerStep#N), 250.0 ms each (median), from 240.0 ms to 270.0 ms"
     assert [share.text for share in first.gpu_time] == ["compute 50.0 %", "communication 12.5 %", "memory 12.5 %",
                                                         "idle 25.0 %"]
     assert [share.text for share in first.idle] == ["waiting for data 50.0 %", "waiting for the host 25.0 %",
@@ -187,7 +187,7 @@ def test_the_page_shows_each_ranks_steps_splits_tops_and_findings():
     assert len(first.top_kernels[1][0]) <= 110 and first.top_kernels[1][1] == "12.5 µs"
     assert first.top_host_ops == (("aten::conv2d", "1.5 s"),)
     (finding,) = first.findings
-    assert finding.fired == "figure 0.334 against threshold 0.1"
+    assert finding.fired == "33.4% against a threshold of 10%"
     assert len(finding.changes) == 1 and finding.changes[0].startswith("DataLoader(num_workers=4")
     assert any(fact.startswith("DataLoader: 33.4 % of the step") for fact in first.facts)
     assert not any(fact.startswith("DataLoader") for fact in second.facts)  # not read: not said, never 0 %

@@ -46,7 +46,7 @@ class FindingLine:
 
     kind: str
     text: str
-    fired: str  # "figure 0.334 against threshold 0.1"
+    fired: str  # "33.4% against a threshold of 10%" (every finding's figure and threshold are shares)
     changes: tuple[str, ...]
 
 
@@ -116,9 +116,12 @@ def _rank_section(rank: RankReport, name_file: bool = False) -> RankSection:
         facts.append("A CPU-only trace: it holds no GPU work, so there is no GPU time to split")
     else:
         span = rank.gpu_span or {}
+        parts = (("idle", "idle_share"), ("compute", "compute_share"), ("non-compute", "non_compute_share"))
+        as_hta = rank.gpu_span_as_hta or {}
         facts.append("Over HTA's window (first to last GPU event): " + ", ".join(
-            f"{label} {_percent(span.get(key))}" for label, key in
-            (("idle", "idle_share"), ("compute", "compute_share"), ("non-compute", "non_compute_share"))))
+            f"{label} {_percent(span.get(key))}" for label, key in parts) + (
+            "; by HTA's rules: " + ", ".join(f"{label} {_percent(as_hta.get(key))}" for label, key in parts)
+            if as_hta else ""))
     if not cpu_only and rank.idle_for_data_share is None:
         facts.append("Waiting for data: unknown (the trace has no DataLoader spans): time the host spent loading "
                      "data is counted as waiting for the host")
@@ -150,18 +153,24 @@ def _finding_lines(rank: RankReport) -> tuple[FindingLine, ...]:
             line = lines[key]
             lines[key] = FindingLine(line.kind, line.text, line.fired, (*line.changes, finding.change))
         else:
-            lines[key] = FindingLine(finding.kind, finding.text, f"figure {finding.figure:.3g} against threshold "
-                                     f"{finding.threshold:.3g}", (finding.change,))
+            lines[key] = FindingLine(finding.kind, finding.text, f"{finding.figure:.1%} against a threshold of "
+                                     f"{finding.threshold:.0%}", (finding.change,))
     return tuple(lines.values())
 
 
 def _steps_text(rank: RankReport) -> str:
     if rank.steps == 0 or rank.step_seconds_median is None:
         return "No ProfilerStep#N in the trace: the figures are over the first to the last GPU event"
-    text = f"{rank.steps} step{'s' if rank.steps != 1 else ''} (ProfilerStep#N), {format_short_seconds(rank.step_seconds_median)} each (median)"
+    text = (f"{rank.steps} step{'s' if rank.steps != 1 else ''} (ProfilerStep#N), "
+            f"{_step_time(rank.step_seconds_median)} each (median)")
     if rank.step_seconds_low is not None and rank.step_seconds_high is not None:
-        text += f", from {format_short_seconds(rank.step_seconds_low)} to {format_short_seconds(rank.step_seconds_high)}"
+        text += f", from {_step_time(rank.step_seconds_low)} to {_step_time(rank.step_seconds_high)}"
     return text
+
+
+def _step_time(seconds: float) -> str:
+    """A step's time to 0.1 ms (as the text report gives it): a spread of 102.8–103.2 ms must not read 103–103."""
+    return f"{seconds * 1e3:,.1f} ms" if seconds < 10 else f"{seconds:,.2f} s"
 
 
 def _shares(rank: RankReport, parts: Sequence[tuple[str, str, str]]) -> tuple[Share, ...]:

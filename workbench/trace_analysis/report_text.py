@@ -41,8 +41,12 @@ def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
                      f"{_pct(rank.idle_for_host_share)} · kernel wait {_pct(rank.idle_kernel_wait_share)} · other "
                      f"{_pct(rank.idle_other_share)} (shares of the idle time)")
         span = rank.gpu_span or {}  # None only on a CPU-only trace, said above
+        as_hta = rank.gpu_span_as_hta or {}
+        by_hta = (f"; by HTA's rules (docs/gpu-time.md): idle {_pct(as_hta.get('idle_share'))} · compute "
+                  f"{_pct(as_hta.get('compute_share'))} · non-compute {_pct(as_hta.get('non_compute_share'))}"
+                  if as_hta else "")
         lines.append(f"  first to last GPU event (HTA's window): idle {_pct(span.get('idle_share'))} · compute "
-                     f"{_pct(span.get('compute_share'))} · non-compute {_pct(span.get('non_compute_share'))}")
+                     f"{_pct(span.get('compute_share'))} · non-compute {_pct(span.get('non_compute_share'))}{by_hta}")
     lines.append(f"  DataLoader (host in enumerate(DataLoader)#…__next__): "
                  + (f"{_pct(rank.dataloader_share)} of the step time" if rank.dataloader_share is not None
                     else "n/a (no DataLoader spans in this trace)"))
