@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.formatting import format_short_seconds
+from workbench.formatting import format_short_seconds, format_step_seconds
 
 
 @pytest.mark.parametrize(("seconds", "text"), [
@@ -14,3 +14,10 @@ from workbench.formatting import format_short_seconds
 ])
 def test_short_seconds_pick_the_unit_of_the_value_shown(seconds, text):
     assert format_short_seconds(seconds) == text
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (0.1028, "102.8 ms"), (0.1032, "103.2 ms"), (0.00085, "850 µs"), (1.25, "1.25 s"), (None, "n/a"),
+])
+def test_step_times_keep_the_tenth_of_a_millisecond_a_spread_needs(seconds, text):
+    assert format_step_seconds(seconds) == text

@@ -51,6 +51,18 @@ def format_short_seconds(seconds: Optional[float]) -> str:
     return f"{seconds / 1e-6:.3g} µs"
 
 
+def format_step_seconds(seconds: Optional[float]) -> str:
+    """A step's time to 0.1 ms (850 µs, 102.9 ms, 1.25 s): steps are compared by their spread, which three
+    significant digits round away (102.8–103.2 ms read "103 ms–103 ms"); "n/a" when unknown."""
+    if seconds is None or seconds != seconds:
+        return "n/a"
+    if abs(seconds) < 1e-3:
+        return f"{seconds * 1e6:,.0f} µs"
+    if abs(seconds) < 1:
+        return f"{seconds * 1e3:,.1f} ms"
+    return f"{seconds:,.2f} s"
+
+
 def efficiency_text(efficiency: Optional[float], of: str = "of the ceiling") -> str:
     """"41% of the ceiling" for a pipeline efficiency; above 100 %, CEILING_STALE; "" when unknown."""
     if efficiency is None or efficiency != efficiency:

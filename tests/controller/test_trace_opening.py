@@ -250,7 +250,7 @@ def test_several_ranks_read_side_by_side_with_the_slowest_named():
     slow = rank_report(1, step_seconds=(0.29, 0.30, 0.31), step_seconds_median=0.3)
     page = trace_page(TraceReport("/t", (rank_report(0), slow)), "")
     assert page.ranks_header[:3] == ("rank", "steps", "median step")
-    assert page.ranks_rows[1][:4] == ("1", "5", "300 ms", "50.0 %")
+    assert page.ranks_rows[1][:4] == ("1", "5", "300.0 ms", "50.0 %")
     assert page.slowest.startswith("Slowest rank: rank 1, its median step 50 ms (20%) longer than rank 0's")
     assert trace_page(TraceReport("/t", (rank_report(0),)), "").ranks_rows == ()  # one rank: nothing to set beside
 

@@ -32,7 +32,7 @@ def records(store, *traces):
 
 def test_one_trace_says_its_step_time_and_no_images_per_sec(store):
     (line,) = speed_lines(records(store, trace("a", [0.20, 0.21, 0.22])))
-    assert line == "Step time of #1, rank 0: 210 ms median (200 ms–220 ms), 3 steps"
+    assert line == "Step time of #1, rank 0: 210.0 ms median (200.0 ms–220.0 ms), 3 steps"
 
 
 def test_shorter_steps_beyond_their_spread_are_a_gain(store):
@@ -40,7 +40,7 @@ def test_shorter_steps_beyond_their_spread_are_a_gain(store):
     before, after = records(store, trace("a", [0.200, 0.201, 0.202, 0.203, 0.204, 0.205], compute_share=0.45),
                             trace("b", [0.100, 0.101, 0.102, 0.103, 0.104, 0.105], compute_share=0.9))
     (line,) = speed_lines([before, after])
-    assert line.startswith("#2 against #1, rank 0: 203 ms median")
+    assert line.startswith("#2 against #1, rank 0: 203.0 ms median (200.0 ms–205.0 ms)")
     assert line.endswith("shorter steps in these two traces: a gain")  # 0.51×: far past runs' 8–15 %
     assert "the median step is 0.51× as long" in line
 

@@ -83,7 +83,7 @@ def test_side_by_side_a_trace_shows_its_own_figures_and_no_settings_or_run_figur
     assert rows["Trace", "trace.rank1.idle_share"].texts == ("", "50.0 %")
     assert rows["Trace", "trace.rank1.idle_share"].label == "rank 1: idle"
     assert rows["Trace", "trace.rank0.gpu_span.idle_share"].texts == ("", "25.0 %")
-    assert rows["Trace", "trace.rank0.step_seconds_median"].texts == ("", "250 ms")
+    assert rows["Trace", "trace.rank0.step_seconds_median"].texts == ("", "250.0 ms")
     assert rows["Trace", "trace.rank0.findings"].texts == ("", "input_bound")
     assert rows["Trace", "trace.rank1.findings"].texts == ("", "none")
     assert rows["Environment", "device_name"].texts[1] == "NVIDIA A100-SXM4-80GB"

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from workbench.formatting import format_short_seconds
+from workbench.formatting import format_short_seconds, format_step_seconds
 from workbench.trace_analysis.model import NamedSeconds, RankReport, TraceReport
 from workbench.trace_analysis.comparing import straggler
 
@@ -94,7 +94,7 @@ def trace_page(report: TraceReport, history: str) -> TracePage:
 
 
 def _seconds(seconds: Optional[float]) -> str:
-    return "–" if seconds is None else format_short_seconds(seconds)
+    return "–" if seconds is None else format_step_seconds(seconds)
 
 
 def history_line(record_id: Optional[int], kept_before: bool, note: Optional[str]) -> str:
@@ -168,9 +168,7 @@ def _steps_text(rank: RankReport) -> str:
     return text
 
 
-def _step_time(seconds: float) -> str:
-    """A step's time to 0.1 ms (as the text report gives it): a spread of 102.8–103.2 ms must not read 103–103."""
-    return f"{seconds * 1e3:,.1f} ms" if seconds < 10 else f"{seconds:,.2f} s"
+_step_time = format_step_seconds
 
 
 def _shares(rank: RankReport, parts: Sequence[tuple[str, str, str]]) -> tuple[Share, ...]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from workbench.formatting import format_short_seconds
+from workbench.formatting import format_step_seconds
 from workbench.history.records import RunRecord
 from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, STEP_VERDICT_WORDS, compare_steps, per_step,
                                                 run_to_run_caveat, work_moved)
@@ -81,8 +81,8 @@ def _spread(rank: dict[str, Any]) -> str:
     if median is None:
         return "no steps"
     low, high = _number(rank.get("step_seconds_low")), _number(rank.get("step_seconds_high"))
-    spread = f" ({format_short_seconds(low)}–{format_short_seconds(high)})" if low is not None and high is not None else ""
-    return f"{format_short_seconds(median)} median{spread}, {rank.get('steps')} steps"
+    spread = f" ({format_step_seconds(low)}–{format_step_seconds(high)})" if low is not None and high is not None else ""
+    return f"{format_step_seconds(median)} median{spread}, {rank.get('steps')} steps"
 
 
 def _number(value: Any) -> Optional[float]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from workbench.config import FIELD_NAMES, SETTINGS, inactive_settings
-from workbench.formatting import format_duration, format_short_seconds
+from workbench.formatting import format_duration, format_step_seconds
 from workbench.history.metrics import SUMMARY_METRICS, Metric, format_metric, format_setting_cell, local_time
 from workbench.history.records import RunRecord
 
@@ -157,9 +157,9 @@ _TRACE_FILE_ROWS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
 _TRACE_RANK_ROWS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("device", "device", _formatter(_TEXT)),
     ("steps found", "steps", _formatter(Metric("", "", "count"))),
-    ("step time (median)", "step_seconds_median", format_short_seconds),
-    ("step time low", "step_seconds_low", format_short_seconds),
-    ("step time high", "step_seconds_high", format_short_seconds),
+    ("step time (median)", "step_seconds_median", lambda value: "" if value is None else format_step_seconds(value)),
+    ("step time low", "step_seconds_low", lambda value: "" if value is None else format_step_seconds(value)),
+    ("step time high", "step_seconds_high", lambda value: "" if value is None else format_step_seconds(value)),
     ("compute", "compute_share", _PERCENT),
     ("communication", "communication_share", _PERCENT),
     ("memory", "memory_share", _PERCENT),

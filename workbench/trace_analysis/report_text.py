@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from typing import Optional, Sequence
 
+from workbench.formatting import format_step_seconds
 from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, STEP_VERDICT_WORDS, NamedChange, RankComparison,
                                                 per_step, run_to_run_caveat, straggler, work_moved)
 from workbench.trace_analysis.model import NamedSeconds, RankReport, TraceReport
@@ -191,11 +192,4 @@ def _pct(value: Optional[float]) -> str:
     return "n/a" if value is None else f"{value:.1%}"
 
 
-def _seconds(seconds: Optional[float]) -> str:
-    if seconds is None:
-        return "n/a"
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:,.0f} µs"
-    if seconds < 1:
-        return f"{seconds * 1e3:,.1f} ms"
-    return f"{seconds:,.2f} s"
+_seconds = format_step_seconds

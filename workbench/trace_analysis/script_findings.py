@@ -16,6 +16,7 @@ import dataclasses
 from typing import Optional
 
 from workbench.engine.findings import COMPUTE_BOUND_BUSY, INPUT_BOUND_WAIT, LAUNCH_BOUND_HOST_WAIT
+from workbench.formatting import format_step_seconds
 from workbench.trace_analysis.model import Finding, NamedSeconds, RankReport, TraceReport
 
 # Communication kernels (NCCL/RCCL) not hidden behind compute, and copies or fills not hidden behind it, as a
@@ -227,12 +228,7 @@ def _pct(value: float) -> str:
     return f"{value:.0%}"
 
 
-def _seconds(seconds: float) -> str:
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:,.0f} µs"
-    if seconds < 1:
-        return f"{seconds * 1e3:,.1f} ms"
-    return f"{seconds:,.2f} s"
+_seconds = format_step_seconds
 
 
 def with_findings(report: TraceReport) -> TraceReport:
