@@ -229,7 +229,8 @@ class ParsedTrace:
                              f"a few, and past {MAX_GPUS_PER_FILE} it is not a profiler's")
         if len(indices) > 1:
             notes.append(f"this file holds {len(indices)} GPUs ({', '.join(f'cuda:{i}' for i in indices)}): "
-                         f"one report per GPU, numbered process rank × {len(indices)} + its place by device index")
+                         f"one report per GPU, numbered process rank × {len(indices)} + its place by device index; "
+                         "the host's figures (its ops, launch calls and syncs) are the process's, shared by its GPUs")
         host_ops = {thread: sort_by_start_longest_first(ops) for thread, ops in self.host_ops.items()}
         host_by_thread = {thread: sort_by_start_longest_first(events) for thread, events in self.host_by_thread.items()}
         traits = _script_traits(self._host_names)
