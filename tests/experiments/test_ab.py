@@ -141,3 +141,25 @@ def test_past_the_exact_table_the_interval_is_the_same_pairs_read_by_selection()
     assert abs(ab._normal_rank(40, 40, CONFIDENCE)[0] - exact_k) <= 1  # the two agree where both are counted
     many = [generator.uniform(5, 10) for _ in range(5000)]
     assert ratio_interval(many, many[::-1]) is not None  # 25 million pairs, never listed
+
+
+def test_selection_counts_tied_ratios_as_the_sorted_list_does(monkeypatch):
+    """Step times that take a few exact values tie at many ratios: the selected k-th ratio is the listed one
+    (a count by b <= value·a left ties out, and 41+41 such steps read 1.0–1.0 where 40+40 read 1.078)."""
+    monkeypatch.setattr(ab, "SORTED_PAIRS", 0)  # select even where the pairs would be listed
+    generator = random.Random(11)
+    for _ in range(400):
+        n, m = generator.randint(1, 25), generator.randint(1, 25)
+        baseline = sorted(generator.choice([1.0, 1.1, 1.3, generator.uniform(1, 2)]) for _ in range(n))
+        changed = sorted(generator.choice([1.0, 1.1, 1.3, generator.uniform(1, 2)]) for _ in range(m))
+        ratios = sorted(b / a for a in baseline for b in changed)
+        k = generator.randint(1, n * m)
+        assert ab._kth_ratio(baseline, changed, k) == ratios[k - 1]
+
+
+def test_a_small_side_against_a_large_one_is_counted_exactly():
+    """3 steps against 1,000: the normal approximation's ranks are off by tens there (coverage 0.8965 < 0.90); the
+    exact count is cheap while the smaller side is small."""
+    k = ab._rank_for(3, 1000, CONFIDENCE)
+    low, high, coverage = ratio_interval([1.0, 1.01, 0.99], [1.0 + i / 10_000 for i in range(1000)])
+    assert coverage >= CONFIDENCE and k is not None

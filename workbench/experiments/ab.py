@@ -48,7 +48,7 @@ class ABResult:
     speedup: Optional[float]  # median(changed) ÷ median(baseline); None when either side has no measurement
     speedup_low: Optional[float]
     speedup_high: Optional[float]
-    confidence: Optional[float]  # the interval's exact coverage (≥ the level asked), None without one
+    confidence: Optional[float]  # the interval's coverage (≥ the level asked; exact up to EXACT_COST), None without
     verdict: Verdict
     min_effect: float = MIN_EFFECT
 
@@ -106,31 +106,36 @@ def ratio_interval(
     baseline: Sequence[float], changed: Sequence[float], confidence: float = CONFIDENCE
 ) -> Optional[tuple[float, float, float]]:
     """(low, high, coverage) for changed ÷ baseline: the Hodges–Lehmann interval on log rates; None when there
-    are too few measurements for ``confidence``. Linear-logarithmic in the measurements past a few hundred pairs
-    (a trace's steps may number thousands): the U ranks from the normal approximation, the k-th ratios by
-    selection instead of sorting every pair."""
+    are too few measurements for ``confidence``. A trace's steps may number thousands: the U distribution is
+    counted exactly while that is cheap (EXACT_COST), and past it, where both sides are large, its normal
+    approximation gives the ranks; the k-th ratios are found by selection once the pairs pass SORTED_PAIRS."""
     n, m = len(baseline), len(changed)
     if n < 1 or m < 1:
         return None
-    if n * m <= EXACT_PAIRS:
+    if min(n, m) ** 2 * max(n, m) <= EXACT_COST:
         k = _rank_for(n, m, confidence)
         if k is None:
             return None
-        ratios = sorted(b / a for a in baseline for b in changed)
         coverage = 1 - 2 * _u_distribution(n, m)[k - 1] / math.comb(n + m, n)
+    else:
+        k, coverage = _normal_rank(n, m, confidence)
+    if n * m <= SORTED_PAIRS:
+        ratios = sorted(b / a for a in baseline for b in changed)
         return ratios[k - 1], ratios[n * m - k], coverage
-    k, coverage = _normal_rank(n, m, confidence)
     a, b = sorted(baseline), sorted(changed)
     return _kth_ratio(a, b, k), _kth_ratio(a, b, n * m - k + 1), coverage
 
 
-# Up to this many pairs the U distribution is counted exactly (its table costs about (n·m)² / 4 steps).
-EXACT_PAIRS = 1600
+# The exact U distribution costs about 2·min(n, m)²·max(n, m) steps: counted exactly up to this (well under a
+# second; 3 + 1,000 steps and 120 + 120 are), by the normal approximation past it, where both sides are large
+# and it is within a rank or two of the exact count.
+EXACT_COST = 2_000_000
+# Up to this many pairs the ratios are listed and sorted; past it they are selected without listing them.
+SORTED_PAIRS = 250_000
 
 
 def _normal_rank(n: int, m: int, confidence: float) -> tuple[int, float]:
-    """k and its coverage from the normal approximation of U (with continuity correction), for n·m past
-    EXACT_PAIRS, where it is within a fraction of a percent of the exact coverage."""
+    """k and its coverage from the normal approximation of U (with continuity correction)."""
     mean, sd = n * m / 2, math.sqrt(n * m * (n + m + 1) / 12)
     normal = statistics.NormalDist()
     k = max(1, math.floor(mean - 0.5 + normal.inv_cdf((1 - confidence) / 2) * sd) + 1)
@@ -139,26 +144,27 @@ def _normal_rank(n: int, m: int, confidence: float) -> tuple[int, float]:
 
 def _kth_ratio(baseline: Sequence[float], changed: Sequence[float], k: int) -> float:
     """The k-th smallest of every b ÷ a (both sorted, positive), without listing the n·m pairs: bisection on the
-    value, each step counting the pairs at or below it in one merge-like pass."""
+    value until it is pinned to one float, each step counting the pairs at or below it in one merge-like pass.
+    The count divides as the listed ratios do (b / a, correctly rounded and so monotonic), so ties count alike."""
     def at_most(value: float) -> int:
         count, j = 0, 0
-        for a in baseline:  # b ÷ a ≤ value ⇔ b ≤ value·a: the bound grows with a, so j only moves on
-            while j < len(changed) and changed[j] <= value * a:
+        for a in baseline:  # a grows, every b / a falls: j only moves on
+            while j < len(changed) and changed[j] / a <= value:
                 j += 1
             count += j
         return count
 
     low, high = changed[0] / baseline[-1], changed[-1] / baseline[0]  # the smallest and the largest ratio
-    for _ in range(200):  # until low and high are neighbouring floats
+    if at_most(low) >= k:
+        return low
+    while True:  # at_most(low) < k <= at_most(high): the k-th ratio lies in (low, high]
         middle = (low + high) / 2
         if middle <= low or middle >= high:
-            break
+            return high  # no float between them: the k-th ratio is high itself
         if at_most(middle) >= k:
             high = middle
         else:
             low = middle
-    # the largest pair ratio at or below ``high`` is the k-th smallest
-    return max(changed[j - 1] / a for a in baseline if (j := bisect.bisect_right(changed, high * a)) > 0)
 
 
 def _rank_for(n: int, m: int, confidence: float) -> Optional[int]:
@@ -177,22 +183,19 @@ def _rank_for(n: int, m: int, confidence: float) -> Optional[int]:
 @functools.lru_cache(maxsize=64)
 def _u_distribution(n: int, m: int) -> tuple[int, ...]:
     """Cumulative counts of the Mann–Whitney U statistic under no difference: entry u is how many of the
-    C(n + m, n) equally likely orderings give U ≤ u."""
-    # counts[i][j][u]: orderings of i from one side and j from the other with U = u (U grows by i when a j comes last).
-    previous = [[1] for _ in range(m + 1)]  # i = 0: U is 0 whatever j
-    for i in range(1, n + 1):
-        current = [[1]]  # j = 0
-        for j in range(1, m + 1):
-            size = i * j + 1
-            counts = [0] * size
-            for u, ways in enumerate(previous[j]):  # the last is from the first side: U unchanged
-                counts[u] += ways
-            for u, ways in enumerate(current[j - 1]):  # the last is from the second side: it beats all i
-                counts[u + i] += ways
-            current.append(counts)
-        previous = current
+    C(n + m, n) equally likely orderings give U ≤ u. The counts are the coefficients of the Gaussian binomial
+    [n + m choose n]_q = ∏_{i ≤ s} (1 − q^(l+i)) ÷ (1 − q^i), s and l the smaller and larger side: each factor
+    one pass over the a·b + 1 coefficients (no term above that degree is ever needed)."""
+    small, large = min(n, m), max(n, m)
+    size = small * large + 1
+    counts = [1] + [0] * (size - 1)
+    for i in range(1, small + 1):
+        for u in range(size - 1, large + i - 1, -1):  # × (1 − q^(large+i)), from the top down
+            counts[u] -= counts[u - large - i]
+        for u in range(i, size):  # ÷ (1 − q^i): a running sum with stride i
+            counts[u] += counts[u - i]
     running, cumulative = 0, []
-    for ways in previous[m]:
+    for ways in counts:
         running += ways
         cumulative.append(running)
     return tuple(cumulative)
