@@ -18,6 +18,7 @@ def test_short_seconds_pick_the_unit_of_the_value_shown(seconds, text):
 
 @pytest.mark.parametrize(("seconds", "text"), [
     (0.1028, "102.8 ms"), (0.1032, "103.2 ms"), (0.00085, "850 µs"), (1.25, "1.25 s"), (None, "n/a"),
+    (0.0009997, "1.0 ms"), (0.99996, "1.00 s"),
 ])
 def test_step_times_keep_the_tenth_of_a_millisecond_a_spread_needs(seconds, text):
     assert format_step_seconds(seconds) == text

@@ -56,9 +56,9 @@ def format_step_seconds(seconds: Optional[float]) -> str:
     significant digits round away (102.8–103.2 ms read "103 ms–103 ms"); "n/a" when unknown."""
     if seconds is None or seconds != seconds:
         return "n/a"
-    if abs(seconds) < 1e-3:
+    if round(abs(seconds) * 1e6) < 1000:  # by the value as shown: 999.7 µs is "1.0 ms", not "1,000 µs"
         return f"{seconds * 1e6:,.0f} µs"
-    if abs(seconds) < 1:
+    if round(abs(seconds) * 1e3, 1) < 1000:
         return f"{seconds * 1e3:,.1f} ms"
     return f"{seconds:,.2f} s"
 

@@ -327,6 +327,13 @@ def test_a_file_naming_more_gpus_than_a_node_holds_gives_one_line(tmp_path, monk
     events = [step(1, 0, 10_000)] + [event for device in range(5)
                                      for event in launched("k", 10 + device, 100 + device, 50, device + 1, device=device)]
     assert "its device events name 5 GPUs" in error_line(write(tmp_path / "t.json", trace(events)))
+    folder = tmp_path / "ranks"  # in a folder, that file is left out and the other ranks read
+    folder.mkdir()
+    write(folder / "rank-0.json", trace([step(1, 0, 1000), *launched("k", 10, 100, 500, 1)]))
+    write(folder / "rank-1.json", trace(events))
+    report = read_report(folder)
+    assert [rank.rank for rank in report.ranks] == [0]
+    assert any(note.startswith("left out: ") and "name 5 GPUs" in note for note in report.notes)
 
 
 def test_a_folder_that_cannot_be_listed_gives_one_line(tmp_path, monkeypatch):

@@ -105,8 +105,8 @@ def _paired_ranks(before: Any, after: Any) -> list[tuple[Any, Any]]:
     after_by_rank = {rank.rank: rank for rank in after.ranks}
     pairs = [(rank, after_by_rank[rank.rank]) for rank in before.ranks if rank.rank in after_by_rank]
     if not pairs:
-        raise UsageError(f"workbench trace: {before.path} and {after.path} share no rank: compare one rank of each "
-                         f"with --rank N")
+        raise UsageError(printable(f"workbench trace: {before.path} and {after.path} share no rank: compare one rank "
+                                   "of each with --rank N"))
     before_ranks = {rank.rank for rank in before.ranks}
     for report, others in ((before, set(after_by_rank)), (after, before_ranks)):
         alone = sorted({rank.rank for rank in report.ranks} - others)

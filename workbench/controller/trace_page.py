@@ -126,7 +126,8 @@ def _rank_section(rank: RankReport, name_file: bool = False) -> RankSection:
         facts.append("Waiting for data: unknown (the trace has no DataLoader spans): time the host spent loading "
                      "data is counted as waiting for the host")
     if rank.dataloader_share is not None:
-        facts.append(f"DataLoader: {_percent(rank.dataloader_share)} of the step "
+        facts.append(f"DataLoader: {_percent(rank.dataloader_share)} of "
+                     f"{'the step' if rank.steps else 'the traced window (no steps)'} "
                      "(host time in enumerate(DataLoader)#…__next__, as TensorBoard's plugin counted it)")
     facts.append(f"{rank.kernels:,} kernels")
     return RankSection(

@@ -336,7 +336,9 @@ class _Buffer:
             pass
         if last is not None:
             return last.start() + 1, last.end()
-        comma = self.buf.rfind(",", start)
+        if self.buf.startswith("{", self.pos):  # an event cut by the chunk's end: wait for the rest of it
+            return None
+        comma = self.buf.rfind(",", start)  # items that are not events (0,0,0,…): any comma may be a cut
         return (comma, comma + 1) if comma >= 0 else None
 
 

@@ -110,9 +110,17 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
         if fingerprints is not None and digest is not None:
             fingerprints[str(file)] = Fingerprint(digest.sha256.hexdigest(), digest.size_bytes)
         fallback = _rank_from_name(file.name, position) if len(files) > 1 else 0
+        try:
+            per_gpu = parsed.ranks(fallback)
+        except TraceError as error:  # one rank file naming 2,000 GPUs: the folder's others are still worth reading
+            if len(files) == 1:
+                raise
+            unreadable.append(str(error))
+            done += size
+            continue
         if len(files) > 1 and _rank_from_name(file.name, -1) < 0 and not parsed.names_its_rank():
             by_order.append(file.name)
-        for events in parsed.ranks(fallback):
+        for events in per_gpu:
             if cancelled is not None and cancelled():
                 raise TraceCancelled("reading cancelled")
             reports.append(dataclasses.replace(ranks.analyse(events), file=str(file)))

@@ -53,16 +53,13 @@ def findings_for(rank: RankReport) -> tuple[Finding, ...]:
 
 
 def _input_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
-    figure: Optional[float]
-    if rank.dataloader_share is not None:
-        # As the TensorBoard plugin read it: the host inside enumerate(DataLoader)#…__next__ ÷ the step time.
-        figure = rank.dataloader_share
-        said = f"the steps spent {_pct(figure)} of their time inside the DataLoader's __next__"
-    else:
-        figure = _idle_part(rank, rank.idle_for_data_share)
-        said = f"the GPU sat idle waiting for data {_pct(figure or 0.0)} of {_window(rank)}"
+    # As the TensorBoard plugin read it: the host inside enumerate(DataLoader)#…__next__ ÷ the step time (without
+    # steps, ÷ the traced window). Without DataLoader spans nothing says the host waited for data.
+    figure = rank.dataloader_share
     if figure is None or figure < INPUT_BOUND_WAIT:
         return None
+    said = (f"the steps spent {_pct(figure)} of their time inside the DataLoader's __next__" if rank.steps else
+            f"the host spent {_pct(figure)} of the traced window (no steps) inside the DataLoader's __next__")
     head = f"Input-bound: {said} (threshold {_pct(INPUT_BOUND_WAIT)})."
     pinned = ", pin_memory=True" if not rank.cpu_only else ""  # pinned pages only speed copies to a GPU
     change = (f"DataLoader(..., num_workers=4{pinned}, persistent_workers=True): loader processes prepare the next "
