@@ -77,3 +77,10 @@ def test_a_step_as_long_with_four_times_the_compute_points_at_the_batch_size(sto
     assert "not a gain" in line and "compute per step is 4.0× what it was" in line and "--batch-size" in line
     same_work = records(store, trace("c", steps), trace("d", steps))
     assert "--batch-size" not in speed_lines(same_work)[0]
+
+
+def test_two_single_rank_traces_are_compared_whatever_their_rank_numbers(store):
+    steps = [0.100, 0.101, 0.102, 0.103, 0.104]
+    before, after = records(store, trace("a", steps, rank=1), trace("b", [s / 2 for s in steps], rank=0))
+    (line,) = speed_lines([before, after])
+    assert line.startswith("#2 against #1, rank 0: ") and "a gain" in line

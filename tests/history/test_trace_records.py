@@ -149,3 +149,12 @@ def test_side_by_side_ranks_are_paired_by_their_number_not_their_place(store):
     assert rows["trace.rank0.2.compute_share"].label == "rank 0 (entry 2): compute"
     ordered = [row.key for row in compare_runs([lone, folder, mixed]) if row.label.endswith(": compute")]
     assert ordered == ["trace.rank0.compute_share", "trace.rank0.2.compute_share", "trace.rank1.compute_share"]
+
+
+def test_one_rank_each_is_set_side_by_side_whatever_its_number(store):
+    """As `workbench trace BEFORE AFTER` compares two single-rank traces: a rank-1 file beside a rank-0 file."""
+    one = store.get_run(store.add_trace(trace(sha256="04" * 32, ranks=[rank(1, 0.35, 0.4)]))[0])
+    zero = store.get_run(store.add_trace(trace(sha256="05" * 32, ranks=[rank(0, 0.2, 0.5)]))[0])
+    rows = {row.key: row for row in compare_runs([one, zero]) if row.section == "Trace"}
+    assert rows["trace.rank0/1.compute_share"].texts == ("35.0 %", "20.0 %")
+    assert rows["trace.rank0/1.compute_share"].label == "rank 0/1: compute"

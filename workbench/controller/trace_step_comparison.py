@@ -29,7 +29,9 @@ def trace_step_lines(records: Sequence[RunRecord]) -> list[str]:
     before_ranks = {_rank(rank): rank for rank in first.ranks}
     for other_id, other in traces[1:]:
         for after in other.ranks:
-            before = before_ranks.get(_rank(after))
+            # one rank each: compared whatever their numbers, as `workbench trace BEFORE AFTER` compares them
+            one_each = len(first.ranks) == 1 and len(other.ranks) == 1
+            before = first.ranks[0] if one_each else before_ranks.get(_rank(after))
             if before is None:
                 lines.append(f"#{other_id} against #{first_id}, rank {_rank(after)}: not compared (#{first_id} has "
                              "no such rank)")
@@ -49,8 +51,8 @@ def _verdict(before: dict[str, Any], after: dict[str, Any]) -> str:
     ratio = 1 / result.speedup
     steps = result.trials.replace("trials", "steps")
     if result.speedup_low is None or result.speedup_high is None or result.confidence is None:
-        return (f"the median step is {ratio:.2f}× as long; no verdict: fewer than {MIN_STEPS} steps in a trace give no "
-                f"interval ({steps})")
+        return (f"the median step is {ratio:.2f}× as long; no verdict: fewer than {MIN_STEPS} steps in a trace "
+                f"give no interval ({steps})")
     interval = f"{1 / result.speedup_high:.2f}–{1 / result.speedup_low:.2f}"
     return (f"the median step is {ratio:.2f}× as long ({interval} at {result.confidence:.0%}, {steps}): "
             f"{STEP_VERDICT_WORDS[result.verdict]}{run_to_run_caveat(result)}")
@@ -81,7 +83,8 @@ def _spread(rank: dict[str, Any]) -> str:
     if median is None:
         return "no steps"
     low, high = _number(rank.get("step_seconds_low")), _number(rank.get("step_seconds_high"))
-    spread = f" ({format_step_seconds(low)}–{format_step_seconds(high)})" if low is not None and high is not None else ""
+    spread = (f" ({format_step_seconds(low)}–{format_step_seconds(high)})"
+              if low is not None and high is not None else "")
     return f"{format_step_seconds(median)} median{spread}, {rank.get('steps')} steps"
 
 

@@ -185,8 +185,15 @@ def _trace_rows(records: Sequence[RunRecord]) -> list[ComparisonRow]:
         rows.append(ComparisonRow("Trace", f"trace.{key}", label, values, tuple(text(value) for value in values),
                                   compared=key != "path"))
     positions = [_rank_positions(trace) if trace is not None else {} for trace in traces]
+    shown = [trace for trace in traces if trace is not None]
+    if len(shown) > 1 and all(len(trace.ranks) == 1 for trace in shown):
+        # one rank each: set side by side whatever their numbers, as `workbench trace BEFORE AFTER` compares them
+        numbers = sorted({str(next(iter(found))[0]) for found in positions if found})
+        both = ("/".join(numbers), 0)
+        positions = [{both: 0} if trace is not None else {} for trace in traces]
     ranks = sorted({rank for found in positions for rank in found},
-                   key=lambda rank: (0, rank[0], "", rank[1]) if isinstance(rank[0], int) else (1, 0, rank[0], rank[1]))
+                   key=lambda rank: (0, rank[0], "", rank[1]) if isinstance(rank[0], int)
+                   else (1, 0, str(rank[0]), rank[1]))
     for rank in ranks:
         key_part, rank_label = _rank_label(rank)
         for label, key, text in _TRACE_RANK_ROWS:

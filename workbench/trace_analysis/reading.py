@@ -155,7 +155,8 @@ def trace_files(path: Path) -> tuple[list[Path], list[str]]:
         try:
             entries = list(path.iterdir())
         except OSError as error:  # a folder that may be entered but not listed, or one gone since
-            raise TraceError(f"{path}: the folder cannot be listed ({(error.strerror or str(error)).lower()})") from None
+            reason = (error.strerror or str(error)).lower()
+            raise TraceError(f"{path}: the folder cannot be listed ({reason})") from None
         named = sorted((p for p in entries if p.name.endswith(TRACE_SUFFIXES) and not p.name.startswith(".")),
                        key=lambda p: (_rank_from_name(p.name, 1 << 30), _natural(p.name)))
         files, notes = [], []
