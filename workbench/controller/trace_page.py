@@ -163,13 +163,12 @@ def _steps_text(rank: RankReport) -> str:
     if rank.steps == 0 or rank.step_seconds_median is None:
         return "No ProfilerStep#N in the trace: the figures are over the first to the last GPU event"
     text = (f"{rank.steps} step{'s' if rank.steps != 1 else ''} (ProfilerStep#N), "
-            f"{_step_time(rank.step_seconds_median)} each (median)")
+            f"{format_step_seconds(rank.step_seconds_median)} each (median)")
     if rank.step_seconds_low is not None and rank.step_seconds_high is not None:
-        text += f", from {_step_time(rank.step_seconds_low)} to {_step_time(rank.step_seconds_high)}"
+        text += f", from {format_step_seconds(rank.step_seconds_low)} to {format_step_seconds(rank.step_seconds_high)}"
     return text
 
 
-_step_time = format_step_seconds
 
 
 def _shares(rank: RankReport, parts: Sequence[tuple[str, str, str]]) -> tuple[Share, ...]:

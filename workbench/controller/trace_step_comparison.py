@@ -12,8 +12,7 @@ from typing import Any, Optional, Sequence
 
 from workbench.formatting import format_step_seconds
 from workbench.history.records import RunRecord
-from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, STEP_VERDICT_WORDS, compare_steps, per_step,
-                                                run_to_run_caveat, work_moved)
+from workbench.trace_analysis.comparing import BATCH_HINT, compare_steps, per_step, step_verdict_text, work_moved
 
 
 def trace_step_lines(records: Sequence[RunRecord]) -> list[str]:
@@ -48,14 +47,7 @@ def _verdict(before: dict[str, Any], after: dict[str, Any]) -> str:
     result = compare_steps([1 / seconds for seconds in before_steps], [1 / seconds for seconds in after_steps])
     if result.speedup is None:
         return "no verdict: no step with a time"
-    ratio = 1 / result.speedup
-    steps = result.trials.replace("trials", "steps")
-    if result.speedup_low is None or result.speedup_high is None or result.confidence is None:
-        return (f"the median step is {ratio:.2f}× as long; no verdict: fewer than {MIN_STEPS} steps in a trace "
-                f"give no interval ({steps})")
-    interval = f"{1 / result.speedup_high:.2f}–{1 / result.speedup_low:.2f}"
-    return (f"the median step is {ratio:.2f}× as long ({interval} at {result.confidence:.0%}, {steps}): "
-            f"{STEP_VERDICT_WORDS[result.verdict]}{run_to_run_caveat(result)}")
+    return step_verdict_text(result)
 
 
 def _work_hint(before: dict[str, Any], after: dict[str, Any]) -> str:

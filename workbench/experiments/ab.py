@@ -36,6 +36,12 @@ CONFIDENCE = 0.90
 MIN_EFFECT = 0.02
 # Fewest measurements of each side that can give a 90 % interval (Mann–Whitney: 1 - 2/C(6,3) = 0.90).
 MIN_TRIALS = 3
+# The exact U distribution costs about 2·min(n, m)²·max(n, m) steps: counted exactly up to this (well under a
+# second; 3 + 1,000 steps and 120 + 120 are), by the normal approximation past it, where both sides are large
+# and it is within a rank or two of the exact count.
+EXACT_COST = 2_000_000
+# Up to this many pairs the ratios are listed and sorted; past it they are selected without listing them.
+SORTED_PAIRS = 250_000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,13 +131,6 @@ def ratio_interval(
     a, b = sorted(baseline), sorted(changed)
     return _kth_ratio(a, b, k), _kth_ratio(a, b, n * m - k + 1), coverage
 
-
-# The exact U distribution costs about 2·min(n, m)²·max(n, m) steps: counted exactly up to this (well under a
-# second; 3 + 1,000 steps and 120 + 120 are), by the normal approximation past it, where both sides are large
-# and it is within a rank or two of the exact count.
-EXACT_COST = 2_000_000
-# Up to this many pairs the ratios are listed and sorted; past it they are selected without listing them.
-SORTED_PAIRS = 250_000
 
 
 def _normal_rank(n: int, m: int, confidence: float) -> tuple[int, float]:

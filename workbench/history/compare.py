@@ -154,12 +154,16 @@ _PERCENT = _formatter(Metric("", "", "fraction"))
 _TRACE_FILE_ROWS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("trace file", "path", _formatter(_TEXT)), ("size", "size_bytes", _formatter(Metric("", "", "bytes"))),
     ("sha256", "sha256", _formatter(_TEXT)))
+def _step_time(value: Any) -> str:
+    return "" if value is None else format_step_seconds(value)
+
+
 _TRACE_RANK_ROWS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("device", "device", _formatter(_TEXT)),
     ("steps found", "steps", _formatter(Metric("", "", "count"))),
-    ("step time (median)", "step_seconds_median", lambda value: "" if value is None else format_step_seconds(value)),
-    ("step time low", "step_seconds_low", lambda value: "" if value is None else format_step_seconds(value)),
-    ("step time high", "step_seconds_high", lambda value: "" if value is None else format_step_seconds(value)),
+    ("step time (median)", "step_seconds_median", _step_time),
+    ("step time low", "step_seconds_low", _step_time),
+    ("step time high", "step_seconds_high", _step_time),
     ("compute", "compute_share", _PERCENT),
     ("communication", "communication_share", _PERCENT),
     ("memory", "memory_share", _PERCENT),

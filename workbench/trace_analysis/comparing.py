@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional, Sequence
 
-from workbench.experiments.ab import ABResult, compare_rates
+from workbench.experiments.ab import MIN_TRIALS, ABResult, compare_rates
 from workbench.formatting import format_short_seconds
 from workbench.trace_analysis.model import NamedSeconds, RankReport
 
@@ -27,10 +27,10 @@ CATEGORIES = (
     ("memory_share", "memory"),
     ("idle_share", "idle"),
 )
-# Steps a trace needs, each, for the comparison to give an interval and a verdict.
-MIN_STEPS = 3
-# The step-time verdict in words (the text report and the Runs tab's line say it alike). The interval covers the
-# steps' spread within each trace: one trace of each, so the words say so.
+# Steps a trace needs, each, for the comparison to give an interval and a verdict: a trace's steps are its trials.
+MIN_STEPS = MIN_TRIALS
+# The step-time verdict in words (step_verdict_text). The interval covers the steps' spread within each trace: one
+# trace of each, so the words say so.
 STEP_VERDICT_WORDS = {"faster": "shorter steps in these two traces: a gain", "slower": "longer steps in these two "
                       "traces: a loss", "within_noise": "within the steps' own spread: not a gain"}
 # Identical runs of one script vary by up to this much: a trace of each is one run of each, so a verdict whose
@@ -121,6 +121,19 @@ def run_to_run_caveat(result: ABResult) -> str:
         return ""
     return ("; but identical runs of one script vary 8–15 % and this is one trace of each: trace both again, in "
             "turn, before believing it")
+
+
+def step_verdict_text(result: ABResult) -> str:
+    """The step-time comparison in words (``result.speedup`` known): the median ratio, its interval and the
+    verdict, or why there is none; the text report and the Runs tab's line say it alike."""
+    ratio = 1 / (result.speedup or 1.0)
+    steps = result.trials.replace("trials", "steps")
+    if result.speedup_low is None or result.speedup_high is None or result.confidence is None:
+        return (f"the median step is {ratio:.2f}× as long; no verdict: fewer than {MIN_STEPS} steps in a trace "
+                f"give no interval ({steps})")
+    interval = f"{1 / result.speedup_high:.2f}–{1 / result.speedup_low:.2f}"
+    return (f"the median step is {ratio:.2f}× as long ({interval} at {result.confidence:.0%}, {steps}): "
+            f"{STEP_VERDICT_WORDS[result.verdict]}{run_to_run_caveat(result)}")
 
 
 def compare(before: RankReport, after: RankReport,

@@ -9,8 +9,8 @@ import os
 from typing import Optional, Sequence
 
 from workbench.formatting import format_step_seconds
-from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, STEP_VERDICT_WORDS, NamedChange, RankComparison,
-                                                per_step, run_to_run_caveat, straggler, work_moved)
+from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, NamedChange, RankComparison, per_step,
+                                                run_to_run_caveat, step_verdict_text, straggler, work_moved)
 from workbench.trace_analysis.model import NamedSeconds, RankReport, TraceReport
 
 TOP_SHOWN = 5
@@ -31,7 +31,8 @@ def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
     lines = [f"rank {rank.rank} · {rank.device}" + (f" · {os.path.basename(rank.file)}" if name_file else "")]
     lines.append("  " + _steps_line(rank))
     if rank.cpu_only:
-        lines.append("  GPU time: no kernel, copy or fill read from this trace (see the notes): only host figures below")
+        lines.append("  GPU time: no kernel, copy or fill read from this trace (see the notes): "
+                     "only host figures below")
     else:
         over = "the steps" if rank.steps > 0 else "the first to the last GPU event"
         lines.append(f"  GPU time over {over}: compute {_pct(rank.compute_share)} · communication "
@@ -78,7 +79,7 @@ def ranks_side_by_side(ranks: Sequence[RankReport]) -> list[str]:
              f"  {'rank':>4}  {'steps':>5}  {'median step':>11}  {'compute':>7}  {'comm.':>6}  {'memory':>6}  "
              f"{'idle':>6}  device"]
     for rank in ranks:
-        lines.append(f"  {rank.rank:>4}  {rank.steps:>5}  {_seconds(rank.step_seconds_median):>11}  "
+        lines.append(f"  {rank.rank:>4}  {rank.steps:>5}  {format_step_seconds(rank.step_seconds_median):>11}  "
                      f"{_pct(rank.compute_share):>7}  {_pct(rank.communication_share):>6}  "
                      f"{_pct(rank.memory_share):>6}  {_pct(rank.idle_share):>6}  {rank.device}")
     lines.append(f"  slowest: {straggler(ranks)}")
@@ -112,17 +113,9 @@ def _kinds(rank: RankReport) -> str:
 
 
 def _step_verdict(comparison: RankComparison) -> str:
-    result = comparison.step_time
-    ratio = comparison.step_time_ratio
-    if ratio is None:
+    if comparison.step_time_ratio is None:
         return "no verdict: a trace without steps has no step time to compare"
-    if result.speedup_low is None or result.speedup_high is None:
-        return (f"the median step is {ratio:.2f}× as long; no verdict: fewer than {MIN_STEPS} steps in a trace give no "
-                f"interval ({result.trials.replace('trials', 'steps')})")
-    interval = f"{1 / result.speedup_high:.2f}–{1 / result.speedup_low:.2f}"
-    return (f"the median step is {ratio:.2f}× as long ({interval} at {result.confidence:.0%}, "
-            f"{result.trials.replace('trials', 'steps')}): {STEP_VERDICT_WORDS[result.verdict]}"
-            f"{run_to_run_caveat(result)}")
+    return step_verdict_text(comparison.step_time)
 
 
 def _throughput_lines(comparison: RankComparison) -> list[str]:
@@ -149,39 +142,40 @@ def _throughput_lines(comparison: RankComparison) -> list[str]:
 def _step_summary(rank: RankReport) -> str:
     if rank.step_seconds_median is None:
         return "n/a"
-    return f"{_seconds(rank.step_seconds_median)} ({_spread(rank)})"
+    return f"{format_step_seconds(rank.step_seconds_median)} ({_spread(rank)})"
 
 
 def _steps_line(rank: RankReport) -> str:
     if rank.steps == 0 or rank.step_seconds_median is None:
         return "steps: none found (no ProfilerStep#N): figures over the first to the last GPU event"
-    each = ", ".join(_seconds(seconds) for seconds in rank.step_seconds[:8])
+    each = ", ".join(format_step_seconds(seconds) for seconds in rank.step_seconds[:8])
     more = f", … ({len(rank.step_seconds) - 8} more)" if len(rank.step_seconds) > 8 else ""
-    return f"{rank.steps} steps: median {_seconds(rank.step_seconds_median)} ({_spread(rank)}); each: {each}{more}"
+    return (f"{rank.steps} steps: median {format_step_seconds(rank.step_seconds_median)} ({_spread(rank)}); "
+            f"each: {each}{more}")
 
 
 def _spread(rank: RankReport) -> str:
     if rank.step_seconds_low is None or rank.step_seconds_high is None:
         return "no spread from one step"
-    return f"spread {_seconds(rank.step_seconds_low)}–{_seconds(rank.step_seconds_high)}"
+    return f"spread {format_step_seconds(rank.step_seconds_low)}–{format_step_seconds(rank.step_seconds_high)}"
 
 
 def _share_and_seconds(share: Optional[float], seconds: Optional[float]) -> str:
-    return _pct(share) + (f" {_seconds(seconds)}/step" if seconds is not None else "")
+    return _pct(share) + (f" {format_step_seconds(seconds)}/step" if seconds is not None else "")
 
 
 def _change(change: NamedChange) -> str:
     name = change.name if len(change.name) <= 70 else change.name[:69] + "…"
-    before = _seconds(change.before_seconds) if change.before_seconds is not None else "not in the top"
-    after = _seconds(change.after_seconds) if change.after_seconds is not None else "not in the top"
+    before = format_step_seconds(change.before_seconds) if change.before_seconds is not None else "not in the top"
+    after = format_step_seconds(change.after_seconds) if change.after_seconds is not None else "not in the top"
     delta = change.change_seconds
-    moved = f" ({'+' if delta >= 0 else '−'}{_seconds(abs(delta))})" if delta is not None else ""
+    moved = f" ({'+' if delta >= 0 else '−'}{format_step_seconds(abs(delta))})" if delta is not None else ""
     return f"{before} → {after}{moved}  {name}"
 
 
 def _named(items: Sequence[NamedSeconds]) -> str:
     shown = sorted(items, key=lambda item: -item.seconds)[:TOP_SHOWN]
-    return "; ".join(f"{_short(item.name)} {_seconds(item.seconds)}" for item in shown)
+    return "; ".join(f"{_short(item.name)} {format_step_seconds(item.seconds)}" for item in shown)
 
 
 def _short(name: str) -> str:
@@ -192,4 +186,3 @@ def _pct(value: Optional[float]) -> str:
     return "n/a" if value is None else f"{value:.1%}"
 
 
-_seconds = format_step_seconds

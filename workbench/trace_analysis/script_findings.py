@@ -75,7 +75,7 @@ def _launch_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
     if figure is None or figure < LAUNCH_BOUND_HOST_WAIT:
         return None
     graphs = _graph_launch_seconds(rank)
-    already = (f"; CUDA graphs already launch part of each step ({_seconds(graphs / rank.steps)} of cudaGraphLaunch "
+    already = (f"; CUDA graphs already launch part of each step ({format_step_seconds(graphs / rank.steps)} of cudaGraphLaunch "
                f"per step): the host work left outside them sets the pace" if graphs and rank.steps else "")
     idle = f"the GPU sat idle waiting for the host to launch work {_pct(figure)} of {_window(rank)}"
     loading = (" (no DataLoader spans in the trace: any time the host spent loading data is in this figure)"
@@ -84,7 +84,8 @@ def _launch_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
             f"(threshold {_pct(LAUNCH_BOUND_HOST_WAIT)}).")
     findings = []
     sync = _sync_every_step(rank)
-    sync_share = sync.seconds / sum(rank.step_seconds) if sync is not None and sum(rank.step_seconds) > 0 else 0.0
+    steps_seconds = sum(rank.step_seconds)
+    sync_share = sync.seconds / steps_seconds if sync is not None and steps_seconds > 0 else 0.0
     if sync is not None and sync_share >= SYNC_WAIT_SHARE:
         caller, _, call = sync.name.rpartition(" → ")
         where = (f"{call} called from {caller}" if caller and not caller.startswith("(")
@@ -103,7 +104,7 @@ def _launch_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
         # launch remedies are not offered beside it (on an H100, taking the .item() out alone took the idle from
         # 24 % to 2 %). Take it out and trace again: what idle is left is what a launch finding would read.
         return figure, [Finding(
-            kind="sync-in-loop", text=f"A sync in the loop: every step waits in {where}: {_seconds(sync.seconds)} in "
+            kind="sync-in-loop", text=f"A sync in the loop: every step waits in {where}: {format_step_seconds(sync.seconds)} in "
             f"{sync.count or 'its'} calls, {_pct(sync_share)} of the steps (threshold {_pct(SYNC_WAIT_SHARE)}): the "
             f"host was that far ahead of the GPU, and after each sync the GPU waits for the launches that follow: "
             f"{idle}. Take it out first and trace again: the idle it leaves is what to judge the launches by.",
@@ -193,7 +194,7 @@ def _launch_detail(rank: RankReport) -> str:
     launches = sum(seconds for name, seconds in rank.runtime_calls.items() if "launch" in name.lower())
     if rank.steps < 1 or launches <= 0:
         return ""
-    return f" ({rank.kernels / rank.steps:,.0f} kernels and {_seconds(launches / rank.steps)} of launch calls per step)"
+    return f" ({rank.kernels / rank.steps:,.0f} kernels and {format_step_seconds(launches / rank.steps)} of launch calls per step)"
 
 
 def _sync_every_step(rank: RankReport) -> Optional[NamedSeconds]:
@@ -225,7 +226,6 @@ def _pct(value: float) -> str:
     return f"{value:.0%}"
 
 
-_seconds = format_step_seconds
 
 
 def with_findings(report: TraceReport) -> TraceReport:
