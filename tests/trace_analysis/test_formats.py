@@ -83,6 +83,31 @@ def test_hip_launches_make_idle_a_host_wait_as_cuda_launches_do(tmp_path):
     assert rank.runtime_calls == {"hipLaunchKernel": pytest.approx(10e-6)}
 
 
+def test_rocms_blit_kernels_are_copies_and_fills_in_ours_and_compute_in_htas_rules(tmp_path):
+    """ROCm's runtime copies and fills memory with kernels of its own (__amd_rocclr_copyBuffer…,
+    __amd_rocclr_fillBufferAligned…): ours counts them as copies and fills, HTA (and its replay) as compute."""
+    events = [step(1, 0, 1000), step(2, 1000, 1000),
+              runtime("hipMemcpyAsync", 10, 5, 1), kernel("__amd_rocclr_copyBuffer", 100, 200, 1),
+              runtime("hipMemsetAsync", 20, 5, 2), kernel("__amd_rocclr_fillBufferAligned", 300, 100, 2),
+              runtime("hipLaunchKernel", 30, 5, 3), kernel("Cijk_gemm", 400, 400, 3)]
+    rank = only_rank(write(tmp_path / "t.json", trace(events)))
+    assert rank.memory_share == pytest.approx(300 / 2000) and rank.compute_share == pytest.approx(400 / 2000)
+    assert [(c.name, c.count) for c in rank.top_copies] == [("__amd_rocclr_copyBuffer", 1),
+                                                            ("__amd_rocclr_fillBufferAligned", 1)]
+    assert [k.name for k in rank.top_kernels] == ["Cijk_gemm"]
+    assert rank.gpu_span["compute_share"] == pytest.approx(1.0)  # HTA's window: 100–800 µs, all of it "compute"
+
+
+def test_htas_rules_count_a_collective_by_its_name_as_hta_does(tmp_path):
+    """HTA keeps a kernel out of compute by its name's start ("nccl…"); ours knows "void ncclKernel…" as
+    communication too, but the figures over HTA's window follow HTA's rule to the letter."""
+    events = [*launched("ncclKernel_AllReduce", 0, 100, 100, 1),
+              *launched("void ncclKernel_Broadcast", 10, 200, 100, 2)]
+    rank = only_rank(write(tmp_path / "t.json", trace(events)))
+    assert rank.communication_share == pytest.approx(1.0)
+    assert rank.gpu_span["compute_share"] == pytest.approx(0.5)
+
+
 def test_the_gpu_is_read_from_the_trace_not_assumed_to_be_device_0(tmp_path):
     events = [step(1, 0, 1000), step(2, 1000, 1000), *launched("k", 10, 100, 500, 1, device=1),
               *launched("k", 1010, 1100, 500, 2, device=1)]

@@ -1,6 +1,7 @@
-"""Truth against HTA on real GPU traces: ../shared/traces (A100s, V100s), and the H100 traces of user-style loops
-in tests/trace_analysis/data/h100 (scripts/make_own_script_gpu_traces.py); HTA 0.5.0's figures on each beside them
-in hta-0.5.0.json (benchmarks/hta_figures.py made the H100 ones).
+"""Truth against HTA on real GPU traces: ../shared/traces (A100s, V100s), the H100 traces of user-style loops
+in tests/trace_analysis/data/h100 (scripts/make_own_script_gpu_traces.py), and an MI250 trace from HTA's own test
+data in tests/trace_analysis/data/mi250 (ROCm: hip* runtime calls, its GPU's index 2); HTA 0.5.0's figures on each
+beside them in hta-0.5.0.json (benchmarks/hta_figures.py made the H100 and MI250 ones).
 
 Our gpu_span counts all device work in HTA's window, at the trace's ns. HTA's differs by exactly two rules
 (docs/gpu-time.md): it drops device work launched outside the steps, and rounds fractional-µs timestamps
@@ -20,6 +21,7 @@ from workbench.trace_analysis import hta_rules, read_report, reading
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
 FIGURES = TRACES / "hta-0.5.0.json"
 H100 = Path(__file__).resolve().parent / "data" / "h100"  # in the repository: always there
+MI250 = Path(__file__).resolve().parent / "data" / "mi250"  # in the repository: always there
 LARGE = {"a100-training.json.gz", "v100-training.json.gz"}  # seconds each to read on a loaded 2-core machine
 HTA_ROUNDING = 0.006  # HTA prints percentages to 2 decimals
 
@@ -27,7 +29,7 @@ HTA_ROUNDING = 0.006  # HTA prints percentages to 2 decimals
 def cases(*, failed: bool = False):
     """(folder, name) of each trace HTA read (``failed``: each HTA could not), the shared ones where present."""
     found = []
-    for folder in (TRACES, H100):
+    for folder in (TRACES, H100, MI250):
         if not (folder / FIGURES.name).is_file():
             found.append(pytest.param(folder, "absent", marks=pytest.mark.skip(reason=f"no {folder / FIGURES.name}")))
             continue

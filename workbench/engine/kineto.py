@@ -5,9 +5,10 @@ into the dict form the test fixtures hold: name, device_type ("DeviceType.CPU" /
 start_ns, end_ns, device_index, device_resource_id (the CUDA stream, or the host thread),
 correlation_id. ``activities(records, device_index)`` classifies them:
 
-- device side, by name, as CUPTI names them: "Memcpy HtoD (Pinned -> Device)" is a copy,
-  "Memset (Device)" a fill, an NCCL / RCCL kernel ("ncclDevKernel_…", "ncclKernel_…") communication,
-  anything else a kernel, except the GPU-row copies of host annotations;
+- device side, by name, as CUPTI names them: "Memcpy HtoD (Pinned -> Device)" is a copy, "Memset (Device)" a
+  fill (ROCm's blit kernels too: "__amd_rocclr_copyBuffer…", "__amd_rocclr_fill…"), an NCCL / RCCL kernel
+  ("ncclDevKernel_…", "ncclKernel_…") communication, anything else a kernel, except the GPU-row copies of host
+  annotations;
 - host side: "cuda…"/"cu…" calls (and ROCm's "hip…") are the runtime/driver API (their correlation id is the one
   CUPTI gives the device work they launched), "ProfilerStep#N" a training step,
   "workbench.data_wait" the loop's wait for the next batch, the rest host ops. The profiler's
@@ -27,6 +28,10 @@ STEP_PREFIX = "ProfilerStep#"
 # Collective kernels, as NCCL and RCCL name them (HTA's rule, hta/common/types.py, with RCCL's and HCCL's names).
 COMMUNICATION_PREFIXES = ("nccl", "rccl", "hccl")
 COMMUNICATION_MARKS = ("ncclKernel", "ncclDevKernel")
+# ROCm's runtime copies and fills memory with blit kernels of its own (CLR's __amd_rocclr_copyBuffer…,
+# __amd_rocclr_fillBufferAligned…), written as kernels: they are copies and fills, not compute. (HTA counts them as
+# compute; its replay in trace_analysis.hta_rules does too.)
+ROCM_COPY_KERNELS, ROCM_FILL_KERNELS = "__amd_rocclr_copy", "__amd_rocclr_fill"
 # Host records that are the profiler's own work, not the program's.
 PROFILER_RECORDS = frozenset({"Activity Buffer Request"})
 # Host ops that torch.compile's code runs under (Dynamo's region, AOTAutograd's forward and backward): they wrap
@@ -76,9 +81,9 @@ def _is_device(device_type: Any) -> bool:
 
 def device_kind(name: str) -> str:
     """A device record's kind by its name: copy, fill, communication (NCCL / RCCL) or compute kernel."""
-    if name.startswith(("Memcpy", "hipMemcpy")):
+    if name.startswith(("Memcpy", "hipMemcpy", ROCM_COPY_KERNELS)):
         return MEMCPY
-    if name.startswith(("Memset", "hipMemset")):
+    if name.startswith(("Memset", "hipMemset", ROCM_FILL_KERNELS)):
         return MEMSET
     if name.startswith(COMMUNICATION_PREFIXES) or any(mark in name for mark in COMMUNICATION_MARKS):
         return COMMUNICATION

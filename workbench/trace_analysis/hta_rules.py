@@ -27,7 +27,7 @@ from collections import defaultdict
 from typing import Optional, Sequence
 
 from workbench.engine import intervals, timeline
-from workbench.engine.timeline import KERNEL, RUNTIME, STEP, Activity
+from workbench.engine.timeline import RUNTIME, STEP, Activity
 
 # An Activity's start_ns, end_ns and (start_ns, end_ns), read in C
 _START, _END, _SPAN = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(0, 1)
@@ -64,16 +64,17 @@ def gpu_span(device: Sequence[Activity], markers: Sequence[Activity] = ()) -> Op
 
 
 def _compute_work(device: Sequence[Activity]) -> list[Activity]:
-    """The kernels HTA calls compute (not NCCL, copies, fills or syncs by name)."""
+    """The device work HTA calls compute: by its name alone (not NCCL, copies, fills or syncs), whatever kind ours
+    gives it. ROCm's blit copies (__amd_rocclr_copyBuffer…) are compute to HTA, and so is a collective whose name
+    does not start with "nccl" ("void ncclKernel…")."""
     compute_names: dict[str, bool] = {}  # a name's class, matched once (a trace has few names, many kernels)
     work = []
     for a in device:
-        if a.kind == KERNEL:
-            is_compute = compute_names.get(a.name)
-            if is_compute is None:
-                is_compute = compute_names[a.name] = not _HTA_NOT_COMPUTE.match(a.name)
-            if is_compute:
-                work.append(a)
+        is_compute = compute_names.get(a.name)
+        if is_compute is None:
+            is_compute = compute_names[a.name] = not _HTA_NOT_COMPUTE.match(a.name)
+        if is_compute:
+            work.append(a)
     return work
 
 
