@@ -193,6 +193,14 @@ def test_the_page_shows_each_ranks_steps_splits_tops_and_findings():
     assert not any(fact.startswith("DataLoader") for fact in second.facts)  # not read: not said, never 0 %
 
 
+def test_a_figure_that_cannot_be_read_says_n_a_as_the_text_report_does():
+    rank = rank_report(idle_for_data_share=None, gpu_span={"idle_share": 0.25, "compute_share": None})
+    (section,) = trace_page(TraceReport("/t.json", (rank,)), "").sections
+    assert "Over HTA's window (first to last GPU event): idle 25.0 %, compute n/a, non-compute n/a" in section.facts[0]
+    assert any(fact.startswith("Waiting for data: n/a (the trace has no DataLoader spans)") for fact in section.facts)
+    assert not any("unknown" in fact for fact in section.facts)
+
+
 def test_a_cpu_only_trace_has_no_gpu_bars_and_says_so():
     rank = rank_report(cpu_only=True, compute_share=None, communication_share=None, memory_share=None,
                        idle_share=None, gpu_span={}, steps=0, step_seconds_median=None)

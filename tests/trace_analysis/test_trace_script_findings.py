@@ -120,6 +120,27 @@ def test_exposed_copies_name_non_blocking():
     assert "non_blocking=True" in finding.change
 
 
+def copy_bound_change(*copies: tuple[str, float]) -> str:
+    rank = rank_report(memory_share=0.2, compute_share=0.55,
+                       top_copies=tuple(NamedSeconds(name, seconds) for name, seconds in copies))
+    (finding,) = findings_for(rank)
+    return finding.change
+
+
+def test_the_copy_bound_change_follows_where_most_of_the_copy_time_goes():
+    """Pinning and non_blocking are for batches copied to the GPU; copies back to the host, within the GPU or
+    fills (ROCm's blit kernels among them) get a change of their own, by where most of the listed time goes."""
+    assert "pin_memory=True" in copy_bound_change(("Memcpy HtoD (Pageable -> Device)", 0.3),
+                                                  ("Memcpy DtoH (Device -> Pageable)", 0.1))
+    assert "uint8" in copy_bound_change(("Memcpy HtoD (Pinned -> Device)", 0.3), ("Memset (Device)", 0.1))
+    to_host = copy_bound_change(("Memcpy HtoD (Pinned -> Device)", 0.1), ("Memcpy DtoH (Device -> Pageable)", 0.3))
+    assert "DtoH" in to_host and "every N steps" in to_host and "pin_memory" not in to_host
+    for on_gpu in (copy_bound_change(("Memcpy DtoD (Device -> Device)", 0.2), ("Memset (Device)", 0.2),
+                                     ("Memcpy HtoD (Pageable -> Device)", 0.3)),
+                   copy_bound_change(("__amd_rocclr_copyBuffer", 0.3), ("__amd_rocclr_fillBufferAligned", 0.1))):
+        assert "on the GPU itself" in on_gpu and "pin_memory" not in on_gpu and "non_blocking" not in on_gpu
+
+
 def test_compute_bound_offers_autocast_unless_the_kernels_already_run_in_16_bit():
     rank = rank_report(compute_share=0.9, idle_share=0.05, memory_share=0.03, communication_share=0.02)
     (finding,) = findings_for(rank)

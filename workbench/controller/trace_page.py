@@ -123,7 +123,7 @@ def _rank_section(rank: RankReport, name_file: bool = False) -> RankSection:
             "; by HTA's rules: " + ", ".join(f"{label} {_percent(as_hta.get(key))}" for label, key in parts)
             if as_hta else ""))
     if not cpu_only and rank.idle_for_data_share is None:
-        facts.append("Waiting for data: unknown (the trace has no DataLoader spans): time the host spent loading "
+        facts.append("Waiting for data: n/a (the trace has no DataLoader spans): time the host spent loading "
                      "data is counted as waiting for the host")
     if rank.dataloader_share is not None:
         facts.append(f"DataLoader: {_percent(rank.dataloader_share)} of "
@@ -186,5 +186,5 @@ def _short(name: str) -> str:
 
 
 def _percent(value: Optional[float]) -> str:
-    return "unknown" if value is None else f"{value * 100:.1f} %"
+    return "n/a" if value is None else f"{value * 100:.1f} %"  # "n/a", as the text report says it
 

@@ -35,6 +35,10 @@ COPY_OPS = frozenset({"aten::to", "aten::_to_copy", "aten::copy_"})
 GRAPH_LAUNCH_MARK = "GraphLaunch"  # cudaGraphLaunch, hipGraphLaunch
 FUSABLE_OPTIMIZERS = frozenset({"Adam", "AdamW", "SGD"})  # torch.optim classes that take fused=True on CUDA
 PAGEABLE_MARK = "Pageable"  # CUPTI's name of a copy from pageable memory: "Memcpy HtoD (Pageable -> Device)"
+# A copy's direction in its name ("Memcpy HtoD (Pinned -> Device)", "Memcpy DtoH (Device -> Pageable)"); other
+# copies (DtoD, PtoP), fills and ROCm's blit kernels stay on the GPUs.
+TO_GPU_MARK, TO_HOST_MARK = "HtoD", "DtoH"
+TO_GPU, TO_HOST, ON_DEVICE = "to the GPU", "to the host", "on the GPU"
 HALF_PRECISION_MARKS = ("bf16", "fp16", "f16", "half", "h884", "h1688", "h16816", "hmma", "bfloat16")
 
 
@@ -149,8 +153,16 @@ def _exposed_memory(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
         return None
     head = (f"Copy-bound: copies and fills not hidden behind compute took {_pct(figure)} of {_window(rank)} "
             f"(threshold {_pct(EXPOSED_MEMORY_SHARE)}).")
-    to_gpu = [copy for copy in rank.top_copies if "HtoD" in copy.name]
-    if to_gpu and not any(PAGEABLE_MARK in copy.name for copy in to_gpu):
+    direction = _copies_mostly(rank.top_copies)
+    if direction == TO_HOST:
+        change = ("copies back to the host (Memcpy DtoH) take most of that time: keep per-step values on the GPU "
+                  "(sum the loss and the metrics into tensors there) and copy them out every N steps or at the end")
+    elif direction == ON_DEVICE:
+        change = ("copies and fills on the GPU itself (device to device, memset) take most of that time: make "
+                  "buffers once and reuse them rather than each step (torch.zeros, torch.cat, .clone(), "
+                  ".contiguous() in the loop), and clear gradients with optimizer.zero_grad(set_to_none=True)")
+    elif direction == TO_GPU and not any(PAGEABLE_MARK in copy.name for copy in rank.top_copies
+                                         if TO_GPU_MARK in copy.name):
         change = ("send fewer bytes: the batches already come from pinned memory, so what is left is their size; "
                   "uint8 images are a quarter of float32's: copy them as they are and convert and normalise on "
                   "the GPU (images.to(device, non_blocking=True).float().div_(255))")
@@ -159,6 +171,17 @@ def _exposed_memory(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
                   "of the next batch overlaps the step's kernels instead of stalling them")
     return figure, [Finding(kind="copy-bound", text=head, figure=figure, threshold=EXPOSED_MEMORY_SHARE,
                             change=change)]
+
+
+def _copies_mostly(copies: tuple[NamedSeconds, ...]) -> Optional[str]:
+    """Where the listed copies and fills mostly go, by their time: TO_GPU, TO_HOST or ON_DEVICE (copies within a
+    GPU or between GPUs, fills, ROCm's blit kernels); None without any."""
+    seconds = {TO_GPU: 0.0, TO_HOST: 0.0, ON_DEVICE: 0.0}
+    for copy in copies:
+        where = TO_GPU if TO_GPU_MARK in copy.name else TO_HOST if TO_HOST_MARK in copy.name else ON_DEVICE
+        seconds[where] += copy.seconds
+    most = max(seconds, key=lambda where: seconds[where])
+    return most if seconds[most] > 0 else None
 
 
 def _compute_bound(rank: RankReport) -> list[Finding]:
