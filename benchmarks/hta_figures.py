@@ -35,7 +35,7 @@ def trace_facts(path: Path) -> dict[str, Any]:
         trace = json.load(file)
     events = trace.get("traceEvents", [])
     devices = {event["args"]["device"] for event in events
-               if event.get("cat") == "kernel" and isinstance(event.get("args", {}).get("device"), int)}
+               if event.get("cat") in ("kernel", "Kernel") and isinstance(event.get("args", {}).get("device"), int)}
     steps = {event["name"] for event in events if str(event.get("name", "")).startswith("ProfilerStep#")}
     info = trace.get("distributedInfo") or {}
     return {"gpu": sorted({p["name"] for p in trace.get("deviceProperties", []) if "name" in p}),

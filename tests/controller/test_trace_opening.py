@@ -206,7 +206,7 @@ def test_a_cpu_only_trace_has_no_gpu_bars_and_says_so():
                        idle_share=None, gpu_span={}, steps=0, step_seconds_median=None)
     (section,) = trace_page(TraceReport("/t.json", (rank,)), "").sections
     assert section.gpu_time == () and section.idle == ()
-    assert section.facts[0].startswith("A CPU-only trace")
+    assert section.facts[0].startswith("No GPU work read from this trace")
     assert section.steps.startswith("No ProfilerStep#N")
 
 

@@ -113,7 +113,7 @@ def _rank_section(rank: RankReport, name_file: bool = False) -> RankSection:
     idle = () if cpu_only or not rank.idle_share else _shares(rank, IDLE_PARTS)
     facts = []
     if cpu_only:
-        facts.append("A CPU-only trace: it holds no GPU work, so there is no GPU time to split")
+        facts.append("No GPU work read from this trace (the notes say why), so there is no GPU time to split")
     else:
         span = rank.gpu_span or {}
         parts = (("idle", "idle_share"), ("compute", "compute_share"), ("non-compute", "non_compute_share"))

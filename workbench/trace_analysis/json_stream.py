@@ -46,6 +46,8 @@ MAX_META_CHARS = 4 * 1024**2
 # read, 15 % of the decoding time), and cancellation is asked every ~4,500 events
 CHUNK_CHARS = 1024**2
 
+# PyTorch's execution trace (torch.profiler.ExecutionTraceObserver) holds its ops under this key, and no events.
+EXECUTION_TRACE_KEY = "nodes"
 _TAIL_CHARS = 65536  # the end of the buffer searched for the last event boundary
 _EVENT_BOUNDARY = re.compile(r"\}\s*,\s*(?=\{)")
 _SPACE = re.compile(r"[ \t\r\n]*")
@@ -170,6 +172,9 @@ def _top_level(text: io.TextIOWrapper, raw: _CountingReader, progress: Optional[
                 raise TraceError("\"traceEvents\" is not a list")
             reader.pos += 1
             yield from ((None, batch) for batch in reader.array_batches())
+        elif key == EXECUTION_TRACE_KEY and not events_read:
+            raise TraceError("is a PyTorch execution trace (ExecutionTraceObserver's graph of ops), not a profiler "
+                             "trace: it holds no timeline; open the torch.profiler trace taken beside it")
         else:
             yield key, reader.value(MAX_META_CHARS, f"a top-level {_quoted(key)}")
     if reader.peek_nonspace() != "":

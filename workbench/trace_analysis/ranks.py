@@ -20,6 +20,8 @@ from workbench.trace_analysis import hta_rules
 from workbench.trace_analysis.model import NamedSeconds, RankReport, ScriptTraits
 
 TOP_COUNT = 10
+# CUPTI's range profiler (torch.profiler with profiler_metrics) writes its counter ranges in place of the kernels.
+RANGE_PROFILER_CATEGORY = "cuda_profiler_range"
 SYNC_MARK = "Synchronize"  # cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, hip…, cuCtxSynchronize
 
 
@@ -44,6 +46,8 @@ class RankEvents:
     fractional_timestamps: bool = False  # some ts in the file has a fraction of a µs (HTA then rounds)
     traits: ScriptTraits = field(default_factory=ScriptTraits)  # what the script already does (its op names)
     events_skipped: int = 0  # events the reader could not read (mistyped fields, not objects, …), named in notes
+    # spans of categories the reader does not read, other than the host's own (python_function, …): category → count
+    unread_categories: dict[str, int] = field(default_factory=dict)
 
     @property
     def launches_and_steps(self) -> list[Activity]:
@@ -67,6 +71,15 @@ def analyse(events: RankEvents) -> RankReport:
     if cpu_only and events.events_skipped:  # the file's device events may be among those that could not be read
         notes.append(f"no kernel, copy or fill event could be read ({events.events_skipped:,} events skipped, named "
                      "above), so the GPU figures cannot be read")
+    elif cpu_only and RANGE_PROFILER_CATEGORY in events.unread_categories:
+        notes.append(f"no kernel timeline: CUPTI's range profiler (torch.profiler's experimental_config with "
+                     f"profiler_metrics) wrote counter ranges ({RANGE_PROFILER_CATEGORY}) in its place, so the GPU "
+                     "figures cannot be read; profile without profiler_metrics to get them")
+    elif cpu_only and events.unread_categories:
+        named = ", ".join(f"{category} ({count:,})" for category, count in
+                          sorted(events.unread_categories.items(), key=lambda item: -item[1])[:4])
+        notes.append(f"no kernel, copy or fill event of a CUDA or ROCm GPU: the trace's other spans are of categories "
+                     f"this reader does not read ({named}), so the GPU figures cannot be read")
     elif cpu_only:
         notes.append("a CPU-only trace: it holds no kernel, copy or fill events, so the GPU figures cannot be read")
     if steps:

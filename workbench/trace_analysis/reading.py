@@ -203,6 +203,7 @@ class ParsedTrace:
     host_by_thread: dict[int, list[Activity]] = field(default_factory=lambda: defaultdict(list))  # all host activities
     host_ops: dict[int, list[Activity]] = field(default_factory=lambda: defaultdict(list))  # cpu ops
     skipped: Counter = field(default_factory=Counter)  # reason → events skipped
+    unread_categories: dict[str, int] = field(default_factory=dict)  # category this reader does not read → its spans
     events: int = 0
     fractional_timestamps: bool = False
     # name → (one copy of it, its kind), host ops and device events apart (a name may be both)
@@ -252,7 +253,9 @@ class ParsedTrace:
                 data_waits=self.data_waits,
                 host_by_thread=host_by_thread, host_ops_by_thread=host_ops, notes=list(notes),
                 fractional_timestamps=self.fractional_timestamps, traits=traits,
-                events_skipped=sum(self.skipped.values()))
+                events_skipped=sum(self.skipped.values()),
+                unread_categories={category: count for category, count in self.unread_categories.items()
+                                   if category not in HOST_ONLY_CATEGORIES})
 
         if not indices:
             return [rank_events(base_rank, None, [], [])]
@@ -294,6 +297,8 @@ class ParsedTrace:
                                                                self.gpu_markers)
         make = tuple.__new__
         skipped = self.skipped
+        unread = self.unread_categories
+        unread_count = unread.get
         for event in batch:
             ts = event.ts
             whole_ts = type(ts) is int
@@ -303,8 +308,10 @@ class ParsedTrace:
                 continue
             cat = event.cat
             side = side_of(cat) if type(cat) is str else None  # a list or an object is no category (nor hashable)
-            if side is None:
-                continue  # Python frames, the profiler's own spans, GPU copies of annotations, flow arrows
+            if side is None:  # Python frames, the profiler's own spans, another device's events: counted, not read
+                if type(cat) is str:
+                    unread[cat] = unread_count(cat, 0) + 1
+                continue
             name = event.name
             dur = event.dur
             whole_dur = type(dur) is int
@@ -376,6 +383,8 @@ class ParsedTrace:
                 kind = kineto.device_kind(name) if side == "kernel" else side if side != _MARKER else "marker"
                 known = device_names[name] = (name, kind)
             name, kind = known
+            if side is _MARKER and stream == NO_STREAM:
+                continue  # CUPTI's Event Sync and Context Sync: a host's wait, on no stream (HTA leaves them out too)
             target = gpu_markers if side is _MARKER else device_work
             target[device].append(make(Activity, (start, end, kind, stream, name, correlation)))
         self.fractional_timestamps = fractional
@@ -408,6 +417,7 @@ def _host_op_kind(name: str) -> Optional[str]:
     return CPU_OP
 
 
+NO_STREAM = -1  # the stream CUPTI gives a sync record that waits on no stream (an event's, the context's)
 _OP, _HOST_OP, _RUNTIME, _MARKER = "op", "host op", "runtime", "gpu marker"  # _OP: a host op of OP_CATEGORIES
 _GPU_ANNOTATION = "gpu annotation"
 # Category → how an event of it is read: a device kind ("kernel" is split further by name), or one of the above.
@@ -475,6 +485,9 @@ def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,
     return parsed
 
 
+# Categories of spans the reader passes over that are the host's own (Python frames, the profiler's span of the
+# trace): the others it passes over may be a device's it does not read (an MTIA's, CUPTI's range profiler's).
+HOST_ONLY_CATEGORIES = frozenset({"python_function", "Python", "Trace", "overhead"})
 # GPUs one file may name (a node holds 8 or 16; one process usually drives one).
 MAX_GPUS_PER_FILE = 64
 # The top-level keys beside the events that the reader uses.
