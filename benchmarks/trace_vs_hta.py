@@ -162,10 +162,12 @@ def replayed(path: Path) -> dict[str, dict[str, float]]:
     return result
 
 
-def traces_in(folder: Path) -> list[tuple[str, Path]]:
-    """(name as hta-0.5.0.json keys it, path to read): single files, and each folder of ranks as one job."""
+def traces_in(folder: Path, committed: dict[str, Any]) -> list[tuple[str, Path]]:
+    """(name as hta-0.5.0.json keys it, path to read): single files, and each folder of ranks as one job (a folder
+    whose files the committed figures do not name, such as traces without a GPU timeline, is not one)."""
     found = [(p.name, p) for p in sorted(folder.glob("*.json.gz"))]
-    found += [(p.name + "/", p) for p in sorted(folder.iterdir()) if p.is_dir()]
+    found += [(p.name + "/", p) for p in sorted(folder.iterdir())
+              if p.is_dir() and any(key.startswith(p.name + "/") for key in committed)]
     return found
 
 
@@ -203,7 +205,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     committed = json.loads((args.traces / COMMITTED).read_text())
     hta_python = args.hta_python or (sys.executable if _has_hta() else None)
     rows = []
-    for name, path in traces_in(args.traces):
+    for name, path in traces_in(args.traces, committed):
         reads = _interleaved({"ours": sys.executable, "hta": hta_python}, str(path), args.repeats)
         ours, live = reads["ours"], reads["hta"]
         assert ours is not None
