@@ -116,11 +116,14 @@ def test_the_gpu_is_read_from_the_trace_not_assumed_to_be_device_0(tmp_path):
     assert rank.compute_share == pytest.approx(0.5)
 
 
-def test_the_device_name_comes_from_the_trace_properties(tmp_path):
+def test_the_device_name_and_compute_capability_come_from_the_trace_properties(tmp_path):
     events = [*launched("k", 10, 100, 500, 1, device=2)]
-    properties = [{"id": 0, "name": "NVIDIA A100"}, {"id": 2, "name": "NVIDIA H100 80GB HBM3"}]
-    assert only_rank(write(tmp_path / "t.json", trace(events, deviceProperties=properties))).device == \
-        "NVIDIA H100 80GB HBM3"
+    properties = [{"id": 0, "name": "NVIDIA A100", "computeMajor": 8, "computeMinor": 0},
+                  {"id": 2, "name": "Tesla T4", "computeMajor": 7, "computeMinor": 5}]
+    rank = only_rank(write(tmp_path / "t.json", trace(events, deviceProperties=properties)))
+    assert (rank.device, rank.compute_capability) == ("Tesla T4", (7, 5))
+    properties[1] = {"id": 2, "name": "Tesla T4", "computeMajor": "seven"}  # mistyped: not known, never guessed
+    assert only_rank(write(tmp_path / "t.json", trace(events, deviceProperties=properties))).compute_capability is None
 
 
 def test_a_file_with_two_gpus_gives_one_report_per_gpu(tmp_path):

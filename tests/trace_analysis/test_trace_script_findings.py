@@ -152,6 +152,18 @@ def test_compute_bound_offers_autocast_unless_the_kernels_already_run_in_16_bit(
     assert "torch.autocast" not in finding.change and "torch.compile" in finding.change
 
 
+def test_compute_bound_names_float16_and_a_grad_scaler_on_a_gpu_without_bfloat16_tensor_cores():
+    """A V100 (7.0) or a T4 (7.5) has float16 tensor cores, not bfloat16 ones: the trace's deviceProperties say
+    which GPU ran it, so the change names the one that helps there."""
+    busy = dict(compute_share=0.9, idle_share=0.05, memory_share=0.03, communication_share=0.02)
+    (v100,) = findings_for(rank_report(**busy, compute_capability=(7, 0)))
+    assert "dtype=torch.float16" in v100.change and "GradScaler" in v100.change and "7.0" in v100.change
+    (a100,) = findings_for(rank_report(**busy, compute_capability=(8, 0)))
+    assert "dtype=torch.bfloat16" in a100.change and "GradScaler" not in a100.change
+    (unknown,) = findings_for(rank_report(**busy))
+    assert "dtype=torch.bfloat16" in unknown.change and "float16 with torch.amp.GradScaler before" in unknown.change
+
+
 def test_the_costliest_problem_comes_first():
     rank = rank_report(dataloader_share=0.2, communication_share=0.3, compute_share=0.45)
     assert kinds(rank) == ["communication-bound", "input-bound"]

@@ -99,6 +99,7 @@ class RankReport:
     traits: ScriptTraits = ScriptTraits()
     top_copies: tuple[NamedSeconds, ...] = ()  # copies and fills by name ("Memcpy HtoD (Pageable -> Device)")
     file: str = ""  # the file the rank was read from (a folder's reports name it)
+    compute_capability: Optional[tuple[int, int]] = None  # the GPU's (major, minor), where deviceProperties has it
 
 
 @dataclass(frozen=True)

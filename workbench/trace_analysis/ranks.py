@@ -32,6 +32,7 @@ class RankEvents:
     rank: int
     device_index: Optional[int]
     device: str
+    compute_capability: Optional[tuple[int, int]] = None  # from deviceProperties, where the file writes it
     device_work: list[Activity] = field(default_factory=list)  # kernels, communication, copies, fills of this GPU
     gpu_markers: list[Activity] = field(default_factory=list)  # other stream events (CUPTI's sync records)
     # The host's activities, apart by kind as the analysis reads them, each list in the file's order:
@@ -107,6 +108,7 @@ def analyse(events: RankEvents) -> RankReport:
     return RankReport(
         rank=events.rank,
         device=events.device,
+        compute_capability=events.compute_capability,
         steps=len(steps),
         step_seconds=step_seconds,
         step_seconds_median=median,

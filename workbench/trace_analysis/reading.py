@@ -248,7 +248,8 @@ class ParsedTrace:
         def rank_events(rank: int, index: Optional[int], device_work: list[Activity], gpu_markers: list[Activity]
                         ) -> ranks.RankEvents:
             return ranks.RankEvents(
-                rank=rank, device_index=index, device=self._device_name(index), device_work=device_work,
+                rank=rank, device_index=index, device=self._device_name(index),
+                compute_capability=self._compute_capability(index), device_work=device_work,
                 gpu_markers=gpu_markers, runtime=self.runtime, steps=self.steps, gpu_steps=self.gpu_steps,
                 data_waits=self.data_waits,
                 host_by_thread=host_by_thread, host_ops_by_thread=host_ops, notes=list(notes),
@@ -266,15 +267,30 @@ class ParsedTrace:
                 for position, index in enumerate(indices)]
 
     def _device_name(self, index: Optional[int]) -> str:
-        properties = self.meta.get("deviceProperties")
-        if isinstance(properties, list):
-            named = [p for p in properties if isinstance(p, dict) and isinstance(p.get("name"), str)]
-            match = [p["name"] for p in named if _int(p.get("id")) == index]
-            if match:
-                return str(match[0])
-            if len(named) == 1:  # one GPU visible to the process (its index remapped by CUDA_VISIBLE_DEVICES)
-                return str(named[0]["name"])
+        properties = self._device_properties(index)
+        if properties is not None:
+            return str(properties["name"])
         return f"cuda:{index}" if index is not None else "unknown"
+
+    def _compute_capability(self, index: Optional[int]) -> Optional[tuple[int, int]]:
+        """The GPU's (major, minor) from deviceProperties (computeMajor, computeMinor); None where not written."""
+        properties = self._device_properties(index)
+        if properties is None:
+            return None
+        major, minor = _int(properties.get("computeMajor")), _int(properties.get("computeMinor"))
+        return (major, minor) if major is not None and minor is not None and 0 <= major < 100 else None
+
+    def _device_properties(self, index: Optional[int]) -> Optional[dict[str, Any]]:
+        """The deviceProperties entry of the GPU with this index (the only one, where the file lists one GPU: its
+        index remapped by CUDA_VISIBLE_DEVICES); None without a named one."""
+        properties = self.meta.get("deviceProperties")
+        if not isinstance(properties, list):
+            return None
+        named = [p for p in properties if isinstance(p, dict) and isinstance(p.get("name"), str)]
+        match = [p for p in named if _int(p.get("id")) == index]
+        if match:
+            return match[0]
+        return named[0] if len(named) == 1 else None
 
     def add_batch(self, batch: list[Any]) -> None:
         """Sort a batch of trace events into the activities (or count why each was skipped). The hot loop of a

@@ -39,6 +39,8 @@ PAGEABLE_MARK = "Pageable"  # CUPTI's name of a copy from pageable memory: "Memc
 # copies (DtoD, PtoP), fills and ROCm's blit kernels stay on the GPUs.
 TO_GPU_MARK, TO_HOST_MARK = "HtoD", "DtoH"
 TO_GPU, TO_HOST, ON_DEVICE = "to the GPU", "to the host", "on the GPU"
+# bfloat16 tensor cores came with Ampere (compute capability 8.0); a V100 (7.0) or a T4 (7.5) has float16 ones.
+BFLOAT16_TENSOR_CORES = (8, 0)
 HALF_PRECISION_MARKS = ("bf16", "fp16", "f16", "half", "h884", "h1688", "h16816", "hmma", "bfloat16")
 
 
@@ -197,10 +199,16 @@ def _compute_bound(rank: RankReport) -> list[Finding]:
     elif _runs_half_precision(rank):
         change = ("model = torch.compile(model): the math already runs in 16-bit; fusing the elementwise work "
                   "between the big kernels is what is left, then a smaller model or a faster GPU")
+    elif rank.compute_capability is not None and rank.compute_capability < BFLOAT16_TENSOR_CORES:
+        major, minor = rank.compute_capability
+        change = (f"with torch.autocast(device_type=\"cuda\", dtype=torch.float16): around the forward pass and "
+                  f"loss, the loss scaled by torch.amp.GradScaler(\"cuda\"): this GPU (compute capability "
+                  f"{major}.{minor}) has float16 tensor cores and no bfloat16 ones; tensor-core math at half the bytes")
     else:
+        known = rank.compute_capability is not None
         change = ("with torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16): around the forward pass and "
-                  "loss (bf16 on Ampere and newer; float16 with torch.amp.GradScaler before that): tensor-core "
-                  "math at half the bytes")
+                  "loss" + ("" if known else " (bf16 on Ampere and newer; float16 with torch.amp.GradScaler before "
+                                             "that)") + ": tensor-core math at half the bytes")
     return [Finding(kind="compute-bound", text=head, figure=figure, threshold=COMPUTE_BOUND_BUSY, change=change)]
 
 
