@@ -22,6 +22,7 @@ from workbench.trace_analysis.model import TraceCancelled
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
 H100 = Path(__file__).resolve().parents[1] / "trace_analysis" / "data" / "h100"  # in the repository
+HTA_TESTS = Path(__file__).resolve().parents[1] / "trace_analysis" / "data" / "hta-tests"  # in the repository
 needs_traces = pytest.mark.skipif(not (TRACES / "two-ranks").is_dir(), reason="../shared/traces is not beside the checkout")
 
 
@@ -190,3 +191,13 @@ def test_closing_the_window_mid_read_cancels_the_read(qtbot, window, tmp_path, s
     assert wait_for_background_calls(10_000), "the read went on after the window closed"
     assert saw_cancel.is_set()
     assert store.list_runs() == []
+
+
+def test_a_trace_without_a_gpu_timeline_says_why_in_the_tab(qtbot, window, store):
+    """CUPTI's range profiler wrote counter ranges in place of the kernels: the tab says no GPU work was read and
+    why, draws no GPU bars, and does not call the trace CPU-only."""
+    drop(window, [HTA_TESTS / "no-gpu-timeline" / "a100-cupti-range-profiler.json.gz"])
+    qtbot.waitUntil(lambda: not window.trace_tab.busy, timeout=60_000)
+    text = window.trace_tab.report.toPlainText()
+    assert "No GPU work read from this trace" in text and "profiler_metrics" in text
+    assert "CPU-only" not in text and "GPU time over the steps" not in text

@@ -9,7 +9,8 @@ import pytest
 
 from trace_builders import kernel, op, step, trace, write
 from workbench.trace_analysis import read_report
-from workbench.trace_analysis.model import TraceError
+from workbench.trace_analysis.model import TraceError, TraceReport
+from workbench.trace_analysis.report_text import report_lines
 
 NO_TIMELINE = Path(__file__).resolve().parent / "data" / "hta-tests" / "no-gpu-timeline"
 
@@ -18,6 +19,8 @@ def test_cuptis_range_profiler_trace_says_the_counters_took_the_timelines_place(
     """torch.profiler with experimental_config's profiler_metrics: CUPTI writes counter ranges, not kernels."""
     (rank,) = read_report(NO_TIMELINE / "a100-cupti-range-profiler.json.gz").ranks
     assert rank.cpu_only and rank.gpu_span is None and rank.idle_share is None
+    assert rank.device == "NVIDIA A100-PG509-200"  # no work names its GPU, but the file lists eight of one kind
+    assert "figures over the first to the last host event" in "\n".join(report_lines(TraceReport("t", (rank,))))
     (note,) = [note for note in rank.notes if "range profiler" in note]
     assert "profiler_metrics" in note and "cuda_profiler_range" in note
     assert not any("CPU-only" in note for note in rank.notes)

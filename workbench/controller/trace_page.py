@@ -161,7 +161,8 @@ def _finding_lines(rank: RankReport) -> tuple[FindingLine, ...]:
 
 def _steps_text(rank: RankReport) -> str:
     if rank.steps == 0 or rank.step_seconds_median is None:
-        return "No ProfilerStep#N in the trace: the figures are over the first to the last GPU event"
+        over = "the first to the last host event" if rank.cpu_only else "the first to the last GPU event"
+        return f"No ProfilerStep#N in the trace: the figures are over {over}"
     text = (f"{rank.steps} step{'s' if rank.steps != 1 else ''} (ProfilerStep#N), "
             f"{format_step_seconds(rank.step_seconds_median)} each (median)")
     if rank.step_seconds_low is not None and rank.step_seconds_high is not None:

@@ -270,7 +270,10 @@ class ParsedTrace:
         properties = self._device_properties(index)
         if properties is not None:
             return str(properties["name"])
-        return f"cuda:{index}" if index is not None else "unknown"
+        if index is None:  # no device work read: the GPUs the file lists, where they are all of one kind
+            names = {p["name"] for p in self._named_properties()}
+            return names.pop() if len(names) == 1 else "unknown"
+        return f"cuda:{index}"
 
     def _compute_capability(self, index: Optional[int]) -> Optional[tuple[int, int]]:
         """The GPU's (major, minor) from deviceProperties (computeMajor, computeMinor); None where not written."""
@@ -283,14 +286,17 @@ class ParsedTrace:
     def _device_properties(self, index: Optional[int]) -> Optional[dict[str, Any]]:
         """The deviceProperties entry of the GPU with this index (the only one, where the file lists one GPU: its
         index remapped by CUDA_VISIBLE_DEVICES); None without a named one."""
-        properties = self.meta.get("deviceProperties")
-        if not isinstance(properties, list):
-            return None
-        named = [p for p in properties if isinstance(p, dict) and isinstance(p.get("name"), str)]
+        named = self._named_properties()
         match = [p for p in named if _int(p.get("id")) == index]
         if match:
             return match[0]
         return named[0] if len(named) == 1 else None
+
+    def _named_properties(self) -> list[dict[str, Any]]:
+        properties = self.meta.get("deviceProperties")
+        if not isinstance(properties, list):
+            return []
+        return [p for p in properties if isinstance(p, dict) and isinstance(p.get("name"), str)]
 
     def add_batch(self, batch: list[Any]) -> None:
         """Sort a batch of trace events into the activities (or count why each was skipped). The hot loop of a

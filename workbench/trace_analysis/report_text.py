@@ -147,7 +147,8 @@ def _step_summary(rank: RankReport) -> str:
 
 def _steps_line(rank: RankReport) -> str:
     if rank.steps == 0 or rank.step_seconds_median is None:
-        return "steps: none found (no ProfilerStep#N): figures over the first to the last GPU event"
+        over = "the first to the last host event" if rank.cpu_only else "the first to the last GPU event"
+        return f"steps: none found (no ProfilerStep#N): figures over {over}"
     each = ", ".join(format_step_seconds(seconds) for seconds in rank.step_seconds[:8])
     more = f", … ({len(rank.step_seconds) - 8} more)" if len(rank.step_seconds) > 8 else ""
     return (f"{rank.steps} steps: median {format_step_seconds(rank.step_seconds_median)} ({_spread(rank)}); "
