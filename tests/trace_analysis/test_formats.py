@@ -83,6 +83,16 @@ def test_hip_launches_make_idle_a_host_wait_as_cuda_launches_do(tmp_path):
     assert rank.runtime_calls == {"hipLaunchKernel": pytest.approx(10e-6)}
 
 
+def test_a_sync_record_on_no_stream_is_left_out_as_hta_leaves_it(tmp_path):
+    """CUPTI's Event Sync and Context Sync carry stream -1 (or none): a host's wait, not the GPU's; counting them
+    widened HTA's window past the last kernel."""
+    events = [*launched("k", 0, 100, 100, 1),
+              {**kernel("Event Sync", 300, 50, 2, stream=-1), "cat": "cuda_sync"},
+              {**kernel("Context Sync", 400, 50, 3), "cat": "cuda_sync", "args": {"device": 0, "correlation": 3}}]
+    rank = only_rank(write(tmp_path / "t.json", trace(events)))
+    assert rank.gpu_span_window_ns == (100_000, 200_000) and rank.gpu_span["compute_share"] == pytest.approx(1.0)
+
+
 def test_rocms_blit_kernels_are_copies_and_fills_in_ours_and_compute_in_htas_rules(tmp_path):
     """ROCm's runtime copies and fills memory with kernels of its own (__amd_rocclr_copyBuffer…,
     __amd_rocclr_fillBufferAligned…): ours counts them as copies and fills, HTA (and its replay) as compute."""
@@ -122,8 +132,12 @@ def test_the_device_name_and_compute_capability_come_from_the_trace_properties(t
                   {"id": 2, "name": "Tesla T4", "computeMajor": 7, "computeMinor": 5}]
     rank = only_rank(write(tmp_path / "t.json", trace(events, deviceProperties=properties)))
     assert (rank.device, rank.compute_capability) == ("Tesla T4", (7, 5))
-    properties[1] = {"id": 2, "name": "Tesla T4", "computeMajor": "seven"}  # mistyped: not known, never guessed
-    assert only_rank(write(tmp_path / "t.json", trace(events, deviceProperties=properties))).compute_capability is None
+    for mistyped in ({"computeMajor": "seven"}, {"computeMajor": "sm_70", "computeMinor": 0},
+                     {"computeMajor": 7, "computeMinor": 10**18}, {"computeMajor": True, "computeMinor": 0},
+                     {"computeMajor": 7, "computeMinor": -3}):  # not known, never guessed
+        properties[1] = {"id": 2, "name": "Tesla T4", **mistyped}
+        rank = only_rank(write(tmp_path / "t.json", trace(events, deviceProperties=properties)))
+        assert rank.compute_capability is None, mistyped
 
 
 def test_a_file_with_two_gpus_gives_one_report_per_gpu(tmp_path):

@@ -60,7 +60,7 @@ def test_a_cpu_only_rank_says_so_and_no_gpu_figure_is_printed():
     rank = rank_report(kernels=0, cpu_only=True, top_kernels=(), steps=0, step_seconds=(), step_seconds_median=None,
                        step_seconds_low=None, step_seconds_high=None, dataloader_share=None)
     text = "\n".join(rank_lines(rank))
-    assert "no kernel, copy or fill read from this trace (see the notes)" in text
+    assert "GPU time: no GPU work read from this trace (the notes say why): only the host's figures below" in text
     assert "compute 70.0%" not in text and "n/a (no DataLoader spans" in text
 
 

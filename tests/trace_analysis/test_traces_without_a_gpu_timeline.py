@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from trace_builders import kernel, op, step, trace, write
-from workbench.trace_analysis import read_report
+from workbench.trace_analysis import read_report, reading
 from workbench.trace_analysis.model import TraceError, TraceReport
 from workbench.trace_analysis.report_text import report_lines
 
@@ -49,3 +49,33 @@ def test_a_device_the_reader_does_not_read_is_named_not_called_a_cpu(tmp_path):
     (note,) = [note for note in rank.notes if "does not read" in note]
     assert "mtia_ccp_events (2)" in note and "python_function" not in note
     assert not any("CPU-only" in note for note in rank.notes)
+
+
+def test_a_file_listing_gpus_without_gpu_work_is_not_called_cpu_only(tmp_path):
+    """Profiled without ProfilerActivity.CUDA on a GPU machine: the file lists its GPUs, its header names them, and
+    the note says no GPU activity was recorded rather than calling the trace CPU-only."""
+    properties = [{"id": 0, "name": "NVIDIA A100", "computeMajor": 8, "computeMinor": 0}]
+    events = [step(1, 0, 1000), step(2, 1000, 1000), op("aten::mm", 10, 100)]
+    (rank,) = read_report(write(tmp_path / "t.json", trace(events, deviceProperties=properties))).ranks
+    assert rank.cpu_only and rank.device == "NVIDIA A100"
+    assert any(note.startswith("no GPU activity recorded") and "ProfilerActivity.CUDA" in note for note in rank.notes)
+    assert not any("CPU-only" in note for note in rank.notes)
+
+
+def test_gpus_of_several_kinds_listed_without_work_name_none_of_them(tmp_path):
+    properties = [{"name": "Tesla V100", "computeMajor": 7, "computeMinor": 0},
+                  {"name": "NVIDIA A100", "computeMajor": 8, "computeMinor": 0}]  # no ids, as a hand-made file may
+    events = [step(1, 0, 1000), step(2, 1000, 1000), op("aten::mm", 10, 100)]
+    (rank,) = read_report(write(tmp_path / "t.json", trace(events, deviceProperties=properties))).ranks
+    assert (rank.device, rank.compute_capability) == ("unknown", None)
+
+
+def test_unknown_categories_are_counted_up_to_a_bound(tmp_path):
+    """A hostile file naming a new category on every span: the count keeps MAX_UNREAD_CATEGORIES of them and sums
+    the rest, not one entry each."""
+    events = [op("x", index, 1, cat=f"c{index}") for index in range(5 * reading.MAX_UNREAD_CATEGORIES)]
+    parsed = reading.read_trace(write(tmp_path / "t.json", trace(events)))
+    assert len(parsed.unread_categories) == reading.MAX_UNREAD_CATEGORIES + 1
+    assert parsed.unread_categories[reading.MORE_CATEGORIES] == 4 * reading.MAX_UNREAD_CATEGORIES
+    assert "python_function" not in reading.read_trace(write(tmp_path / "p.json", trace(
+        [op("f", 0, 1, cat="python_function")]))).unread_categories

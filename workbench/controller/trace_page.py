@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from workbench.formatting import format_short_seconds, format_step_seconds
-from workbench.trace_analysis.model import NamedSeconds, RankReport, TraceReport
+from workbench.trace_analysis.model import NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
 from workbench.trace_analysis.comparing import straggler
 
 # The GPU time over the steps, and idle time by cause: (label, RankReport field, colour), in the bars' order.
@@ -113,7 +113,7 @@ def _rank_section(rank: RankReport, name_file: bool = False) -> RankSection:
     idle = () if cpu_only or not rank.idle_share else _shares(rank, IDLE_PARTS)
     facts = []
     if cpu_only:
-        facts.append("No GPU work read from this trace (the notes say why), so there is no GPU time to split")
+        facts.append(f"{NO_GPU_WORK[0].upper()}{NO_GPU_WORK[1:]}: only the host's figures below")
     else:
         span = rank.gpu_span or {}
         parts = (("idle", "idle_share"), ("compute", "compute_share"), ("non-compute", "non_compute_share"))

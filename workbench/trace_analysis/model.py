@@ -54,10 +54,14 @@ class ScriptTraits:
     fused_optimizer: bool = False  # its step runs fused (aten::_fused_adamw_, _fused_adam_, _fused_sgd_)
 
 
+UNKNOWN_DEVICE = "unknown"  # a rank's device where the trace names none
+NO_GPU_WORK = "no GPU work read from this trace (the notes say why)"  # a rank without GPU figures, in words
+
+
 @dataclass(frozen=True)
 class RankReport:
     rank: int
-    device: str  # e.g. "NVIDIA A100-SXM4-80GB", "cuda:1", or "unknown"
+    device: str  # e.g. "NVIDIA A100-SXM4-80GB", "cuda:1", or UNKNOWN_DEVICE
     steps: int  # ProfilerStep#N found (0: none; then the window is first-to-last GPU event)
     step_seconds: tuple[float, ...]  # each step's time
     step_seconds_median: Optional[float]

@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 from workbench.engine import intervals, kineto, timeline
 from workbench.engine.timeline import MEMCPY, MEMSET, Activity
 from workbench.trace_analysis import hta_rules
-from workbench.trace_analysis.model import NamedSeconds, RankReport, ScriptTraits
+from workbench.trace_analysis.model import UNKNOWN_DEVICE, NamedSeconds, RankReport, ScriptTraits
 
 TOP_COUNT = 10
 # CUPTI's range profiler (torch.profiler with profiler_metrics) writes its counter ranges in place of the kernels.
@@ -69,20 +69,8 @@ def analyse(events: RankEvents) -> RankReport:
     step_seconds = tuple((end - start) / 1e9 for start, end in steps)
     device = events.device_work
     cpu_only = not device
-    if cpu_only and events.events_skipped:  # the file's device events may be among those that could not be read
-        notes.append(f"no kernel, copy or fill event could be read ({events.events_skipped:,} events skipped, named "
-                     "above), so the GPU figures cannot be read")
-    elif cpu_only and RANGE_PROFILER_CATEGORY in events.unread_categories:
-        notes.append(f"no kernel timeline: CUPTI's range profiler (torch.profiler's experimental_config with "
-                     f"profiler_metrics) wrote counter ranges ({RANGE_PROFILER_CATEGORY}) in its place, so the GPU "
-                     "figures cannot be read; profile without profiler_metrics to get them")
-    elif cpu_only and events.unread_categories:
-        named = ", ".join(f"{category} ({count:,})" for category, count in
-                          sorted(events.unread_categories.items(), key=lambda item: -item[1])[:4])
-        notes.append(f"no kernel, copy or fill event of a CUDA or ROCm GPU: the trace's other spans are of categories "
-                     f"this reader does not read ({named}), so the GPU figures cannot be read")
-    elif cpu_only:
-        notes.append("a CPU-only trace: it holds no kernel, copy or fill events, so the GPU figures cannot be read")
+    if cpu_only:
+        notes.append(_no_gpu_work_note(events))
     if steps:
         window = (steps[0][0], max(end for _, end in steps))  # a step nested in another ends before it
     elif device:
@@ -144,6 +132,26 @@ def analyse(events: RankEvents) -> RankReport:
         traits=events.traits,
         top_copies=_top_copies(device, window),
     )
+
+
+def _no_gpu_work_note(events: RankEvents) -> str:
+    """Why a rank has no GPU figures, in one note: the most specific cause the trace shows."""
+    if RANGE_PROFILER_CATEGORY in events.unread_categories:
+        return (f"no kernel timeline: CUPTI's range profiler (torch.profiler's experimental_config with "
+                f"profiler_metrics) wrote counter ranges ({RANGE_PROFILER_CATEGORY}) in its place, so the GPU figures "
+                "cannot be read; profile without profiler_metrics to get them")
+    if events.events_skipped:  # the file's device events may be among those that could not be read
+        return (f"no kernel, copy or fill event could be read ({events.events_skipped:,} events skipped, named "
+                "above), so the GPU figures cannot be read")
+    if events.unread_categories:
+        named = ", ".join(f"{category} ({count:,})" for category, count in
+                          sorted(events.unread_categories.items(), key=lambda item: -item[1])[:4])
+        return (f"no kernel, copy or fill event of a CUDA or ROCm GPU: the trace's other spans are of categories "
+                f"this reader does not read ({named}), so the GPU figures cannot be read")
+    if events.device != UNKNOWN_DEVICE:
+        return (f"no GPU activity recorded: the file lists its GPUs ({events.device}) but holds no kernel, copy or "
+                "fill event (profiled without ProfilerActivity.CUDA?), so the GPU figures cannot be read")
+    return "a CPU-only trace: it holds no kernel, copy or fill events, so the GPU figures cannot be read"
 
 
 def _steps(steps: Sequence[Activity]) -> tuple[list[tuple[int, int]], int]:

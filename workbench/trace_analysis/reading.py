@@ -20,6 +20,7 @@ fields and negative durations are counted here and named in the report's notes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import operator
 import os
@@ -35,8 +36,8 @@ from workbench.engine import kineto
 from workbench.engine.timeline import CPU_OP, DATA_WAIT, RUNTIME, STEP, Activity, sort_by_start_longest_first
 from workbench.regular_file import folder_problem, regular_file_problem
 from workbench.trace_analysis import json_stream, ranks
-from workbench.trace_analysis.model import (Fingerprint, RankReport, ScriptTraits, TraceCancelled, TraceError,
-                                            TraceReport)
+from workbench.trace_analysis.model import (UNKNOWN_DEVICE, Fingerprint, RankReport, ScriptTraits, TraceCancelled,
+                                            TraceError, TraceReport)
 
 Progress = Callable[[int, int], None]
 Cancelled = json_stream.Cancelled
@@ -50,6 +51,12 @@ ANNOTATION_CATEGORIES = frozenset({"user_annotation"})
 GPU_MARKER_CATEGORIES = frozenset({"cuda_sync"})  # CUPTI's sync records on a stream: HTA counts them as GPU events
 # An annotation's span on the GPU: not GPU work, but HTA's filter reads the GPU's ProfilerStep#N (hta_rules).
 GPU_ANNOTATION_CATEGORIES = frozenset({"gpu_user_annotation"})
+# Categories of spans the reader passes over that are the host's own (Python frames, the profiler's span of the
+# trace); any other it does not know may be a device's it does not read (an MTIA's, CUPTI's range profiler's), and
+# is counted, up to this many categories (a hostile file may name millions).
+HOST_ONLY_CATEGORIES = frozenset({"python_function", "Python", "Trace", "overhead"})
+MAX_UNREAD_CATEGORIES = 64
+MORE_CATEGORIES = "(more categories)"
 # The TensorBoard plugin's data-loading span: enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ (or
 # _MultiProcessingDataLoaderIter): the host blocked on the next batch.
 DATALOADER_NEXT = re.compile(r"enumerate\(DataLoader\)#.*__next__")
@@ -203,7 +210,8 @@ class ParsedTrace:
     host_by_thread: dict[int, list[Activity]] = field(default_factory=lambda: defaultdict(list))  # all host activities
     host_ops: dict[int, list[Activity]] = field(default_factory=lambda: defaultdict(list))  # cpu ops
     skipped: Counter = field(default_factory=Counter)  # reason → events skipped
-    unread_categories: dict[str, int] = field(default_factory=dict)  # category this reader does not read → its spans
+    # category this reader does not know → its spans (up to MAX_UNREAD_CATEGORIES; the rest under MORE_CATEGORIES)
+    unread_categories: dict[str, int] = field(default_factory=dict)
     events: int = 0
     fractional_timestamps: bool = False
     # name → (one copy of it, its kind), host ops and device events apart (a name may be both)
@@ -255,8 +263,7 @@ class ParsedTrace:
                 host_by_thread=host_by_thread, host_ops_by_thread=host_ops, notes=list(notes),
                 fractional_timestamps=self.fractional_timestamps, traits=traits,
                 events_skipped=sum(self.skipped.values()),
-                unread_categories={category: count for category, count in self.unread_categories.items()
-                                   if category not in HOST_ONLY_CATEGORIES})
+                unread_categories=self.unread_categories)
 
         if not indices:
             return [rank_events(base_rank, None, [], [])]
@@ -271,32 +278,44 @@ class ParsedTrace:
         if properties is not None:
             return str(properties["name"])
         if index is None:  # no device work read: the GPUs the file lists, where they are all of one kind
-            names = {p["name"] for p in self._named_properties()}
-            return names.pop() if len(names) == 1 else "unknown"
+            names = {str(p["name"]) for p in self._listed_gpus[1]}
+            return names.pop() if len(names) == 1 else UNKNOWN_DEVICE
         return f"cuda:{index}"
 
     def _compute_capability(self, index: Optional[int]) -> Optional[tuple[int, int]]:
-        """The GPU's (major, minor) from deviceProperties (computeMajor, computeMinor); None where not written."""
+        """The GPU's (major, minor) from deviceProperties (computeMajor, computeMinor, integers as CUDA gives them);
+        None where not written, or written otherwise."""
         properties = self._device_properties(index)
         if properties is None:
             return None
-        major, minor = _int(properties.get("computeMajor")), _int(properties.get("computeMinor"))
-        return (major, minor) if major is not None and minor is not None and 0 <= major < 100 else None
+        major, minor = properties.get("computeMajor"), properties.get("computeMinor")
+        if type(major) is int and type(minor) is int and 0 < major < 100 and 0 <= minor < 10:
+            return major, minor
+        return None
 
     def _device_properties(self, index: Optional[int]) -> Optional[dict[str, Any]]:
         """The deviceProperties entry of the GPU with this index (the only one, where the file lists one GPU: its
-        index remapped by CUDA_VISIBLE_DEVICES); None without a named one."""
-        named = self._named_properties()
-        match = [p for p in named if _int(p.get("id")) == index]
-        if match:
-            return match[0]
+        index remapped by CUDA_VISIBLE_DEVICES); None without a named one, or without an index."""
+        if index is None:
+            return None
+        by_id, named = self._listed_gpus
+        if index in by_id:
+            return by_id[index]
         return named[0] if len(named) == 1 else None
 
-    def _named_properties(self) -> list[dict[str, Any]]:
+    @functools.cached_property
+    def _listed_gpus(self) -> tuple[dict[int, dict[str, Any]], list[dict[str, Any]]]:
+        """deviceProperties' named entries, by id and in order (read once: a file may list many)."""
         properties = self.meta.get("deviceProperties")
         if not isinstance(properties, list):
-            return []
-        return [p for p in properties if isinstance(p, dict) and isinstance(p.get("name"), str)]
+            return {}, []
+        named = [p for p in properties if isinstance(p, dict) and isinstance(p.get("name"), str)]
+        by_id: dict[int, dict[str, Any]] = {}
+        for entry in named:
+            number = _int(entry.get("id"))
+            if number is not None:
+                by_id.setdefault(number, entry)
+        return by_id, named
 
     def add_batch(self, batch: list[Any]) -> None:
         """Sort a batch of trace events into the activities (or count why each was skipped). The hot loop of a
@@ -330,9 +349,12 @@ class ParsedTrace:
                 continue
             cat = event.cat
             side = side_of(cat) if type(cat) is str else None  # a list or an object is no category (nor hashable)
-            if side is None:  # Python frames, the profiler's own spans, another device's events: counted, not read
-                if type(cat) is str:
-                    unread[cat] = unread_count(cat, 0) + 1
+            if side is None or side is _PASSED_OVER:  # Python frames, the profiler's own spans: passed over
+                if side is None and type(cat) is str:  # a category the reader does not know: counted, not read
+                    if cat in unread or len(unread) < MAX_UNREAD_CATEGORIES:
+                        unread[cat] = unread_count(cat, 0) + 1
+                    else:
+                        unread[MORE_CATEGORIES] = unread_count(MORE_CATEGORIES, 0) + 1
                 continue
             name = event.name
             dur = event.dur
@@ -398,6 +420,9 @@ class ParsedTrace:
             if type(device) is not int:
                 device = _int(event.pid if device is None else device)
             stream = args.stream if args is not None else None
+            if side is _MARKER and (stream is None or stream == NO_STREAM):
+                # CUPTI's Event Sync and Context Sync: a host's wait, on no stream (HTA keeps only stream >= 0)
+                continue
             if type(stream) is not int:
                 stream = _int(event.tid if stream is None else stream) or 0
             known = device_names.get(name)
@@ -405,8 +430,6 @@ class ParsedTrace:
                 kind = kineto.device_kind(name) if side == "kernel" else side if side != _MARKER else "marker"
                 known = device_names[name] = (name, kind)
             name, kind = known
-            if side is _MARKER and stream == NO_STREAM:
-                continue  # CUPTI's Event Sync and Context Sync: a host's wait, on no stream (HTA leaves them out too)
             target = gpu_markers if side is _MARKER else device_work
             target[device].append(make(Activity, (start, end, kind, stream, name, correlation)))
         self.fractional_timestamps = fractional
@@ -442,6 +465,7 @@ def _host_op_kind(name: str) -> Optional[str]:
 NO_STREAM = -1  # the stream CUPTI gives a sync record that waits on no stream (an event's, the context's)
 _OP, _HOST_OP, _RUNTIME, _MARKER = "op", "host op", "runtime", "gpu marker"  # _OP: a host op of OP_CATEGORIES
 _GPU_ANNOTATION = "gpu annotation"
+_PASSED_OVER = "passed over"  # the host's own spans that no figure reads (HOST_ONLY_CATEGORIES)
 # Category → how an event of it is read: a device kind ("kernel" is split further by name), or one of the above.
 _SIDE: dict[str, str] = {
     **DEVICE_CATEGORIES,
@@ -450,6 +474,7 @@ _SIDE: dict[str, str] = {
     **{category: _OP for category in OP_CATEGORIES},
     **{category: _MARKER for category in GPU_MARKER_CATEGORIES},
     **{category: _GPU_ANNOTATION for category in GPU_ANNOTATION_CATEGORIES},
+    **{category: _PASSED_OVER for category in HOST_ONLY_CATEGORIES},
 }
 
 
@@ -507,9 +532,6 @@ def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,
     return parsed
 
 
-# Categories of spans the reader passes over that are the host's own (Python frames, the profiler's span of the
-# trace): the others it passes over may be a device's it does not read (an MTIA's, CUPTI's range profiler's).
-HOST_ONLY_CATEGORIES = frozenset({"python_function", "Python", "Trace", "overhead"})
 # GPUs one file may name (a node holds 8 or 16; one process usually drives one).
 MAX_GPUS_PER_FILE = 64
 # The top-level keys beside the events that the reader uses.

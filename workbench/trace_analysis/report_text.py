@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 from workbench.formatting import format_step_seconds
 from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, NamedChange, RankComparison, per_step,
                                                 run_to_run_caveat, step_verdict_text, straggler, work_moved)
-from workbench.trace_analysis.model import NamedSeconds, RankReport, TraceReport
+from workbench.trace_analysis.model import NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
 
 TOP_SHOWN = 5
 
@@ -31,8 +31,7 @@ def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
     lines = [f"rank {rank.rank} · {rank.device}" + (f" · {os.path.basename(rank.file)}" if name_file else "")]
     lines.append("  " + _steps_line(rank))
     if rank.cpu_only:
-        lines.append("  GPU time: no kernel, copy or fill read from this trace (see the notes): "
-                     "only host figures below")
+        lines.append(f"  GPU time: {NO_GPU_WORK}: only the host's figures below")
     else:
         over = "the steps" if rank.steps > 0 else "the first to the last GPU event"
         lines.append(f"  GPU time over {over}: compute {_pct(rank.compute_share)} · communication "

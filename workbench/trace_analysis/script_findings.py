@@ -16,6 +16,7 @@ import dataclasses
 from typing import Optional
 
 from workbench.engine.findings import COMPUTE_BOUND_BUSY, INPUT_BOUND_WAIT, LAUNCH_BOUND_HOST_WAIT
+from workbench.engine.kineto import ROCM_COPY_KERNELS
 from workbench.formatting import format_step_seconds
 from workbench.trace_analysis.model import Finding, NamedSeconds, RankReport, TraceReport
 
@@ -39,8 +40,9 @@ PAGEABLE_MARK = "Pageable"  # CUPTI's name of a copy from pageable memory: "Memc
 # copies (DtoD, PtoP), fills and ROCm's blit kernels stay on the GPUs.
 TO_GPU_MARK, TO_HOST_MARK = "HtoD", "DtoH"
 TO_GPU, TO_HOST, ON_DEVICE = "to the GPU", "to the host", "on the GPU"
-# bfloat16 tensor cores came with Ampere (compute capability 8.0); a V100 (7.0) or a T4 (7.5) has float16 ones.
-BFLOAT16_TENSOR_CORES = (8, 0)
+# Tensor cores came with Volta (compute capability 7.0), bfloat16 ones with Ampere (8.0): a V100 (7.0) or a T4 (7.5)
+# has float16 ones only; a P100 (6.0) or a GTX 1080 (6.1) none.
+TENSOR_CORES, BFLOAT16_TENSOR_CORES = (7, 0), (8, 0)
 HALF_PRECISION_MARKS = ("bf16", "fp16", "f16", "half", "h884", "h1688", "h16816", "hmma", "bfloat16")
 
 
@@ -157,10 +159,10 @@ def _exposed_memory(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
             f"(threshold {_pct(EXPOSED_MEMORY_SHARE)}).")
     direction = _copies_mostly(rank.top_copies)
     if direction == TO_HOST:
-        change = ("copies back to the host (Memcpy DtoH) take most of that time: keep per-step values on the GPU "
+        change = ("copies back to the host (Memcpy DtoH) are most of the copy time: keep per-step values on the GPU "
                   "(sum the loss and the metrics into tensors there) and copy them out every N steps or at the end")
     elif direction == ON_DEVICE:
-        change = ("copies and fills on the GPU itself (device to device, memset) take most of that time: make "
+        change = ("copies and fills on the GPU itself (device to device, memset) are most of the copy time: make "
                   "buffers once and reuse them rather than each step (torch.zeros, torch.cat, .clone(), "
                   ".contiguous() in the loop), and clear gradients with optimizer.zero_grad(set_to_none=True)")
     elif direction == TO_GPU and not any(PAGEABLE_MARK in copy.name for copy in rank.top_copies
@@ -176,11 +178,13 @@ def _exposed_memory(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
 
 
 def _copies_mostly(copies: tuple[NamedSeconds, ...]) -> Optional[str]:
-    """Where the listed copies and fills mostly go, by their time: TO_GPU, TO_HOST or ON_DEVICE (copies within a
-    GPU or between GPUs, fills, ROCm's blit kernels); None without any."""
-    seconds = {TO_GPU: 0.0, TO_HOST: 0.0, ON_DEVICE: 0.0}
+    """Where the listed copies and fills mostly go, by their time in the window: TO_GPU, TO_HOST or ON_DEVICE
+    (copies within a GPU or between GPUs, fills); None without any, or where most of the time is in copies whose
+    name does not say (ROCm's blit copies, __amd_rocclr_copyBuffer…, may go either way)."""
+    seconds = {TO_GPU: 0.0, TO_HOST: 0.0, ON_DEVICE: 0.0, None: 0.0}
     for copy in copies:
-        where = TO_GPU if TO_GPU_MARK in copy.name else TO_HOST if TO_HOST_MARK in copy.name else ON_DEVICE
+        where = (None if copy.name.startswith(ROCM_COPY_KERNELS) else TO_GPU if TO_GPU_MARK in copy.name
+                 else TO_HOST if TO_HOST_MARK in copy.name else ON_DEVICE)
         seconds[where] += copy.seconds
     most = max(seconds, key=lambda where: seconds[where])
     return most if seconds[most] > 0 else None
@@ -199,6 +203,12 @@ def _compute_bound(rank: RankReport) -> list[Finding]:
     elif _runs_half_precision(rank):
         change = ("model = torch.compile(model): the math already runs in 16-bit; fusing the elementwise work "
                   "between the big kernels is what is left, then a smaller model or a faster GPU")
+    elif rank.compute_capability is not None and rank.compute_capability < TENSOR_CORES:
+        major, minor = rank.compute_capability
+        change = (f"this GPU (compute capability {major}.{minor}) has no tensor cores, so 16-bit math gains it "
+                  "little (a P100, 6.0, runs float16 at twice its float32 rate: torch.autocast(device_type=\"cuda\", "
+                  "dtype=torch.float16) with torch.amp.GradScaler(\"cuda\") there); fewer FLOPs per sample (a smaller "
+                  "model or input) or a GPU with tensor cores is what is left")
     elif rank.compute_capability is not None and rank.compute_capability < BFLOAT16_TENSOR_CORES:
         major, minor = rank.compute_capability
         change = (f"with torch.autocast(device_type=\"cuda\", dtype=torch.float16): around the forward pass and "
