@@ -11,9 +11,10 @@ from workbench.history.store import HistoryStore
 from workbench.history.trace_records import TraceRecord
 
 
-def trace(sha: str, steps: list[float], rank: int = 0, compute_share: float = 0.5) -> TraceRecord:
+def trace(sha: str, steps: list[float], rank: int = 0, compute_share: float = 0.5, device: str = "A100"
+          ) -> TraceRecord:
     ordered = sorted(steps)
-    figures = {"rank": rank, "device": "A100", "steps": len(steps), "step_seconds": steps,
+    figures = {"rank": rank, "device": device, "steps": len(steps), "step_seconds": steps,
                "step_seconds_median": ordered[len(ordered) // 2] if steps else None,
                "step_seconds_low": ordered[0] if steps else None, "step_seconds_high": ordered[-1] if steps else None,
                "compute_share": compute_share}
@@ -84,3 +85,14 @@ def test_two_single_rank_traces_are_compared_whatever_their_rank_numbers(store):
     before, after = records(store, trace("a", steps, rank=1), trace("b", [s / 2 for s in steps], rank=0))
     (line,) = speed_lines([before, after])
     assert line.startswith("#2 against #1, rank 0: ") and "a gain" in line
+
+
+def test_traces_from_gpus_of_two_kinds_say_the_change_is_the_gpus_too(store):
+    steps = [0.200, 0.201, 0.202, 0.203, 0.204, 0.205]
+    a100, v100, index_only = records(store, trace("a", steps), trace("b", [2 * t for t in steps], device="Tesla V100"),
+                                     trace("c", steps, device="cuda:1"))
+    (line,) = speed_lines([a100, v100])
+    assert line.endswith("the two traces ran on different GPUs (A100, then Tesla V100): what changed is the GPU's as "
+                         "much as the script's")
+    (line,) = speed_lines([a100, index_only])  # an index says nothing of the GPU's kind
+    assert "different GPUs" not in line

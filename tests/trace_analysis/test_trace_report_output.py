@@ -3,6 +3,7 @@ and two traces compared without calling a change within the steps' spread a gain
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -115,6 +116,17 @@ def test_shorter_steps_beyond_the_spread_are_a_gain_and_the_kernels_that_moved_a
     data = comparison_json(comparison)
     assert data["verdict"] == "faster" and data["step_time_ratio_low"] <= 0.6 <= data["step_time_ratio_high"]
     assert data["categories"]["compute"]["after_seconds_per_step"] == pytest.approx(0.70 * 0.302 / 5)
+
+
+def test_traces_from_gpus_of_two_kinds_say_the_change_is_the_gpus_as_much_as_the_scripts():
+    before = rank_report(device="NVIDIA A100-PG509-200")
+    after = rank_report(device="Tesla V100-SXM2-16GB", step_seconds=(0.150, 0.151, 0.149, 0.150, 0.152),
+                        step_seconds_median=0.150)
+    text = "\n".join(comparison_lines("a.json", "b.json", compare(before, after)))
+    assert ("the two traces ran on different GPUs (NVIDIA A100-PG509-200, then Tesla V100-SXM2-16GB): what changed "
+            "is the GPU's as much as the script's") in text
+    same = "\n".join(comparison_lines("a.json", "b.json", compare(before, dataclasses.replace(after, device="cuda:0"))))
+    assert "different GPUs" not in same
 
 
 @pytest.mark.parametrize("steps_before", [2, 5])

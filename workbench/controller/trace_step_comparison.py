@@ -12,7 +12,8 @@ from typing import Any, Optional, Sequence
 
 from workbench.formatting import format_step_seconds
 from workbench.history.records import RunRecord
-from workbench.trace_analysis.comparing import BATCH_HINT, compare_steps, per_step, step_verdict_text, work_moved
+from workbench.trace_analysis.comparing import (BATCH_HINT, compare_steps, other_gpu, per_step, step_verdict_text,
+                                                work_moved)
 
 
 def trace_step_lines(records: Sequence[RunRecord]) -> list[str]:
@@ -35,8 +36,9 @@ def trace_step_lines(records: Sequence[RunRecord]) -> list[str]:
                 lines.append(f"#{other_id} against #{first_id}, rank {_rank(after)}: not compared (#{first_id} has "
                              "no such rank)")
                 continue
+            gpus = other_gpu(str(before.get("device", "")), str(after.get("device", "")))
             lines.append(f"#{other_id} against #{first_id}, rank {_rank(after)}: {_spread(before)} → {_spread(after)}; "
-                         f"{_verdict(before, after)}{_work_hint(before, after)}")
+                         f"{_verdict(before, after)}{_work_hint(before, after)}{f'; {gpus}' if gpus else ''}")
     return lines
 
 

@@ -13,12 +13,13 @@ No torch, no Qt.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Optional, Sequence
 
 from workbench.experiments.ab import MIN_TRIALS, ABResult, compare_rates
 from workbench.formatting import format_short_seconds
-from workbench.trace_analysis.model import NamedSeconds, RankReport
+from workbench.trace_analysis.model import UNKNOWN_DEVICE, NamedSeconds, RankReport
 
 # The figures compared category by category: (RankReport field, its label).
 CATEGORIES = (
@@ -50,6 +51,20 @@ def work_moved(before_seconds_per_step: Optional[float], after_seconds_per_step:
         return None
     moved = after_seconds_per_step / before_seconds_per_step
     return moved if not 1 / WORK_CHANGE < moved < WORK_CHANGE else None
+
+
+_INDEX_ONLY = re.compile(r"cuda:\d+")  # a GPU named by its index alone says nothing of its kind
+
+
+def other_gpu(before_device: str, after_device: str) -> str:
+    """Where the two traces name GPUs of two kinds, a caveat that the change is the GPU's as much as the script's;
+    "" where the names are the same, or either names no kind (an index alone, or nothing)."""
+    kinds = [name for name in (before_device, after_device)
+             if name != UNKNOWN_DEVICE and not _INDEX_ONLY.fullmatch(name)]
+    if len(kinds) < 2 or before_device == after_device:
+        return ""
+    return (f"the two traces ran on different GPUs ({before_device}, then {after_device}): what changed is the GPU's "
+            "as much as the script's")
 
 
 def per_step(share: Optional[float], window_seconds: Optional[float], steps: int) -> Optional[float]:

@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 
 from workbench.formatting import format_step_seconds
 from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, NamedChange, RankComparison, per_step,
-                                                run_to_run_caveat, step_verdict_text, straggler, work_moved)
+                                                other_gpu, run_to_run_caveat, step_verdict_text, straggler, work_moved)
 from workbench.trace_analysis.model import NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
 
 TOP_SHOWN = 5
@@ -92,6 +92,8 @@ def comparison_lines(before_path: str, after_path: str, comparison: RankComparis
              f"step time: {_step_summary(before)} → {_step_summary(after)}"]
     lines.append("  " + _step_verdict(comparison))
     lines += ["  " + line for line in _throughput_lines(comparison)]
+    if other_gpu(before.device, after.device):
+        lines.append("  " + other_gpu(before.device, after.device))
     lines.append(f"  {'':<14}  {'before':>17}  {'after':>17}")
     for category in comparison.categories:
         lines.append(f"  {category.label:<14}  {_share_and_seconds(category.before_share, category.before_seconds_per_step):>17}"
