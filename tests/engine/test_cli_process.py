@@ -30,6 +30,7 @@ def recorded_runs(home: Path) -> list:
         return store.list_runs()
 
 
+@pytest.mark.slow  # a CLI process that trains
 def test_max_steps_runs_that_many_steps_past_the_epochs_and_json_says_what_ran(tmp_path):
     """README: `workbench run --dataset synthetic --max-steps 200` runs 200 steps (it used to stop when the
     default epochs ended); here 12 steps where one epoch is 8."""
@@ -66,6 +67,7 @@ def test_batch_larger_than_the_data_starts_and_stores_nothing(tmp_path):
     assert recorded_runs(tmp_path) == []
 
 
+@pytest.mark.slow  # a CLI process that trains
 def test_an_npz_data_path_implies_dataset_npz_and_says_so(tmp_path):
     path = write_npz(tmp_path / "mine.npz", train=64, test=16)
     result = workbench(tmp_path, "run", "--data-path", str(path), "--max-steps", "2", "--json", *TINY[2:])

@@ -81,6 +81,7 @@ def test_a_damaged_image_names_its_file_and_the_run_keeps_what_it_recorded(tmp_p
     assert steps == [1, 2, 3, 4, 5, 6] and record.summary.steps == 6  # 27 training images, batches of 4
 
 
+@pytest.mark.slow  # starts a DataLoader worker process
 def test_a_damaged_image_read_by_a_worker_is_named_too(tmp_path):
     root = make_folder(tmp_path / "broken")
     bad = root / "fox" / "fox99.png"

@@ -42,7 +42,7 @@ def folder_with_a_fifo_and_a_device(root: Path) -> tuple[Path, Path, Path]:
 
 
 @POSIX_ONLY
-@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("workers", [0, pytest.param(2, marks=pytest.mark.slow)])  # 2: worker processes
 def test_a_fifo_and_a_link_to_dev_zero_among_the_images_are_skipped_and_named(tmp_path, workers):
     root, fifo, zero = folder_with_a_fifo_and_a_device(tmp_path / "pets")
     # 2 epochs (30 training images, batches of 8): the FIFO blocked epoch 2's reader for good

@@ -114,6 +114,7 @@ def test_ten_thousand_cross_thread_emits_of_a_frozen_dataclass_survive(tmp_path)
     assert "Fatal Python error" not in result.stderr
 
 
+@pytest.mark.slow  # starts the app in a process of its own
 def test_the_window_paints_before_anything_imports_torch(tmp_path):
     result = run_python(
         """
