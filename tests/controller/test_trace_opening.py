@@ -201,6 +201,13 @@ def test_a_figure_that_cannot_be_read_says_n_a_as_the_text_report_does():
     assert not any("unknown" in fact for fact in section.facts)
 
 
+def test_one_step_and_one_kernel_read_in_the_singular():
+    rank = rank_report(steps=1, step_seconds=(13.34,), step_seconds_median=13.34, step_seconds_low=13.34,
+                       step_seconds_high=13.34, kernels=1)
+    (section,) = trace_page(TraceReport("/t.json", (rank,)), "").sections
+    assert section.steps == "1 step (ProfilerStep#N): 13.34 s" and "1 kernel" in section.facts
+
+
 def test_a_cpu_only_trace_has_no_gpu_bars_and_says_so():
     rank = rank_report(cpu_only=True, compute_share=None, communication_share=None, memory_share=None,
                        idle_share=None, gpu_span={}, steps=0, step_seconds_median=None)

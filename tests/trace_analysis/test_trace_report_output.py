@@ -173,3 +173,11 @@ def test_a_verdict_inside_what_runs_vary_by_says_to_trace_both_again():
     assert "longer steps in these two traces: a loss; but identical runs of one script vary 8–15 %" in text
     far = rank_report(step_seconds=(0.200, 0.201, 0.199, 0.200, 0.202), step_seconds_median=0.200)
     assert "identical runs" not in "\n".join(comparison_lines("a", "b", compare(before, far)))
+
+
+def test_one_step_and_one_kernel_read_in_the_singular_without_a_spread():
+    rank = rank_report(steps=1, step_seconds=(13.34,), step_seconds_median=13.34, step_seconds_low=13.34,
+                       step_seconds_high=13.34, kernels=1)
+    text = "\n".join(rank_lines(rank))
+    assert "1 step: 13.34 s (no spread from one step)" in text and "(1 kernel)" in text
+    assert "1 steps" not in text and "1 kernels" not in text

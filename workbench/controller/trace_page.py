@@ -129,7 +129,7 @@ def _rank_section(rank: RankReport, name_file: bool = False) -> RankSection:
         facts.append(f"DataLoader: {_percent(rank.dataloader_share)} of "
                      f"{'the step' if rank.steps else 'the traced window (no steps)'} "
                      "(host time in enumerate(DataLoader)#…__next__, as TensorBoard's plugin counted it)")
-    facts.append(f"{rank.kernels:,} kernels")
+    facts.append(f"{rank.kernels:,} kernel{'' if rank.kernels == 1 else 's'}")
     return RankSection(
         title=f"Rank {rank.rank} · {rank.device}" + (f" · {os.path.basename(rank.file)}" if name_file else ""),
         steps=_steps_text(rank),
@@ -163,7 +163,9 @@ def _steps_text(rank: RankReport) -> str:
     if rank.steps == 0 or rank.step_seconds_median is None:
         over = "the first to the last host event" if rank.cpu_only else "the first to the last GPU event"
         return f"No ProfilerStep#N in the trace: the figures are over {over}"
-    text = (f"{rank.steps} step{'s' if rank.steps != 1 else ''} (ProfilerStep#N), "
+    if rank.steps == 1:
+        return f"1 step (ProfilerStep#N): {format_step_seconds(rank.step_seconds_median)}"
+    text = (f"{rank.steps} steps (ProfilerStep#N), "
             f"{format_step_seconds(rank.step_seconds_median)} each (median)")
     if rank.step_seconds_low is not None and rank.step_seconds_high is not None:
         text += f", from {format_step_seconds(rank.step_seconds_low)} to {format_step_seconds(rank.step_seconds_high)}"

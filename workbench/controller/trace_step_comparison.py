@@ -79,7 +79,8 @@ def _spread(rank: dict[str, Any]) -> str:
     low, high = _number(rank.get("step_seconds_low")), _number(rank.get("step_seconds_high"))
     spread = (f" ({format_step_seconds(low)}–{format_step_seconds(high)})"
               if low is not None and high is not None else "")
-    return f"{format_step_seconds(median)} median{spread}, {rank.get('steps')} steps"
+    steps = rank.get("steps")
+    return f"{format_step_seconds(median)} median{spread}, {steps} step{'' if steps == 1 else 's'}"
 
 
 def _number(value: Any) -> Optional[float]:

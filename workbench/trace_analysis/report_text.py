@@ -36,7 +36,7 @@ def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
         over = "the steps" if rank.steps > 0 else "the first to the last GPU event"
         lines.append(f"  GPU time over {over}: compute {_pct(rank.compute_share)} · communication "
                      f"{_pct(rank.communication_share)} · memory {_pct(rank.memory_share)} · idle "
-                     f"{_pct(rank.idle_share)}  ({rank.kernels:,} kernels)")
+                     f"{_pct(rank.idle_share)}  ({rank.kernels:,} kernel{'' if rank.kernels == 1 else 's'})")
         data = _pct(rank.idle_for_data_share) if rank.idle_for_data_share is not None else "n/a (no DataLoader spans)"
         lines.append(f"  idle: waiting for data {data} · for the host "
                      f"{_pct(rank.idle_for_host_share)} · kernel wait {_pct(rank.idle_kernel_wait_share)} · other "
@@ -150,6 +150,8 @@ def _steps_line(rank: RankReport) -> str:
     if rank.steps == 0 or rank.step_seconds_median is None:
         over = "the first to the last host event" if rank.cpu_only else "the first to the last GPU event"
         return f"steps: none found (no ProfilerStep#N): figures over {over}"
+    if rank.steps == 1:
+        return f"1 step: {format_step_seconds(rank.step_seconds_median)} (no spread from one step)"
     each = ", ".join(format_step_seconds(seconds) for seconds in rank.step_seconds[:8])
     more = f", … ({len(rank.step_seconds) - 8} more)" if len(rank.step_seconds) > 8 else ""
     return (f"{rank.steps} steps: median {format_step_seconds(rank.step_seconds_median)} ({_spread(rank)}); "

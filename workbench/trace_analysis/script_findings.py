@@ -235,7 +235,9 @@ def _launch_detail(rank: RankReport) -> str:
     launches = sum(seconds for name, seconds in rank.runtime_calls.items() if "launch" in name.lower())
     if rank.steps < 1 or launches <= 0:
         return ""
-    return f" ({rank.kernels / rank.steps:,.0f} kernels and {format_step_seconds(launches / rank.steps)} of launch calls per step)"
+    kernels = f"{rank.kernels / rank.steps:,.0f}"
+    return (f" ({kernels} kernel{'' if kernels == '1' else 's'} and {format_step_seconds(launches / rank.steps)} of "
+            "launch calls per step)")
 
 
 def _sync_every_step(rank: RankReport) -> Optional[NamedSeconds]:
