@@ -35,7 +35,7 @@ import msgspec
 from workbench.engine import kineto
 from workbench.engine.timeline import CPU_OP, DATA_WAIT, RUNTIME, STEP, Activity, sort_by_start_longest_first
 from workbench.regular_file import folder_problem, regular_file_problem
-from workbench.trace_analysis import json_stream, ranks
+from workbench.trace_analysis import json_stream, rank_pool, ranks
 from workbench.trace_analysis.model import (UNKNOWN_DEVICE, Fingerprint, RankReport, ScriptTraits, TraceCancelled,
                                             TraceError, TraceReport)
 
@@ -94,45 +94,30 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
     files, notes = trace_files(path)
     sizes = [os.stat(file).st_size for file in files]
     total = sum(sizes)
-    done = 0
+    want_digest = fingerprints is not None
+    if len(files) > 1 and rank_pool.worth_processes(files, sizes):
+        read = rank_pool.read_files(files, sizes, want_digest, progress, cancelled)
+    else:
+        read, done = [], 0
+        for position, (file, size) in enumerate(zip(files, sizes)):
+            def file_progress(bytes_read: int, _offset: int = done) -> None:
+                if progress is not None:
+                    progress(_offset + bytes_read, total)
+
+            read.append(read_rank_file(file, position, len(files) > 1, want_digest, file_progress, cancelled))
+            done += size
     reports: list[RankReport] = []
     unreadable: list[str] = []
     by_order: list[str] = []  # files whose rank is their place in the folder
-    for position, (file, size) in enumerate(zip(files, sizes)):
-        def file_progress(read: int, _offset: int = done) -> None:
-            if progress is not None:
-                progress(_offset + read, total)
-
-        digest = json_stream.FileDigest() if fingerprints is not None else None
-        try:
-            parsed = read_trace(file, progress=file_progress, cancelled=cancelled, digest=digest)
-        except TraceCancelled:
-            raise
-        except TraceError as error:
-            if len(files) == 1:
-                raise
-            unreadable.append(str(error))  # one bad rank file: the others are still worth reading
-            done += size
+    for file, one in zip(files, read):
+        if fingerprints is not None and one.fingerprint is not None:
+            fingerprints[str(file)] = one.fingerprint
+        if one.error is not None:
+            unreadable.append(one.error)  # one bad rank file: the others are still worth reading
             continue
-        if fingerprints is not None and digest is not None:
-            fingerprints[str(file)] = Fingerprint(digest.sha256.hexdigest(), digest.size_bytes)
-        fallback = _rank_from_name(file.name, position) if len(files) > 1 else 0
-        try:
-            per_gpu = parsed.ranks(fallback)
-        except TraceError as error:  # one rank file naming 2,000 GPUs: the folder's others are still worth reading
-            if len(files) == 1:
-                raise
-            unreadable.append(str(error))
-            done += size
-            continue
-        if len(files) > 1 and _rank_from_name(file.name, -1) < 0 and not parsed.names_its_rank():
+        if one.ranked_by_place:
             by_order.append(file.name)
-        for events in per_gpu:
-            if cancelled is not None and cancelled():
-                raise TraceCancelled("reading cancelled")
-            reports.append(dataclasses.replace(ranks.analyse(events), file=str(file)))
-        del parsed
-        done += size
+        reports.extend(one.reports)
     if not reports:
         raise TraceError(f"{path}: no rank file could be read (first: {unreadable[0]})")
     notes.extend(f"left out: {line}" for line in unreadable)
@@ -153,6 +138,43 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
         reports = list(chosen)
     return TraceReport(path=str(path), ranks=tuple(sorted(reports, key=lambda r: r.rank)), notes=tuple(notes),
                        files=tuple(str(file) for file in files))
+
+
+@dataclass(frozen=True)
+class RankFile:
+    """One rank file as read: its ranks' reports (one per GPU it names), or why it could not be read."""
+
+    reports: tuple[RankReport, ...] = ()
+    error: Optional[str] = None  # one line: the file is left out of its folder
+    fingerprint: Optional[Fingerprint] = None  # of the bytes read, where asked for
+    ranked_by_place: bool = False  # its rank is its place in the folder (no distributedInfo, no rank-N in its name)
+
+
+def read_rank_file(file: Path, position: int, several: bool, want_digest: bool,
+                   progress: Optional[Callable[[int], None]] = None, cancelled: Optional[Cancelled] = None) -> RankFile:
+    """One trace file read and analysed, the ``position``-th of its folder (``several``: one of a folder's files,
+    so a TraceError is this file's ``error``, not raised). TraceCancelled once ``cancelled()`` says so. In this
+    process, or in one of ``rank_pool``'s (it takes plain arguments and returns picklable data)."""
+    digest = json_stream.FileDigest() if want_digest else None
+    fingerprint = None
+    try:
+        parsed = read_trace(file, progress=progress, cancelled=cancelled, digest=digest)
+        fingerprint = Fingerprint(digest.sha256.hexdigest(), digest.size_bytes) if digest is not None else None
+        per_gpu = parsed.ranks(_rank_from_name(file.name, position) if several else 0)
+    except TraceCancelled:
+        raise
+    except TraceError as error:  # one rank file naming 2,000 GPUs, or unreadable: the folder's others are still read
+        if not several:
+            raise
+        return RankFile(error=str(error), fingerprint=fingerprint)
+    ranked_by_place = several and _rank_from_name(file.name, -1) < 0 and not parsed.names_its_rank()
+    del parsed
+    reports = []
+    for events in per_gpu:
+        if cancelled is not None and cancelled():
+            raise TraceCancelled("reading cancelled")
+        reports.append(dataclasses.replace(ranks.analyse(events), file=str(file)))
+    return RankFile(tuple(reports), None, fingerprint, ranked_by_place)
 
 
 def trace_files(path: Path) -> tuple[list[Path], list[str]]:

@@ -1,0 +1,71 @@
+"""A folder's rank files read side by side, each in a process of its own (trace_analysis/rank_pool.py): the same
+report as one after the other, progress per file, and no process left behind when the read is cancelled."""
+
+from __future__ import annotations
+
+import pytest
+
+from trace_builders import launched, step, trace, write
+from workbench.trace_analysis import rank_pool, read_report
+from workbench.trace_analysis.model import TraceCancelled
+
+GB = 1024**3
+
+
+def test_the_pool_is_used_only_where_large_files_pay_for_its_processes(monkeypatch):
+    monkeypatch.setattr(rank_pool.os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(rank_pool, "_free_memory_bytes", lambda: 64 * GB)
+    mb = 1024**2
+    assert rank_pool.workers_for([300 * mb], [False]) == 1  # one file: nothing to read beside it
+    assert rank_pool.workers_for([1 * mb, 1 * mb], [True, True]) == 1  # 2 MB in all: processes cost more
+    assert rank_pool.workers_for([300 * mb] * 8, [False] * 8) == 8  # 8 GPUs' files, 16 cores
+    assert rank_pool.workers_for([300 * mb] * 32, [False] * 32) == 16  # no more than the cores
+    monkeypatch.setattr(rank_pool, "_free_memory_bytes", lambda: 16 * GB)
+    assert rank_pool.workers_for([100 * mb] * 8, [True] * 8) == 6  # gzipped: 2.5 GB at its peak each
+    monkeypatch.setattr(rank_pool, "_free_memory_bytes", lambda: 3 * GB)
+    assert rank_pool.workers_for([1 * GB] * 8, [False] * 8) == 3  # as many as memory holds
+    monkeypatch.setattr(rank_pool, "_free_memory_bytes", lambda: 0)  # not known: one file at a time
+    assert rank_pool.workers_for([1 * GB] * 8, [False] * 8) == 1
+
+
+@pytest.fixture
+def ranks_folder(tmp_path, monkeypatch):
+    """Three rank files (one not a trace), and a pool of two processes however small they are."""
+    for rank in (0, 1):
+        events = [step(number, 1000 * number, 1000) for number in range(1, 4)]
+        events += [event for number in range(1, 4)
+                   for event in launched("k", 1000 * number + 10, 1000 * number + 100, 300 + 100 * rank, number,
+                                         device=rank)]
+        write(tmp_path / f"rank-{rank}.json.gz", trace(events, distributedInfo={"rank": rank}))
+    (tmp_path / "rank-2.json").write_text("not json")
+    monkeypatch.setattr(rank_pool, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(rank_pool, "workers_for", lambda sizes, gzipped: 2)
+    return tmp_path
+
+
+@pytest.mark.slow  # starts processes
+def test_a_folder_read_in_processes_is_the_report_read_in_one(ranks_folder, monkeypatch):
+    fingerprints, seen = {}, []
+    pooled = read_report(ranks_folder, fingerprints=fingerprints, progress=lambda done, total: seen.append(done))
+    monkeypatch.setattr(rank_pool, "workers_for", lambda sizes, gzipped: 1)
+    one_fingerprints = {}
+    alone = read_report(ranks_folder, fingerprints=one_fingerprints)
+    assert pooled == alone and fingerprints == one_fingerprints and len(fingerprints) == 2
+    assert [r.rank for r in pooled.ranks] == [0, 1]
+    assert any(note.startswith("left out:") and "rank-2.json" in note for note in pooled.notes)
+    assert seen == sorted(seen) and seen[-1] == sum(p.stat().st_size for p in ranks_folder.iterdir())
+
+
+@pytest.mark.slow  # starts processes
+def test_a_cancelled_read_leaves_no_process_behind(ranks_folder, monkeypatch):
+    started = []
+    real_start = rank_pool._start
+
+    def start(*args):
+        started.append(real_start(*args))
+        return started[-1]
+
+    monkeypatch.setattr(rank_pool, "_start", start)
+    with pytest.raises(TraceCancelled):
+        read_report(ranks_folder, cancelled=lambda: bool(started))
+    assert started and all(process.returncode is not None for process in started)

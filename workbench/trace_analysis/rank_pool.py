@@ -1,0 +1,110 @@
+"""A folder's rank files read side by side, each in a process of its own, where that pays.
+
+A job of 8 GPUs writes 8 rank files; read one after the other, 8 files of a few hundred MB take minutes. Each file
+is read and analysed on its own (``reading.read_rank_file``), so the files can be read in as many processes as the
+machine has cores, as HTA reads them. A process costs about a quarter of a second to start (a fresh interpreter
+importing the reader: no torch) and holds its own file's events, so the pool is used only where the files are
+large enough to pay for it (``PARALLEL_MIN_BYTES`` in all) and as many as memory allows. Each is a fresh
+``python -m workbench.trace_analysis.rank_worker`` (never a fork: the window's threads and Qt are not copied, and
+no caller's main module is run again, as multiprocessing's spawn would), killed when the read is cancelled or
+fails: none outlives the read.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+from workbench.trace_analysis.model import TraceCancelled, TraceError
+
+# All the folder's files on disk: below this a sequential read takes about as long as starting the processes.
+PARALLEL_MIN_BYTES = 8 * 1024**2
+# A gzipped trace inflates 10-25×, and the reader holds about its inflated size at its peak: what one process may
+# take, for sizing the pool to the memory free.
+GZIP_RATIO = 25
+POLL_SECONDS = 0.1  # how often the wait asks cancelled()
+
+
+def workers_for(sizes: Sequence[int], gzipped: Sequence[bool]) -> int:
+    """How many processes to read these files with: one per file, up to the CPUs and to the memory free for the
+    largest file's peak in each; 1 (no pool) where the files are too small to pay for one."""
+    if len(sizes) < 2 or sum(sizes) < PARALLEL_MIN_BYTES:
+        return 1
+    peak = max(size * (GZIP_RATIO if packed else 1) for size, packed in zip(sizes, gzipped))
+    return max(1, min(len(sizes), os.cpu_count() or 1, _free_memory_bytes() // max(peak, 1)))
+
+
+def _free_memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not POSIX: no pool (one file at a time, as before)
+        return 0
+
+
+def worth_processes(files: Sequence[Path], sizes: Sequence[int]) -> bool:
+    return workers_for(sizes, [_gzipped(file) for file in files]) > 1
+
+
+def _gzipped(file: Path) -> bool:
+    try:
+        with open(file, "rb") as opened:
+            return opened.read(2) == b"\x1f\x8b"
+    except OSError:
+        return False
+
+
+def read_files(files: Sequence[Path], sizes: Sequence[int], want_digest: bool,
+               progress: Optional[Callable[[int, int], None]], cancelled: Optional[Callable[[], bool]]) -> list[Any]:
+    """``reading.read_rank_file`` of each file, each in a process of its own (``rank_worker``), as many at a time
+    as ``workers_for`` allows; in the files' order. ``progress(bytes_done, bytes_total)`` as each file is done;
+    TraceCancelled once ``cancelled()`` says so, and TraceError where a process fails: its processes terminated
+    either way."""
+    total = sum(sizes)
+    workers = workers_for(sizes, [_gzipped(file) for file in files])
+    results: list[Any] = [None] * len(files)
+    queued = list(range(len(files)))
+    running: dict[int, subprocess.Popen[bytes]] = {}
+    done = 0
+    with tempfile.TemporaryDirectory(prefix="workbench-ranks-") as folder:
+        try:
+            while queued or running:
+                if cancelled is not None and cancelled():
+                    raise TraceCancelled("reading cancelled")
+                while queued and len(running) < workers:
+                    position = queued.pop(0)
+                    running[position] = _start(files[position], position, want_digest, Path(folder))
+                time.sleep(POLL_SECONDS)
+                for position in [p for p, process in running.items() if process.poll() is not None]:
+                    process = running.pop(position)
+                    results[position] = _result(files[position], process, Path(folder), position)
+                    done += sizes[position]
+                    if progress is not None:
+                        progress(done, total)
+            return results
+        finally:
+            for process in running.values():
+                process.kill()
+            for process in running.values():
+                process.wait()
+
+
+def _start(file: Path, position: int, want_digest: bool, folder: Path) -> subprocess.Popen[bytes]:
+    with open(folder / f"{position}.err", "wb") as errors:
+        return subprocess.Popen(
+            [sys.executable, "-m", "workbench.trace_analysis.rank_worker", str(os.getpid()), str(file), str(position),
+             "1" if want_digest else "0", str(folder / f"{position}.pickle")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors)
+
+
+def _result(file: Path, process: subprocess.Popen[bytes], folder: Path, position: int) -> Any:
+    if process.returncode != 0:
+        lines = (folder / f"{position}.err").read_text(errors="replace").strip().splitlines()
+        raise TraceError(f"{file}: the process reading it failed ({lines[-1] if lines else process.returncode})")
+    with open(folder / f"{position}.pickle", "rb") as written:
+        return pickle.load(written)  # written by our own child, in our private folder (never a file's content)

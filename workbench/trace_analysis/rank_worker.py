@@ -1,0 +1,31 @@
+"""One rank file read in a process of its own, for ``rank_pool``:
+``python -m workbench.trace_analysis.rank_worker PARENT_PID FILE POSITION WANT_DIGEST OUT`` writes
+``reading.read_rank_file``'s result, pickled, to OUT (a file in the parent's private temporary folder: the parent
+unpickles only what its own child wrote there)."""
+
+from __future__ import annotations
+
+import gc
+import pickle
+import sys
+from pathlib import Path
+
+from workbench.engine.worker_lifetime import worker_init
+
+
+def main(argv: list[str]) -> int:
+    parent, file, position, want_digest, out = argv
+    # No longer than the reader that started it (its kill, a SIGKILL included), and Ctrl-C is the reader's to
+    # answer: as a DataLoader worker lives (engine/worker_lifetime.py).
+    worker_init(int(parent), 0)
+    gc.disable()  # as read_report does: millions of events kept, none in a cycle
+    from workbench.trace_analysis.reading import read_rank_file
+
+    result = read_rank_file(Path(file), int(position), True, want_digest == "1")
+    with open(out, "wb") as written:
+        pickle.dump(result, written, protocol=pickle.HIGHEST_PROTOCOL)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
