@@ -33,7 +33,8 @@ POLL_SECONDS = 0.1  # how often the wait asks cancelled()
 
 def workers_for(sizes: Sequence[int], gzipped: Sequence[bool]) -> int:
     """How many processes to read these files with: one per file, up to the CPUs and to the memory free for the
-    largest file's peak in each; 1 (no pool) where the files are too small to pay for one."""
+    largest file's peak in each; 1 (no pool) where the files are too small to pay for one. ``gzipped``: by each
+    file's name (an estimate of its peak, so no file is opened twice)."""
     if len(sizes) < 2 or sum(sizes) < PARALLEL_MIN_BYTES:
         return 1
     peak = max(size * (GZIP_RATIO if packed else 1) for size, packed in zip(sizes, gzipped))
@@ -47,26 +48,13 @@ def _free_memory_bytes() -> int:
         return 0
 
 
-def worth_processes(files: Sequence[Path], sizes: Sequence[int]) -> bool:
-    return workers_for(sizes, [_gzipped(file) for file in files]) > 1
-
-
-def _gzipped(file: Path) -> bool:
-    try:
-        with open(file, "rb") as opened:
-            return opened.read(2) == b"\x1f\x8b"
-    except OSError:
-        return False
-
-
-def read_files(files: Sequence[Path], sizes: Sequence[int], want_digest: bool,
+def read_files(files: Sequence[Path], sizes: Sequence[int], workers: int, want_digest: bool,
                progress: Optional[Callable[[int, int], None]], cancelled: Optional[Callable[[], bool]]) -> list[Any]:
-    """``reading.read_rank_file`` of each file, each in a process of its own (``rank_worker``), as many at a time
-    as ``workers_for`` allows; in the files' order. ``progress(bytes_done, bytes_total)`` as each file is done;
+    """``reading.read_rank_file`` of each file, each in a process of its own (``rank_worker``), ``workers`` at a
+    time (``workers_for``); in the files' order. ``progress(bytes_done, bytes_total)`` as each file is done;
     TraceCancelled once ``cancelled()`` says so, and TraceError where a process fails: its processes terminated
     either way."""
     total = sum(sizes)
-    workers = workers_for(sizes, [_gzipped(file) for file in files])
     results: list[Any] = [None] * len(files)
     queued = list(range(len(files)))
     running: dict[int, subprocess.Popen[bytes]] = {}

@@ -95,8 +95,9 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
     sizes = [os.stat(file).st_size for file in files]
     total = sum(sizes)
     want_digest = fingerprints is not None
-    if len(files) > 1 and rank_pool.worth_processes(files, sizes):
-        read = rank_pool.read_files(files, sizes, want_digest, progress, cancelled)
+    workers = rank_pool.workers_for(sizes, [file.name.endswith(".gz") for file in files])
+    if workers > 1:
+        read = rank_pool.read_files(files, sizes, workers, want_digest, progress, cancelled)
     else:
         read, done = [], 0
         for position, (file, size) in enumerate(zip(files, sizes)):

@@ -37,7 +37,7 @@ GRAPH_LAUNCH_MARK = "GraphLaunch"  # cudaGraphLaunch, hipGraphLaunch
 FUSABLE_OPTIMIZERS = frozenset({"Adam", "AdamW", "SGD"})  # torch.optim classes that take fused=True on CUDA
 PAGEABLE_MARK = "Pageable"  # CUPTI's name of a copy from pageable memory: "Memcpy HtoD (Pageable -> Device)"
 # A copy's direction in its name ("Memcpy HtoD (Pinned -> Device)", "Memcpy DtoH (Device -> Pageable)"); other
-# copies (DtoD, PtoP), fills and ROCm's blit kernels stay on the GPUs.
+# copies (DtoD, PtoP) and fills stay on the GPUs; ROCm's blit copies may go either way (_copies_mostly).
 TO_GPU_MARK, TO_HOST_MARK = "HtoD", "DtoH"
 TO_GPU, TO_HOST, ON_DEVICE = "to the GPU", "to the host", "on the GPU"
 # Tensor cores came with Volta (compute capability 7.0), bfloat16 ones with Ampere (8.0): a V100 (7.0) or a T4 (7.5)
