@@ -3,6 +3,12 @@ report as one after the other, progress per file, and no process left behind whe
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
 import pytest
 
 from trace_builders import launched, step, trace, write
@@ -69,3 +75,44 @@ def test_a_cancelled_read_leaves_no_process_behind(ranks_folder, monkeypatch):
     with pytest.raises(TraceCancelled):
         read_report(ranks_folder, cancelled=lambda: bool(started))
     assert started and all(process.returncode is not None for process in started)
+
+
+@pytest.mark.slow  # starts processes
+def test_a_reader_killed_mid_read_leaves_no_file_and_no_process_behind(ranks_folder, tmp_path_factory):
+    """A window or CLI killed with SIGKILL cannot clean up: the pool must have nothing to clean (its results come
+    back through pipes, not a temporary folder), and its processes end with their reader."""
+    temp = tmp_path_factory.mktemp("tmpdir")
+    reader_code = textwrap.dedent(f"""
+        import sys, time
+        from workbench.trace_analysis import rank_pool, read_report
+        rank_pool.workers_for = lambda sizes, gzipped: 2
+        real_start = rank_pool._start
+        def start(*args):
+            process = real_start(*args)
+            print(process.pid, flush=True)
+            time.sleep(3600)  # killed here, its processes at work
+        rank_pool._start = start
+        read_report({str(ranks_folder)!r})
+    """)
+    env = {**os.environ, "TMPDIR": str(temp), "PYTHONPATH": os.pathsep.join(sys.path)}
+    reader = subprocess.Popen([sys.executable, "-c", reader_code], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        worker = int(reader.stdout.readline())
+    finally:
+        reader.kill()
+        reader.wait()
+        reader.stdout.close()
+    assert list(temp.iterdir()) == []
+    for _ in range(600):  # it ends as soon as it sees its parent gone; 60 s on the most loaded machine
+        if not _alive(worker):
+            break
+        time.sleep(0.1)
+    assert not _alive(worker)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False

@@ -16,7 +16,7 @@ import os
 import pickle
 import subprocess
 import sys
-import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -53,46 +53,59 @@ def read_files(files: Sequence[Path], sizes: Sequence[int], workers: int, want_d
     """``reading.read_rank_file`` of each file, each in a process of its own (``rank_worker``), ``workers`` at a
     time (``workers_for``); in the files' order. ``progress(bytes_done, bytes_total)`` as each file is done;
     TraceCancelled once ``cancelled()`` says so, and TraceError where a process fails: its processes terminated
-    either way."""
+    either way. Each result comes back through its process's stdout: nothing is written to disk, so a reader killed
+    mid-read (SIGKILL included) leaves nothing behind."""
     total = sum(sizes)
     results: list[Any] = [None] * len(files)
     queued = list(range(len(files)))
-    running: dict[int, subprocess.Popen[bytes]] = {}
+    running: dict[int, _Reading] = {}
     done = 0
-    with tempfile.TemporaryDirectory(prefix="workbench-ranks-") as folder:
-        try:
-            while queued or running:
-                if cancelled is not None and cancelled():
-                    raise TraceCancelled("reading cancelled")
-                while queued and len(running) < workers:
-                    position = queued.pop(0)
-                    running[position] = _start(files[position], position, want_digest, Path(folder))
-                time.sleep(POLL_SECONDS)
-                for position in [p for p, process in running.items() if process.poll() is not None]:
-                    process = running.pop(position)
-                    results[position] = _result(files[position], process, Path(folder), position)
-                    done += sizes[position]
-                    if progress is not None:
-                        progress(done, total)
-            return results
-        finally:
-            for process in running.values():
-                process.kill()
-            for process in running.values():
-                process.wait()
+    try:
+        while queued or running:
+            if cancelled is not None and cancelled():
+                raise TraceCancelled("reading cancelled")
+            while queued and len(running) < workers:
+                position = queued.pop(0)
+                running[position] = _Reading(_start(files[position], position, want_digest))
+            time.sleep(POLL_SECONDS)
+            for position in [p for p, reading in running.items() if reading.finished()]:
+                results[position] = running.pop(position).result(files[position])
+                done += sizes[position]
+                if progress is not None:
+                    progress(done, total)
+        return results
+    finally:
+        for reading in running.values():
+            reading.process.kill()
+        for reading in running.values():
+            reading.drained.join()
 
 
-def _start(file: Path, position: int, want_digest: bool, folder: Path) -> subprocess.Popen[bytes]:
-    with open(folder / f"{position}.err", "wb") as errors:
-        return subprocess.Popen(
-            [sys.executable, "-m", "workbench.trace_analysis.rank_worker", str(os.getpid()), str(file), str(position),
-             "1" if want_digest else "0", str(folder / f"{position}.pickle")],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors)
+def _start(file: Path, position: int, want_digest: bool) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "workbench.trace_analysis.rank_worker", str(os.getpid()), str(file), str(position),
+         "1" if want_digest else "0"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def _result(file: Path, process: subprocess.Popen[bytes], folder: Path, position: int) -> Any:
-    if process.returncode != 0:
-        lines = (folder / f"{position}.err").read_text(errors="replace").strip().splitlines()
-        raise TraceError(f"{file}: the process reading it failed ({lines[-1] if lines else process.returncode})")
-    with open(folder / f"{position}.pickle", "rb") as written:
-        return pickle.load(written)  # written by our own child, in our private folder (never a file's content)
+class _Reading:
+    """One process at work, its pipes drained by a thread of its own (a full pipe would stop it) until it ends."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+        self.output: tuple[bytes, bytes] = (b"", b"")
+        self.drained = threading.Thread(target=self._drain, name="rank-file-reader", daemon=True)
+        self.drained.start()
+
+    def _drain(self) -> None:
+        self.output = self.process.communicate()
+
+    def finished(self) -> bool:
+        return not self.drained.is_alive()
+
+    def result(self, file: Path) -> Any:
+        out, err = self.output
+        if self.process.returncode != 0 or not out:
+            lines = err.decode(errors="replace").strip().splitlines()
+            raise TraceError(f"{file}: the process reading it failed ({lines[-1] if lines else self.process.returncode})")
+        return pickle.loads(out)  # written by our own child to its stdout (never a file's content)
