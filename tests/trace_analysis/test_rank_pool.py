@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from workbench.trace_analysis import rank_pool, read_report
 from workbench.trace_analysis.model import TraceCancelled
 
 GB = 1024**3
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_pool_is_used_only_where_large_files_pay_for_its_processes(monkeypatch):
@@ -94,7 +96,7 @@ def test_a_reader_killed_mid_read_leaves_no_file_and_no_process_behind(ranks_fol
         rank_pool._start = start
         read_report({str(ranks_folder)!r})
     """)
-    env = {**os.environ, "TMPDIR": str(temp), "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = {**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(REPO)}
     reader = subprocess.Popen([sys.executable, "-c", reader_code], stdout=subprocess.PIPE, text=True, env=env)
     try:
         worker = int(reader.stdout.readline())

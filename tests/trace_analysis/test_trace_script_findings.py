@@ -3,10 +3,15 @@ PyTorch's terms, and carries its figure and threshold."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+
+from trace_builders import kernel, launched, step, trace, write
 from trace_reports import rank_report
 
+from workbench.engine import kineto
 from workbench.engine.findings import COMPUTE_BOUND_BUSY, INPUT_BOUND_WAIT, LAUNCH_BOUND_HOST_WAIT
-from workbench.trace_analysis.model import NamedSeconds, ScriptTraits
+from workbench.trace_analysis import read_report
+from workbench.trace_analysis.model import NamedSeconds, ScriptTraits, TraceReport
 from workbench.trace_analysis.script_findings import (
     COMMUNICATION_BOUND_SHARE,
     EXPOSED_MEMORY_SHARE,
@@ -14,7 +19,6 @@ from workbench.trace_analysis.script_findings import (
     findings_for,
     with_findings,
 )
-from workbench.trace_analysis.model import TraceReport
 
 
 def kinds(rank) -> list[str]:
@@ -121,15 +125,21 @@ def test_exposed_copies_name_non_blocking():
 
 
 def copy_bound_change(*copies: tuple[str, float]) -> str:
+    """The copy-bound change where each named copy's time is all exposed (no kernel hides any of it)."""
+    exposed: dict[str, float] = defaultdict(float)
+    for name, seconds in copies:
+        exposed[kineto.copy_direction(name)] += seconds
     rank = rank_report(memory_share=0.2, compute_share=0.55,
-                       top_copies=tuple(NamedSeconds(name, seconds) for name, seconds in copies))
+                       top_copies=tuple(NamedSeconds(name, seconds) for name, seconds in copies),
+                       exposed_copies=tuple(NamedSeconds(where, seconds) for where, seconds in
+                                            sorted(exposed.items(), key=lambda item: -item[1])))
     (finding,) = findings_for(rank)
     return finding.change
 
 
-def test_the_copy_bound_change_follows_where_most_of_the_copy_time_goes():
+def test_the_copy_bound_change_follows_where_most_of_the_exposed_copy_time_goes():
     """Pinning and non_blocking are for batches copied to the GPU; copies back to the host, within the GPU or
-    fills (ROCm's blit kernels among them) get a change of their own, by where most of the listed time goes."""
+    fills (ROCm's blit kernels among them) get a change of their own, by where most of the exposed time goes."""
     assert "pin_memory=True" in copy_bound_change(("Memcpy HtoD (Pageable -> Device)", 0.3),
                                                   ("Memcpy DtoH (Device -> Pageable)", 0.1))
     assert "uint8" in copy_bound_change(("Memcpy HtoD (Pinned -> Device)", 0.3), ("Memset (Device)", 0.1))
@@ -143,6 +153,26 @@ def test_the_copy_bound_change_follows_where_most_of_the_copy_time_goes():
     assert "pin_memory=True" in copy_bound_change(("__amd_rocclr_copyBuffer", 0.3))
     assert "pin_memory=True" in copy_bound_change(("__amd_rocclr_copyBuffer", 0.3), ("Memset (Device)", 0.1))
     assert "on the GPU itself" in copy_bound_change(("__amd_rocclr_copyBuffer", 0.1), ("Memset (Device)", 0.3))
+
+
+def test_copies_that_kernels_hide_do_not_choose_the_copy_bound_change(tmp_path):
+    """Each step copies its loss back (DtoH) for 4 ms under a kernel, and its batch in (HtoD, pageable) for 3 ms
+    with nothing beside it: the exposed time is the batch's, so the change is pin_memory and non_blocking, though
+    DtoH holds the most copy time."""
+    events = []
+    for number in range(1, 4):
+        begin = number * 10_000
+        events.append(step(number, begin, 10_000))
+        events += launched("gemm", begin + 10, begin + 100, 5_000, 10 * number)
+        events.append(kernel("Memcpy DtoH (Device -> Pageable)", begin + 500, 4_000, 10 * number + 1, stream=8,
+                             cat="gpu_memcpy"))
+        events.append(kernel("Memcpy HtoD (Pageable -> Device)", begin + 6_000, 3_000, 10 * number + 2, stream=9,
+                             cat="gpu_memcpy"))
+    (rank,) = read_report(write(tmp_path / "copies.json", trace(events))).ranks
+    assert rank.top_copies[0].name.startswith("Memcpy DtoH")  # the most copy time
+    assert [(c.name, round(c.seconds, 6)) for c in rank.exposed_copies] == [(kineto.TO_GPU, 0.009)]
+    (finding,) = [f for f in findings_for(rank) if f.kind == "copy-bound"]
+    assert "pin_memory=True" in finding.change and "DtoH" not in finding.change
 
 
 def test_compute_bound_offers_autocast_unless_the_kernels_already_run_in_16_bit():

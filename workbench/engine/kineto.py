@@ -32,6 +32,11 @@ COMMUNICATION_MARKS = ("ncclKernel", "ncclDevKernel")
 # __amd_rocclr_fillBufferAligned…), written as kernels: they are copies and fills, not compute. (HTA counts them as
 # compute; its replay in trace_analysis.hta_rules does too.)
 ROCM_COPY_KERNELS, ROCM_FILL_KERNELS = "__amd_rocclr_copy", "__amd_rocclr_fill"
+# Where a copy or fill moves its bytes, by its name: CUPTI names a copy's direction ("Memcpy HtoD (Pinned -> Device)",
+# "Memcpy DtoH (Device -> Pageable)"); other copies (DtoD, PtoP) and fills stay on the GPUs; ROCm's blit copies may
+# go either way.
+TO_GPU_MARK, TO_HOST_MARK = "HtoD", "DtoH"
+TO_GPU, TO_HOST, ON_GPU, EITHER_WAY = "to the GPU", "to the host", "on the GPU", "either way"
 # Host records that are the profiler's own work, not the program's.
 PROFILER_RECORDS = frozenset({"Activity Buffer Request"})
 # Host ops that torch.compile's code runs under (Dynamo's region, AOTAutograd's forward and backward): they wrap
@@ -88,6 +93,13 @@ def device_kind(name: str) -> str:
     if name.startswith(COMMUNICATION_PREFIXES) or any(mark in name for mark in COMMUNICATION_MARKS):
         return COMMUNICATION
     return KERNEL
+
+
+def copy_direction(name: str) -> str:
+    """Where a copy or fill (a MEMCPY or MEMSET record) moves its bytes: TO_GPU, TO_HOST, ON_GPU or EITHER_WAY."""
+    if name.startswith(ROCM_COPY_KERNELS):
+        return EITHER_WAY
+    return TO_GPU if TO_GPU_MARK in name else TO_HOST if TO_HOST_MARK in name else ON_GPU
 
 
 def host_kind(name: str) -> str:

@@ -102,6 +102,8 @@ class RankReport:
     gpu_span_as_hta: Optional[dict[str, float]] = None
     traits: ScriptTraits = ScriptTraits()
     top_copies: tuple[NamedSeconds, ...] = ()  # copies and fills by name ("Memcpy HtoD (Pageable -> Device)")
+    # copy and fill time no kernel hides, by where the bytes go (kineto.copy_direction: "to the GPU", …), most first
+    exposed_copies: tuple[NamedSeconds, ...] = ()
     file: str = ""  # the file the rank was read from (a folder's reports name it)
     compute_capability: Optional[tuple[int, int]] = None  # the GPU's (major, minor), where deviceProperties has it
 

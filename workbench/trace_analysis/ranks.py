@@ -131,6 +131,7 @@ def analyse(events: RankEvents) -> RankReport:
         gpu_span_as_hta=hta_span,
         traits=events.traits,
         top_copies=_top_copies(device, window),
+        exposed_copies=_exposed_copies(device, window),
     )
 
 
@@ -194,6 +195,34 @@ def _top_copies(device: Sequence[Activity], window: tuple[int, int]) -> tuple[Na
             entry[1] += 1
     ranked = sorted(sums.items(), key=lambda item: -item[1][0])[:TOP_COUNT]
     return tuple(NamedSeconds(name, ns / 1e9, count) for name, (ns, count) in ranked)
+
+
+def _exposed_copies(device: Sequence[Activity], window: tuple[int, int]) -> tuple[NamedSeconds, ...]:
+    """Copy and fill time within the window that no kernel hides, by where the bytes go (kineto.copy_direction), the
+    most first: what the copy-bound finding's change is chosen by. As ``memory_share`` counts it: copies less the
+    time of kernels and communication, fills less that and the copies' (copies going different ways at once are
+    each counted)."""
+    begin, end = window
+    kernels, copies, fills = [], defaultdict(list), defaultdict(list)
+    for a in device:
+        if a.end_ns > begin and a.start_ns < end:
+            if a.kind == MEMCPY:
+                copies[kineto.copy_direction(a.name)].append((a.start_ns, a.end_ns))
+            elif a.kind == MEMSET:
+                fills[kineto.copy_direction(a.name)].append((a.start_ns, a.end_ns))
+            else:
+                kernels.append((a.start_ns, a.end_ns))
+    hidden = intervals.clip(intervals.union(kernels), begin, end)
+    all_copies = intervals.union(span for spans in copies.values() for span in spans)
+    seconds: dict[str, int] = defaultdict(int)
+    for direction, spans in copies.items():
+        seconds[direction] += intervals.total(intervals.subtract(intervals.clip(intervals.union(spans), begin, end),
+                                                                 hidden))
+    for direction, spans in fills.items():
+        visible = intervals.subtract(intervals.clip(intervals.union(spans), begin, end), hidden)
+        seconds[direction] += intervals.total(intervals.subtract(visible, all_copies))
+    ranked = sorted(((ns, direction) for direction, ns in seconds.items() if ns > 0), key=lambda item: -item[0])
+    return tuple(NamedSeconds(direction, ns / 1e9) for ns, direction in ranked)
 
 
 def _runtime_calls(runtime: Sequence[Activity], window: tuple[int, int]) -> dict[str, float]:

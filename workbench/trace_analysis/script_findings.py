@@ -16,7 +16,7 @@ import dataclasses
 from typing import Optional
 
 from workbench.engine.findings import COMPUTE_BOUND_BUSY, INPUT_BOUND_WAIT, LAUNCH_BOUND_HOST_WAIT
-from workbench.engine.kineto import ROCM_COPY_KERNELS
+from workbench.engine.kineto import ON_GPU, TO_GPU, TO_GPU_MARK, TO_HOST
 from workbench.formatting import format_step_seconds
 from workbench.trace_analysis.model import Finding, NamedSeconds, RankReport, TraceReport
 
@@ -36,10 +36,6 @@ COPY_OPS = frozenset({"aten::to", "aten::_to_copy", "aten::copy_"})
 GRAPH_LAUNCH_MARK = "GraphLaunch"  # cudaGraphLaunch, hipGraphLaunch
 FUSABLE_OPTIMIZERS = frozenset({"Adam", "AdamW", "SGD"})  # torch.optim classes that take fused=True on CUDA
 PAGEABLE_MARK = "Pageable"  # CUPTI's name of a copy from pageable memory: "Memcpy HtoD (Pageable -> Device)"
-# A copy's direction in its name ("Memcpy HtoD (Pinned -> Device)", "Memcpy DtoH (Device -> Pageable)"); other
-# copies (DtoD, PtoP) and fills stay on the GPUs; ROCm's blit copies may go either way (_copies_mostly).
-TO_GPU_MARK, TO_HOST_MARK = "HtoD", "DtoH"
-TO_GPU, TO_HOST, ON_DEVICE = "to the GPU", "to the host", "on the GPU"
 # Tensor cores came with Volta (compute capability 7.0), bfloat16 ones with Ampere (8.0): a V100 (7.0) or a T4 (7.5)
 # has float16 ones only; a P100 (6.0) or a GTX 1080 (6.1) none.
 TENSOR_CORES, BFLOAT16_TENSOR_CORES = (7, 0), (8, 0)
@@ -157,14 +153,16 @@ def _exposed_memory(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
         return None
     head = (f"Copy-bound: copies and fills not hidden behind compute took {_pct(figure)} of {_window(rank)} "
             f"(threshold {_pct(EXPOSED_MEMORY_SHARE)}).")
-    direction = _copies_mostly(rank.top_copies)
+    direction = rank.exposed_copies[0].name if rank.exposed_copies else None
     if direction == TO_HOST:
-        change = ("copies back to the host (Memcpy DtoH) are most of the copy time: keep per-step values on the GPU "
-                  "(sum the loss and the metrics into tensors there) and copy them out every N steps or at the end")
-    elif direction == ON_DEVICE:
-        change = ("copies and fills on the GPU itself (device to device, memset) are most of the copy time: make "
-                  "buffers once and reuse them rather than each step (torch.zeros, torch.cat, .clone(), "
-                  ".contiguous() in the loop), and clear gradients with optimizer.zero_grad(set_to_none=True)")
+        change = ("copies back to the host (Memcpy DtoH) are most of the copy time not hidden behind compute: keep "
+                  "per-step values on the GPU (sum the loss and the metrics into tensors there) and copy them out "
+                  "every N steps or at the end")
+    elif direction == ON_GPU:
+        change = ("copies and fills on the GPU itself (device to device, memset) are most of the copy time not hidden "
+                  "behind compute: make buffers once and reuse them rather than each step (torch.zeros, torch.cat, "
+                  ".clone(), .contiguous() in the loop), and clear gradients with "
+                  "optimizer.zero_grad(set_to_none=True)")
     elif direction == TO_GPU and not any(PAGEABLE_MARK in copy.name for copy in rank.top_copies
                                          if TO_GPU_MARK in copy.name):
         change = ("send fewer bytes: the batches already come from pinned memory, so what is left is their size; "
@@ -175,19 +173,6 @@ def _exposed_memory(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
                   "of the next batch overlaps the step's kernels instead of stalling them")
     return figure, [Finding(kind="copy-bound", text=head, figure=figure, threshold=EXPOSED_MEMORY_SHARE,
                             change=change)]
-
-
-def _copies_mostly(copies: tuple[NamedSeconds, ...]) -> Optional[str]:
-    """Where the listed copies and fills mostly go, by their time in the window: TO_GPU, TO_HOST or ON_DEVICE
-    (copies within a GPU or between GPUs, fills); None without any, or where most of the time is in copies whose
-    name does not say (ROCm's blit copies, __amd_rocclr_copyBuffer…, may go either way)."""
-    seconds = {TO_GPU: 0.0, TO_HOST: 0.0, ON_DEVICE: 0.0, None: 0.0}
-    for copy in copies:
-        where = (None if copy.name.startswith(ROCM_COPY_KERNELS) else TO_GPU if TO_GPU_MARK in copy.name
-                 else TO_HOST if TO_HOST_MARK in copy.name else ON_DEVICE)
-        seconds[where] += copy.seconds
-    most = max(seconds, key=lambda where: seconds[where])
-    return most if seconds[most] > 0 else None
 
 
 def _compute_bound(rank: RankReport) -> list[Finding]:
