@@ -42,6 +42,15 @@ def test_the_timeline_analysis_findings_and_ceiling_cache_need_no_torch_or_panda
     assert not {name for name in modules if name.split(".")[0] in ("torch", "pandas", "numpy")}
 
 
+def test_reading_another_programs_trace_needs_no_torch_qt_or_pandas():
+    # A folder's rank files are read in fresh processes, each a quarter of a second to start (rank_pool.py);
+    # torch would add a second or more to each, and to every `workbench trace`.
+    modules = imported_after(
+        "import workbench.trace_analysis, workbench.trace_analysis.rank_worker, workbench.trace_analysis.comparing, "
+        "workbench.trace_analysis.report_text, workbench.trace_analysis.report_json")
+    assert not {name for name in modules if name.split(".")[0] in ("torch", "PySide6", "pandas", "numpy")}
+
+
 def test_sequences_import_torch_only_when_they_run():
     # A GUI validates a sweep's values while the user types them: the plans and their checks stay cheap.
     assert "torch" not in imported_after(

@@ -294,7 +294,7 @@ def test_a_large_value_beside_the_events_is_refused_and_unread_keys_are_not_kept
     events = [step(1, 0, 1000), *launched("k", 10, 100, 500, 1)]
     message = error_line(write(tmp_path / "big.json", trace(events, junk=[{}] * 1000)))
     assert 'holds a top-level "junk" larger than' in message
-    from workbench.trace_analysis.reading import read_trace
+    from workbench.trace_analysis.parsed_trace import read_trace
 
     parsed = read_trace(write(tmp_path / "small.json", trace(events, other=[1, 2], distributedInfo={"rank": 3})))
     assert set(parsed.meta) == {"distributedInfo"}
@@ -321,9 +321,9 @@ def test_a_trace_whose_device_events_could_not_be_read_is_not_called_cpu_only(tm
 
 def test_a_file_naming_more_gpus_than_a_node_holds_gives_one_line(tmp_path, monkeypatch):
     """Each GPU is a report over all the host's events: 2,000 device indices took 31 s and 42 MB of notes."""
-    from workbench.trace_analysis import reading
+    from workbench.trace_analysis import parsed_trace
 
-    monkeypatch.setattr(reading, "MAX_GPUS_PER_FILE", 4)
+    monkeypatch.setattr(parsed_trace, "MAX_GPUS_PER_FILE", 4)
     events = [step(1, 0, 10_000)] + [event for device in range(5)
                                      for event in launched("k", 10 + device, 100 + device, 50, device + 1, device=device)]
     assert "its device events name 5 GPUs" in error_line(write(tmp_path / "t.json", trace(events)))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from trace_builders import kernel, op, step, trace, write
-from workbench.trace_analysis import read_report, reading
+from workbench.trace_analysis import parsed_trace, read_report
 from workbench.trace_analysis.model import TraceError, TraceReport
 from workbench.trace_analysis.report_text import report_lines
 
@@ -73,9 +73,9 @@ def test_gpus_of_several_kinds_listed_without_work_name_none_of_them(tmp_path):
 def test_unknown_categories_are_counted_up_to_a_bound(tmp_path):
     """A hostile file naming a new category on every span: the count keeps MAX_UNREAD_CATEGORIES of them and sums
     the rest, not one entry each."""
-    events = [op("x", index, 1, cat=f"c{index}") for index in range(5 * reading.MAX_UNREAD_CATEGORIES)]
-    parsed = reading.read_trace(write(tmp_path / "t.json", trace(events)))
-    assert len(parsed.unread_categories) == reading.MAX_UNREAD_CATEGORIES + 1
-    assert parsed.unread_categories[reading.MORE_CATEGORIES] == 4 * reading.MAX_UNREAD_CATEGORIES
-    assert "python_function" not in reading.read_trace(write(tmp_path / "p.json", trace(
+    events = [op("x", index, 1, cat=f"c{index}") for index in range(5 * parsed_trace.MAX_UNREAD_CATEGORIES)]
+    parsed = parsed_trace.read_trace(write(tmp_path / "t.json", trace(events)))
+    assert len(parsed.unread_categories) == parsed_trace.MAX_UNREAD_CATEGORIES + 1
+    assert parsed.unread_categories[parsed_trace.MORE_CATEGORIES] == 4 * parsed_trace.MAX_UNREAD_CATEGORIES
+    assert "python_function" not in parsed_trace.read_trace(write(tmp_path / "p.json", trace(
         [op("f", 0, 1, cat="python_function")]))).unread_categories

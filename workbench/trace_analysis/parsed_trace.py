@@ -1,0 +1,412 @@
+"""One profiler trace file read in one pass into activities (``read_trace`` → ``ParsedTrace``), and its events
+sorted by rank and GPU (``ParsedTrace.ranks`` → ``ranks.RankEvents``).
+
+Formats: Kineto's categories today ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver",
+"cpu_op", "user_annotation") and 2021's ("Kernel", "Memcpy", "Memset", "Runtime", "Operator"); NVIDIA's
+and ROCm's runtime calls (by category, so "hipLaunchKernel" launches as "cudaLaunchKernel" does). The GPU
+of a rank is read from the trace (its device events' ``device``), never assumed to be 0.
+
+One pass, streaming (``json_stream``): events arrive a batch at a time, decoded by msgspec into ``_Event``
+Structs that hold only the fields read here, and each is reduced at once to an ``Activity`` (or dropped:
+flow arrows, Python frames, instant events); the whole JSON document is never held. Hostile input gives a
+``TraceError`` with one line (or a note in the report naming what was skipped), never a hang: the stream's own
+defences are in json_stream; mistyped or missing fields and negative durations are counted here and named in the
+report's notes.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional
+
+import msgspec
+
+from workbench.engine import kineto
+from workbench.engine.timeline import CPU_OP, DATA_WAIT, RUNTIME, STEP, Activity, sort_by_start_longest_first
+from workbench.trace_analysis import json_stream, ranks
+from workbench.trace_analysis.model import UNKNOWN_DEVICE, ScriptTraits, TraceCancelled, TraceError
+
+Cancelled = json_stream.Cancelled
+
+DEVICE_CATEGORIES = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
+                     "gpu_memset": "memset", "Memset": "memset"}
+RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver", "hip_runtime"})
+OP_CATEGORIES = frozenset({"cpu_op", "Operator"})
+ANNOTATION_CATEGORIES = frozenset({"user_annotation"})
+GPU_MARKER_CATEGORIES = frozenset({"cuda_sync"})  # CUPTI's sync records on a stream: HTA counts them as GPU events
+# An annotation's span on the GPU: not GPU work, but HTA's filter reads the GPU's ProfilerStep#N (hta_rules).
+GPU_ANNOTATION_CATEGORIES = frozenset({"gpu_user_annotation"})
+# Categories of spans the reader passes over that are the host's own (Python frames, the profiler's span of the
+# trace); any other it does not know may be a device's it does not read (an MTIA's, CUPTI's range profiler's), and
+# is counted, up to this many categories (a hostile file may name millions).
+HOST_ONLY_CATEGORIES = frozenset({"python_function", "Python", "Trace", "overhead"})
+MAX_UNREAD_CATEGORIES = 64
+MORE_CATEGORIES = "(more categories)"
+# The TensorBoard plugin's data-loading span: enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ (or
+# _MultiProcessingDataLoaderIter): the host blocked on the next batch.
+DATALOADER_NEXT = re.compile(r"enumerate\(DataLoader\)#.*__next__")
+_DIGITS = re.compile(r"-?\d+")
+OPTIMIZER_STEP = re.compile(r"Optimizer\.step#(\w+)\.step")  # torch.optim's annotation of each step
+FUSED_OPTIMIZER_OPS = "aten::_fused_"  # aten::_fused_adamw_, _fused_adam_, _fused_sgd_
+
+
+@dataclass
+class ParsedTrace:
+    """One file's events, sorted into activities; ``meta`` holds the top-level keys other than traceEvents."""
+
+    path: Path
+    meta: dict[str, Any] = field(default_factory=dict)
+    device_work: dict[Optional[int], list[Activity]] = field(default_factory=lambda: defaultdict(list))
+    gpu_markers: dict[Optional[int], list[Activity]] = field(default_factory=lambda: defaultdict(list))
+    runtime: list[Activity] = field(default_factory=list)
+    steps: list[Activity] = field(default_factory=list)
+    gpu_steps: list[Activity] = field(default_factory=list)  # ProfilerStep#N's span on the GPU's timeline
+    data_waits: list[Activity] = field(default_factory=list)
+    host_by_thread: dict[int, list[Activity]] = field(default_factory=lambda: defaultdict(list))  # all host activities
+    host_ops: dict[int, list[Activity]] = field(default_factory=lambda: defaultdict(list))  # cpu ops
+    skipped: Counter = field(default_factory=Counter)  # reason → events skipped
+    # category this reader does not know → its spans (up to MAX_UNREAD_CATEGORIES; the rest under MORE_CATEGORIES)
+    unread_categories: dict[str, int] = field(default_factory=dict)
+    events: int = 0
+    fractional_timestamps: bool = False
+    # name → (one copy of it, its kind), host ops and device events apart (a name may be both)
+    _host_names: dict[str, tuple[str, Optional[str]]] = field(default_factory=dict)
+    _device_names: dict[str, tuple[str, str]] = field(default_factory=dict)
+    _runtime_names: dict[str, str] = field(default_factory=dict)
+
+    def names_its_rank(self) -> bool:
+        """The file says its rank (Kineto's distributedInfo, written under torch.distributed)."""
+        info = self.meta.get("distributedInfo")
+        return isinstance(info, dict) and _int(info.get("rank")) is not None
+
+    def ranks(self, fallback_rank: int) -> list[ranks.RankEvents]:
+        """One RankEvents per GPU found in the file (one, usually); a CPU-only trace gives one without device work."""
+        info = self.meta.get("distributedInfo")
+        rank = _int(info.get("rank")) if isinstance(info, dict) else None
+        base_rank = rank if rank is not None else fallback_rank
+        notes = [f"{count:,} {reason}: skipped" for reason, count in sorted(self.skipped.items())]
+        work = dict(self.device_work)
+        markers = dict(self.gpu_markers)
+        if None in work or None in markers:  # device events without a device index
+            known = sorted(index for index in work if index is not None)
+            if len(known) <= 1:  # one GPU (or none named): they are its events
+                target = known[0] if known else 0
+                work.setdefault(target, []).extend(work.pop(None, []))
+                markers.setdefault(target, []).extend(markers.pop(None, []))
+            else:
+                count = len(work.pop(None, [])) + len(markers.pop(None, []))
+                notes.append(f"{count:,} device events name no GPU while the file holds several: left out")
+        indices = sorted(index for index in work if index is not None and work[index])
+        if len(indices) > MAX_GPUS_PER_FILE:  # each GPU is a report over all the host's events: refuse, not crawl
+            raise TraceError(f"{self.path}: its device events name {len(indices):,} GPUs; one process's trace names "
+                             f"a few, and past {MAX_GPUS_PER_FILE} it is not a profiler's")
+        if len(indices) > 1:
+            notes.append(f"this file holds {len(indices)} GPUs ({', '.join(f'cuda:{i}' for i in indices)}): "
+                         f"one report per GPU, numbered process rank × {len(indices)} + its place by device index; "
+                         "the host's figures (its ops, launch calls and syncs) are the process's, shared by its GPUs")
+        host_ops = {thread: sort_by_start_longest_first(ops) for thread, ops in self.host_ops.items()}
+        host_by_thread = {thread: sort_by_start_longest_first(events) for thread, events in self.host_by_thread.items()}
+        traits = _script_traits(self._host_names)
+
+        def rank_events(rank: int, index: Optional[int], device_work: list[Activity], gpu_markers: list[Activity]
+                        ) -> ranks.RankEvents:
+            return ranks.RankEvents(
+                rank=rank, device_index=index, device=self._device_name(index),
+                compute_capability=self._compute_capability(index), device_work=device_work,
+                gpu_markers=gpu_markers, runtime=self.runtime, steps=self.steps, gpu_steps=self.gpu_steps,
+                data_waits=self.data_waits,
+                host_by_thread=host_by_thread, host_ops_by_thread=host_ops, notes=list(notes),
+                fractional_timestamps=self.fractional_timestamps, traits=traits,
+                events_skipped=sum(self.skipped.values()),
+                unread_categories=self.unread_categories)
+
+        if not indices:
+            return [rank_events(base_rank, None, [], [])]
+        # A process driving several GPUs: its GPUs numbered after those of the processes ranked below it (base +
+        # position gave two 2-GPU processes the ranks 0, 1, 1, 2).
+        return [rank_events(base_rank if len(indices) == 1 else base_rank * len(indices) + position, index,
+                            sorted(work[index], key=_START), markers.get(index, []))
+                for position, index in enumerate(indices)]
+
+    def _device_name(self, index: Optional[int]) -> str:
+        properties = self._device_properties(index)
+        if properties is not None:
+            return str(properties["name"])
+        if index is None:  # no device work read: the GPUs the file lists, where they are all of one kind
+            names = {str(p["name"]) for p in self._listed_gpus[1]}
+            return names.pop() if len(names) == 1 else UNKNOWN_DEVICE
+        return f"cuda:{index}"
+
+    def _compute_capability(self, index: Optional[int]) -> Optional[tuple[int, int]]:
+        """The GPU's (major, minor) from deviceProperties (computeMajor, computeMinor, integers as CUDA gives them);
+        None where not written, or written otherwise."""
+        properties = self._device_properties(index)
+        if properties is None:
+            return None
+        major, minor = properties.get("computeMajor"), properties.get("computeMinor")
+        if type(major) is int and type(minor) is int and 0 < major < 100 and 0 <= minor < 10:
+            return major, minor
+        return None
+
+    def _device_properties(self, index: Optional[int]) -> Optional[dict[str, Any]]:
+        """The deviceProperties entry of the GPU with this index (the only one, where the file lists one GPU: its
+        index remapped by CUDA_VISIBLE_DEVICES); None without a named one, or without an index."""
+        if index is None:
+            return None
+        by_id, named = self._listed_gpus
+        if index in by_id:
+            return by_id[index]
+        return named[0] if len(named) == 1 else None
+
+    @functools.cached_property
+    def _listed_gpus(self) -> tuple[dict[int, dict[str, Any]], list[dict[str, Any]]]:
+        """deviceProperties' named entries, by id and in order (read once: a file may list many)."""
+        properties = self.meta.get("deviceProperties")
+        if not isinstance(properties, list):
+            return {}, []
+        named = [p for p in properties if isinstance(p, dict) and isinstance(p.get("name"), str)]
+        by_id: dict[int, dict[str, Any]] = {}
+        for entry in named:
+            number = _int(entry.get("id"))
+            if number is not None:
+                by_id.setdefault(number, entry)
+        return by_id, named
+
+    def add_batch(self, batch: list[Any]) -> None:
+        """Sort a batch of trace events into the activities (or count why each was skipped). The hot loop of a
+        read: millions of events, so it is one loop with the names it uses bound locally, types tested with
+        ``type(...) is``, each name classified once, and activities made without a Python-level constructor."""
+        if batch and type(batch[0]) is not _Event:  # decoded by the stdlib (the typed decoder refused the batch)
+            batch = [_as_event(item) for item in batch]
+            objects = [event for event in batch if event is not None]
+            if len(objects) < len(batch):
+                self.skipped["events that are not JSON objects"] += len(batch) - len(objects)
+                self.events += len(batch) - len(objects)
+            batch = objects
+        self.events += len(batch)
+        side_of = _SIDE.get
+        fractional = self.fractional_timestamps
+        host_names, device_names, runtime_names = self._host_names, self._device_names, self._runtime_names
+        runtime_append, step_append, data_wait_append = self.runtime.append, self.steps.append, self.data_waits.append
+        gpu_step_append = self.gpu_steps.append
+        host_by_thread, host_ops, device_work, gpu_markers = (self.host_by_thread, self.host_ops, self.device_work,
+                                                               self.gpu_markers)
+        make = tuple.__new__
+        skipped = self.skipped
+        unread = self.unread_categories
+        unread_count = unread.get
+        for event in batch:
+            ts = event.ts
+            whole_ts = type(ts) is int
+            if not whole_ts:  # HTA rounds when its ts column is float: a fraction, or a missing ts
+                fractional = True
+            if event.ph != "X":
+                continue
+            cat = event.cat
+            side = side_of(cat) if type(cat) is str else None  # a list or an object is no category (nor hashable)
+            if side is None or side is _PASSED_OVER:  # Python frames, the profiler's own spans: passed over
+                if side is None and type(cat) is str:  # a category the reader does not know: counted, not read
+                    if cat in unread or len(unread) < MAX_UNREAD_CATEGORIES:
+                        unread[cat] = unread_count(cat, 0) + 1
+                    else:
+                        unread[MORE_CATEGORIES] = unread_count(MORE_CATEGORIES, 0) + 1
+                continue
+            name = event.name
+            dur = event.dur
+            whole_dur = type(dur) is int
+            # numbers (not NaN, not ±Infinity, which the stdlib reads; not past any clock a profiler writes)
+            if type(name) is not str or not ((whole_ts or type(ts) is float) and -1e18 < ts < 1e18) or not (
+                    (whole_dur or type(dur) is float) and -1e18 < dur < 1e18):
+                skipped["events with a missing or mistyped name, ts or dur"] += 1
+                continue
+            if dur < 0:
+                skipped["events with a negative duration"] += 1
+                continue
+            # µs as integer ns; a fraction (Kineto writes three decimals) apart from the whole µs, so that large
+            # absolute timestamps keep their ns (inline: every event of some traces has one)
+            if whole_ts:
+                start = ts * 1000
+            else:
+                whole = int(ts)
+                start = whole * 1000 + round((ts - whole) * 1000)
+            if whole_dur:
+                end = start + dur * 1000
+            else:
+                whole = int(dur)
+                end = start + whole * 1000 + round((dur - whole) * 1000)
+            if side is _GPU_ANNOTATION:
+                if name.startswith(kineto.STEP_PREFIX):
+                    gpu_step_append(make(Activity, (start, end, STEP, 0, name, 0)))
+                continue
+            if side is _HOST_OP or side is _OP:
+                thread = event.tid
+                if type(thread) is not int:
+                    thread = _int(thread) or 0
+                known_op = host_names.get(name)
+                if known_op is None:
+                    known_op = host_names[name] = (name, _host_op_kind(name))
+                name, op_kind = known_op
+                if op_kind is None:
+                    continue
+                activity = make(Activity, (start, end, op_kind, thread, name, 0))
+                host_by_thread[thread].append(activity)
+                if op_kind == CPU_OP:
+                    if side is _OP:
+                        host_ops[thread].append(activity)
+                elif op_kind == STEP:
+                    step_append(activity)
+                else:
+                    data_wait_append(activity)
+                continue
+            args = event.args
+            correlation = args.correlation if args is not None else None
+            if type(correlation) is not int:
+                correlation = _int(correlation) or 0
+            if side is _RUNTIME:
+                thread = event.tid
+                if type(thread) is not int:
+                    thread = _int(thread) or 0
+                name = runtime_names.setdefault(name, name)
+                activity = make(Activity, (start, end, RUNTIME, thread, name, correlation))
+                runtime_append(activity)
+                host_by_thread[thread].append(activity)
+                continue
+            device = args.device if args is not None else None
+            if type(device) is not int:
+                device = _int(event.pid if device is None else device)
+            stream = args.stream if args is not None else None
+            if side is _MARKER and (stream is None or stream == NO_STREAM):
+                # CUPTI's Event Sync and Context Sync: a host's wait, on no stream (HTA keeps only stream >= 0)
+                continue
+            if type(stream) is not int:
+                stream = _int(event.tid if stream is None else stream) or 0
+            known = device_names.get(name)
+            if known is None:
+                kind = kineto.device_kind(name) if side == "kernel" else side if side != _MARKER else "marker"
+                known = device_names[name] = (name, kind)
+            name, kind = known
+            target = gpu_markers if side is _MARKER else device_work
+            target[device].append(make(Activity, (start, end, kind, stream, name, correlation)))
+        self.fractional_timestamps = fractional
+
+
+_START = operator.itemgetter(0)  # Activity.start_ns
+
+
+def _script_traits(host_names: Iterable[str]) -> ScriptTraits:
+    """What the script already does, from its host ops' names (each name once: a trace has few)."""
+    compiled, optimizer, fused = False, None, False
+    for name in host_names:
+        if name.startswith(kineto.COMPILED_CODE_OPS):
+            compiled = True
+        elif name.startswith(FUSED_OPTIMIZER_OPS):
+            fused = True
+        elif optimizer is None and (match := OPTIMIZER_STEP.match(name)):
+            optimizer = match.group(1)
+    return ScriptTraits(compiled=compiled, optimizer=optimizer, fused_optimizer=fused)
+
+
+def _host_op_kind(name: str) -> Optional[str]:
+    """A host op's or annotation's kind by its name (None: the profiler's own record, left out)."""
+    if name.startswith(kineto.STEP_PREFIX):
+        return STEP
+    if name == kineto.DATA_WAIT_ANNOTATION or DATALOADER_NEXT.match(name):
+        return DATA_WAIT
+    if name in kineto.PROFILER_RECORDS:
+        return None
+    return CPU_OP
+
+
+NO_STREAM = -1  # the stream CUPTI gives a sync record that waits on no stream (an event's, the context's)
+_OP, _HOST_OP, _RUNTIME, _MARKER = "op", "host op", "runtime", "gpu marker"  # _OP: a host op of OP_CATEGORIES
+_GPU_ANNOTATION = "gpu annotation"
+_PASSED_OVER = "passed over"  # the host's own spans that no figure reads (HOST_ONLY_CATEGORIES)
+# Category → how an event of it is read: a device kind ("kernel" is split further by name), or one of the above.
+_SIDE: dict[str, str] = {
+    **DEVICE_CATEGORIES,
+    **{category: _RUNTIME for category in RUNTIME_CATEGORIES},
+    **{category: _HOST_OP for category in ANNOTATION_CATEGORIES},
+    **{category: _OP for category in OP_CATEGORIES},
+    **{category: _MARKER for category in GPU_MARKER_CATEGORIES},
+    **{category: _GPU_ANNOTATION for category in GPU_ANNOTATION_CATEGORIES},
+    **{category: _PASSED_OVER for category in HOST_ONLY_CATEGORIES},
+}
+
+
+class _Args(msgspec.Struct, gc=False):
+    """The fields of an event's ``args`` the reader uses (msgspec skips the rest without building them)."""
+
+    correlation: Any = None
+    device: Any = None
+    stream: Any = None
+
+
+class _Event(msgspec.Struct, gc=False):
+    """The fields of a trace event the reader uses. ``Any``: a mistyped field is read (and counted) as the stdlib
+    would read it; an ``args`` that is not an object, or an event that is not one, makes the typed decoder refuse
+    the batch, which the stdlib then decodes (``_as_event``)."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    ts: Any = None
+    dur: Any = None
+    pid: Any = None
+    tid: Any = None
+    args: Optional[_Args] = None
+
+
+def _as_event(item: Any) -> Optional[_Event]:
+    """An event as the stdlib decoded it (a dict), as an _Event; None where it is not a JSON object."""
+    if type(item) is not dict:
+        return None
+    args = item.get("args")
+    return _Event(item.get("ph"), item.get("cat"), item.get("name"), item.get("ts"), item.get("dur"), item.get("pid"),
+                  item.get("tid"), _Args(args.get("correlation"), args.get("device"), args.get("stream"))
+                  if type(args) is dict else None)
+
+
+def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,
+               cancelled: Optional[Cancelled] = None, digest: Optional[json_stream.FileDigest] = None) -> ParsedTrace:
+    """One trace file read in one pass into a ParsedTrace; TraceError (one line, naming the file) if it cannot be.
+    ``digest``: given every byte of the file as it is read."""
+    parsed = ParsedTrace(path=path)
+    try:
+        add_batch = parsed.add_batch
+        for key, value in json_stream.trace_parts(path, progress, cancelled, events_as=_Event, digest=digest):
+            if key is None:
+                add_batch(value)
+            elif key in META_KEYS:  # the rest are dropped at once: a hostile file's are never all held
+                parsed.meta[key] = value
+    except TraceError as error:
+        if isinstance(error, TraceCancelled) or str(error).startswith(str(path)):
+            raise
+        raise type(error)(f"{path}: {error}") from None
+    if parsed.events == 0:
+        raise TraceError(f"{path}: no trace events (an empty \"traceEvents\" list, or none at all)")
+    return parsed
+
+
+# GPUs one file may name (a node holds 8 or 16; one process usually drives one).
+MAX_GPUS_PER_FILE = 64
+# The top-level keys beside the events that the reader uses.
+META_KEYS = frozenset({"distributedInfo", "deviceProperties"})
+
+
+def _int(value: Any) -> Optional[int]:
+    """An integer from a trace field (2021 traces write tids as "stream 7" or "18384"); None if there is none."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value == value and abs(value) < 1 << 62:
+        return int(value)
+    if isinstance(value, str):
+        match = _DIGITS.search(value)
+        return int(match.group()) if match and len(match.group()) <= 19 else None  # past int64: no id, no index
+    return None
