@@ -6,11 +6,11 @@ that shows one time in five (the old forkserver behaviour) cannot hide. The firs
 run recorded as "stopped", exit code 1, one "stopping" message; the second must abort.
 """
 
+import concurrent.futures
 import json
 import os
 import signal
 import subprocess
-import threading
 import time
 
 import pytest
@@ -54,24 +54,24 @@ def interrupt(process: subprocess.Popen, delay_s: float, times: int = 1,
 @pytest.mark.slow
 @pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
 def test_the_first_ctrl_c_stops_the_run_and_keeps_it(tmp_path, start_method):
-    outcomes, repeats = [], REPEATS[start_method]
-    for batch in range(0, repeats, AT_ONCE):
-        tries = range(batch, min(repeats, batch + AT_ONCE))
-        processes = {attempt: cli(tmp_path / "home", "--worker-start-method", start_method) for attempt in tries}
-        results = {}
+    repeats, started = REPEATS[start_method], []
 
-        def interrupt_one(attempt):
-            try:
-                results[attempt] = interrupt(processes[attempt], DELAYS_S[attempt % len(DELAYS_S)])
-            except BaseException as error:  # said by the test below, not as a thread's warning
-                results[attempt] = error
+    def one_try(attempt: int) -> tuple[int, str, str]:
+        process = cli(tmp_path / "home", "--worker-start-method", start_method)
+        started.append(process)
+        return interrupt(process, DELAYS_S[attempt % len(DELAYS_S)])
 
-        threads = [threading.Thread(target=interrupt_one, args=(attempt,)) for attempt in tries]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(90)
-        outcomes.extend(results.get(attempt, AssertionError(f"try {attempt} did not end")) for attempt in tries)
+    # AT_ONCE tries in flight, the next started as soon as one ends (batches waited for their slowest try)
+    pool = concurrent.futures.ThreadPoolExecutor(AT_ONCE)
+    try:
+        futures = [pool.submit(one_try, attempt) for attempt in range(repeats)]
+        outcomes = [future.exception() or future.result() for future in futures]
+    finally:  # a try that hangs (pytest-timeout) leaves no run of 100,000 steps behind: each has its own session
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in started:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+        pool.shutdown()
 
     for outcome in outcomes:
         if isinstance(outcome, BaseException):
