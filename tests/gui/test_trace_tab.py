@@ -157,7 +157,8 @@ def test_a_dropped_h100_trace_shows_its_copies_and_the_change_they_call_for(qtbo
     text = window.trace_tab.report.toPlainText()
     assert "Rank 0 · NVIDIA H100 80GB HBM3" in text
     assert "Copies and fills" in text and "Memcpy HtoD (Pinned -> Device)" in text
-    assert "copy-bound" in text and "uint8" in text and "pin_memory=True" not in text
+    assert "Copy-bound: copies and fills" in text and "uint8" in text and "pin_memory=True" not in text
+    assert "copy-bound: Copy-bound" not in text  # the finding's name is said once
 
 
 @needs_traces

@@ -220,8 +220,7 @@ def _rank_html(section: RankSection) -> str:
     parts.append("<p style='margin-top:4px'>" + "<br>".join(_text(fact) for fact in section.facts) + "</p>")
     if section.findings:
         items = "".join(
-            f"<li><b>{_text(finding.kind)}</b>: {_text(finding.text)} <span style='color:#505050'>"
-            f"({_text(finding.fired)})</span>"
+            f"<li>{_finding_head(finding.kind, finding.text)} <span style='color:#505050'>({_text(finding.fired)})</span>"
             + "".join(f"<br>Change: <code>{_text(change)}</code>" for change in finding.changes) + "</li>"
             for finding in section.findings)
         parts.append(f"<p style='margin-bottom:0'><b>Findings</b></p><ul style='margin-top:0'>{items}</ul>")
@@ -246,6 +245,15 @@ def _bar(title: str, shares: tuple[Share, ...]) -> str:
     return (f"<p style='margin:6px 0 2px 0'>{_text(title)}</p>"
             f"<table width='100%' height='14' cellspacing='0' cellpadding='0'><tr>{cells}</tr></table>"
             f"<p style='margin:2px 0'>{legend}</p>")
+
+
+def _finding_head(kind: str, text: str) -> str:
+    """A finding's text with its own head in bold ("Copy-bound: copies and fills …"): the kind's name is not said
+    twice; where the text has no head of its own, the kind is its head."""
+    head, colon, rest = text.partition(": ")
+    if not colon or len(head) > 40:
+        head, rest = kind, text
+    return f"<b>{_text(head)}</b>: {_text(rest)}"
 
 
 def _text(value: object) -> str:
