@@ -8,10 +8,12 @@ from collections import defaultdict
 from trace_builders import kernel, launched, step, trace, write
 from trace_reports import rank_report
 
+from workbench.controller.trace_page import trace_page
 from workbench.engine import kineto
 from workbench.engine.findings import COMPUTE_BOUND_BUSY, INPUT_BOUND_WAIT, LAUNCH_BOUND_HOST_WAIT
 from workbench.trace_analysis import read_report
 from workbench.trace_analysis.model import NamedSeconds, ScriptTraits, TraceReport
+from workbench.trace_analysis.report_text import rank_lines
 from workbench.trace_analysis.script_findings import (
     COMMUNICATION_BOUND_SHARE,
     EXPOSED_MEMORY_SHARE,
@@ -173,6 +175,11 @@ def test_copies_that_kernels_hide_do_not_choose_the_copy_bound_change(tmp_path):
     assert [(c.name, round(c.seconds, 6)) for c in rank.exposed_copies] == [(kineto.TO_GPU, 0.009)]
     (finding,) = [f for f in findings_for(rank) if f.kind == "copy-bound"]
     assert "pin_memory=True" in finding.change and "DtoH" not in finding.change
+    # what the change was chosen by is shown beside it, in the CLI's text and the window's page
+    said = "copies and fills not hidden behind compute, by where the bytes go: to the GPU 9.0 ms"
+    assert said in "\n".join(rank_lines(rank))
+    (section,) = trace_page(TraceReport("t", (rank,)), "").sections
+    assert any(said.lower() in fact.lower() for fact in section.facts)
 
 
 def test_compute_bound_offers_autocast_unless_the_kernels_already_run_in_16_bit():

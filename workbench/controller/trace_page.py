@@ -129,6 +129,9 @@ def _rank_section(rank: RankReport, name_file: bool = False) -> RankSection:
         facts.append(f"DataLoader: {_percent(rank.dataloader_share)} of "
                      f"{'the step' if rank.steps else 'the traced window (no steps)'} "
                      "(host time in enumerate(DataLoader)#…__next__, as TensorBoard's plugin counted it)")
+    if rank.exposed_copies:  # what the copy-bound finding's change is chosen by
+        facts.append("Copies and fills not hidden behind compute, by where the bytes go: " + ", ".join(
+            f"{copy.name} {format_step_seconds(copy.seconds)}" for copy in rank.exposed_copies))
     facts.append(f"{rank.kernels:,} kernel{'' if rank.kernels == 1 else 's'}")
     return RankSection(
         title=f"Rank {rank.rank} · {rank.device}" + (f" · {os.path.basename(rank.file)}" if name_file else ""),
