@@ -52,6 +52,7 @@ def interrupt(process: subprocess.Popen, delay_s: float, times: int = 1,
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # past the tries' own bound below, so a hung try is named
 @pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
 def test_the_first_ctrl_c_stops_the_run_and_keeps_it(tmp_path, start_method):
     repeats, started = REPEATS[start_method], []
@@ -61,16 +62,23 @@ def test_the_first_ctrl_c_stops_the_run_and_keeps_it(tmp_path, start_method):
         started.append(process)
         return interrupt(process, DELAYS_S[attempt % len(DELAYS_S)])
 
-    # AT_ONCE tries in flight, the next started as soon as one ends (batches waited for their slowest try)
+    # AT_ONCE tries in flight, the next started as soon as one ends (batches waited for their slowest try); each
+    # try may take 90 s on the most loaded machine
     pool = concurrent.futures.ThreadPoolExecutor(AT_ONCE)
     try:
         futures = [pool.submit(one_try, attempt) for attempt in range(repeats)]
-        outcomes = [future.exception() or future.result() for future in futures]
-    finally:  # a try that hangs (pytest-timeout) leaves no run of 100,000 steps behind: each has its own session
+        concurrent.futures.wait(futures, timeout=90 * -(-repeats // AT_ONCE))
+        outcomes = [(future.exception() or future.result()) if future.done() else AssertionError(
+            f"try {attempt} (Ctrl-C {DELAYS_S[attempt % len(DELAYS_S)]} s after the start) did not end")
+            for attempt, future in enumerate(futures)]
+    finally:  # a try that hangs leaves no run of 100,000 steps behind: each has its own session
         pool.shutdown(wait=False, cancel_futures=True)
         for process in started:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
+            try:
+                if process.poll() is None:
+                    os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:  # it ended meanwhile (its try's thread reaped it)
+                pass
         pool.shutdown()
 
     for outcome in outcomes:

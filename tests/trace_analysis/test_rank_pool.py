@@ -80,19 +80,34 @@ def test_a_cancelled_read_leaves_no_process_behind(ranks_folder, monkeypatch):
 
 
 @pytest.mark.slow  # starts processes
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to see the process end")
 def test_a_reader_killed_mid_read_leaves_no_file_and_no_process_behind(ranks_folder, tmp_path_factory):
     """A window or CLI killed with SIGKILL cannot clean up: the pool must have nothing to clean (its results come
-    back through pipes, not a temporary folder), and its processes end with their reader."""
-    temp = tmp_path_factory.mktemp("tmpdir")
-    reader_code = textwrap.dedent(f"""
+    back through pipes, not a temporary folder), and a process still reading ends with its reader."""
+    temp, marks = tmp_path_factory.mktemp("tmpdir"), tmp_path_factory.mktemp("marks")
+    # The real rank_worker (its lifetime tied to the reader's), reading slowly: it marks that it is at work and
+    # sleeps where it would read.
+    slow_worker = textwrap.dedent(f"""
         import sys, time
+        from workbench.trace_analysis import reading
+        def read_slowly(*args):
+            open({str(marks)!r} + "/at-work", "w").close()
+            time.sleep(3600)
+        reading.read_rank_file = read_slowly
+        from workbench.trace_analysis.rank_worker import main
+        sys.exit(main(sys.argv[1:]))
+    """)
+    reader_code = textwrap.dedent(f"""
+        import os, subprocess, sys
         from workbench.trace_analysis import rank_pool, read_report
         rank_pool.workers_for = lambda sizes, gzipped: 2
-        real_start = rank_pool._start
-        def start(*args):
-            process = real_start(*args)
-            print(process.pid, flush=True)
-            time.sleep(3600)  # killed here, its processes at work
+        def start(file, position, want_digest):
+            process = subprocess.Popen(
+                [sys.executable, "-c", {slow_worker!r}, str(os.getpid()), str(file), str(position), "0"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            if position == 0:
+                print(process.pid, flush=True)
+            return process
         rank_pool._start = start
         read_report({str(ranks_folder)!r})
     """)
@@ -100,12 +115,17 @@ def test_a_reader_killed_mid_read_leaves_no_file_and_no_process_behind(ranks_fol
     reader = subprocess.Popen([sys.executable, "-c", reader_code], stdout=subprocess.PIPE, text=True, env=env)
     try:
         worker = int(reader.stdout.readline())
+        for _ in range(1200):  # 120 s on the most loaded machine; at work within a second or two alone
+            if (marks / "at-work").exists():
+                break
+            time.sleep(0.1)
+        assert _alive(worker) and (marks / "at-work").exists()
     finally:
         reader.kill()
         reader.wait()
         reader.stdout.close()
     assert list(temp.iterdir()) == []
-    for _ in range(600):  # it ends as soon as it sees its parent gone; 60 s on the most loaded machine
+    for _ in range(600):  # it ends as soon as it sees its reader gone; 60 s on the most loaded machine
         if not _alive(worker):
             break
         time.sleep(0.1)

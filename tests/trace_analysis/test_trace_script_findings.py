@@ -155,6 +155,20 @@ def test_the_copy_bound_change_follows_where_most_of_the_exposed_copy_time_goes(
     assert "pin_memory=True" in copy_bound_change(("__amd_rocclr_copyBuffer", 0.3))
     assert "pin_memory=True" in copy_bound_change(("__amd_rocclr_copyBuffer", 0.3), ("Memset (Device)", 0.1))
     assert "on the GPU itself" in copy_bound_change(("__amd_rocclr_copyBuffer", 0.1), ("Memset (Device)", 0.3))
+    # pinned or pageable by the exposed time too; a copy whose name does not say (ROCm's) is not called pinned
+    assert "uint8" in copy_bound_change(("Memcpy HtoD (Pinned -> Device)", 0.3),
+                                        ("Memcpy HtoD (Pageable -> Device)", 0.1))
+    assert "pin_memory=True" in copy_bound_change(("Memcpy HtoD (Host -> Device)", 0.3))
+
+
+def test_a_hidden_pageable_copy_does_not_call_pinned_batches_pageable():
+    """The batches' copies from pinned memory stall the GPU; a pageable copy runs under a kernel: fewer bytes."""
+    rank = rank_report(memory_share=0.2, compute_share=0.55,
+                       top_copies=(NamedSeconds("Memcpy HtoD (Pageable -> Device)", 0.5),
+                                   NamedSeconds("Memcpy HtoD (Pinned -> Device)", 0.3)),
+                       exposed_copies=(NamedSeconds(kineto.TO_GPU_PINNED, 0.3),))
+    (finding,) = findings_for(rank)
+    assert "uint8" in finding.change and "pin_memory=True" not in finding.change
 
 
 def test_copies_that_kernels_hide_do_not_choose_the_copy_bound_change(tmp_path):
@@ -172,11 +186,11 @@ def test_copies_that_kernels_hide_do_not_choose_the_copy_bound_change(tmp_path):
                              cat="gpu_memcpy"))
     (rank,) = read_report(write(tmp_path / "copies.json", trace(events))).ranks
     assert rank.top_copies[0].name.startswith("Memcpy DtoH")  # the most copy time
-    assert [(c.name, round(c.seconds, 6)) for c in rank.exposed_copies] == [(kineto.TO_GPU, 0.009)]
+    assert [(c.name, round(c.seconds, 6)) for c in rank.exposed_copies] == [(kineto.TO_GPU_PAGEABLE, 0.009)]
     (finding,) = [f for f in findings_for(rank) if f.kind == "copy-bound"]
     assert "pin_memory=True" in finding.change and "DtoH" not in finding.change
     # what the change was chosen by is shown beside it, in the CLI's text and the window's page
-    said = "copies and fills not hidden behind compute, by where the bytes go: to the GPU 9.0 ms"
+    said = "not hidden behind compute, by where the bytes go: to the GPU from pageable memory 9.0 ms"
     assert said in "\n".join(rank_lines(rank))
     (section,) = trace_page(TraceReport("t", (rank,)), "").sections
     assert any(said.lower() in fact.lower() for fact in section.facts)

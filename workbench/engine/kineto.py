@@ -32,11 +32,14 @@ COMMUNICATION_MARKS = ("ncclKernel", "ncclDevKernel")
 # __amd_rocclr_fillBufferAligned…), written as kernels: they are copies and fills, not compute. (HTA counts them as
 # compute; its replay in trace_analysis.hta_rules does too.)
 ROCM_COPY_KERNELS, ROCM_FILL_KERNELS = "__amd_rocclr_copy", "__amd_rocclr_fill"
-# Where a copy or fill moves its bytes, by its name: CUPTI names a copy's direction ("Memcpy HtoD (Pinned -> Device)",
-# "Memcpy DtoH (Device -> Pageable)"); other copies (DtoD, PtoP) and fills stay on the GPUs; ROCm's blit copies may
-# go either way.
-TO_GPU_MARK, TO_HOST_MARK = "HtoD", "DtoH"
-TO_GPU, TO_HOST, ON_GPU, EITHER_WAY = "to the GPU", "to the host", "on the GPU", "either way"
+# Where a copy or fill moves its bytes, by its name: CUPTI names a copy's direction and, to the GPU, its source
+# ("Memcpy HtoD (Pageable -> Device)", "Memcpy HtoD (Pinned -> Device)"; ROCm's "Memcpy HtoD (Host -> Device)" does
+# not say); other copies (DtoD, PtoP) and fills stay on the GPUs; ROCm's blit copies may go either way.
+TO_GPU_MARK, TO_HOST_MARK, PAGEABLE_MARK, PINNED_MARK = "HtoD", "DtoH", "Pageable", "Pinned"
+TO_GPU_PAGEABLE, TO_GPU_PINNED, TO_GPU = ("to the GPU from pageable memory", "to the GPU from pinned memory",
+                                          "to the GPU")
+TO_GPU_KINDS = (TO_GPU_PAGEABLE, TO_GPU_PINNED, TO_GPU)
+TO_HOST, ON_GPU, EITHER_WAY = "to the host", "on the GPU", "either way (ROCm's copy kernels)"
 # Host records that are the profiler's own work, not the program's.
 PROFILER_RECORDS = frozenset({"Activity Buffer Request"})
 # Host ops that torch.compile's code runs under (Dynamo's region, AOTAutograd's forward and backward): they wrap
@@ -96,10 +99,13 @@ def device_kind(name: str) -> str:
 
 
 def copy_direction(name: str) -> str:
-    """Where a copy or fill (a MEMCPY or MEMSET record) moves its bytes: TO_GPU, TO_HOST, ON_GPU or EITHER_WAY."""
+    """Where a copy or fill (a MEMCPY or MEMSET record) moves its bytes: one of TO_GPU_KINDS (by its source where the
+    name says it), TO_HOST, ON_GPU or EITHER_WAY."""
     if name.startswith(ROCM_COPY_KERNELS):
         return EITHER_WAY
-    return TO_GPU if TO_GPU_MARK in name else TO_HOST if TO_HOST_MARK in name else ON_GPU
+    if TO_GPU_MARK in name:
+        return TO_GPU_PAGEABLE if PAGEABLE_MARK in name else TO_GPU_PINNED if PINNED_MARK in name else TO_GPU
+    return TO_HOST if TO_HOST_MARK in name else ON_GPU
 
 
 def host_kind(name: str) -> str:

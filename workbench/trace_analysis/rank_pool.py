@@ -95,10 +95,20 @@ class _Reading:
         self.process = process
         self.output: tuple[bytes, bytes] = (b"", b"")
         self.drained = threading.Thread(target=self._drain, name="rank-file-reader", daemon=True)
-        self.drained.start()
+        try:
+            self.drained.start()
+        except BaseException:  # no thread to be had: the process is not left behind
+            process.kill()
+            process.communicate()
+            raise
 
     def _drain(self) -> None:
-        self.output = self.process.communicate()
+        try:
+            self.output = self.process.communicate()
+        except BaseException as error:  # (a pipe's read failing): the process ends here, and says why
+            self.process.kill()
+            self.process.wait()
+            self.output = (b"", f"reading its output failed: {error}".encode())
 
     def finished(self) -> bool:
         return not self.drained.is_alive()
@@ -107,5 +117,6 @@ class _Reading:
         out, err = self.output
         if self.process.returncode != 0 or not out:
             lines = err.decode(errors="replace").strip().splitlines()
-            raise TraceError(f"{file}: the process reading it failed ({lines[-1] if lines else self.process.returncode})")
+            reason = lines[-1] if lines else f"exit status {self.process.returncode}"
+            raise TraceError(f"{file}: the process reading it failed ({reason})")
         return pickle.loads(out)  # written by our own child to its stdout (never a file's content)

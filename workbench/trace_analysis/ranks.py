@@ -1,6 +1,6 @@
 """One rank's figures from its trace's events: steps, GPU time by kind, idle by cause, top work, syncs.
 
-The events come from ``reading`` already sorted into timeline activities (``RankEvents``). The shares over
+The events come from ``parsed_trace`` already sorted into timeline activities (``RankEvents``). The shares over
 the steps follow ``engine.timeline`` (HTA's definitions over the merged streams); ``gpu_span`` replays HTA's
 temporal breakdown over HTA's window (first to last GPU event) so it can be held against HTA's figures; see
 docs/gpu-time.md for where the two rules differ and why.

@@ -58,7 +58,8 @@ def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
     if rank.top_copies:
         lines.append("  copies and fills: " + _named(rank.top_copies))
     if rank.exposed_copies:  # what the copy-bound finding's change is chosen by
-        lines.append("  copies and fills not hidden behind compute, by where the bytes go: " + _named(rank.exposed_copies))
+        lines.append("  copies and fills not hidden behind compute, by where the bytes go: "
+                     + _named(rank.exposed_copies))
     if rank.sync_calls:
         lines.append("  device syncs, by the host op that called them: " + _named(rank.sync_calls))
     lines += [f"  note: {note}" for note in rank.notes]

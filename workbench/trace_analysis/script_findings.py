@@ -16,7 +16,8 @@ import dataclasses
 from typing import Optional
 
 from workbench.engine.findings import COMPUTE_BOUND_BUSY, INPUT_BOUND_WAIT, LAUNCH_BOUND_HOST_WAIT
-from workbench.engine.kineto import ON_GPU, TO_GPU, TO_GPU_MARK, TO_HOST
+from workbench.engine.kineto import (EITHER_WAY, ON_GPU, TO_GPU, TO_GPU_KINDS, TO_GPU_PAGEABLE, TO_GPU_PINNED,
+                                    TO_HOST)
 from workbench.formatting import format_step_seconds
 from workbench.trace_analysis.model import Finding, NamedSeconds, RankReport, TraceReport
 
@@ -35,7 +36,6 @@ SYNC_WAIT_SHARE = 0.10
 COPY_OPS = frozenset({"aten::to", "aten::_to_copy", "aten::copy_"})
 GRAPH_LAUNCH_MARK = "GraphLaunch"  # cudaGraphLaunch, hipGraphLaunch
 FUSABLE_OPTIMIZERS = frozenset({"Adam", "AdamW", "SGD"})  # torch.optim classes that take fused=True on CUDA
-PAGEABLE_MARK = "Pageable"  # CUPTI's name of a copy from pageable memory: "Memcpy HtoD (Pageable -> Device)"
 # Tensor cores came with Volta (compute capability 7.0), bfloat16 ones with Ampere (8.0): a V100 (7.0) or a T4 (7.5)
 # has float16 ones only; a P100 (6.0) or a GTX 1080 (6.1) none.
 TENSOR_CORES, BFLOAT16_TENSOR_CORES = (7, 0), (8, 0)
@@ -153,7 +153,11 @@ def _exposed_memory(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
         return None
     head = (f"Copy-bound: copies and fills not hidden behind compute took {_pct(figure)} of {_window(rank)} "
             f"(threshold {_pct(EXPOSED_MEMORY_SHARE)}).")
-    direction = rank.exposed_copies[0].name if rank.exposed_copies else None
+    # by where the copy time that no kernel hides goes (copies to the GPU together, whatever their source)
+    exposed = {copy.name: copy.seconds for copy in rank.exposed_copies}
+    by_direction = {TO_GPU: sum(exposed.get(kind, 0.0) for kind in TO_GPU_KINDS), TO_HOST: exposed.get(TO_HOST, 0.0),
+                    ON_GPU: exposed.get(ON_GPU, 0.0), EITHER_WAY: exposed.get(EITHER_WAY, 0.0)}
+    direction = max(by_direction, key=lambda where: by_direction[where])
     if direction == TO_HOST:
         change = ("copies back to the host (Memcpy DtoH) are most of the copy time not hidden behind compute: keep "
                   "per-step values on the GPU (sum the loss and the metrics into tensors there) and copy them out "
@@ -163,8 +167,8 @@ def _exposed_memory(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
                   "behind compute: make buffers once and reuse them rather than each step (torch.zeros, torch.cat, "
                   ".clone(), .contiguous() in the loop), and clear gradients with "
                   "optimizer.zero_grad(set_to_none=True)")
-    elif direction == TO_GPU and not any(PAGEABLE_MARK in copy.name for copy in rank.top_copies
-                                         if TO_GPU_MARK in copy.name):
+    elif direction == TO_GPU and exposed.get(TO_GPU_PINNED, 0.0) > (exposed.get(TO_GPU_PAGEABLE, 0.0)
+                                                                    + exposed.get(TO_GPU, 0.0)):
         change = ("send fewer bytes: the batches already come from pinned memory, so what is left is their size; "
                   "uint8 images are a quarter of float32's: copy them as they are and convert and normalise on "
                   "the GPU (images.to(device, non_blocking=True).float().div_(255))")
