@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from workbench.formatting import format_short_seconds, format_step_seconds
-from workbench.trace_analysis.model import NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
+from workbench.trace_analysis.model import EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
 from workbench.trace_analysis.comparing import straggler
 
 # The GPU time over the steps, and idle time by cause: (label, RankReport field, colour), in the bars' order.
@@ -130,7 +130,7 @@ def _rank_section(rank: RankReport, name_file: bool = False) -> RankSection:
                      f"{'the step' if rank.steps else 'the traced window (no steps)'} "
                      "(host time in enumerate(DataLoader)#…__next__, as TensorBoard's plugin counted it)")
     if rank.exposed_copies:  # what the copy-bound finding's change is chosen by
-        facts.append("Copies and fills not hidden behind compute, by where the bytes go: " + ", ".join(
+        facts.append(f"{EXPOSED_COPIES[0].upper()}{EXPOSED_COPIES[1:]}: " + ", ".join(
             f"{copy.name} {format_step_seconds(copy.seconds)}" for copy in rank.exposed_copies))
     facts.append(f"{rank.kernels:,} kernel{'' if rank.kernels == 1 else 's'}")
     return RankSection(

@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 from workbench.formatting import format_step_seconds
 from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, NamedChange, RankComparison, per_step,
                                                 other_gpu, run_to_run_caveat, step_verdict_text, straggler, work_moved)
-from workbench.trace_analysis.model import NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
+from workbench.trace_analysis.model import EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
 
 TOP_SHOWN = 5
 
@@ -58,8 +58,7 @@ def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
     if rank.top_copies:
         lines.append("  copies and fills: " + _named(rank.top_copies))
     if rank.exposed_copies:  # what the copy-bound finding's change is chosen by
-        lines.append("  copies and fills not hidden behind compute, by where the bytes go: "
-                     + _named(rank.exposed_copies))
+        lines.append(f"  {EXPOSED_COPIES}: {_named(rank.exposed_copies)}")
     if rank.sync_calls:
         lines.append("  device syncs, by the host op that called them: " + _named(rank.sync_calls))
     lines += [f"  note: {note}" for note in rank.notes]
@@ -95,8 +94,9 @@ def comparison_lines(before_path: str, after_path: str, comparison: RankComparis
              f"step time: {_step_summary(before)} → {_step_summary(after)}"]
     lines.append("  " + _step_verdict(comparison))
     lines += ["  " + line for line in _throughput_lines(comparison)]
-    if other_gpu(before.device, after.device):
-        lines.append("  " + other_gpu(before.device, after.device))
+    gpus = other_gpu(before.device, after.device)
+    if gpus:
+        lines.append("  " + gpus)
     lines.append(f"  {'':<14}  {'before':>17}  {'after':>17}")
     for category in comparison.categories:
         lines.append(f"  {category.label:<14}  {_share_and_seconds(category.before_share, category.before_seconds_per_step):>17}"
