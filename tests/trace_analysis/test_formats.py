@@ -181,6 +181,44 @@ def test_processes_driving_two_gpus_each_number_their_gpus_apart(tmp_path):
     assert not any("more than one file" in note for note in report.notes)
 
 
+def test_one_rank_of_a_folder_reads_only_the_files_whose_head_names_it(tmp_path):
+    """--rank N of a 64-rank job reads one file, not 64: the others are told apart by their heads (distributedInfo,
+    written before the events), else by rank-N in their names, else by their place."""
+    for rank in range(3):
+        events = [step(1, 0, 1000), *launched("k", 10, 100, 300 + 100 * rank, 1, device=rank)]
+        write(tmp_path / f"worker{rank}.json", trace(events, distributedInfo={"rank": 2 - rank}))
+    fingerprints: dict = {}
+    report = read_report(tmp_path, rank=2, fingerprints=fingerprints)
+    assert [(r.rank, r.file.rsplit("/", 1)[-1]) for r in report.ranks] == [(2, "worker0.json")]
+    assert [name.rsplit("/", 1)[-1] for name in report.files] == ["worker0.json"]
+    assert [name.rsplit("/", 1)[-1] for name in fingerprints] == ["worker0.json"]
+    assert "rank 2 asked for: 1 of the folder's 3 files read, the one whose head names it" in report.notes
+    assert read_report(tmp_path).ranks[2] == report.ranks[0]  # as the whole folder's read gives it
+
+
+def test_one_rank_of_a_folder_is_told_by_name_or_place_where_no_head_names_it(tmp_path):
+    for name in ("job-rank-1.json", "job-rank-0.json"):
+        write(tmp_path / name, trace([step(1, 0, 1000), *launched("k", 10, 100, 300, 1)]))
+    assert read_report(tmp_path, rank=1).files == (str(tmp_path / "job-rank-1.json"),)
+    (tmp_path / "by-place").mkdir()
+    for name in ("b.json", "a.json"):
+        write(tmp_path / "by-place" / name, trace([step(1, 0, 1000), *launched("k", 10, 100, 300, 1)]))
+    report = read_report(tmp_path / "by-place", rank=1)
+    assert (report.files, [r.rank for r in report.ranks]) == ((str(tmp_path / "by-place" / "b.json"),), [1])
+
+
+def test_one_rank_of_processes_driving_two_gpus_each_is_found_past_the_head(tmp_path):
+    """Rank 1 is process 0's second GPU: the head of process 1's file names rank 1, and that file holds ranks 2
+    and 3, so the rest are read too."""
+    for process in (0, 1):
+        events = [step(1, 0, 1000), *launched("a", 10, 100, 500, 1, device=2 * process),
+                  *launched("b", 10, 100, 200, 2, device=2 * process + 1)]
+        write(tmp_path / f"rank-{process}.json", trace(events, distributedInfo={"rank": process}))
+    report = read_report(tmp_path, rank=1)
+    assert [(r.rank, r.device_index) for r in report.ranks] == [(1, 1)]
+    assert len(report.files) == 2 and not any("asked for" in note for note in report.notes)
+
+
 def test_nccl_kernels_are_communication_not_compute(tmp_path):
     events = [step(1, 0, 1000), step(2, 1000, 1000),
               *launched("void gemm()", 10, 100, 400, 1),

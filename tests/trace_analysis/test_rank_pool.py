@@ -52,6 +52,19 @@ def ranks_folder(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow  # starts processes
+def test_one_rank_read_in_a_process_keeps_its_place_in_the_folder(ranks_folder):
+    """Files that name no rank are numbered by their place among all the folder's files, also when only one of
+    them is read (in a process of the pool); the file that is not a trace is left unread, as it holds no rank."""
+    (ranks_folder / "unnamed").mkdir()
+    for name in ("a.json", "b.json", "c.json"):
+        write(ranks_folder / "unnamed" / name, trace([step(1, 0, 1000), *launched("k", 10, 100, 300, 1)]))
+    report = read_report(ranks_folder / "unnamed", rank=2)
+    assert (report.files, [r.rank for r in report.ranks]) == ((str(ranks_folder / "unnamed" / "c.json"),), [2])
+    report = read_report(ranks_folder, rank=1)
+    assert ([Path(file).name for file in report.files], [r.rank for r in report.ranks]) == (["rank-1.json.gz"], [1])
+
+
+@pytest.mark.slow  # starts processes
 def test_a_folder_read_in_processes_is_the_report_read_in_one(ranks_folder, monkeypatch):
     fingerprints, seen = {}, []
     pooled = read_report(ranks_folder, fingerprints=fingerprints, progress=lambda done, total: seen.append(done))

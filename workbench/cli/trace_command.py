@@ -29,7 +29,8 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="a trace file or a folder of rank traces; two paths: BEFORE AFTER")
-    parser.add_argument("--rank", type=non_negative_int, metavar="N", help="only rank N of a folder of ranks")
+    parser.add_argument("--rank", type=non_negative_int, metavar="N",
+                        help="only rank N of a folder of ranks (files whose heads name another rank are not read)")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object on the last line (keys: docs/cli.md#workbench-trace)")
     parser.add_argument("--batch-size", nargs=2, type=positive_int, metavar=("BEFORE", "AFTER"),

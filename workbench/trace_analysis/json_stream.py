@@ -25,7 +25,7 @@ import os
 import re
 import zlib
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator, Optional
+from typing import Any, BinaryIO, Callable, Generator, Iterator, Optional
 
 import msgspec
 
@@ -355,7 +355,8 @@ def _quoted(key: str) -> str:
 
 
 def trace_parts(path: Path, progress: Optional[Callable[[int], None]] = None, cancelled: Optional[Cancelled] = None,
-                events_as: Any = None, digest: Optional[FileDigest] = None) -> Iterator[tuple[Optional[str], Any]]:
+                events_as: Any = None, digest: Optional[FileDigest] = None
+                ) -> Generator[tuple[Optional[str], Any], None, None]:
     """(key, value) for each top-level key but traceEvents, and (None, [events]) for each batch of events;
     ``progress(file_bytes_read)`` after each chunk. ``events_as``: a msgspec type (a Struct) for the events; a
     batch is then a list of it, or, where the typed decoder refused the batch, of what the stdlib's decoder gives

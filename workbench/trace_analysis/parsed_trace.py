@@ -16,6 +16,7 @@ report's notes.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
 import re
@@ -81,13 +82,11 @@ class ParsedTrace:
 
     def names_its_rank(self) -> bool:
         """The file says its rank (Kineto's distributedInfo, written under torch.distributed)."""
-        info = self.meta.get("distributedInfo")
-        return isinstance(info, dict) and _int(info.get("rank")) is not None
+        return process_rank(self.meta) is not None
 
     def ranks(self, fallback_rank: int) -> list[ranks.RankEvents]:
         """One RankEvents per GPU found in the file (one, usually); a CPU-only trace gives one without device work."""
-        info = self.meta.get("distributedInfo")
-        rank = _int(info.get("rank")) if isinstance(info, dict) else None
+        rank = process_rank(self.meta)
         base_rank = rank if rank is not None else fallback_rank
         notes = [f"{count:,} {reason}: skipped" for reason, count in sorted(self.skipped.items())]
         work = dict(self.device_work)
@@ -390,6 +389,26 @@ def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,
     if parsed.events == 0:
         raise TraceError(f"{path}: no trace events (an empty \"traceEvents\" list, or none at all)")
     return parsed
+
+
+def read_head(path: Path, cancelled: Optional[Cancelled] = None) -> dict[str, Any]:
+    """The top-level values of META_KEYS that a trace file holds before its events, read without its events:
+    Kineto writes distributedInfo and deviceProperties first, so a folder's files can be told apart by rank
+    without reading them (a value written after the events is not seen). TraceError where the head cannot be read."""
+    head: dict[str, Any] = {}
+    with contextlib.closing(json_stream.trace_parts(path, cancelled=cancelled, events_as=_Event)) as parts:
+        for key, value in parts:
+            if key is None:  # the first batch of events: the head is over
+                break
+            if key in META_KEYS:
+                head[key] = value
+    return head
+
+
+def process_rank(meta: dict[str, Any]) -> Optional[int]:
+    """The rank a file's process names in its distributedInfo (written under torch.distributed); None without."""
+    info = meta.get("distributedInfo")
+    return _int(info.get("rank")) if isinstance(info, dict) else None
 
 
 # GPUs one file may name (a node holds 8 or 16; one process usually drives one).

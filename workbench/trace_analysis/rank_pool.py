@@ -48,10 +48,11 @@ def _free_memory_bytes() -> int:
         return 0
 
 
-def read_files(files: Sequence[Path], sizes: Sequence[int], workers: int, want_digest: bool,
+def read_files(files: Sequence[Path], places: Sequence[int], sizes: Sequence[int], workers: int, want_digest: bool,
                progress: Optional[Callable[[int, int], None]], cancelled: Optional[Callable[[], bool]]) -> list[Any]:
-    """``reading.read_rank_file`` of each file, each in a process of its own (``rank_worker``), ``workers`` at a
-    time (``workers_for``); in the files' order. ``progress(bytes_done, bytes_total)`` as each file is done;
+    """``reading.read_rank_file`` of each file (at its place in its folder), each in a process of its own
+    (``rank_worker``), ``workers`` at a time (``workers_for``); in the files' order. ``progress(bytes_done,
+    bytes_total)`` as each file is done;
     TraceCancelled once ``cancelled()`` says so, and TraceError where a process fails: its processes terminated
     either way. Each result comes back through its process's stdout: nothing is written to disk, so a reader killed
     mid-read (SIGKILL included) leaves nothing behind."""
@@ -66,7 +67,7 @@ def read_files(files: Sequence[Path], sizes: Sequence[int], workers: int, want_d
                 raise TraceCancelled("reading cancelled")
             while queued and len(running) < workers:
                 position = queued.pop(0)
-                running[position] = _Reading(_start(files[position], position, want_digest))
+                running[position] = _Reading(_start(files[position], places[position], want_digest))
             time.sleep(POLL_SECONDS)
             for position in [p for p, reading in running.items() if reading.finished()]:
                 results[position] = running.pop(position).result(files[position])

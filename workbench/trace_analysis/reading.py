@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional, Union
 from workbench.regular_file import folder_problem, regular_file_problem
 from workbench.trace_analysis import json_stream, rank_pool, ranks
 from workbench.trace_analysis.model import Fingerprint, RankReport, TraceCancelled, TraceError, TraceReport
-from workbench.trace_analysis.parsed_trace import read_trace
+from workbench.trace_analysis.parsed_trace import process_rank, read_head, read_trace
 
 Progress = Callable[[int, int], None]
 Cancelled = json_stream.Cancelled
@@ -57,25 +57,25 @@ def read_report(
 def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], cancelled: Optional[Cancelled],
                  fingerprints: Optional[dict[str, Fingerprint]]) -> TraceReport:
     files, notes = trace_files(path)
-    sizes = [os.stat(file).st_size for file in files]
-    total = sum(sizes)
-    want_digest = fingerprints is not None
-    workers = rank_pool.workers_for(sizes, [file.name.endswith(".gz") for file in files])
-    if workers > 1:
-        read = rank_pool.read_files(files, sizes, workers, want_digest, progress, cancelled)
-    else:
-        read, done = [], 0
-        for position, (file, size) in enumerate(zip(files, sizes)):
-            def file_progress(bytes_read: int, _offset: int = done) -> None:
-                if progress is not None:
-                    progress(_offset + bytes_read, total)
-
-            read.append(read_rank_file(file, position, len(files) > 1, want_digest, file_progress, cancelled))
-            done += size
+    places = list(range(len(files)))
+    if rank is not None and len(files) > 1:
+        # Only one rank asked for: the files whose heads name it are read first, and the rest only where those
+        # do not hold it (a process driving several GPUs numbers them apart, which its head does not say).
+        places = _places_of_rank(files, rank, cancelled) or places
+    read = _read_files(files, places, fingerprints is not None, progress, cancelled)
+    if len(places) < len(files):
+        if any(report.rank == rank for one in read.values() for report in one.reports):
+            notes.append(f"rank {rank} asked for: {len(places):,} of the folder's {len(files):,} files read, "
+                         f"the {'one' if len(places) == 1 else 'ones'} whose head names it")
+        else:
+            rest = [place for place in range(len(files)) if place not in read]
+            read.update(_read_files(files, rest, fingerprints is not None, progress, cancelled))
+    files_read = [files[place] for place in sorted(read)]
+    read_in_order = [read[place] for place in sorted(read)]
     reports: list[RankReport] = []
     unreadable: list[str] = []
     by_order: list[str] = []  # files whose rank is their place in the folder
-    for file, one in zip(files, read):
+    for file, one in zip(files_read, read_in_order):
         if fingerprints is not None and one.fingerprint is not None:
             fingerprints[str(file)] = one.fingerprint
         if one.error is not None:
@@ -90,8 +90,6 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
     if by_order:
         notes.append(f"{len(by_order):,} files name no rank (no distributedInfo, no rank-N in the name): numbered by "
                      "their place among the folder's files, in name order with numbers as numbers")
-    if progress is not None:
-        progress(total, total)
     if len(files) > 1:
         seen = Counter(r.rank for r in reports)
         twice = sorted(r for r, count in seen.items() if count > 1)
@@ -103,7 +101,48 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
             raise TraceError(f"{path}: no rank {rank} (ranks: {', '.join(str(r.rank) for r in reports) or 'none'})")
         reports = list(chosen)
     return TraceReport(path=str(path), ranks=tuple(sorted(reports, key=lambda r: r.rank)), notes=tuple(notes),
-                       files=tuple(str(file) for file in files))
+                       files=tuple(str(file) for file in files_read))
+
+
+def _read_files(files: list[Path], places: list[int], want_digest: bool, progress: Optional[Progress],
+                cancelled: Optional[Cancelled]) -> dict[int, RankFile]:
+    """The files at these places of the folder, read (beside each other where ``rank_pool`` says it pays), by
+    place; ``progress`` over their bytes, and at its end once they are all read."""
+    chosen = [files[place] for place in places]
+    sizes = [os.stat(file).st_size for file in chosen]
+    total = sum(sizes)
+    workers = rank_pool.workers_for(sizes, [file.name.endswith(".gz") for file in chosen])
+    if workers > 1:
+        read = rank_pool.read_files(chosen, places, sizes, workers, want_digest, progress, cancelled)
+    else:
+        read, done = [], 0
+        for place, file, size in zip(places, chosen, sizes):
+            def file_progress(bytes_read: int, _offset: int = done) -> None:
+                if progress is not None:
+                    progress(_offset + bytes_read, total)
+
+            read.append(read_rank_file(file, place, len(files) > 1, want_digest, file_progress, cancelled))
+            done += size
+    if progress is not None:
+        progress(total, total)
+    return dict(zip(places, read))
+
+
+def _places_of_rank(files: list[Path], rank: int, cancelled: Optional[Cancelled]) -> Optional[list[int]]:
+    """The places of the folder's files whose process is ``rank`` as ``read_rank_file`` numbers it (the rank in
+    the head's distributedInfo, else rank-N in the name, else the place), from each file's head alone; None where
+    none is. A file whose head cannot be read is none of them: its full read would fail where the head's did."""
+    places = []
+    for place, file in enumerate(files):
+        try:
+            named = process_rank(read_head(file, cancelled))
+        except TraceCancelled:
+            raise
+        except TraceError:
+            continue
+        if (named if named is not None else _rank_from_name(file.name, place)) == rank:
+            places.append(place)
+    return places or None
 
 
 @dataclass(frozen=True)
