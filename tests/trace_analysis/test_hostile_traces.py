@@ -12,7 +12,7 @@ import pytest
 
 from hostile_paths import fifo_unblocked, make_fifo, make_symlink_loop
 from trace_builders import input_bound_steps, launched, op, step, trace, write
-from workbench.trace_analysis import TraceCancelled, TraceError, json_stream, read_report
+from workbench.trace_analysis import TraceCancelled, TraceError, json_stream, ranks, read_report
 
 
 def error_line(path, **kwargs) -> str:
@@ -103,7 +103,14 @@ def test_a_cpu_only_trace_says_so_instead_of_100_percent_idle(tmp_path):
     assert rank.top_host_ops[0].name == "aten::mm"
 
 
-def test_negative_durations_are_skipped_and_named(tmp_path):
+@pytest.fixture
+def figures_of_what_was_read(monkeypatch):
+    """The GPU figures of the device events read, however many could not be: these traces have one broken event
+    of two, where a real one has a few of thousands (the limit's own tests are below)."""
+    monkeypatch.setattr(ranks, "UNREADABLE_DEVICE_EVENTS", float("inf"))
+
+
+def test_negative_durations_are_skipped_and_named(tmp_path, figures_of_what_was_read):
     events = [step(1, 0, 1000), step(2, 1000, 1000), *launched("k", 10, 100, 500, 1), *launched("bad", 20, 700, -50, 2)]
     (rank,) = read_report(write(tmp_path / "t.json", trace(events))).ranks
     assert rank.kernels == 1 and rank.compute_share == pytest.approx(0.25)
@@ -121,7 +128,7 @@ def test_overlapping_kernels_count_once(tmp_path):
 @pytest.mark.parametrize("broken", [
     {"ts": "12"}, {"ts": None}, {"dur": [1]}, {"name": 7}, {"ts": float("inf")}, {"ts": float("nan")},
 ])
-def test_missing_or_mistyped_fields_are_skipped_and_counted(tmp_path, broken):
+def test_missing_or_mistyped_fields_are_skipped_and_counted(tmp_path, broken, figures_of_what_was_read):
     events = [step(1, 0, 1000), *launched("k", 10, 100, 500, 1)]
     bad = dict(launched("bad", 20, 700, 50, 2)[1], **broken)
     text = json.dumps(trace([*events, bad, 42, "text"]), allow_nan=True)
@@ -132,18 +139,46 @@ def test_missing_or_mistyped_fields_are_skipped_and_counted(tmp_path, broken):
 
 
 @pytest.mark.parametrize("category", [["kernel"], {"kernel": 1}, 7])
-def test_a_category_that_is_not_a_string_is_no_category(tmp_path, category):
+def test_a_category_that_is_not_a_string_is_no_category(tmp_path, category, figures_of_what_was_read):
     events = [step(1, 0, 1000), *launched("k", 10, 100, 500, 1), dict(launched("bad", 20, 700, 50, 2)[1], cat=category)]
     (rank,) = read_report(write(tmp_path / "t.json", trace(events))).ranks
     assert rank.kernels == 1 and rank.compute_share == pytest.approx(0.5)
+    assert "1 events with a missing or mistyped cat: skipped" in rank.notes  # it may have been the GPU's
 
 
-def test_mistyped_args_and_ids_read_as_unknown(tmp_path):
+def test_mistyped_args_and_ids_read_as_unknown(tmp_path, figures_of_what_was_read):
     events = [step(1, 0, 1000), *launched("k", 10, 100, 500, 1)]
     events[2]["args"] = ["not", "a", "dict"]  # the kernel: no device, stream or correlation
     events[1]["args"] = {"correlation": "seven"}
     (rank,) = read_report(write(tmp_path / "t.json", trace(events, distributedInfo="rank 3"))).ranks
     assert rank.kernels == 1 and rank.launches == 0 and rank.rank == 0
+    assert "1 events whose args is not an object: read without their correlation, device and stream" in rank.notes
+
+
+BROKEN_KERNELS = {"negative dur": {"dur": -50}, "ts a string": {"ts": "12"}, "cat a number": {"cat": 7},
+                  "args a list": {"args": [1, 2]}}
+
+
+@pytest.mark.parametrize("broken", BROKEN_KERNELS.values(), ids=BROKEN_KERNELS.keys())
+def test_gpu_figures_are_not_given_where_many_device_events_cannot_be_read(tmp_path, broken):
+    """Every kernel but one broken: its figures would say compute 2 % (or, without the kernels' streams, idle of
+    no cause) and fire findings on them. None is given, and the note says why."""
+    good = launched("k", 10, 100, 20, 1)
+    bad = [dict(launched(f"b{n}", 20, 200 + 10 * n, 5, 2 + n)[1], **broken) for n in range(49)]
+    (rank,) = read_report(write(tmp_path / "t.json", trace([step(1, 0, 1000), *good, *bad]))).ranks
+    assert rank.cpu_only and rank.compute_share is None and rank.gpu_span is None and not rank.findings
+    assert rank.kernels == 0 and not rank.top_kernels
+    assert ("49 of the file's 50 kernel, copy and fill events (98%) could not be read whole (named above): past 1% "
+            "of them the GPU figures would be wrong, so none are given") in rank.notes
+
+
+def test_a_few_unreadable_device_events_of_many_leave_the_figures(tmp_path):
+    kernels = [event for n in range(199) for event in launched(f"k{n}", 5 * n, 5 * n, 4, 1 + n)]
+    bad = dict(launched("bad", 20, 995, 5, 500)[1], dur=-5)
+    (rank,) = read_report(write(tmp_path / "t.json", trace([step(1, 0, 1000), *kernels, bad]))).ranks
+    assert rank.kernels == 199 and rank.compute_share == pytest.approx(199 * 4 / 1000)
+    assert "1 events with a negative duration: skipped" in rank.notes
+    assert not any("could not be read whole" in note for note in rank.notes)
 
 
 def test_a_fifo_is_refused_without_opening_it(tmp_path):

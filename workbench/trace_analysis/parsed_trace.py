@@ -74,6 +74,11 @@ class ParsedTrace:
     # category this reader does not know → its spans (up to MAX_UNREAD_CATEGORIES; the rest under MORE_CATEGORIES)
     unread_categories: dict[str, int] = field(default_factory=dict)
     events: int = 0
+    # kernel, copy and fill events not read (a mistyped field), or read without their args (not an object); events
+    # whose category cannot be read are counted too, as they may be the GPU's
+    device_events_skipped: int = 0
+    device_events_partly_read: int = 0
+    partly_read: Counter = field(default_factory=Counter)  # reason → events read without some of their fields
     fractional_timestamps: bool = False
     # name → (one copy of it, its kind), host ops and device events apart (a name may be both)
     _host_names: dict[str, tuple[str, Optional[str]]] = field(default_factory=dict)
@@ -89,6 +94,7 @@ class ParsedTrace:
         rank = process_rank(self.meta)
         base_rank = rank if rank is not None else fallback_rank
         notes = [f"{count:,} {reason}: skipped" for reason, count in sorted(self.skipped.items())]
+        notes += [f"{count:,} {reason}" for reason, count in sorted(self.partly_read.items())]
         work = dict(self.device_work)
         markers = dict(self.gpu_markers)
         if None in work or None in markers:  # device events without a device index
@@ -111,6 +117,7 @@ class ParsedTrace:
         host_ops = {thread: sort_by_start_longest_first(ops) for thread, ops in self.host_ops.items()}
         host_by_thread = {thread: sort_by_start_longest_first(events) for thread, events in self.host_by_thread.items()}
         traits = _script_traits(self._host_names)
+        device_events = sum(len(activities) for activities in self.device_work.values())
 
         def rank_events(rank: int, index: Optional[int], device_work: list[Activity], gpu_markers: list[Activity]
                         ) -> ranks.RankEvents:
@@ -122,6 +129,8 @@ class ParsedTrace:
                 host_by_thread=host_by_thread, host_ops_by_thread=host_ops, notes=list(notes),
                 fractional_timestamps=self.fractional_timestamps, traits=traits,
                 events_skipped=sum(self.skipped.values()),
+                device_events_unreadable=self.device_events_skipped + self.device_events_partly_read,
+                device_events_in_file=device_events + self.device_events_skipped,
                 unread_categories=self.unread_categories)
 
         if not indices:
@@ -181,6 +190,10 @@ class ParsedTrace:
         read: millions of events, so it is one loop with the names it uses bound locally, types tested with
         ``type(...) is``, each name classified once, and activities made without a Python-level constructor."""
         if batch and type(batch[0]) is not _Event:  # decoded by the stdlib (the typed decoder refused the batch)
+            args_not_objects = sum(1 for item in batch if type(item) is dict and item.get("args") is not None
+                                   and type(item["args"]) is not dict)
+            if args_not_objects:
+                self.partly_read[ARGS_NOT_AN_OBJECT] += args_not_objects
             batch = [_as_event(item) for item in batch]
             objects = [event for event in batch if event is not None]
             if len(objects) < len(batch):
@@ -199,6 +212,7 @@ class ParsedTrace:
         skipped = self.skipped
         unread = self.unread_categories
         unread_count = unread.get
+        device_skipped = device_partly_read = 0
         for event in batch:
             ts = event.ts
             whole_ts = type(ts) is int
@@ -214,6 +228,9 @@ class ParsedTrace:
                         unread[cat] = unread_count(cat, 0) + 1
                     else:
                         unread[MORE_CATEGORIES] = unread_count(MORE_CATEGORIES, 0) + 1
+                elif side is None:  # no category to be read (missing, a number, a list): it may be the GPU's
+                    skipped["events with a missing or mistyped cat"] += 1
+                    device_skipped += 1
                 continue
             name = event.name
             dur = event.dur
@@ -222,9 +239,13 @@ class ParsedTrace:
             if type(name) is not str or not ((whole_ts or type(ts) is float) and -1e18 < ts < 1e18) or not (
                     (whole_dur or type(dur) is float) and -1e18 < dur < 1e18):
                 skipped["events with a missing or mistyped name, ts or dur"] += 1
+                if side in _DEVICE_SIDES:
+                    device_skipped += 1
                 continue
             if dur < 0:
                 skipped["events with a negative duration"] += 1
+                if side in _DEVICE_SIDES:
+                    device_skipped += 1
                 continue
             # µs as integer ns; a fraction (Kineto writes three decimals) apart from the whole µs, so that large
             # absolute timestamps keep their ns (inline: every event of some traces has one)
@@ -284,6 +305,8 @@ class ParsedTrace:
                 continue
             if type(stream) is not int:
                 stream = _int(event.tid if stream is None else stream) or 0
+            if args is _ARGS_NOT_AN_OBJECT and side is not _MARKER:
+                device_partly_read += 1
             known = device_names.get(name)
             if known is None:
                 kind = kineto.device_kind(name) if side == "kernel" else side if side != _MARKER else "marker"
@@ -292,6 +315,8 @@ class ParsedTrace:
             target = gpu_markers if side is _MARKER else device_work
             target[device].append(make(Activity, (start, end, kind, stream, name, correlation)))
         self.fractional_timestamps = fractional
+        self.device_events_skipped += device_skipped
+        self.device_events_partly_read += device_partly_read
 
 
 _START = operator.itemgetter(0)  # Activity.start_ns
@@ -345,6 +370,11 @@ class _Args(msgspec.Struct, gc=False):
     stream: Any = None
 
 
+_ARGS_NOT_AN_OBJECT = _Args()  # an event's args that is not an object (decoded by the stdlib): none of it read
+ARGS_NOT_AN_OBJECT = "events whose args is not an object: read without their correlation, device and stream"
+_DEVICE_SIDES = frozenset(DEVICE_CATEGORIES.values())
+
+
 class _Event(msgspec.Struct, gc=False):
     """The fields of a trace event the reader uses. ``Any``: a mistyped field is read (and counted) as the stdlib
     would read it; an ``args`` that is not an object, or an event that is not one, makes the typed decoder refuse
@@ -367,7 +397,7 @@ def _as_event(item: Any) -> Optional[_Event]:
     args = item.get("args")
     return _Event(item.get("ph"), item.get("cat"), item.get("name"), item.get("ts"), item.get("dur"), item.get("pid"),
                   item.get("tid"), _Args(args.get("correlation"), args.get("device"), args.get("stream"))
-                  if type(args) is dict else None)
+                  if type(args) is dict else None if args is None else _ARGS_NOT_AN_OBJECT)
 
 
 def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,

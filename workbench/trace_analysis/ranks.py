@@ -20,6 +20,7 @@ from workbench.trace_analysis import hta_rules
 from workbench.trace_analysis.model import UNKNOWN_DEVICE, NamedSeconds, RankReport, ScriptTraits
 
 TOP_COUNT = 10
+UNREADABLE_DEVICE_EVENTS = 0.01  # a share of the file's kernel, copy and fill events
 # CUPTI's range profiler (torch.profiler with profiler_metrics) writes its counter ranges in place of the kernels.
 RANGE_PROFILER_CATEGORY = "cuda_profiler_range"
 SYNC_MARK = "Synchronize"  # cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, hip…, cuCtxSynchronize
@@ -47,6 +48,10 @@ class RankEvents:
     fractional_timestamps: bool = False  # some ts in the file has a fraction of a µs (HTA then rounds)
     traits: ScriptTraits = field(default_factory=ScriptTraits)  # what the script already does (its op names)
     events_skipped: int = 0  # events the reader could not read (mistyped fields, not objects, …), named in notes
+    # The file's kernel, copy and fill events that could not be read whole (skipped, or read without their args),
+    # and all of them: past UNREADABLE_DEVICE_EVENTS of them the GPU figures are not given.
+    device_events_unreadable: int = 0
+    device_events_in_file: int = 0
     # spans of categories the reader does not read, other than the host's own (python_function, …): category → count
     unread_categories: dict[str, int] = field(default_factory=dict)
 
@@ -68,9 +73,18 @@ def analyse(events: RankEvents) -> RankReport:
         notes.append("ProfilerStep spans overlap: the steps' window runs from the first one's start to the last end")
     step_seconds = tuple((end - start) / 1e9 for start, end in steps)
     device = events.device_work
-    cpu_only = not device
-    if cpu_only:
+    unreadable = events.device_events_unreadable
+    if device and unreadable >= UNREADABLE_DEVICE_EVENTS * max(events.device_events_in_file, 1):
+        # The figures of the events read would be told as the GPU's, and wrong: compute 0 % where every kernel
+        # had a mistyped field, idle "other" where their args (streams, correlations) could not be read.
+        notes.append(f"{unreadable:,} of the file's {events.device_events_in_file:,} kernel, copy and fill events "
+                     f"({unreadable / max(events.device_events_in_file, 1):.0%}) could not be read whole (named "
+                     f"above): past {UNREADABLE_DEVICE_EVENTS:.0%} of them the GPU figures would be wrong, so none "
+                     "are given")
+        device = []
+    elif not device:
         notes.append(_no_gpu_work_note(events))
+    cpu_only = not device
     if steps:
         window = (steps[0][0], max(end for _, end in steps))  # a step nested in another ends before it
     elif device:
