@@ -199,6 +199,10 @@ def test_a_figure_that_cannot_be_read_says_n_a_as_the_text_report_does():
     assert "Over HTA's window (first to last GPU event): idle 25.0 %, compute n/a, non-compute n/a" in section.facts[0]
     assert any(fact.startswith("Waiting for data: n/a (the trace has no DataLoader spans)") for fact in section.facts)
     assert not any("unknown" in fact for fact in section.facts)
+    rank = rank_report(gpu_span={"idle_share": 0.9, "compute_share": 0.1, "non_compute_share": 0.0},
+                       gpu_span_as_hta={"idle_share": 0.9, "compute_share": 0.1, "non_compute_share": -0.00004})
+    (section,) = trace_page(TraceReport("/t.json", (rank,)), "").sections
+    assert "non-compute 0.0 %" in section.facts[0] and "-0.0" not in section.facts[0]
 
 
 def test_one_step_and_one_kernel_read_in_the_singular():
@@ -210,10 +214,11 @@ def test_one_step_and_one_kernel_read_in_the_singular():
 
 def test_a_cpu_only_trace_has_no_gpu_bars_and_says_so():
     rank = rank_report(cpu_only=True, compute_share=None, communication_share=None, memory_share=None,
-                       idle_share=None, gpu_span={}, steps=0, step_seconds_median=None)
+                       idle_share=None, gpu_span={}, steps=0, step_seconds_median=None, kernels=0)
     (section,) = trace_page(TraceReport("/t.json", (rank,)), "").sections
     assert section.gpu_time == () and section.idle == ()
     assert section.facts[0].startswith("No GPU work read from this trace")
+    assert not any("kernel" in fact for fact in section.facts)  # none read is not none run (a range profiler's)
     assert section.steps == "No ProfilerStep#N in the trace: the figures are over the first to the last host event"
 
 

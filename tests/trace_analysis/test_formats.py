@@ -9,7 +9,7 @@ import pytest
 
 from trace_builders import input_bound_steps, kernel, launched, op, runtime, step, trace, write
 from workbench.trace_analysis import json_stream, read_report
-from workbench.trace_analysis.model import Fingerprint
+from workbench.trace_analysis.model import Fingerprint, TraceError
 
 # input_bound_steps(3): 30 ms of steps; 3 × 3.98 ms of kernel; the host 3 × 6 ms in the DataLoader.
 INPUT_BOUND = dict(compute=3 * 3980 / 30000, idle=18060 / 30000, data=18000 / 18060, host=50 / 18060,
@@ -192,8 +192,11 @@ def test_one_rank_of_a_folder_reads_only_the_files_whose_head_names_it(tmp_path)
     assert [(r.rank, r.file.rsplit("/", 1)[-1]) for r in report.ranks] == [(2, "worker0.json")]
     assert [name.rsplit("/", 1)[-1] for name in report.files] == ["worker0.json"]
     assert [name.rsplit("/", 1)[-1] for name in fingerprints] == ["worker0.json"]
-    assert "rank 2 asked for: 1 of the folder's 3 files read, the one whose head names it" in report.notes
+    assert ("rank 2 asked for: 1 of the folder's 3 files read, the one of that rank by the distributedInfo in its "
+            "head, else rank-N in its name, else its place in the folder") in report.notes
     assert read_report(tmp_path).ranks[2] == report.ranks[0]  # as the whole folder's read gives it
+    with pytest.raises(TraceError, match=r"no rank 5 \(ranks: 0, 1, 2\)"):  # in order, not the files' order
+        read_report(tmp_path, rank=5)
 
 
 def test_one_rank_of_a_folder_is_told_by_name_or_place_where_no_head_names_it(tmp_path):
@@ -205,6 +208,8 @@ def test_one_rank_of_a_folder_is_told_by_name_or_place_where_no_head_names_it(tm
         write(tmp_path / "by-place" / name, trace([step(1, 0, 1000), *launched("k", 10, 100, 300, 1)]))
     report = read_report(tmp_path / "by-place", rank=1)
     assert (report.files, [r.rank for r in report.ranks]) == ((str(tmp_path / "by-place" / "b.json"),), [1])
+    assert "1 file names no rank (no distributedInfo, no rank-N in the name): numbered by their place among the " \
+           "folder's files, in name order with numbers as numbers" in report.notes
 
 
 def test_one_rank_of_processes_driving_two_gpus_each_is_found_past_the_head(tmp_path):

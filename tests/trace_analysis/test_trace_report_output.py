@@ -181,3 +181,10 @@ def test_one_step_and_one_kernel_read_in_the_singular_without_a_spread():
     text = "\n".join(rank_lines(rank))
     assert "1 step: 13.34 s (no spread from one step)" in text and "(1 kernel)" in text
     assert "1 steps" not in text and "1 kernels" not in text
+
+
+def test_a_share_that_rounds_to_zero_is_never_minus_zero():
+    """HTA's rules replayed can leave a non-compute share of -0.00004 (docs/gpu-time.md): 0.0%, not -0.0%."""
+    rank = rank_report(gpu_span_as_hta={"idle_share": 0.9, "compute_share": 0.1, "non_compute_share": -0.00004})
+    (line,) = [line for line in rank_lines(rank) if "by HTA's rules" in line]
+    assert "non-compute 0.0%" in line and "-0.0" not in line

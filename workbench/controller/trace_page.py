@@ -132,7 +132,8 @@ def _rank_section(rank: RankReport, name_file: bool = False) -> RankSection:
     if rank.exposed_copies:  # what the copy-bound finding's change is chosen by
         facts.append(f"{EXPOSED_COPIES[0].upper()}{EXPOSED_COPIES[1:]}: " + ", ".join(
             f"{copy.name} {format_step_seconds(copy.seconds)}" for copy in rank.exposed_copies))
-    facts.append(f"{rank.kernels:,} kernel{'' if rank.kernels == 1 else 's'}")
+    if not cpu_only:  # without GPU figures no kernel was read, which is not to say none ran
+        facts.append(f"{rank.kernels:,} kernel{'' if rank.kernels == 1 else 's'}")
     return RankSection(
         title=f"Rank {rank.rank} · {rank.device}" + (f" · {os.path.basename(rank.file)}" if name_file else ""),
         steps=_steps_text(rank),
@@ -192,5 +193,7 @@ def _short(name: str) -> str:
 
 
 def _percent(value: Optional[float]) -> str:
-    return "n/a" if value is None else f"{value * 100:.1f} %"  # "n/a", as the text report says it
+    if value is None:
+        return "n/a"  # as the text report says it
+    return f"{value * 100 if round(value, 3) != 0 else 0.0:.1f} %"  # never "-0.0 %"
 

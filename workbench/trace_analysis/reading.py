@@ -65,8 +65,8 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
     read = _read_files(files, places, fingerprints is not None, progress, cancelled)
     if len(places) < len(files):
         if any(report.rank == rank for one in read.values() for report in one.reports):
-            notes.append(f"rank {rank} asked for: {len(places):,} of the folder's {len(files):,} files read, "
-                         f"the {'one' if len(places) == 1 else 'ones'} whose head names it")
+            notes.append(f"rank {rank} asked for: {len(places):,} of the folder's {len(files):,} files read, the "
+                         f"{'one' if len(places) == 1 else 'ones'} of that rank by {_HOW_RANKS_ARE_TOLD}")
         else:
             rest = [place for place in range(len(files)) if place not in read]
             read.update(_read_files(files, rest, fingerprints is not None, progress, cancelled))
@@ -88,8 +88,9 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
         raise TraceError(f"{path}: no rank file could be read (first: {unreadable[0]})")
     notes.extend(f"left out: {line}" for line in unreadable)
     if by_order:
-        notes.append(f"{len(by_order):,} files name no rank (no distributedInfo, no rank-N in the name): numbered by "
-                     "their place among the folder's files, in name order with numbers as numbers")
+        notes.append(f"{len(by_order):,} {'file names' if len(by_order) == 1 else 'files name'} no rank (no "
+                     "distributedInfo, no rank-N in the name): numbered by their place among the folder's files, in "
+                     "name order with numbers as numbers")
     if len(files) > 1:
         seen = Counter(r.rank for r in reports)
         twice = sorted(r for r, count in seen.items() if count > 1)
@@ -98,7 +99,8 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
     if rank is not None:
         chosen = tuple(r for r in reports if r.rank == rank)
         if not chosen:
-            raise TraceError(f"{path}: no rank {rank} (ranks: {', '.join(str(r.rank) for r in reports) or 'none'})")
+            there = ", ".join(str(number) for number in sorted({r.rank for r in reports}))
+            raise TraceError(f"{path}: no rank {rank} (ranks: {there or 'none'})")
         reports = list(chosen)
     return TraceReport(path=str(path), ranks=tuple(sorted(reports, key=lambda r: r.rank)), notes=tuple(notes),
                        files=tuple(str(file) for file in files_read))
@@ -126,6 +128,9 @@ def _read_files(files: list[Path], places: list[int], want_digest: bool, progres
     if progress is not None:
         progress(total, total)
     return dict(zip(places, read))
+
+
+_HOW_RANKS_ARE_TOLD = "the distributedInfo in its head, else rank-N in its name, else its place in the folder"
 
 
 def _places_of_rank(files: list[Path], rank: int, cancelled: Optional[Cancelled]) -> Optional[list[int]]:

@@ -190,6 +190,8 @@ def _short(name: str) -> str:
 
 
 def _pct(value: Optional[float]) -> str:
-    return "n/a" if value is None else f"{value:.1%}"
+    if value is None:
+        return "n/a"
+    return f"{value if round(value, 3) != 0 else 0.0:.1%}"  # a share of -0.00004 (HTA's rules replayed) is 0.0%
 
 
