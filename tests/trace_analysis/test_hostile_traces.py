@@ -32,7 +32,9 @@ def test_binary_and_empty_files(tmp_path):
     (tmp_path / "b.json").write_bytes(b"\xff\xfe\x00\x01" * 100)
     assert "not UTF-8" in error_line(tmp_path / "b.json")
     (tmp_path / "e.json").write_bytes(b"")
-    assert "not a JSON trace" in error_line(tmp_path / "e.json")
+    assert error_line(tmp_path / "e.json").endswith("e.json: is empty (no JSON in it)")
+    (tmp_path / "s.json").write_bytes(b"  \n")
+    assert error_line(tmp_path / "s.json").endswith("s.json: holds only white space (no JSON)")
     assert "no trace events" in error_line(write(tmp_path / "n.json", {"traceEvents": []}))
 
 
@@ -190,7 +192,15 @@ def test_a_fifo_is_refused_without_opening_it(tmp_path):
 def test_a_symlink_loop_and_a_missing_file(tmp_path):
     assert "symlink loop" in error_line(make_symlink_loop(tmp_path / "loop.json"))
     assert "does not exist" in error_line(tmp_path / "absent.json")
-    assert "no readable trace files" in error_line(tmp_path)
+    assert "no readable trace files (*.json, *.json.gz); left out: loop.json is a symlink loop" in error_line(tmp_path)
+
+
+def test_a_byte_order_mark_in_front_is_passed_over(tmp_path):
+    """An editor may save one; JSON readers pass over it (HTA's included), so the trace reads as it is."""
+    text = json.dumps(trace([step(1, 0, 1000), *launched("k", 10, 100, 500, 1)]))
+    (tmp_path / "t.json").write_bytes("\ufeff".encode() + text.encode())
+    (rank,) = read_report(tmp_path / "t.json").ranks
+    assert rank.kernels == 1
 
 
 def test_a_folder_with_a_fifo_among_its_ranks_reads_the_rest(tmp_path):

@@ -122,7 +122,8 @@ class _open_text:
                 raise TraceError(f"is {size / 1024**3:.1f} GB, past the reader's limit of "
                                  f"{MAX_TRACE_BYTES / 1024**3:.1f} GB")
             stream = buffered
-        self.text = io.TextIOWrapper(stream, encoding="utf-8", errors="strict")
+        # utf-8-sig: a byte-order mark that an editor saved in front is passed over, as JSON readers allow
+        self.text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="strict")
         self.counting = counting
         return self.text, counting
 
@@ -146,6 +147,8 @@ def _top_level(text: io.TextIOWrapper, raw: _CountingReader, progress: Optional[
         if reader.peek_nonspace() != "":
             raise TraceError("is not valid JSON (text after the events' closing bracket)")
         return
+    if first == "":
+        raise TraceError("is empty (no JSON in it)" if reader.chars == 0 else "holds only white space (no JSON)")
     if first != "{":
         raise TraceError(f"is not a JSON trace (it starts with {reader.sample()!r})")
     reader.pos += 1

@@ -206,7 +206,8 @@ def trace_files(path: Path) -> tuple[list[Path], list[str]]:
             else:
                 notes.append(f"left out: {candidate.name} {problem}")
         if not files:
-            raise TraceError(f"{path}: the folder holds no readable trace files (*.json, *.json.gz)")
+            why = f"; {notes[0]}" + (f" (and {len(notes) - 1:,} more)" if len(notes) > 1 else "") if notes else ""
+            raise TraceError(f"{path}: the folder holds no readable trace files (*.json, *.json.gz){why}")
         return files, notes
     problem = regular_file_problem(path)
     if problem is not None:
