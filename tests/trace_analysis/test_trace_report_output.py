@@ -112,7 +112,8 @@ def test_shorter_steps_beyond_the_spread_are_a_gain_and_the_kernels_that_moved_a
     assert abs(comparison.step_time_ratio - 0.6) < 1e-9
     assert [change.name for change in comparison.kernels] == ["copy", "gemm", "fused"]  # by |change| per step
     text = "\n".join(comparison_lines("a.json", "b.json", comparison))
-    assert "shorter steps in these two traces: a gain" in text and "not in the top" in text
+    # the before list names all its kernels (fewer than the top's ten): fused did not run there
+    assert "shorter steps in these two traces: a gain" in text and "0 µs → 2.0 ms (+2.0 ms)  fused" in text
     data = comparison_json(comparison)
     assert data["verdict"] == "faster" and data["step_time_ratio_low"] <= 0.6 <= data["step_time_ratio_high"]
     assert data["categories"]["compute"]["after_seconds_per_step"] == pytest.approx(0.70 * 0.302 / 5)
@@ -188,3 +189,18 @@ def test_a_share_that_rounds_to_zero_is_never_minus_zero():
     rank = rank_report(gpu_span_as_hta={"idle_share": 0.9, "compute_share": 0.1, "non_compute_share": -0.00004})
     (line,) = [line for line in rank_lines(rank) if "by HTA's rules" in line]
     assert "non-compute 0.0%" in line and "-0.0" not in line
+
+
+def test_a_kernel_out_of_a_full_top_list_is_not_in_the_top_and_unmoved_names_are_not_changes():
+    ten = tuple(NamedSeconds(f"k{n}", 0.1 - 0.001 * n) for n in range(10))
+    before = rank_report(top_kernels=ten)
+    after = rank_report(top_kernels=(*ten[:9], NamedSeconds("fused", 0.05)))
+    text = "\n".join(comparison_lines("a.json", "b.json", compare(before, after)))
+    assert "not in the top → 10.0 ms" in text and "k9" in text  # its time after is unknown, not 0
+    assert [change.name for change in compare(before, after).kernels] == ["k9", "fused"]  # k0–k8 did not move
+    assert compare(before, before).kernels == () and compare(before, before).host_ops == ()
+
+
+def test_kernels_are_not_compared_with_a_trace_without_gpu_figures():
+    cpu_only = rank_report(cpu_only=True, top_kernels=(), kernels=0)
+    assert compare(cpu_only, rank_report(top_kernels=(NamedSeconds("gemm", 0.3),))).kernels == ()

@@ -20,6 +20,7 @@ from typing import Optional, Sequence
 from workbench.experiments.ab import MIN_TRIALS, ABResult, compare_rates
 from workbench.formatting import format_short_seconds
 from workbench.trace_analysis.model import UNKNOWN_DEVICE, NamedSeconds, RankReport
+from workbench.trace_analysis.ranks import TOP_COUNT
 
 # The figures compared category by category: (RankReport field, its label).
 CATEGORIES = (
@@ -163,7 +164,9 @@ def compare(before: RankReport, after: RankReport,
                        _per_step(getattr(before, field), before), _per_step(getattr(after, field), after))
         for field, label in CATEGORIES)
     return RankComparison(before=before, after=after, step_time=step_time, categories=categories,
-                          kernels=_changed_most(before, after, before.top_kernels, after.top_kernels),
+                          # kernels only where both traces have GPU figures: none read is not none run
+                          kernels=() if before.cpu_only or after.cpu_only else _changed_most(
+                              before, after, before.top_kernels, after.top_kernels),
                           host_ops=_changed_most(before, after, before.top_host_ops, after.top_host_ops),
                           samples_per_step=samples_per_step, throughput=throughput)
 
@@ -178,11 +181,16 @@ def _per_step(share: Optional[float], rank: RankReport) -> Optional[float]:
 
 def _changed_most(before_rank: RankReport, after_rank: RankReport, before: tuple[NamedSeconds, ...],
                   after: tuple[NamedSeconds, ...]) -> tuple[NamedChange, ...]:
-    """The names whose seconds per step moved most."""
+    """The names whose seconds per step moved most (a name whose time did not move is none of them). A name
+    missing from a list shorter than the report's top (``ranks.TOP_COUNT``) took no time there: such a list names
+    all there were."""
     before_by_name = _seconds_per_step(before, before_rank)
     after_by_name = _seconds_per_step(after, after_rank)
-    changes = [NamedChange(name, before_by_name.get(name), after_by_name.get(name))
+    before_absent = 0.0 if len(before) < TOP_COUNT else None
+    after_absent = 0.0 if len(after) < TOP_COUNT else None
+    changes = [NamedChange(name, before_by_name.get(name, before_absent), after_by_name.get(name, after_absent))
                for name in dict.fromkeys([*before_by_name, *after_by_name])]
+    changes = [change for change in changes if change.change_seconds != 0]
 
     def moved(change: NamedChange) -> float:
         # Out of one trace's top list counts as 0 for the order only (shown as "not in the top"): a name that
