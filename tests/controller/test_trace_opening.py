@@ -292,3 +292,11 @@ def test_sections_of_a_folder_name_their_files():
     assert [section.title for section in page.sections] == ["Rank 0 · NVIDIA A100-SXM4-80GB · x.json",
                                                             "Rank 0 · NVIDIA A100-SXM4-80GB · y.json"]
     assert page.slowest.startswith("Slowest rank: none named: rank 0 appears in more than one file")
+
+
+def test_the_page_says_what_the_host_was_in_while_the_gpu_waited_for_it():
+    rank = rank_report(host_wait_seconds=0.010, host_wait_calls=(NamedSeconds("cudaFree", 0.006),
+                                                                 NamedSeconds("cudaMemsetAsync", 0.00001)))
+    (section,) = trace_page(TraceReport("/t.json", (rank,)), "").sections
+    assert ("While the GPU waited for the host (10.0 ms), the host was in: cudaFree 60% of that wait"
+            in section.facts)  # a call that rounds to 0 % left out

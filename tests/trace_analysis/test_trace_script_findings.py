@@ -4,8 +4,11 @@ PyTorch's terms, and carries its figure and threshold."""
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
-from trace_builders import kernel, launched, step, trace, write
+import pytest
+
+from trace_builders import kernel, launched, op, runtime, step, trace, write
 from trace_reports import rank_report
 
 from workbench.controller.trace_page import trace_page
@@ -21,6 +24,9 @@ from workbench.trace_analysis.script_findings import (
     findings_for,
     with_findings,
 )
+
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 
 
 def kinds(rank) -> list[str]:
@@ -238,3 +244,34 @@ def test_copies_without_kernels_are_gpu_work_a_copy_bound_finding_reads():
     rank = rank_report(kernels=0, top_kernels=(), compute_share=0.0, communication_share=0.0, memory_share=0.59,
                        idle_share=0.41, idle_for_host_share=0.1, idle_other_share=0.9, idle_kernel_wait_share=0.0)
     assert kinds(rank) == ["copy-bound"]
+
+
+def host_waits_in(folder: Path, call: str):
+    """A step whose GPU waits 625 of its 1,000 µs for the host (0–5 µs and 100–720 µs: each gap ends with a launch
+    made in it), the host in ``call`` for 590 µs of that wait."""
+    events = [step(1, 0, 1000), *launched("a", 0, 5, 95, 1), *launched("b", 710, 720, 80, 2)]
+    events.append(runtime(call, 110, 590) if call.startswith("cu") else op(call, 110, 590))
+    (rank,) = read_report(write(folder / f"{call}.json", trace(events))).ranks
+    return with_findings(TraceReport("t.json", (rank,))).ranks[0]
+
+
+def test_a_host_waiting_in_the_allocator_is_allocator_bound_not_launch_bound(tmp_path):
+    """Larger batches and CUDA graphs would not shorten a wait the host spends in cudaFree: the finding names
+    the allocator, with its share of the wait (the A100 alexnet trace: 66 %)."""
+    rank = host_waits_in(tmp_path, "cudaFree")
+    assert [call.name for call in rank.host_wait_calls] == ["cudaFree", "cudaLaunchKernel"]
+    assert rank.host_wait_seconds == pytest.approx(625e-6)
+    (finding,) = rank.findings
+    assert finding.kind == "allocator-bound" and finding.figure == pytest.approx(590 / 625)
+    assert "cudaFree 94%" in finding.text and "torch.cuda.empty_cache()" in finding.change
+    assert ("while the GPU waited for the host (625 µs), the host was in: cudaFree 94%, cudaLaunchKernel 2% of that "
+            "wait") in "\n".join(rank_lines(rank))
+    # the host in its own Python (an op, no runtime call): the launches' finding, as before
+    assert {finding.kind for finding in host_waits_in(tmp_path, "aten::add").findings} == {"launch-bound"}
+
+
+@pytest.mark.skipif(not (SHARED / "a100-alexnet-benchmark.json.gz").is_file(), reason="no shared traces")
+def test_the_real_a100_trace_whose_host_frees_memory_is_allocator_bound():
+    (rank,) = with_findings(read_report(SHARED / "a100-alexnet-benchmark.json.gz")).ranks
+    assert [finding.kind for finding in rank.findings] == ["allocator-bound"]
+    assert 0.6 < rank.findings[0].figure < 0.7  # cudaFree 51 %, cudaMalloc 15 % of the wait

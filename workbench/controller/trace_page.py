@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from workbench.formatting import format_short_seconds, format_step_seconds
-from workbench.trace_analysis.model import EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
+from workbench.trace_analysis.model import (EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport,
+                                            host_wait_calls_text)
 from workbench.trace_analysis.comparing import straggler
 
 # The GPU time over the steps, and idle time by cause: (label, RankReport field, colour), in the bars' order.
@@ -132,6 +133,9 @@ def _rank_section(rank: RankReport, name_file: bool = False) -> RankSection:
     if rank.exposed_copies:  # what the copy-bound finding's change is chosen by
         facts.append(f"{EXPOSED_COPIES[0].upper()}{EXPOSED_COPIES[1:]}: " + ", ".join(
             f"{copy.name} {format_step_seconds(copy.seconds)}" for copy in rank.exposed_copies))
+    waited_in = host_wait_calls_text(rank)
+    if waited_in:
+        facts.append(f"{waited_in[0].upper()}{waited_in[1:]}")
     if not cpu_only:  # without GPU figures no kernel was read, which is not to say none ran
         facts.append(f"{rank.kernels:,} kernel{'' if rank.kernels == 1 else 's'}")
     return RankSection(

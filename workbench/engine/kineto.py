@@ -42,6 +42,12 @@ TO_GPU_KINDS = (TO_GPU_PAGEABLE, TO_GPU_PINNED, TO_GPU)
 TO_HOST, ON_GPU, EITHER_WAY = "to the host", "on the GPU", "either way (ROCm's copy kernels)"
 # Host records that are the profiler's own work, not the program's.
 PROFILER_RECORDS = frozenset({"Activity Buffer Request"})
+# Runtime and driver calls that take memory from the driver or give it back (CUDA's, its driver's, ROCm's; the
+# expandable segments' cuMem* calls among them): the caching allocator's misses, cuDNN's workspaces.
+ALLOCATOR_CALLS = ("cudaMalloc", "cudaFree", "cudaHostAlloc", "cudaHostRegister", "cudaHostUnregister",
+                   "cuMemAlloc", "cuMemFree", "cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease",
+                   "cuMemAddressReserve", "cuMemAddressFree", "cuMemHostAlloc",
+                   "hipMalloc", "hipFree", "hipHostMalloc", "hipHostFree", "hipExtMallocWithFlags")
 # Host ops that torch.compile's code runs under (Dynamo's region, AOTAutograd's forward and backward): they wrap
 # the ops a script wrote (an .item() after a graph break runs inside the frame's region).
 COMPILED_CODE_OPS = ("Torch-Compiled Region", "CompiledFunction")

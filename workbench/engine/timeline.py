@@ -84,6 +84,8 @@ class TimelineBreakdown:
     top_kernels: tuple[NamedTime, ...] = ()
     communication_seconds: Optional[float] = None  # NCCL / RCCL kernels not hidden behind compute
     idle_kernel_wait_seconds: Optional[float] = None  # gaps under ``kernel_wait_ns`` (HTA's kernel wait); 0 unless asked
+    # The idle spans counted as waiting for the host (what the host was doing then is read from them), in order
+    host_wait_spans: tuple[Interval, ...] = ()
 
 
 @dataclass
@@ -176,8 +178,9 @@ def analyse_sorted(activities: SortedActivities, window: Interval, steps: int, g
     visible_fills = subtract(subtract(fills, all_kernels), copies)
     busy = union([*all_kernels, *copies, *fills])
     launched_at = _launches(device, activities.launch_starts)
+    host_wait_spans: list[Interval] = []
     data, host, kernel_wait, other = _attribute_idle(
-        device, launched_at, gaps(busy, begin, end), host_data_wait, kernel_wait_ns)
+        device, launched_at, gaps(busy, begin, end), host_data_wait, kernel_wait_ns, host_wait_spans)
     kernel_records = [a for a in device if a.kind in (KERNEL, COMMUNICATION)]
     durations = [a.end_ns - a.start_ns for a in kernel_records]
     return replace(
@@ -194,6 +197,7 @@ def analyse_sorted(activities: SortedActivities, window: Interval, steps: int, g
         launches=len(launched_at),
         median_kernel_seconds=_seconds(statistics.median(durations)) if durations else None,
         top_kernels=_top_by_name(((a.name, a.end_ns - a.start_ns) for a in kernel_records), top),
+        host_wait_spans=tuple(subtract(host_wait_spans, host_data_wait) if host_data_wait else host_wait_spans),
     )
 
 
@@ -257,10 +261,10 @@ def _launches(device: Sequence[Activity], starts: dict[int, int]) -> dict[int, i
 
 def _attribute_idle(
     device: Sequence[Activity], launched_at: dict[int, int], idle: Sequence[Interval], data_wait: Sequence[Interval],
-    kernel_wait_ns: int = 0,
+    kernel_wait_ns: int = 0, host_wait_spans: Optional[list[Interval]] = None,
 ) -> tuple[int, int, int, int]:
     """(waiting for data, waiting for the host, kernel wait, other) in ns over the idle gaps; ``launched_at`` is
-    ``_launches``'s map."""
+    ``_launches``'s map; the gaps counted as waiting for the host are added to ``host_wait_spans`` where given."""
     # For each start time, the earliest launch of an activity starting then (None: launch unknown).
     first_launch: dict[int, Optional[int]] = {}
     for a in device:
@@ -280,6 +284,8 @@ def _attribute_idle(
         launch = first_launch.get(gap_end)  # the activity that ends the gap (none: the window's tail)
         if launch is not None and launch >= gap_start:
             host += rest
+            if host_wait_spans is not None:
+                host_wait_spans.append((gap_start, gap_end))
         elif launch is not None and gap_end - gap_start < kernel_wait_ns:
             kernel_wait += rest
         else:

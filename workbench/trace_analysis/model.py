@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from workbench.formatting import format_step_seconds
+
 
 class TraceError(ValueError):
     """One line for the user: why this file cannot be read (the CLI exits 2)."""
@@ -60,6 +62,7 @@ NO_GPU_WORK = "no GPU work read from this trace (the notes say why)"  # a rank w
 EXPOSED_COPIES = "copies and fills not hidden behind compute, by where the bytes go"
 
 
+
 @dataclass(frozen=True)
 class RankReport:
     rank: int
@@ -106,6 +109,10 @@ class RankReport:
     top_copies: tuple[NamedSeconds, ...] = ()  # copies and fills by name ("Memcpy HtoD (Pageable -> Device)")
     # copy and fill time no kernel hides, by where the bytes go (kineto.copy_direction: "to the GPU", …), most first
     exposed_copies: tuple[NamedSeconds, ...] = ()
+    # Runtime calls the host was in while the GPU sat idle waiting for it (HTA's host wait), by name, the longest
+    # first: what the host did instead of launching (cudaFree, a pageable cudaMemcpyAsync, cudaLaunchKernel itself)
+    host_wait_calls: tuple[NamedSeconds, ...] = ()
+    host_wait_seconds: Optional[float] = None  # the idle time waiting for the host, over the steps
     file: str = ""  # the file the rank was read from (a folder's reports name it)
     compute_capability: Optional[tuple[int, int]] = None  # the GPU's (major, minor), where deviceProperties has it
 
@@ -116,3 +123,15 @@ class TraceReport:
     ranks: tuple[RankReport, ...]
     notes: tuple[str, ...] = ()
     files: tuple[str, ...] = field(default=())  # the files read, one per rank (a folder lists each)
+
+
+def host_wait_calls_text(rank: RankReport, shown: int = 4) -> Optional[str]:
+    """RankReport.host_wait_calls in words, as the CLI's text and the window's page say them; None without."""
+    wait = rank.host_wait_seconds
+    if not rank.host_wait_calls or not wait:
+        return None
+    calls = ", ".join(f"{call.name} {call.seconds / wait:.0%}" for call in rank.host_wait_calls[:shown]
+                      if call.seconds >= 0.005 * wait)  # what rounds to 0 % says nothing
+    if not calls:
+        return None
+    return f"while the GPU waited for the host ({format_step_seconds(wait)}), the host was in: {calls} of that wait"

@@ -146,6 +146,8 @@ def analyse(events: RankEvents) -> RankReport:
         traits=events.traits,
         top_copies=_top_copies(device, window),
         exposed_copies=_exposed_copies(device, window),
+        host_wait_calls=_host_wait_calls(events.runtime, breakdown.host_wait_spans),
+        host_wait_seconds=breakdown.idle_waiting_for_host_seconds,
     )
 
 
@@ -237,6 +239,34 @@ def _exposed_copies(device: Sequence[Activity], window: tuple[int, int]) -> tupl
         seconds[direction] += intervals.total(intervals.subtract(visible, all_copies))
     ranked = sorted(((ns, direction) for direction, ns in seconds.items() if ns > 0), key=lambda item: -item[0])
     return tuple(NamedSeconds(direction, ns / 1e9) for ns, direction in ranked)
+
+
+def _host_wait_calls(runtime: Sequence[Activity], spans: Sequence[tuple[int, int]]) -> tuple[NamedSeconds, ...]:
+    """Runtime call time within the spans the GPU waited for the host (``spans`` in order, disjoint), by name, the
+    longest first (a call on two threads at once counted once)."""
+    if not spans:
+        return ()
+    starts = [start for start, _ in spans]
+    ends = [end for _, end in spans]
+    last = len(spans) - 1
+    inside: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    find = bisect.bisect_right
+    for a in runtime:  # most calls fall in no span (the GPU busy meanwhile): two comparisons after the search
+        start, end = a.start_ns, a.end_ns
+        index = find(starts, start) - 1
+        if index < 0 or ends[index] <= start:  # not in the span before it: maybe in the ones after
+            index += 1
+            if index > last or starts[index] >= end:
+                continue
+        while index <= last and starts[index] < end:
+            low = starts[index] if starts[index] > start else start
+            high = ends[index] if ends[index] < end else end
+            if high > low:
+                inside[a.name].append((low, high))
+            index += 1
+    seconds = {name: intervals.total(intervals.union(parts)) / 1e9 for name, parts in inside.items()}
+    ranked = sorted(seconds.items(), key=lambda item: -item[1])[:TOP_COUNT]
+    return tuple(NamedSeconds(name, value) for name, value in ranked)
 
 
 def _runtime_calls(runtime: Sequence[Activity], window: tuple[int, int]) -> dict[str, float]:

@@ -11,7 +11,8 @@ from typing import Optional, Sequence
 from workbench.formatting import format_step_seconds
 from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, NamedChange, RankComparison, per_step,
                                                 other_gpu, run_to_run_caveat, step_verdict_text, straggler, work_moved)
-from workbench.trace_analysis.model import EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
+from workbench.trace_analysis.model import (EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport,
+                                            host_wait_calls_text)
 
 TOP_SHOWN = 5
 
@@ -59,6 +60,9 @@ def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
         lines.append("  copies and fills: " + _named(rank.top_copies))
     if rank.exposed_copies:  # what the copy-bound finding's change is chosen by
         lines.append(f"  {EXPOSED_COPIES}: {_named(rank.exposed_copies)}")
+    waited_in = host_wait_calls_text(rank)
+    if waited_in:  # what the launch- and allocator-bound findings are told apart by
+        lines.append(f"  {waited_in}")
     if rank.sync_calls:
         lines.append("  device syncs, by the host op that called them: " + _named(rank.sync_calls))
     lines += [f"  note: {note}" for note in rank.notes]

@@ -16,8 +16,8 @@ import dataclasses
 from typing import Optional
 
 from workbench.engine.findings import COMPUTE_BOUND_BUSY, INPUT_BOUND_WAIT, LAUNCH_BOUND_HOST_WAIT
-from workbench.engine.kineto import (EITHER_WAY, ON_GPU, TO_GPU, TO_GPU_KINDS, TO_GPU_PAGEABLE, TO_GPU_PINNED,
-                                    TO_HOST)
+from workbench.engine.kineto import (ALLOCATOR_CALLS, EITHER_WAY, ON_GPU, TO_GPU, TO_GPU_KINDS, TO_GPU_PAGEABLE,
+                                    TO_GPU_PINNED, TO_HOST)
 from workbench.formatting import format_step_seconds
 from workbench.trace_analysis.model import Finding, NamedSeconds, RankReport, TraceReport
 
@@ -34,6 +34,9 @@ EXPOSED_MEMORY_SHARE = INPUT_BOUND_WAIT
 SYNC_WAIT_SHARE = 0.10
 # The host ops under which a copy's sync is the copy waiting (from pageable memory, or back to the host).
 COPY_OPS = frozenset({"aten::to", "aten::_to_copy", "aten::copy_"})
+# The GPU's wait for the host is the allocator's, not the launches', where the host spent half of it in calls that
+# take memory from the driver or give it back (kineto.ALLOCATOR_CALLS).
+ALLOCATOR_WAIT_SHARE = 0.5
 GRAPH_LAUNCH_MARK = "GraphLaunch"  # cudaGraphLaunch, hipGraphLaunch
 FUSABLE_OPTIMIZERS = frozenset({"Adam", "AdamW", "SGD"})  # torch.optim classes that take fused=True on CUDA
 # Tensor cores came with Volta (compute capability 7.0), bfloat16 ones with Ampere (8.0): a V100 (7.0) or a T4 (7.5)
@@ -113,6 +116,24 @@ def _launch_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
             f"host was that far ahead of the GPU, and after each sync the GPU waits for the launches that follow: "
             f"{idle}. Take it out first and trace again: the idle it leaves is what to judge the launches by.",
             figure=sync_share, threshold=SYNC_WAIT_SHARE, change=change)]
+    allocating = _allocator_share(rank)
+    if allocating is not None and allocating >= ALLOCATOR_WAIT_SHARE:
+        # The host spent the GPU's wait taking memory from the driver and giving it back, not launching: larger
+        # batches or CUDA graphs would not shorten it (a real A100 trace: 51 % of the wait in cudaFree, 15 % in
+        # cudaMalloc, where the launches took 24 %).
+        calls = ", ".join(f"{call.name} {_pct(call.seconds / (rank.host_wait_seconds or 1))}"
+                          for call in rank.host_wait_calls
+                          if call.name.startswith(ALLOCATOR_CALLS) and call.seconds >= 0.01 * (rank.host_wait_seconds or 0))
+        return figure, [Finding(
+            kind="allocator-bound", text=f"Allocator-bound: {idle}{loading}, and the host spent {_pct(allocating)} "
+            f"of that wait taking memory from the driver or giving it back ({calls}; threshold "
+            f"{_pct(ALLOCATOR_WAIT_SHARE)} of the wait): PyTorch's caching allocator keeps freed memory for the next "
+            f"step, so calls that recur mean something empties it or asks for new sizes.",
+            figure=allocating, threshold=ALLOCATOR_WAIT_SHARE,
+            change="take torch.cuda.empty_cache() out of the loop, keep batch shapes fixed (DataLoader(..., "
+                   "drop_last=True)), and trace past the first steps (schedule(wait=1, warmup=1, active=3)): "
+                   "cuDNN's benchmark trials and the allocator's first requests call cudaMalloc and cudaFree there; "
+                   "where they go on, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True grows memory in place")]
     findings.append(Finding(kind="launch-bound", text=head, figure=figure, threshold=LAUNCH_BOUND_HOST_WAIT,
                             change="a larger batch (twice the size, scaling the learning rate with it): each kernel "
                                    "does more work per launch"))
@@ -177,6 +198,14 @@ def _exposed_memory(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
                   "of the next batch overlaps the step's kernels instead of stalling them")
     return figure, [Finding(kind="copy-bound", text=head, figure=figure, threshold=EXPOSED_MEMORY_SHARE,
                             change=change)]
+
+
+def _allocator_share(rank: RankReport) -> Optional[float]:
+    """The share of the GPU's wait for the host that the host spent in allocator calls; None where not read."""
+    if not rank.host_wait_seconds:
+        return None
+    seconds = sum(call.seconds for call in rank.host_wait_calls if call.name.startswith(ALLOCATOR_CALLS))
+    return min(seconds / rank.host_wait_seconds, 1.0)
 
 
 def _compute_bound(rank: RankReport) -> list[Finding]:
