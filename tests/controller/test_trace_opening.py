@@ -300,3 +300,12 @@ def test_the_page_says_what_the_host_was_in_while_the_gpu_waited_for_it():
     (section,) = trace_page(TraceReport("/t.json", (rank,)), "").sections
     assert ("While the GPU waited for the host (10.0 ms), the host was in: cudaFree 60% of that wait"
             in section.facts)  # a call that rounds to 0 % left out
+
+
+def test_the_gpu_time_bar_says_what_window_it_is_over():
+    (section,) = trace_page(TraceReport("/t.json", (rank_report(),)), "").sections
+    assert section.gpu_time_title == "GPU time over the steps"
+    no_steps = rank_report(steps=0, step_seconds=(), step_seconds_median=None, step_seconds_low=None,
+                           step_seconds_high=None)
+    (section,) = trace_page(TraceReport("/t.json", (no_steps,)), "").sections
+    assert section.gpu_time_title == "GPU time over the first to the last GPU event"

@@ -64,6 +64,7 @@ class RankSection:
     sync_calls: tuple[tuple[str, str], ...]
     findings: tuple[FindingLine, ...]
     notes: tuple[str, ...]
+    gpu_time_title: str = "GPU time over the steps"  # or over the first to the last GPU event, without steps
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,7 @@ def _rank_section(rank: RankReport, name_file: bool = False) -> RankSection:
         sync_calls=_top(rank.sync_calls),
         findings=_finding_lines(rank),
         notes=tuple(rank.notes),
+        gpu_time_title="GPU time over the steps" if rank.steps else "GPU time over the first to the last GPU event",
     )
 
 

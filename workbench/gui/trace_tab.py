@@ -214,7 +214,7 @@ def page_html(page: TracePage) -> str:
 def _rank_html(section: RankSection) -> str:
     parts = [f"<h3 style='margin-bottom:2px'>{_text(section.title)}</h3>", f"<p style='margin:0'>{_text(section.steps)}</p>"]
     if section.gpu_time:
-        parts.append(_bar("GPU time over the steps", section.gpu_time))
+        parts.append(_bar(section.gpu_time_title, section.gpu_time))
     if section.idle:
         parts.append(_bar("Idle time by cause", section.idle))
     parts.append("<p style='margin-top:4px'>" + "<br>".join(_text(fact) for fact in section.facts) + "</p>")

@@ -159,15 +159,18 @@ def compare(before: RankReport, after: RankReport,
     if samples_per_step is not None:
         throughput = compare_steps([samples_per_step[0] * rate for rate in _steps_per_second(before)],
                                    [samples_per_step[1] * rate for rate in _steps_per_second(after)])
+    per_steps = before.steps > 0 and after.steps > 0
     categories = tuple(
         CategoryChange(label, getattr(before, field), getattr(after, field),
                        _per_step(getattr(before, field), before), _per_step(getattr(after, field), after))
         for field, label in CATEGORIES)
     return RankComparison(before=before, after=after, step_time=step_time, categories=categories,
-                          # kernels only where both traces have GPU figures: none read is not none run
-                          kernels=() if before.cpu_only or after.cpu_only else _changed_most(
+                          # kernels only where both traces have GPU figures (none read is not none run), and
+                          # per step only where both have steps (a trace without them has totals, not steps)
+                          kernels=() if before.cpu_only or after.cpu_only or not per_steps else _changed_most(
                               before, after, before.top_kernels, after.top_kernels),
-                          host_ops=_changed_most(before, after, before.top_host_ops, after.top_host_ops),
+                          host_ops=_changed_most(before, after, before.top_host_ops, after.top_host_ops)
+                          if per_steps else (),
                           samples_per_step=samples_per_step, throughput=throughput)
 
 
@@ -190,18 +193,23 @@ def _changed_most(before_rank: RankReport, after_rank: RankReport, before: tuple
     after_absent = 0.0 if len(after) < TOP_COUNT else None
     changes = [NamedChange(name, before_by_name.get(name, before_absent), after_by_name.get(name, after_absent))
                for name in dict.fromkeys([*before_by_name, *after_by_name])]
-    changes = [change for change in changes if change.change_seconds != 0]
+    bounds = {True: min(before_by_name.values(), default=0.0), False: min(after_by_name.values(), default=0.0)}
 
-    def moved(change: NamedChange) -> float:
-        # Out of one trace's top list counts as 0 for the order only (shown as "not in the top"): a name that
-        # left the top with a second per step moved more than one that shifted a millisecond within it.
-        return abs((change.after_seconds or 0.0) - (change.before_seconds or 0.0))
+    def least_moved(change: NamedChange) -> float:
+        """The least the name's time can have moved: out of a full top list, its time there is anywhere from 0 to
+        that list's smallest; so a name that swapped places with another at the cut moved, at the least, 0."""
+        if change.change_seconds is not None:
+            return abs(change.change_seconds)
+        known = change.after_seconds if change.before_seconds is None else change.before_seconds
+        return max((known or 0.0) - bounds[change.before_seconds is None], 0.0)
 
-    return tuple(sorted(changes, key=moved, reverse=True)[:TOP_CHANGES])
+    moved = [(least_moved(change), change) for change in changes]
+    ranked = sorted((item for item in moved if item[0] > 0), key=lambda item: -item[0])
+    return tuple(change for _, change in ranked[:TOP_CHANGES])
 
 
 def _seconds_per_step(items: tuple[NamedSeconds, ...], rank: RankReport) -> dict[str, float]:
-    steps = max(rank.steps, 1)  # no steps: the window is one span, its totals are its figures
+    steps = max(rank.steps, 1)
     totals: dict[str, float] = {}
     for item in items:
         totals[item.name] = totals.get(item.name, 0.0) + item.seconds / steps

@@ -107,6 +107,9 @@ def comparison_lines(before_path: str, after_path: str, comparison: RankComparis
                      f"  {_share_and_seconds(category.after_share, category.after_seconds_per_step):>17}")
     lines.append(f"  {'DataLoader':<14}  {_pct(before.dataloader_share):>17}  {_pct(after.dataloader_share):>17}")
     lines.append(f"findings: before: {_kinds(before)}; after: {_kinds(after)}")
+    if not (before.steps and after.steps):
+        lines.append("kernels and host ops: not set side by side per step (a trace without ProfilerStep#N has "
+                     "totals over its window, not steps)")
     for title, changes in (("kernels", comparison.kernels), ("host ops", comparison.host_ops)):
         if changes:
             lines.append(f"{title} that changed most (seconds per step):")

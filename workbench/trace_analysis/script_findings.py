@@ -124,8 +124,9 @@ def _launch_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
         calls = ", ".join(f"{call.name} {_pct(call.seconds / (rank.host_wait_seconds or 1))}"
                           for call in rank.host_wait_calls
                           if call.name.startswith(ALLOCATOR_CALLS) and call.seconds >= 0.01 * (rank.host_wait_seconds or 0))
+        waiting = idle.replace(" to launch work", "")  # it was not launching: that is the finding
         return figure, [Finding(
-            kind="allocator-bound", text=f"Allocator-bound: {idle}{loading}, and the host spent {_pct(allocating)} "
+            kind="allocator-bound", text=f"Allocator-bound: {waiting}{loading}, and the host spent {_pct(allocating)} "
             f"of that wait taking memory from the driver or giving it back ({calls}; threshold "
             f"{_pct(ALLOCATOR_WAIT_SHARE)} of the wait): PyTorch's caching allocator keeps freed memory for the next "
             f"step, so calls that recur mean something empties it or asks for new sizes.",
