@@ -159,19 +159,24 @@ def compare(before: RankReport, after: RankReport,
     if samples_per_step is not None:
         throughput = compare_steps([samples_per_step[0] * rate for rate in _steps_per_second(before)],
                                    [samples_per_step[1] * rate for rate in _steps_per_second(after)])
-    per_steps = before.steps > 0 and after.steps > 0
     categories = tuple(
         CategoryChange(label, getattr(before, field), getattr(after, field),
                        _per_step(getattr(before, field), before), _per_step(getattr(after, field), after))
         for field, label in CATEGORIES)
-    return RankComparison(before=before, after=after, step_time=step_time, categories=categories,
-                          # kernels only where both traces have GPU figures (none read is not none run), and
-                          # per step only where both have steps (a trace without them has totals, not steps)
-                          kernels=() if before.cpu_only or after.cpu_only or not per_steps else _changed_most(
-                              before, after, before.top_kernels, after.top_kernels),
-                          host_ops=_changed_most(before, after, before.top_host_ops, after.top_host_ops)
-                          if per_steps else (),
-                          samples_per_step=samples_per_step, throughput=throughput)
+    kernels: tuple[NamedChange, ...] = ()
+    host_ops: tuple[NamedChange, ...] = ()
+    if names_compared_per_step(before, after):
+        host_ops = _changed_most(before, after, before.top_host_ops, after.top_host_ops)
+        if not (before.cpu_only or after.cpu_only):  # no kernel read is not no kernel run
+            kernels = _changed_most(before, after, before.top_kernels, after.top_kernels)
+    return RankComparison(before=before, after=after, step_time=step_time, categories=categories, kernels=kernels,
+                          host_ops=host_ops, samples_per_step=samples_per_step, throughput=throughput)
+
+
+def names_compared_per_step(before: RankReport, after: RankReport) -> bool:
+    """Kernels and host ops are set side by side per step only where both traces have steps: a trace without them
+    has totals over its window, which beside another's per-step figures read as a change of the same run."""
+    return before.steps > 0 and after.steps > 0
 
 
 def _steps_per_second(rank: RankReport) -> list[float]:
@@ -209,7 +214,7 @@ def _changed_most(before_rank: RankReport, after_rank: RankReport, before: tuple
 
 
 def _seconds_per_step(items: tuple[NamedSeconds, ...], rank: RankReport) -> dict[str, float]:
-    steps = max(rank.steps, 1)
+    steps = rank.steps  # names_compared_per_step: never 0 here
     totals: dict[str, float] = {}
     for item in items:
         totals[item.name] = totals.get(item.name, 0.0) + item.seconds / steps

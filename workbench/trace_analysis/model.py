@@ -62,7 +62,6 @@ NO_GPU_WORK = "no GPU work read from this trace (the notes say why)"  # a rank w
 EXPOSED_COPIES = "copies and fills not hidden behind compute, by where the bytes go"
 
 
-
 @dataclass(frozen=True)
 class RankReport:
     rank: int

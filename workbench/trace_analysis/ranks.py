@@ -73,12 +73,12 @@ def analyse(events: RankEvents) -> RankReport:
         notes.append("ProfilerStep spans overlap: the steps' window runs from the first one's start to the last end")
     step_seconds = tuple((end - start) / 1e9 for start, end in steps)
     device = events.device_work
-    unreadable = events.device_events_unreadable
-    if device and unreadable >= UNREADABLE_DEVICE_EVENTS * max(events.device_events_in_file, 1):
+    unreadable, in_file = events.device_events_unreadable, max(events.device_events_in_file, 1)
+    if device and unreadable >= UNREADABLE_DEVICE_EVENTS * in_file:
         # The figures of the events read would be told as the GPU's, and wrong: compute 0 % where every kernel
         # had a mistyped field, idle "other" where their args (streams, correlations) could not be read.
-        notes.append(f"{unreadable:,} of the file's {events.device_events_in_file:,} kernel, copy and fill events "
-                     f"({unreadable / max(events.device_events_in_file, 1):.0%}) could not be read whole (named "
+        notes.append(f"{unreadable:,} of the file's {in_file:,} kernel, copy and fill events "
+                     f"({unreadable / in_file:.0%}) could not be read whole (named "
                      f"above): past {UNREADABLE_DEVICE_EVENTS:.0%} of them the GPU figures would be wrong, so none "
                      "are given")
         device = []

@@ -9,8 +9,9 @@ import os
 from typing import Optional, Sequence
 
 from workbench.formatting import format_step_seconds
-from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, NamedChange, RankComparison, per_step,
-                                                other_gpu, run_to_run_caveat, step_verdict_text, straggler, work_moved)
+from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, NamedChange, RankComparison,
+                                                names_compared_per_step, other_gpu, per_step, run_to_run_caveat,
+                                                step_verdict_text, straggler, work_moved)
 from workbench.trace_analysis.model import (EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport,
                                             host_wait_calls_text)
 
@@ -107,7 +108,7 @@ def comparison_lines(before_path: str, after_path: str, comparison: RankComparis
                      f"  {_share_and_seconds(category.after_share, category.after_seconds_per_step):>17}")
     lines.append(f"  {'DataLoader':<14}  {_pct(before.dataloader_share):>17}  {_pct(after.dataloader_share):>17}")
     lines.append(f"findings: before: {_kinds(before)}; after: {_kinds(after)}")
-    if not (before.steps and after.steps):
+    if not names_compared_per_step(before, after):
         lines.append("kernels and host ops: not set side by side per step (a trace without ProfilerStep#N has "
                      "totals over its window, not steps)")
     for title, changes in (("kernels", comparison.kernels), ("host ops", comparison.host_ops)):

@@ -121,9 +121,9 @@ def _launch_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
         # The host spent the GPU's wait taking memory from the driver and giving it back, not launching: larger
         # batches or CUDA graphs would not shorten it (a real A100 trace: 51 % of the wait in cudaFree, 15 % in
         # cudaMalloc, where the launches took 24 %).
-        calls = ", ".join(f"{call.name} {_pct(call.seconds / (rank.host_wait_seconds or 1))}"
-                          for call in rank.host_wait_calls
-                          if call.name.startswith(ALLOCATOR_CALLS) and call.seconds >= 0.01 * (rank.host_wait_seconds or 0))
+        wait = rank.host_wait_seconds or 1.0  # known: the share above is of it
+        calls = ", ".join(f"{call.name} {_pct(call.seconds / wait)}" for call in rank.host_wait_calls
+                          if call.name.startswith(ALLOCATOR_CALLS) and call.seconds >= 0.01 * wait)
         waiting = idle.replace(" to launch work", "")  # it was not launching: that is the finding
         return figure, [Finding(
             kind="allocator-bound", text=f"Allocator-bound: {waiting}{loading}, and the host spent {_pct(allocating)} "
