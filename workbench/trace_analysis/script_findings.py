@@ -60,14 +60,26 @@ def findings_for(rank: RankReport) -> tuple[Finding, ...]:
 
 
 def _input_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
-    # As the TensorBoard plugin read it: the host inside enumerate(DataLoader)#…__next__ ÷ the step time (without
-    # steps, ÷ the traced window). Without DataLoader spans nothing says the host waited for data.
-    figure = rank.dataloader_share
-    if figure is None or figure < INPUT_BOUND_WAIT:
+    """The GPU sat idle while the host was inside the DataLoader (the workbench's own rule with a timeline); on a
+    CPU-only trace, the host's time in the DataLoader, as the TensorBoard plugin read it. A loader that takes a
+    third of the host's step while the GPU stays busy (the host was ahead) is not what bounds the step."""
+    loading = rank.dataloader_share  # host inside enumerate(DataLoader)#…__next__ ÷ the step (or the window)
+    if loading is None:  # without DataLoader spans nothing says the host waited for data
         return None
-    said = (f"the steps spent {_pct(figure)} of their time inside the DataLoader's __next__" if rank.steps else
-            f"the host spent {_pct(figure)} of the traced window (no steps) inside the DataLoader's __next__")
-    head = f"Input-bound: {said} (threshold {_pct(INPUT_BOUND_WAIT)})."
+    where = "the steps" if rank.steps else "the traced window (no steps)"
+    loader = f"the host spent {_pct(loading)} of {where} inside the DataLoader's __next__"
+    gpu_wait = _idle_part(rank, rank.idle_for_data_share)
+    threshold = f"(threshold {_pct(INPUT_BOUND_WAIT)})"
+    if gpu_wait is not None:
+        figure = gpu_wait
+        said = f"the GPU sat idle waiting for data {_pct(gpu_wait)} of {_window(rank)} {threshold}; {loader}"
+    else:
+        figure = loading
+        said = (f"the steps spent {_pct(loading)} of their time inside the DataLoader's __next__" if rank.steps
+                else loader) + f" {threshold}" + (": no GPU figures in this trace" if rank.cpu_only else "")
+    if figure < INPUT_BOUND_WAIT:
+        return None
+    head = f"Input-bound: {said}."
     pinned = ", pin_memory=True" if not rank.cpu_only else ""  # pinned pages only speed copies to a GPU
     change = (f"DataLoader(..., num_workers=4{pinned}, persistent_workers=True): loader processes prepare the next "
               f"batches while the step runs; raise num_workers toward your CPU cores while the DataLoader's share "
