@@ -13,6 +13,7 @@ import pytest
 from hostile_paths import fifo_unblocked, make_fifo, make_symlink_loop
 from trace_builders import input_bound_steps, launched, op, step, trace, write
 from workbench.trace_analysis import TraceCancelled, TraceError, json_stream, ranks, read_report
+from workbench.trace_analysis.script_findings import findings_for
 
 
 def error_line(path, **kwargs) -> str:
@@ -181,6 +182,34 @@ def test_a_few_unreadable_device_events_of_many_leave_the_figures(tmp_path):
     assert rank.kernels == 199 and rank.compute_share == pytest.approx(199 * 4 / 1000)
     assert "1 events with a negative duration: skipped" in rank.notes
     assert not any("could not be read whole" in note for note in rank.notes)
+
+
+def test_a_kernel_longer_than_the_whole_trace_is_skipped_not_read_as_compute(tmp_path, figures_of_what_was_read):
+    """One kernel of 1e15 µs (31 years) made an input-bound trace read compute 100 % and compute-bound."""
+    events = [*input_bound_steps(5), *launched("void evil_kernel()", 100, 200, 1e15, correlation=99)]
+    (rank,) = read_report(write(tmp_path / "t.json", trace(events))).ranks
+    assert rank.kernels == 5 and "void evil_kernel()" not in [kernel.name for kernel in rank.top_kernels]
+    assert rank.compute_share < 0.5 and [finding.kind for finding in findings_for(rank)] == ["input-bound"]
+    assert ("1 events that run past the trace's end (a duration longer than the whole trace): skipped"
+            in rank.notes)
+
+
+def test_a_host_span_longer_than_the_whole_trace_is_skipped(tmp_path):
+    events = [*input_bound_steps(5), step(6, 50_000, 1e15), op("aten::evil", 100, 1e12)]
+    (rank,) = read_report(write(tmp_path / "t.json", trace(events))).ranks
+    assert rank.steps == 5 and rank.step_seconds_high == pytest.approx(0.010)
+    assert "aten::evil" not in [op.name for op in rank.top_host_ops]
+    assert ("2 events that run past the trace's end (a duration longer than the whole trace): skipped"
+            in rank.notes)
+
+
+def test_a_long_trace_keeps_its_long_spans(tmp_path):
+    """The bound is the trace's own span: a 10-minute trace whose last kernel runs 2 minutes loses nothing."""
+    minute_us = 60e6
+    events = [step(1, 0, 10 * minute_us), *launched("k", 10, 100, 8 * minute_us, 1),
+              *launched("long", 8 * minute_us, 9 * minute_us, 2 * minute_us, 2)]
+    (rank,) = read_report(write(tmp_path / "t.json", trace(events))).ranks
+    assert rank.kernels == 2 and not any("past the trace's end" in note for note in rank.notes)
 
 
 def test_a_fifo_is_refused_without_opening_it(tmp_path):

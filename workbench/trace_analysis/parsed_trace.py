@@ -93,10 +93,31 @@ class ParsedTrace:
         """One RankEvents per GPU found in the file (one, usually); a CPU-only trace gives one without device work."""
         rank = process_rank(self.meta)
         base_rank = rank if rank is not None else fallback_rank
-        notes = [f"{count:,} {reason}: skipped" for reason, count in sorted(self.skipped.items())]
+        host_ops = {thread: sort_by_start_longest_first(ops) for thread, ops in self.host_ops.items()}
+        host_by_thread = {thread: sort_by_start_longest_first(events) for thread, events in self.host_by_thread.items()}
+        work = {index: sorted(activities, key=_START) for index, activities in self.device_work.items()}
+        markers = {index: sorted(activities, key=_START) for index, activities in self.gpu_markers.items()}
+        runtime, steps, data_waits, gpu_steps = self.runtime, self.steps, self.data_waits, self.gpu_steps
+        skipped = Counter(self.skipped)
+        device_skipped = self.device_events_skipped
+        latest = _latest_possible_end([*host_by_thread.values(), *work.values(), *markers.values(), sorted(gpu_steps)])
+        if latest is not None:  # a span that runs past it: its duration is not a profiler's (a corrupt file)
+            def kept(activities: list[Activity]) -> list[Activity]:
+                return [activity for activity in activities if activity[1] <= latest]
+
+            host_past = sum(len(events) - len(kept(events)) for events in host_by_thread.values())
+            device_past = sum(len(activities) - len(kept(activities)) for activities in work.values())
+            markers_past = sum(len(activities) - len(kept(activities)) for activities in markers.values())
+            host_ops = {thread: kept(ops) for thread, ops in host_ops.items()}
+            host_by_thread = {thread: kept(events) for thread, events in host_by_thread.items()}
+            work = {index: kept(activities) for index, activities in work.items()}
+            markers = {index: kept(activities) for index, activities in markers.items()}
+            runtime, steps, data_waits, gpu_steps = kept(runtime), kept(steps), kept(data_waits), kept(gpu_steps)
+            gpu_steps_past = len(self.gpu_steps) - len(gpu_steps)
+            skipped[SPANS_PAST_THE_TRACE] += host_past + device_past + markers_past + gpu_steps_past
+            device_skipped += device_past
+        notes = [f"{count:,} {reason}: skipped" for reason, count in sorted(skipped.items())]
         notes += [f"{count:,} {reason}" for reason, count in sorted(self.partly_read.items())]
-        work = dict(self.device_work)
-        markers = dict(self.gpu_markers)
         if None in work or None in markers:  # device events without a device index
             known = sorted(index for index in work if index is not None)
             if len(known) <= 1:  # one GPU (or none named): they are its events
@@ -114,8 +135,6 @@ class ParsedTrace:
             notes.append(f"this file holds {len(indices)} GPUs ({', '.join(f'cuda:{i}' for i in indices)}): "
                          f"one report per GPU, numbered process rank × {len(indices)} + its place by device index; "
                          "the host's figures (its ops, launch calls and syncs) are the process's, shared by its GPUs")
-        host_ops = {thread: sort_by_start_longest_first(ops) for thread, ops in self.host_ops.items()}
-        host_by_thread = {thread: sort_by_start_longest_first(events) for thread, events in self.host_by_thread.items()}
         traits = _script_traits(self._host_names)
         device_events = sum(len(activities) for activities in self.device_work.values())
 
@@ -124,12 +143,12 @@ class ParsedTrace:
             return ranks.RankEvents(
                 rank=rank, device_index=index, device=self._device_name(index),
                 compute_capability=self._compute_capability(index), device_work=device_work,
-                gpu_markers=gpu_markers, runtime=self.runtime, steps=self.steps, gpu_steps=self.gpu_steps,
-                data_waits=self.data_waits,
+                gpu_markers=gpu_markers, runtime=runtime, steps=steps, gpu_steps=gpu_steps,
+                data_waits=data_waits,
                 host_by_thread=host_by_thread, host_ops_by_thread=host_ops, notes=list(notes),
                 fractional_timestamps=self.fractional_timestamps, traits=traits,
-                events_skipped=sum(self.skipped.values()),
-                device_events_unreadable=self.device_events_skipped + self.device_events_partly_read,
+                events_skipped=sum(skipped.values()),
+                device_events_unreadable=device_skipped + self.device_events_partly_read,
                 device_events_in_file=device_events + self.device_events_skipped,
                 unread_categories=self.unread_categories)
 
@@ -138,7 +157,7 @@ class ParsedTrace:
         # A process driving several GPUs: its GPUs numbered after those of the processes ranked below it (base +
         # position gave two 2-GPU processes the ranks 0, 1, 1, 2).
         return [rank_events(base_rank if len(indices) == 1 else base_rank * len(indices) + position, index,
-                            sorted(work[index], key=_START), markers.get(index, []))
+                            work[index], markers.get(index, []))
                 for position, index in enumerate(indices)]
 
     def _device_name(self, index: Optional[int]) -> str:
@@ -320,6 +339,24 @@ class ParsedTrace:
 
 
 _START = operator.itemgetter(0)  # Activity.start_ns
+_END = operator.itemgetter(1)  # Activity.end_ns
+# A span may end this long past the trace's last start, or as long again as the trace's starts span, whichever is
+# more: the profiler stops the host's and the device's records together (on the real traces here device work ends
+# at most 12 ms after the host's last event), so a span running further is a corrupt duration (a kernel of 1e15 µs
+# made an input-bound trace read 100 % compute), and the whole trace's figures would follow it.
+SPAN_PAST_THE_TRACE_NS = 60 * 10**9
+SPANS_PAST_THE_TRACE = "events that run past the trace's end (a duration longer than the whole trace)"
+
+
+def _latest_possible_end(sorted_lists: list[list[Activity]]) -> Optional[int]:
+    """The latest end a span of the trace can have (lists sorted by start); None where every span ends by it."""
+    lists = [activities for activities in sorted_lists if activities]
+    if not lists:
+        return None
+    first = min(activities[0][0] for activities in lists)
+    last = max(activities[-1][0] for activities in lists)
+    latest = last + max(SPAN_PAST_THE_TRACE_NS, last - first)
+    return latest if any(max(map(_END, activities)) > latest for activities in lists) else None
 
 
 def _script_traits(host_names: Iterable[str]) -> ScriptTraits:
