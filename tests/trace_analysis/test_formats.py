@@ -10,6 +10,7 @@ import pytest
 from trace_builders import input_bound_steps, kernel, launched, op, runtime, step, trace, write
 from workbench.trace_analysis import json_stream, read_report
 from workbench.trace_analysis.model import Fingerprint, TraceError
+from workbench.trace_analysis.report_text import rank_lines
 
 # input_bound_steps(3): 30 ms of steps; 3 × 3.98 ms of kernel; the host 3 × 6 ms in the DataLoader.
 INPUT_BOUND = dict(compute=3 * 3980 / 30000, idle=18060 / 30000, data=18000 / 18060, host=50 / 18060,
@@ -327,3 +328,17 @@ def test_steps_annotated_only_on_the_gpus_timeline_are_the_steps(tmp_path):
     rank = only_rank(write(tmp_path / "t.json", trace(events)))
     assert rank.steps == 2 and rank.step_seconds == (0.001, 0.001)
     assert "ProfilerStep#N appears only on the GPU's timeline: the steps are its spans there" in rank.notes
+
+
+def test_a_gpu_never_idle_has_no_idle_split_and_the_report_says_so(tmp_path):
+    """A split of no idle time is no figure: the causes are None, not a row of 0 % that reads as measured."""
+    loader = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    events = [step(1, 0, 1000), *launched("gemm", 0, 0, 1000, 1), op(loader, 0, 300)]
+    report = read_report(write(tmp_path / "t.json", trace(events)))
+    (rank,) = report.ranks
+    assert rank.idle_share == 0 and rank.compute_share == pytest.approx(1.0)
+    assert (rank.idle_for_data_share, rank.idle_for_host_share, rank.idle_kernel_wait_share,
+            rank.idle_other_share) == (None, None, None, None)
+    assert rank.dataloader_share == pytest.approx(0.3)  # the host's figure still is one
+    text = "\n".join(rank_lines(rank))
+    assert "idle: none (the GPU was never idle, so there is no idle time to split by cause)" in text

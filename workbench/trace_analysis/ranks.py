@@ -183,7 +183,9 @@ def _steps(steps: Sequence[Activity]) -> tuple[list[tuple[int, int]], int]:
     return timed, len(by_name) - len(timed)
 
 
-def _shares(breakdown: timeline.TimelineBreakdown, span_ns: int) -> dict[str, float]:
+def _shares(breakdown: timeline.TimelineBreakdown, span_ns: int) -> dict[str, Optional[float]]:
+    """The GPU time's parts as shares of the window, and the idle time's causes as shares of it (None where the GPU
+    was never idle: a split of no time is no figure)."""
     span = span_ns / 1e9
     compute = (breakdown.kernel_busy_seconds or 0.0) / span
     communication = (breakdown.communication_seconds or 0.0) / span
@@ -195,8 +197,9 @@ def _shares(breakdown: timeline.TimelineBreakdown, span_ns: int) -> dict[str, fl
         "other": breakdown.idle_other_seconds or 0.0,
     }
     idle_seconds = sum(parts.values())
-    result = {"compute": compute, "communication": communication, "memory": memory, "idle": idle_seconds / span}
-    result.update({key: (value / idle_seconds if idle_seconds > 0 else 0.0) for key, value in parts.items()})
+    result: dict[str, Optional[float]] = {"compute": compute, "communication": communication, "memory": memory,
+                                          "idle": idle_seconds / span}
+    result.update({key: (value / idle_seconds if idle_seconds > 0 else None) for key, value in parts.items()})
     return result
 
 

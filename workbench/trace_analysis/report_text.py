@@ -40,9 +40,12 @@ def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
                      f"{_pct(rank.communication_share)} · memory {_pct(rank.memory_share)} · idle "
                      f"{_pct(rank.idle_share)}  ({rank.kernels:,} kernel{'' if rank.kernels == 1 else 's'})")
         data = _pct(rank.idle_for_data_share) if rank.idle_for_data_share is not None else "n/a (no DataLoader spans)"
-        lines.append(f"  idle: waiting for data {data} · for the host "
-                     f"{_pct(rank.idle_for_host_share)} · kernel wait {_pct(rank.idle_kernel_wait_share)} · other "
-                     f"{_pct(rank.idle_other_share)} (shares of the idle time)")
+        if not rank.idle_share:
+            lines.append("  idle: none (the GPU was never idle, so there is no idle time to split by cause)")
+        else:
+            lines.append(f"  idle: waiting for data {data} · for the host "
+                         f"{_pct(rank.idle_for_host_share)} · kernel wait {_pct(rank.idle_kernel_wait_share)} · "
+                         f"other {_pct(rank.idle_other_share)} (shares of the idle time)")
         span = rank.gpu_span or {}  # None only on a CPU-only trace, said above
         as_hta = rank.gpu_span_as_hta or {}
         by_hta = (f"; by HTA's rules (docs/gpu-time.md): idle {_pct(as_hta.get('idle_share'))} · compute "
