@@ -227,9 +227,11 @@ def _rank_html(section: RankSection) -> str:
         parts.append(f"<p style='margin-bottom:0'><b>Findings</b></p><ul style='margin-top:0'>{items}</ul>")
     else:
         parts.append("<p><b>Findings</b>: none fired.</p>")
-    tables = [(title, rows) for title, rows in (("Top kernels", section.top_kernels), ("Top host ops", section.top_host_ops),
-                                                ("Copies and fills", section.top_copies),
-                                                ("Syncs in the loop", section.sync_calls)) if rows]
+    # Syncs are named by the op that called them, in or out of a loop: a trace without steps shows no loop
+    tables = [(title, rows) for title, rows in (
+        ("Top kernels", section.top_kernels), ("Top host ops", section.top_host_ops),
+        ("Copies and fills", section.top_copies),
+        ("Device syncs, by the host op that called them", section.sync_calls)) if rows]
     for title, rows in tables:
         body = "".join(f"<tr><td style='padding-right:12px'>{_text(time)}</td><td>{_text(name)}</td></tr>"
                        for name, time in rows)
