@@ -309,3 +309,12 @@ def test_the_gpu_time_bar_says_what_window_it_is_over():
                            step_seconds_high=None)
     (section,) = trace_page(TraceReport("/t.json", (no_steps,)), "").sections
     assert section.gpu_time_title == "GPU time over the first to the last GPU event"
+
+
+def test_two_long_kernel_names_that_differ_at_the_end_are_told_apart():
+    template = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_" + "x" * 200
+    kernels = (NamedSeconds(template + "128x64_nn, 3, true>", 0.2), NamedSeconds(template + "64x64_tn, 4, false>", 0.1))
+    (section,) = trace_page(TraceReport("/t/t.json", (rank_report(0, top_kernels=kernels),)), "").sections
+    first, second = (name for name, _ in section.top_kernels[:2])
+    assert first != second and len(first) == len(second) == 110
+    assert first.startswith("void cutlass::Kernel<") and first.endswith("128x64_nn, 3, true>") and "…" in first

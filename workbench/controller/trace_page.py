@@ -27,7 +27,7 @@ IDLE_PARTS: tuple[tuple[str, str, str], ...] = (
     ("other", "idle_other_share", "#b8b8b8"),
 )
 TOP_COUNT = 8  # rows of each top list
-NAME_CHARACTERS = 110  # a kernel's templated name runs to thousands: the rest is elided
+NAME_CHARACTERS = 110  # a kernel's templated name runs to thousands: its middle is elided
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,12 @@ def _top(items: Sequence[NamedSeconds]) -> tuple[tuple[str, str], ...]:
 
 
 def _short(name: str) -> str:
-    return name if len(name) <= NAME_CHARACTERS else name[: NAME_CHARACTERS - 1] + "…"
+    """A long name with its middle elided: two instances of one template differ in their arguments, often at the
+    end (``…, 128, 64, true>``), so the end is kept too."""
+    if len(name) <= NAME_CHARACTERS:
+        return name
+    tail = NAME_CHARACTERS // 3
+    return name[: NAME_CHARACTERS - tail - 1] + "…" + name[-tail:]
 
 
 def _percent(value: Optional[float]) -> str:
