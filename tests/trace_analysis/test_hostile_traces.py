@@ -57,6 +57,16 @@ def test_a_corrupt_gzip(tmp_path):
     assert "gzip" in error_line(tmp_path / "t.json.gz")
 
 
+def test_bytes_after_the_gzip_stream_are_named_as_such(tmp_path):
+    data = gzip.compress(json.dumps(trace(input_bound_steps(steps=50))).encode())
+    (tmp_path / "t.json.gz").write_bytes(data + b"junk appended")
+    assert error_line(tmp_path / "t.json.gz").endswith(
+        "holds bytes after the end of its gzip stream that are not gzip (something appended to the file, or two "
+        "files run together)")
+    (tmp_path / "u.json.gz").write_bytes(b"\x1f\x8b junk that starts as gzip does")
+    assert "is not readable gzip" in error_line(tmp_path / "u.json.gz")
+
+
 def test_a_gzip_bomb_is_refused_by_its_ratio(tmp_path, monkeypatch):
     """Whitespace inside a valid trace compresses ~1000×: past BOMB_RATIO it is refused, not inflated to the end."""
     monkeypatch.setattr(json_stream, "BOMB_CHECK_BYTES", 1024**2)

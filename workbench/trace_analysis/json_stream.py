@@ -212,6 +212,10 @@ class _Buffer:
         except EOFError:
             raise TraceError("the gzip stream ends early (a truncated file)") from None
         except (gzip.BadGzipFile, zlib.error) as error:
+            # The file began with gzip's magic (else it is read as text): a member missing it follows a whole one
+            if str(error).startswith("Not a gzipped file"):
+                raise TraceError("holds bytes after the end of its gzip stream that are not gzip (something "
+                                 "appended to the file, or two files run together)") from None
             raise TraceError(f"is not readable gzip ({error})") from None
         except UnicodeDecodeError:
             raise TraceError("is not UTF-8 text (not a JSON trace)") from None
