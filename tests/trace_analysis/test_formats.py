@@ -158,6 +158,16 @@ def test_a_folder_of_ranks_reads_each_file_as_its_rank(tmp_path):
     assert len(report.files) == 2
 
 
+def test_a_rank_in_two_files_is_named_once_and_in_the_singular(tmp_path):
+    """Two captures of one rank in a folder: both are shown, and the note names the rank read twice."""
+    events = [step(1, 0, 1000), *launched("k", 10, 100, 300, 1)]
+    for name in ("first", "second"):
+        write(tmp_path / f"{name}.json", trace(events, distributedInfo={"rank": 0}))
+    report = read_report(tmp_path)
+    assert [rank.rank for rank in report.ranks] == [0, 0]
+    assert "rank 0 appears in more than one file" in report.notes
+
+
 def test_files_that_name_no_rank_are_numbered_in_name_order_with_numbers_as_numbers(tmp_path):
     """worker10 is rank 10, not rank 2 (names sorted as strings put it after worker1); the note says how ranks
     were told."""

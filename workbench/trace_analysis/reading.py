@@ -95,7 +95,8 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
         seen = Counter(r.rank for r in reports)
         twice = sorted(r for r, count in seen.items() if count > 1)
         if twice:
-            notes.append(f"ranks {', '.join(map(str, twice))} appear in more than one file")
+            notes.append(f"rank {twice[0]} appears in more than one file" if len(twice) == 1 else
+                         f"ranks {', '.join(map(str, twice))} appear in more than one file")
     if rank is not None:
         chosen = tuple(r for r in reports if r.rank == rank)
         if not chosen:
