@@ -21,8 +21,10 @@ from workbench.history.store import HistoryStore
 DELAYS_S = (0.0, 0.15, 0.4, 0.8, 1.5, 2.5)  # after the run-started line: worker start-up, then training
 # Tries per start method: a 1-in-5 failure (the old forkserver behaviour) passes 12 tries with probability
 # 0.8**12 ≈ 7 %. fork's old failure (a "stopping" line from each worker) shows whenever the workers are up: one
-# try per delay.
-REPEATS = {"fork": len(DELAYS_S), "forkserver": 12, "spawn": 12}
+# try per delay. spawn's workers start through the same init function as forkserver's (SIGINT blocked, then
+# ignored), which forkserver's 12 tries guard: one try per delay for spawn's own start-up (12 took 80 s of the
+# slow tier).
+REPEATS = {"fork": len(DELAYS_S), "forkserver": 12, "spawn": len(DELAYS_S)}
 AT_ONCE = 3  # CLI processes run side by side (each in its own process group)
 
 
