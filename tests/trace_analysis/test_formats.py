@@ -8,8 +8,9 @@ import hashlib
 import pytest
 
 from trace_builders import input_bound_steps, kernel, launched, op, runtime, step, trace, write
+from trace_reports import rank_report
 from workbench.trace_analysis import json_stream, read_report
-from workbench.trace_analysis.model import Fingerprint, TraceError
+from workbench.trace_analysis.model import Fingerprint, QueuedWait, TraceError, queued_waits_text
 from workbench.trace_analysis.report_text import rank_lines
 
 # input_bound_steps(3): 30 ms of steps; 3 × 3.98 ms of kernel; the host 3 × 6 ms in the DataLoader.
@@ -352,3 +353,28 @@ def test_a_gpu_never_idle_has_no_idle_split_and_the_report_says_so(tmp_path):
     assert rank.dataloader_share == pytest.approx(0.3)  # the host's figure still is one
     text = "\n".join(rank_lines(rank))
     assert "idle: none (the GPU was never idle, so there is no idle time to split by cause)" in text
+
+
+def test_idle_ended_by_work_launched_before_it_is_named_by_that_work_and_its_launch(tmp_path):
+    """The "other" idle, which no finding names: the report says which work waited and what launched it (on a
+    real A100 trace, a CUDA graph's first node: a memset, launched by cudaGraphLaunch)."""
+    events = [step(1, 0, 1000), *launched("gemm", 0, 0, 200, 1),
+              # launched at 10 µs, started at 600 µs: 400 µs of idle that no launch explains
+              *launched("waits_for_an_event", 10, 600, 100, 2, stream=9),
+              runtime("cudaGraphLaunch", 20, 5, 3), kernel("Memset (Device)", 800, 50, 3, cat="gpu_memset"),
+              *launched("late_launch", 870, 880, 100, 4)]  # a host wait, not "other"
+    (rank,) = read_report(write(tmp_path / "t.json", trace(events))).ranks
+    assert [(wait.name, wait.launched_by, round(wait.seconds * 1e6), wait.count) for wait in rank.queued_waits] == [
+        ("waits_for_an_event", "cudaLaunchKernel", 400, 1), ("Memset (Device)", "cudaGraphLaunch", 100, 1)]
+    text = queued_waits_text(rank)
+    assert text.startswith('idle with its next work already launched ("other", 500 µs: ')
+    assert text.endswith("by the work that then waited: waits_for_an_event (launched by cudaLaunchKernel) 80%, "
+                         "Memset (Device) (launched by cudaGraphLaunch) 20%")
+    assert text in "\n".join(rank_lines(rank))
+
+
+def test_a_little_queued_idle_is_not_said():
+    """Under 5 % of the window the "other" idle is not what bounds the step: the line would be noise."""
+    wait = QueuedWait("k", "cudaLaunchKernel", 0.004, 1)
+    assert queued_waits_text(rank_report(window_seconds=0.1, queued_waits=(wait,))) is None
+    assert queued_waits_text(rank_report(window_seconds=0.08, queued_waits=(wait,))) is not None

@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 
 from workbench.formatting import format_short_seconds, format_step_seconds
 from workbench.trace_analysis.model import (EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport,
-                                            host_wait_calls_text)
+                                            host_wait_calls_text, queued_waits_text, short_name)
 from workbench.trace_analysis.comparing import straggler
 
 # The GPU time over the steps, and idle time by cause: (label, RankReport field, colour), in the bars' order.
@@ -137,6 +137,9 @@ def _rank_section(rank: RankReport, name_file: bool = False) -> RankSection:
     waited_in = host_wait_calls_text(rank)
     if waited_in:
         facts.append(f"{waited_in[0].upper()}{waited_in[1:]}")
+    queued = queued_waits_text(rank, NAME_CHARACTERS)
+    if queued:
+        facts.append(f"{queued[0].upper()}{queued[1:]}")
     if not cpu_only:  # without GPU figures no kernel was read, which is not to say none ran
         facts.append(f"{rank.kernels:,} kernel{'' if rank.kernels == 1 else 's'}")
     return RankSection(
@@ -195,12 +198,7 @@ def _top(items: Sequence[NamedSeconds]) -> tuple[tuple[str, str], ...]:
 
 
 def _short(name: str) -> str:
-    """A long name with its middle elided: two instances of one template differ in their arguments, often at the
-    end (``…, 128, 64, true>``), so the end is kept too."""
-    if len(name) <= NAME_CHARACTERS:
-        return name
-    tail = NAME_CHARACTERS // 3
-    return name[: NAME_CHARACTERS - tail - 1] + "…" + name[-tail:]
+    return short_name(name, NAME_CHARACTERS)
 
 
 def _percent(value: Optional[float]) -> str:

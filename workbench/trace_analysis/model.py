@@ -37,6 +37,16 @@ class NamedSeconds:
 
 
 @dataclass(frozen=True)
+class QueuedWait:
+    """GPU idle time ended by work launched before it began, by that work's name and the call that launched it."""
+
+    name: str
+    launched_by: Optional[str]  # the runtime call ("cudaGraphLaunch"); None where the trace holds no launch for it
+    seconds: float
+    count: int  # the idle spans it ended
+
+
+@dataclass(frozen=True)
 class Finding:
     """One finding, as ``--json`` prints it: what fired, the figure and the threshold, the change to make."""
 
@@ -112,6 +122,9 @@ class RankReport:
     # first: what the host did instead of launching (cudaFree, a pageable cudaMemcpyAsync, cudaLaunchKernel itself)
     host_wait_calls: tuple[NamedSeconds, ...] = ()
     host_wait_seconds: Optional[float] = None  # the idle time waiting for the host, over the steps
+    # The idle time ended by work queued before it began ("other": a wait on another stream, an event, a graph's
+    # start), by the name of the work that waited and the call that launched it, the longest first
+    queued_waits: tuple[QueuedWait, ...] = ()
     file: str = ""  # the file the rank was read from (a folder's reports name it)
     compute_capability: Optional[tuple[int, int]] = None  # the GPU's (major, minor), where deviceProperties has it
 
@@ -134,3 +147,29 @@ def host_wait_calls_text(rank: RankReport, shown: int = 4) -> Optional[str]:
     if not calls:
         return None
     return f"while the GPU waited for the host ({format_step_seconds(wait)}), the host was in: {calls} of that wait"
+
+
+def queued_waits_text(rank: RankReport, characters: int = 60, shown: int = 3) -> Optional[str]:
+    """RankReport.queued_waits in words (CLI text and the window's page); None without, or where that idle is a
+    small part of the window (under QUEUED_WAITS_SHOWN of it: not what bounds the step)."""
+    waited = sum(wait.seconds for wait in rank.queued_waits)
+    if not rank.queued_waits or not rank.window_seconds or waited < QUEUED_WAITS_SHOWN * rank.window_seconds:
+        return None
+    works = ", ".join(
+        f"{short_name(wait.name, characters)}{f' (launched by {wait.launched_by})' if wait.launched_by else ''} "
+        f"{wait.seconds / waited:.0%}" for wait in rank.queued_waits[:shown] if wait.seconds >= 0.005 * waited)
+    return (f"idle with its next work already launched (\"other\", {format_step_seconds(waited)}: that work waited on "
+            f"something other than its launch, such as another stream, an event or a graph's start), by the work "
+            f"that then waited: {works}")
+
+
+def short_name(name: str, characters: int) -> str:
+    """A long name with its middle elided: two instances of one template differ in their arguments, often at the
+    end (``…, 128, 64, true>``), so the end is kept too."""
+    if len(name) <= characters:
+        return name
+    tail = characters // 3
+    return name[: characters - tail - 1] + "…" + name[-tail:]
+
+
+QUEUED_WAITS_SHOWN = 0.05  # of the window: below this the "other" idle is not what bounds the step

@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 from workbench.engine import intervals, kineto, timeline
 from workbench.engine.timeline import MEMCPY, MEMSET, Activity
 from workbench.trace_analysis import hta_rules
-from workbench.trace_analysis.model import UNKNOWN_DEVICE, NamedSeconds, RankReport, ScriptTraits
+from workbench.trace_analysis.model import UNKNOWN_DEVICE, NamedSeconds, QueuedWait, RankReport, ScriptTraits
 
 TOP_COUNT = 10
 UNREADABLE_DEVICE_EVENTS = 0.01  # a share of the file's kernel, copy and fill events
@@ -148,6 +148,7 @@ def analyse(events: RankEvents) -> RankReport:
         exposed_copies=_exposed_copies(device, window),
         host_wait_calls=_host_wait_calls(events.runtime, breakdown.host_wait_spans),
         host_wait_seconds=breakdown.idle_waiting_for_host_seconds,
+        queued_waits=_queued_waits(device, events.runtime, breakdown.other_idle_spans),
     )
 
 
@@ -270,6 +271,33 @@ def _host_wait_calls(runtime: Sequence[Activity], spans: Sequence[tuple[int, int
     seconds = {name: intervals.total(intervals.union(parts)) / 1e9 for name, parts in inside.items()}
     ranked = sorted(seconds.items(), key=lambda item: -item[1])[:TOP_COUNT]
     return tuple(NamedSeconds(name, value) for name, value in ranked)
+
+
+def _queued_waits(device: Sequence[Activity], runtime: Sequence[Activity], spans: Sequence[tuple[int, int]]
+                  ) -> tuple[QueuedWait, ...]:
+    """The idle spans ended by work launched before them, by that work and the call that launched it ("Memset
+    (Device)", cudaGraphLaunch), the longest first; ``device`` sorted by start."""
+    if not spans:
+        return ()
+    starts = [a.start_ns for a in device]
+    # (the work that ended a span, its correlation) → (ns, spans)
+    waited: dict[tuple[str, int], tuple[int, int]] = {}
+    for gap_start, gap_end in spans:
+        index = bisect.bisect_left(starts, gap_end)
+        if index < len(device) and device[index].start_ns == gap_end:
+            work = device[index]
+            ns, count = waited.get((work.name, work.correlation), (0, 0))
+            waited[(work.name, work.correlation)] = (ns + gap_end - gap_start, count + 1)
+    wanted = {correlation for _, correlation in waited}
+    launcher = {a.correlation: a.name for a in runtime if a.correlation in wanted}
+    by_work: dict[tuple[str, Optional[str]], int] = defaultdict(int)
+    counts: dict[tuple[str, Optional[str]], int] = defaultdict(int)
+    for (name, correlation), (ns, ended) in waited.items():
+        key = (name, launcher.get(correlation))
+        by_work[key] += ns
+        counts[key] += ended
+    ranked = sorted(by_work.items(), key=lambda item: -item[1])[:TOP_COUNT]
+    return tuple(QueuedWait(name, call, ns / 1e9, counts[(name, call)]) for (name, call), ns in ranked)
 
 
 def _runtime_calls(runtime: Sequence[Activity], window: tuple[int, int]) -> dict[str, float]:

@@ -13,7 +13,7 @@ from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, NamedChan
                                                 names_compared_per_step, other_gpu, per_step, run_to_run_caveat,
                                                 step_verdict_text, straggler, work_moved)
 from workbench.trace_analysis.model import (EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport,
-                                            host_wait_calls_text)
+                                            host_wait_calls_text, queued_waits_text, short_name)
 
 TOP_SHOWN = 5
 
@@ -67,6 +67,9 @@ def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
     waited_in = host_wait_calls_text(rank)
     if waited_in:  # what the launch- and allocator-bound findings are told apart by
         lines.append(f"  {waited_in}")
+    queued = queued_waits_text(rank)
+    if queued:  # the idle no finding names: where to look
+        lines.append(f"  {queued}")
     if rank.sync_calls:
         lines.append("  device syncs, by the host op that called them: " + _named(rank.sync_calls))
     lines += [f"  note: {note}" for note in rank.notes]
@@ -197,7 +200,10 @@ def _named(items: Sequence[NamedSeconds]) -> str:
 
 
 def _short(name: str) -> str:
-    return name if len(name) <= 60 else name[:59] + "…"
+    return short_name(name, NAME_CHARACTERS)
+
+
+NAME_CHARACTERS = 60  # a kernel's templated name runs to thousands: its middle is elided
 
 
 def _pct(value: Optional[float]) -> str:
