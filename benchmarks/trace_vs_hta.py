@@ -149,12 +149,12 @@ def replayed(path: Path) -> dict[str, dict[str, float]]:
     the trace dropped, fractional µs rounded inward), per rank, in percent: equal to HTA's figures when those rules
     are the whole difference."""
     sys.path.insert(0, str(ROOT))
-    from workbench.trace_analysis import hta_rules, parsed_trace, reading
+    from workbench.trace_analysis import file_ranks, hta_rules, parsed_trace, reading
 
     result = {}
     files, _notes = reading.trace_files(path)
     for position, file in enumerate(files):
-        for events in parsed_trace.read_trace(file).ranks(position):
+        for events in file_ranks.rank_events(parsed_trace.read_trace(file), position):
             span = hta_rules.hta_gpu_span(events.device_work, events.gpu_markers, events.launches_and_steps,
                                           events.fractional_timestamps)
             if span is not None:

@@ -12,7 +12,7 @@ import pytest
 
 from hostile_paths import fifo_unblocked, make_fifo, make_symlink_loop
 from trace_builders import input_bound_steps, launched, op, step, trace, write
-from workbench.trace_analysis import TraceCancelled, TraceError, json_stream, ranks, read_report
+from workbench.trace_analysis import TraceCancelled, TraceError, file_ranks, json_stream, ranks, read_report
 from workbench.trace_analysis.script_findings import findings_for
 
 
@@ -405,9 +405,7 @@ def test_a_trace_whose_device_events_could_not_be_read_is_not_called_cpu_only(tm
 
 def test_a_file_naming_more_gpus_than_a_node_holds_gives_one_line(tmp_path, monkeypatch):
     """Each GPU is a report over all the host's events: 2,000 device indices took 31 s and 42 MB of notes."""
-    from workbench.trace_analysis import parsed_trace
-
-    monkeypatch.setattr(parsed_trace, "MAX_GPUS_PER_FILE", 4)
+    monkeypatch.setattr(file_ranks, "MAX_GPUS_PER_FILE", 4)
     events = [step(1, 0, 10_000)] + [event for device in range(5)
                                      for event in launched("k", 10 + device, 100 + device, 50, device + 1, device=device)]
     assert "its device events name 5 GPUs" in error_line(write(tmp_path / "t.json", trace(events)))

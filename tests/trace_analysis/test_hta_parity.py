@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.trace_analysis import hta_rules, parsed_trace, read_report
+from workbench.trace_analysis import file_ranks, hta_rules, parsed_trace, read_report
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
 FIGURES = TRACES / "hta-0.5.0.json"
@@ -67,7 +67,7 @@ def events_of():
 
     def events(path: Path):
         if path not in read:
-            (read[path],) = parsed_trace.read_trace(path).ranks(0)
+            (read[path],) = file_ranks.rank_events(parsed_trace.read_trace(path), 0)
         return read[path]
 
     return events

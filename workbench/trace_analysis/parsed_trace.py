@@ -1,5 +1,5 @@
-"""One profiler trace file read in one pass into activities (``read_trace`` → ``ParsedTrace``), and its events
-sorted by rank and GPU (``ParsedTrace.ranks`` → ``ranks.RankEvents``).
+"""One profiler trace file read in one pass into activities (``read_trace`` → ``ParsedTrace``); file_ranks sorts
+them by rank and GPU.
 
 Formats: Kineto's categories today ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver",
 "cpu_op", "user_annotation") and 2021's ("Kernel", "Memcpy", "Memset", "Runtime", "Operator"); NVIDIA's
@@ -17,20 +17,18 @@ report's notes.
 from __future__ import annotations
 
 import contextlib
-import functools
-import operator
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Optional
 
 import msgspec
 
 from workbench.engine import kineto
-from workbench.engine.timeline import CPU_OP, DATA_WAIT, RUNTIME, STEP, Activity, sort_by_start_longest_first
-from workbench.trace_analysis import json_stream, ranks
-from workbench.trace_analysis.model import UNKNOWN_DEVICE, ScriptTraits, TraceCancelled, TraceError
+from workbench.engine.timeline import CPU_OP, DATA_WAIT, RUNTIME, STEP, Activity
+from workbench.trace_analysis import json_stream
+from workbench.trace_analysis.model import TraceCancelled, TraceError
 
 Cancelled = json_stream.Cancelled
 
@@ -52,8 +50,6 @@ MORE_CATEGORIES = "(more categories)"
 # _MultiProcessingDataLoaderIter): the host blocked on the next batch.
 DATALOADER_NEXT = re.compile(r"enumerate\(DataLoader\)#.*__next__")
 _DIGITS = re.compile(r"-?\d+")
-OPTIMIZER_STEP = re.compile(r"Optimizer\.step#(\w+)\.step")  # torch.optim's annotation of each step
-FUSED_OPTIMIZER_OPS = "aten::_fused_"  # aten::_fused_adamw_, _fused_adam_, _fused_sgd_
 
 
 @dataclass
@@ -81,128 +77,13 @@ class ParsedTrace:
     partly_read: Counter = field(default_factory=Counter)  # reason → events read without some of their fields
     fractional_timestamps: bool = False
     # name → (one copy of it, its kind), host ops and device events apart (a name may be both)
-    _host_names: dict[str, tuple[str, Optional[str]]] = field(default_factory=dict)
+    host_names: dict[str, tuple[str, Optional[str]]] = field(default_factory=dict)
     _device_names: dict[str, tuple[str, str]] = field(default_factory=dict)
     _runtime_names: dict[str, str] = field(default_factory=dict)
 
     def names_its_rank(self) -> bool:
         """The file says its rank (Kineto's distributedInfo, written under torch.distributed)."""
         return process_rank(self.meta) is not None
-
-    def ranks(self, fallback_rank: int) -> list[ranks.RankEvents]:
-        """One RankEvents per GPU found in the file (one, usually); a CPU-only trace gives one without device work."""
-        rank = process_rank(self.meta)
-        base_rank = rank if rank is not None else fallback_rank
-        host_ops = {thread: sort_by_start_longest_first(ops) for thread, ops in self.host_ops.items()}
-        host_by_thread = {thread: sort_by_start_longest_first(events) for thread, events in self.host_by_thread.items()}
-        work = {index: sorted(activities, key=_START) for index, activities in self.device_work.items()}
-        markers = {index: sorted(activities, key=_START) for index, activities in self.gpu_markers.items()}
-        runtime, steps, data_waits, gpu_steps = self.runtime, self.steps, self.data_waits, self.gpu_steps
-        skipped = Counter(self.skipped)
-        device_skipped = self.device_events_skipped
-        latest = _latest_possible_end([*host_by_thread.values(), *work.values(), *markers.values(), sorted(gpu_steps)])
-        if latest is not None:  # a span that runs past it: its duration is not a profiler's (a corrupt file)
-            def kept(activities: list[Activity]) -> list[Activity]:
-                return [activity for activity in activities if activity[1] <= latest]
-
-            host_past = sum(len(events) - len(kept(events)) for events in host_by_thread.values())
-            device_past = sum(len(activities) - len(kept(activities)) for activities in work.values())
-            markers_past = sum(len(activities) - len(kept(activities)) for activities in markers.values())
-            host_ops = {thread: kept(ops) for thread, ops in host_ops.items()}
-            host_by_thread = {thread: kept(events) for thread, events in host_by_thread.items()}
-            work = {index: kept(activities) for index, activities in work.items()}
-            markers = {index: kept(activities) for index, activities in markers.items()}
-            runtime, steps, data_waits, gpu_steps = kept(runtime), kept(steps), kept(data_waits), kept(gpu_steps)
-            gpu_steps_past = len(self.gpu_steps) - len(gpu_steps)
-            skipped[SPANS_PAST_THE_TRACE] += host_past + device_past + markers_past + gpu_steps_past
-            device_skipped += device_past
-        notes = [f"{count:,} {reason}: skipped" for reason, count in sorted(skipped.items())]
-        notes += [f"{count:,} {reason}" for reason, count in sorted(self.partly_read.items())]
-        if None in work or None in markers:  # device events without a device index
-            known = sorted(index for index in work if index is not None)
-            if len(known) <= 1:  # one GPU (or none named): they are its events
-                target = known[0] if known else 0
-                work.setdefault(target, []).extend(work.pop(None, []))
-                markers.setdefault(target, []).extend(markers.pop(None, []))
-            else:
-                count = len(work.pop(None, [])) + len(markers.pop(None, []))
-                notes.append(f"{count:,} device events name no GPU while the file holds several: left out")
-        indices = sorted(index for index in work if index is not None and work[index])
-        if len(indices) > MAX_GPUS_PER_FILE:  # each GPU is a report over all the host's events: refuse, not crawl
-            raise TraceError(f"{self.path}: its device events name {len(indices):,} GPUs; one process's trace names "
-                             f"a few, and past {MAX_GPUS_PER_FILE} it is not a profiler's")
-        if len(indices) > 1:
-            notes.append(f"this file holds {len(indices)} GPUs ({', '.join(f'cuda:{i}' for i in indices)}): "
-                         f"one report per GPU, numbered process rank × {len(indices)} + its place by device index; "
-                         "the host's figures (its ops, launch calls and syncs) are the process's, shared by its GPUs")
-        traits = _script_traits(self._host_names)
-        device_events = sum(len(activities) for activities in self.device_work.values())
-
-        def rank_events(rank: int, index: Optional[int], device_work: list[Activity], gpu_markers: list[Activity]
-                        ) -> ranks.RankEvents:
-            return ranks.RankEvents(
-                rank=rank, device_index=index, device=self._device_name(index),
-                compute_capability=self._compute_capability(index), device_work=device_work,
-                gpu_markers=gpu_markers, runtime=runtime, steps=steps, gpu_steps=gpu_steps,
-                data_waits=data_waits,
-                host_by_thread=host_by_thread, host_ops_by_thread=host_ops, notes=list(notes),
-                fractional_timestamps=self.fractional_timestamps, traits=traits,
-                events_skipped=sum(skipped.values()),
-                device_events_unreadable=device_skipped + self.device_events_partly_read,
-                device_events_in_file=device_events + self.device_events_skipped,
-                unread_categories=self.unread_categories)
-
-        if not indices:
-            return [rank_events(base_rank, None, [], [])]
-        # A process driving several GPUs: its GPUs numbered after those of the processes ranked below it (base +
-        # position gave two 2-GPU processes the ranks 0, 1, 1, 2).
-        return [rank_events(base_rank if len(indices) == 1 else base_rank * len(indices) + position, index,
-                            work[index], markers.get(index, []))
-                for position, index in enumerate(indices)]
-
-    def _device_name(self, index: Optional[int]) -> str:
-        properties = self._device_properties(index)
-        if properties is not None:
-            return str(properties["name"])
-        if index is None:  # no device work read: the GPUs the file lists, where they are all of one kind
-            names = {str(p["name"]) for p in self._listed_gpus[1]}
-            return names.pop() if len(names) == 1 else UNKNOWN_DEVICE
-        return f"cuda:{index}"
-
-    def _compute_capability(self, index: Optional[int]) -> Optional[tuple[int, int]]:
-        """The GPU's (major, minor) from deviceProperties (computeMajor, computeMinor, integers as CUDA gives them);
-        None where not written, or written otherwise."""
-        properties = self._device_properties(index)
-        if properties is None:
-            return None
-        major, minor = properties.get("computeMajor"), properties.get("computeMinor")
-        if type(major) is int and type(minor) is int and 0 < major < 100 and 0 <= minor < 10:
-            return major, minor
-        return None
-
-    def _device_properties(self, index: Optional[int]) -> Optional[dict[str, Any]]:
-        """The deviceProperties entry of the GPU with this index (the only one, where the file lists one GPU: its
-        index remapped by CUDA_VISIBLE_DEVICES); None without a named one, or without an index."""
-        if index is None:
-            return None
-        by_id, named = self._listed_gpus
-        if index in by_id:
-            return by_id[index]
-        return named[0] if len(named) == 1 else None
-
-    @functools.cached_property
-    def _listed_gpus(self) -> tuple[dict[int, dict[str, Any]], list[dict[str, Any]]]:
-        """deviceProperties' named entries, by id and in order (read once: a file may list many)."""
-        properties = self.meta.get("deviceProperties")
-        if not isinstance(properties, list):
-            return {}, []
-        named = [p for p in properties if isinstance(p, dict) and isinstance(p.get("name"), str)]
-        by_id: dict[int, dict[str, Any]] = {}
-        for entry in named:
-            number = _int(entry.get("id"))
-            if number is not None:
-                by_id.setdefault(number, entry)
-        return by_id, named
 
     def add_batch(self, batch: list[Any]) -> None:
         """Sort a batch of trace events into the activities (or count why each was skipped). The hot loop of a
@@ -222,7 +103,7 @@ class ParsedTrace:
         self.events += len(batch)
         side_of = _SIDE.get
         fractional = self.fractional_timestamps
-        host_names, device_names, runtime_names = self._host_names, self._device_names, self._runtime_names
+        host_names, device_names, runtime_names = self.host_names, self._device_names, self._runtime_names
         runtime_append, step_append, data_wait_append = self.runtime.append, self.steps.append, self.data_waits.append
         gpu_step_append = self.gpu_steps.append
         host_by_thread, host_ops, device_work, gpu_markers = (self.host_by_thread, self.host_ops, self.device_work,
@@ -285,7 +166,7 @@ class ParsedTrace:
             if side is _HOST_OP or side is _OP:
                 thread = event.tid
                 if type(thread) is not int:
-                    thread = _int(thread) or 0
+                    thread = int_field(thread) or 0
                 known_op = host_names.get(name)
                 if known_op is None:
                     known_op = host_names[name] = (name, _host_op_kind(name))
@@ -305,11 +186,11 @@ class ParsedTrace:
             args = event.args
             correlation = args.correlation if args is not None else None
             if type(correlation) is not int:
-                correlation = _int(correlation) or 0
+                correlation = int_field(correlation) or 0
             if side is _RUNTIME:
                 thread = event.tid
                 if type(thread) is not int:
-                    thread = _int(thread) or 0
+                    thread = int_field(thread) or 0
                 name = runtime_names.setdefault(name, name)
                 activity = make(Activity, (start, end, RUNTIME, thread, name, correlation))
                 runtime_append(activity)
@@ -317,13 +198,13 @@ class ParsedTrace:
                 continue
             device = args.device if args is not None else None
             if type(device) is not int:
-                device = _int(event.pid if device is None else device)
+                device = int_field(event.pid if device is None else device)
             stream = args.stream if args is not None else None
             if side is _MARKER and (stream is None or stream == NO_STREAM):
                 # CUPTI's Event Sync and Context Sync: a host's wait, on no stream (HTA keeps only stream >= 0)
                 continue
             if type(stream) is not int:
-                stream = _int(event.tid if stream is None else stream) or 0
+                stream = int_field(event.tid if stream is None else stream) or 0
             if args is _ARGS_NOT_AN_OBJECT and side is not _MARKER:
                 device_partly_read += 1
             known = device_names.get(name)
@@ -336,40 +217,6 @@ class ParsedTrace:
         self.fractional_timestamps = fractional
         self.device_events_skipped += device_skipped
         self.device_events_partly_read += device_partly_read
-
-
-_START = operator.itemgetter(0)  # Activity.start_ns
-_END = operator.itemgetter(1)  # Activity.end_ns
-# A span may end this long past the trace's last start, or as long again as the trace's starts span, whichever is
-# more: the profiler stops the host's and the device's records together (on the real traces here device work ends
-# at most 12 ms after the host's last event), so a span running further is a corrupt duration (a kernel of 1e15 µs
-# made an input-bound trace read 100 % compute), and the whole trace's figures would follow it.
-SPAN_PAST_THE_TRACE_NS = 60 * 10**9
-SPANS_PAST_THE_TRACE = "events that run past the trace's end (a duration longer than the whole trace)"
-
-
-def _latest_possible_end(sorted_lists: list[list[Activity]]) -> Optional[int]:
-    """The latest end a span of the trace can have (lists sorted by start); None where every span ends by it."""
-    lists = [activities for activities in sorted_lists if activities]
-    if not lists:
-        return None
-    first = min(activities[0][0] for activities in lists)
-    last = max(activities[-1][0] for activities in lists)
-    latest = last + max(SPAN_PAST_THE_TRACE_NS, last - first)
-    return latest if any(max(map(_END, activities)) > latest for activities in lists) else None
-
-
-def _script_traits(host_names: Iterable[str]) -> ScriptTraits:
-    """What the script already does, from its host ops' names (each name once: a trace has few)."""
-    compiled, optimizer, fused = False, None, False
-    for name in host_names:
-        if name.startswith(kineto.COMPILED_CODE_OPS):
-            compiled = True
-        elif name.startswith(FUSED_OPTIMIZER_OPS):
-            fused = True
-        elif optimizer is None and (match := OPTIMIZER_STEP.match(name)):
-            optimizer = match.group(1)
-    return ScriptTraits(compiled=compiled, optimizer=optimizer, fused_optimizer=fused)
 
 
 def _host_op_kind(name: str) -> Optional[str]:
@@ -475,16 +322,14 @@ def read_head(path: Path, cancelled: Optional[Cancelled] = None) -> dict[str, An
 def process_rank(meta: dict[str, Any]) -> Optional[int]:
     """The rank a file's process names in its distributedInfo (written under torch.distributed); None without."""
     info = meta.get("distributedInfo")
-    return _int(info.get("rank")) if isinstance(info, dict) else None
+    return int_field(info.get("rank")) if isinstance(info, dict) else None
 
 
-# GPUs one file may name (a node holds 8 or 16; one process usually drives one).
-MAX_GPUS_PER_FILE = 64
 # The top-level keys beside the events that the reader uses.
 META_KEYS = frozenset({"distributedInfo", "deviceProperties"})
 
 
-def _int(value: Any) -> Optional[int]:
+def int_field(value: Any) -> Optional[int]:
     """An integer from a trace field (2021 traces write tids as "stream 7" or "18384"); None if there is none."""
     if isinstance(value, bool):
         return None

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from workbench.regular_file import folder_problem, regular_file_problem
-from workbench.trace_analysis import json_stream, rank_pool, ranks
+from workbench.trace_analysis import file_ranks, json_stream, rank_pool, ranks
 from workbench.trace_analysis.model import Fingerprint, RankReport, TraceCancelled, TraceError, TraceReport
 from workbench.trace_analysis.parsed_trace import process_rank, read_head, read_trace
 
@@ -171,7 +171,7 @@ def read_rank_file(file: Path, position: int, several: bool, want_digest: bool,
     try:
         parsed = read_trace(file, progress=progress, cancelled=cancelled, digest=digest)
         fingerprint = Fingerprint(digest.sha256.hexdigest(), digest.size_bytes) if digest is not None else None
-        per_gpu = parsed.ranks(_rank_from_name(file.name, position) if several else 0)
+        per_gpu = file_ranks.rank_events(parsed, _rank_from_name(file.name, position) if several else 0)
     except TraceCancelled:
         raise
     except TraceError as error:  # one rank file naming 2,000 GPUs, or unreadable: the folder's others are still read

@@ -53,7 +53,7 @@ def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
                   if as_hta else "")
         lines.append(f"  first to last GPU event (HTA's window): idle {_pct(span.get('idle_share'))} · compute "
                      f"{_pct(span.get('compute_share'))} · non-compute {_pct(span.get('non_compute_share'))}{by_hta}")
-    lines.append(f"  DataLoader (host in enumerate(DataLoader)#…__next__): "
+    lines.append("  DataLoader (host in enumerate(DataLoader)#…__next__): "
                  + (f"{_pct(rank.dataloader_share)} of {'the step time' if rank.steps else 'the traced window'}"
                     if rank.dataloader_share is not None else "n/a (no DataLoader spans in this trace)"))
     if rank.top_kernels:

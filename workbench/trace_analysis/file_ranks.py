@@ -1,0 +1,175 @@
+"""One trace file's activities (``parsed_trace.ParsedTrace``) as one ``ranks.RankEvents`` per GPU it drove:
+the rank each is numbered, its device's name and compute capability from the file's deviceProperties, what the
+script already does (its traits, from its host ops' names), and spans longer than the whole trace left out and
+named (a corrupt duration would otherwise set every figure)."""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections import Counter
+from typing import Any, Iterable, Optional
+
+from workbench.engine import kineto
+from workbench.engine.timeline import Activity, sort_by_start_longest_first
+from workbench.trace_analysis.model import UNKNOWN_DEVICE, ScriptTraits, TraceError
+from workbench.trace_analysis.parsed_trace import ParsedTrace, int_field, process_rank
+from workbench.trace_analysis.ranks import RankEvents
+
+OPTIMIZER_STEP = re.compile(r"Optimizer\.step#(\w+)\.step")  # torch.optim's annotation of each step
+FUSED_OPTIMIZER_OPS = "aten::_fused_"  # aten::_fused_adamw_, _fused_adam_, _fused_sgd_
+# GPUs one file may name (a node holds 8 or 16; one process usually drives one).
+MAX_GPUS_PER_FILE = 64
+ListedGpus = tuple[dict[int, dict[str, Any]], list[dict[str, Any]]]  # deviceProperties by id, and in order
+_START = operator.itemgetter(0)  # Activity.start_ns
+_END = operator.itemgetter(1)  # Activity.end_ns
+# A span may end this long past the trace's last start, or as long again as the trace's starts span, whichever is
+# more: the profiler stops the host's and the device's records together (on the real traces here device work ends
+# at most 12 ms after the host's last event), so a span running further is a corrupt duration (a kernel of 1e15 µs
+# made an input-bound trace read 100 % compute), and the whole trace's figures would follow it.
+SPAN_PAST_THE_TRACE_NS = 60 * 10**9
+SPANS_PAST_THE_TRACE = "events that run past the trace's end (a duration longer than the whole trace)"
+
+
+def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
+    """One RankEvents per GPU found in the file (one, usually); a CPU-only trace gives one without device work."""
+    rank = process_rank(parsed.meta)
+    gpus = _listed_gpus(parsed.meta)
+    base_rank = rank if rank is not None else fallback_rank
+    host_ops = {thread: sort_by_start_longest_first(ops) for thread, ops in parsed.host_ops.items()}
+    host_by_thread = {thread: sort_by_start_longest_first(events) for thread, events in parsed.host_by_thread.items()}
+    work = {index: sorted(activities, key=_START) for index, activities in parsed.device_work.items()}
+    markers = {index: sorted(activities, key=_START) for index, activities in parsed.gpu_markers.items()}
+    runtime, steps, data_waits, gpu_steps = parsed.runtime, parsed.steps, parsed.data_waits, parsed.gpu_steps
+    skipped = Counter(parsed.skipped)
+    device_skipped = parsed.device_events_skipped
+    latest = _latest_possible_end([*host_by_thread.values(), *work.values(), *markers.values(), sorted(gpu_steps)])
+    if latest is not None:  # a span that runs past it: its duration is not a profiler's (a corrupt file)
+        def kept(activities: list[Activity]) -> list[Activity]:
+            return [activity for activity in activities if activity[1] <= latest]
+
+        host_past = sum(len(events) - len(kept(events)) for events in host_by_thread.values())
+        device_past = sum(len(activities) - len(kept(activities)) for activities in work.values())
+        markers_past = sum(len(activities) - len(kept(activities)) for activities in markers.values())
+        host_ops = {thread: kept(ops) for thread, ops in host_ops.items()}
+        host_by_thread = {thread: kept(events) for thread, events in host_by_thread.items()}
+        work = {index: kept(activities) for index, activities in work.items()}
+        markers = {index: kept(activities) for index, activities in markers.items()}
+        runtime, steps, data_waits, gpu_steps = kept(runtime), kept(steps), kept(data_waits), kept(gpu_steps)
+        gpu_steps_past = len(parsed.gpu_steps) - len(gpu_steps)
+        skipped[SPANS_PAST_THE_TRACE] += host_past + device_past + markers_past + gpu_steps_past
+        device_skipped += device_past
+    notes = [f"{count:,} {reason}: skipped" for reason, count in sorted(skipped.items())]
+    notes += [f"{count:,} {reason}" for reason, count in sorted(parsed.partly_read.items())]
+    if None in work or None in markers:  # device events without a device index
+        known = sorted(index for index in work if index is not None)
+        if len(known) <= 1:  # one GPU (or none named): they are its events
+            target = known[0] if known else 0
+            work.setdefault(target, []).extend(work.pop(None, []))
+            markers.setdefault(target, []).extend(markers.pop(None, []))
+        else:
+            count = len(work.pop(None, [])) + len(markers.pop(None, []))
+            notes.append(f"{count:,} device events name no GPU while the file holds several: left out")
+    indices = sorted(index for index in work if index is not None and work[index])
+    if len(indices) > MAX_GPUS_PER_FILE:  # each GPU is a report over all the host's events: refuse, not crawl
+        raise TraceError(f"{parsed.path}: its device events name {len(indices):,} GPUs; one process's trace names "
+                         f"a few, and past {MAX_GPUS_PER_FILE} it is not a profiler's")
+    if len(indices) > 1:
+        notes.append(f"this file holds {len(indices)} GPUs ({', '.join(f'cuda:{i}' for i in indices)}): "
+                     f"one report per GPU, numbered process rank × {len(indices)} + its place by device index; "
+                     "the host's figures (its ops, launch calls and syncs) are the process's, shared by its GPUs")
+    traits = _script_traits(parsed.host_names)
+    device_events = sum(len(activities) for activities in parsed.device_work.values())
+
+    def one_gpu(rank: int, index: Optional[int], device_work: list[Activity], gpu_markers: list[Activity]
+                ) -> RankEvents:
+        return RankEvents(
+            rank=rank, device_index=index, device=_device_name(gpus, index),
+            compute_capability=_compute_capability(gpus, index), device_work=device_work,
+            gpu_markers=gpu_markers, runtime=runtime, steps=steps, gpu_steps=gpu_steps,
+            data_waits=data_waits,
+            host_by_thread=host_by_thread, host_ops_by_thread=host_ops, notes=list(notes),
+            fractional_timestamps=parsed.fractional_timestamps, traits=traits,
+            events_skipped=sum(skipped.values()),
+            device_events_unreadable=device_skipped + parsed.device_events_partly_read,
+            device_events_in_file=device_events + parsed.device_events_skipped,
+            unread_categories=parsed.unread_categories)
+
+    if not indices:
+        return [one_gpu(base_rank, None, [], [])]
+    # A process driving several GPUs: its GPUs numbered after those of the processes ranked below it (base +
+    # position gave two 2-GPU processes the ranks 0, 1, 1, 2).
+    return [one_gpu(base_rank if len(indices) == 1 else base_rank * len(indices) + position, index,
+                    work[index], markers.get(index, []))
+            for position, index in enumerate(indices)]
+
+
+def _latest_possible_end(sorted_lists: list[list[Activity]]) -> Optional[int]:
+    """The latest end a span of the trace can have (lists sorted by start); None where every span ends by it."""
+    lists = [activities for activities in sorted_lists if activities]
+    if not lists:
+        return None
+    first = min(activities[0][0] for activities in lists)
+    last = max(activities[-1][0] for activities in lists)
+    latest = last + max(SPAN_PAST_THE_TRACE_NS, last - first)
+    return latest if any(max(map(_END, activities)) > latest for activities in lists) else None
+
+
+def _script_traits(host_names: Iterable[str]) -> ScriptTraits:
+    """What the script already does, from its host ops' names (each name once: a trace has few)."""
+    compiled, optimizer, fused = False, None, False
+    for name in host_names:
+        if name.startswith(kineto.COMPILED_CODE_OPS):
+            compiled = True
+        elif name.startswith(FUSED_OPTIMIZER_OPS):
+            fused = True
+        elif optimizer is None and (match := OPTIMIZER_STEP.match(name)):
+            optimizer = match.group(1)
+    return ScriptTraits(compiled=compiled, optimizer=optimizer, fused_optimizer=fused)
+
+
+def _device_name(gpus: ListedGpus, index: Optional[int]) -> str:
+    properties = _device_properties(gpus, index)
+    if properties is not None:
+        return str(properties["name"])
+    if index is None:  # no device work read: the GPUs the file lists, where they are all of one kind
+        names = {str(p["name"]) for p in gpus[1]}
+        return names.pop() if len(names) == 1 else UNKNOWN_DEVICE
+    return f"cuda:{index}"
+
+
+def _compute_capability(gpus: ListedGpus, index: Optional[int]) -> Optional[tuple[int, int]]:
+    """The GPU's (major, minor) from deviceProperties (computeMajor, computeMinor, integers as CUDA gives them);
+    None where not written, or written otherwise."""
+    properties = _device_properties(gpus, index)
+    if properties is None:
+        return None
+    major, minor = properties.get("computeMajor"), properties.get("computeMinor")
+    if type(major) is int and type(minor) is int and 0 < major < 100 and 0 <= minor < 10:
+        return major, minor
+    return None
+
+
+def _device_properties(gpus: ListedGpus, index: Optional[int]) -> Optional[dict[str, Any]]:
+    """The deviceProperties entry of the GPU with this index (the only one, where the file lists one GPU: its
+    index remapped by CUDA_VISIBLE_DEVICES); None without a named one, or without an index."""
+    if index is None:
+        return None
+    by_id, named = gpus
+    if index in by_id:
+        return by_id[index]
+    return named[0] if len(named) == 1 else None
+
+
+def _listed_gpus(meta: dict[str, Any]) -> ListedGpus:
+    """deviceProperties' named entries, by id and in order (read once: a file may list many)."""
+    properties = meta.get("deviceProperties")
+    if not isinstance(properties, list):
+        return {}, []
+    named = [p for p in properties if isinstance(p, dict) and isinstance(p.get("name"), str)]
+    by_id: dict[int, dict[str, Any]] = {}
+    for entry in named:
+        number = int_field(entry.get("id"))
+        if number is not None:
+            by_id.setdefault(number, entry)
+    return by_id, named
