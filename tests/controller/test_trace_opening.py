@@ -194,7 +194,8 @@ def test_the_page_shows_each_ranks_steps_splits_tops_and_findings():
 
 
 def test_a_figure_that_cannot_be_read_says_n_a_as_the_text_report_does():
-    rank = rank_report(idle_for_data_share=None, gpu_span={"idle_share": 0.25, "compute_share": None})
+    rank = rank_report(idle_for_data_share=None, dataloader_share=None,
+                       gpu_span={"idle_share": 0.25, "compute_share": None})
     (section,) = trace_page(TraceReport("/t.json", (rank,)), "").sections
     assert "Over HTA's window (first to last GPU event): idle 25.0 %, compute n/a, non-compute n/a" in section.facts[0]
     assert any(fact.startswith("Waiting for data: n/a (the trace has no DataLoader spans)") for fact in section.facts)

@@ -9,7 +9,9 @@ import pytest
 
 from trace_builders import input_bound_steps, kernel, launched, op, runtime, step, trace, write
 from trace_reports import rank_report
+from workbench.controller.trace_page import trace_page
 from workbench.trace_analysis import json_stream, read_report
+from workbench.trace_analysis.comparing import straggler
 from workbench.trace_analysis.model import Fingerprint, QueuedWait, TraceError, queued_waits_text
 from workbench.trace_analysis.report_text import rank_lines
 
@@ -167,6 +169,13 @@ def test_a_rank_in_two_files_is_named_once_and_in_the_singular(tmp_path):
     report = read_report(tmp_path)
     assert [rank.rank for rank in report.ranks] == [0, 0]
     assert "rank 0 appears in more than one file" in report.notes
+    assert straggler(report.ranks) == ("none named: rank 0 appears in more than one file, so these are not the "
+                                       "ranks of one job")
+    for name in ("third", "fourth"):
+        write(tmp_path / f"{name}.json", trace(events, distributedInfo={"rank": 1}))
+    report = read_report(tmp_path)
+    assert "ranks 0, 1 appear in more than one file" in report.notes
+    assert straggler(report.ranks).startswith("none named: ranks 0, 1 appear in more than one file")
 
 
 def test_files_that_name_no_rank_are_numbered_in_name_order_with_numbers_as_numbers(tmp_path):
@@ -353,6 +362,18 @@ def test_a_gpu_never_idle_has_no_idle_split_and_the_report_says_so(tmp_path):
     assert rank.dataloader_share == pytest.approx(0.3)  # the host's figure still is one
     text = "\n".join(rank_lines(rank))
     assert "idle: none (the GPU was never idle, so there is no idle time to split by cause)" in text
+    (section,) = trace_page(report, "").sections
+    assert not any(fact.startswith("Waiting for data: n/a") for fact in section.facts)  # the trace has the spans
+    assert any(fact.startswith("DataLoader: 30.0 % of the step") for fact in section.facts)
+
+
+def test_zero_length_kernels_give_no_idle_figures_and_no_claim_about_idle(tmp_path):
+    """No steps and a GPU window of no length: idle is n/a (no figure), which is not "never idle"."""
+    events = [kernel("k", 10, 0, 1), kernel("k", 10, 0, 2)]
+    (rank,) = read_report(write(tmp_path / "t.json", trace(events))).ranks
+    assert rank.idle_share is None
+    text = "\n".join(rank_lines(rank))
+    assert "never idle" not in text and "idle: waiting for data n/a" in text
 
 
 def test_idle_ended_by_work_launched_before_it_is_named_by_that_work_and_its_launch(tmp_path):

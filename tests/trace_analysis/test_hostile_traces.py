@@ -11,7 +11,7 @@ import os
 import pytest
 
 from hostile_paths import fifo_unblocked, make_fifo, make_symlink_loop
-from trace_builders import input_bound_steps, launched, op, step, trace, write
+from trace_builders import input_bound_steps, launched, op, runtime, step, trace, write
 from workbench.trace_analysis import TraceCancelled, TraceError, file_ranks, json_stream, ranks, read_report
 from workbench.trace_analysis.script_findings import findings_for
 
@@ -194,32 +194,42 @@ def test_a_few_unreadable_device_events_of_many_leave_the_figures(tmp_path):
     assert not any("could not be read whole" in note for note in rank.notes)
 
 
-def test_a_kernel_longer_than_the_whole_trace_is_skipped_not_read_as_compute(tmp_path, figures_of_what_was_read):
-    """One kernel of 1e15 µs (31 years) made an input-bound trace read compute 100 % and compute-bound."""
+TOO_LONG = "events longer than a day (a corrupt duration: no profiler records a span that long): skipped"
+
+
+@pytest.mark.parametrize("epoch_us", [0, 1_700_000_000_000_000])
+def test_a_kernel_longer_than_a_day_is_skipped_not_read_as_compute(tmp_path, figures_of_what_was_read, epoch_us):
+    """One kernel of 1e15 µs (31 years) made an input-bound trace read compute 100 % and compute-bound; an op at
+    ts 0 in a trace on the epoch's clock (a corrupt start) must not switch the bound off."""
     events = [*input_bound_steps(5), *launched("void evil_kernel()", 100, 200, 1e15, correlation=99)]
+    for event in events:
+        event["ts"] += epoch_us
+    events.append(op("aten::empty", 0, 1))
     (rank,) = read_report(write(tmp_path / "t.json", trace(events))).ranks
     assert rank.kernels == 5 and "void evil_kernel()" not in [kernel.name for kernel in rank.top_kernels]
     assert rank.compute_share < 0.5 and [finding.kind for finding in findings_for(rank)] == ["input-bound"]
-    assert ("1 events that run past the trace's end (a duration longer than the whole trace): skipped"
-            in rank.notes)
+    assert f"1 {TOO_LONG}" in rank.notes
 
 
-def test_a_host_span_longer_than_the_whole_trace_is_skipped(tmp_path):
+def test_a_host_span_longer_than_a_day_is_skipped(tmp_path):
     events = [*input_bound_steps(5), step(6, 50_000, 1e15), op("aten::evil", 100, 1e12)]
     (rank,) = read_report(write(tmp_path / "t.json", trace(events))).ranks
     assert rank.steps == 5 and rank.step_seconds_high == pytest.approx(0.010)
     assert "aten::evil" not in [op.name for op in rank.top_host_ops]
-    assert ("2 events that run past the trace's end (a duration longer than the whole trace): skipped"
-            in rank.notes)
+    assert f"2 {TOO_LONG}" in rank.notes
 
 
-def test_a_long_trace_keeps_its_long_spans(tmp_path):
-    """The bound is the trace's own span: a 10-minute trace whose last kernel runs 2 minutes loses nothing."""
-    minute_us = 60e6
-    events = [step(1, 0, 10 * minute_us), *launched("k", 10, 100, 8 * minute_us, 1),
-              *launched("long", 8 * minute_us, 9 * minute_us, 2 * minute_us, 2)]
-    (rank,) = read_report(write(tmp_path / "t.json", trace(events))).ranks
-    assert rank.kernels == 2 and not any("past the trace's end" in note for note in rank.notes)
+def test_long_real_spans_are_kept(tmp_path):
+    """A 75 s kernel that a 75 s sync waits for, and a 70 s step with nothing else in it, are real: kept."""
+    second = 1e6
+    kernel_trace = [step(1, 0, 80 * second), *launched("k", 10, 100, 75 * second, 1),
+                    runtime("cudaDeviceSynchronize", 20, 75 * second)]
+    (rank,) = read_report(write(tmp_path / "k.json", trace(kernel_trace))).ranks
+    assert rank.kernels == 1 and rank.compute_share == pytest.approx(75 / 80, abs=1e-4)
+    step_trace = [step(1, 0, 70 * second), *launched("k", 10, 100, 1, 1)]
+    (rank,) = read_report(write(tmp_path / "s.json", trace(step_trace))).ranks
+    assert rank.steps == 1 and rank.step_seconds_median == pytest.approx(70)
+    assert not any("longer than a day" in note for note in rank.notes)
 
 
 def test_a_fifo_is_refused_without_opening_it(tmp_path):

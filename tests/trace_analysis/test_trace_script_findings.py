@@ -70,6 +70,14 @@ def test_a_loader_that_keeps_ahead_of_a_busy_gpu_is_not_called_input_bound():
     assert kinds(rank) == ["compute-bound"]
 
 
+def test_a_gpu_never_idle_is_not_input_bound_however_long_the_loader_took():
+    """With no idle time the idle split is None (no time to split): that is no wait for data, not an unknown one."""
+    rank = rank_report(dataloader_share=0.4, idle_share=0.0, idle_for_data_share=None, idle_for_host_share=None,
+                       idle_kernel_wait_share=None, idle_other_share=None, compute_share=0.97,
+                       communication_share=0.0, memory_share=0.03)
+    assert kinds(rank) == ["compute-bound"]
+
+
 def test_on_a_cpu_only_trace_the_dataloader_share_still_fires_without_pin_memory():
     rank = rank_report(kernels=0, cpu_only=True, compute_share=0.0, communication_share=0.0, memory_share=0.0,
                        idle_share=0.0,

@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 
 from workbench.experiments.ab import MIN_TRIALS, ABResult, compare_rates
 from workbench.formatting import format_short_seconds
-from workbench.trace_analysis.model import UNKNOWN_DEVICE, NamedSeconds, RankReport
+from workbench.trace_analysis.model import UNKNOWN_DEVICE, NamedSeconds, RankReport, ranks_in_several_files
 from workbench.trace_analysis.ranks import TOP_COUNT
 
 # The figures compared category by category: (RankReport field, its label).
@@ -232,8 +232,7 @@ def straggler(ranks: Sequence[RankReport]) -> str:
     numbers = [rank.rank for rank in ranks]
     repeated = sorted({number for number in numbers if numbers.count(number) > 1})
     if repeated:
-        return (f"none named: rank {', '.join(map(str, repeated))} appears in more than one file, so these are "
-                "not the ranks of one job")
+        return f"none named: {ranks_in_several_files(repeated)}, so these are not the ranks of one job"
     fastest, slow = timed[0], timed[-1]
     fast_seconds, slow_seconds = fastest.step_seconds_median or 0.0, slow.step_seconds_median or 0.0
     difference = (f"{format_short_seconds(slow_seconds - fast_seconds)} "

@@ -1,13 +1,11 @@
 """One trace file's activities (``parsed_trace.ParsedTrace``) as one ``ranks.RankEvents`` per GPU it drove:
 the rank each is numbered, its device's name and compute capability from the file's deviceProperties, what the
-script already does (its traits, from its host ops' names), and spans longer than the whole trace left out and
-named (a corrupt duration would otherwise set every figure)."""
+script already does (its traits, from its host ops' names)."""
 
 from __future__ import annotations
 
 import operator
 import re
-from collections import Counter
 from typing import Any, Iterable, Optional
 
 from workbench.engine import kineto
@@ -22,13 +20,7 @@ FUSED_OPTIMIZER_OPS = "aten::_fused_"  # aten::_fused_adamw_, _fused_adam_, _fus
 MAX_GPUS_PER_FILE = 64
 ListedGpus = tuple[dict[int, dict[str, Any]], list[dict[str, Any]]]  # deviceProperties by id, and in order
 _START = operator.itemgetter(0)  # Activity.start_ns
-_END = operator.itemgetter(1)  # Activity.end_ns
-# A span may end this long past the trace's last start, or as long again as the trace's starts span, whichever is
-# more: the profiler stops the host's and the device's records together (on the real traces here device work ends
-# at most 12 ms after the host's last event), so a span running further is a corrupt duration (a kernel of 1e15 µs
-# made an input-bound trace read 100 % compute), and the whole trace's figures would follow it.
-SPAN_PAST_THE_TRACE_NS = 60 * 10**9
-SPANS_PAST_THE_TRACE = "events that run past the trace's end (a duration longer than the whole trace)"
+
 
 
 def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
@@ -38,28 +30,9 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
     base_rank = rank if rank is not None else fallback_rank
     host_ops = {thread: sort_by_start_longest_first(ops) for thread, ops in parsed.host_ops.items()}
     host_by_thread = {thread: sort_by_start_longest_first(events) for thread, events in parsed.host_by_thread.items()}
-    work = {index: sorted(activities, key=_START) for index, activities in parsed.device_work.items()}
-    markers = {index: sorted(activities, key=_START) for index, activities in parsed.gpu_markers.items()}
-    runtime, steps, data_waits, gpu_steps = parsed.runtime, parsed.steps, parsed.data_waits, parsed.gpu_steps
-    skipped = Counter(parsed.skipped)
-    device_skipped = parsed.device_events_skipped
-    latest = _latest_possible_end([*host_by_thread.values(), *work.values(), *markers.values(), sorted(gpu_steps)])
-    if latest is not None:  # a span that runs past it: its duration is not a profiler's (a corrupt file)
-        def kept(activities: list[Activity]) -> list[Activity]:
-            return [activity for activity in activities if activity[1] <= latest]
-
-        host_past = sum(len(events) - len(kept(events)) for events in host_by_thread.values())
-        device_past = sum(len(activities) - len(kept(activities)) for activities in work.values())
-        markers_past = sum(len(activities) - len(kept(activities)) for activities in markers.values())
-        host_ops = {thread: kept(ops) for thread, ops in host_ops.items()}
-        host_by_thread = {thread: kept(events) for thread, events in host_by_thread.items()}
-        work = {index: kept(activities) for index, activities in work.items()}
-        markers = {index: kept(activities) for index, activities in markers.items()}
-        runtime, steps, data_waits, gpu_steps = kept(runtime), kept(steps), kept(data_waits), kept(gpu_steps)
-        gpu_steps_past = len(parsed.gpu_steps) - len(gpu_steps)
-        skipped[SPANS_PAST_THE_TRACE] += host_past + device_past + markers_past + gpu_steps_past
-        device_skipped += device_past
-    notes = [f"{count:,} {reason}: skipped" for reason, count in sorted(skipped.items())]
+    work = dict(parsed.device_work)
+    markers = dict(parsed.gpu_markers)
+    notes = [f"{count:,} {reason}: skipped" for reason, count in sorted(parsed.skipped.items())]
     notes += [f"{count:,} {reason}" for reason, count in sorted(parsed.partly_read.items())]
     if None in work or None in markers:  # device events without a device index
         known = sorted(index for index in work if index is not None)
@@ -86,12 +59,12 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
         return RankEvents(
             rank=rank, device_index=index, device=_device_name(gpus, index),
             compute_capability=_compute_capability(gpus, index), device_work=device_work,
-            gpu_markers=gpu_markers, runtime=runtime, steps=steps, gpu_steps=gpu_steps,
-            data_waits=data_waits,
+            gpu_markers=gpu_markers, runtime=parsed.runtime, steps=parsed.steps, gpu_steps=parsed.gpu_steps,
+            data_waits=parsed.data_waits,
             host_by_thread=host_by_thread, host_ops_by_thread=host_ops, notes=list(notes),
             fractional_timestamps=parsed.fractional_timestamps, traits=traits,
-            events_skipped=sum(skipped.values()),
-            device_events_unreadable=device_skipped + parsed.device_events_partly_read,
+            events_skipped=sum(parsed.skipped.values()),
+            device_events_unreadable=parsed.device_events_skipped + parsed.device_events_partly_read,
             device_events_in_file=device_events + parsed.device_events_skipped,
             unread_categories=parsed.unread_categories)
 
@@ -100,19 +73,8 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
     # A process driving several GPUs: its GPUs numbered after those of the processes ranked below it (base +
     # position gave two 2-GPU processes the ranks 0, 1, 1, 2).
     return [one_gpu(base_rank if len(indices) == 1 else base_rank * len(indices) + position, index,
-                    work[index], markers.get(index, []))
+                    sorted(work[index], key=_START), markers.get(index, []))
             for position, index in enumerate(indices)]
-
-
-def _latest_possible_end(sorted_lists: list[list[Activity]]) -> Optional[int]:
-    """The latest end a span of the trace can have (lists sorted by start); None where every span ends by it."""
-    lists = [activities for activities in sorted_lists if activities]
-    if not lists:
-        return None
-    first = min(activities[0][0] for activities in lists)
-    last = max(activities[-1][0] for activities in lists)
-    latest = last + max(SPAN_PAST_THE_TRACE_NS, last - first)
-    return latest if any(max(map(_END, activities)) > latest for activities in lists) else None
 
 
 def _script_traits(host_names: Iterable[str]) -> ScriptTraits:

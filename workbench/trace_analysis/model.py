@@ -163,6 +163,13 @@ def queued_waits_text(rank: RankReport, characters: int = 60, shown: int = 3) ->
             f"that then waited: {works}")
 
 
+def ranks_in_several_files(repeated: list[int]) -> str:
+    """"rank 0 appears in more than one file" (a folder's report note, and why no straggler is named)."""
+    if len(repeated) == 1:
+        return f"rank {repeated[0]} appears in more than one file"
+    return f"ranks {', '.join(map(str, repeated))} appear in more than one file"
+
+
 def short_name(name: str, characters: int) -> str:
     """A long name with its middle elided: two instances of one template differ in their arguments, often at the
     end (``…, 128, 64, true>``), so the end is kept too."""

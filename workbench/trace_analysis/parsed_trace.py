@@ -142,8 +142,8 @@ class ParsedTrace:
                 if side in _DEVICE_SIDES:
                     device_skipped += 1
                 continue
-            if dur < 0:
-                skipped["events with a negative duration"] += 1
+            if dur < 0 or dur > MAX_SPAN_US:
+                skipped["events with a negative duration" if dur < 0 else SPANS_TOO_LONG] += 1
                 if side in _DEVICE_SIDES:
                     device_skipped += 1
                 continue
@@ -257,6 +257,12 @@ class _Args(msgspec.Struct, gc=False):
 _ARGS_NOT_AN_OBJECT = _Args()  # an event's args that is not an object (decoded by the stdlib): none of it read
 ARGS_NOT_AN_OBJECT = "events whose args is not an object: read without their correlation, device and stream"
 _DEVICE_SIDES = frozenset(DEVICE_CATEGORIES.values())
+# A span longer than a day is a corrupt duration, not a profiler's record (its buffers hold minutes of events): one
+# kernel of 1e15 µs made an input-bound trace read 100 % compute. A bound on the duration alone, not on the trace's
+# other spans: a 75 s kernel or a 70 s step with nothing else in it is real, and one event with a corrupt start would
+# move any bound taken from the trace's own span.
+MAX_SPAN_US = 24 * 3600 * 10**6
+SPANS_TOO_LONG = "events longer than a day (a corrupt duration: no profiler records a span that long)"
 
 
 class _Event(msgspec.Struct, gc=False):

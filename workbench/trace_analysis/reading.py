@@ -21,7 +21,8 @@ from typing import Any, Callable, Optional, Union
 
 from workbench.regular_file import folder_problem, regular_file_problem
 from workbench.trace_analysis import file_ranks, json_stream, rank_pool, ranks
-from workbench.trace_analysis.model import Fingerprint, RankReport, TraceCancelled, TraceError, TraceReport
+from workbench.trace_analysis.model import (Fingerprint, RankReport, TraceCancelled, TraceError, TraceReport,
+                                            ranks_in_several_files)
 from workbench.trace_analysis.parsed_trace import process_rank, read_head, read_trace
 
 Progress = Callable[[int, int], None]
@@ -95,8 +96,7 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
         seen = Counter(r.rank for r in reports)
         twice = sorted(r for r, count in seen.items() if count > 1)
         if twice:
-            notes.append(f"rank {twice[0]} appears in more than one file" if len(twice) == 1 else
-                         f"ranks {', '.join(map(str, twice))} appear in more than one file")
+            notes.append(ranks_in_several_files(twice))
     if rank is not None:
         chosen = tuple(r for r in reports if r.rank == rank)
         if not chosen:

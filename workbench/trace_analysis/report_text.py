@@ -40,7 +40,7 @@ def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
                      f"{_pct(rank.communication_share)} · memory {_pct(rank.memory_share)} · idle "
                      f"{_pct(rank.idle_share)}  ({rank.kernels:,} kernel{'' if rank.kernels == 1 else 's'})")
         data = _pct(rank.idle_for_data_share) if rank.idle_for_data_share is not None else "n/a (no DataLoader spans)"
-        if not rank.idle_share:
+        if rank.idle_share == 0:
             lines.append("  idle: none (the GPU was never idle, so there is no idle time to split by cause)")
         else:
             lines.append(f"  idle: waiting for data {data} · for the host "

@@ -68,7 +68,9 @@ def _input_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
         return None
     where = "the steps" if rank.steps else "the traced window (no steps)"
     loader = f"the host spent {_pct(loading)} of {where} inside the DataLoader's __next__"
-    gpu_wait = _idle_part(rank, rank.idle_for_data_share)
+    idle = _gpu_share(rank, rank.idle_share)
+    # a GPU never idle never waited for data (its idle split is None then: no idle time to split)
+    gpu_wait = None if idle is None else idle * (rank.idle_for_data_share or 0.0)
     threshold = f"(threshold {_pct(INPUT_BOUND_WAIT)})"
     if gpu_wait is not None:
         figure = gpu_wait
