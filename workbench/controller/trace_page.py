@@ -137,9 +137,7 @@ def _rank_section(rank: RankReport, name_file: bool = False) -> RankSection:
     waited_in = host_wait_calls_text(rank)
     if waited_in:
         facts.append(f"{waited_in[0].upper()}{waited_in[1:]}")
-    queued = queued_waits_text(rank, NAME_CHARACTERS)
-    if queued:
-        facts.append(f"{queued[0].upper()}{queued[1:]}")
+    facts += [f"{line[0].upper()}{line[1:]}" for line in queued_waits_text(rank, NAME_CHARACTERS)]
     if not cpu_only:  # without GPU figures no kernel was read, which is not to say none ran
         facts.append(f"{rank.kernels:,} kernel{'' if rank.kernels == 1 else 's'}")
     return RankSection(

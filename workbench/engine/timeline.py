@@ -86,8 +86,9 @@ class TimelineBreakdown:
     idle_kernel_wait_seconds: Optional[float] = None  # gaps under ``kernel_wait_ns`` (HTA's kernel wait); 0 unless asked
     # The idle spans counted as waiting for the host (what the host was doing then is read from them), in order
     host_wait_spans: tuple[Interval, ...] = ()
-    # The idle spans ended by work launched before they began ("other": queued work that started late), in order
-    other_idle_spans: tuple[Interval, ...] = ()
+    # The idle gaps ended by work launched before they began ("other": queued work that started late), in order:
+    # (gap start, gap end, the gap's ns counted as other: its wait for data apart)
+    other_idle_gaps: tuple[tuple[int, int, int], ...] = ()
 
 
 @dataclass
@@ -181,10 +182,10 @@ def analyse_sorted(activities: SortedActivities, window: Interval, steps: int, g
     busy = union([*all_kernels, *copies, *fills])
     launched_at = _launches(device, activities.launch_starts)
     host_wait_spans: list[Interval] = []
-    other_idle_spans: list[Interval] = []
+    other_idle_gaps: list[tuple[int, int, int]] = []
     data, host, kernel_wait, other = _attribute_idle(
         device, launched_at, gaps(busy, begin, end), host_data_wait, kernel_wait_ns, host_wait_spans,
-        other_idle_spans)
+        other_idle_gaps)
     kernel_records = [a for a in device if a.kind in (KERNEL, COMMUNICATION)]
     durations = [a.end_ns - a.start_ns for a in kernel_records]
     return replace(
@@ -202,7 +203,7 @@ def analyse_sorted(activities: SortedActivities, window: Interval, steps: int, g
         median_kernel_seconds=_seconds(statistics.median(durations)) if durations else None,
         top_kernels=_top_by_name(((a.name, a.end_ns - a.start_ns) for a in kernel_records), top),
         host_wait_spans=tuple(subtract(host_wait_spans, host_data_wait) if host_data_wait else host_wait_spans),
-        other_idle_spans=tuple(other_idle_spans),
+        other_idle_gaps=tuple(other_idle_gaps),
     )
 
 
@@ -267,11 +268,11 @@ def _launches(device: Sequence[Activity], starts: dict[int, int]) -> dict[int, i
 def _attribute_idle(
     device: Sequence[Activity], launched_at: dict[int, int], idle: Sequence[Interval], data_wait: Sequence[Interval],
     kernel_wait_ns: int = 0, host_wait_spans: Optional[list[Interval]] = None,
-    other_spans: Optional[list[Interval]] = None,
+    other_gaps: Optional[list[tuple[int, int, int]]] = None,
 ) -> tuple[int, int, int, int]:
     """(waiting for data, waiting for the host, kernel wait, other) in ns over the idle gaps; ``launched_at`` is
     ``_launches``'s map; the gaps counted as waiting for the host are added to ``host_wait_spans``, and those ended
-    by work launched before them to ``other_spans``, where given."""
+    by work launched before them to ``other_gaps`` (start, end, ns counted as other), where given."""
     # For each start time, the earliest launch of an activity starting then (None: launch unknown).
     first_launch: dict[int, Optional[int]] = {}
     for a in device:
@@ -297,8 +298,8 @@ def _attribute_idle(
             kernel_wait += rest
         else:
             other += rest
-            if launch is not None and other_spans is not None and rest > 0:
-                other_spans.append((gap_start, gap_end))
+            if launch is not None and other_gaps is not None and rest > 0:
+                other_gaps.append((gap_start, gap_end, rest))
     return data, host, kernel_wait, other
 
 

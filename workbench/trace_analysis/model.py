@@ -122,9 +122,14 @@ class RankReport:
     # first: what the host did instead of launching (cudaFree, a pageable cudaMemcpyAsync, cudaLaunchKernel itself)
     host_wait_calls: tuple[NamedSeconds, ...] = ()
     host_wait_seconds: Optional[float] = None  # the idle time waiting for the host, over the steps
-    # The idle time ended by work queued before it began ("other": a wait on another stream, an event, a graph's
-    # start), by the name of the work that waited and the call that launched it, the longest first
+    # The "other" idle (ended by work launched before it began) whose launch call had returned: by the work that
+    # waited and the call that launched it, the longest first; and all of that time
     queued_waits: tuple[QueuedWait, ...] = ()
+    queued_wait_seconds: float = 0.0
+    # The rest of the "other" idle: its launch call began before the GPU went idle and was still running in the gap
+    # (the host inside a launch that blocked), by the call; and all of that time
+    blocked_launches: tuple[NamedSeconds, ...] = ()
+    blocked_launch_seconds: float = 0.0
     file: str = ""  # the file the rank was read from (a folder's reports name it)
     compute_capability: Optional[tuple[int, int]] = None  # the GPU's (major, minor), where deviceProperties has it
 
@@ -149,18 +154,30 @@ def host_wait_calls_text(rank: RankReport, shown: int = 4) -> Optional[str]:
     return f"while the GPU waited for the host ({format_step_seconds(wait)}), the host was in: {calls} of that wait"
 
 
-def queued_waits_text(rank: RankReport, characters: int = 60, shown: int = 3) -> Optional[str]:
-    """RankReport.queued_waits in words (CLI text and the window's page); None without, or where that idle is a
-    small part of the window (under QUEUED_WAITS_SHOWN of it: not what bounds the step)."""
-    waited = sum(wait.seconds for wait in rank.queued_waits)
-    if not rank.queued_waits or not rank.window_seconds or waited < QUEUED_WAITS_SHOWN * rank.window_seconds:
-        return None
-    works = ", ".join(
-        f"{short_name(wait.name, characters)}{f' (launched by {wait.launched_by})' if wait.launched_by else ''} "
-        f"{wait.seconds / waited:.0%}" for wait in rank.queued_waits[:shown] if wait.seconds >= 0.005 * waited)
-    return (f"idle with its next work already launched (\"other\", {format_step_seconds(waited)}: that work waited on "
-            f"something other than its launch, such as another stream, an event or a graph's start), by the work "
-            f"that then waited: {works}")
+def queued_waits_text(rank: RankReport, characters: int = 60, shown: int = 3) -> list[str]:
+    """RankReport.queued_waits and blocked_launches in words (CLI text and the window's page), each where its time
+    is QUEUED_WAITS_SHOWN of the window or more (below, it is not what bounds the step)."""
+    lines = []
+    least = QUEUED_WAITS_SHOWN * rank.window_seconds
+    waited = rank.queued_wait_seconds
+    if rank.queued_waits and rank.window_seconds and waited >= least:
+        works = ", ".join(
+            f"{short_name(wait.name, characters)}{f' (launched by {wait.launched_by})' if wait.launched_by else ''} "
+            f"{wait.seconds / waited:.0%}" for wait in rank.queued_waits[:shown] if wait.seconds >= 0.005 * waited)
+        lines.append(f"idle with its next work already launched (\"other\", {format_step_seconds(waited)}: that work "
+                     f"waited on something other than its launch, such as another stream, an event or a graph's "
+                     f"start), by the work that then waited: {works}")
+    blocked = rank.blocked_launch_seconds
+    if rank.blocked_launches and rank.window_seconds and blocked >= least:
+        calls = ", ".join(f"{call.name} {call.seconds / blocked:.0%}" for call in rank.blocked_launches[:shown]
+                          if call.seconds >= 0.005 * blocked)
+        lines.append(f"idle while the call launching its next work was still running (counted as \"other\", "
+                     f"{format_step_seconds(blocked)}: the call began before the GPU went idle and returned after, so "
+                     f"the host was inside a launch that blocked): {calls}")
+    return lines
+
+
+QUEUED_WAITS_SHOWN = 0.05  # of the window: below this the "other" idle is not what bounds the step
 
 
 def ranks_in_several_files(repeated: list[int]) -> str:
@@ -175,8 +192,5 @@ def short_name(name: str, characters: int) -> str:
     end (``…, 128, 64, true>``), so the end is kept too."""
     if len(name) <= characters:
         return name
-    tail = characters // 3
-    return name[: characters - tail - 1] + "…" + name[-tail:]
-
-
-QUEUED_WAITS_SHOWN = 0.05  # of the window: below this the "other" idle is not what bounds the step
+    tail = max(characters // 3, 1)
+    return name[: max(characters - tail - 1, 0)] + "…" + name[-tail:]

@@ -105,6 +105,8 @@ def analyse(events: RankEvents) -> RankReport:
     has_data_marks = bool(data_wait_spans)
     runtime = _runtime_calls(events.runtime, window)
     median = statistics.median(step_seconds) if step_seconds else None
+    queued_waits, queued_seconds, blocked_launches, blocked_seconds = _queued_waits(
+        device, events.runtime, breakdown.other_idle_gaps)
     hta_span, hta_idle_split = (None, None) if cpu_only else hta_rules.hta_figures(
         device, events.gpu_markers, launches_and_steps, events.fractional_timestamps, sorted_activities.launch_starts)
     return RankReport(
@@ -148,7 +150,8 @@ def analyse(events: RankEvents) -> RankReport:
         exposed_copies=_exposed_copies(device, window),
         host_wait_calls=_host_wait_calls(events.runtime, breakdown.host_wait_spans),
         host_wait_seconds=breakdown.idle_waiting_for_host_seconds,
-        queued_waits=_queued_waits(device, events.runtime, breakdown.other_idle_spans),
+        queued_waits=queued_waits, queued_wait_seconds=queued_seconds,
+        blocked_launches=blocked_launches, blocked_launch_seconds=blocked_seconds,
     )
 
 
@@ -273,31 +276,36 @@ def _host_wait_calls(runtime: Sequence[Activity], spans: Sequence[tuple[int, int
     return tuple(NamedSeconds(name, value) for name, value in ranked)
 
 
-def _queued_waits(device: Sequence[Activity], runtime: Sequence[Activity], spans: Sequence[tuple[int, int]]
-                  ) -> tuple[QueuedWait, ...]:
-    """The idle spans ended by work launched before them, by that work and the call that launched it ("Memset
-    (Device)", cudaGraphLaunch), the longest first; ``device`` sorted by start."""
-    if not spans:
-        return ()
+def _queued_waits(device: Sequence[Activity], runtime: Sequence[Activity], gaps: Sequence[tuple[int, int, int]]
+                  ) -> tuple[tuple[QueuedWait, ...], float, tuple[NamedSeconds, ...], float]:
+    """The "other" idle gaps (start, end, ns), told apart by what ended them (``device`` sorted by start):
+    work whose launch call had returned before the gap began, by that work and the call ("Memset (Device)",
+    cudaGraphLaunch), and the total; and gaps whose launch call began before the gap and was still running in it
+    (the host inside a launch that blocked), by the call, and their total. The longest first."""
+    if not gaps:
+        return (), 0.0, (), 0.0
     starts = [a.start_ns for a in device]
-    # (the work that ended a span, its correlation) → (ns, spans)
-    waited: dict[tuple[str, int], tuple[int, int]] = {}
-    for gap_start, gap_end in spans:
+    ended_by: list[tuple[int, Activity, int]] = []  # (gap start, the work that ended it, ns)
+    for gap_start, gap_end, ns in gaps:
         index = bisect.bisect_left(starts, gap_end)
         if index < len(device) and device[index].start_ns == gap_end:
-            work = device[index]
-            ns, count = waited.get((work.name, work.correlation), (0, 0))
-            waited[(work.name, work.correlation)] = (ns + gap_end - gap_start, count + 1)
-    wanted = {correlation for _, correlation in waited}
-    launcher = {a.correlation: a.name for a in runtime if a.correlation in wanted}
-    by_work: dict[tuple[str, Optional[str]], int] = defaultdict(int)
-    counts: dict[tuple[str, Optional[str]], int] = defaultdict(int)
-    for (name, correlation), (ns, ended) in waited.items():
-        key = (name, launcher.get(correlation))
-        by_work[key] += ns
-        counts[key] += ended
-    ranked = sorted(by_work.items(), key=lambda item: -item[1])[:TOP_COUNT]
-    return tuple(QueuedWait(name, call, ns / 1e9, counts[(name, call)]) for (name, call), ns in ranked)
+            ended_by.append((gap_start, device[index], ns))
+    wanted = {work.correlation for _, work, _ in ended_by}
+    launch_of = {a.correlation: a for a in runtime if a.correlation in wanted}
+    queued: dict[tuple[str, Optional[str]], list[int]] = defaultdict(lambda: [0, 0])  # → [ns, gaps]
+    blocked: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for gap_start, work, ns in ended_by:
+        call = launch_of.get(work.correlation)
+        totals = blocked[call.name] if call is not None and call.end_ns > gap_start else queued[
+            (work.name, call.name if call is not None else None)]
+        totals[0] += ns
+        totals[1] += 1
+    top_queued = sorted(queued.items(), key=lambda item: -item[1][0])[:TOP_COUNT]
+    top_blocked = sorted(blocked.items(), key=lambda item: -item[1][0])[:TOP_COUNT]
+    return (tuple(QueuedWait(name, call, ns / 1e9, count) for (name, call), (ns, count) in top_queued),
+            sum(ns for ns, _ in queued.values()) / 1e9,
+            tuple(NamedSeconds(call, ns / 1e9, count) for call, (ns, count) in top_blocked),
+            sum(ns for ns, _ in blocked.values()) / 1e9)
 
 
 def _runtime_calls(runtime: Sequence[Activity], window: tuple[int, int]) -> dict[str, float]:

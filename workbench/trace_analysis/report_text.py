@@ -67,9 +67,7 @@ def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
     waited_in = host_wait_calls_text(rank)
     if waited_in:  # what the launch- and allocator-bound findings are told apart by
         lines.append(f"  {waited_in}")
-    queued = queued_waits_text(rank)
-    if queued:  # the idle no finding names: where to look
-        lines.append(f"  {queued}")
+    lines += [f"  {line}" for line in queued_waits_text(rank)]  # the idle no finding names: where to look
     if rank.sync_calls:
         lines.append("  device syncs, by the host op that called them: " + _named(rank.sync_calls))
     lines += [f"  note: {note}" for note in rank.notes]
