@@ -12,7 +12,8 @@ from trace_reports import rank_report
 from workbench.controller.trace_page import trace_page
 from workbench.trace_analysis import json_stream, read_report
 from workbench.trace_analysis.comparing import straggler
-from workbench.trace_analysis.model import Fingerprint, QueuedWait, TraceError, queued_waits_text
+from workbench.trace_analysis.model import Fingerprint, QueuedWait, TraceError
+from workbench.trace_analysis.wording import queued_waits_text
 from workbench.trace_analysis.report_text import rank_lines
 
 # input_bound_steps(3): 30 ms of steps; 3 × 3.98 ms of kernel; the host 3 × 6 ms in the DataLoader.

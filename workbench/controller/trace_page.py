@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from workbench.formatting import format_short_seconds, format_step_seconds
-from workbench.trace_analysis.model import (EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport,
-                                            host_wait_calls_text, queued_waits_text, short_name)
+from workbench.trace_analysis.model import EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
+from workbench.trace_analysis.wording import host_wait_calls_text, queued_waits_text, short_names
 from workbench.trace_analysis.comparing import straggler
 
 # The GPU time over the steps, and idle time by cause: (label, RankReport field, colour), in the bars' order.
@@ -192,11 +192,9 @@ def _shares(rank: RankReport, parts: Sequence[tuple[str, str, str]]) -> tuple[Sh
 
 
 def _top(items: Sequence[NamedSeconds]) -> tuple[tuple[str, str], ...]:
-    return tuple((_short(item.name), format_short_seconds(item.seconds)) for item in items[:TOP_COUNT])
-
-
-def _short(name: str) -> str:
-    return short_name(name, NAME_CHARACTERS)
+    shown = items[:TOP_COUNT]
+    names = short_names([item.name for item in shown], NAME_CHARACTERS)
+    return tuple((name, format_short_seconds(item.seconds)) for name, item in zip(names, shown))
 
 
 def _percent(value: Optional[float]) -> str:

@@ -19,7 +19,8 @@ from typing import Optional, Sequence
 
 from workbench.experiments.ab import MIN_TRIALS, ABResult, compare_rates
 from workbench.formatting import format_short_seconds
-from workbench.trace_analysis.model import UNKNOWN_DEVICE, NamedSeconds, RankReport, ranks_in_several_files
+from workbench.trace_analysis.model import UNKNOWN_DEVICE, NamedSeconds, RankReport
+from workbench.trace_analysis.wording import ranks_in_several_files
 from workbench.trace_analysis.ranks import TOP_COUNT
 
 # The figures compared category by category: (RankReport field, its label).

@@ -21,8 +21,8 @@ from typing import Any, Callable, Optional, Union
 
 from workbench.regular_file import folder_problem, regular_file_problem
 from workbench.trace_analysis import file_ranks, json_stream, rank_pool, ranks
-from workbench.trace_analysis.model import (Fingerprint, RankReport, TraceCancelled, TraceError, TraceReport,
-                                            ranks_in_several_files)
+from workbench.trace_analysis.model import Fingerprint, RankReport, TraceCancelled, TraceError, TraceReport
+from workbench.trace_analysis.wording import ranks_in_several_files
 from workbench.trace_analysis.parsed_trace import process_rank, read_head, read_trace
 
 Progress = Callable[[int, int], None]

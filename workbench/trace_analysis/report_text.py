@@ -12,8 +12,8 @@ from workbench.formatting import format_step_seconds
 from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, NamedChange, RankComparison,
                                                 names_compared_per_step, other_gpu, per_step, run_to_run_caveat,
                                                 step_verdict_text, straggler, work_moved)
-from workbench.trace_analysis.model import (EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport,
-                                            host_wait_calls_text, queued_waits_text, short_name)
+from workbench.trace_analysis.model import EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
+from workbench.trace_analysis.wording import host_wait_calls_text, queued_waits_text, short_names
 
 TOP_SHOWN = 5
 
@@ -194,11 +194,8 @@ def _change(change: NamedChange) -> str:
 
 def _named(items: Sequence[NamedSeconds]) -> str:
     shown = sorted(items, key=lambda item: -item.seconds)[:TOP_SHOWN]
-    return "; ".join(f"{_short(item.name)} {format_step_seconds(item.seconds)}" for item in shown)
-
-
-def _short(name: str) -> str:
-    return short_name(name, NAME_CHARACTERS)
+    names = short_names([item.name for item in shown], NAME_CHARACTERS)
+    return "; ".join(f"{name} {format_step_seconds(item.seconds)}" for name, item in zip(names, shown))
 
 
 NAME_CHARACTERS = 60  # a kernel's templated name runs to thousands: its middle is elided

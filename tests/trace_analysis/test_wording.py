@@ -1,0 +1,24 @@
+"""The words both views say: names shortened so that the names of one list stay told apart."""
+
+from __future__ import annotations
+
+from workbench.trace_analysis.wording import short_name, short_names
+
+
+def test_a_long_name_keeps_its_head_and_its_end():
+    name = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_" + "x" * 200 + "_nn_align1::Params)"
+    short = short_name(name, 60)
+    assert len(short) == 60 and short.startswith("void cutlass::Kernel<") and short.endswith("_nn_align1::Params)")
+    assert short_name("short", 60) == "short" and short_name("abcdef", 1) == "…f"
+
+
+def test_names_that_would_read_alike_show_where_they_differ():
+    """Two cuDNN kernels differ only in a template argument in their middle: head-and-end forms read the same."""
+    template = "void cudnn::bn_bw_1C11_kernel_new<float, float, float2, {}, true, 1>(float, float, float, float, " \
+               "cudnnTensorStruct, float const*, cudnnTensorStruct, float const*, float const*, float)"
+    wide, narrow = template.format(128), template.format(32)
+    assert short_name(wide, 60) == short_name(narrow, 60)
+    first, second, third = short_names([wide, narrow, "aten::mm"], 60)
+    assert first != second and "128" in first and "32," in second and third == "aten::mm"
+    assert len(first) <= 60 and len(second) <= 60
+    assert first.startswith("void cudnn::bn_bw_1C") and "…" in first

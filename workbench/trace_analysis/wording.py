@@ -1,0 +1,86 @@
+"""The words the CLI's text report and the window's Trace tab both say of a rank (one wording for both views):
+what the host was in while the GPU waited for it, the idle no finding names, ranks read twice, names shortened."""
+
+from __future__ import annotations
+
+import os
+from typing import Optional, Sequence
+
+from workbench.formatting import format_step_seconds
+from workbench.trace_analysis.model import RankReport
+
+
+def host_wait_calls_text(rank: RankReport, shown: int = 4) -> Optional[str]:
+    """RankReport.host_wait_calls in words, as the CLI's text and the window's page say them; None without."""
+    wait = rank.host_wait_seconds
+    if not rank.host_wait_calls or not wait:
+        return None
+    calls = ", ".join(f"{call.name} {call.seconds / wait:.0%}" for call in rank.host_wait_calls[:shown]
+                      if call.seconds >= 0.005 * wait)  # what rounds to 0 % says nothing
+    if not calls:
+        return None
+    return f"while the GPU waited for the host ({format_step_seconds(wait)}), the host was in: {calls} of that wait"
+
+
+def queued_waits_text(rank: RankReport, characters: int = 60, shown: int = 3) -> list[str]:
+    """RankReport.queued_waits and blocked_launches in words (CLI text and the window's page), each where its time
+    is QUEUED_WAITS_SHOWN of the window or more (below, it is not what bounds the step)."""
+    lines = []
+    least = QUEUED_WAITS_SHOWN * rank.window_seconds
+    waited = rank.queued_wait_seconds
+    if rank.queued_waits and rank.window_seconds and waited >= least:
+        listed = [wait for wait in rank.queued_waits[:shown] if wait.seconds >= 0.005 * waited]
+        names = short_names([wait.name for wait in listed], characters)
+        works = ", ".join(f"{name}{f' (launched by {wait.launched_by})' if wait.launched_by else ''} "
+                          f"{wait.seconds / waited:.0%}" for name, wait in zip(names, listed))
+        lines.append(f"idle with its next work already launched (\"other\", {format_step_seconds(waited)}: that work "
+                     f"waited on something other than its launch, such as another stream, an event or a graph's "
+                     f"start), by the work that then waited: {works}")
+    blocked = rank.blocked_launch_seconds
+    if rank.blocked_launches and rank.window_seconds and blocked >= least:
+        calls = ", ".join(f"{call.name} {call.seconds / blocked:.0%}" for call in rank.blocked_launches[:shown]
+                          if call.seconds >= 0.005 * blocked)
+        lines.append(f"idle while the call launching its next work was still running (counted as \"other\", "
+                     f"{format_step_seconds(blocked)}: the call began before the GPU went idle and returned after, so "
+                     f"the host was inside a launch that blocked): {calls}")
+    return lines
+
+
+QUEUED_WAITS_SHOWN = 0.05  # of the window: below this the "other" idle is not what bounds the step
+
+
+def ranks_in_several_files(repeated: list[int]) -> str:
+    """"rank 0 appears in more than one file" (a folder's report note, and why no straggler is named)."""
+    if len(repeated) == 1:
+        return f"rank {repeated[0]} appears in more than one file"
+    return f"ranks {', '.join(map(str, repeated))} appear in more than one file"
+
+
+def short_names(names: Sequence[str], characters: int) -> list[str]:
+    """Each name as short_name gives it; where two of the list would then read alike (two instances of one template
+    that differ in its middle), each shows its head and then the text from just before where they first differ."""
+    shown = [short_name(name, characters) for name in names]
+    result = list(shown)
+    for index, name in enumerate(names):
+        twins = [other for other, form in zip(names, shown) if form == shown[index] and other != name]
+        if not twins:
+            continue
+        differs = min(len(os.path.commonprefix([name, twin])) for twin in twins)
+        head = characters // 3
+        start = max(differs - CONTEXT_CHARACTERS, head)
+        window = characters - head - 2  # two ellipses
+        middle = name[start:start + window]
+        result[index] = name[:head] + "…" + middle + ("…" if start + window < len(name) else "")
+    return result
+
+
+CONTEXT_CHARACTERS = 8  # shown before the first character where two alike names differ
+
+
+def short_name(name: str, characters: int) -> str:
+    """A long name with its middle elided: two instances of one template differ in their arguments, often at the
+    end (``…, 128, 64, true>``), so the end is kept too."""
+    if len(name) <= characters:
+        return name
+    tail = max(characters // 3, 1)
+    return name[: max(characters - tail - 1, 0)] + "…" + name[-tail:]
