@@ -318,7 +318,7 @@ def test_two_traces_compared_still_name_what_each_could_not_read(tmp_path, capsy
     broken["traceEvents"].append({"ph": "X", "cat": "kernel", "name": "bad", "ts": "200", "dur": 5})
     (tmp_path / "b.json").write_text(json.dumps(broken))
     assert main(["trace", str(good), str(tmp_path / "b.json"), "--json"]) == 0
-    assert "rank 0: 1 events with a missing or mistyped name, ts or dur: skipped" in capsys.readouterr().err
+    assert "rank 0: 1 event with a missing or mistyped name, ts or dur: skipped" in capsys.readouterr().err
 
 
 def test_ranks_only_one_trace_holds_are_named_as_not_compared(tmp_path, capsys):

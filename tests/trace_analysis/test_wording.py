@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workbench.trace_analysis.wording import short_name, short_names
+from workbench.trace_analysis.wording import counted, short_name, short_names
 
 
 def test_a_long_name_keeps_its_head_and_its_end():
@@ -22,3 +22,11 @@ def test_names_that_would_read_alike_show_where_they_differ():
     assert first != second and "128" in first and "32," in second and third == "aten::mm"
     assert len(first) <= 60 and len(second) <= 60
     assert first.startswith("void cudnn::bn_bw_1C") and "…" in first
+
+
+def test_a_reason_written_for_many_events_is_said_of_one_where_there_is_one():
+    assert counted(2, "events that are not JSON objects") == "2 events that are not JSON objects"
+    assert counted(1, "events that are not JSON objects") == "1 event that is not a JSON object"
+    assert counted(1, "events whose args is not an object: read without their correlation") == (
+        "1 event whose args is not an object: read without its correlation")
+    assert counted(1_000, "events") == "1,000 events" and counted(1, "events") == "1 event"

@@ -13,6 +13,7 @@ from workbench.engine.timeline import Activity, sort_by_start_longest_first
 from workbench.trace_analysis.model import UNKNOWN_DEVICE, ScriptTraits, TraceError
 from workbench.trace_analysis.parsed_trace import ParsedTrace, int_field, process_rank
 from workbench.trace_analysis.ranks import RankEvents
+from workbench.trace_analysis.wording import counted
 
 OPTIMIZER_STEP = re.compile(r"Optimizer\.step#(\w+)\.step")  # torch.optim's annotation of each step
 FUSED_OPTIMIZER_OPS = "aten::_fused_"  # aten::_fused_adamw_, _fused_adam_, _fused_sgd_
@@ -32,8 +33,8 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
     host_by_thread = {thread: sort_by_start_longest_first(events) for thread, events in parsed.host_by_thread.items()}
     work = dict(parsed.device_work)
     markers = dict(parsed.gpu_markers)
-    notes = [f"{count:,} {reason}: skipped" for reason, count in sorted(parsed.skipped.items())]
-    notes += [f"{count:,} {reason}" for reason, count in sorted(parsed.partly_read.items())]
+    notes = [f"{counted(count, reason)}: skipped" for reason, count in sorted(parsed.skipped.items())]
+    notes += [counted(count, reason) for reason, count in sorted(parsed.partly_read.items())]
     if None in work or None in markers:  # device events without a device index
         known = sorted(index for index in work if index is not None)
         if len(known) <= 1:  # one GPU (or none named): they are its events

@@ -18,6 +18,7 @@ from workbench.engine import intervals, kineto, timeline
 from workbench.engine.timeline import MEMCPY, MEMSET, Activity
 from workbench.trace_analysis import hta_rules
 from workbench.trace_analysis.model import UNKNOWN_DEVICE, NamedSeconds, QueuedWait, RankReport, ScriptTraits
+from workbench.trace_analysis.wording import counted
 
 TOP_COUNT = 10
 UNREADABLE_DEVICE_EVENTS = 0.01  # a share of the file's kernel, copy and fill events
@@ -162,7 +163,7 @@ def _no_gpu_work_note(events: RankEvents) -> str:
                 f"profiler_metrics) wrote counter ranges ({RANGE_PROFILER_CATEGORY}) in its place, so the GPU figures "
                 "cannot be read; profile without profiler_metrics to get them")
     if events.events_skipped:  # the file's device events may be among those that could not be read
-        return (f"no kernel, copy or fill event could be read ({events.events_skipped:,} events skipped, named "
+        return (f"no kernel, copy or fill event could be read ({counted(events.events_skipped, 'events')} skipped, named "
                 "above), so the GPU figures cannot be read")
     if events.unread_categories:
         named = ", ".join(f"{category} ({count:,})" for category, count in

@@ -84,3 +84,12 @@ def short_name(name: str, characters: int) -> str:
         return name
     tail = max(characters // 3, 1)
     return name[: max(characters - tail - 1, 0)] + "…" + name[-tail:]
+
+
+def counted(count: int, events: str) -> str:
+    """"2 events with a negative duration", "1 event with a negative duration": a reason written for many events
+    ("events with …", "events that are …", "… their …"), said of one where there is one."""
+    if count != 1:
+        return f"{count:,} {events}"
+    one = "event" + events[len("events"):] if events.startswith("events") else events
+    return "1 " + one.replace(" that are not JSON objects", " that is not a JSON object").replace(" their ", " its ")
