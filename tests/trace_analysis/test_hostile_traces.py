@@ -11,7 +11,7 @@ import os
 import pytest
 
 from hostile_paths import fifo_unblocked, make_fifo, make_symlink_loop
-from trace_builders import input_bound_steps, launched, op, runtime, step, trace, write
+from trace_builders import input_bound_steps, kernel, launched, op, runtime, step, trace, write
 from workbench.trace_analysis import TraceCancelled, TraceError, file_ranks, json_stream, ranks, read_report
 from workbench.trace_analysis.script_findings import findings_for
 
@@ -217,6 +217,19 @@ def test_a_host_span_longer_than_a_day_is_skipped(tmp_path):
     assert rank.steps == 5 and rank.step_seconds_high == pytest.approx(0.010)
     assert "aten::evil" not in [op.name for op in rank.top_host_ops]
     assert f"2 {TOO_LONG}" in rank.notes
+
+
+def test_events_timed_a_day_away_from_the_rest_are_skipped_not_read_as_the_window(tmp_path, figures_of_what_was_read):
+    """A ts of 0 in a trace on the epoch's clock stretched HTA's window (first to last GPU event) over 54 years."""
+    events = [event for n in range(5) for event in launched("k", 10 + 1000 * n, 100 + 1000 * n, 500, n + 1)]
+    for event in events:
+        event["ts"] += 1_700_000_000_000_000
+    clean = read_report(write(tmp_path / "clean.json", trace(events))).ranks[0]
+    stray = [kernel("stray", 0, 10, 77, stream=3), op("aten::empty", 0, 1, tid=9)]  # on lists of their own
+    (rank,) = read_report(write(tmp_path / "t.json", trace(events + stray))).ranks
+    assert rank.gpu_span == clean.gpu_span and rank.window_seconds == clean.window_seconds
+    assert "2 events timed more than a day away from the rest of the trace (a corrupt timestamp): skipped" in (
+        rank.notes)
 
 
 def test_long_real_spans_are_kept(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import operator
 import re
+from collections import Counter
 from typing import Any, Iterable, Optional
 
 from workbench.engine import kineto
@@ -19,6 +20,10 @@ OPTIMIZER_STEP = re.compile(r"Optimizer\.step#(\w+)\.step")  # torch.optim's ann
 FUSED_OPTIMIZER_OPS = "aten::_fused_"  # aten::_fused_adamw_, _fused_adam_, _fused_sgd_
 # GPUs one file may name (a node holds 8 or 16; one process usually drives one).
 MAX_GPUS_PER_FILE = 64
+# A profiler's trace covers minutes: an event timed more than a day from the rest has a corrupt timestamp (a ts of 0
+# in a trace on the epoch's clock), and would stretch the GPU's window (first to last GPU event) across decades.
+ASTRAY_NS = 24 * 3600 * 10**9
+EVENTS_ASTRAY = "events timed more than a day away from the rest of the trace (a corrupt timestamp)"
 ListedGpus = tuple[dict[int, dict[str, Any]], list[dict[str, Any]]]  # deviceProperties by id, and in order
 _START = operator.itemgetter(0)  # Activity.start_ns
 
@@ -31,9 +36,31 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
     base_rank = rank if rank is not None else fallback_rank
     host_ops = {thread: sort_by_start_longest_first(ops) for thread, ops in parsed.host_ops.items()}
     host_by_thread = {thread: sort_by_start_longest_first(events) for thread, events in parsed.host_by_thread.items()}
-    work = dict(parsed.device_work)
+    work = {index: sorted(activities, key=_START) for index, activities in parsed.device_work.items()}
     markers = dict(parsed.gpu_markers)
-    notes = [f"{counted(count, reason)}: skipped" for reason, count in sorted(parsed.skipped.items())]
+    runtime, steps, data_waits, gpu_steps = parsed.runtime, parsed.steps, parsed.data_waits, parsed.gpu_steps
+    skipped = Counter(parsed.skipped)
+    device_skipped = parsed.device_events_skipped
+    bounds = _bounds_of_the_rest([*host_by_thread.values(), *work.values()])
+    if bounds is not None:  # events timed far from the rest: a corrupt timestamp would stretch every window
+        low, high = bounds
+
+        def kept(activities: list[Activity]) -> list[Activity]:
+            return [activity for activity in activities if low <= activity[0] <= high]
+
+        before = sum(map(len, host_by_thread.values())) + sum(map(len, work.values())) + sum(
+            map(len, markers.values())) + len(gpu_steps)
+        device_before = sum(map(len, work.values()))
+        host_ops = {thread: kept(ops) for thread, ops in host_ops.items()}
+        host_by_thread = {thread: kept(events) for thread, events in host_by_thread.items()}
+        work = {index: kept(activities) for index, activities in work.items()}
+        markers = {index: kept(activities) for index, activities in markers.items()}
+        runtime, steps, data_waits, gpu_steps = kept(runtime), kept(steps), kept(data_waits), kept(gpu_steps)
+        device_astray = device_before - sum(map(len, work.values()))
+        skipped[EVENTS_ASTRAY] += before - sum(map(len, host_by_thread.values())) - sum(
+            map(len, work.values())) - sum(map(len, markers.values())) - len(gpu_steps)
+        device_skipped += device_astray
+    notes = [f"{counted(count, reason)}: skipped" for reason, count in sorted(skipped.items())]
     notes += [counted(count, reason) for reason, count in sorted(parsed.partly_read.items())]
     if None in work or None in markers:  # device events without a device index
         known = sorted(index for index in work if index is not None)
@@ -60,12 +87,11 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
         return RankEvents(
             rank=rank, device_index=index, device=_device_name(gpus, index),
             compute_capability=_compute_capability(gpus, index), device_work=device_work,
-            gpu_markers=gpu_markers, runtime=parsed.runtime, steps=parsed.steps, gpu_steps=parsed.gpu_steps,
-            data_waits=parsed.data_waits,
+            gpu_markers=gpu_markers, runtime=runtime, steps=steps, gpu_steps=gpu_steps, data_waits=data_waits,
             host_by_thread=host_by_thread, host_ops_by_thread=host_ops, notes=list(notes),
             fractional_timestamps=parsed.fractional_timestamps, traits=traits,
-            events_skipped=sum(parsed.skipped.values()),
-            device_events_unreadable=parsed.device_events_skipped + parsed.device_events_partly_read,
+            events_skipped=sum(skipped.values()),
+            device_events_unreadable=device_skipped + parsed.device_events_partly_read,
             device_events_in_file=device_events + parsed.device_events_skipped,
             unread_categories=parsed.unread_categories)
 
@@ -76,6 +102,19 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
     return [one_gpu(base_rank if len(indices) == 1 else base_rank * len(indices) + position, index,
                     sorted(work[index], key=_START), markers.get(index, []))
             for position, index in enumerate(indices)]
+
+
+def _bounds_of_the_rest(sorted_lists: list[list[Activity]]) -> Optional[tuple[int, int]]:
+    """(low, high): the starts within ASTRAY_NS of the trace's middle (the middle start of its largest list of
+    events, which a few stray events cannot move, on a thread or stream of their own or not); None where every
+    start is within them (lists sorted by start)."""
+    lists = [activities for activities in sorted_lists if activities]
+    if not lists:
+        return None
+    largest = max(lists, key=len)
+    middle = largest[len(largest) // 2][0]
+    low, high = middle - ASTRAY_NS, middle + ASTRAY_NS
+    return (low, high) if any(activities[0][0] < low or activities[-1][0] > high for activities in lists) else None
 
 
 def _script_traits(host_names: Iterable[str]) -> ScriptTraits:
