@@ -28,7 +28,6 @@ ListedGpus = tuple[dict[int, dict[str, Any]], list[dict[str, Any]]]  # devicePro
 _START = operator.itemgetter(0)  # Activity.start_ns
 
 
-
 def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
     """One RankEvents per GPU found in the file (one, usually); a CPU-only trace gives one without device work."""
     rank = process_rank(parsed.meta)
@@ -48,18 +47,19 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
         def kept(activities: list[Activity]) -> list[Activity]:
             return [activity for activity in activities if low <= activity[0] <= high]
 
-        before = sum(map(len, host_by_thread.values())) + sum(map(len, work.values())) + sum(
-            map(len, markers.values())) + len(gpu_steps)
+        def events_in_all() -> int:  # every event once: runtime calls, steps and ops are among the host's
+            return (sum(map(len, host_by_thread.values())) + sum(map(len, work.values()))
+                    + sum(map(len, markers.values())) + len(gpu_steps))
+
+        all_before = events_in_all()
         device_before = sum(map(len, work.values()))
         host_ops = {thread: kept(ops) for thread, ops in host_ops.items()}
         host_by_thread = {thread: kept(events) for thread, events in host_by_thread.items()}
         work = {index: kept(activities) for index, activities in work.items()}
         markers = {index: kept(activities) for index, activities in markers.items()}
         runtime, steps, data_waits, gpu_steps = kept(runtime), kept(steps), kept(data_waits), kept(gpu_steps)
-        device_astray = device_before - sum(map(len, work.values()))
-        skipped[EVENTS_ASTRAY] += before - sum(map(len, host_by_thread.values())) - sum(
-            map(len, work.values())) - sum(map(len, markers.values())) - len(gpu_steps)
-        device_skipped += device_astray
+        skipped[EVENTS_ASTRAY] += all_before - events_in_all()
+        device_skipped += device_before - sum(map(len, work.values()))
     notes = [f"{counted(count, reason)}: skipped" for reason, count in sorted(skipped.items())]
     notes += [counted(count, reason) for reason, count in sorted(parsed.partly_read.items())]
     if None in work or None in markers:  # device events without a device index
