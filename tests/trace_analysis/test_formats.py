@@ -427,3 +427,14 @@ def test_a_little_queued_idle_is_not_said():
     assert queued_waits_text(rank_report(window_seconds=0.1, queued_waits=(wait,), queued_wait_seconds=0.004)) == []
     assert len(queued_waits_text(rank_report(window_seconds=0.08, queued_waits=(wait,),
                                              queued_wait_seconds=0.004))) == 1
+
+
+def test_a_launch_that_began_in_the_gap_is_not_called_a_launch_that_blocked(tmp_path):
+    """Two kernels start as the gap ends: the gap is judged by the earlier launched (its call returned before the
+    gap: queued work), as the idle split judged it; the other's launch began inside the gap."""
+    events = [step(1, 0, 3000), *launched("first", 0, 0, 1000, 1),  # the file lists the later launched first
+              runtime("cudaLaunchKernel", 1500, 600, 3), kernel("launched_in_the_gap", 2000, 100, 3),
+              runtime("cudaLaunchKernel", 500, 5, 2), kernel("queued", 2000, 100, 2, stream=9)]
+    (rank,) = read_report(write(tmp_path / "t.json", trace(events))).ranks
+    assert rank.blocked_launches == ()
+    assert [(wait.name, round(wait.seconds * 1e6)) for wait in rank.queued_waits] == [("queued", 1000)]

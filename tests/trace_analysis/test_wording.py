@@ -30,3 +30,13 @@ def test_a_reason_written_for_many_events_is_said_of_one_where_there_is_one():
     assert counted(1, "events whose args is not an object: read without their correlation") == (
         "1 event whose args is not an object: read without its correlation")
     assert counted(1_000, "events") == "1,000 events" and counted(1, "events") == "1 event"
+
+
+def test_three_alike_names_stay_three():
+    """One differs from the second early and from the third late: each is shown where it differs."""
+    head = "void cudnn::bn_bw_1C11_kernel_new<float, float, float2, "
+    tail = ">(float, float, float, float, cudnnTensorStruct, float const*, float const*, float)"
+    first, second, third = (head + width + ", true, 1, " + "A" * 53 + end + tail
+                            for width, end in (("128", ", X1"), ("32", ", X1"), ("128", ", X2")))
+    shown = short_names([first, second, third], 60)
+    assert len(set(shown)) == 3 and all(len(name) <= 60 for name in shown)

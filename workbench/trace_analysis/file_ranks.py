@@ -4,6 +4,7 @@ script already does (its traits, from its host ops' names)."""
 
 from __future__ import annotations
 
+import bisect
 import operator
 import re
 from collections import Counter
@@ -24,6 +25,9 @@ MAX_GPUS_PER_FILE = 64
 # in a trace on the epoch's clock), and would stretch the GPU's window (first to last GPU event) across decades.
 ASTRAY_NS = 24 * 3600 * 10**9
 EVENTS_ASTRAY = "events timed more than a day away from the rest of the trace (a corrupt timestamp)"
+# Past this share of a file's events, events timed far from the rest are not a few corrupt ones but clocks that
+# disagree (a host's and a GPU's a day apart): nothing is left out, and a note says the figures may be wrong.
+ASTRAY_SHARE = 0.01
 ListedGpus = tuple[dict[int, dict[str, Any]], list[dict[str, Any]]]  # deviceProperties by id, and in order
 _START = operator.itemgetter(0)  # Activity.start_ns
 
@@ -36,12 +40,22 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
     host_ops = {thread: sort_by_start_longest_first(ops) for thread, ops in parsed.host_ops.items()}
     host_by_thread = {thread: sort_by_start_longest_first(events) for thread, events in parsed.host_by_thread.items()}
     work = {index: sorted(activities, key=_START) for index, activities in parsed.device_work.items()}
-    markers = dict(parsed.gpu_markers)
-    runtime, steps, data_waits, gpu_steps = parsed.runtime, parsed.steps, parsed.data_waits, parsed.gpu_steps
+    markers = {index: sorted(activities, key=_START) for index, activities in parsed.gpu_markers.items()}
+    runtime, steps, data_waits = parsed.runtime, parsed.steps, parsed.data_waits
+    gpu_steps = sorted(parsed.gpu_steps, key=_START)
     skipped = Counter(parsed.skipped)
     device_skipped = parsed.device_events_skipped
-    bounds = _bounds_of_the_rest([*host_by_thread.values(), *work.values()])
-    if bounds is not None:  # events timed far from the rest: a corrupt timestamp would stretch every window
+    notes: list[str] = []
+    lists = [*host_by_thread.values(), *work.values(), *markers.values(), gpu_steps]
+    bounds = _bounds_of_the_rest(lists)
+    astray = 0 if bounds is None else sum(
+        bisect.bisect_left(activities, bounds[0], key=_START) + len(activities)
+        - bisect.bisect_right(activities, bounds[1], key=_START) for activities in lists)
+    if astray > ASTRAY_SHARE * sum(map(len, lists)):  # not a few corrupt timestamps: clocks that disagree
+        notes.append(f"{counted(astray, 'events')} of the file's {sum(map(len, lists)):,} "
+                     f"{'is' if astray == 1 else 'are'} timed more than a day away from the rest (clocks that "
+                     "disagree?): read as they are, so the figures that span them may be wrong")
+    elif bounds is not None:  # a few events timed far from the rest: corrupt timestamps would stretch every window
         low, high = bounds
 
         def kept(activities: list[Activity]) -> list[Activity]:
@@ -60,7 +74,7 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
         runtime, steps, data_waits, gpu_steps = kept(runtime), kept(steps), kept(data_waits), kept(gpu_steps)
         skipped[EVENTS_ASTRAY] += all_before - events_in_all()
         device_skipped += device_before - sum(map(len, work.values()))
-    notes = [f"{counted(count, reason)}: skipped" for reason, count in sorted(skipped.items())]
+    notes[:0] = [f"{counted(count, reason)}: skipped" for reason, count in sorted(skipped.items())]
     notes += [counted(count, reason) for reason, count in sorted(parsed.partly_read.items())]
     if None in work or None in markers:  # device events without a device index
         known = sorted(index for index in work if index is not None)
@@ -105,14 +119,19 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
 
 
 def _bounds_of_the_rest(sorted_lists: list[list[Activity]]) -> Optional[tuple[int, int]]:
-    """(low, high): the starts within ASTRAY_NS of the trace's middle (the middle start of its largest list of
-    events, which a few stray events cannot move, on a thread or stream of their own or not); None where every
+    """(low, high): the starts within ASTRAY_NS of the trace's middle (the lists' middle starts, each weighted by
+    its length: a few stray events cannot move it, on a thread or stream of their own or not); None where every
     start is within them (lists sorted by start)."""
-    lists = [activities for activities in sorted_lists if activities]
+    lists = sorted((activities for activities in sorted_lists if activities),
+                   key=lambda activities: activities[len(activities) // 2][0])
     if not lists:
         return None
-    largest = max(lists, key=len)
-    middle = largest[len(largest) // 2][0]
+    half, seen = sum(map(len, lists)) / 2, 0
+    for activities in lists:  # the weighted median of the lists' middles
+        seen += len(activities)
+        if seen >= half:
+            middle = activities[len(activities) // 2][0]
+            break
     low, high = middle - ASTRAY_NS, middle + ASTRAY_NS
     return (low, high) if any(activities[0][0] < low or activities[-1][0] > high for activities in lists) else None
 

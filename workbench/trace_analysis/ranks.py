@@ -49,7 +49,7 @@ class RankEvents:
     fractional_timestamps: bool = False  # some ts in the file has a fraction of a µs (HTA then rounds)
     traits: ScriptTraits = field(default_factory=ScriptTraits)  # what the script already does (its op names)
     events_skipped: int = 0  # events the reader could not read (mistyped fields, not objects, …), named in notes
-    # The file's kernel, copy and fill events that could not be read whole (skipped, or read without their args),
+    # The file's kernel, copy and fill events skipped (unreadable, or timed impossibly) or read without their args,
     # and all of them: past UNREADABLE_DEVICE_EVENTS of them the GPU figures are not given.
     device_events_unreadable: int = 0
     device_events_in_file: int = 0
@@ -79,7 +79,7 @@ def analyse(events: RankEvents) -> RankReport:
         # The figures of the events read would be told as the GPU's, and wrong: compute 0 % where every kernel
         # had a mistyped field, idle "other" where their args (streams, correlations) could not be read.
         notes.append(f"{unreadable:,} of the file's {in_file:,} kernel, copy and fill events "
-                     f"({unreadable / in_file:.0%}) could not be read whole (named "
+                     f"({unreadable / in_file:.0%}) were skipped or read in part (named "
                      f"above): past {UNREADABLE_DEVICE_EVENTS:.0%} of them the GPU figures would be wrong, so none "
                      "are given")
         device = []
@@ -286,18 +286,22 @@ def _queued_waits(device: Sequence[Activity], runtime: Sequence[Activity], gaps:
     if not gaps:
         return (), 0.0, (), 0.0
     starts = [a.start_ns for a in device]
-    ended_by: list[tuple[int, Activity, int]] = []  # (gap start, the work that ended it, ns)
+    ending: list[tuple[int, list[Activity], int]] = []  # (gap start, the work starting as it ends, ns)
     for gap_start, gap_end, ns in gaps:
         index = bisect.bisect_left(starts, gap_end)
-        if index < len(device) and device[index].start_ns == gap_end:
-            ended_by.append((gap_start, device[index], ns))
-    wanted = {work.correlation for _, work, _ in ended_by}
+        end = bisect.bisect_right(starts, gap_end, lo=index)
+        if end > index:
+            ending.append((gap_start, list(device[index:end]), ns))
+    wanted = {work.correlation for _, works, _ in ending for work in works}
     launch_of = {a.correlation: a for a in runtime if a.correlation in wanted}
     queued: dict[tuple[str, Optional[str]], list[int]] = defaultdict(lambda: [0, 0])  # → [ns, gaps]
     blocked: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for gap_start, work, ns in ended_by:
+    never = 1 << 62
+    for gap_start, works, ns in ending:
+        # the work the idle split judged the gap by: the earliest launched of those starting as it ends
+        work = min(works, key=lambda a: launch_of[a.correlation].start_ns if a.correlation in launch_of else never)
         call = launch_of.get(work.correlation)
-        totals = blocked[call.name] if call is not None and call.end_ns > gap_start else queued[
+        totals = blocked[call.name] if call is not None and call.start_ns < gap_start < call.end_ns else queued[
             (work.name, call.name if call is not None else None)]
         totals[0] += ns
         totals[1] += 1

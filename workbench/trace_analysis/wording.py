@@ -60,18 +60,26 @@ def short_names(names: Sequence[str], characters: int) -> list[str]:
     """Each name as short_name gives it; where two of the list would then read alike (two instances of one template
     that differ in its middle), each shows its head and then the text from just before where they first differ."""
     shown = [short_name(name, characters) for name in names]
-    result = list(shown)
-    for index, name in enumerate(names):
-        twins = [other for other, form in zip(names, shown) if form == shown[index] and other != name]
-        if not twins:
-            continue
-        differs = min(len(os.path.commonprefix([name, twin])) for twin in twins)
-        head = characters // 3
-        start = max(differs - CONTEXT_CHARACTERS, head)
-        window = characters - head - 2  # two ellipses
-        middle = name[start:start + window]
-        result[index] = name[:head] + "…" + middle + ("…" if start + window < len(name) else "")
+    # from where each first differs from a name it reads alike, the earliest such place, then the latest (three
+    # alike names: one may differ from the second early and from the third late)
+    for pick in (min, max):
+        result = list(shown)
+        for index, name in enumerate(names):
+            twins = [other for other, form in zip(names, shown) if form == shown[index] and other != name]
+            if twins:
+                result[index] = _around(name, pick(len(os.path.commonprefix([name, twin])) for twin in twins),
+                                        characters)
+        if len(set(result)) == len(set(names)):
+            break
     return result
+
+
+def _around(name: str, differs: int, characters: int) -> str:
+    """The name's head, then its text from just before ``differs``, in ``characters``."""
+    head = characters // 3
+    start = max(differs - CONTEXT_CHARACTERS, head)
+    window = characters - head - 2  # two ellipses
+    return name[:head] + "…" + name[start:start + window] + ("…" if start + window < len(name) else "")
 
 
 CONTEXT_CHARACTERS = 8  # shown before the first character where two alike names differ
