@@ -46,11 +46,14 @@ def profiled_loop(tmp_path, load_seconds: float, name: str):
 def test_the_dataloaders_time_is_read_as_the_tensorboard_plugin_read_it(tmp_path):
     """No wall-clock bound: the slow loader sleeps 10 ms an image, 4 images a batch, so its 4 profiled steps hold at
     least 160 ms inside enumerate(DataLoader)#…__next__ however loaded the machine; a loader that does not sleep
-    holds far less."""
+    holds far less (9 ms with the slow tier's other process beside it). Their shares of the step are not compared:
+    on a loaded machine the tiny model's step stretches while a sleep does not, and the two shares crossed (0.75
+    against 0.72)."""
     (slow,) = read_report(profiled_loop(tmp_path, load_seconds=0.01, name="slow")).ranks
     (fast,) = read_report(profiled_loop(tmp_path, load_seconds=0.0, name="fast")).ranks
     assert slow.steps == fast.steps == 4
     assert slow.data_wait_seconds >= 4 * 4 * 0.01
     assert slow.dataloader_share == pytest.approx(slow.data_wait_seconds / slow.window_seconds)
-    assert fast.data_wait_seconds < slow.data_wait_seconds and fast.dataloader_share < slow.dataloader_share
+    assert fast.data_wait_seconds < slow.data_wait_seconds
+    assert fast.dataloader_share == pytest.approx(fast.data_wait_seconds / fast.window_seconds)
     assert slow.cpu_only and slow.idle_share is None and any("CPU-only" in note for note in slow.notes)
