@@ -87,8 +87,8 @@ class TimelineBreakdown:
     # The idle spans counted as waiting for the host (what the host was doing then is read from them), in order
     host_wait_spans: tuple[Interval, ...] = ()
     # The idle gaps ended by work launched before they began ("other": queued work that started late), in order:
-    # (gap start, gap end, the gap's ns counted as other: its wait for data apart)
-    other_idle_gaps: tuple[tuple[int, int, int], ...] = ()
+    # (gap start, the gap's ns counted as other: its wait for data apart, the work the gap was judged by)
+    other_idle_gaps: tuple[tuple[int, int, Activity], ...] = ()
 
 
 @dataclass
@@ -182,7 +182,7 @@ def analyse_sorted(activities: SortedActivities, window: Interval, steps: int, g
     busy = union([*all_kernels, *copies, *fills])
     launched_at = _launches(device, activities.launch_starts)
     host_wait_spans: list[Interval] = []
-    other_idle_gaps: list[tuple[int, int, int]] = []
+    other_idle_gaps: list[tuple[int, int, Activity]] = []
     data, host, kernel_wait, other = _attribute_idle(
         device, launched_at, gaps(busy, begin, end), host_data_wait, kernel_wait_ns, host_wait_spans,
         other_idle_gaps)
@@ -268,28 +268,28 @@ def _launches(device: Sequence[Activity], starts: dict[int, int]) -> dict[int, i
 def _attribute_idle(
     device: Sequence[Activity], launched_at: dict[int, int], idle: Sequence[Interval], data_wait: Sequence[Interval],
     kernel_wait_ns: int = 0, host_wait_spans: Optional[list[Interval]] = None,
-    other_gaps: Optional[list[tuple[int, int, int]]] = None,
+    other_gaps: Optional[list[tuple[int, int, Activity]]] = None,
 ) -> tuple[int, int, int, int]:
     """(waiting for data, waiting for the host, kernel wait, other) in ns over the idle gaps; ``launched_at`` is
     ``_launches``'s map; the gaps counted as waiting for the host are added to ``host_wait_spans``, and those ended
-    by work launched before them to ``other_gaps`` (start, end, ns counted as other), where given."""
-    # For each start time, the earliest launch of an activity starting then (None: launch unknown).
-    first_launch: dict[int, Optional[int]] = {}
+    by work launched before them to ``other_gaps`` (start, ns counted as other, that work), where given."""
+    # For each start time, the earliest launch of an activity starting then (None: launch unknown), and that activity.
+    first_launch: dict[int, tuple[Optional[int], Activity]] = {}
     for a in device:
         launch = launched_at.get(a.correlation)
         start = a.start_ns
         if launch is None or start not in first_launch:
-            first_launch[start] = launch
+            first_launch[start] = (launch, a)
         else:
-            known = first_launch[start]
+            known = first_launch[start][0]
             if known is not None and launch < known:
-                first_launch[start] = launch
+                first_launch[start] = (launch, a)
     data = host = kernel_wait = other = 0
     for gap_start, gap_end in idle:
         waiting_for_data = overlap(gap_start, gap_end, data_wait) if data_wait else 0
         rest = gap_end - gap_start - waiting_for_data
         data += waiting_for_data
-        launch = first_launch.get(gap_end)  # the activity that ends the gap (none: the window's tail)
+        launch, work = first_launch.get(gap_end, (None, None))  # what ends the gap (none: the window's tail)
         if launch is not None and launch >= gap_start:
             host += rest
             if host_wait_spans is not None:
@@ -298,8 +298,8 @@ def _attribute_idle(
             kernel_wait += rest
         else:
             other += rest
-            if launch is not None and other_gaps is not None and rest > 0:
-                other_gaps.append((gap_start, gap_end, rest))
+            if work is not None and launch is not None and other_gaps is not None and rest > 0:
+                other_gaps.append((gap_start, rest, work))
     return data, host, kernel_wait, other
 
 

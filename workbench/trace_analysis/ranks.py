@@ -107,7 +107,7 @@ def analyse(events: RankEvents) -> RankReport:
     runtime = _runtime_calls(events.runtime, window)
     median = statistics.median(step_seconds) if step_seconds else None
     queued_waits, queued_seconds, blocked_launches, blocked_seconds = _queued_waits(
-        device, events.runtime, breakdown.other_idle_gaps)
+        events.runtime, breakdown.other_idle_gaps)
     hta_span, hta_idle_split = (None, None) if cpu_only else hta_rules.hta_figures(
         device, events.gpu_markers, launches_and_steps, events.fractional_timestamps, sorted_activities.launch_starts)
     return RankReport(
@@ -163,8 +163,9 @@ def _no_gpu_work_note(events: RankEvents) -> str:
                 f"profiler_metrics) wrote counter ranges ({RANGE_PROFILER_CATEGORY}) in its place, so the GPU figures "
                 "cannot be read; profile without profiler_metrics to get them")
     if events.events_skipped:  # the file's device events may be among those that could not be read
-        return (f"no kernel, copy or fill event could be read ({counted(events.events_skipped, 'events')} skipped, named "
-                "above), so the GPU figures cannot be read")
+        skipped = counted(events.events_skipped, "events")
+        return (f"no kernel, copy or fill event could be read ({skipped} skipped, named above), so the GPU figures "
+                "cannot be read")
     if events.unread_categories:
         named = ", ".join(f"{category} ({count:,})" for category, count in
                           sorted(events.unread_categories.items(), key=lambda item: -item[1])[:4])
@@ -277,29 +278,19 @@ def _host_wait_calls(runtime: Sequence[Activity], spans: Sequence[tuple[int, int
     return tuple(NamedSeconds(name, value) for name, value in ranked)
 
 
-def _queued_waits(device: Sequence[Activity], runtime: Sequence[Activity], gaps: Sequence[tuple[int, int, int]]
+def _queued_waits(runtime: Sequence[Activity], gaps: Sequence[tuple[int, int, Activity]]
                   ) -> tuple[tuple[QueuedWait, ...], float, tuple[NamedSeconds, ...], float]:
-    """The "other" idle gaps (start, end, ns), told apart by what ended them (``device`` sorted by start):
-    work whose launch call had returned before the gap began, by that work and the call ("Memset (Device)",
-    cudaGraphLaunch), and the total; and gaps whose launch call began before the gap and was still running in it
-    (the host inside a launch that blocked), by the call, and their total. The longest first."""
+    """The "other" idle gaps (start, ns, the work the idle split judged each by), told apart: work whose launch call
+    had returned before the gap began, by that work and the call ("Memset (Device)", cudaGraphLaunch), and the
+    total; and gaps whose launch call began before the gap and was still running in it (the host inside a launch
+    that blocked), by the call, and their total. The longest first."""
     if not gaps:
         return (), 0.0, (), 0.0
-    starts = [a.start_ns for a in device]
-    ending: list[tuple[int, list[Activity], int]] = []  # (gap start, the work starting as it ends, ns)
-    for gap_start, gap_end, ns in gaps:
-        index = bisect.bisect_left(starts, gap_end)
-        end = bisect.bisect_right(starts, gap_end, lo=index)
-        if end > index:
-            ending.append((gap_start, list(device[index:end]), ns))
-    wanted = {work.correlation for _, works, _ in ending for work in works}
+    wanted = {work.correlation for _, _, work in gaps}
     launch_of = {a.correlation: a for a in runtime if a.correlation in wanted}
     queued: dict[tuple[str, Optional[str]], list[int]] = defaultdict(lambda: [0, 0])  # → [ns, gaps]
     blocked: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    never = 1 << 62
-    for gap_start, works, ns in ending:
-        # the work the idle split judged the gap by: the earliest launched of those starting as it ends
-        work = min(works, key=lambda a: launch_of[a.correlation].start_ns if a.correlation in launch_of else never)
+    for gap_start, ns, work in gaps:
         call = launch_of.get(work.correlation)
         totals = blocked[call.name] if call is not None and call.start_ns < gap_start < call.end_ns else queued[
             (work.name, call.name if call is not None else None)]

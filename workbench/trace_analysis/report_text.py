@@ -39,10 +39,11 @@ def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
         lines.append(f"  GPU time over {over}: compute {_pct(rank.compute_share)} · communication "
                      f"{_pct(rank.communication_share)} · memory {_pct(rank.memory_share)} · idle "
                      f"{_pct(rank.idle_share)}  ({rank.kernels:,} kernel{'' if rank.kernels == 1 else 's'})")
-        data = _pct(rank.idle_for_data_share) if rank.idle_for_data_share is not None else "n/a (no DataLoader spans)"
         if rank.idle_share == 0:
             lines.append("  idle: none (the GPU was never idle, so there is no idle time to split by cause)")
         else:
+            data = (_pct(rank.idle_for_data_share) if rank.idle_for_data_share is not None
+                    else "n/a (no DataLoader spans)")
             lines.append(f"  idle: waiting for data {data} · for the host "
                          f"{_pct(rank.idle_for_host_share)} · kernel wait {_pct(rank.idle_kernel_wait_share)} · "
                          f"other {_pct(rank.idle_other_share)} (shares of the idle time)")

@@ -98,7 +98,8 @@ def _launch_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
     graphs = _graph_launch_seconds(rank)
     already = (f"; CUDA graphs already launch part of each step ({format_step_seconds(graphs / rank.steps)} of cudaGraphLaunch "
                f"per step): the host work left outside them sets the pace" if graphs and rank.steps else "")
-    idle = f"the GPU sat idle waiting for the host to launch work {_pct(figure)} of {_window(rank)}"
+    how_long = f"{_pct(figure)} of {_window(rank)}"
+    idle = f"the GPU sat idle waiting for the host to launch work {how_long}"
     loading = (" (no DataLoader spans in the trace: any time the host spent loading data is in this figure)"
                if rank.idle_for_data_share is None and rank.dataloader_share is None else "")
     head = (f"Launch-bound: {idle}{loading}{_launch_detail(rank)}{already} "
@@ -138,7 +139,7 @@ def _launch_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
         wait = rank.host_wait_seconds or 1.0  # known: the share above is of it
         calls = ", ".join(f"{call.name} {_pct(call.seconds / wait)}" for call in rank.host_wait_calls
                           if call.name.startswith(ALLOCATOR_CALLS) and call.seconds >= 0.01 * wait)
-        waiting = idle.replace(" to launch work", "")  # it was not launching: that is the finding
+        waiting = f"the GPU sat idle waiting for the host {how_long}"  # not launching: that is the finding
         return figure, [Finding(
             kind="allocator-bound", text=f"Allocator-bound: {waiting}{loading}, and the host spent {_pct(allocating)} "
             f"of that wait taking memory from the driver or giving it back ({calls}; threshold "
