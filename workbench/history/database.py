@@ -10,10 +10,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import sqlite3
+import time
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
 from workbench.history.errors import (
+    SQLITE_BUSY,
     SQLITE_CANTOPEN,
     SQLITE_IOERR,
     SQLITE_READONLY,
@@ -29,6 +31,8 @@ DATABASE_NAME = "history.sqlite3"
 # to 1 MiB after one: a run's log stays small on a small disk. Checkpoints run in the writing process.
 WAL_AUTOCHECKPOINT_PAGES = 128
 JOURNAL_SIZE_LIMIT_BYTES = 1 << 20
+# How long an open or a write waits for another process's lock before saying the history is busy.
+BUSY_TIMEOUT_S = 10.0
 # The tables a run's start writes: checked page by page on open (they are small; step metrics are not read).
 CHECKED_TABLES = ("runs", "sequences", "run_revision")
 
@@ -88,13 +92,13 @@ def open_for_writing(path: Path, migrations: Sequence[Migration], newest: int) -
     with translated(path, "open"):
         path.parent.mkdir(parents=True, exist_ok=True)
         # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE), see HistoryDatabase.transaction.
-        conn = sqlite3.connect(path, timeout=10.0, isolation_level=None)
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     conn.row_factory = sqlite3.Row
     database = HistoryDatabase(conn, path)
     try:
         version = usable_version(conn, path, migrations, newest)  # before anything writes to the file
         with translated(path, "open"):
-            conn.execute("PRAGMA journal_mode=WAL")
+            _use_wal(conn)
             # NORMAL in WAL keeps every commit through a process crash; only power loss can cost the last ones.
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
@@ -106,6 +110,24 @@ def open_for_writing(path: Path, migrations: Sequence[Migration], newest: int) -
         conn.close()
         raise
     return database
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Switch the file to WAL (a no-op once it is), waiting for other processes as a write would.
+
+    SQLite does not wait out the busy timeout here: a switch that finds another connection holding the write lock
+    of a file still in rollback mode (another process switching it: two processes opening a new history at once)
+    fails at once, as waiting could deadlock. It is tried again until the timeout, having let go of its own lock."""
+    deadline, pause = time.monotonic() + BUSY_TIMEOUT_S, 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL").fetchall()
+            return
+        except sqlite3.OperationalError as error:
+            if sqlite_code(error) != SQLITE_BUSY or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(2 * pause, 0.1)
 
 
 def open_for_reading(path: Path, migrations: Sequence[Migration], newest: int) -> HistoryDatabase:
@@ -135,7 +157,7 @@ def _connect_read_only(path: Path) -> tuple[sqlite3.Connection, Optional[str]]:
     disk), immutable=1, which reads the database file alone: commits still in its -wal file are not seen."""
     uri = path.absolute().as_uri()
     with translated(path, "read"):
-        conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=10.0, isolation_level=None)
+        conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     try:
         conn.execute("PRAGMA user_version").fetchone()  # the first read opens the WAL, if the file has one
         return conn, None
