@@ -1,5 +1,5 @@
 """A `workbench run` CLI process in a session of its own, as a terminal starts one, and its stderr read up to a
-line: shared by the Ctrl-C and the signal tests."""
+line: shared by the Ctrl-C, the signal and the abandoned-work tests."""
 
 from __future__ import annotations
 
@@ -9,13 +9,18 @@ import sys
 import threading
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+# What a worker stuck by stuck_batches.py prints (here: a test must not import that module, which patches).
+STUCK_LINE = "stuck_batches: a worker is stuck in the dataset"
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 
 
 def cli(home: Path, *args: str, preamble: str = "", stderr=subprocess.PIPE) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "WORKBENCH_HOME": str(home)}
-    code = preamble + "import sys\nfrom workbench.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    # This folder too: Python 3.11's forkserver ignores the sys.path it is sent, and a test's module that patches
+    # the workers (slow_batches, stuck_batches) must import there to take effect.
+    path = os.pathsep.join((str(REPO), str(HERE), os.environ.get("PYTHONPATH", "")))
+    env = {**os.environ, "PYTHONPATH": path, "WORKBENCH_HOME": str(home)}
+    code = preamble + "import sys\nfrom workbench.cli import program\nsys.exit(program(sys.argv[1:]))\n"
     return subprocess.Popen(
         [sys.executable, "-c", code, "run", "--dataset", "synthetic", "--synthetic-size", "2048", "--batch-size", "32",
          "--max-steps", "100000", "--device", "cpu", "--num-workers", "2", "--persistent-workers", "--log-every", "5",

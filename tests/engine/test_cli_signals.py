@@ -27,7 +27,7 @@ from workbench.history.store import HistoryStore
 
 START_METHOD = ("--worker-start-method", "forkserver")  # the default, and the one whose processes kept each other
 # The run waits on its workers (slow_batches.py): a worker a signal killed would fail the run, not go unnoticed.
-SLOW_BATCHES = f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\nimport slow_batches\n"
+SLOW_BATCHES = "import slow_batches\n"
 WORKERS_UP_S = 240.0  # a loaded 2-core machine may take a minute to start the forkserver and two workers
 
 

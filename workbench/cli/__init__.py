@@ -85,6 +85,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return reader_gone()
 
 
+def program(argv: Optional[Sequence[str]] = None) -> int:
+    """The `workbench` program (its console script and ``python -m workbench``): ``main``, then the process's end,
+    at once where work a stop abandoned still runs (see program_exit.py). In-process callers use ``main``."""
+    from workbench.cli.program_exit import end_program
+
+    return end_program(main(argv))
+
+
 def reader_gone() -> int:
     """The reader of our output went away (`workbench runs | head`): end quietly as other Unix tools do, with
     the shell's code for a death by SIGPIPE. Python flushes stdout once more at exit, which would raise again

@@ -24,6 +24,7 @@ from workbench.engine.worker_lifetime import block_stop_signals
 T = TypeVar("T")
 
 POLL_SECONDS = 0.05  # stop latency added by polling; far below the 2 s a stop may take
+THREAD_PREFIX = "workbench-"  # a helper thread's name: this, then the phase's
 
 _abandoned_lock = threading.Lock()
 _abandoned: set[threading.Thread] = set()
@@ -61,7 +62,7 @@ class HelperCall:
         if stop():
             raise Stopped(self.name)
         call = self._call
-        thread = threading.Thread(target=call.work, name=f"workbench-{self.name}", daemon=True)
+        thread = threading.Thread(target=call.work, name=THREAD_PREFIX + self.name, daemon=True)
         thread.start()
         try:
             while not call.done.wait(POLL_SECONDS):
@@ -93,6 +94,12 @@ def wait_for_abandoned(timeout: float) -> bool:
     with _abandoned_lock:
         _abandoned.difference_update(thread for thread in threads if not thread.is_alive())
         return not _abandoned
+
+
+def abandoned_phases() -> list[str]:
+    """The names of the abandoned phases still running ("worker start-up"), sorted."""
+    with _abandoned_lock:
+        return sorted(thread.name.removeprefix(THREAD_PREFIX) for thread in _abandoned if thread.is_alive())
 
 
 class _Call:
