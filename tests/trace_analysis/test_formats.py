@@ -374,7 +374,7 @@ def test_zero_length_kernels_give_no_idle_figures_and_no_claim_about_idle(tmp_pa
     (rank,) = read_report(write(tmp_path / "t.json", trace(events))).ranks
     assert rank.idle_share is None
     text = "\n".join(rank_lines(rank))
-    assert "never idle" not in text and "idle: waiting for data n/a" in text
+    assert "never idle" not in text and "idle: n/a (the time the figures are over has no length)" in text
 
 
 def test_idle_ended_by_work_launched_before_it_is_named_by_that_work_and_its_launch(tmp_path):
@@ -438,3 +438,19 @@ def test_a_launch_that_began_in_the_gap_is_not_called_a_launch_that_blocked(tmp_
     (rank,) = read_report(write(tmp_path / "t.json", trace(events))).ranks
     assert rank.blocked_launches == ()
     assert [(wait.name, round(wait.seconds * 1e6)) for wait in rank.queued_waits] == [("queued", 1000)]
+
+
+def test_a_window_of_no_length_says_so_not_that_the_trace_has_no_dataloader_spans(tmp_path):
+    """One GPU event of no duration and no steps: no share can be given. The DataLoader's figure read "n/a (no
+    DataLoader spans in this trace)" beside the trace's DataLoader span, and the idle split the same."""
+    loader = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    report = read_report(write(tmp_path / "t.json", trace([*launched("gemm", 0, 100, 0, 1), op(loader, 0, 300)])))
+    (rank,) = report.ranks
+    assert (rank.idle_share, rank.dataloader_share, rank.data_spans) == (None, None, 1)
+    text = "\n".join(rank_lines(rank))
+    assert "no DataLoader spans" not in text
+    assert "idle: n/a (the time the figures are over has no length)" in text
+    assert "DataLoader (host in enumerate(DataLoader)#…__next__): n/a (the time the figures are over has no length)" in text
+    assert any(note.startswith("the time the figures are over has no length") for note in rank.notes)
+    (section,) = trace_page(report, "").sections
+    assert not any("no DataLoader spans" in fact for fact in section.facts)

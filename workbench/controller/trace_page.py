@@ -124,7 +124,7 @@ def _rank_section(rank: RankReport, name_file: bool = False) -> RankSection:
             f"{label} {_percent(span.get(key))}" for label, key in parts) + (
             "; by HTA's rules: " + ", ".join(f"{label} {_percent(as_hta.get(key))}" for label, key in parts)
             if as_hta else ""))
-    if not cpu_only and rank.dataloader_share is None:  # (the idle split is None too where nothing was idle)
+    if not cpu_only and rank.dataloader_share is None and not rank.data_spans:  # (None too where nothing was idle)
         facts.append("Waiting for data: n/a (the trace has no DataLoader spans): time the host spent loading "
                      "data is counted as waiting for the host")
     if rank.dataloader_share is not None:

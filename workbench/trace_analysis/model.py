@@ -106,6 +106,7 @@ class RankReport:
     device_index: Optional[int] = None  # the GPU's index in the trace (None: no device work)
     gpu_span_window_ns: Optional[tuple[int, int]] = None  # HTA's window on the trace's clock
     data_wait_seconds: float = 0.0  # host time blocked on the next batch (DataLoader __next__ or our annotation)
+    data_spans: int = 0  # the spans data_wait_seconds is read from (0: the trace has none, so no figure of it)
     launches: int = 0  # runtime calls that put device work on the GPU
     cpu_only: bool = False  # no device work was read (a CPU-only trace, or its device events unreadable): no GPU figures
     # HTA's idle split, replayed ({host_wait, kernel_wait, other}: each stream's gaps on their own, summed), beside

@@ -18,7 +18,7 @@ from workbench.engine import intervals, kineto, timeline
 from workbench.engine.timeline import MEMCPY, MEMSET, Activity
 from workbench.trace_analysis import hta_rules
 from workbench.trace_analysis.model import UNKNOWN_DEVICE, NamedSeconds, QueuedWait, RankReport, ScriptTraits
-from workbench.trace_analysis.wording import counted
+from workbench.trace_analysis.wording import ZERO_WINDOW, counted
 
 TOP_COUNT = 10
 UNREADABLE_DEVICE_EVENTS = 0.01  # a share of the file's kernel, copy and fill events
@@ -102,6 +102,8 @@ def analyse(events: RankEvents) -> RankReport:
         sorted_activities, window, len(steps), gpu=not cpu_only, top=TOP_COUNT, kernel_wait_ns=hta_rules.KERNEL_WAIT_NS)
     span = window[1] - window[0]
     shares = _shares(breakdown, span) if not cpu_only and span > 0 else None
+    if span <= 0:
+        notes.append(f"{ZERO_WINDOW} (it begins and ends at the same moment): no share of it can be given")
     data_wait_ns = intervals.total(intervals.clip(intervals.union(data_wait_spans), *window))
     has_data_marks = bool(data_wait_spans)
     runtime = _runtime_calls(events.runtime, window)
@@ -142,6 +144,7 @@ def analyse(events: RankEvents) -> RankReport:
         device_index=events.device_index,
         gpu_span_window_ns=hta_rules.span_window(device, events.gpu_markers),
         data_wait_seconds=data_wait_ns / 1e9,
+        data_spans=len(data_wait_spans),
         launches=breakdown.launches or 0,
         cpu_only=cpu_only,
         per_stream_idle_split=hta_idle_split,

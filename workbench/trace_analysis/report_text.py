@@ -13,7 +13,13 @@ from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, NamedChan
                                                 names_compared_per_step, other_gpu, per_step, run_to_run_caveat,
                                                 step_verdict_text, straggler, work_moved)
 from workbench.trace_analysis.model import EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
-from workbench.trace_analysis.wording import host_wait_calls_text, queued_waits_text, short_names
+from workbench.trace_analysis.wording import (
+    ZERO_WINDOW,
+    dataloader_unknown,
+    host_wait_calls_text,
+    queued_waits_text,
+    short_names,
+)
 
 TOP_SHOWN = 5
 
@@ -41,6 +47,8 @@ def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
                      f"{_pct(rank.idle_share)}  ({rank.kernels:,} kernel{'' if rank.kernels == 1 else 's'})")
         if rank.idle_share == 0:
             lines.append("  idle: none (the GPU was never idle, so there is no idle time to split by cause)")
+        elif rank.idle_share is None:
+            lines.append(f"  idle: n/a ({ZERO_WINDOW})")
         else:
             data = (_pct(rank.idle_for_data_share) if rank.idle_for_data_share is not None
                     else "n/a (no DataLoader spans)")
@@ -56,7 +64,7 @@ def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
                      f"{_pct(span.get('compute_share'))} · non-compute {_pct(span.get('non_compute_share'))}{by_hta}")
     lines.append("  DataLoader (host in enumerate(DataLoader)#…__next__): "
                  + (f"{_pct(rank.dataloader_share)} of {'the step time' if rank.steps else 'the traced window'}"
-                    if rank.dataloader_share is not None else "n/a (no DataLoader spans in this trace)"))
+                    if rank.dataloader_share is not None else f"n/a ({dataloader_unknown(rank)})"))
     if rank.top_kernels:
         lines.append("  top kernels: " + _named(rank.top_kernels))
     if rank.top_host_ops:

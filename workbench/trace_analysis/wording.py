@@ -9,6 +9,14 @@ from typing import Optional, Sequence
 from workbench.formatting import format_step_seconds
 from workbench.trace_analysis.model import RankReport
 
+# Where the steps (or the first to the last GPU event) span no time: every share of that time is unknown.
+ZERO_WINDOW = "the time the figures are over has no length"
+
+
+def dataloader_unknown(rank: RankReport) -> str:
+    """Why RankReport.dataloader_share is None, in words."""
+    return ZERO_WINDOW if rank.data_spans else "no DataLoader spans in this trace"
+
 
 def host_wait_calls_text(rank: RankReport, shown: int = 4) -> Optional[str]:
     """RankReport.host_wait_calls in words, as the CLI's text and the window's page say them; None without."""
