@@ -75,16 +75,21 @@ def _ignore_repeats_while_unloading() -> None:
 
 def exit_saying_so(signum: int, frame: Any) -> None:
     """A stop signal again once the command has ended: one line, what is printed flushed, exit 128 + signal."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed or gone reader
-            pass
+    flush_output()
     try:
         os.write(2, f"workbench: {signal.Signals(signum).name} again while exiting: exiting now\n".encode())
     except OSError:
         pass
     os._exit(128 + signum)
+
+
+def flush_output() -> None:
+    """What the command printed, flushed before an os._exit (which skips Python's own flush)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or gone reader
+            pass
 
 
 def on_sample_request(requests: Any, progress: ProgressLine) -> Any:

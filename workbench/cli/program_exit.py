@@ -20,6 +20,7 @@ import signal
 import sys
 import time
 
+from workbench.cli.interrupts import flush_output
 from workbench.engine.interruptible import abandoned_phases
 
 # torch's DataLoader looks at its workers every 5 s (MP_STATUS_CHECK_INTERVAL) while it waits for a batch; this
@@ -43,11 +44,7 @@ def end_program(code: int) -> int:
         time.sleep(KILL_EVERY_S)
     if not abandoned_phases():
         return code
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed or gone reader
-            pass
+    flush_output()
     os._exit(code)
 
 

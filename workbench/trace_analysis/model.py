@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from workbench.formatting import format_step_seconds
-
 
 class TraceError(ValueError):
     """One line for the user: why this file cannot be read (the CLI exits 2)."""
