@@ -6,7 +6,7 @@ import csv
 import sqlite3
 
 import pytest
-from builders import INPUT_BOUND, record_complete_run, trace_rank as rank, trace_record as trace
+from builders import record_complete_run, trace_rank as rank, trace_record as trace
 
 from workbench.config import FIELD_NAMES, RunConfig
 from workbench.history.compare import TRACE_HAS_NO_SETTINGS, compare_runs

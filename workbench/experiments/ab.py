@@ -19,7 +19,6 @@ No torch, no Qt.
 
 from __future__ import annotations
 
-import bisect
 import functools
 import math
 import statistics

@@ -17,7 +17,7 @@ from workbench.history.export_targets import write_csv
 from workbench.history.metrics import SUMMARY_METRICS, iso_utc
 from workbench.history.records import TAG_SEPARATOR, RunRecord
 from workbench.history.schema import EPOCH_COLUMNS, RANK_PEAK_FIGURES, STEP_COLUMNS
-from workbench.history.store import HistoryError, HistoryStore
+from workbench.history.store import HistoryStore
 from workbench.history.trace_records import GPU_SPAN_KEYS, RANK_FIGURE_KEYS
 
 # What the run is and where it came from (source: gui or cli), as the Runs tab shows it, and the
