@@ -73,6 +73,12 @@ if [ "$DRY_RUN" = 0 ] && ! python -c "import pytest_timeout" 2>/dev/null; then
   PYTEST_TIMEOUT_OPTS=(-W "ignore::pytest.PytestConfigWarning")
 fi
 
+# pyproject's addopts run pytest in two processes (pytest-xdist's -n 2); the GPU tests run in one (-n 0): they
+# measure the GPU's memory and time, which a second process on the one GPU would change.
+if [ "$DRY_RUN" = 0 ] && ! python -c "import xdist" 2>/dev/null; then
+  echo "pytest-xdist is not installed: pyproject's pytest options need it (pip install pytest-xdist, or the test extra)"
+fi
+
 WB="python -m workbench run --dataset synthetic --max-steps 400 --log-every 10 --profile --profile-every 150
     --no-evaluate --json --no-history"
 case "$PART" in
@@ -80,7 +86,7 @@ case "$PART" in
     # About 270 s on an H100 before the telemetry, compile-mode and decode tests were added.
     step "GPU tests" 420 "pytest_gpu.log" \
       python -m pytest -q -rA -m gpu "${PYTEST_TIMEOUT_OPTS[@]}" tests/engine tests/experiments tests/history \
-      -p no:cacheprovider
+      -p no:cacheprovider -n 0
     # shellcheck disable=SC2086 # $WB is a command line on purpose
     step "GPM: launch-bound (small-cnn b32)" 60 "gpm_launch_bound.json" \
       $WB --model small-cnn --batch-size 32 --pipeline gpu-resident

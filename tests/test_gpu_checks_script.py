@@ -69,6 +69,12 @@ def test_a_dry_run_starts_every_planned_step_within_the_budget_and_lists_what_is
         assert f"part {part} of 4: every step ran" in done.stdout
 
 
+def test_the_gpu_tests_run_in_one_process():
+    """pyproject's addopts run pytest in two processes; two on one GPU would change what its tests measure."""
+    line = re.search(r'step "GPU tests" \d+ "pytest_gpu.log" \\\n(.*?)\n\s+#', SCRIPT.read_text(), re.S).group(1)
+    assert line.split()[-2:] == ["-n", "0"]
+
+
 @pytest.mark.slow  # several seconds of processes or training: the fast tier stays under 5 minutes
 def test_the_gpu_tests_run_with_this_projects_own_config_with_or_without_pytest_timeout(tmp_path):
     """The script runs pytest from the project's root (pyproject.toml: warnings are errors, timeout = 300) and
