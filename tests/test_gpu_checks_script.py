@@ -69,18 +69,21 @@ def test_a_dry_run_starts_every_planned_step_within_the_budget_and_lists_what_is
         assert f"part {part} of 4: every step ran" in done.stdout
 
 
+def gpu_tests_line() -> str:
+    """The pytest command line of the script's "GPU tests" step."""
+    return re.search(r'step "GPU tests" \d+ "pytest_gpu.log" \\\n(.*?)\n\s+#', SCRIPT.read_text(), re.S).group(1)
+
+
 def test_the_gpu_tests_run_in_one_process():
     """pyproject's addopts run pytest in two processes; two on one GPU would change what its tests measure."""
-    line = re.search(r'step "GPU tests" \d+ "pytest_gpu.log" \\\n(.*?)\n\s+#', SCRIPT.read_text(), re.S).group(1)
-    assert line.split()[-2:] == ["-n", "0"]
+    assert gpu_tests_line().split()[-2:] == ["-n", "0"]
 
 
 @pytest.mark.slow  # several seconds of processes or training: the fast tier stays under 5 minutes
 def test_the_gpu_tests_run_with_this_projects_own_config_with_or_without_pytest_timeout(tmp_path):
     """The script runs pytest from the project's root (pyproject.toml: warnings are errors, timeout = 300) and
     lets PytestConfigWarning pass only where pytest-timeout is missing; that command line collects here."""
-    text = SCRIPT.read_text()
-    line = re.search(r'step "GPU tests" \d+ "pytest_gpu.log" \\\n(.*?)\n\s+#', text, re.S).group(1)
+    line = gpu_tests_line()
     assert " -c " not in line and "--rootdir" not in line and " -o " not in line and "--override-ini" not in line
     assert '"${PYTEST_TIMEOUT_OPTS[@]}"' in line
     # Without pytest-timeout (disabled here with -p no:timeout), the option the script adds keeps pytest going.
