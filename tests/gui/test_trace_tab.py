@@ -159,6 +159,8 @@ def test_a_dropped_h100_trace_shows_its_copies_and_the_change_they_call_for(qtbo
     assert "Copies and fills" in text and "Memcpy HtoD (Pinned -> Device)" in text
     assert "Copy-bound: copies and fills" in text and "uint8" in text and "pin_memory=True" not in text
     assert "copy-bound: Copy-bound" not in text  # the finding's name is said once
+    # and each threshold once, in the finding's own words: "(threshold 15%)", not again after it
+    assert text.count("(threshold 15%)") == 1 and "against a threshold" not in text
 
 
 @needs_traces

@@ -304,3 +304,21 @@ def test_the_real_a100_trace_whose_host_frees_memory_is_allocator_bound():
     (rank,) = with_findings(read_report(SHARED / "a100-alexnet-benchmark.json.gz")).ranks
     assert [finding.kind for finding in rank.findings] == ["allocator-bound"]
     assert 0.6 < rank.findings[0].figure < 0.7  # cudaFree 51 %, cudaMalloc 15 % of the wait
+
+
+def test_every_finding_says_its_threshold_in_its_own_words(tmp_path):
+    """The text report and the window's page show a finding's text alone: it must name the threshold that fired
+    it, as the JSON's ``threshold`` holds it (the page once added it again, and said it twice)."""
+    launch = dict(idle_share=0.5, idle_for_host_share=0.8, idle_other_share=0.0, idle_kernel_wait_share=0.2,
+                  compute_share=0.4)
+    ranks = [waiting_for_data(0.3), rank_report(**launch),
+             rank_report(**launch, sync_calls=(NamedSeconds("aten::item", 0.1),)),
+             rank_report(communication_share=0.25, compute_share=0.5), rank_report(memory_share=0.2, compute_share=0.55),
+             rank_report(compute_share=0.9, idle_share=0.05, memory_share=0.03, communication_share=0.02),
+             host_waits_in(tmp_path, "cudaFree")]
+    findings = [finding for rank in ranks for finding in findings_for(rank)]
+    assert {finding.kind for finding in findings} == {"input-bound", "launch-bound", "sync-in-loop",
+                                                      "communication-bound", "copy-bound", "compute-bound",
+                                                      "allocator-bound"}
+    for finding in findings:
+        assert f"threshold {finding.threshold:.0%}" in finding.text, finding.text

@@ -43,11 +43,11 @@ class Share:
 
 @dataclass(frozen=True)
 class FindingLine:
-    """One problem: what fired it and every change offered for it (a finding per change in the report)."""
+    """One problem, its text saying the figure that fired it and the threshold (as the text report prints it), and
+    every change offered for it (a finding per change in the report)."""
 
     kind: str
     text: str
-    fired: str  # "33.4% against a threshold of 10%" (every finding's figure and threshold are shares)
     changes: tuple[str, ...]
 
 
@@ -163,10 +163,9 @@ def _finding_lines(rank: RankReport) -> tuple[FindingLine, ...]:
         key = (finding.kind, finding.text)
         if key in lines:
             line = lines[key]
-            lines[key] = FindingLine(line.kind, line.text, line.fired, (*line.changes, finding.change))
+            lines[key] = FindingLine(line.kind, line.text, (*line.changes, finding.change))
         else:
-            lines[key] = FindingLine(finding.kind, finding.text, f"{finding.figure:.1%} against a threshold of "
-                                     f"{finding.threshold:.0%}", (finding.change,))
+            lines[key] = FindingLine(finding.kind, finding.text, (finding.change,))
     return tuple(lines.values())
 
 

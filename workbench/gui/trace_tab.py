@@ -220,8 +220,7 @@ def _rank_html(section: RankSection) -> str:
     parts.append("<p style='margin-top:4px'>" + "<br>".join(_text(fact) for fact in section.facts) + "</p>")
     if section.findings:
         items = "".join(
-            f"<li>{_finding_head(finding.kind, finding.text)} "
-            f"<span style='color:#505050'>({_text(finding.fired)})</span>"
+            f"<li>{_finding_head(finding.kind, finding.text)}"
             + "".join(f"<br>Change: <code>{_text(change)}</code>" for change in finding.changes) + "</li>"
             for finding in section.findings)
         parts.append(f"<p style='margin-bottom:0'><b>Findings</b></p><ul style='margin-top:0'>{items}</ul>")
