@@ -194,6 +194,33 @@ def test_a_few_unreadable_device_events_of_many_leave_the_figures(tmp_path):
     assert not any("were skipped or read in part" in note for note in rank.notes)
 
 
+def test_a_gpus_unreadable_events_are_held_to_its_own_count_in_a_file_of_several(tmp_path):
+    """One process's trace of two GPUs, cuda:1's kernels broken 5 in 100, cuda:0's all read (900): counted over
+    the file (0.5 %), cuda:1's figures were given from the 95 read, and the other way round a GPU whose events
+    were all read lost its figures to another's. Each GPU is held to its own events; one that names no GPU of
+    the file counts for each."""
+    def kernels(device: int, count: int, first: int) -> list[dict]:
+        return [event for n in range(count)
+                for event in launched(f"k{n}", n, n + 1, 0.5, first + n, device=device, stream=7 + device)]
+
+    broken = [dict(launched(f"b{n}", 1, 2 + n, 0.5, 5000 + n, device=1)[1], dur=-1) for n in range(5)]
+    events = [step(1, 0, 1000), *kernels(0, 900, 1), *kernels(1, 95, 1000), *broken]
+    first, second = read_report(write(tmp_path / "t.json", trace(events))).ranks
+    assert (first.device_index, second.device_index) == (0, 1)
+    assert first.kernels == 900 and first.compute_share is not None
+    assert second.cpu_only and second.compute_share is None and not second.findings
+    assert ("5 of cuda:1's 100 kernel, copy and fill events (5%) were skipped or read in part (named above): past 1% "
+            "of them the GPU figures would be wrong, so none are given") in second.notes
+    # a broken kernel whose device cannot be read may be either GPU's: it counts for both
+    unnamed = dict(launched("u", 1, 3, 0.5, 9000)[1], dur=-1, pid="?", args={"device": "?", "stream": 7})
+    many_broken = [dict(event, dur=-1) for event in kernels(0, 10, 8000)[1::2]]
+    events = [step(1, 0, 1000), *kernels(0, 1000, 1), *many_broken, *kernels(1, 199, 2000), unnamed]
+    first, second = read_report(write(tmp_path / "u.json", trace(events))).ranks
+    # cuda:0: 10 of its own and the unnamed one, of 1,011 (1.1 %); cuda:1: the unnamed one of 200 (0.5 %)
+    assert first.cpu_only and "11 of cuda:0's 1,011 kernel, copy and fill events (1%)" in " ".join(first.notes)
+    assert not second.cpu_only and second.kernels == 199
+
+
 TOO_LONG = "events longer than a day (a corrupt duration: no profiler records a span that long): skipped"
 
 

@@ -44,7 +44,8 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
     runtime, steps, data_waits = parsed.runtime, parsed.steps, parsed.data_waits
     gpu_steps = sorted(parsed.gpu_steps, key=_START)
     skipped = Counter(parsed.skipped)
-    device_skipped = parsed.device_events_skipped
+    device_skipped = Counter(parsed.device_events_skipped)  # by the GPU each names (None: none read), astray too
+    device_events = Counter({index: len(activities) for index, activities in parsed.device_work.items()})
     notes: list[str] = []
     lists = [*host_by_thread.values(), *work.values(), *markers.values(), gpu_steps]
     bounds = _bounds_of_the_rest(lists)
@@ -66,14 +67,14 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
                     + sum(map(len, markers.values())) + len(gpu_steps))
 
         all_before = events_in_all()
-        device_before = sum(map(len, work.values()))
+        device_before = {index: len(activities) for index, activities in work.items()}
         host_ops = {thread: kept(ops) for thread, ops in host_ops.items()}
         host_by_thread = {thread: kept(events) for thread, events in host_by_thread.items()}
         work = {index: kept(activities) for index, activities in work.items()}
         markers = {index: kept(activities) for index, activities in markers.items()}
         runtime, steps, data_waits, gpu_steps = kept(runtime), kept(steps), kept(data_waits), kept(gpu_steps)
         skipped[EVENTS_ASTRAY] += all_before - events_in_all()
-        device_skipped += device_before - sum(map(len, work.values()))
+        device_skipped.update({index: before - len(work[index]) for index, before in device_before.items()})
     notes[:0] = [f"{counted(count, reason)}: skipped" for reason, count in sorted(skipped.items())]
     notes += [counted(count, reason) for reason, count in sorted(parsed.partly_read.items())]
     if None in work or None in markers:  # device events without a device index
@@ -94,10 +95,12 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
                      f"one report per GPU, numbered process rank × {len(indices)} + its place by device index; "
                      "the host's figures (its ops, launch calls and syncs) are the process's, shared by its GPUs")
     traits = _script_traits(parsed.host_names)
-    device_events = sum(len(activities) for activities in parsed.device_work.values())
+    unreadable = device_skipped + parsed.device_events_partly_read  # Counter's + drops the keys counted 0
 
     def one_gpu(rank: int, index: Optional[int], device_work: list[Activity], gpu_markers: list[Activity]
                 ) -> RankEvents:
+        device_unreadable, device_in_file = _device_events_of(index, indices, unreadable,
+                                                              parsed.device_events_skipped, device_events)
         return RankEvents(
             rank=rank, device_index=index, device=_device_name(gpus, index),
             compute_capability=_compute_capability(gpus, index), device_work=device_work,
@@ -105,9 +108,8 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
             host_by_thread=host_by_thread, host_ops_by_thread=host_ops, notes=list(notes),
             fractional_timestamps=parsed.fractional_timestamps, traits=traits,
             events_skipped=sum(skipped.values()),
-            device_events_unreadable=device_skipped + parsed.device_events_partly_read,
-            device_events_in_file=device_events + parsed.device_events_skipped,
-            unread_categories=parsed.unread_categories)
+            device_events_unreadable=device_unreadable, device_events_in_file=device_in_file,
+            gpus_in_file=len(indices), unread_categories=parsed.unread_categories)
 
     if not indices:
         return [one_gpu(base_rank, None, [], [])]
@@ -180,6 +182,15 @@ def _device_properties(gpus: ListedGpus, index: Optional[int]) -> Optional[dict[
     if index in by_id:
         return by_id[index]
     return named[0] if len(named) == 1 else None
+
+
+def _device_events_of(index: Optional[int], indices: list[int], unreadable: Counter, skipped: Counter,
+                      read: Counter) -> tuple[int, int]:
+    """One GPU's kernel, copy and fill events in the file, those it could not read and all of them: the events that
+    name it, and those that name no other GPU of the file (no device, or one it holds no work of: they may be its).
+    ``unreadable``, ``skipped`` and ``read`` count events by the device they name."""
+    keys = [key for key in {*unreadable, *skipped, *read} if key == index or key not in indices]
+    return sum(unreadable[key] for key in keys), sum(read[key] + skipped[key] for key in keys)
 
 
 def _listed_gpus(meta: dict[str, Any]) -> ListedGpus:

@@ -70,10 +70,11 @@ class ParsedTrace:
     # category this reader does not know → its spans (up to MAX_UNREAD_CATEGORIES; the rest under MORE_CATEGORIES)
     unread_categories: dict[str, int] = field(default_factory=dict)
     events: int = 0
-    # kernel, copy and fill events not read (a mistyped field), or read without their args (not an object); events
-    # whose category cannot be read are counted too, as they may be the GPU's
-    device_events_skipped: int = 0
-    device_events_partly_read: int = 0
+    # kernel, copy and fill events not read (a mistyped field), or read without their args (not an object), by the
+    # GPU they name (their device, or pid; None where neither reads); events whose category cannot be read are
+    # counted too, as they may be a GPU's
+    device_events_skipped: Counter = field(default_factory=Counter)
+    device_events_partly_read: Counter = field(default_factory=Counter)
     partly_read: Counter = field(default_factory=Counter)  # reason → events read without some of their fields
     fractional_timestamps: bool = False
     # name → (one copy of it, its kind), host ops and device events apart (a name may be both)
@@ -112,7 +113,8 @@ class ParsedTrace:
         skipped = self.skipped
         unread = self.unread_categories
         unread_count = unread.get
-        device_skipped = device_partly_read = 0
+        device_skipped = self.device_events_skipped
+        device_partly_read = self.device_events_partly_read
         for event in batch:
             ts = event.ts
             whole_ts = type(ts) is int
@@ -130,7 +132,7 @@ class ParsedTrace:
                         unread[MORE_CATEGORIES] = unread_count(MORE_CATEGORIES, 0) + 1
                 elif side is None:  # no category to be read (missing, a number, a list): it may be the GPU's
                     skipped["events with a missing or mistyped cat"] += 1
-                    device_skipped += 1
+                    device_skipped[_named_gpu(event)] += 1
                 continue
             name = event.name
             dur = event.dur
@@ -140,12 +142,12 @@ class ParsedTrace:
                     (whole_dur or type(dur) is float) and -1e18 < dur < 1e18):
                 skipped["events with a missing or mistyped name, ts or dur"] += 1
                 if side in _DEVICE_SIDES:
-                    device_skipped += 1
+                    device_skipped[_named_gpu(event)] += 1
                 continue
             if dur < 0 or dur > MAX_SPAN_US:
                 skipped["events with a negative duration" if dur < 0 else SPANS_TOO_LONG] += 1
                 if side in _DEVICE_SIDES:
-                    device_skipped += 1
+                    device_skipped[_named_gpu(event)] += 1
                 continue
             # µs as integer ns; a fraction (Kineto writes three decimals) apart from the whole µs, so that large
             # absolute timestamps keep their ns (inline: every event of some traces has one)
@@ -206,7 +208,7 @@ class ParsedTrace:
             if type(stream) is not int:
                 stream = int_field(event.tid if stream is None else stream) or 0
             if args is _ARGS_NOT_AN_OBJECT and side is not _MARKER:
-                device_partly_read += 1
+                device_partly_read[device] += 1
             known = device_names.get(name)
             if known is None:
                 kind = kineto.device_kind(name) if side == "kernel" else side if side != _MARKER else "marker"
@@ -215,8 +217,13 @@ class ParsedTrace:
             target = gpu_markers if side is _MARKER else device_work
             target[device].append(make(Activity, (start, end, kind, stream, name, correlation)))
         self.fractional_timestamps = fractional
-        self.device_events_skipped += device_skipped
-        self.device_events_partly_read += device_partly_read
+
+
+def _named_gpu(event: Any) -> Optional[int]:
+    """The GPU an unreadable event names, as a read one's is found (its args' device, else its pid), or None."""
+    args = event.args
+    device = getattr(args, "device", None)
+    return device if type(device) is int else int_field(event.pid if device is None else device)
 
 
 def _host_op_kind(name: str) -> Optional[str]:

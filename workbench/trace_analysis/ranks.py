@@ -21,7 +21,7 @@ from workbench.trace_analysis.model import UNKNOWN_DEVICE, NamedSeconds, QueuedW
 from workbench.trace_analysis.wording import ZERO_WINDOW, counted
 
 TOP_COUNT = 10
-UNREADABLE_DEVICE_EVENTS = 0.01  # a share of the file's kernel, copy and fill events
+UNREADABLE_DEVICE_EVENTS = 0.01  # a share of a GPU's kernel, copy and fill events in the file
 # CUPTI's range profiler (torch.profiler with profiler_metrics) writes its counter ranges in place of the kernels.
 RANGE_PROFILER_CATEGORY = "cuda_profiler_range"
 SYNC_MARK = "Synchronize"  # cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, hip…, cuCtxSynchronize
@@ -49,10 +49,11 @@ class RankEvents:
     fractional_timestamps: bool = False  # some ts in the file has a fraction of a µs (HTA then rounds)
     traits: ScriptTraits = field(default_factory=ScriptTraits)  # what the script already does (its op names)
     events_skipped: int = 0  # events the reader could not read (mistyped fields, not objects, …), named in notes
-    # The file's kernel, copy and fill events skipped (unreadable, or timed impossibly) or read without their args,
-    # and all of them: past UNREADABLE_DEVICE_EVENTS of them the GPU figures are not given.
+    # This GPU's kernel, copy and fill events in the file skipped (unreadable, or timed impossibly) or read without
+    # their args, and all of them: past UNREADABLE_DEVICE_EVENTS of them the GPU figures are not given.
     device_events_unreadable: int = 0
     device_events_in_file: int = 0
+    gpus_in_file: int = 1
     # spans of categories the reader does not read, other than the host's own (python_function, …): category → count
     unread_categories: dict[str, int] = field(default_factory=dict)
 
@@ -78,7 +79,8 @@ def analyse(events: RankEvents) -> RankReport:
     if device and unreadable >= UNREADABLE_DEVICE_EVENTS * in_file:
         # The figures of the events read would be told as the GPU's, and wrong: compute 0 % where every kernel
         # had a mistyped field, idle "other" where their args (streams, correlations) could not be read.
-        notes.append(f"{unreadable:,} of the file's {in_file:,} kernel, copy and fill events "
+        whose = "the file's" if events.gpus_in_file <= 1 else f"cuda:{events.device_index}'s"
+        notes.append(f"{unreadable:,} of {whose} {in_file:,} kernel, copy and fill events "
                      f"({unreadable / in_file:.0%}) were skipped or read in part (named "
                      f"above): past {UNREADABLE_DEVICE_EVENTS:.0%} of them the GPU figures would be wrong, so none "
                      "are given")
