@@ -199,8 +199,8 @@ class ParsedTrace:
                 host_by_thread[thread].append(activity)
                 continue
             device = args.device if args is not None else None
-            if type(device) is not int:
-                device = int_field(event.pid if device is None else device)
+            if type(device) is not int:  # not read as a number: its pid names the GPU, or nothing does
+                device = _named_gpu(event)
             stream = args.stream if args is not None else None
             if side is _MARKER and (stream is None or stream == NO_STREAM):
                 # CUPTI's Event Sync and Context Sync: a host's wait, on no stream (HTA keeps only stream >= 0)
@@ -220,7 +220,8 @@ class ParsedTrace:
 
 
 def _named_gpu(event: Any) -> Optional[int]:
-    """The GPU an unreadable event names, as a read one's is found (its args' device, else its pid), or None."""
+    """The GPU a device event names (its args' device, else its pid), or None: for the events read and those
+    skipped alike."""
     args = event.args
     device = getattr(args, "device", None)
     return device if type(device) is int else int_field(event.pid if device is None else device)
