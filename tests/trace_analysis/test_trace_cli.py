@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import statistics
 from pathlib import Path
 
 import pytest
@@ -269,10 +270,21 @@ def test_traces_taken_afresh_on_this_machine_fire_the_input_bound_finding_only_w
     assert [f["kind"] for f in heavy["findings"]] == ["input-bound"]
     assert "num_workers=" in heavy["findings"][0]["change"]
     (light,) = run_json(capsys, str(tmp_path / LOADER_KEEPS_UP.name))["ranks"]
-    # Taken afresh, its 4 tiny steps can meet a pause of this machine's (a loaded CI machine's) inside one
-    # __next__: held to the heavy trace's share, not to the threshold. That the kept-up loader gets no finding is
-    # the committed fixtures' test above, on the same maker's output.
-    assert light["dataloader_share"] < heavy["dataloader_share"] / 4
+    assert light["dataloader_share"] is not None
+    # Taken afresh, the light loop's 4 tiny steps (about 0.5 ms of loading each) can meet a pause of a loaded
+    # machine inside one __next__: its share of the steps then read 25 % against the heavy one's 96 % in a CI run
+    # (the share of 4 steps is a wall-clock figure). Held instead by the median __next__, which one pause does not
+    # move (0.45 ms against 1.3 s, one span 12.7 ms, at load 7 on 2 cores). That the kept-up loader gets no finding
+    # is the committed fixtures' test above, on the same maker's output.
+    assert median_next_us(tmp_path / LOADER_KEEPS_UP.name) < median_next_us(tmp_path / INPUT_HEAVY.name) / 4
+
+
+def median_next_us(path: Path) -> float:
+    """The median span of the trace's enumerate(DataLoader)#…__next__ (µs), read from the file itself."""
+    with gzip.open(path, "rt", encoding="utf-8") as file:
+        events = json.load(file)["traceEvents"]
+    return statistics.median(event["dur"] for event in events if event.get("ph") == "X"
+                             and str(event.get("name", "")).startswith("enumerate(DataLoader)"))
 
 
 @pytest.mark.slow
