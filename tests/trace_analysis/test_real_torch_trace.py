@@ -12,7 +12,7 @@ from workbench.trace_analysis import read_report
 pytestmark = pytest.mark.slow  # imports torch and runs a profiled loop
 
 
-def profiled_loop(tmp_path, load_seconds: float, name: str):
+def profiled_loop(tmp_path, load_seconds: float, name: str, active: int = 4, repeat: int = 1):
     torch = pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
     from torch.utils.data import DataLoader, Dataset
@@ -29,7 +29,7 @@ def profiled_loop(tmp_path, load_seconds: float, name: str):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     loader = DataLoader(SlowImages(), batch_size=4, num_workers=0)
     folder = tmp_path / name
-    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=4, repeat=1),
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=active, repeat=repeat),
                  on_trace_ready=tensorboard_trace_handler(str(folder)), record_shapes=False) as profiler:
         for step, (images, labels) in enumerate(loader):
             loss = torch.nn.functional.cross_entropy(model(images), labels)
@@ -37,10 +37,11 @@ def profiled_loop(tmp_path, load_seconds: float, name: str):
             loss.backward()
             optimizer.step()
             profiler.step()
-            if step >= 6:
+            if step >= (2 + active) * repeat:
                 break
-    (trace,) = folder.glob("*.pt.trace.json*")
-    return trace
+    traces = sorted(folder.glob("*.pt.trace.json*"))
+    assert len(traces) == repeat  # one file per cycle of the schedule
+    return traces[0] if repeat == 1 else folder
 
 
 def test_the_dataloaders_time_is_read_as_the_tensorboard_plugin_read_it(tmp_path):
@@ -57,3 +58,14 @@ def test_the_dataloaders_time_is_read_as_the_tensorboard_plugin_read_it(tmp_path
     assert fast.data_wait_seconds < slow.data_wait_seconds
     assert fast.dataloader_share == pytest.approx(fast.data_wait_seconds / fast.window_seconds)
     assert slow.cpu_only and slow.idle_share is None and any("CPU-only" in note for note in slow.notes)
+
+
+# torch warns, once a schedule repeats, that its in-memory events (prof.events()) keep only the last cycle: the
+# files, one per cycle, are what is read here.
+@pytest.mark.filterwarnings("ignore:Warning. Profiler clears events at the end of each cycle:UserWarning")
+def test_one_processs_cycles_written_by_torch_read_as_one_rank(tmp_path):
+    """repeat=2: torch's tensorboard_trace_handler writes two files, <host>_<pid>.<time_ns>.pt.trace.json, in the
+    folder: one process's two cycles, not ranks 0 and 1 of a job."""
+    report = read_report(profiled_loop(tmp_path, load_seconds=0.0, name="cycles", active=3, repeat=2))
+    assert [(rank.rank, rank.steps) for rank in report.ranks] == [(0, 3), (0, 3)]
+    assert any("2 files, one process's profiling cycles" in note for note in report.notes), report.notes

@@ -48,10 +48,11 @@ def _free_memory_bytes() -> int:
         return 0
 
 
-def read_files(files: Sequence[Path], places: Sequence[int], sizes: Sequence[int], workers: int, want_digest: bool,
-               progress: Optional[Callable[[int, int], None]], cancelled: Optional[Callable[[], bool]]) -> list[Any]:
-    """``reading.read_rank_file`` of each file (at its place in its folder), each in a process of its own
-    (``rank_worker``), ``workers`` at a time (``workers_for``); in the files' order. ``progress(bytes_done,
+def read_files(files: Sequence[Path], fallback_ranks: Sequence[int], sizes: Sequence[int], workers: int,
+               want_digest: bool, progress: Optional[Callable[[int, int], None]],
+               cancelled: Optional[Callable[[], bool]]) -> list[Any]:
+    """``reading.read_rank_file`` of each file (numbered its fallback rank where it names none), each in a
+    process of its own (``rank_worker``), ``workers`` at a time (``workers_for``); in the files' order. ``progress(bytes_done,
     bytes_total)`` as each file is done;
     TraceCancelled once ``cancelled()`` says so, and TraceError where a process fails: its processes terminated
     either way. Each result comes back through its process's stdout: nothing is written to disk, so a reader killed
@@ -67,7 +68,7 @@ def read_files(files: Sequence[Path], places: Sequence[int], sizes: Sequence[int
                 raise TraceCancelled("reading cancelled")
             while queued and len(running) < workers:
                 position = queued.pop(0)
-                running[position] = _Reading(_start(files[position], places[position], want_digest))
+                running[position] = _Reading(_start(files[position], fallback_ranks[position], want_digest))
             time.sleep(POLL_SECONDS)
             for position in [p for p, reading in running.items() if reading.finished()]:
                 results[position] = running.pop(position).result(files[position])
@@ -82,9 +83,9 @@ def read_files(files: Sequence[Path], places: Sequence[int], sizes: Sequence[int
             reading.drained.join()
 
 
-def _start(file: Path, position: int, want_digest: bool) -> subprocess.Popen[bytes]:
+def _start(file: Path, fallback_rank: int, want_digest: bool) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "workbench.trace_analysis.rank_worker", str(os.getpid()), str(file), str(position),
+        [sys.executable, "-m", "workbench.trace_analysis.rank_worker", str(os.getpid()), str(file), str(fallback_rank),
          "1" if want_digest else "0"],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 

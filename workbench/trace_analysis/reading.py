@@ -59,18 +59,19 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
                  fingerprints: Optional[dict[str, Fingerprint]]) -> TraceReport:
     files, notes = trace_files(path)
     places = list(range(len(files)))
+    fallbacks = fallback_ranks(files)
     if rank is not None and len(files) > 1:
         # Only one rank asked for: the files whose heads name it are read first, and the rest only where those
         # do not hold it (a process driving several GPUs numbers them apart, which its head does not say).
-        places = _places_of_rank(files, rank, cancelled) or places
-    read = _read_files(files, places, fingerprints is not None, progress, cancelled)
+        places = _places_of_rank(files, fallbacks, rank, cancelled) or places
+    read = _read_files(files, fallbacks, places, fingerprints is not None, progress, cancelled)
     if len(places) < len(files):
         if any(report.rank == rank for one in read.values() for report in one.reports):
             notes.append(f"rank {rank} asked for: {len(places):,} of the folder's {len(files):,} files read, the "
                          f"{'one' if len(places) == 1 else 'ones'} of that rank by {_HOW_RANKS_ARE_TOLD}")
         else:
             rest = [place for place in range(len(files)) if place not in read]
-            read.update(_read_files(files, rest, fingerprints is not None, progress, cancelled))
+            read.update(_read_files(files, fallbacks, rest, fingerprints is not None, progress, cancelled))
     files_read = [files[place] for place in sorted(read)]
     read_in_order = [read[place] for place in sorted(read)]
     reports: list[RankReport] = []
@@ -91,7 +92,9 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
     if by_order:
         notes.append(f"{len(by_order):,} {'file names' if len(by_order) == 1 else 'files name'} no rank (no "
                      "distributedInfo, no rank-N in the name): numbered by their place among the folder's files, in "
-                     "name order with numbers as numbers")
+                     "name order with numbers as numbers; one tensorboard_trace_handler worker's files "
+                     "(<worker>.<time>.pt.trace.json) share one number")
+    notes.extend(_cycles_notes(files_read, read_in_order))
     if len(files) > 1:
         seen = Counter(r.rank for r in reports)
         twice = sorted(r for r, count in seen.items() if count > 1)
@@ -107,16 +110,18 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
                        files=tuple(str(file) for file in files_read))
 
 
-def _read_files(files: list[Path], places: list[int], want_digest: bool, progress: Optional[Progress],
-                cancelled: Optional[Cancelled]) -> dict[int, RankFile]:
+def _read_files(files: list[Path], fallbacks: list[int], places: list[int], want_digest: bool,
+                progress: Optional[Progress], cancelled: Optional[Cancelled]) -> dict[int, RankFile]:
     """The files at these places of the folder, read (beside each other where ``rank_pool`` says it pays), by
-    place; ``progress`` over their bytes, and at its end once they are all read."""
+    place, each numbered ``fallbacks[place]`` where it names no rank; ``progress`` over their bytes, and at its
+    end once they are all read."""
     chosen = [files[place] for place in places]
     sizes = [os.stat(file).st_size for file in chosen]
     total = sum(sizes)
     workers = rank_pool.workers_for(sizes, [file.name.endswith(".gz") for file in chosen])
     if workers > 1:
-        read = rank_pool.read_files(chosen, places, sizes, workers, want_digest, progress, cancelled)
+        read = rank_pool.read_files(chosen, [fallbacks[place] for place in places], sizes, workers, want_digest,
+                                    progress, cancelled)
     else:
         read, done = [], 0
         for place, file, size in zip(places, chosen, sizes):
@@ -124,7 +129,8 @@ def _read_files(files: list[Path], places: list[int], want_digest: bool, progres
                 if progress is not None:
                     progress(_offset + bytes_read, total)
 
-            read.append(read_rank_file(file, place, len(files) > 1, want_digest, file_progress, cancelled))
+            read.append(read_rank_file(file, fallbacks[place], len(files) > 1, want_digest, file_progress,
+                                       cancelled))
             done += size
     if progress is not None:
         progress(total, total)
@@ -134,10 +140,11 @@ def _read_files(files: list[Path], places: list[int], want_digest: bool, progres
 _HOW_RANKS_ARE_TOLD = "the distributedInfo in its head, else rank-N in its name, else its place in the folder"
 
 
-def _places_of_rank(files: list[Path], rank: int, cancelled: Optional[Cancelled]) -> Optional[list[int]]:
+def _places_of_rank(files: list[Path], fallbacks: list[int], rank: int, cancelled: Optional[Cancelled]
+                    ) -> Optional[list[int]]:
     """The places of the folder's files whose process is ``rank`` as ``read_rank_file`` numbers it (the rank in
-    the head's distributedInfo, else rank-N in the name, else the place), from each file's head alone; None where
-    none is. A file whose head cannot be read is none of them: its full read would fail where the head's did."""
+    the head's distributedInfo, else its fallback rank), from each file's head alone; None where none is. A file
+    whose head cannot be read is none of them: its full read would fail where the head's did."""
     places = []
     for place, file in enumerate(files):
         try:
@@ -146,7 +153,7 @@ def _places_of_rank(files: list[Path], rank: int, cancelled: Optional[Cancelled]
             raise
         except TraceError:
             continue
-        if (named if named is not None else _rank_from_name(file.name, place)) == rank:
+        if (named if named is not None else fallbacks[place]) == rank:
             places.append(place)
     return places or None
 
@@ -161,17 +168,18 @@ class RankFile:
     ranked_by_place: bool = False  # its rank is its place in the folder (no distributedInfo, no rank-N in its name)
 
 
-def read_rank_file(file: Path, position: int, several: bool, want_digest: bool,
+def read_rank_file(file: Path, fallback_rank: int, several: bool, want_digest: bool,
                    progress: Optional[Callable[[int], None]] = None, cancelled: Optional[Cancelled] = None) -> RankFile:
-    """One trace file read and analysed, the ``position``-th of its folder (``several``: one of a folder's files,
-    so a TraceError is this file's ``error``, not raised). TraceCancelled once ``cancelled()`` says so. In this
-    process, or in one of ``rank_pool``'s (it takes plain arguments and returns picklable data)."""
+    """One trace file read and analysed, one of its folder's (``several``: a TraceError is this file's ``error``,
+    not raised), numbered ``fallback_rank`` (``fallback_ranks``) where its head names no rank. TraceCancelled
+    once ``cancelled()`` says so. In this process, or in one of ``rank_pool``'s (it takes plain arguments and
+    returns picklable data)."""
     digest = json_stream.FileDigest() if want_digest else None
     fingerprint = None
     try:
         parsed = read_trace(file, progress=progress, cancelled=cancelled, digest=digest)
         fingerprint = Fingerprint(digest.sha256.hexdigest(), digest.size_bytes) if digest is not None else None
-        per_gpu = file_ranks.rank_events(parsed, _rank_from_name(file.name, position) if several else 0)
+        per_gpu = file_ranks.rank_events(parsed, fallback_rank if several else 0)
     except TraceCancelled:
         raise
     except TraceError as error:  # one rank file naming 2,000 GPUs, or unreadable: the folder's others are still read
@@ -219,6 +227,46 @@ def trace_files(path: Path) -> tuple[list[Path], list[str]]:
 def _natural(name: str) -> list[Any]:
     """A name's sort key with its numbers as numbers: worker2 before worker10."""
     return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name) if part]
+
+
+# tensorboard_trace_handler's file name: <worker>.<time.time_ns()>.pt.trace.json[.gz], the worker by default
+# <host>_<pid>. A schedule of several cycles (repeat=0, the default, or repeat > 1) writes one file per cycle.
+_HANDLER_NAME = re.compile(r"(?P<worker>.+)\.\d+\.pt\.trace\.json(?:\.gz)?")
+
+
+def fallback_ranks(files: list[Path]) -> list[int]:
+    """Each file's rank where its head names none: rank-N in its name, else its process's place among the folder's
+    processes, in the files' order. A process is a file, or the files of one tensorboard_trace_handler worker
+    (its cycles: one process, not ranks of a job, so one number)."""
+    worker_places: dict[str, int] = {}
+    ranks = []
+    for file in files:
+        match = _HANDLER_NAME.fullmatch(file.name)
+        worker = match.group("worker") if match else "\0" + file.name  # a file of its own: no worker name has NUL
+        place = worker_places.setdefault(worker, len(worker_places))
+        ranks.append(_rank_from_name(file.name, place))
+    return ranks
+
+
+def _cycles_notes(files: list[Path], read: list[RankFile]) -> list[str]:
+    """A note for each tensorboard_trace_handler worker whose files in the folder (two or more, read as the same
+    ranks) are one process's profiling cycles."""
+    by_worker: dict[str, list[tuple[Path, tuple[int, ...]]]] = {}
+    for file, one in zip(files, read):
+        match = _HANDLER_NAME.fullmatch(file.name)
+        if match and one.error is None:
+            by_worker.setdefault(match.group("worker"), []).append((file, tuple(r.rank for r in one.reports)))
+    notes = []
+    for worker, cycles in by_worker.items():
+        ranks_read = {numbers for _, numbers in cycles}
+        if len(cycles) > 1 and len(ranks_read) == 1:
+            numbers = next(iter(ranks_read))
+            whose = (f"rank {numbers[0]}" if len(numbers) == 1 else
+                     "ranks " + ", ".join(map(str, numbers)))
+            notes.append(f"{worker}: {len(cycles):,} files, one process's profiling cycles (a schedule with repeat "
+                         f"other than 1 writes one file per cycle), each read as {whose}, one section per file: "
+                         f"{', '.join(file.name for file, _ in cycles)}")
+    return notes
 
 
 def _rank_from_name(name: str, default: int) -> int:

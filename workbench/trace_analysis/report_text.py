@@ -25,7 +25,9 @@ TOP_SHOWN = 5
 
 
 def report_lines(report: TraceReport) -> list[str]:
-    lines = [f"{report.path}: {len(report.ranks)} rank{'s' if len(report.ranks) != 1 else ''}"]
+    numbers = len({rank.rank for rank in report.ranks})
+    lines = [f"{report.path}: {numbers} rank{'s' if numbers != 1 else ''}"
+             + (f" in {len({rank.file for rank in report.ranks})} files" if numbers < len(report.ranks) else "")]
     lines += [f"  note: {note}" for note in report.notes]
     if len(report.ranks) > 1:
         lines += [""] + ranks_side_by_side(report.ranks)
