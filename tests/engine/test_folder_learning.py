@@ -61,14 +61,16 @@ def test_the_cifar_subset_as_a_png_folder_feeds_the_npz_pixels_and_learns(subset
         assert torch.equal(folder_out, array_transform(image))
 
     config = tiny_config(dataset="folder", data_path=str(root), model="small-cnn", image_size=32, augment="cpu",
-                         seed=0, epochs=3, max_steps=None, batch_size=128, log_every=40, num_workers=1,
+                         seed=0, epochs=2, max_steps=None, batch_size=128, log_every=40, num_workers=1,
                          worker_start_method="forkserver", persistent_workers=True)
     events = run_to_end(config)
     assert events[-1].status == "finished", events[-1].reason
     started = next(event for event in events if isinstance(event, RunStarted))
     assert (started.train_size, started.test_size, started.num_classes) == (5085, 1017, 10)
     accuracy = events[-1].summary.test_accuracy
-    print(f"test accuracy after 3 epochs from the PNG folder: {accuracy:.1%}")
-    assert accuracy >= 0.40  # it learned (chance is 10%; 52-54 % on two CPUs, from the folder and the npz alike)
+    print(f"test accuracy after 2 epochs from the PNG folder: {accuracy:.1%}")
+    # It learned: chance is 10 %; 49.1 % after 2 epochs on the 2-core AMD EPYC VM (52-54 % after 3 on two CPUs,
+    # from the folder and the npz alike), so the bound leaves room for another CPU's float results.
+    assert accuracy >= 0.35
     losses = [event.loss for event in events if isinstance(event, StepStats)]
     assert losses[-1] < losses[0] * 0.8, losses
