@@ -37,6 +37,9 @@ def test_binary_and_empty_files(tmp_path):
     (tmp_path / "s.json").write_bytes(b"  \n")
     assert error_line(tmp_path / "s.json").endswith("s.json: holds only white space (no JSON)")
     assert "no trace events" in error_line(write(tmp_path / "n.json", {"traceEvents": []}))
+    # JSON whose events are none of them objects (a metrics.json beside the traces): no trace, not a rank of nothing
+    assert "no trace events" in error_line(write(tmp_path / "m.json", [1, 2, 3]))
+    assert "no trace events" in error_line(write(tmp_path / "l.json", {"traceEvents": [1, "x", [None]]}))
 
 
 def test_a_truncated_json_trace(tmp_path):

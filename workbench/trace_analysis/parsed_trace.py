@@ -98,7 +98,7 @@ class ParsedTrace:
             batch = [_as_event(item) for item in batch]
             objects = [event for event in batch if event is not None]
             if len(objects) < len(batch):
-                self.skipped["events that are not JSON objects"] += len(batch) - len(objects)
+                self.skipped[NOT_OBJECTS] += len(batch) - len(objects)
                 self.events += len(batch) - len(objects)
             batch = objects
         self.events += len(batch)
@@ -262,6 +262,7 @@ class _Args(msgspec.Struct, gc=False):
     stream: Any = None
 
 
+NOT_OBJECTS = "events that are not JSON objects"
 _ARGS_NOT_AN_OBJECT = _Args()  # an event's args that is not an object (decoded by the stdlib): none of it read
 ARGS_NOT_AN_OBJECT = "events whose args is not an object: read without their correlation, device and stream"
 _DEVICE_SIDES = frozenset(DEVICE_CATEGORIES.values())
@@ -314,8 +315,9 @@ def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,
         if isinstance(error, TraceCancelled) or str(error).startswith(str(path)):
             raise
         raise type(error)(f"{path}: {error}") from None
-    if parsed.events == 0:
-        raise TraceError(f"{path}: no trace events (an empty \"traceEvents\" list, or none at all)")
+    if parsed.events == parsed.skipped[NOT_OBJECTS]:  # a list of numbers, say a metrics.json beside the traces
+        raise TraceError(f"{path}: no trace events (an empty \"traceEvents\" list, none at all, or none that is a "
+                         "JSON object)")
     return parsed
 
 
