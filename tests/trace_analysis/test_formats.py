@@ -219,6 +219,21 @@ def test_one_processs_profiling_cycles_are_one_rank_not_a_job_of_ranks(tmp_path)
         (0, "a.json"), (1, "node_9.1795.pt.trace.json"), (2, "z.json")]
 
 
+def test_a_folder_of_unrelated_traces_names_no_slowest_rank(tmp_path):
+    """Files that name no rank (no distributedInfo, no rank-N) are numbered by place, and are not known to be one
+    job's ranks: a folder of separate runs' traces (the H100 traces here: "rank 2 … longer than rank 6's; in a
+    data-parallel job every other rank waits for it") names no straggler. The same steps in rank-N files do."""
+    for folder, names in (("runs", ("fast.json", "slow.json")), ("job", ("rank-0.json", "rank-1.json"))):
+        (tmp_path / folder).mkdir()
+        for name, milliseconds in zip(names, (1.0, 3.0)):
+            steps = [step(n, n * milliseconds * 1000, milliseconds * 1000) for n in range(5)]
+            write(tmp_path / folder / name, trace(steps))
+    assert straggler(read_report(tmp_path / "runs").ranks) == (
+        "none named: 2 files name no rank (no distributedInfo, no rank-N in the name), so these are not known to be "
+        "one job's ranks")
+    assert straggler(read_report(tmp_path / "job").ranks).startswith("rank 1, its median step 2 ms (200%) longer")
+
+
 def test_processes_driving_two_gpus_each_number_their_gpus_apart(tmp_path):
     """Two DDP processes of two GPUs each: ranks 0–3 (process rank × GPUs + place), never 0, 1, 1, 2."""
     for process in (0, 1):

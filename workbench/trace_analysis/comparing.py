@@ -234,6 +234,11 @@ def straggler(ranks: Sequence[RankReport]) -> str:
     repeated = sorted({number for number in numbers if numbers.count(number) > 1})
     if repeated:
         return f"none named: {ranks_in_several_files(repeated)}, so these are not the ranks of one job"
+    unnamed = sum(1 for rank in ranks if not rank.rank_named)
+    if unnamed and len({rank.file for rank in ranks}) > 1:
+        files = "1 file names" if unnamed == 1 else f"{unnamed:,} files name"
+        return (f"none named: {files} no rank (no distributedInfo, no rank-N in the name), so these are not known to "
+                "be one job's ranks")
     fastest, slow = timed[0], timed[-1]
     fast_seconds, slow_seconds = fastest.step_seconds_median or 0.0, slow.step_seconds_median or 0.0
     difference = (f"{format_short_seconds(slow_seconds - fast_seconds)} "

@@ -131,6 +131,9 @@ class RankReport:
     blocked_launch_seconds: float = 0.0
     file: str = ""  # the file the rank was read from (a folder's reports name it)
     compute_capability: Optional[tuple[int, int]] = None  # the GPU's (major, minor), where deviceProperties has it
+    # False where the rank is only the file's place in its folder (no distributedInfo, no rank-N in its name): such
+    # files are not known to be one job's ranks (a folder of unrelated traces), so no straggler is named among them
+    rank_named: bool = True
 
 
 @dataclass(frozen=True)

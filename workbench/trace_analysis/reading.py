@@ -192,7 +192,7 @@ def read_rank_file(file: Path, fallback_rank: int, several: bool, want_digest: b
     for events in per_gpu:
         if cancelled is not None and cancelled():
             raise TraceCancelled("reading cancelled")
-        reports.append(dataclasses.replace(ranks.analyse(events), file=str(file)))
+        reports.append(dataclasses.replace(ranks.analyse(events), file=str(file), rank_named=not ranked_by_place))
     return RankFile(tuple(reports), None, fingerprint, ranked_by_place)
 
 
