@@ -234,6 +234,20 @@ def test_a_folder_of_unrelated_traces_names_no_slowest_rank(tmp_path):
     assert straggler(read_report(tmp_path / "job").ranks).startswith("rank 1, its median step 2 ms (200%) longer")
 
 
+def test_a_log_folder_of_run_folders_says_which_hold_traces(tmp_path):
+    """A TensorBoard log folder holds a folder per run: opened itself, it says which of them hold traces."""
+    for run in ("run2", "run10", "notes"):
+        (tmp_path / run).mkdir()
+    for run in ("run2", "run10"):
+        write(tmp_path / run / "host_1.1795.pt.trace.json", trace([step(1, 0, 1000)]))
+    (tmp_path / "loop").symlink_to(tmp_path)  # one level down only: a loop is listed once
+    with pytest.raises(TraceError, match=r"holds no readable trace files \(\*\.json, \*\.json\.gz\), but its folders "
+                                         r"run2, run10 hold some: open one"):
+        read_report(tmp_path)
+    with pytest.raises(TraceError, match=r"trace files \(\*\.json, \*\.json\.gz\)$"):
+        read_report(tmp_path / "notes")
+
+
 def test_processes_driving_two_gpus_each_number_their_gpus_apart(tmp_path):
     """Two DDP processes of two GPUs each: ranks 0–3 (process rank × GPUs + place), never 0, 1, 1, 2."""
     for process in (0, 1):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import itertools
 import os
 import re
 from collections import Counter
@@ -216,12 +217,38 @@ def trace_files(path: Path) -> tuple[list[Path], list[str]]:
                 notes.append(f"left out: {candidate.name} {problem}")
         if not files:
             why = f"; {notes[0]}" + (f" (and {len(notes) - 1:,} more)" if len(notes) > 1 else "") if notes else ""
+            if not why:
+                why = _folders_of_traces(entries)
             raise TraceError(f"{path}: the folder holds no readable trace files (*.json, *.json.gz){why}")
         return files, notes
     problem = regular_file_problem(path)
     if problem is not None:
         raise TraceError(f"{path} {problem}")
     return [path], []
+
+
+FOLDERS_LOOKED_INTO = 100  # a folder of a million folders is not listed one by one
+ENTRIES_LOOKED_AT = 10_000  # of each
+
+
+def _folders_of_traces(entries: list[Path]) -> str:
+    """", but its folders run1, run2 hold some: open one" where folders in it (one level down, the first
+    FOLDERS_LOOKED_INTO of them) hold trace files, as a TensorBoard log folder holds one folder per run; else ""."""
+    holding = []
+    for entry in sorted((entry for entry in entries if folder_problem(entry) is None), key=lambda e: _natural(e.name)
+                        )[:FOLDERS_LOOKED_INTO]:
+        try:
+            with os.scandir(entry) as names:
+                if any(item.name.endswith(TRACE_SUFFIXES) and not item.name.startswith(".")
+                       for item in itertools.islice(names, ENTRIES_LOOKED_AT)):
+                    holding.append(entry.name)
+        except OSError:  # a folder that cannot be listed: not one to suggest
+            continue
+    if not holding:
+        return ""
+    shown = ", ".join(holding[:5]) + (f" and {len(holding) - 5:,} more" if len(holding) > 5 else "")
+    return (f", but its {'folder' if len(holding) == 1 else 'folders'} {shown} "
+            f"{'holds' if len(holding) == 1 else 'hold'} some: open one (a folder is read as one job, a file per rank)")
 
 
 def _natural(name: str) -> list[Any]:
