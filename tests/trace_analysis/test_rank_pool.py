@@ -62,6 +62,11 @@ def test_one_rank_read_in_a_process_keeps_its_place_in_the_folder(ranks_folder):
     assert (report.files, [r.rank for r in report.ranks]) == ((str(ranks_folder / "unnamed" / "c.json"),), [2])
     report = read_report(ranks_folder, rank=1)
     assert ([Path(file).name for file in report.files], [r.rank for r in report.ranks]) == (["rank-1.json.gz"], [1])
+    # one process's profiling cycles share its number in the pool's processes too (their places are 0 and 1)
+    (ranks_folder / "cycles").mkdir()
+    for name in ("host_7.11.pt.trace.json", "host_7.12.pt.trace.json", "z.json"):
+        write(ranks_folder / "cycles" / name, trace([step(1, 0, 1000), *launched("k", 10, 100, 300, 1)]))
+    assert [r.rank for r in read_report(ranks_folder / "cycles").ranks] == [0, 0, 1]
 
 
 @pytest.mark.slow  # starts processes
