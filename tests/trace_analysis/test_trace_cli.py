@@ -92,6 +92,25 @@ def test_a_trace_against_itself_is_not_a_gain(capsys):
     assert comparison["verdict"] == "within_noise"
 
 
+def test_folders_of_one_processs_cycles_compare_cycle_with_cycle(capsys, tmp_path):
+    """Two folders, each one process's two profiling cycles (one rank in two files): the n-th file of each is
+    compared with the other's n-th, and a third cycle with nothing to be held against is said, not paired with
+    another (the rank's last file was paired with each: cycle 1's 1 ms steps "3.00×" against cycle 2's 3 ms)."""
+    from trace_builders import step, trace, write as write_trace
+
+    for folder, cycles in (("before", (1.0, 3.0)), ("after", (1.0, 3.0, 2.0))):
+        (tmp_path / folder).mkdir()
+        for cycle, milliseconds in enumerate(cycles):
+            steps = [step(n, 100_000 * cycle + n * milliseconds * 1000, milliseconds * 1000) for n in range(5)]
+            write_trace(tmp_path / folder / f"host_5.{cycle + 10}.pt.trace.json", trace(steps))
+    data = run_json(capsys, str(tmp_path / "before"), str(tmp_path / "after"))
+    assert [(entry["rank"], entry["step_time_ratio"]) for entry in data["comparison"]] == [(0, 1.0), (0, 1.0)]
+    assert main(["trace", str(tmp_path / "before"), str(tmp_path / "after")]) == 0
+    captured = capsys.readouterr()
+    assert f"before: {tmp_path / 'before'} (rank 0, unknown, host_5.11.pt.trace.json)" in captured.out
+    assert "rank 0 is in more files than in the other trace: its files are compared in name order" in captured.err
+
+
 def test_a_larger_batch_is_compared_by_samples_per_second_where_the_batches_are_given(capsys):
     """Batch 32 -> 8192 on the H100: the step takes as long, so by step time it is no gain; given each trace's
     samples per step, the samples per second are ~260x, a gain; without them the report says the work per step

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from typing import Any, Optional, Sequence
 
 from workbench.cli.parsing import UsageError, non_negative_int, positive_int
@@ -100,20 +101,34 @@ def _two(before: Any, after: Any, as_json: bool, samples_per_step: Optional[tupl
 
 
 def _paired_ranks(before: Any, after: Any) -> list[tuple[Any, Any]]:
-    """Rank with the same rank; two single-rank traces with each other whatever their rank numbers."""
+    """Rank with the same rank; two single-rank traces with each other whatever their rank numbers. A rank in
+    several files of a folder (one process's profiling cycles) pairs its n-th with the other's n-th, in the
+    folder's name order, as the Runs tab's comparison sets them side by side."""
     if len(before.ranks) == 1 and len(after.ranks) == 1:
         return [(before.ranks[0], after.ranks[0])]
-    after_by_rank = {rank.rank: rank for rank in after.ranks}
-    pairs = [(rank, after_by_rank[rank.rank]) for rank in before.ranks if rank.rank in after_by_rank]
+    before_keyed, after_keyed = _by_rank_and_entry(before.ranks), _by_rank_and_entry(after.ranks)
+    pairs = [(rank, after_keyed[key]) for key, rank in before_keyed.items() if key in after_keyed]
     if not pairs:
         raise UsageError(printable(f"workbench trace: {before.path} and {after.path} share no rank: compare one rank "
                                    "of each with --rank N"))
-    before_ranks = {rank.rank for rank in before.ranks}
-    for report, others in ((before, set(after_by_rank)), (after, before_ranks)):
-        alone = sorted({rank.rank for rank in report.ranks} - others)
+    for report, keyed, others in ((before, before_keyed, after_keyed), (after, after_keyed, before_keyed)):
+        alone = sorted({number for number, _ in keyed} - {number for number, _ in others})
         if alone:  # a job scaled from 2 GPUs to 3: say which ranks had nothing to be held against
             _note(f"{report.path}: rank {', '.join(map(str, alone))} not compared (the other trace has no such rank)")
+        entries = sorted({number for number, entry in keyed if entry and (number, entry) not in others})
+        if entries:
+            _note(f"{report.path}: rank {', '.join(map(str, entries))} is in more files than in the other trace: "
+                  "its files are compared in name order, the rest are not compared")
     return pairs
+
+
+def _by_rank_and_entry(ranks: Sequence[Any]) -> dict[tuple[int, int], Any]:
+    """(rank number, its n-th report in the trace) → the report."""
+    keyed, seen = {}, Counter()
+    for rank in ranks:
+        keyed[(rank.rank, seen[rank.rank])] = rank
+        seen[rank.rank] += 1
+    return keyed
 
 
 def _read(path: str, rank: Optional[int]) -> Any:

@@ -107,10 +107,17 @@ def ranks_side_by_side(ranks: Sequence[RankReport]) -> list[str]:
     return lines
 
 
+def _file_in_folder(path: str, rank: RankReport) -> str:
+    """", its file's name" where the rank was read from a file of the folder ``path`` (a folder's rank may be in
+    several files: one process's profiling cycles)."""
+    return f", {os.path.basename(rank.file)}" if rank.file and os.path.normpath(rank.file) != os.path.normpath(path) \
+        else ""
+
+
 def comparison_lines(before_path: str, after_path: str, comparison: RankComparison) -> list[str]:
     before, after = comparison.before, comparison.after
-    lines = [f"before: {before_path} (rank {before.rank}, {before.device})",
-             f"after:  {after_path} (rank {after.rank}, {after.device})",
+    lines = [f"before: {before_path} (rank {before.rank}, {before.device}{_file_in_folder(before_path, before)})",
+             f"after:  {after_path} (rank {after.rank}, {after.device}{_file_in_folder(after_path, after)})",
              f"step time: {_step_summary(before)} → {_step_summary(after)}"]
     lines.append("  " + _step_verdict(comparison))
     lines += ["  " + line for line in _throughput_lines(comparison)]
