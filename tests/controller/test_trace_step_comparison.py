@@ -96,3 +96,17 @@ def test_traces_from_gpus_of_two_kinds_say_the_change_is_the_gpus_too(store):
                          "much as the script's")
     (line,) = speed_lines([a100, index_only])  # an index says nothing of the GPU's kind
     assert "different GPUs" not in line
+
+
+def test_a_ranks_cycles_in_two_folders_compare_cycle_with_cycle(store):
+    """A folder of one process's cycles holds rank 0 twice (or three times): the n-th with the other's n-th, not
+    each with the other folder's last (cycle 1 held against cycle 2 read "3.00× as long")."""
+    def cycles(sha, *steps):
+        figures = [trace(sha, list(times)).ranks[0] for times in steps]
+        return TraceRecord(path=f"/t/{sha}", size_bytes=1, sha256=sha * 32, ranks=tuple(figures))
+
+    fast, slow, other = [0.100, 0.101, 0.102], [0.300, 0.301, 0.302], [0.2, 0.2, 0.2]
+    before, after = records(store, cycles("a", fast, slow), cycles("b", fast, slow, other))
+    first, second, third = speed_lines([before, after])
+    assert "within the steps' own spread: not a gain" in first and "within the steps' own spread" in second
+    assert third == "#2 against #1, rank 0: not compared (#1 has rank 0 in fewer files)"

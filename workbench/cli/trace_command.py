@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import Counter
 from typing import Any, Optional, Sequence
 
 from workbench.cli.parsing import UsageError, non_negative_int, positive_int
@@ -106,7 +105,10 @@ def _paired_ranks(before: Any, after: Any) -> list[tuple[Any, Any]]:
     folder's name order, as the Runs tab's comparison sets them side by side."""
     if len(before.ranks) == 1 and len(after.ranks) == 1:
         return [(before.ranks[0], after.ranks[0])]
-    before_keyed, after_keyed = _by_rank_and_entry(before.ranks), _by_rank_and_entry(after.ranks)
+    from workbench.trace_analysis.comparing import by_rank_and_entry
+
+    before_keyed = by_rank_and_entry(before.ranks, lambda rank: rank.rank)
+    after_keyed = by_rank_and_entry(after.ranks, lambda rank: rank.rank)
     pairs = [(rank, after_keyed[key]) for key, rank in before_keyed.items() if key in after_keyed]
     if not pairs:
         raise UsageError(printable(f"workbench trace: {before.path} and {after.path} share no rank: compare one rank "
@@ -120,15 +122,6 @@ def _paired_ranks(before: Any, after: Any) -> list[tuple[Any, Any]]:
             _note(f"{report.path}: rank {', '.join(map(str, entries))} is in more files than in the other trace: "
                   "its files are compared in name order, the rest are not compared")
     return pairs
-
-
-def _by_rank_and_entry(ranks: Sequence[Any]) -> dict[tuple[int, int], Any]:
-    """(rank number, its n-th report in the trace) → the report."""
-    keyed, seen = {}, Counter()
-    for rank in ranks:
-        keyed[(rank.rank, seen[rank.rank])] = rank
-        seen[rank.rank] += 1
-    return keyed
 
 
 def _read(path: str, rank: Optional[int]) -> Any:

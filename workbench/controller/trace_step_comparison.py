@@ -12,8 +12,8 @@ from typing import Any, Optional, Sequence
 
 from workbench.formatting import format_step_seconds
 from workbench.history.records import RunRecord
-from workbench.trace_analysis.comparing import (BATCH_HINT, compare_steps, other_gpu, per_step, step_verdict_text,
-                                                work_moved)
+from workbench.trace_analysis.comparing import (BATCH_HINT, by_rank_and_entry, compare_steps, other_gpu, per_step,
+                                                step_verdict_text, work_moved)
 
 
 def trace_step_lines(records: Sequence[RunRecord]) -> list[str]:
@@ -26,15 +26,16 @@ def trace_step_lines(records: Sequence[RunRecord]) -> list[str]:
     if len(traces) == 1:
         return [f"Step time of #{first_id}, rank {_rank(rank)}: {_spread(rank)}" for rank in first.ranks]
     lines = []
-    before_ranks = {_rank(rank): rank for rank in first.ranks}
+    before_ranks = by_rank_and_entry(first.ranks, _rank)
     for other_id, other in traces[1:]:
-        for after in other.ranks:
+        for key, after in by_rank_and_entry(other.ranks, _rank).items():
             # one rank each: compared whatever their numbers, as `workbench trace BEFORE AFTER` compares them
             one_each = len(first.ranks) == 1 and len(other.ranks) == 1
-            before = first.ranks[0] if one_each else before_ranks.get(_rank(after))
+            before = first.ranks[0] if one_each else before_ranks.get(key)
             if before is None:
+                why = "no such rank" if (key[0], 0) not in before_ranks else f"rank {key[0]} in fewer files"
                 lines.append(f"#{other_id} against #{first_id}, rank {_rank(after)}: not compared (#{first_id} has "
-                             "no such rank)")
+                             f"{why})")
                 continue
             gpus = other_gpu(str(before.get("device", "")), str(after.get("device", "")))
             lines.append(f"#{other_id} against #{first_id}, rank {_rank(after)}: {_spread(before)} → {_spread(after)}; "

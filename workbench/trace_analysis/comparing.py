@@ -14,14 +14,17 @@ No torch, no Qt.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, replace
-from typing import Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence, TypeVar
 
 from workbench.experiments.ab import MIN_TRIALS, ABResult, compare_rates
 from workbench.formatting import format_short_seconds
 from workbench.trace_analysis.model import UNKNOWN_DEVICE, NamedSeconds, RankReport
 from workbench.trace_analysis.wording import ranks_in_several_files
 from workbench.trace_analysis.ranks import TOP_COUNT
+
+T = TypeVar("T")
 
 # The figures compared category by category: (RankReport field, its label).
 CATEGORIES = (
@@ -220,6 +223,19 @@ def _seconds_per_step(items: tuple[NamedSeconds, ...], rank: RankReport) -> dict
     for item in items:
         totals[item.name] = totals.get(item.name, 0.0) + item.seconds / steps
     return totals
+
+
+def by_rank_and_entry(ranks: Iterable[T], rank_of: Callable[[T], Any]) -> dict[tuple[Any, int], T]:
+    """(rank number, its n-th report in the trace) → the report: how two traces' ranks are paired. A rank in
+    several files of a folder (one process's profiling cycles) pairs its n-th file with the other trace's n-th,
+    in the folder's name order (the Runs tab's side-by-side table pairs them so too)."""
+    keyed: dict[tuple[Any, int], T] = {}
+    seen: Counter = Counter()
+    for rank in ranks:
+        number = rank_of(rank)
+        keyed[(number, seen[number])] = rank
+        seen[number] += 1
+    return keyed
 
 
 def straggler(ranks: Sequence[RankReport]) -> str:
