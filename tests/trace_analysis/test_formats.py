@@ -208,6 +208,7 @@ def test_one_processs_profiling_cycles_are_one_rank_not_a_job_of_ranks(tmp_path)
     assert straggler(report.ranks).startswith("none named: ranks 0, 1 appear in more than one file")
     cycles_note = next(note for note in report.notes if note.startswith("node_400: 2 files"))
     assert "one process's profiling cycles" in cycles_note and "each read as rank 1" in cycles_note
+    assert not any("more than one file" in note for note in report.notes)  # the cycles' notes say why, once
     assert report_lines(report)[0] == f"{tmp_path}: 2 ranks in 5 files"
     # --rank 1 reads that worker's cycles, and only them
     assert [r.file.rsplit("/", 1)[-1][:9] for r in read_report(tmp_path, rank=1).ranks] == ["node_400."] * 2

@@ -95,10 +95,13 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
                      "distributedInfo, no rank-N in the name): numbered by their place among the folder's files, in "
                      "name order with numbers as numbers; one tensorboard_trace_handler worker's files "
                      "(<worker>.<time>.pt.trace.json) share one number")
-    notes.extend(_cycles_notes(files_read, read_in_order))
+    cycles_notes, ranks_of_cycles = _cycles(files_read, read_in_order)
+    notes.extend(cycles_notes)
     if len(files) > 1:
         seen = Counter(r.rank for r in reports)
-        twice = sorted(r for r, count in seen.items() if count > 1)
+        # a rank whose files are all one worker's cycles has its note above; another in several files gets this one
+        cycles_seen = Counter(number for number in ranks_of_cycles)
+        twice = sorted(r for r, count in seen.items() if count > 1 and count != cycles_seen[r])
         if twice:
             notes.append(ranks_in_several_files(twice))
     if rank is not None:
@@ -275,25 +278,26 @@ def fallback_ranks(files: list[Path]) -> list[int]:
     return ranks
 
 
-def _cycles_notes(files: list[Path], read: list[RankFile]) -> list[str]:
+def _cycles(files: list[Path], read: list[RankFile]) -> tuple[list[str], list[int]]:
     """A note for each tensorboard_trace_handler worker whose files in the folder (two or more, read as the same
-    ranks) are one process's profiling cycles."""
+    ranks) are one process's profiling cycles; and the ranks of those files, once per file."""
     by_worker: dict[str, list[tuple[Path, tuple[int, ...]]]] = {}
     for file, one in zip(files, read):
         match = _HANDLER_NAME.fullmatch(file.name)
         if match and one.error is None:
             by_worker.setdefault(match.group("worker"), []).append((file, tuple(r.rank for r in one.reports)))
-    notes = []
+    notes: list[str] = []
+    ranks_of_cycles: list[int] = []
     for worker, cycles in by_worker.items():
         ranks_read = {numbers for _, numbers in cycles}
         if len(cycles) > 1 and len(ranks_read) == 1:
             numbers = next(iter(ranks_read))
-            whose = (f"rank {numbers[0]}" if len(numbers) == 1 else
-                     "ranks " + ", ".join(map(str, numbers)))
+            whose = f"rank {numbers[0]}" if len(numbers) == 1 else "ranks " + ", ".join(map(str, numbers))
             notes.append(f"{worker}: {len(cycles):,} files, one process's profiling cycles (a schedule with repeat "
                          f"other than 1 writes one file per cycle), each read as {whose}, one section per file: "
                          f"{', '.join(file.name for file, _ in cycles)}")
-    return notes
+            ranks_of_cycles += [number for _ in cycles for number in numbers]
+    return notes, ranks_of_cycles
 
 
 def _rank_from_name(name: str, default: int) -> int:
