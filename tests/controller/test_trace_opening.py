@@ -319,3 +319,15 @@ def test_two_long_kernel_names_that_differ_at_the_end_are_told_apart():
     first, second = (name for name, _ in section.top_kernels[:2])
     assert first != second and len(first) == len(second) == 110
     assert first.startswith("void cutlass::Kernel<") and first.endswith("128x64_nn, 3, true>") and "…" in first
+
+
+def test_a_folder_of_thousands_draws_the_first_ranks_in_full_and_every_rank_in_the_table():
+    """2,000 rank sections held the window 1 s while drawn: the first MAX_SECTIONS are drawn, the table has all."""
+    from workbench.controller.trace_page import MAX_SECTIONS
+
+    report = TraceReport("/job", tuple(rank_report(number, file=f"/job/rank-{number}.json") for number in range(2000)))
+    page = trace_page(report, "")
+    assert len(page.sections) == MAX_SECTIONS and len(page.ranks_rows) == 2000
+    assert page.notes[-1].startswith(f"The first {MAX_SECTIONS} of the 2,000 reports are drawn in full below")
+    few = trace_page(TraceReport("/job", report.ranks[:3]), "")
+    assert len(few.sections) == 3 and not few.notes

@@ -81,17 +81,25 @@ class TracePage:
 
 
 RANKS_HEADER = ("rank", "steps", "median step", "compute", "communication", "memory", "idle", "device")
+# Ranks drawn in full below the table (a section each). A 1,024-rank job's folder, or a process's thousand profiling
+# cycles, would hold the window for seconds while drawn (2,000 sections: 1 s on the 2-core VM); the table holds them
+# all, and `workbench trace PATH --rank N` prints any one.
+MAX_SECTIONS = 64
 
 
 def trace_page(report: TraceReport, history: str) -> TracePage:
     several_files = len({rank.file for rank in report.ranks}) > 1  # a folder: each section names its file
-    sections = tuple(_rank_section(rank, several_files) for rank in report.ranks)
+    sections = tuple(_rank_section(rank, several_files) for rank in report.ranks[:MAX_SECTIONS])
+    notes = tuple(report.notes)
+    if len(report.ranks) > MAX_SECTIONS:
+        notes += (f"The first {MAX_SECTIONS} of the {len(report.ranks):,} reports are drawn in full below; the table "
+                  "holds them all, and `workbench trace PATH --rank N` prints any one",)
     if len(report.ranks) < 2:
-        return TracePage(os.path.abspath(report.path), history, sections, tuple(report.notes))
+        return TracePage(os.path.abspath(report.path), history, sections, notes)
     rows = tuple((str(rank.rank), str(rank.steps), _seconds(rank.step_seconds_median), _percent(rank.compute_share),
                   _percent(rank.communication_share), _percent(rank.memory_share), _percent(rank.idle_share),
                   rank.device) for rank in report.ranks)
-    return TracePage(os.path.abspath(report.path), history, sections, tuple(report.notes), RANKS_HEADER, rows,
+    return TracePage(os.path.abspath(report.path), history, sections, notes, RANKS_HEADER, rows,
                      f"Slowest rank: {straggler(report.ranks)}")
 
 
