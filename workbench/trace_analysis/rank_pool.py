@@ -52,8 +52,8 @@ def read_files(files: Sequence[Path], fallback_ranks: Sequence[int], sizes: Sequ
                want_digest: bool, progress: Optional[Callable[[int, int], None]],
                cancelled: Optional[Callable[[], bool]]) -> list[Any]:
     """``reading.read_rank_file`` of each file (numbered its fallback rank where it names none), each in a
-    process of its own (``rank_worker``), ``workers`` at a time (``workers_for``); in the files' order. ``progress(bytes_done,
-    bytes_total)`` as each file is done;
+    process of its own (``rank_worker``), ``workers`` at a time (``workers_for``); in the files' order.
+    ``progress(bytes_done, bytes_total)`` as each file is done;
     TraceCancelled once ``cancelled()`` says so, and TraceError where a process fails: its processes terminated
     either way. Each result comes back through its process's stdout: nothing is written to disk, so a reader killed
     mid-read (SIGKILL included) leaves nothing behind."""

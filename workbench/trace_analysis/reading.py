@@ -100,7 +100,7 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
     if len(files) > 1:
         seen = Counter(r.rank for r in reports)
         # a rank whose files are all one worker's cycles has its note above; another in several files gets this one
-        cycles_seen = Counter(number for number in ranks_of_cycles)
+        cycles_seen = Counter(ranks_of_cycles)
         twice = sorted(r for r, count in seen.items() if count > 1 and count != cycles_seen[r])
         if twice:
             notes.append(ranks_in_several_files(twice))
