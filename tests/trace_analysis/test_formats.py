@@ -212,6 +212,13 @@ def test_one_processs_profiling_cycles_are_one_rank_not_a_job_of_ranks(tmp_path)
     assert report_lines(report)[0] == f"{tmp_path}: 2 ranks in 5 files"
     # --rank 1 reads that worker's cycles, and only them
     assert [r.file.rsplit("/", 1)[-1][:9] for r in read_report(tmp_path, rank=1).ranks] == ["node_400."] * 2
+    # a thousand cycles are named by the first few and the last, not a page of names
+    (tmp_path / "many").mkdir()
+    for cycle in range(1000):
+        write(tmp_path / "many" / f"node_3.{10_000 + cycle}.pt.trace.json", trace([step(cycle, 10 * cycle, 1)]))
+    (note,) = [note for note in read_report(tmp_path / "many").notes if note.startswith("node_3: 1,000 files")]
+    assert note.endswith("node_3.10000.pt.trace.json, node_3.10001.pt.trace.json, node_3.10002.pt.trace.json, "
+                         "… (996 more) …, node_3.10999.pt.trace.json")
     # A worker with one file, beside files of no worker name, keeps its place among them
     (tmp_path / "mixed").mkdir()
     for name in ("a.json", "node_9.1795.pt.trace.json", "z.json"):

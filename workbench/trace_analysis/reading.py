@@ -278,6 +278,9 @@ def fallback_ranks(files: list[Path]) -> list[int]:
     return ranks
 
 
+NAMES_LISTED = 4  # of a worker's cycles, in its note
+
+
 def _cycles(files: list[Path], read: list[RankFile]) -> tuple[list[str], list[int]]:
     """A note for each tensorboard_trace_handler worker whose files in the folder (two or more, read as the same
     ranks) are one process's profiling cycles; and the ranks of those files, once per file."""
@@ -293,9 +296,12 @@ def _cycles(files: list[Path], read: list[RankFile]) -> tuple[list[str], list[in
         if len(cycles) > 1 and len(ranks_read) == 1:
             numbers = next(iter(ranks_read))
             whose = f"rank {numbers[0]}" if len(numbers) == 1 else "ranks " + ", ".join(map(str, numbers))
+            names = [file.name for file, _ in cycles]
+            if len(names) > NAMES_LISTED:  # a thousand cycles: the first few and the last, not a page of names
+                names = [*names[:NAMES_LISTED - 1], f"… ({len(names) - NAMES_LISTED:,} more) …", names[-1]]
             notes.append(f"{worker}: {len(cycles):,} files, one process's profiling cycles (a schedule with repeat "
                          f"other than 1 writes one file per cycle), each read as {whose}, one section per file: "
-                         f"{', '.join(file.name for file, _ in cycles)}")
+                         f"{', '.join(names)}")
             ranks_of_cycles += [number for _ in cycles for number in numbers]
     return notes, ranks_of_cycles
 
