@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workbench.trace_analysis.wording import counted, short_name, short_names
+from workbench.trace_analysis.wording import counted, ranks_in_several_files, short_name, short_names
 
 
 def test_a_long_name_keeps_its_head_and_its_end():
@@ -40,3 +40,10 @@ def test_three_alike_names_stay_three():
                             for width, end in (("128", ", X1"), ("32", ", X1"), ("128", ", X2")))
     shown = short_names([first, second, third], 60)
     assert len(set(shown)) == 3 and all(len(name) <= 60 for name in shown)
+
+
+def test_ranks_in_several_files_lists_the_first_eight_and_counts_the_rest():
+    assert ranks_in_several_files([0]) == "rank 0 appears in more than one file"
+    assert ranks_in_several_files([0, 1]) == "ranks 0, 1 appear in more than one file"
+    assert ranks_in_several_files(list(range(1000))) == ("ranks 0, 1, 2, 3, 4, 5, 6, 7 and 992 more appear in more "
+                                                         "than one file")

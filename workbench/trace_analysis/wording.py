@@ -61,7 +61,13 @@ def ranks_in_several_files(repeated: list[int]) -> str:
     """"rank 0 appears in more than one file" (a folder's report note, and why no straggler is named)."""
     if len(repeated) == 1:
         return f"rank {repeated[0]} appears in more than one file"
-    return f"ranks {', '.join(map(str, repeated))} appear in more than one file"
+    shown = ", ".join(map(str, repeated[:RANKS_LISTED]))
+    if len(repeated) > RANKS_LISTED:  # a thousand-rank job's files twice over: not a page of numbers
+        shown += f" and {len(repeated) - RANKS_LISTED:,} more"
+    return f"ranks {shown} appear in more than one file"
+
+
+RANKS_LISTED = 8
 
 
 def short_names(names: Sequence[str], characters: int) -> list[str]:
