@@ -217,14 +217,30 @@ def test_one_processs_profiling_cycles_are_one_rank_not_a_job_of_ranks(tmp_path)
     for cycle in range(1000):
         write(tmp_path / "many" / f"node_3.{10_000 + cycle}.pt.trace.json", trace([step(cycle, 10 * cycle, 1)]))
     (note,) = [note for note in read_report(tmp_path / "many").notes if note.startswith("node_3: 1,000 files")]
-    assert note.endswith("node_3.10000.pt.trace.json, node_3.10001.pt.trace.json, node_3.10002.pt.trace.json, "
-                         "… (996 more) …, node_3.10999.pt.trace.json")
+    assert ("node_3.10000.pt.trace.json, node_3.10001.pt.trace.json, node_3.10002.pt.trace.json, … (996 more) …, "
+            "node_3.10999.pt.trace.json; together: 1,000 steps") in note
     # A worker with one file, beside files of no worker name, keeps its place among them
     (tmp_path / "mixed").mkdir()
     for name in ("a.json", "node_9.1795.pt.trace.json", "z.json"):
         write(tmp_path / "mixed" / name, trace([step(1, 0, 1000)]))
     assert [(r.rank, r.file.rsplit("/", 1)[-1]) for r in read_report(tmp_path / "mixed").ranks] == [
         (0, "a.json"), (1, "node_9.1795.pt.trace.json"), (2, "z.json")]
+
+
+def test_one_processs_cycles_are_also_told_together_as_one_answer(tmp_path):
+    """Each cycle is a section, and the note tells them together: all their steps, and each GPU share over the
+    union of their windows (each cycle's share weighted by its window: 2 + 1 ms of kernels in 4 + 6 ms is 30 %)."""
+    first = [step(1, 0, 2000), step(2, 2000, 2000), *launched("k", 10, 100, 1000, 1),
+             *launched("k", 2010, 2100, 1000, 2)]
+    second = [step(6, 50_000, 2000), step(7, 52_000, 2000), step(8, 54_000, 2000),
+              *launched("k", 50_010, 50_100, 1000, 3)]
+    for time_ns, events in ((111, first), (222, second)):
+        write(tmp_path / f"gpu_9.{time_ns}.pt.trace.json", trace(events))
+    report = read_report(tmp_path)
+    assert [round(rank.compute_share, 3) for rank in report.ranks] == [0.5, 0.167]
+    (note,) = [note for note in report.notes if note.startswith("gpu_9: 2 files")]
+    assert note.endswith("; together: 5 steps, median 2.0 ms (2.0 ms–2.0 ms), compute 30.0% · communication 0.0% · "
+                         "memory 0.0% · idle 70.0%")
 
 
 def test_a_folder_of_unrelated_traces_names_no_slowest_rank(tmp_path):
