@@ -147,7 +147,7 @@ def test_the_check_finds_a_lazy_import_whose_target_names_the_importer_for_types
 
 
 # Private names of other libraries the workbench calls on purpose, each with its reason at the call.
-FOREIGN_PRIVATE_CALLS = {"os._exit", "np.lib.format._read_array_header"}
+FOREIGN_PRIVATE_CALLS = {"os._exit", "np.lib.format._read_array_header", "signal_handling._remove_worker_pids"}
 
 
 def private_calls_on_others(package: Path = PACKAGE) -> list[str]:

@@ -61,6 +61,36 @@ def test_a_killed_worker_fails_the_run_with_the_reason_and_the_next_run_works(wh
     assert run_to_end(tiny_config(num_workers=2, persistent_workers=True))[-1].status == "finished"
 
 
+@pytest.mark.slow  # starts worker processes
+def test_closing_the_loader_after_a_worker_was_killed_touches_nothing_the_workers_shared():
+    """A worker killed while it held the lock of the workers' shared "done" event (each takes it for an instant
+    whenever it looks) leaves it held for good; torch's shutdown sets that event first, and the run hung there,
+    its stop unheard (the GUI soak test, once). The lock is held here as the dead worker would hold it."""
+    from workbench.engine.data import LoaderBatches, load_arrays
+
+    config = tiny_config(num_workers=2, persistent_workers=True, synthetic_size=512)
+    batches = LoaderBatches(load_arrays(config), config, pin_memory=False)
+    epoch = batches.epoch()
+    next(epoch)
+    iterator = batches.loader._iterator
+    workers = list(iterator._workers)
+    os.kill(workers[0].pid, signal.SIGKILL)  # what the kernel's out-of-memory killer does
+    workers[0].join(60)
+    held = iterator._workers_done_event._cond
+    held.acquire()  # as the killed worker left it
+    closing = threading.Thread(target=batches.close, daemon=True)
+    try:
+        closing.start()
+        closing.join(60)  # it takes well under a second; torch's own shutdown waits on the lock for good
+        assert not closing.is_alive(), "closing the loader hung on what the killed worker held"
+    finally:
+        held.release()
+        closing.join(60)
+    assert iterator._shutdown and not any(worker.is_alive() for worker in workers)
+    assert multiprocessing.active_children() == []
+    epoch.close()
+
+
 @FORK
 def test_workers_out_of_shared_memory_fail_the_run_saying_what_to_do(monkeypatch):
     def no_shared_memory(self, index):

@@ -23,7 +23,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, DistributedSampl
 
 from workbench.config import RunConfig
 from workbench.engine.augment import per_sample_transform, random_crop_flip
-from workbench.engine.worker_lifetime import block_stop_signals, worker_init_for_this_run
+from workbench.engine.worker_lifetime import block_stop_signals, shut_down_workers, worker_init_for_this_run
 from workbench.npz.header import CLASS_NAMES_KEY, NPZ_KEYS, npz_problems
 from workbench.npz.labels import check_labels
 from workbench.paths import default_datasets_dir
@@ -277,11 +277,11 @@ class LoaderBatches:
         yield from self._iterator
 
     def close(self) -> None:
-        """Shut the workers down now, persistent ones included, instead of at garbage collection."""
+        """Shut the workers down now, persistent ones included, instead of at garbage collection (and without
+        hanging where one of them was killed: worker_lifetime.shut_down_workers)."""
         for iterator in (self._iterator, getattr(self.loader, "_iterator", None)):
-            shutdown = getattr(iterator, "_shutdown_workers", None)
-            if shutdown is not None:
-                shutdown()
+            if iterator is not None:
+                shut_down_workers(iterator)
         self._iterator = None
         self.loader._iterator = None
 

@@ -12,6 +12,9 @@ worker holds a copy: after a SIGKILL of the run, workers and server kept each ot
 So each worker watches the run's process itself, with a pidfd where Linux has one (no pid reuse, no polling),
 and exits when it ends; the forkserver and the resource tracker then see their last client go and exit too.
 
+Shutting them down (``shut_down_workers``): where one was killed, the others are killed too, and nothing they
+share is touched, since the dead one may hold a lock of it for good.
+
 Not PR_SET_PDEATHSIG: it fires when the *thread* that forked the child ends, and the run starts its workers on
 short-lived helper threads (interruptible.py), so it would kill them mid-run.
 """
@@ -25,7 +28,7 @@ import select
 import signal
 import threading
 import time
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 # The signals a run answers by stopping, which its workers leave to it.
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -89,3 +92,51 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # someone else's process took the number: ours is gone
         return False
     return True
+
+
+# How long the other workers of a dead one get to go once killed (SIGKILL: they go), and the pin-memory thread.
+KILLED_JOIN_SECONDS = 5.0
+
+
+def shut_down_workers(iterator: Any) -> None:
+    """Shut a DataLoader iterator's workers down now (persistent ones too), instead of at garbage collection.
+
+    Torch's own shutdown first sets the workers' shared "done" event, whose lock each worker takes for an instant
+    whenever it looks at it. A worker killed in that instant (by the out-of-memory killer, a kill -9) leaves it
+    held for good, and the run hung there, its stop unheard (the GUI soak test, once in a CI run on the 2-core
+    VM). So where a worker has died, nothing the workers share is touched: the others are killed (they ignore
+    SIGTERM), joined, the queues closed, and the iterator marked shut down, so that torch's shutdown never runs,
+    at garbage collection either."""
+    shutdown = getattr(iterator, "_shutdown_workers", None)
+    if shutdown is None or getattr(iterator, "_shutdown", True):
+        return
+    workers = list(getattr(iterator, "_workers", ()))
+    expected = list(getattr(iterator, "_workers_status", [True] * len(workers)))
+    if not any(alive and not worker.is_alive() for worker, alive in zip(workers, expected)):
+        shutdown()
+        return
+    iterator._shutdown = True
+    for worker in workers:
+        if worker.is_alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker.pid, signal.SIGKILL)
+    for worker in workers:
+        worker.join(KILLED_JOIN_SECONDS)
+    pin_thread = getattr(iterator, "_pin_memory_thread", None)
+    if pin_thread is not None:  # its done event is a thread's (no worker holds it)
+        iterator._pin_memory_thread_done_event.set()
+        pin_thread.join(KILLED_JOIN_SECONDS)
+    queues = list(getattr(iterator, "_index_queues", ()))
+    if pin_thread is None or not pin_thread.is_alive():  # a queue is closed under no thread that reads it
+        queues.append(getattr(iterator, "_worker_result_queue", None))
+    for queue in queues:
+        if queue is not None:
+            queue.cancel_join_thread()
+            queue.close()
+    # The SIGCHLD handler's watch list (runs on the main thread), which torch's shutdown would have emptied: its
+    # private function, as torch's own shutdown calls it.
+    if getattr(iterator, "_worker_pids_set", False):
+        from torch.utils.data._utils import signal_handling
+
+        signal_handling._remove_worker_pids(id(iterator))
+        iterator._worker_pids_set = False
