@@ -6,9 +6,13 @@ steps / event / finished signals. Shared by the long tests (many runs in a row, 
 
 from __future__ import annotations
 
+import sys
+import threading
+import traceback
 from typing import Callable, Optional
 
 from builders import collect
+from pytestqt.exceptions import TimeoutError as SignalTimeout
 
 from workbench.config import RunConfig
 from workbench.engine.events import RunEnded
@@ -44,7 +48,16 @@ def run_to_end(qtbot, window, config: RunConfig, after_first_steps: Optional[Cal
         else:
             with qtbot.waitSignal(window.training_thread.finished, timeout=timeout_ms):
                 window.start_button.click()
+    except SignalTimeout as error:  # a hung run: say where each thread is, so the hang can be found
+        raise AssertionError(f"the run did not end ({error}); where the threads were:\n{thread_stacks()}") from None
     finally:
         window.training_thread.event.disconnect(keep_ended)
     assert len(ended) == 1, f"{len(ended)} RunEnded events for one run"
     return ended[0]
+
+
+def thread_stacks() -> str:
+    """Every thread's stack, by name (the training thread's says where a hung run waits)."""
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    return "\n".join(f"--- {names.get(ident, ident)}\n{''.join(traceback.format_stack(frame))}"
+                     for ident, frame in sys._current_frames().items())
