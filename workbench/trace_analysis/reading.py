@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional, Union
 from workbench.formatting import format_step_seconds
 from workbench.regular_file import folder_problem, regular_file_problem
 from workbench.trace_analysis import file_ranks, json_stream, rank_pool, ranks
+from workbench.trace_analysis.comparing import CATEGORIES
 from workbench.trace_analysis.model import Fingerprint, RankReport, TraceCancelled, TraceError, TraceReport
 from workbench.trace_analysis.wording import ranks_in_several_files
 from workbench.trace_analysis.parsed_trace import process_rank, read_head, read_trace
@@ -86,7 +87,7 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
         if one.error is not None:
             unreadable.append(one.error)  # one bad rank file: the others are still worth reading
             continue
-        if one.ranked_by_place:
+        if any(not report.rank_named for report in one.reports):
             by_order.append(file.name)
         reports.extend(one.reports)
     if not reports:
@@ -171,7 +172,6 @@ class RankFile:
     reports: tuple[RankReport, ...] = ()
     error: Optional[str] = None  # one line: the file is left out of its folder
     fingerprint: Optional[Fingerprint] = None  # of the bytes read, where asked for
-    ranked_by_place: bool = False  # its rank is its place in the folder (no distributedInfo, no rank-N in its name)
 
 
 def read_rank_file(file: Path, fallback_rank: int, several: bool, want_digest: bool,
@@ -199,7 +199,7 @@ def read_rank_file(file: Path, fallback_rank: int, several: bool, want_digest: b
         if cancelled is not None and cancelled():
             raise TraceCancelled("reading cancelled")
         reports.append(dataclasses.replace(ranks.analyse(events), file=str(file), rank_named=not ranked_by_place))
-    return RankFile(tuple(reports), None, fingerprint, ranked_by_place)
+    return RankFile(tuple(reports), None, fingerprint)
 
 
 def trace_files(path: Path) -> tuple[list[Path], list[str]]:
@@ -266,6 +266,12 @@ def _natural(name: str) -> list[Any]:
 _HANDLER_NAME = re.compile(r"(?P<worker>.+)\.\d+\.pt\.trace\.json(?:\.gz)?")
 
 
+def _handler_worker(name: str) -> Optional[str]:
+    """The tensorboard_trace_handler worker that wrote a file of this name; None where the name is not its."""
+    match = _HANDLER_NAME.fullmatch(name)
+    return match.group("worker") if match else None
+
+
 def fallback_ranks(files: list[Path]) -> list[int]:
     """Each file's rank where its head names none: rank-N in its name, else its process's place among the folder's
     processes, in the files' order. A process is a file, or the files of one tensorboard_trace_handler worker
@@ -273,8 +279,7 @@ def fallback_ranks(files: list[Path]) -> list[int]:
     worker_places: dict[str, int] = {}
     ranks = []
     for file in files:
-        match = _HANDLER_NAME.fullmatch(file.name)
-        worker = match.group("worker") if match else "\0" + file.name  # a file of its own: no worker name has NUL
+        worker = _handler_worker(file.name) or "\0" + file.name  # a file of its own: no worker name has NUL
         place = worker_places.setdefault(worker, len(worker_places))
         ranks.append(_rank_from_name(file.name, place))
     return ranks
@@ -288,9 +293,9 @@ def _cycles(files: list[Path], read: list[RankFile]) -> tuple[list[str], list[in
     ranks) are one process's profiling cycles; and the ranks of those files, once per file."""
     by_worker: dict[str, list[tuple[Path, tuple[RankReport, ...]]]] = {}
     for file, one in zip(files, read):
-        match = _HANDLER_NAME.fullmatch(file.name)
-        if match and one.error is None:
-            by_worker.setdefault(match.group("worker"), []).append((file, one.reports))
+        worker = _handler_worker(file.name)
+        if worker is not None and one.error is None:
+            by_worker.setdefault(worker, []).append((file, one.reports))
     notes: list[str] = []
     ranks_of_cycles: list[int] = []
     for worker, cycles in by_worker.items():
@@ -319,9 +324,7 @@ def _cycles_together(cycles: list[RankReport]) -> str:
     text = (f"; together: {len(steps):,} steps, median {format_step_seconds(statistics.median(steps))} "
             f"({format_step_seconds(steps[0])}–{format_step_seconds(steps[-1])})")
     windows = [cycle.window_seconds for cycle in cycles]
-    shares = {label: [getattr(cycle, name) for cycle in cycles] for name, label in (
-        ("compute_share", "compute"), ("communication_share", "communication"), ("memory_share", "memory"),
-        ("idle_share", "idle"))}
+    shares = {label: [getattr(cycle, name) for cycle in cycles] for name, label in CATEGORIES}
     if sum(windows) > 0 and all(value is not None for values in shares.values() for value in values):
         text += ", " + " · ".join(
             f"{label} {sum(share * window for share, window in zip(values, windows)) / sum(windows):.1%}"
