@@ -61,16 +61,17 @@ def test_the_cifar_subset_as_a_png_folder_feeds_the_npz_pixels_and_learns(subset
         assert torch.equal(folder_out, array_transform(image))
 
     config = tiny_config(dataset="folder", data_path=str(root), model="small-cnn", image_size=32, augment="cpu",
-                         seed=0, epochs=2, max_steps=None, batch_size=128, log_every=40, num_workers=1,
+                         seed=0, epochs=1, max_steps=None, batch_size=128, log_every=10, num_workers=1,
                          worker_start_method="forkserver", persistent_workers=True)
     events = run_to_end(config)
     assert events[-1].status == "finished", events[-1].reason
     started = next(event for event in events if isinstance(event, RunStarted))
     assert (started.train_size, started.test_size, started.num_classes) == (5085, 1017, 10)
     accuracy = events[-1].summary.test_accuracy
-    print(f"test accuracy after 2 epochs from the PNG folder: {accuracy:.1%}")
-    # It learned: chance is 10 %; 49.1 % after 2 epochs on the 2-core AMD EPYC VM (52-54 % after 3 on two CPUs,
-    # from the folder and the npz alike), so the bound leaves room for another CPU's float results.
-    assert accuracy >= 0.35
+    print(f"test accuracy after 1 epoch from the PNG folder: {accuracy:.1%}")
+    # It learned: chance is 10 % (one standard deviation of a guess over 1,017 images: 0.9 points). One epoch (40
+    # steps) reached 43.0 % on the 2-core AMD EPYC VM, and 34.5-41.7 % with seeds 1-3 (49.1 % after 2 epochs, 52-54 %
+    # after 3 on two CPUs, from the folder and the npz alike): the bound leaves room for another CPU's float results.
+    assert accuracy >= 0.25
     losses = [event.loss for event in events if isinstance(event, StepStats)]
-    assert losses[-1] < losses[0] * 0.8, losses
+    assert losses[-1] < losses[0] * 0.85, losses  # 2.15-2.22 at step 10, 1.62-1.63 at step 40 (seeds 0-3)
