@@ -23,8 +23,10 @@ DELAYS_S = (0.0, 0.15, 0.4, 0.8, 1.5, 2.5)  # after the run-started line: worker
 # 0.8**12 ≈ 7 %. fork's old failure (a "stopping" line from each worker) shows whenever the workers are up: one
 # try per delay. spawn's workers start through the same init function as forkserver's (SIGINT blocked, then
 # ignored), which forkserver's 12 tries guard: one try per delay for spawn's own start-up (12 took 80 s of the
-# slow tier).
+# slow tier), with one worker (each spawned worker imports torch afresh: 3 s of CPU; forkserver's fork from a
+# server that imported it once).
 REPEATS = {"fork": len(DELAYS_S), "forkserver": 12, "spawn": len(DELAYS_S)}
+WORKERS = {"fork": "2", "forkserver": "2", "spawn": "1"}
 AT_ONCE = 3  # CLI processes run side by side (each in its own process group)
 
 
@@ -60,7 +62,7 @@ def test_the_first_ctrl_c_stops_the_run_and_keeps_it(tmp_path, start_method):
     repeats, started = REPEATS[start_method], []
 
     def one_try(attempt: int) -> tuple[int, str, str]:
-        process = cli(tmp_path / "home", "--worker-start-method", start_method)
+        process = cli(tmp_path / "home", "--worker-start-method", start_method, "--num-workers", WORKERS[start_method])
         started.append(process)
         return interrupt(process, DELAYS_S[attempt % len(DELAYS_S)])
 
