@@ -27,6 +27,7 @@ CONTRACT_RANK_KEYS = {
     "compute_share", "communication_share", "memory_share", "idle_share",
     "idle_for_data_share", "idle_for_host_share", "idle_kernel_wait_share", "idle_other_share",
     "dataloader_share", "gpu_span", "findings",
+    "file",  # beside the contract: the file the entry was read from
 }
 
 
@@ -105,6 +106,11 @@ def test_folders_of_one_processs_cycles_compare_cycle_with_cycle(capsys, tmp_pat
             write_trace(tmp_path / folder / f"host_5.{cycle + 10}.pt.trace.json", trace(steps))
     data = run_json(capsys, str(tmp_path / "before"), str(tmp_path / "after"))
     assert [(entry["rank"], entry["step_time_ratio"]) for entry in data["comparison"]] == [(0, 1.0), (0, 1.0)]
+    # each entry names its file: the rank's entries are otherwise told apart only by their order
+    cycle_files = [f"host_5.{cycle}.pt.trace.json" for cycle in (10, 11)]
+    assert [(Path(entry["file"]).name, Path(entry["after_file"]).name) for entry in data["comparison"]] == [
+        (name, name) for name in cycle_files]
+    assert [Path(entry["file"]).name for entry in data["after"]["ranks"]] == [*cycle_files, "host_5.12.pt.trace.json"]
     assert main(["trace", str(tmp_path / "before"), str(tmp_path / "after")]) == 0
     captured = capsys.readouterr()
     assert f"before: {tmp_path / 'before'} (rank 0, unknown, host_5.11.pt.trace.json)" in captured.out

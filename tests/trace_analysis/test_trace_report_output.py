@@ -20,6 +20,7 @@ CONTRACT_RANK_KEYS = {
     "compute_share", "communication_share", "memory_share", "idle_share",
     "idle_for_data_share", "idle_for_host_share", "idle_kernel_wait_share", "idle_other_share",
     "dataloader_share", "gpu_span", "findings",
+    "file",  # beside the contract: the file the entry was read from
 }
 
 

@@ -1,7 +1,8 @@
 """`workbench trace --json`: the report as the issue's contract of keys (other tools read them; keep the names),
 and the comparison of two traces.
 
-``path`` and ``ranks``, one entry per rank with exactly ``RANK_KEYS``; a figure that could not be read is null.
+``path`` and ``ranks``, one entry per rank with exactly ``RANK_KEYS`` and ``file``; a figure that could not be read
+is null.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ RANK_KEYS = (
     "idle_for_data_share", "idle_for_host_share", "idle_kernel_wait_share", "idle_other_share",
     "dataloader_share", "gpu_span", "findings",
 )
+# Beside the contract's keys: the file each entry was read from, which tells apart the entries of a rank in several
+# files (one process's profiling cycles: one file per cycle), otherwise alike but for their order.
+FILE_KEY = "file"
 GPU_SPAN_KEYS = ("idle_share", "compute_share", "non_compute_share")
 FINDING_KEYS = ("kind", "text", "figure", "threshold", "change")
 
@@ -39,6 +43,7 @@ def rank_json(rank: RankReport) -> dict[str, Any]:
             entry[key] = getattr(rank, key)
         else:
             entry[key] = _number(getattr(rank, key))
+    entry[FILE_KEY] = rank.file or None
     return entry
 
 
@@ -63,6 +68,8 @@ def comparison_json(comparison: RankComparison) -> dict[str, Any]:
     return {
         "rank": comparison.before.rank,
         "after_rank": comparison.after.rank,
+        FILE_KEY: comparison.before.file or None,
+        "after_" + FILE_KEY: comparison.after.file or None,
         "step_time_ratio": _number(ratio),
         "step_time_ratio_low": _number(1 / step.speedup_high) if step.speedup_high else None,
         "step_time_ratio_high": _number(1 / step.speedup_low) if step.speedup_low else None,
