@@ -5,6 +5,11 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Two pytest workers share two cores (-n 2): torch's intra-op threads, one per core in each process and in every
+# process a test starts, oversubscribed them, and OpenMP's threads spin while they wait. One each (set before any
+# torch import; the processes inherit it): the fast tier's CPU fell from 471 to 367 s and its wall time from 4:49
+# to 3:45 on the 2-core AMD EPYC VM. No test measures parallel speed; the benchmarks run outside pytest.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from pathlib import Path  # noqa: E402
 
