@@ -70,6 +70,19 @@ def test_one_rank_read_in_a_process_keeps_its_place_in_the_folder(ranks_folder):
 
 
 @pytest.mark.slow  # starts processes
+def test_a_workbench_py_in_the_current_folder_is_not_run_by_the_readers(ranks_folder, tmp_path, monkeypatch):
+    """A user's own script named workbench.py, in the folder they run `workbench trace` from: the readers ran it
+    (`python -m` puts that folder first on sys.path) and failed to find our package."""
+    here = tmp_path / "project"
+    here.mkdir()
+    (here / "workbench.py").write_text(f"open({str(here / 'ran')!r}, 'a').write('ran')\n")
+    (here / "runpy.py").write_text(f"open({str(here / 'ran')!r}, 'a').write('runpy')\n")
+    monkeypatch.chdir(here)
+    report = read_report(ranks_folder)
+    assert [r.rank for r in report.ranks] == [0, 1] and not (here / "ran").exists()
+
+
+@pytest.mark.slow  # starts processes
 def test_a_folder_read_in_processes_is_the_report_read_in_one(ranks_folder, monkeypatch):
     fingerprints, seen = {}, []
     pooled = read_report(ranks_folder, fingerprints=fingerprints, progress=lambda done, total: seen.append(done))

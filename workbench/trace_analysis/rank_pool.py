@@ -85,9 +85,25 @@ def read_files(files: Sequence[Path], fallback_ranks: Sequence[int], sizes: Sequ
 
 def _start(file: Path, fallback_rank: int, want_digest: bool) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "workbench.trace_analysis.rank_worker", str(os.getpid()), str(file), str(fallback_rank),
-         "1" if want_digest else "0"],
+        [sys.executable, "-c", _WORKER_CODE.format(root=str(_WORKBENCH_ROOT), here=_current_folder()), str(os.getpid()),
+         str(file), str(fallback_rank), "1" if want_digest else "0"],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+# The worker imports the workbench this process runs, and nothing from the folder the user is in: `python -m` and
+# `-c` put that folder first on sys.path, so a workbench.py there (a user's own script is often named so) ran in
+# each reader in place of ours. Python 3.10 has no -P, so the child takes the folder off sys.path before importing
+# anything but sys, and puts the folder our package lies in first.
+_WORKBENCH_ROOT = Path(__file__).resolve().parents[2]
+def _current_folder() -> str:
+    try:
+        return os.getcwd()
+    except OSError:  # removed since: the child's '' then names nothing
+        return ""
+
+
+_WORKER_CODE = ("import sys; sys.path[:] = [{root!r}] + [p for p in sys.path if p not in ('', {here!r})]; "
+                "import runpy; runpy.run_module('workbench.trace_analysis.rank_worker', run_name='__main__')")
 
 
 class _Reading:
