@@ -187,6 +187,58 @@ def test_a_folder_of_ranks_sets_them_side_by_side(capsys):
     assert rank["rank"] == 1
 
 
+def steady_trace(kernel_us: float) -> dict:
+    """Five 1 ms steps, each with one kernel of ``kernel_us``: two of them tell apart which file was read."""
+    from trace_builders import launched, step, trace
+
+    return trace([event for n in range(5) for event in
+                  [step(n, n * 1000, 1000), *launched("k", n * 1000 + 10, n * 1000 + 20, kernel_us, n + 1)]])
+
+
+def test_a_file_that_is_not_a_trace_takes_no_rank_number_from_the_traces_beside_it(capsys, tmp_path):
+    """A metrics.json sorting first took number 0, so every trace after it moved up one: t0 was compared with the
+    other folder's t1, and --rank 0 found no trace."""
+    from trace_builders import write as write_trace
+
+    for folder in ("with-metrics", "plain"):
+        (tmp_path / folder).mkdir()
+        write_trace(tmp_path / folder / "t0.json.gz", steady_trace(100))
+        write_trace(tmp_path / folder / "t1.json.gz", steady_trace(700))
+    (tmp_path / "with-metrics" / "a-metrics.json").write_text('{"loss": 1.0}')
+    data = run_json(capsys, str(tmp_path / "with-metrics"), str(tmp_path / "plain"))
+    assert [(entry["rank"], Path(entry["file"]).name, Path(entry["after_file"]).name)
+            for entry in data["comparison"]] == [(0, "t0.json.gz", "t0.json.gz"), (1, "t1.json.gz", "t1.json.gz")]
+    (rank,) = run_json(capsys, str(tmp_path / "with-metrics"), "--rank", "0")["ranks"]
+    assert Path(rank["file"]).name == "t0.json.gz"
+
+
+def test_files_numbered_by_place_take_the_numbers_no_named_rank_takes(capsys, tmp_path):
+    """a.json beside rank-1.json was numbered 1 by its place (second) too: "rank 1 in more than one file"."""
+    from trace_builders import write as write_trace
+
+    write_trace(tmp_path / "rank-1.json", steady_trace(100))
+    write_trace(tmp_path / "a.json", steady_trace(700))
+    ranks = run_json(capsys, str(tmp_path))["ranks"]
+    assert [(entry["rank"], Path(entry["file"]).name) for entry in ranks] == [(0, "a.json"), (1, "rank-1.json")]
+
+
+def test_a_lone_rank_file_keeps_the_rank_its_name_gives_and_folders_sharing_no_rank_say_how_to_compare(
+        capsys, tmp_path):
+    from trace_builders import write as write_trace
+
+    for folder, ranks in (("first", (0, 1)), ("second", (2, 3))):
+        (tmp_path / folder).mkdir()
+        for number in ranks:
+            write_trace(tmp_path / folder / f"rank-{number}.json", steady_trace(100 + 100 * number))
+    # read alone, rank-3.json is rank 3, as in its folder (it read as rank 0, so --rank 3 found nothing)
+    (rank,) = run_json(capsys, str(tmp_path / "second" / "rank-3.json"), "--rank", "3")["ranks"]
+    assert rank["rank"] == 3
+    line = refused(capsys, str(tmp_path / "first"), str(tmp_path / "second"))
+    assert "share no rank (ranks 0, 1 against 2, 3): compare one rank of each by giving its file" in line
+    data = run_json(capsys, str(tmp_path / "first" / "rank-0.json"), str(tmp_path / "second" / "rank-2.json"))
+    assert [(entry["rank"], entry["after_rank"]) for entry in data["comparison"]] == [(0, 2)]
+
+
 # -- hostile traces: one line, exit 2 ----------------------------------------------------------------------------
 
 

@@ -111,8 +111,10 @@ def _paired_ranks(before: Any, after: Any) -> list[tuple[Any, Any]]:
     after_keyed = by_rank_and_entry(after.ranks, lambda rank: rank.rank)
     pairs = [(rank, after_keyed[key]) for key, rank in before_keyed.items() if key in after_keyed]
     if not pairs:
-        raise UsageError(printable(f"workbench trace: {before.path} and {after.path} share no rank: compare one rank "
-                                   "of each with --rank N"))
+        raise UsageError(printable(
+            f"workbench trace: {before.path} and {after.path} share no rank (ranks {_numbers(before)} against "
+            f"{_numbers(after)}): compare one rank of each by giving its file (BEFORE/rank-0.json.gz "
+            "AFTER/rank-2.json.gz): two single ranks are compared whatever their numbers"))
     for report, keyed, others in ((before, before_keyed, after_keyed), (after, after_keyed, before_keyed)):
         alone = sorted({number for number, _ in keyed} - {number for number, _ in others})
         if alone:  # a job scaled from 2 GPUs to 3: say which ranks had nothing to be held against
@@ -122,6 +124,11 @@ def _paired_ranks(before: Any, after: Any) -> list[tuple[Any, Any]]:
             _note(f"{report.path}: rank {', '.join(map(str, entries))} is in more files than in the other trace: "
                   "its files are compared in name order, the rest are not compared")
     return pairs
+
+
+def _numbers(report: Any) -> str:
+    numbers = sorted({rank.rank for rank in report.ranks})
+    return ", ".join(map(str, numbers[:8])) + (f" and {len(numbers) - 8:,} more" if len(numbers) > 8 else "")
 
 
 def _read(path: str, rank: Optional[int]) -> Any:

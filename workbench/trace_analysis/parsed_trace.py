@@ -321,18 +321,21 @@ def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,
     return parsed
 
 
-def read_head(path: Path, cancelled: Optional[Cancelled] = None) -> dict[str, Any]:
+def read_head(path: Path, cancelled: Optional[Cancelled] = None) -> tuple[dict[str, Any], bool]:
     """The top-level values of META_KEYS that a trace file holds before its events, read without its events:
     Kineto writes distributedInfo and deviceProperties first, so a folder's files can be told apart by rank
-    without reading them (a value written after the events is not seen). TraceError where the head cannot be read."""
+    without reading them (a value written after the events is not seen); and whether it holds trace events at all
+    (a JSON object among them: else it is read to its end). TraceError where the head cannot be read."""
     head: dict[str, Any] = {}
     with contextlib.closing(json_stream.trace_parts(path, cancelled=cancelled, events_as=_Event)) as parts:
         for key, value in parts:
-            if key is None:  # the first batch of events: the head is over
-                break
+            if key is None:
+                if any(type(item) is _Event or type(item) is dict for item in value):
+                    return head, True  # the first events: the head is over
+                continue
             if key in META_KEYS:
                 head[key] = value
-    return head
+    return head, False
 
 
 def process_rank(meta: dict[str, Any]) -> Optional[int]:

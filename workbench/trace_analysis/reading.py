@@ -63,11 +63,14 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
                  fingerprints: Optional[dict[str, Fingerprint]]) -> TraceReport:
     files, notes = trace_files(path)
     places = list(range(len(files)))
-    fallbacks = fallback_ranks(files)
+    heads = [_head(file, cancelled) for file in files] if len(files) > 1 else [FileHead(None, True)]
+    fallbacks = fallback_ranks(files, heads)
     if rank is not None and len(files) > 1:
         # Only one rank asked for: the files whose heads name it are read first, and the rest only where those
         # do not hold it (a process driving several GPUs numbers them apart, which its head does not say).
-        places = _places_of_rank(files, fallbacks, rank, cancelled) or places
+        places = [place for place, head in enumerate(heads)
+                  if head.holds_events and (head.rank if head.rank is not None else fallbacks[place]) == rank
+                  ] or places
     read = _read_files(files, fallbacks, places, fingerprints is not None, progress, cancelled)
     if len(places) < len(files):
         if any(report.rank == rank for one in read.values() for report in one.reports):
@@ -147,22 +150,23 @@ def _read_files(files: list[Path], fallbacks: list[int], places: list[int], want
 _HOW_RANKS_ARE_TOLD = "the distributedInfo in its head, else rank-N in its name, else its place in the folder"
 
 
-def _places_of_rank(files: list[Path], fallbacks: list[int], rank: int, cancelled: Optional[Cancelled]
-                    ) -> Optional[list[int]]:
-    """The places of the folder's files whose process is ``rank`` as ``read_rank_file`` numbers it (the rank in
-    the head's distributedInfo, else its fallback rank), from each file's head alone; None where none is. A file
-    whose head cannot be read is none of them: its full read would fail where the head's did."""
-    places = []
-    for place, file in enumerate(files):
-        try:
-            named = process_rank(read_head(file, cancelled))
-        except TraceCancelled:
-            raise
-        except TraceError:
-            continue
-        if (named if named is not None else fallbacks[place]) == rank:
-            places.append(place)
-    return places or None
+@dataclass(frozen=True)
+class FileHead:
+    """What a folder's file says before its events: the rank its distributedInfo names, and whether it holds trace
+    events (False where its head cannot be read either: its full read fails where the head's did)."""
+
+    rank: Optional[int]
+    holds_events: bool
+
+
+def _head(file: Path, cancelled: Optional[Cancelled]) -> FileHead:
+    try:
+        meta, holds_events = read_head(file, cancelled)
+    except TraceCancelled:
+        raise
+    except TraceError:
+        return FileHead(None, False)
+    return FileHead(process_rank(meta), holds_events)
 
 
 @dataclass(frozen=True)
@@ -185,7 +189,7 @@ def read_rank_file(file: Path, fallback_rank: int, several: bool, want_digest: b
     try:
         parsed = read_trace(file, progress=progress, cancelled=cancelled, digest=digest)
         fingerprint = Fingerprint(digest.sha256.hexdigest(), digest.size_bytes) if digest is not None else None
-        per_gpu = file_ranks.rank_events(parsed, fallback_rank if several else 0)
+        per_gpu = file_ranks.rank_events(parsed, fallback_rank)
     except TraceCancelled:
         raise
     except TraceError as error:  # one rank file naming 2,000 GPUs, or unreadable: the folder's others are still read
@@ -272,16 +276,30 @@ def _handler_worker(name: str) -> Optional[str]:
     return match.group("worker") if match else None
 
 
-def fallback_ranks(files: list[Path]) -> list[int]:
+def fallback_ranks(files: list[Path], heads: Optional[list[FileHead]] = None) -> list[int]:
     """Each file's rank where its head names none: rank-N in its name, else its process's place among the folder's
-    processes, in the files' order. A process is a file, or the files of one tensorboard_trace_handler worker
-    (its cycles: one process, not ranks of a job, so one number)."""
-    worker_places: dict[str, int] = {}
-    ranks = []
-    for file in files:
-        worker = _handler_worker(file.name) or "\0" + file.name  # a file of its own: no worker name has NUL
-        place = worker_places.setdefault(worker, len(worker_places))
-        ranks.append(_rank_from_name(file.name, place))
+    processes, in the files' order: the lowest number that no file's head or name takes. A process is a file, or
+    the files of one tensorboard_trace_handler worker (its cycles: one process, not ranks of a job, so one number).
+    Files that hold no trace events (a metrics.json beside the traces) are numbered last: they are left out when
+    read, and numbered among the others they moved every later file's number, so a comparison paired the wrong
+    files."""
+    heads = heads or [FileHead(None, True)] * len(files)
+    named = [head.rank if head.rank is not None else _rank_from_name(file.name, -1) for file, head in zip(files, heads)]
+    taken = {number for number in named if number >= 0}
+    ranks = list(named)
+    worker_numbers: dict[str, int] = {}
+    free = 0
+    for holding_events in (True, False):
+        for place, (file, head) in enumerate(zip(files, heads)):
+            if named[place] >= 0 or head.holds_events is not holding_events:
+                continue
+            worker = _handler_worker(file.name) or "\0" + file.name  # a file of its own: no worker name has NUL
+            if worker not in worker_numbers:
+                while free in taken:
+                    free += 1
+                worker_numbers[worker] = free
+                taken.add(free)
+            ranks[place] = worker_numbers[worker]
     return ranks
 
 
