@@ -100,6 +100,71 @@ def test_a_decompression_bomb_is_refused_by_its_ratio(capsys, tmp_path):
     assert code == 2 and "decompression bomb" in line
 
 
+def damaged(path, how: str):
+    """An honest compressed .npz, then damaged as a disk or a crafted file damages one."""
+    np.savez_compressed(path, **{name: np.frombuffer(data, dtype).reshape(shape)
+                                 for name, (shape, dtype, data) in honest_members().items()})
+    data = bytearray(path.read_bytes())
+    if how == "encrypted":  # each member's "encrypted" flag: zipfile raises RuntimeError
+        for signature, offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+            at = data.find(signature)
+            while at >= 0:
+                data[at + offset] |= 1
+                at = data.find(signature, at + 4)
+    elif how == "unknown-method":  # compression method 9 (deflate64): NotImplementedError
+        for signature, offset in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):
+            at = data.find(signature)
+            while at >= 0:
+                data[at + offset:at + offset + 2] = (9).to_bytes(2, "little")
+                at = data.find(signature, at + 4)
+    else:  # bytes flipped just inside a member's deflate stream: zlib.error
+        info = zipfile.ZipFile(path).getinfo("train_labels.npy")
+        name_length = int.from_bytes(data[info.header_offset + 26:info.header_offset + 28], "little")
+        extra_length = int.from_bytes(data[info.header_offset + 28:info.header_offset + 30], "little")
+        start = info.header_offset + 30 + name_length + extra_length
+        data[start:start + 8] = bytes(byte ^ 0x5A for byte in data[start:start + 8])
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("how", ["encrypted", "unknown-method", "flipped-bytes"])
+def test_a_damaged_archive_is_refused_in_one_line_by_the_form_the_engine_and_the_cli(capsys, tmp_path, how,
+                                                                                    isolated_workbench_home):
+    """It gave a traceback (RuntimeError, NotImplementedError, zlib.error), and the window, reading the saved path
+    when it starts, failed to open at all."""
+    path = damaged(tmp_path / "damaged.npz", how)
+    config = tiny_config(dataset="npz", data_path=str(path))
+    (problem,) = settings_model.problems(config, None)
+    assert f"{path} is not a valid npz archive" in problem
+    with pytest.raises(DataError, match="is not a valid npz archive"):
+        load_arrays(config)
+    code, line = cli_line(capsys, *TINY, "--dataset", "npz", "--data-path", str(path))
+    assert code == 2 and "is not a valid npz archive" in line
+    assert recorded_runs(isolated_workbench_home) == 0
+
+
+def test_a_member_named_without_npy_is_the_array_read_so_its_header_is_checked(capsys, tmp_path):
+    """np.load's archive["train_images"] takes a member named just that before train_images.npy: a bomb or junk
+    stored so passed every check unread (a 548 KB file trained on 100,000 blank images)."""
+    members = honest_members()
+    bomb, junk = tmp_path / "bomb.npz", tmp_path / "junk.npz"
+    for path in (bomb, junk):
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+            for name, (shape, dtype, data) in members.items():
+                archive.writestr(f"{name}.npy", npy_header(shape, dtype) + data)
+            if path is bomb:
+                archive.writestr("train_images", npy_header((30_000, 32, 32, 3), np.uint8) + bytes(3072 * 30_000))
+                archive.writestr("train_labels", npy_header((30_000,), np.int64) + bytes(8 * 30_000))
+            else:
+                archive.writestr("train_labels", b"junk")
+    (problem,) = npz_problems(bomb)
+    assert "train_images decompresses to 87.9 MiB" in problem and "decompression bomb" in problem, problem
+    (problem,) = npz_problems(junk)
+    assert f"{junk} is not a valid npz archive" in problem
+    code, line = cli_line(capsys, *TINY, "--no-history", "--dataset", "npz", "--data-path", str(junk))
+    assert code == 2 and "is not a valid npz archive" in line
+
+
 def test_a_compressed_dataset_of_real_images_is_not_a_bomb(tmp_path, subset_npz):
     with np.load(subset_npz) as real:
         arrays = {key: real[key] for key in real.files}
@@ -156,8 +221,12 @@ STRAY = [*range(10)] * 3 + [200, 3]  # ten classes and one stray label
         (np.array([*range(10)] * 3 + [2**64 - 1], np.uint64), None, None, "its largest label is "
                                                                           "18,446,744,073,709,551,615"),
         ([*range(10)] * 3 + [-1, 0], None, None, "train_labels has negative labels"),
+        # a model's output 5 M wide took 24 GB before the kernel killed the run
+        (list(range(10)) * 3, None, [f"c{i}" for i in range(100_001)], "its class_names names 100,001 classes; "
+                                                                          "more than 100,000 cannot be a model's"),
     ],
-    ids=["stray-200", "past-class-names", "test-past-class-names", "1e12", "2^63-1", "uint64-max", "negative"],
+    ids=["stray-200", "past-class-names", "test-past-class-names", "1e12", "2^63-1", "uint64-max", "negative",
+         "class-names-past-the-limit"],
 )
 def test_labels_outside_the_classes_are_refused_before_the_run_is_recorded(
         capsys, tmp_path, isolated_workbench_home, train, test, names, words):

@@ -12,7 +12,6 @@ import multiprocessing
 import os
 import signal
 import urllib.error
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sized, cast
@@ -24,7 +23,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, DistributedSampl
 from workbench.config import RunConfig
 from workbench.engine.augment import per_sample_transform, random_crop_flip
 from workbench.engine.worker_lifetime import block_stop_signals, shut_down_workers, worker_init_for_this_run
-from workbench.npz.header import CLASS_NAMES_KEY, NPZ_KEYS, npz_problems
+from workbench.npz.header import CLASS_NAMES_KEY, DAMAGED_ARCHIVE_ERRORS, NPZ_KEYS, npz_problems
 from workbench.npz.labels import check_labels
 from workbench.paths import default_datasets_dir
 from workbench.regular_file import regular_file_problem
@@ -118,7 +117,7 @@ def _npz(path: Path, _mtime_ns: int) -> ImageArrays:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {key: archive[key] for key in NPZ_KEYS}
             names = archive[CLASS_NAMES_KEY] if CLASS_NAMES_KEY in archive.files else None
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
+    except DAMAGED_ARCHIVE_ERRORS as error:
         raise DataError(f"{path} is not a valid npz archive ({error})") from None
     labels = check_labels(path, arrays["train_labels"], arrays["test_labels"], names)  # the CLI's words
     if labels.problems:

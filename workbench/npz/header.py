@@ -8,9 +8,11 @@ hundreds of megabytes, so the form can check a file as the user types its path.
 from __future__ import annotations
 
 import functools
+import lzma
 import math
 import os
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +28,14 @@ IMAGE_SHAPE = (32, 32, 3)
 
 class NpzError(ValueError):
     """The file is not an .npz dataset the workbench can read; the message says what is wrong."""
+
+
+# What reading a damaged archive raises: zipfile's RuntimeError (a member marked encrypted), NotImplementedError (a
+# compression method it lacks), a deflate or lzma stream's own error (bytes flipped inside a member), besides the
+# usual. Each is the file's fault, said in one line: none may reach the user as a traceback (the window, reading
+# a saved path at start, failed to open at all).
+DAMAGED_ARCHIVE_ERRORS = (OSError, zipfile.BadZipFile, EOFError, ValueError, RuntimeError, NotImplementedError,
+                          zlib.error, lzma.LZMAError)
 
 
 @dataclass(frozen=True)
@@ -68,18 +78,27 @@ def _read_headers(path: Path, _mtime_ns: int, _size: int) -> dict[str, ArrayHead
             f"{path} is not a valid npz archive (an .npz file is a zip of .npy arrays, as numpy.savez writes)"
         )
     headers: dict[str, ArrayHeader] = {}
+    bare: set[str] = set()
     try:
         with zipfile.ZipFile(path) as archive:
             for info in archive.infolist():
-                if not info.filename.endswith(".npy"):
+                # np.load's archive["train_labels"] takes a member named just that before train_labels.npy: such a
+                # member is the array read, so its header is the one checked (it passed every check unread)
+                npy = info.filename.endswith(".npy")
+                key = info.filename[: -len(".npy")] if npy else info.filename
+                if (not npy and key not in _ARRAY_KEYS) or (npy and key in bare):
                     continue
                 with archive.open(info) as stream:
                     shape, dtype = _read_member_header(stream)
-                    headers[info.filename[: -len(".npy")]] = ArrayHeader(
-                        shape, dtype, stream.tell(), info.file_size, info.compress_size)
-    except (OSError, zipfile.BadZipFile, EOFError, ValueError) as error:
+                    headers[key] = ArrayHeader(shape, dtype, stream.tell(), info.file_size, info.compress_size)
+                if not npy:
+                    bare.add(key)
+    except DAMAGED_ARCHIVE_ERRORS as error:
         raise NpzError(f"{path} is not a valid npz archive ({error})") from None
     return headers
+
+
+_ARRAY_KEYS = frozenset({*NPZ_KEYS, CLASS_NAMES_KEY})
 
 
 def _read_member_header(stream) -> tuple[tuple[int, ...], np.dtype]:

@@ -16,14 +16,13 @@ The classes:
 
 from __future__ import annotations
 
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
-from workbench.npz.header import CLASS_NAMES_KEY
+from workbench.npz.header import CLASS_NAMES_KEY, DAMAGED_ARCHIVE_ERRORS
 
 MAX_CLASSES = 100_000  # ImageNet-21k has about 21,800; a last layer this wide is already 50 M weights at 512 features
 
@@ -46,6 +45,10 @@ def check_labels(shown: Path | str, train_labels: np.ndarray, test_labels: np.nd
     present = np.unique(train_labels)
     if class_names is not None:
         count = len(class_names)
+        if count > MAX_CLASSES:  # a model's output this wide takes the machine's memory (5 M names: 24 GB)
+            return LabelCheck(0, [
+                f"npz file {shown}: its class_names names {count:,} classes; more than {MAX_CLASSES:,} cannot be a "
+                "model's output"])
         for name, labels in splits.items():
             if labels.size and int(labels.max()) >= count:
                 return LabelCheck(0, [
@@ -79,6 +82,6 @@ def read_label_check(path: Path | str) -> LabelCheck:
         with np.load(shown, allow_pickle=False) as archive:
             train, test = archive["train_labels"], archive["test_labels"]
             names = archive[CLASS_NAMES_KEY] if CLASS_NAMES_KEY in archive.files else None
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as error:
+    except (KeyError, *DAMAGED_ARCHIVE_ERRORS) as error:
         return LabelCheck(0, [f"{shown} is not a valid npz archive ({error})"])
     return check_labels(shown, train, test, names)
