@@ -65,6 +65,19 @@ def test_an_unreadable_cache_is_no_ceiling(isolated_workbench_home):
     assert cached_ceiling(tiny_config(), probe_device("cpu"), 10) is None
 
 
+@pytest.mark.timeout(60)  # the old read blocked on the FIFO for good
+def test_a_cache_that_is_a_fifo_or_nested_past_the_stack_is_no_ceiling(isolated_workbench_home):
+    """Every run reads the cache: a FIFO there blocked each before its first step, and JSON nested 100,000 deep
+    failed each with a RecursionError, where a ceiling is an extra, never a reason to fail."""
+    import os
+
+    os.mkfifo(cache_path())
+    assert cached_ceiling(tiny_config(), probe_device("cpu"), 10) is None
+    cache_path().unlink()
+    cache_path().write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    assert cached_ceiling(tiny_config(), probe_device("cpu"), 10) is None
+
+
 def test_workbench_ceiling_json_last_line_then_cached(capsys):
     assert main(["ceiling", *CPU_FLAGS, "--json"]) == 0
     out, err = capsys.readouterr()

@@ -16,6 +16,7 @@ from typing import Any, Optional, Sequence
 
 from workbench.config import KERNEL_SETTINGS, RunConfig, inactive_settings, model_kwargs_of
 from workbench.device_info import DeviceInfo
+from workbench.regular_file import read_regular_file
 from workbench.user_modules import source_digest
 
 FILE_NAME = "ceilings.json"
@@ -78,6 +79,9 @@ def _kwargs_key(text: str) -> Any:
         return text
 
 
+MAX_CACHE_BYTES = 16 * 1024**2  # some 500 bytes an entry: tens of thousands of settings measured
+
+
 def _key_text(key: dict[str, Any]) -> str:
     return json.dumps(key, sort_keys=True)
 
@@ -91,9 +95,11 @@ def cache_path(home: Optional[Path] = None) -> Path:
 
 
 def _entries(path: Path) -> dict[str, dict[str, Any]]:
+    # Read as any file the user's home holds: a FIFO there blocked every run before its first step (its stop
+    # unheard), and JSON nested 100,000 deep failed each run with a RecursionError.
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_regular_file(path, MAX_CACHE_BYTES).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):  # NotARegularFile and UnicodeDecodeError are ValueErrors
         return {}  # none yet, or unreadable: a ceiling is an extra, never a reason to fail
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("entries"), dict):
         return {}
