@@ -133,3 +133,26 @@ def test_a_database_of_other_tables_without_a_schema_version_is_not_taken_for_a_
     with pytest.raises(HistoryDamaged, match=r"it holds tables \(photos\) but no workbench schema version"):
         HistoryStore.open(tmp_path)
     assert sha256(path) == before
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_history_that_is_a_fifo_or_a_home_that_is_a_file_is_said_in_one_line(tmp_path, capsys):
+    """`workbench runs` and `export` blocked for good opening a FIFO (deaf to Ctrl-C); a home that is a file read
+    as "No runs recorded yet"."""
+    from hostile_paths import fifo_unblocked, make_fifo
+
+    home = tmp_path / "home"
+    home.mkdir()
+    fifo = make_fifo(home / "history.sqlite3")
+    with fifo_unblocked(fifo):
+        for command in (["runs"], ["export", "--out", str(tmp_path / "runs.csv")], ["run", *TRAIN]):
+            assert main(["--home", str(home), *command]) != 0, command
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and "is a FIFO" in err[0] and "move it aside" in err[0], (command, err)
+    with pytest.raises(HistoryDamaged, match="is a FIFO"):
+        HistoryStore.open(home)
+    file_home = tmp_path / "a-file"
+    file_home.write_text("")
+    assert main(["--home", str(file_home), "runs"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"cannot be kept in {file_home}: it is a file, not a folder" in err[0], err

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -19,12 +20,14 @@ from workbench.history.errors import (
     SQLITE_CANTOPEN,
     SQLITE_IOERR,
     SQLITE_READONLY,
+    HistoryDamaged,
     HistoryTooNew,
     damaged,
     history_error,
     sqlite_code,
     translated,
 )
+from workbench.regular_file import folder_problem, kind_problem
 
 DATABASE_NAME = "history.sqlite3"
 # A checkpoint every 128 pages (512 KiB at SQLite's 4 KiB pages; SQLite's default is 1000) and the log cut back
@@ -87,8 +90,28 @@ class HistoryDatabase:
         self.conn.close()
 
 
+def _refuse_what_is_no_file(path: Path) -> None:
+    """HistoryDamaged where ``path`` is there but no regular file: SQLite would open a FIFO for good (blocking, deaf
+    to Ctrl-C) and read a device; and where its folder, the workbench home, is a file (it read as no history)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        problem = folder_problem(path.parent)
+        if problem is not None and problem != "does not exist":
+            raise HistoryDamaged(f"the run history cannot be kept in {path.parent}: it {problem}, not a folder; "
+                                 "move it aside, or use --home to keep the history elsewhere") from None
+        return
+    except OSError:
+        return  # SQLite's open says what it is, in its words
+    problem = kind_problem(mode)
+    if problem is not None:
+        raise HistoryDamaged(f"the run history {path} {problem}, not a database; it is left as it is: move it aside "
+                             "and the workbench starts a new one there, or use --home to keep the history elsewhere")
+
+
 def open_for_writing(path: Path, migrations: Sequence[Migration], newest: int) -> HistoryDatabase:
     """The history at ``path`` (made when absent), checked and brought up to schema ``newest``."""
+    _refuse_what_is_no_file(path)
     with translated(path, "open"):
         path.parent.mkdir(parents=True, exist_ok=True)
         # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE), see HistoryDatabase.transaction.
@@ -133,6 +156,7 @@ def _use_wal(conn: sqlite3.Connection) -> None:
 def open_for_reading(path: Path, migrations: Sequence[Migration], newest: int) -> HistoryDatabase:
     """The history at ``path`` for reading only: nothing is written to the file, so it reads on a read-only or
     full disk. An older schema is read from an upgraded copy in memory; a history not made yet reads as empty."""
+    _refuse_what_is_no_file(path)
     if not path.exists():
         return _in_memory(path, migrations, newest)
     conn, note = _connect_read_only(path)
