@@ -104,6 +104,22 @@ class _FirstTwo(nn.Module):
 
 def first_two_only(num_classes):
     return _FirstTwo(num_classes)
+
+
+class _OtherHeadInTraining(nn.Module):
+    """Right in evaluation mode, where the check's batch runs; five logits in training mode."""
+
+    def __init__(self, num_classes):
+        super().__init__()
+        self.head, self.training_head = nn.Linear(3, num_classes), nn.Linear(3, 5)
+
+    def forward(self, x):
+        features = x.mean(dim=(2, 3))
+        return self.training_head(features) if self.training else self.head(features)
+
+
+def other_head_in_training(num_classes):
+    return _OtherHeadInTraining(num_classes)
 '''
 
 

@@ -47,6 +47,14 @@ def test_train_and_val_folders_are_the_splits(tmp_path):
     assert "val/ folder is the test split" in folder.split_note
 
 
+def test_a_folder_too_small_to_hold_out_test_images_has_no_accuracy_rather_than_zero(tmp_path):
+    """One image a class holds none back: the run read "test accuracy 0.0 %" from no images at all."""
+    root = make_folder(tmp_path / "one-each", per_class=1)
+    ended = run_to_end(tiny_config(dataset="folder", data_path=str(root), batch_size=1, max_steps=2))[-1]
+    assert ended.status == "finished", ended.reason
+    assert ended.summary.test_accuracy is None
+
+
 def test_without_splits_each_class_holds_out_a_seeded_fifth(tmp_path):
     root = make_folder(tmp_path / "flat")
     one, again, other = scan_folder(root, 0), scan_folder(root, 0), scan_folder(root, 1)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import os
-from typing import Any
+from typing import Any, Optional
 
 import torch
 from torch import nn
@@ -182,16 +182,19 @@ def check_model(model: nn.Module, num_classes: int, image_size: int, device: tor
         raise ModelError(f"model {spec} gives logits of type {output.dtype}; the loss needs floating-point logits")
 
 
-def check_batch_logits(logits: Any, images: torch.Tensor) -> None:
-    """ModelError unless ``logits`` has one row of floating-point logits per image: a model that passed the
-    dummy-batch check can still answer a real batch with another shape (a fixed batch size inside it)."""
+def check_batch_logits(logits: Any, images: torch.Tensor, num_classes: Optional[int] = None) -> None:
+    """ModelError unless ``logits`` has one row of floating-point logits per image (and ``num_classes`` columns,
+    where given): a model that passed the dummy-batch check can still answer a real batch with another shape (a
+    fixed batch size inside it; another head in training mode, the check being made in evaluation mode)."""
     if (isinstance(logits, torch.Tensor) and logits.ndim == 2 and logits.shape[0] == images.shape[0]
-            and logits.is_floating_point()):
+            and logits.is_floating_point() and num_classes in (None, logits.shape[1])):
         return
     got = (f"logits of shape {tuple(logits.shape)} and type {logits.dtype}" if isinstance(logits, torch.Tensor)
            else f"a {type(logits).__name__}")
-    raise ModelError(f"the model gave {got} for a batch of {images.shape[0]} images; the run needs "
-                     f"({images.shape[0]}, classes) floating-point logits: one row per image")
+    classes = "classes" if num_classes is None else f"{num_classes}"
+    when = " in training" if torch.is_grad_enabled() else ""
+    raise ModelError(f"the model gave {got} for a batch of {images.shape[0]} images{when}; the run needs "
+                     f"({images.shape[0]}, {classes}) floating-point logits: one row per image, one logit per class")
 
 
 def main_output(output: Any) -> Any:

@@ -326,7 +326,10 @@ class TrainingSession:
 
     @torch.no_grad()
     def evaluate(self) -> tuple[float, float]:
-        """Loss and accuracy on the test split (plain cross-entropy, no label smoothing)."""
+        """Loss and accuracy on the test split (plain cross-entropy, no label smoothing); NaN, as without
+        evaluation, where the split holds no image (a folder too small to hold any back): it read 0.0 %."""
+        if self.test_set.size == 0:
+            return math.nan, math.nan
         self.model.eval()
         loss_sum = torch.zeros((), device=self.device)
         correct = torch.zeros((), device=self.device, dtype=torch.int64)
@@ -338,7 +341,7 @@ class TrainingSession:
             images, labels = self.prepare(*batch, train=False)
             with self.train_step.autocast():
                 logits = main_output(self.eval_forward(images))
-                check_batch_logits(logits, images)
+                check_batch_logits(logits, images, self.data.num_classes)
             loss_sum += nn.functional.cross_entropy(logits.float(), labels, reduction="sum")
             correct += (logits.argmax(dim=1) == labels).sum()
         self.model.train()

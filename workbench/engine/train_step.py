@@ -45,8 +45,10 @@ class TrainStep:
         no_sync: Optional[Callable[[], ContextManager]] = None,
         total_micro_batches: Optional[int] = None,
         max_grad_norm: Optional[float] = None,
+        num_classes: Optional[int] = None,
     ):
         self.model, self.optimizer, self.criterion = model, optimizer, criterion
+        self.num_classes = num_classes  # the logits' width each batch is checked against (None: not checked)
         self.accumulation_steps = accumulation_steps
         self.lr_at = lr_at
         self.no_sync = no_sync  # DistributedDataParallel's: micro-batches that do not step skip the all-reduce
@@ -90,7 +92,7 @@ class TrainStep:
         with self.no_sync() if self.no_sync is not None and not steps_after else contextlib.nullcontext():
             with self.autocast():
                 logits = main_output(self.model(images))
-                check_batch_logits(logits, images)
+                check_batch_logits(logits, images, self.num_classes)
                 loss = self.criterion(logits, labels)
             self.scaler.scale(loss / group_size).backward()
         self.micro_batches += 1
@@ -211,5 +213,6 @@ def build_training(config: RunConfig, num_classes: int, device: torch.device, to
         no_sync=getattr(trained, "no_sync", None),
         total_micro_batches=total_micro_batches,
         max_grad_norm=config.max_grad_norm,
+        num_classes=num_classes,
     )
     return Training(model, step)
