@@ -239,6 +239,22 @@ def test_a_lone_rank_file_keeps_the_rank_its_name_gives_and_folders_sharing_no_r
     assert [(entry["rank"], entry["after_rank"]) for entry in data["comparison"]] == [(0, 2)]
 
 
+def test_gpu_work_all_outside_the_steps_is_said_beside_the_idle_it_leaves(capsys, tmp_path):
+    """Steps over 0-40 ms and every kernel at 100 ms and later read "idle 100 %" with no note, where HTA's window
+    read the GPU 80 % busy."""
+    from trace_builders import launched, step, trace, write as write_trace
+
+    events = [step(n, n * 10_000, 10_000) for n in range(4)]
+    events += [event for n in range(20) for event in launched("k", 100_000 + 500 * n - 20, 100_000 + 500 * n, 400, n + 1)]
+    path = write_trace(tmp_path / "outside.json", trace(events))
+    (rank,) = run_json(capsys, str(path))["ranks"]
+    assert rank["idle_share"] == 1.0 and rank["gpu_span"]["compute_share"] > 0.7
+    assert main(["trace", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert ("none of the 20 kernel, copy and fill events falls within the ProfilerStep spans (all after the last "
+            "step)") in out, out
+
+
 # -- hostile traces: one line, exit 2 ----------------------------------------------------------------------------
 
 

@@ -63,6 +63,17 @@ class RankEvents:
         return [*self.runtime, *self.steps, *self.gpu_steps]
 
 
+def _device_work_outside_the_steps_note(device: list[Activity], window: tuple[int, int]) -> str:
+    """The figures over the steps read "idle 100 %" with no word why, while HTA's window held the work."""
+    before = sum(1 for a in device if a.end_ns <= window[0])
+    where = ("all before the first step" if before == len(device) else "all after the last step" if not before
+             else f"{before:,} before the first step, the rest after the last")
+    return (f"none of the {len(device):,} kernel, copy and fill events falls within the ProfilerStep spans ({where}):"
+            " over the steps the GPU was idle throughout, so the shares over the steps say nothing of the work; the "
+            "figures over HTA's window (first to last GPU event) hold it. A GPU clock apart from the host's, or "
+            "steps annotated around other work, read so")
+
+
 def analyse(events: RankEvents) -> RankReport:
     notes = list(events.notes)
     steps, empty = _steps(events.steps)
@@ -90,6 +101,8 @@ def analyse(events: RankEvents) -> RankReport:
     cpu_only = not device
     if steps:
         window = (steps[0][0], max(end for _, end in steps))  # a step nested in another ends before it
+        if device and not any(a.end_ns > window[0] and a.start_ns < window[1] for a in device):
+            notes.append(_device_work_outside_the_steps_note(device, window))
     elif device:
         window = (min(a.start_ns for a in device), max(a.end_ns for a in device))
         notes.append("no ProfilerStep#N annotations: the figures are over the first to last GPU event")
