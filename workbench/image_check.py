@@ -106,8 +106,13 @@ def _problem(path: str, full: bool) -> Optional[str]:
             with warnings.catch_warnings():
                 warnings.simplefilter("error", Image.DecompressionBombWarning)  # the run refuses it too
                 with Image.open(stream) as image:
+                    image_format = image.format
                     image.verify()
-                if full or (path.lower().endswith(JPEG_SUFFIXES) and not _has_jpeg_end(stream, size)):
+                # verify() reads a PNG's every chunk and its CRC, and a JPEG is whole where its end marker is there;
+                # of BMP, GIF, TIFF and WebP it reads little (a truncated BMP passed, to fail the run mid-epoch), so
+                # those are decoded
+                if full or (image_format != "PNG" and not (
+                        image_format == "JPEG" and path.lower().endswith(JPEG_SUFFIXES) and _has_jpeg_end(stream, size))):
                     stream.seek(0)
                     with Image.open(stream) as image:  # verify() leaves an image unusable: open it again
                         image.load()

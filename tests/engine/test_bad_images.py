@@ -41,6 +41,26 @@ def test_each_kind_of_bad_file_is_found_by_the_header_check_and_good_ones_pass(t
     assert good and all(image_problem(str(path)) is None for path in good)
 
 
+def test_truncated_bmp_gif_tiff_and_webp_are_found_before_the_run_and_whole_ones_pass(tmp_path):
+    """Pillow's verify() reads little of these formats: a truncated BMP passed the check, and the run failed
+    mid-epoch on it."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(1).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    for image_format in ("BMP", "GIF", "TIFF", "WEBP"):
+        encoded = io.BytesIO()
+        Image.fromarray(pixels).save(encoded, image_format)
+        whole = tmp_path / f"whole.{image_format.lower()}"
+        whole.write_bytes(encoded.getvalue())
+        cut = tmp_path / f"cut.{image_format.lower()}"
+        cut.write_bytes(encoded.getvalue()[: len(encoded.getvalue()) // 2])
+        assert image_problem(str(whole)) is None, image_format
+        assert image_problem(str(cut)), image_format
+
+
 def test_a_jpeg_padded_past_its_end_marker_is_not_refused(tmp_path):
     root = make_folder(tmp_path / "pets")
     jpeg = next(root.rglob("*.jpg"))
