@@ -255,6 +255,20 @@ def test_gpu_work_all_outside_the_steps_is_said_beside_the_idle_it_leaves(capsys
             "step)") in out, out
 
 
+def test_step_numbers_written_twice_apart_in_time_are_said_to_be_left_out(capsys, tmp_path):
+    """Two threads' ProfilerStep#1-4: the longest of each number was kept, the other thread's steps (and all
+    the kernels in them) dropped without a word."""
+    from trace_builders import step, trace, write as write_trace
+
+    events = [step(n, n * 10_000, 10_000) for n in range(1, 5)]
+    events += [{**step(n, 50_000 + n * 20_000, 20_000), "tid": 2} for n in range(1, 5)]
+    events += [{**step(n, n * 10_000, 10_000, cat="cpu_op")} for n in range(1, 5)]  # Kineto's copy: not apart
+    path = write_trace(tmp_path / "two-threads.json", trace(events))
+    assert main(["trace", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "4 ProfilerStep numbers appear more than once apart in time" in out, out
+
+
 # -- hostile traces: one line, exit 2 ----------------------------------------------------------------------------
 
 

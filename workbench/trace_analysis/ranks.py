@@ -76,10 +76,14 @@ def _device_work_outside_the_steps_note(device: list[Activity], window: tuple[in
 
 def analyse(events: RankEvents) -> RankReport:
     notes = list(events.notes)
-    steps, empty = _steps(events.steps)
+    steps, empty, apart = _steps(events.steps)
     if not steps and not empty and events.gpu_steps:  # ProfilerStep#N only on the GPU's timeline: those spans
-        steps, empty = _steps(events.gpu_steps)
+        steps, empty, apart = _steps(events.gpu_steps)
         notes.append("ProfilerStep#N appears only on the GPU's timeline: the steps are its spans there")
+    if apart:
+        notes.append(f"{apart:,} ProfilerStep number{'s' if apart != 1 else ''} appear{'s' if apart == 1 else ''} "
+                     "more than once apart in time (steps of two threads, or of two profilers, in one file): the "
+                     "longest span of each number is the step read, the others are left out")
     if empty:
         notes.append(f"{empty:,} ProfilerStep spans of zero length: left out (a step time of 0 is no step time)")
     if any(start < previous_end for (_, previous_end), (start, _) in zip(steps, steps[1:])):
@@ -195,16 +199,21 @@ def _no_gpu_work_note(events: RankEvents) -> str:
     return "a CPU-only trace: it holds no kernel, copy or fill events, so the GPU figures cannot be read"
 
 
-def _steps(steps: Sequence[Activity]) -> tuple[list[tuple[int, int]], int]:
+def _steps(steps: Sequence[Activity]) -> tuple[list[tuple[int, int]], int, int]:
     """ProfilerStep#N spans, one per step number (Kineto may write a step twice: op and annotation), by start;
-    and how many step numbers had only spans of zero length (left out)."""
+    how many step numbers had only spans of zero length (left out); and how many had spans apart in time (two
+    threads' or two profilers' steps of one number: the longest is kept, the others are not read)."""
     by_name: dict[str, tuple[int, int]] = {}
+    apart: set[str] = set()
     for a in steps:
         known = by_name.get(a.name)
+        if known is not None and known[1] > known[0] and a.end_ns > a.start_ns and (
+                a.start_ns >= known[1] or a.end_ns <= known[0]):
+            apart.add(a.name)
         if known is None or a.end_ns - a.start_ns > known[1] - known[0]:
             by_name[a.name] = (a.start_ns, a.end_ns)
     timed = sorted(span for span in by_name.values() if span[1] > span[0])
-    return timed, len(by_name) - len(timed)
+    return timed, len(by_name) - len(timed), len(apart)
 
 
 def _shares(breakdown: timeline.TimelineBreakdown, span_ns: int) -> dict[str, Optional[float]]:
