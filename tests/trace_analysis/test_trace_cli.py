@@ -347,6 +347,12 @@ def test_a_missing_file_is_refused(capsys, tmp_path):
     refused(capsys, str(tmp_path / "nowhere.json.gz"))
 
 
+def test_a_folder_of_hidden_traces_says_they_are_left_out(capsys, tmp_path):
+    (tmp_path / ".rank-0.json").write_text("{}")
+    line = refused(capsys, str(tmp_path))
+    assert "holds no readable trace files (*.json, *.json.gz); 1 hidden file (named .…) is left out" in line, line
+
+
 def test_a_folder_without_traces_and_a_rank_not_there_are_refused(capsys, tmp_path):
     (tmp_path / "notes.txt").write_text("no trace here")
     assert "trace files" in refused(capsys, str(tmp_path))
