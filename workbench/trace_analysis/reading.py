@@ -228,8 +228,8 @@ def trace_files(path: Path) -> tuple[list[Path], list[str]]:
             why = f"; {notes[0]}" + (f" (and {len(notes) - 1:,} more)" if len(notes) > 1 else "") if notes else ""
             if not why:
                 hidden = sum(1 for p in entries if p.name.endswith(TRACE_SUFFIXES) and p.name.startswith("."))
-                files = "1 hidden file (named .…) is" if hidden == 1 else f"{hidden:,} hidden files (named .…) are"
-                why = (f"; {files} left out, as an editor's or a copy's leftovers are" if hidden
+                said = "1 hidden file (named .…) is" if hidden == 1 else f"{hidden:,} hidden files (named .…) are"
+                why = (f"; {said} left out, as an editor's or a copy's leftovers are" if hidden
                        else _folders_of_traces(entries))
             raise TraceError(f"{path}: the folder holds no readable trace files (*.json, *.json.gz){why}")
         return files, notes
