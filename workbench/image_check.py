@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Generator, Optional, Sequence
 
 from workbench.config import RunConfig
-from workbench.folder_layout import JPEG_SUFFIXES, FolderLayout, FolderLayoutError, scan_folder
+from workbench.folder_layout import FolderLayout, FolderLayoutError, scan_folder
 from workbench.regular_file import NotARegularFile, open_regular_file, os_error_words
 
 MAX_FILE_BYTES = 256 * 2**20  # a file past this is not an image a training step can use (as the run refuses it)
@@ -111,8 +111,8 @@ def _problem(path: str, full: bool) -> Optional[str]:
                 # verify() reads a PNG's every chunk and its CRC, and a JPEG is whole where its end marker is there;
                 # of BMP, GIF, TIFF and WebP it reads little (a truncated BMP passed, to fail the run mid-epoch), so
                 # those are decoded
-                if full or (image_format != "PNG" and not (
-                        image_format == "JPEG" and path.lower().endswith(JPEG_SUFFIXES) and _has_jpeg_end(stream, size))):
+                verified_whole = image_format == "PNG" or (image_format == "JPEG" and _has_jpeg_end(stream, size))
+                if full or not verified_whole:
                     stream.seek(0)
                     with Image.open(stream) as image:  # verify() leaves an image unusable: open it again
                         image.load()

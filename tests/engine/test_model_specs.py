@@ -71,32 +71,26 @@ def test_a_model_spec_that_cannot_give_a_model_is_one_line_exit_2_and_records_no
             assert store.list_runs() == []
 
 
-def test_a_model_whose_logits_are_wrong_only_on_real_batches_fails_the_run_in_one_line(user_module, capsys):
+@pytest.mark.parametrize("spec, logits", [
     # Before: a RuntimeError from cross_entropy, its traceback in failures.log, exit 1.
+    ("mymodels:first_two_only", "(2, 10)"),
+    # Before: "IndexError: Target 6 is out of bounds" from the loss, a traceback, exit 1 (the check's batch runs in
+    # evaluation mode, where the model is right).
+    ("mymodels:other_head_in_training", "(16, 5)"),
+])
+def test_a_model_whose_logits_are_wrong_only_on_real_batches_fails_the_run_in_one_line(user_module, capsys, spec,
+                                                                                      logits):
     home = user_module / "home"
-    code = main(["--home", str(home), *TINY, "--model", "mymodels:first_two_only"])
+    code = main(["--home", str(home), *TINY, "--model", spec])
     err = capsys.readouterr().err
     assert code == 2, err
-    assert ("workbench run: the model gave logits of shape (2, 10) and type torch.float32 for a batch of 16 images "
+    assert (f"workbench run: the model gave logits of shape {logits} and type torch.float32 for a batch of 16 images "
             "in training; the run needs (16, 10) floating-point logits: one row per image, one logit per class"
             ) in err.splitlines(), err
     assert "Traceback" not in err and "failures.log" not in err
     with HistoryStore.open(home) as store:
         (record,) = store.list_runs()
     assert (record.status, record.failure_kind) == ("failed", "config")
-
-
-def test_a_model_whose_training_logits_have_another_width_fails_the_run_in_one_line(user_module, capsys):
-    # Before: "IndexError: Target 6 is out of bounds" from the loss, a traceback, exit 1 (the check's batch runs in
-    # evaluation mode, where the model is right).
-    home = user_module / "home"
-    code = main(["--home", str(home), *TINY, "--model", "mymodels:other_head_in_training"])
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert ("workbench run: the model gave logits of shape (16, 5) and type torch.float32 for a batch of 16 images "
-            "in training; the run needs (16, 10) floating-point logits: one row per image, one logit per class"
-            ) in err.splitlines(), err
-    assert "Traceback" not in err
 
 
 def test_a_function_without_num_classes_gets_only_its_kwargs(user_module):

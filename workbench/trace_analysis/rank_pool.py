@@ -95,15 +95,15 @@ def _start(file: Path, fallback_rank: int, want_digest: bool) -> subprocess.Pope
 # each reader in place of ours. Python 3.10 has no -P, so the child takes the folder off sys.path before importing
 # anything but sys, and puts the folder our package lies in first.
 _WORKBENCH_ROOT = Path(__file__).resolve().parents[2]
+_WORKER_CODE = ("import sys; sys.path[:] = [{root!r}] + [p for p in sys.path if p not in ('', {here!r})]; "
+                "import runpy; runpy.run_module('workbench.trace_analysis.rank_worker', run_name='__main__')")
+
+
 def _current_folder() -> str:
     try:
         return os.getcwd()
     except OSError:  # removed since: the child's '' then names nothing
         return ""
-
-
-_WORKER_CODE = ("import sys; sys.path[:] = [{root!r}] + [p for p in sys.path if p not in ('', {here!r})]; "
-                "import runpy; runpy.run_module('workbench.trace_analysis.rank_worker', run_name='__main__')")
 
 
 class _Reading:

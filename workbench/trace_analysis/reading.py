@@ -279,14 +279,13 @@ def _handler_worker(name: str) -> Optional[str]:
     return match.group("worker") if match else None
 
 
-def fallback_ranks(files: list[Path], heads: Optional[list[FileHead]] = None) -> list[int]:
+def fallback_ranks(files: list[Path], heads: list[FileHead]) -> list[int]:
     """Each file's rank where its head names none: rank-N in its name, else its process's place among the folder's
     processes, in the files' order: the lowest number that no file's head or name takes. A process is a file, or
     the files of one tensorboard_trace_handler worker (its cycles: one process, not ranks of a job, so one number).
     Files that hold no trace events (a metrics.json beside the traces) are numbered last: they are left out when
     read, and numbered among the others they moved every later file's number, so a comparison paired the wrong
     files."""
-    heads = heads or [FileHead(None, True)] * len(files)
     named = [head.rank if head.rank is not None else _rank_from_name(file.name, -1) for file, head in zip(files, heads)]
     taken = {number for number in named if number >= 0}
     ranks = list(named)
