@@ -93,6 +93,22 @@ def test_a_trace_against_itself_is_not_a_gain(capsys):
     assert comparison["verdict"] == "within_noise"
 
 
+@pytest.mark.parametrize("options", [["--json"], ["--rank", "0"], ["--batch-size", "32", "64"]])
+def test_options_between_the_two_paths_are_read_as_before_them(capsys, options):
+    assert main(["trace", *options, str(LOADER_KEEPS_UP), str(INPUT_HEAVY)]) == 0
+    expected = capsys.readouterr()
+    assert main(["trace", str(LOADER_KEEPS_UP), *options, str(INPUT_HEAVY)]) == 0
+    between = capsys.readouterr()
+    assert between.err == expected.err
+    # the same report, but for the time each read took (a JSON "seconds" aside, none is printed)
+    assert between.out.splitlines()[0] == expected.out.splitlines()[0]
+    assert len(between.out.splitlines()) == len(expected.out.splitlines())
+
+
+def test_an_unknown_flag_between_the_paths_is_still_refused(capsys):
+    assert "unknown flag --jsn" in refused(capsys, str(LOADER_KEEPS_UP), "--jsn", str(INPUT_HEAVY))
+
+
 def test_folders_of_one_processs_cycles_compare_cycle_with_cycle(capsys, tmp_path):
     """Two folders, each one process's two profiling cycles (one rank in two files): the n-th file of each is
     compared with the other's n-th, and a third cycle with nothing to be held against is said, not paired with

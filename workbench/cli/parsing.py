@@ -21,6 +21,12 @@ class Parser(argparse.ArgumentParser):
         # argparse reports unknown flags from the top parser ("workbench: unrecognized arguments");
         # find the subcommand they were meant for, so the message can name it and suggest its nearest flag.
         parsed, extras = self.parse_known_args(args, namespace)
+        # A list of paths may have options among them (`workbench trace A --json B`): argparse ends a "+" list at
+        # the first option and leaves the paths after it over; a command that names its list takes them back.
+        anywhere = getattr(parsed, "positionals_anywhere", None)
+        if extras and anywhere and not any(extra.startswith("-") for extra in extras):
+            getattr(parsed, anywhere).extend(extras)
+            extras = []
         if extras:
             command = self._subcommand(getattr(parsed, "command", None))
             raise UsageError(unknown_arguments_message(command or self, extras))

@@ -37,7 +37,7 @@ def register(subparsers: Any) -> None:
                         help="with two traces: the samples per step of each, to compare samples per second too "
                              "(a trace does not record its batch size)")
     # Paths are read, not kept: a name of bytes that are not UTF-8 is a file like any other here.
-    parser.set_defaults(handler=trace_command, any_bytes=("paths",))
+    parser.set_defaults(handler=trace_command, any_bytes=("paths",), positionals_anywhere="paths")
 
 
 def trace_command(args: argparse.Namespace) -> int:
