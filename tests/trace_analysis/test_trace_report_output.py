@@ -4,6 +4,7 @@ and two traces compared without calling a change within the steps' spread a gain
 from __future__ import annotations
 
 import dataclasses
+import re
 import json
 
 import pytest
@@ -183,6 +184,25 @@ def test_one_step_and_one_kernel_read_in_the_singular_without_a_spread():
     text = "\n".join(rank_lines(rank))
     assert "1 step: 13.34 s (no spread from one step)" in text and "(1 kernel)" in text
     assert "1 steps" not in text and "1 kernels" not in text
+    compared = "\n".join(comparison_lines("a", "b", compare(rank, rank)))
+    assert "step time: 13.34 s (no spread from one step) → 13.34 s (no spread from one step)" in compared
+
+
+def test_the_comparisons_table_keeps_its_columns_whatever_the_widths_of_its_figures():
+    before = rank_report(compute_share=0.016, memory_share=0.001, idle_share=0.983, communication_share=0.0,
+                         window_seconds=0.016, dataloader_share=None)
+    after = rank_report(compute_share=0.0, memory_share=0.0, idle_share=1.0, communication_share=0.0,
+                        window_seconds=66.7, dataloader_share=0.947)
+    lines = comparison_lines("a", "b", compare(before, after))
+    header = next(i for i, line in enumerate(lines) if line.split() == ["before", "after"])
+    table = lines[header + 1:header + 6]
+    assert [line.split()[0] for line in table] == ["compute", "communication", "memory", "idle", "DataLoader"]
+    # every figure ends in its column: the shares' ends, and the seconds per step's, line up under the header's words
+    ends = [{match.end() for match in re.finditer(r"%|/step|n/a", line[16:])} for line in table]
+    assert ends[0] == ends[1] == ends[2] == ends[3] and len(ends[0]) == 4, table  # "1.6%", "51 µs/step", ×2
+    assert ends[4] <= ends[0], table  # the DataLoader's shares, with no seconds
+    assert lines[header].rstrip().endswith("after") and len(lines[header]) - 16 == max(ends[0])
+    assert all(line == line.rstrip() for line in lines)
 
 
 def test_a_share_that_rounds_to_zero_is_never_minus_zero():

@@ -124,11 +124,12 @@ def comparison_lines(before_path: str, after_path: str, comparison: RankComparis
     gpus = other_gpu(before.device, after.device)
     if gpus:
         lines.append("  " + gpus)
-    lines.append(f"  {'':<14}  {'before':>17}  {'after':>17}")
+    lines.append(f"  {'':<14}  {'before':>{_CELL}}  {'after':>{_CELL}}")
     for category in comparison.categories:
-        lines.append(f"  {category.label:<14}  {_share_and_seconds(category.before_share, category.before_seconds_per_step):>17}"
-                     f"  {_share_and_seconds(category.after_share, category.after_seconds_per_step):>17}")
-    lines.append(f"  {'DataLoader':<14}  {_pct(before.dataloader_share):>17}  {_pct(after.dataloader_share):>17}")
+        lines.append(f"  {category.label:<14}  {_share_and_seconds(category.before_share, category.before_seconds_per_step)}"
+                     f"  {_share_and_seconds(category.after_share, category.after_seconds_per_step)}".rstrip())
+    lines.append(f"  {'DataLoader':<14}  {_share_and_seconds(before.dataloader_share, None)}"
+                 f"  {_share_and_seconds(after.dataloader_share, None)}".rstrip())
     lines.append(f"findings: before: {_kinds(before)}; after: {_kinds(after)}")
     if not names_compared_per_step(before, after):
         lines.append("kernels and host ops: not set side by side per step (a trace without ProfilerStep#N has "
@@ -192,13 +193,19 @@ def _steps_line(rank: RankReport) -> str:
 
 
 def _spread(rank: RankReport) -> str:
-    if rank.step_seconds_low is None or rank.step_seconds_high is None:
+    if rank.steps < 2 or rank.step_seconds_low is None or rank.step_seconds_high is None:
         return "no spread from one step"
     return f"spread {format_step_seconds(rank.step_seconds_low)}–{format_step_seconds(rank.step_seconds_high)}"
 
 
+_SHARE, _PER_STEP = 6, 13  # "100.0%", "999.9 ms/step": a comparison's columns, each right-aligned
+_CELL = _SHARE + 1 + _PER_STEP
+
+
 def _share_and_seconds(share: Optional[float], seconds: Optional[float]) -> str:
-    return _pct(share) + (f" {format_step_seconds(seconds)}/step" if seconds is not None else "")
+    """One side's cell of the comparison's table: the share and its seconds per step, each in a column."""
+    per_step = f"{format_step_seconds(seconds)}/step" if seconds is not None else ""
+    return f"{_pct(share):>{_SHARE}} {per_step:>{_PER_STEP}}"
 
 
 def _change(change: NamedChange) -> str:
