@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+from pathlib import Path
 
 import pytest
 from builders import epoch, record_complete_run, step, summary
@@ -176,6 +177,15 @@ def test_a_missing_folder_is_a_clear_error(store, tmp_path):
     target = tmp_path / "no" / "such" / "folder" / "runs.csv"
     with pytest.raises(ExportError, match=r"cannot write .*runs\.csv: its folder does not exist"):
         export_runs_csv(store, target)
+
+
+@pytest.mark.skipif(not Path("/proc/version").is_file(), reason="no /proc here")
+@pytest.mark.parametrize("target", ["/proc/version", "/proc/runs.csv"])
+def test_a_folder_that_makes_no_files_is_not_called_missing(store, target):
+    """/proc is there, but creating a file in it fails as a missing folder does (ENOENT)."""
+    record_complete_run(store)
+    with pytest.raises(ExportError, match=f"cannot write {target}: its folder takes no new files$"):
+        export_runs_csv(store, Path(target))
 
 
 def test_a_folder_as_target_is_a_clear_error(store, tmp_path):

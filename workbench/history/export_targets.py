@@ -42,7 +42,7 @@ def write_csv(path: Path, history: Path, header: Sequence[str], rows: Iterable[l
     except FileNotFoundError:
         found = None  # a new file (or a dangling link: its target is made)
     except (OSError, ValueError) as error:
-        raise ExportError(f"cannot write {path}: {_stat_words(error)}") from None
+        raise ExportError(f"cannot write {path}: {_stat_words(error, path)}") from None
     if found is not None and (stat.S_ISFIFO(found.st_mode) or stat.S_ISCHR(found.st_mode)):
         _stream(path, header, rows)
         return
@@ -104,7 +104,7 @@ def _stream(path: Path, header: Sequence[str], rows: Iterable[list[str]]) -> Non
         if error.errno == errno.ENXIO:
             raise ExportError(f"cannot write {path}: it is a FIFO (named pipe) that no program is reading; start the "
                               "reader first, or give a file name") from None
-        raise ExportError(f"cannot write {path}: {_reason(error)}") from None
+        raise ExportError(f"cannot write {path}: {_reason(error, path)}") from None
     try:
         mode = os.fstat(descriptor).st_mode
         if not (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):  # swapped since the stat: not what was checked
@@ -120,7 +120,7 @@ def _stream(path: Path, header: Sequence[str], rows: Iterable[list[str]]) -> Non
                 text.truncate()
         _send(path, descriptor, text.getvalue().encode("utf-8"))
     except OSError as error:  # /dev/full: ENOSPC; a reader that went away: EPIPE
-        raise ExportError(f"cannot write {path}: {_reason(error)}") from None
+        raise ExportError(f"cannot write {path}: {_reason(error, path)}") from None
     finally:
         os.close(descriptor)
 
@@ -137,11 +137,11 @@ def _send(path: Path, descriptor: int, data: bytes) -> None:
                                   f"{STALLED_AFTER_S:g} s") from None
 
 
-def _stat_words(error: Exception) -> str:
+def _stat_words(error: Exception, path: Path) -> str:
     if isinstance(error, ValueError):
         return "it is not a valid path (it holds a NUL character)"
     assert isinstance(error, OSError)
-    return "it " + os_error_words(error) if error.errno == errno.ELOOP else _reason(error)
+    return "it " + os_error_words(error) if error.errno == errno.ELOOP else _reason(error, path)
 
 
 def _write_atomically(path: Path, header: Sequence[str], rows: Iterable[list[str]]) -> None:
@@ -156,7 +156,7 @@ def _write_atomically(path: Path, header: Sequence[str], rows: Iterable[list[str
         os.replace(temporary, path)
     except OSError as error:
         _remove_quietly(temporary)
-        raise ExportError(f"cannot write {path}: {_reason(error)}") from error
+        raise ExportError(f"cannot write {path}: {_reason(error, path)}") from error
     except BaseException:
         _remove_quietly(temporary)
         raise
@@ -172,7 +172,7 @@ def _create_temporary(path: Path) -> Path:
         except FileExistsError:
             continue
         except OSError as error:
-            raise ExportError(f"cannot write {path}: {_reason(error)}") from error
+            raise ExportError(f"cannot write {path}: {_reason(error, path)}") from error
         return temporary
     raise ExportError(f"cannot write {path}: no free temporary file name in {path.parent}")
 
@@ -184,9 +184,10 @@ def _remove_quietly(path: Path) -> None:
         pass
 
 
-def _reason(error: OSError) -> str:
+def _reason(error: OSError, path: Path) -> str:
     if isinstance(error, FileNotFoundError):
-        return "its folder does not exist"
+        # a folder that is there but makes no files (/proc, /sys) gives the same error as one that is not there
+        return "its folder takes no new files" if path.parent.is_dir() else "its folder does not exist"
     if isinstance(error, PermissionError):
         return "permission denied"
     if isinstance(error, IsADirectoryError):
