@@ -6,7 +6,7 @@ import sqlite3
 from types import SimpleNamespace
 
 import pytest
-from builders import GPU, last_json, started, step
+from builders import GPU, last_json, started, step, trace_record
 
 from workbench.cli import main
 from workbench.config import RunConfig
@@ -87,6 +87,19 @@ def test_bad_input_is_one_line_and_starts_nothing(capsys, isolated_workbench_hom
     with HistoryStore.open() as store:
         assert len(store.list_runs()) == 3  # nothing ran
         assert store._conn.execute("SELECT COUNT(*) FROM sequences").fetchone()[0] == 0
+
+
+def test_a_trace_record_is_refused_not_verified_with_the_default_settings(capsys, isolated_workbench_home):
+    """A trace record keeps no settings ("{}" reads back as the defaults): verifying it would train the workbench's
+    default model and call that its baseline."""
+    with HistoryStore.open() as store:
+        trace_id, _ = store.add_trace(trace_record())
+    for args in ([], ["--set", "batch_size=64"]):
+        assert refused(capsys, str(trace_id), *args) == (
+            f"workbench verify: #{trace_id} is a profiler trace, not a run of the workbench: it holds no settings to "
+            "verify; try its findings' changes in your script and compare two traces (workbench trace BEFORE AFTER)")
+    with HistoryStore.open() as store:
+        assert [record.id for record in store.list_runs()] == [trace_id]  # nothing ran
 
 
 def verify(capsys, *args: str) -> SimpleNamespace:

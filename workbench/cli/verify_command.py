@@ -74,6 +74,10 @@ def verify(args: argparse.Namespace) -> int:
             record = store.get_run(args.run_id)
         except RunNotFound as error:
             raise UsageError(f"{PROG}: {error}") from None
+        if record.is_trace:  # its stored settings are none ("{}"), which would read back as the defaults
+            raise UsageError(f"{PROG}: #{record.id} is a profiler trace, not a run of the workbench: it holds no "
+                             "settings to verify; try its findings' changes in your script and compare two traces "
+                             "(workbench trace BEFORE AFTER)")
         findings = findings_as_shown(store, record.summary.findings, record.config, record.device.get("type"),
                                      record.device.get("name"))
         changes = changes_from_args(args, record.id, findings, record.summary.findings)
