@@ -87,6 +87,22 @@ def test_side_by_side_a_trace_shows_its_own_figures_and_no_settings_or_run_figur
     assert rows["Trace", "trace.rank0.findings"].texts == ("", "input_bound")
     assert rows["Trace", "trace.rank1.findings"].texts == ("", "none")
     assert rows["Environment", "device_name"].texts[1] == "NVIDIA A100-SXM4-80GB"
+    # what one of them does not hold is no difference: a trace's settings and run figures, a run's trace figures
+    assert not any(row.differs for row in rows.values() if row.section in ("Settings", "Results", "Trace"))
+
+
+def test_among_runs_and_traces_each_row_compares_the_records_that_hold_it(store):
+    small = store.get_run(record_complete_run(store, RunConfig(device="cpu", batch_size=64)))
+    large = store.get_run(record_complete_run(store, RunConfig(device="cpu", batch_size=512)))
+    first = store.get_run(store.add_trace(trace())[0])
+    other = TraceRecord(path="/after.json.gz", size_bytes=1, sha256="ef" * 32,
+                        ranks=(rank(0, 0.75, 0.05), rank(1, 0.25, 0.5)))
+    second = store.get_run(store.add_trace(other)[0])
+    rows = {(row.section, row.key): row for row in compare_runs([small, first, large, second])}
+    differing_settings = [key for (section, key), row in rows.items() if section == "Settings" and row.differs]
+    assert differing_settings == ["batch_size"]  # the runs' one difference; the traces hold none
+    assert rows["Trace", "trace.rank0.compute_share"].differs  # 50 % and 75 %: the traces differ
+    assert not rows["Trace", "trace.rank1.idle_share"].differs
 
 
 def test_two_traces_side_by_side_flag_the_figures_that_differ(store):

@@ -29,11 +29,15 @@ class ComparisonRow:
     compared: bool = True  # False for facts every run has its own of (start time, note): never "differs"
     notes: tuple[str, ...] = ()  # one per run where a cell needs one: why a setting was not used ("" otherwise)
     tooltip: str = ""  # of the row's header: the setting's field name and its help
+    # one per run where some hold no value of the row (a trace's settings and run figures, a run's trace figures):
+    # False where it holds none. Their cells are not compared: a trace beside a run differs in no setting.
+    held: tuple[bool, ...] = ()
 
     @property
     def differs(self) -> bool:
         # Compare what is shown: two results that read the same (1,006 img/s) are not flagged as different.
-        return self.compared and len(set(self.texts)) > 1
+        texts = [text for text, held in zip(self.texts, self.held) if held] if self.held else self.texts
+        return self.compared and len(set(texts)) > 1
 
 
 def compare_runs(records: Sequence[RunRecord]) -> list[ComparisonRow]:
@@ -41,9 +45,9 @@ def compare_runs(records: Sequence[RunRecord]) -> list[ComparisonRow]:
     rows: list[ComparisonRow] = []
 
     def add(section: str, key: str, label: str, value: Callable[[RunRecord], Any], text: Callable[[Any], str],
-            compared: bool = True) -> None:
+            compared: bool = True, held: tuple[bool, ...] = ()) -> None:
         values = tuple(value(record) for record in records)
-        rows.append(ComparisonRow(section, key, label, values, tuple(text(v) for v in values), compared))
+        rows.append(ComparisonRow(section, key, label, values, tuple(text(v) for v in values), compared, held=held))
 
     add("Run", "record_kind", "kind", lambda r: r.record_kind, str)
     add("Run", "status", "status", lambda r: (r.status, r.reason), _status_text)
@@ -55,17 +59,20 @@ def compare_runs(records: Sequence[RunRecord]) -> list[ComparisonRow]:
 
     # Traces alone have no settings and no run figures to show: their own section says what they hold.
     only_traces = bool(records) and all(record.is_trace for record in records)
+    runs_only = tuple(not record.is_trace for record in records)  # which hold settings and run figures
     unused = [unused_settings(record) for record in records]
     for name in () if only_traces else FIELD_NAMES:
         values = tuple(getattr(record.config, name) for record in records)
         notes = tuple(not_used.get(name, "") for not_used in unused)
         texts = tuple(NOT_USED if note else format_setting_cell(value) for value, note in zip(values, notes))
         rows.append(ComparisonRow("Settings", name, SETTINGS[name].label, values, texts, notes=notes,
-                                  tooltip=f"{name} (--{name.replace('_', '-')}): {SETTINGS[name].help}"))
+                                  tooltip=f"{name} (--{name.replace('_', '-')}): {SETTINGS[name].help}",
+                                  held=runs_only))
 
     for metric in () if only_traces else SUMMARY_METRICS:
         if metric.kind != "text":
-            add("Results", metric.name, metric.label, _summary_figure(metric.name), _formatter(metric))
+            add("Results", metric.name, metric.label, _summary_figure(metric.name), _formatter(metric),
+                held=runs_only)
     if any(record.is_trace for record in records):
         rows.extend(_trace_rows(records))
 
@@ -183,11 +190,12 @@ _TRACE_RANK_ROWS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
 def _trace_rows(records: Sequence[RunRecord]) -> list[ComparisonRow]:
     """The Trace section: the file, then each figure of rank 0, 1, … paired by rank number (a run's cells blank)."""
     traces = [record.trace if record.is_trace else None for record in records]
+    held = tuple(trace is not None for trace in traces)  # a run's cells are blank, not a difference
     rows = []
     for label, key, text in _TRACE_FILE_ROWS:
         values = tuple(getattr(trace, key) if trace is not None else None for trace in traces)
         rows.append(ComparisonRow("Trace", f"trace.{key}", label, values, tuple(text(value) for value in values),
-                                  compared=key != "path"))
+                                  compared=key != "path", held=held))
     positions = [_rank_positions(trace) if trace is not None else {} for trace in traces]
     shown = [trace for trace in traces if trace is not None]
     if len(shown) > 1 and all(len(trace.ranks) == 1 for trace in shown):
@@ -206,5 +214,5 @@ def _trace_rows(records: Sequence[RunRecord]) -> list[ComparisonRow]:
             if all(value is None for value in values):
                 continue  # read on no trace shown (a CPU-only trace's GPU shares): nothing to set side by side
             rows.append(ComparisonRow("Trace", f"trace.{key_part}.{key}", f"{rank_label}: {label}", values,
-                                      tuple(text(value) for value in values)))
+                                      tuple(text(value) for value in values), held=held))
     return rows
