@@ -229,6 +229,19 @@ def test_a_kernel_out_of_a_full_top_list_is_not_in_the_top_and_unmoved_names_are
     assert compare(before, before).kernels == () and compare(before, before).host_ops == ()
 
 
+def test_a_move_that_would_print_as_zero_is_no_change():
+    """Float noise (5 × 2 µs summed against 10 µs, over 5 steps: 2.0000000000000003e-06 against 2e-06 a step) and a
+    move under the µs the lines show (17.4 → 17.0 µs) read "2 µs → 2 µs (−0 µs)": neither is a change; 1 µs is."""
+    before = rank_report(top_host_ops=(NamedSeconds("cudaLaunchKernel", sum([2e-6] * 5)),
+                                       NamedSeconds("aten::add_", 0.000087), NamedSeconds("aten::mm", 0.0001)))
+    after = rank_report(top_host_ops=(NamedSeconds("cudaLaunchKernel", 1e-5), NamedSeconds("aten::add_", 0.000085),
+                                      NamedSeconds("aten::mm", 0.000095)))
+    assert before.top_host_ops[0].seconds != after.top_host_ops[0].seconds  # the noise is there
+    comparison = compare(before, after)
+    assert [change.name for change in comparison.host_ops] == ["aten::mm"]  # 20 → 19 µs a step
+    assert "(−0 µs)" not in "\n".join(comparison_lines("a", "b", comparison))
+
+
 def test_a_trace_without_steps_is_not_compared_per_step_by_name():
     """Its top lists are totals over its window: set beside another's per-step figures they would read as a
     5× change of the same run (h100-launch-bound with and without its ProfilerStep spans)."""

@@ -213,8 +213,13 @@ def _changed_most(before_rank: RankReport, after_rank: RankReport, before: tuple
         return max((known or 0.0) - bounds[change.before_seconds is None], 0.0)
 
     moved = [(least_moved(change), change) for change in changes]
-    ranked = sorted((item for item in moved if item[0] > 0), key=lambda item: -item[0])
+    ranked = sorted((item for item in moved if item[0] >= SMALLEST_MOVE_SECONDS), key=lambda item: -item[0])
     return tuple(change for _, change in ranked[:TOP_CHANGES])
+
+
+# A move the report would print as "0 µs" (it shows µs whole): float noise (2.0000000000000003e-06 against 2e-06),
+# or too small to show, is not a change.
+SMALLEST_MOVE_SECONDS = 0.5e-6
 
 
 def _seconds_per_step(items: tuple[NamedSeconds, ...], rank: RankReport) -> dict[str, float]:
