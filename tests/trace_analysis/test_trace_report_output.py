@@ -4,8 +4,8 @@ and two traces compared without calling a change within the steps' spread a gain
 from __future__ import annotations
 
 import dataclasses
-import re
 import json
+import re
 
 import pytest
 
@@ -250,6 +250,10 @@ def test_a_trace_without_steps_is_not_compared_per_step_by_name():
     comparison = compare(no_steps, rank_report())
     assert comparison.kernels == () and comparison.host_ops == ()
     assert "not set side by side per step" in "\n".join(comparison_lines("a.json", "b.json", comparison))
+    # with the batches given, no steps is no verdict on samples per second, not the null of no flag
+    data = comparison_json(compare(no_steps, rank_report(), samples_per_step=(32, 64)))
+    assert data["samples_per_second_ratio"] is None and data["samples_verdict"] == "no_verdict"
+    assert comparison_json(comparison)["samples_verdict"] is None
 
 
 def test_kernels_are_not_compared_with_a_trace_without_gpu_figures():

@@ -96,8 +96,9 @@ def _throughput_json(comparison: RankComparison) -> dict[str, Any]:
         "samples_per_second_ratio": _number(measured.speedup) if measured else None,
         "samples_per_second_ratio_low": _number(measured.speedup_low) if measured else None,
         "samples_per_second_ratio_high": _number(measured.speedup_high) if measured else None,
-        "samples_verdict": None if measured is None
-        else measured.verdict if measured.speedup_low is not None else "no_verdict",
+        # null only without the flag: with it, a trace without steps (no samples per second) has no verdict
+        "samples_verdict": None if not given
+        else measured.verdict if measured is not None and measured.speedup_low is not None else "no_verdict",
     }
 
 
