@@ -479,3 +479,19 @@ def test_traces_are_named_as_traces_not_runs(make_view, store, monkeypatch):
     monkeypatch.setattr(view, "_ask_text", lambda *args, **kwargs: asked.append(args[:2]))
     view.rename_button.click()
     assert asked == [("Rename trace", f"New name for trace #{first}:")]
+
+
+def test_the_count_tags_and_export_messages_say_traces_where_they_are(make_view, store, monkeypatch, tmp_path):
+    trace_id, _ = store.add_trace(trace_record(sha256="01" * 32))
+    store.add_trace(trace_record(sha256="02" * 32))
+    run_id = record_complete_run(store)
+    view = make_view()
+    assert view.count_label.text() == "1 run and 2 traces"
+    view.select_runs([trace_id])
+    monkeypatch.setattr(view, "_ask_text", lambda *args, **kwargs: "profiled")
+    view.tags_button.click()
+    assert view.status_label.text() == f"Saved the tags of trace #{trace_id}."
+    monkeypatch.setattr(view, "_ask_save_path", lambda title, default_name: str(tmp_path / "mixed.csv"))
+    view.select_runs([trace_id, run_id])
+    view.export_csv_button.click()
+    assert view.status_label.text() == f"Wrote 1 run and 1 trace to {tmp_path / 'mixed.csv'}"

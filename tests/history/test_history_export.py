@@ -126,7 +126,7 @@ def test_cell_guards_text_but_not_numbers(value, expected):
 
 def test_only_the_chosen_runs_are_exported_oldest_first(store, tmp_path):
     ids = [record_complete_run(store, name=f"run {index}") for index in range(3)]
-    assert export_runs_csv(store, tmp_path / "runs.csv", [ids[2], ids[0]]) == 2
+    assert [record.id for record in export_runs_csv(store, tmp_path / "runs.csv", [ids[2], ids[0]])] == [ids[0], ids[2]]
     assert [row[0] for row in read_csv(tmp_path / "runs.csv")[1:]] == [str(ids[0]), str(ids[2])]
 
 

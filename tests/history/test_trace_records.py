@@ -13,6 +13,7 @@ from workbench.history.compare import TRACE_HAS_NO_SETTINGS, compare_runs
 from workbench.history.database import DATABASE_NAME
 from workbench.history.export import RUNS_CSV_COLUMNS, export_runs_csv
 from workbench.history.schema import MIGRATIONS, SCHEMA_VERSION
+from workbench.history.records import records_count_text
 from workbench.history.store import HistoryStore
 from workbench.history.trace_records import TraceRecord
 
@@ -122,7 +123,7 @@ def test_two_traces_side_by_side_flag_the_figures_that_differ(store):
 def test_the_csv_has_a_trace_row_with_its_file_and_each_ranks_figures(store, tmp_path):
     run_id = record_complete_run(store, RunConfig(device="cpu"))
     trace_id, _ = store.add_trace(trace())
-    export_runs_csv(store, tmp_path / "runs.csv")
+    assert records_count_text(export_runs_csv(store, tmp_path / "runs.csv")) == "1 run and 1 trace"
     with open(tmp_path / "runs.csv", encoding="utf-8", newline="") as file:
         header, *lines = list(csv.reader(file))
     assert tuple(header) == RUNS_CSV_COLUMNS
@@ -174,3 +175,13 @@ def test_one_rank_each_is_set_side_by_side_whatever_its_number(store):
     rows = {row.key: row for row in compare_runs([one, zero]) if row.section == "Trace"}
     assert rows["trace.rank0/1.compute_share"].texts == ("35.0 %", "20.0 %")
     assert rows["trace.rank0/1.compute_share"].label == "rank 0/1: compute"
+
+
+def test_records_are_counted_by_their_kinds_in_words(store):
+    run = store.get_run(record_complete_run(store, RunConfig(device="cpu")))
+    traced = store.get_run(store.add_trace(trace())[0])
+    assert records_count_text([]) == "0 runs"
+    assert records_count_text([run]) == "1 run"
+    assert records_count_text([run, run]) == "2 runs"
+    assert records_count_text([traced]) == "1 trace"
+    assert records_count_text([run, traced, traced]) == "1 run and 2 traces"

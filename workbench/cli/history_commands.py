@@ -58,6 +58,7 @@ def list_runs_command(args: argparse.Namespace) -> int:
 
 def export_command(args: argparse.Namespace) -> int:
     from workbench.history.export import ExportError, export_runs_csv, export_steps_csv
+    from workbench.history.records import records_count_text
     from workbench.history.store import HistoryStore, RunNotFound
 
     if (args.path is None) == (args.out is None):
@@ -73,8 +74,7 @@ def export_command(args: argparse.Namespace) -> int:
                 rows = export_steps_csv(store, args.out, args.runs)
                 what = f"{rows} step metric row{'s' if rows != 1 else ''}"
             else:
-                rows = export_runs_csv(store, args.out, args.runs)
-                what = f"{rows} run{'s' if rows != 1 else ''}"
+                what = records_count_text(export_runs_csv(store, args.out, args.runs))
     except (ExportError, RunNotFound) as error:
         raise UsageError(f"workbench export: {error}") from error
     print(f"Wrote {what} to {args.out}")

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from workbench.history.export import export_runs_csv, export_steps_csv
+from workbench.history.records import records_count_text
 from workbench.history.store import HistoryStore
 
 
@@ -13,14 +14,21 @@ from workbench.history.store import HistoryStore
 class CsvExport:
     title: str  # of the save dialog
     default_name: str
-    write: Callable[[HistoryStore, str, Optional[Sequence[int]]], int]  # → rows written
-    noun: str  # what one row is, for the message
+    write: Callable[[HistoryStore, str, Optional[Sequence[int]]], str]  # → what was written, in words
 
     def run(self, store: HistoryStore, path: str, run_ids: Optional[Sequence[int]]) -> str:
         """Write the runs (every run when ``run_ids`` is None); the message to show. Raises HistoryError."""
-        count = self.write(store, path, run_ids)
-        return f"Wrote {count} {self.noun}{'s' if count != 1 else ''} to {path}"
+        return f"Wrote {self.write(store, path, run_ids)} to {path}"
 
 
-RUNS_CSV = CsvExport("Export runs to CSV", "workbench-runs.csv", export_runs_csv, "run")
-STEPS_CSV = CsvExport("Export step metrics to CSV", "workbench-steps.csv", export_steps_csv, "step metric row")
+def _runs(store: HistoryStore, path: str, run_ids: Optional[Sequence[int]]) -> str:
+    return records_count_text(export_runs_csv(store, path, run_ids))  # "1 run and 7 traces"
+
+
+def _steps(store: HistoryStore, path: str, run_ids: Optional[Sequence[int]]) -> str:
+    rows = export_steps_csv(store, path, run_ids)
+    return f"{rows} step metric row{'s' if rows != 1 else ''}"
+
+
+RUNS_CSV = CsvExport("Export runs to CSV", "workbench-runs.csv", _runs)
+STEPS_CSV = CsvExport("Export step metrics to CSV", "workbench-steps.csv", _steps)

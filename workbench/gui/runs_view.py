@@ -33,7 +33,7 @@ from workbench.gui.comparison_view import ComparisonView
 from workbench.gui.runs_exports import RUNS_CSV, STEPS_CSV, CsvExport
 from workbench.gui.runs_table import COLUMN_TITLES, RUN_ID_ROLE, SORT_ROLE, RunsSortProxy, RunsTableModel
 from workbench.gui.series import SERIES_KEYS
-from workbench.history.records import RunRecord, records_noun
+from workbench.history.records import RunRecord, records_count_text, records_noun
 from workbench.history.store import HistoryError, HistoryStore
 
 # The step curves the main window's plots overlay (PlotsPanel.add_overlay takes exactly these).
@@ -161,7 +161,7 @@ class RunsView(QWidget):
         count = self.model.rowCount()
         if not self._sized_columns and count:
             self._size_columns()
-        self.count_label.setText(f"{count} run{'s' if count != 1 else ''}")
+        self.count_label.setText(records_count_text(self.model.all_records()))
         self._on_selection_changed()
 
     def _refresh_if_changed(self) -> None:
@@ -300,7 +300,7 @@ class RunsView(QWidget):
             except ValueError as error:
                 raise HistoryError(str(error)) from None
 
-        self._change(write, f"Saved the tags of run #{run_id}.")
+        self._change(write, f"Saved the tags of {records[0].noun} #{run_id}.")
 
     def _delete_selected(self) -> None:
         records = self.selected_records()

@@ -50,11 +50,13 @@ EPOCH_METRIC_PREFIX = "epoch_"
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-def export_runs_csv(store: HistoryStore, path: os.PathLike | str, run_ids: Optional[Sequence[int]] = None) -> int:
-    """Write one row per run (all runs when ``run_ids`` is None), oldest first; returns the row count."""
+def export_runs_csv(store: HistoryStore, path: os.PathLike | str, run_ids: Optional[Sequence[int]] = None
+                    ) -> list[RunRecord]:
+    """Write one row per run or trace record (all when ``run_ids`` is None), oldest first; returns the records
+    written (their kinds say what the rows were: ``records_count_text``)."""
     records = store.get_runs(run_ids)
     write_csv(Path(path), store.path, RUNS_CSV_COLUMNS, (run_row(record) for record in records))
-    return len(records)
+    return records
 
 
 def export_steps_csv(store: HistoryStore, path: os.PathLike | str, run_ids: Optional[Sequence[int]] = None) -> int:

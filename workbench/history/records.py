@@ -215,3 +215,12 @@ def records_noun(records: Sequence["RunRecord"]) -> str:
     """The plural for these records: "runs", "traces", or "records" where they are both."""
     nouns = {record.noun for record in records}
     return f"{nouns.pop()}s" if len(nouns) == 1 else "records"
+
+
+def records_count_text(records: Sequence["RunRecord"]) -> str:
+    """How many records of each kind, in words: "8 runs", "3 traces", "1 run and 7 traces" (none: "0 runs")."""
+    traces = sum(1 for record in records if record.is_trace)
+    runs = len(records) - traces
+    parts = [f"{count} {noun}{'s' if count != 1 else ''}" for count, noun in ((runs, "run"), (traces, "trace"))
+             if count or (noun == "run" and not traces)]
+    return " and ".join(parts)
