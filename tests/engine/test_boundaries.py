@@ -89,3 +89,18 @@ def test_the_probed_torchvision_version_is_the_installed_one():
     from workbench.engine.device import _torchvision_version
 
     assert _torchvision_version() == torchvision.__version__
+
+
+def test_a_torchvision_another_thread_is_still_importing_does_not_fail_the_probe(monkeypatch):
+    """While a thread imports torchvision (the window's sample preview), sys.modules holds it without __version__
+    yet: a probe on another thread read that, and raised AttributeError ("partially initialized module")."""
+    import types
+
+    import torchvision
+
+    from workbench.engine.device import _torchvision_version
+
+    importing = types.ModuleType("torchvision")
+    importing.__spec__ = torchvision.__spec__  # as the import machinery sets it before running the package
+    monkeypatch.setitem(sys.modules, "torchvision", importing)
+    assert _torchvision_version() == torchvision.__version__

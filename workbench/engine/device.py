@@ -85,7 +85,9 @@ def _torchvision_version() -> str:
     """torchvision's version, read from its version.py without importing the package: the import
     doubles a process's start-up time, and every distributed rank probes its device."""
     module = sys.modules.get("torchvision")
-    if module is None:
+    # A module another thread is still importing is in sys.modules without its __version__ yet: its file is read
+    # as if it were not imported, or the import waits for that thread's to end.
+    if module is None or not isinstance(getattr(module, "__version__", None), str):
         spec = importlib.util.find_spec("torchvision")
         for folder in (spec.submodule_search_locations or []) if spec else []:
             try:
