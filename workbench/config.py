@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional, get_args, get_type_hints
 
 from workbench.device_info import DeviceInfo
+from workbench.paths import workbench_home
 from workbench.regular_file import folder_problem, regular_file_problem
 from workbench.setting import (
     BOOKKEEPING, DEVICE, GROUP_ORDER, KERNELS, LENGTH, LOADER, VALUES, Group, Setting, Tune, cuda_only_cudnn,
@@ -618,9 +619,18 @@ def json_nesting_depth(text: str) -> int:
     return deepest
 
 
+WEIGHTS_SUFFIXES = (".pt", ".pth")  # the names weights may take in the workbench home
+
+
 def save_model_problem(path: str) -> Optional[str]:
     """Why the trained model cannot be saved at ``path`` (os.stat only: nothing is opened), or None."""
     target = Path(os.path.expanduser(path))
+    # The weights replace the file: in the home, that could be the run history (every run gone) or the settings.
+    home = Path(os.path.realpath(workbench_home()))
+    written = Path(os.path.realpath(target))  # a link's target is what would be replaced
+    if (written == home or home in written.parents) and written.suffix.lower() not in WEIGHTS_SUFFIXES:
+        return (f"is in the workbench home ({home}), which holds the run history and what the workbench makes: give "
+                f"a name ending in {' or '.join(WEIGHTS_SUFFIXES)}, or a file outside it")
     if os.path.lexists(target):
         problem = regular_file_problem(target)
         return None if problem is None else f"{problem}: the weights are written to a regular file"

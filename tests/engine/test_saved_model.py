@@ -45,6 +45,27 @@ def test_a_path_that_cannot_take_the_weights_is_refused_before_the_run(capsys, t
         assert store.list_runs() == []
 
 
+def test_the_weights_never_replace_the_history_or_anything_else_in_the_workbench_home(
+        capsys, tmp_path, isolated_workbench_home):
+    """--save-model at the history replaced it with the weights, exit 0: every run was gone."""
+    home = isolated_workbench_home
+    assert main(["run", *TINY]) == 0
+    capsys.readouterr()
+    history = home / "history.sqlite3"
+    before = history.read_bytes()
+    link = tmp_path / "model.pt"
+    link.symlink_to(history)  # a link's target is what a save replaces
+    for target in (history, home / "history.sqlite3-wal", home / "gui-settings.json", link):
+        assert main(["run", *TINY, "--save-model", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"is in the workbench home ({home.resolve()})" in err, err
+    assert history.read_bytes() == before
+    with HistoryStore.open() as store:
+        assert len(store.list_runs()) == 1  # nothing more ran
+    assert main(["run", *TINY, "--save-model", str(home / "model.pt")]) == 0  # weights of their own name: kept
+    assert torch.load(home / "model.pt", weights_only=True)
+
+
 def test_a_save_that_fails_at_the_end_fails_the_run_and_keeps_its_figures(tmp_path, monkeypatch):
     def full_disk(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
