@@ -495,3 +495,22 @@ def test_the_count_tags_and_export_messages_say_traces_where_they_are(make_view,
     view.select_runs([trace_id, run_id])
     view.export_csv_button.click()
     assert view.status_label.text() == f"Wrote 1 run and 1 trace to {tmp_path / 'mixed.csv'}"
+
+
+def test_a_row_holding_values_no_workbench_wrote_lists_sizes_and_compares(make_view, store):
+    """A start time of 1e300 crashed the window (a segfault as the table sized its columns), and findings_json '5',
+    text in a figure or a blob for a name each failed it with a traceback before it opened."""
+    damaged = record_complete_run(store)
+    other = record_complete_run(store)
+    with store._transaction() as conn:
+        conn.execute("UPDATE runs SET started_at = 1e300, finished_at = 'late', findings_json = '5', "
+                     "images_per_sec = 'fast', name = ? WHERE id = ?", (b"\xff\x00name", damaged))
+    view = make_view()
+    view.refresh()
+    assert view.count_label.text() == "2 runs"
+    view.table.resizeColumnsToContents()
+    started = COLUMN_TITLES.index("Started")
+    row = view.proxy.mapFromSource(view.model.index(view.model.row_of(damaged), started)).row()
+    assert view.proxy.index(row, started).data() == ""  # no date names 1e300 seconds
+    view.select_runs([damaged, other])
+    assert view.comparison.title.text().startswith("<b>Comparing 2 runs</b>")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from workbench.config import FIELD_NAMES
+from workbench.history import stored_values
 from workbench.history.export_targets import ExportError as ExportError  # what the callers of the exports catch
 from workbench.history.export_targets import write_csv
 from workbench.history.metrics import SUMMARY_METRICS, iso_utc
@@ -123,7 +124,7 @@ def step_rows(store: HistoryStore, run_id: int) -> Iterator[list[str]]:
         if name != "step"
     )
     for step, _, _, metric, value in heapq.merge(windows, epochs, key=_order):
-        if value is not None:  # long format: a figure that was never measured has no row
+        if stored_values.number(value) is not None:  # long format: a figure never measured (or unreadable) has no row
             yield [cell(run_id), cell(step), metric, cell(value)]
 
 

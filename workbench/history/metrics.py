@@ -49,17 +49,22 @@ def format_metric(kind: MetricKind, value: Any) -> str:
 
 
 def iso_utc(timestamp: Optional[float]) -> str:
-    """Unix seconds as ISO 8601 UTC text ("2024-05-01T12:00:00Z"); "" for None."""
-    if timestamp is None:
-        return ""
-    return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Unix seconds as ISO 8601 UTC text ("2024-05-01T12:00:00Z"); "" for None, NaN or a time no date names."""
+    return _date_text(timestamp, "%Y-%m-%dT%H:%M:%SZ", timezone.utc)
 
 
 def local_time(timestamp: Optional[float]) -> str:
-    """Unix seconds as local wall time for tables ("2024-05-01 14:03")."""
+    """Unix seconds as local wall time for tables ("2024-05-01 14:03"); "" where unknown."""
+    return _date_text(timestamp, "%Y-%m-%d %H:%M", None)
+
+
+def _date_text(timestamp: Optional[float], form: str, zone: Optional[timezone]) -> str:
     if timestamp is None:
         return ""
-    return datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
+    try:
+        return datetime.fromtimestamp(timestamp, zone).strftime(form)
+    except (OverflowError, OSError, ValueError):  # NaN, or past the year 9999
+        return ""
 
 
 def format_setting_cell(value: Any) -> str:

@@ -5,11 +5,13 @@ A read that meets a damaged page or a file it cannot open raises the HistoryErro
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence, get_type_hints
 
+from workbench.history import stored_values as read
 from workbench.history.database import HistoryDatabase
 from workbench.history.errors import RunNotFound, translated
 from workbench.history.records import RunChanges, RunRecord, record_from_row
@@ -95,11 +97,13 @@ class HistoryReads:
 
         with translated(self.path, "read"):
             rows = self._database.conn.execute(
-                f"SELECT {key}, {', '.join(columns)} FROM {table} WHERE run_id = ? ORDER BY {key}", (run_id,)
+                f"SELECT {key}, {', '.join(columns)} FROM {table} WHERE run_id = ? AND {_WHOLE_NUMBER.format(key)} "
+                f"ORDER BY {key}", (run_id,)
             ).fetchall()
         arrays = {key: np.array([row[0] for row in rows], dtype=np.int64)}
         for index, name in enumerate(columns, start=1):
-            arrays[name] = np.array([np.nan if row[index] is None else row[index] for row in rows], dtype=np.float64)
+            arrays[name] = np.array([row[index] if _is_number(row[index]) else np.nan for row in rows],
+                                    dtype=np.float64)
         return arrays
 
     def profile_samples(self, run_id: int) -> list[ProfileSample]:
@@ -115,25 +119,52 @@ class HistoryReads:
                 (run_id,),
             ).fetchall()
         samples = []
+        fields_by_name = {item.name: item for item in dataclasses.fields(ProfileSample)}
+        hints = get_type_hints(ProfileSample)
         for row in rows:
-            values = {name: row[name] for name in ("first_step", *PROFILE_SAMPLE_COLUMNS)}
-            values["timeline_host_ops_recorded"] = bool(values["timeline_host_ops_recorded"])
+            try:  # each value as its field holds it: a sample a damaged row cannot give is left out
+                values = {name: read.as_field(row[name], fields_by_name[name], hints[name])
+                          for name in ("first_step", *PROFILE_SAMPLE_COLUMNS)}
+            except read.Unreadable:
+                continue
             for name in PROFILE_SAMPLE_LISTS:
-                items = json.loads(row[name + "_json"] or "[]")
-                values[name] = tuple(NamedTime(name=item["name"], seconds=item["seconds"], count=item["count"]) for item in items)
+                values[name] = tuple(NamedTime(name=item["name"], seconds=float(item["seconds"]), count=item["count"])
+                                     for item in _json_list(row[name + "_json"]) if _is_named_time(item))
             samples.append(ProfileSample(**values))
         return samples
 
     def iter_step_rows(self, run_id: int) -> Iterator[sqlite3.Row]:
         """Raw step rows (step, then STEP_COLUMNS), in step order: for streaming exports."""
-        return self._rows(f"SELECT step, {', '.join(STEP_COLUMNS)} FROM step_metrics WHERE run_id = ? ORDER BY step",
-                          run_id)
+        return self._rows(f"SELECT step, {', '.join(STEP_COLUMNS)} FROM step_metrics WHERE run_id = ? AND "
+                          f"{_WHOLE_NUMBER.format('step')} ORDER BY step", run_id)
 
     def iter_epoch_rows(self, run_id: int) -> Iterator[sqlite3.Row]:
         """Raw epoch rows (epoch, then EPOCH_COLUMNS), in epoch order."""
         return self._rows(
-            f"SELECT epoch, {', '.join(EPOCH_COLUMNS)} FROM epoch_metrics WHERE run_id = ? ORDER BY epoch", run_id)
+            f"SELECT epoch, {', '.join(EPOCH_COLUMNS)} FROM epoch_metrics WHERE run_id = ? AND "
+            f"{_WHOLE_NUMBER.format('epoch')} AND {_WHOLE_NUMBER.format('step')} ORDER BY epoch", run_id)
 
     def _rows(self, sql: str, run_id: int) -> Iterator[sqlite3.Row]:
         with translated(self.path, "read"):  # a damaged page may be met part-way through
             yield from self._database.conn.execute(sql, (run_id,))
+
+
+# A step or epoch number stored as a whole number (SQL): a row a damaged file holds text or a blob in is left out.
+_WHOLE_NUMBER = "typeof({}) = 'integer'"
+
+
+def _is_number(value: Any) -> bool:
+    return read.number(value) is not None
+
+
+def _json_list(text: Any) -> list[Any]:
+    try:
+        value = json.loads(read.text(text) or "[]")
+    except (ValueError, RecursionError):
+        return []
+    return value if isinstance(value, list) else []
+
+
+def _is_named_time(item: Any) -> bool:
+    return isinstance(item, dict) and isinstance(item.get("name"), str) and _is_number(item.get("seconds")) \
+        and isinstance(item.get("count"), int)

@@ -7,13 +7,15 @@ and named (``config_from_json``), JSON columns that cannot be read give empty va
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import time
-from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, Optional, Sequence, get_type_hints
 
 from workbench.config import FIELD_TYPES, ConfigError, RunConfig
 from workbench.engine.run_summary import Finding, RunSummary
+from workbench.history import stored_values as read
 from workbench.history.schema import RANK_PEAK_FIGURES, SUMMARY_COLUMNS
 from workbench.history.trace_records import RECORD_KIND_TRACE, TraceRecord
 
@@ -30,7 +32,7 @@ class RunRecord:
     reason: Optional[str]
     failure_kind: Optional[str]
     source: str  # cli, gui
-    started_at: float  # unix seconds
+    started_at: float  # unix seconds; NaN where the history holds no readable time
     finished_at: Optional[float]
     config: RunConfig
     summary: RunSummary
@@ -67,6 +69,8 @@ class RunRecord:
     def duration_seconds(self) -> Optional[float]:
         """Wall time from start to end (to now, while running); None for a trace, which was opened, not run."""
         if self.is_trace:
+            return None
+        if not math.isfinite(self.started_at):  # a start the history could not read
             return None
         end = self.finished_at if self.finished_at is not None else time.time()
         return max(0.0, end - self.started_at)
@@ -136,49 +140,89 @@ def _tags(text: Optional[str]) -> tuple[str, ...]:
 
 
 def record_from_row(row: sqlite3.Row) -> RunRecord:
-    """A RunRecord from a row of ``SELECT runs.*, sequences.name AS sequence_name`` (store.py's _RUNS)."""
-    config, dropped = config_from_json(row["config_json"])
+    """A RunRecord from a row of ``SELECT runs.*, sequences.name AS sequence_name`` (store.py's _RUNS). SQLite keeps
+    whatever a hand-edited or damaged file put in a column (text in a figure, a blob, 1e300 for a time): each value
+    is read as its field's type holds it, and one that cannot be is unknown (None, or the field's default), so the
+    row still lists, compares and exports instead of failing every view of the history."""
+    config, dropped = config_from_json(read.text(row["config_json"]))
     # Columns an older schema wrote NULL in (skipped steps before schema 4) stay None: unknown, not 0.
+    # Any: the run's end as stored, which may be "running" or "interrupted" beside RunSummary's three ends
+    status: Any = read.text(row["status"]) or ""
+    reason, failure_kind = read.text(row["reason"]), read.text(row["failure_kind"])
     summary = RunSummary(
-        status=row["status"], reason=row["reason"], failure_kind=row["failure_kind"],
-        findings=_findings(row["findings_json"]), **{name: row[name] for name in SUMMARY_COLUMNS},
-        **_rank_peaks(row["rank_peaks_json"]),
+        status=status, reason=reason, failure_kind=failure_kind,  # type: ignore[arg-type]  # kinds as stored
+        findings=_findings(row["findings_json"]),
+        **{name: _as_field(row[name], _SUMMARY_FIELDS[name]) for name in SUMMARY_COLUMNS},
+        **_rank_peaks(read.text(row["rank_peaks_json"])),
     )
+    record_kind = read.text(row["record_kind"]) or "run"
     return RunRecord(
         id=row["id"],
-        name=row["name"],
-        note=row["note"],
-        tags=_tags(row["tags_json"]),
-        status=row["status"],
-        reason=row["reason"],
-        failure_kind=row["failure_kind"],
-        source=row["source"],
-        started_at=row["started_at"],
-        finished_at=row["finished_at"],
+        name=read.text(row["name"]) or "",
+        note=read.text(row["note"]) or "",
+        tags=_tags(read.text(row["tags_json"])),
+        status=status,
+        reason=reason,
+        failure_kind=failure_kind,
+        source=read.text(row["source"]) or "",
+        started_at=_start_time(row["started_at"]),
+        finished_at=read.unix_time(row["finished_at"]),
         config=config,
         summary=summary,
-        device=_json_object(row["device_json"]),
-        run_info=_json_object(row["run_info_json"]),
-        heartbeat_at=row["heartbeat_at"],
-        pid=row["pid"],
-        hostname=row["hostname"],
-        process_identity=row["process_identity"],
-        app_version=row["app_version"],
+        device=_json_object(read.text(row["device_json"])),
+        run_info=_json_object(read.text(row["run_info_json"])),
+        heartbeat_at=read.unix_time(row["heartbeat_at"]),
+        pid=read.integer(row["pid"]),
+        hostname=read.text(row["hostname"]),
+        process_identity=read.text(row["process_identity"]),
+        app_version=read.text(row["app_version"]),
         config_dropped=dropped,
-        sequence_id=row["sequence_id"],
-        sequence_name=row["sequence_name"],
-        traceback=row["traceback"],
-        record_kind=row["record_kind"],
-        trace=TraceRecord.from_json(row["trace_json"]) if row["record_kind"] == RECORD_KIND_TRACE else None,
+        sequence_id=read.integer(row["sequence_id"]),
+        sequence_name=read.text(row["sequence_name"]),
+        traceback=read.text(row["traceback"]),
+        record_kind=record_kind,
+        trace=TraceRecord.from_json(read.text(row["trace_json"])) if record_kind == RECORD_KIND_TRACE else None,
     )
 
 
-def _findings(text: Optional[str]) -> tuple[Finding, ...]:
+def _start_time(value: Any) -> float:
+    start = read.unix_time(value)
+    return math.nan if start is None else start  # unknown: the views show no time and no duration
+
+
+_SUMMARY_FIELDS = {item.name: item for item in fields(RunSummary)}
+_SUMMARY_TYPES = get_type_hints(RunSummary)
+
+
+def _as_field(value: Any, item: Any) -> Any:
+    return read.as_field(value, item, _SUMMARY_TYPES[item.name])  # every summary field has a default
+
+
+def _findings(text: Any) -> tuple[Finding, ...]:
+    text = read.text(text)
     try:
         items = json.loads(text) if text else []
-    except ValueError:
+    except (ValueError, RecursionError):
         return ()
-    return tuple(Finding.from_dict(item) for item in items if isinstance(item, dict))
+    if not isinstance(items, list):
+        return ()
+    return tuple(finding for finding in (_finding(item) for item in items) if finding is not None)
+
+
+def _finding(item: Any) -> Optional[Finding]:
+    """A stored finding; None where it is not one (its kind and headline are not text)."""
+    if not isinstance(item, dict) or not isinstance(item.get("kind"), str) or not isinstance(item.get("headline"), str):
+        return None
+    text = item.get("text")
+    value = item.get("value")
+    return Finding.from_dict({
+        **item,
+        "text": text if isinstance(text, str) else item["headline"],
+        "figure": read.number(item.get("figure")), "threshold": read.number(item.get("threshold")),
+        "figure_name": item.get("figure_name") if isinstance(item.get("figure_name"), str) else None,
+        "field": item.get("field") if isinstance(item.get("field"), str) else None,
+        "value": value if value is None or isinstance(value, (str, int, float, bool)) else None,
+    })
 
 
 def config_from_json(text: Optional[str]) -> tuple[RunConfig, tuple[str, ...]]:
@@ -206,7 +250,7 @@ def _json_object(text: Optional[str]) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past Python's limit: no object the workbench wrote
         return {}
     return value if isinstance(value, dict) else {}
 

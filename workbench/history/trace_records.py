@@ -58,7 +58,7 @@ class TraceRecord:
         """The stored record; None where the column is empty or cannot be read (its row still lists)."""
         try:
             data = json.loads(text) if text else None
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         if not isinstance(data, dict) or not isinstance(data.get("path"), str):
             return None
