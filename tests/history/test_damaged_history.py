@@ -156,3 +156,23 @@ def test_a_history_that_is_a_fifo_or_a_home_that_is_a_file_is_said_in_one_line(t
     assert main(["--home", str(file_home), "runs"]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"cannot be kept in {file_home}: it is a file, not a folder" in err[0], err
+
+
+def test_a_symlink_loop_as_the_history_or_the_home_is_said_and_nothing_is_written(tmp_path, capsys):
+    """A loop read as "No runs recorded yet" (Path.exists() is False on ELOOP), and `export` replaced the CSV it
+    was given with a header and no runs, exit 0."""
+    from hostile_paths import make_symlink_loop
+
+    home = tmp_path / "home"
+    home.mkdir()
+    make_symlink_loop(home / "history.sqlite3")
+    looped_home = make_symlink_loop(tmp_path / "looped-home")
+    kept = tmp_path / "runs.csv"
+    kept.write_text("run_id,name\n1,kept\n")
+    for where, words in ((home, f"{home / 'history.sqlite3'} is a symlink loop"),
+                         (looped_home, f"the workbench home {looped_home} is a symlink loop")):
+        for command in (["runs"], ["export", "--out", str(kept)], ["run", *TRAIN]):
+            assert main(["--home", str(where), *command]) == 1, command
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and words in err[0] and "the run history cannot be reached" in err[0], (command, err)
+    assert kept.read_text() == "run_id,name\n1,kept\n"

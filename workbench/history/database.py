@@ -8,6 +8,7 @@ process writes; the log is checkpointed often and truncated, so a long run does 
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import sqlite3
@@ -27,7 +28,7 @@ from workbench.history.errors import (
     sqlite_code,
     translated,
 )
-from workbench.regular_file import folder_problem, kind_problem
+from workbench.regular_file import folder_problem, kind_problem, os_error_words
 
 DATABASE_NAME = "history.sqlite3"
 # A checkpoint every 128 pages (512 KiB at SQLite's 4 KiB pages; SQLite's default is 1000) and the log cut back
@@ -101,7 +102,13 @@ def _refuse_what_is_no_file(path: Path) -> None:
             raise HistoryDamaged(f"the run history cannot be kept in {path.parent}: it {problem}, not a folder; "
                                  "move it aside, or use --home to keep the history elsewhere") from None
         return
-    except OSError:
+    except OSError as error:
+        if error.errno == errno.ELOOP:  # Path.exists() says False: it read as no history, and export wrote none
+            home_problem = folder_problem(path.parent)
+            where = (f"the workbench home {path.parent} {home_problem}" if home_problem and "loop" in home_problem
+                     else f"{path} {os_error_words(error)}")
+            raise HistoryDamaged(f"the run history cannot be reached: {where}; it is left as it is: replace the link, "
+                                 "or use --home to keep the history elsewhere") from None
         return  # SQLite's open says what it is, in its words
     problem = kind_problem(mode)
     if problem is not None:
