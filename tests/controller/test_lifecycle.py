@@ -233,6 +233,20 @@ def test_the_ceiling_probe_runs_as_a_job_between_runs_only():
     assert view.calls.named("begin_run") == [("#1 synthetic", 1)]  # the probe is no run: nothing drawn, nothing recorded
 
 
+def test_a_ceiling_the_home_could_not_keep_is_shown_with_why_later_runs_will_not_find_it():
+    class Ceiling:
+        images_per_sec, steady, key = 12_345.0, True, {"device": "cpu"}
+        not_kept = "not kept in /home/ceilings.json: read-only file system"
+
+    controller, view, runner, _ = make_controller(FakeRun(steps=3), measure_ceiling=lambda config, stop: Ceiling())
+    controller.measure_ceiling()
+    runner.finish()
+    assert "12,345 images/s" in view.ceiling
+    assert ("It was not kept in /home/ceilings.json: read-only file system: runs will not show their pipeline "
+            "efficiency against it.") in view.ceiling
+    assert "now show" not in view.ceiling
+
+
 @pytest.mark.parametrize("failure", ["raise", "silent"])
 def test_a_sequence_whose_generator_breaks_still_ends_with_a_failed_sequence_and_run(failure):
     def events(controls):

@@ -144,3 +144,33 @@ def test_a_ceiling_of_the_users_own_model_is_not_one_of_the_model_once_its_modul
     source.write_text(source.read_text() + "\n\nWIDER = True  # an edit\n")
     assert cached_ceiling(config, device, 10) is None
     assert "model_source" not in ceiling_key(tiny_config(model="resnet18"), device, 10)  # built-ins keep their key
+
+
+def read_only_file_system(monkeypatch):
+    """Every write, rename and removal fails as on a read-only mount (EROFS), as root's writes do there too."""
+    import errno
+    import os
+    from pathlib import Path
+
+    def refused(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    for target, name in ((Path, "write_text"), (Path, "unlink"), (os, "replace")):
+        monkeypatch.setattr(target, name, refused)
+
+
+def test_a_home_that_cannot_take_the_ceiling_keeps_the_measurement_and_says_why(capsys, monkeypatch,
+                                                                                 isolated_workbench_home):
+    """On a read-only or full home `workbench ceiling` measured for its budget, then ended in a traceback (the
+    temporary file's removal failed too, hiding the first error) and printed no figure."""
+    from workbench.engine.ceiling_cache import CeilingNotKept
+
+    ceiling = measure_ceiling(tiny_config(batch_size=8), probe_device("cpu"), budget_seconds=0.2)
+    read_only_file_system(monkeypatch)
+    with pytest.raises(CeilingNotKept, match=f"not kept in {cache_path()}: read-only file system"):
+        store_ceiling(ceiling)
+    assert main(["ceiling", *CPU_FLAGS]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("ceiling  ")  # the figure measured
+    assert (f"workbench ceiling: note: the ceiling was measured but not kept in {cache_path()}: read-only file "
+            "system; runs will not show their pipeline efficiency against it") in err

@@ -186,3 +186,18 @@ def test_the_start_and_stop_keys_are_said_beside_the_buttons(qtbot, make_window)
     assert hint.isVisible() and hint.text() == "Ctrl+Return starts · Ctrl+. stops"
     bound = {shortcut.key().toString() for shortcut in window.findChildren(QShortcut)}
     assert {"Ctrl+Return", "Ctrl+."} <= bound  # the keys said are the keys bound
+
+
+def test_a_ceiling_the_home_cannot_keep_is_returned_with_why_not_lost(monkeypatch):
+    """On a read-only or full home the window's probe measured, then failed with "OSError: …", the figure lost."""
+    import errno
+
+    from workbench.engine import ceiling_cache
+
+    def refused(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ceiling_cache.Path, "write_text", refused)
+    ceiling = engine_ceiling(TINY_RUN.replace(batch_size=8), lambda: False, budget_seconds=0.2)
+    assert ceiling.images_per_sec > 0
+    assert ceiling.not_kept == f"not kept in {ceiling_cache.cache_path()}: no space left on device"

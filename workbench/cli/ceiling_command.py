@@ -44,7 +44,13 @@ def ceiling_command(args: argparse.Namespace) -> int:
     config = config_from_args(args, "workbench ceiling")
     from workbench.data_check import data_problems
     from workbench.engine import probe_device
-    from workbench.engine.ceiling_cache import cache_path, cached_ceiling, num_classes_of, store_ceiling
+    from workbench.engine.ceiling_cache import (
+        CeilingNotKept,
+        cache_path,
+        cached_ceiling,
+        num_classes_of,
+        store_ceiling,
+    )
 
     device = probe_device(config.device)
     problems = config.validate(device) or data_problems(config)
@@ -83,7 +89,11 @@ def ceiling_command(args: argparse.Namespace) -> int:
             print(f"workbench ceiling: CUDA out of memory with {config.model} at batch_size={config.batch_size}, "
                   f"{config.precision}", file=sys.stderr)
             return 1
-        store_ceiling(ceiling)
+        try:
+            store_ceiling(ceiling)
+        except CeilingNotKept as error:  # the figure stands: printed, with why later runs will not find it
+            print(f"workbench ceiling: note: the ceiling was measured but {error}; runs will not show their pipeline "
+                  "efficiency against it", file=sys.stderr)
     where = "cached" if ceiling.cached else "measured now"
     steady = "steady" if ceiling.steady else "not steady within the time budget (median of the timed chunks)"
     if getattr(args, "json", False):

@@ -46,6 +46,7 @@ class CeilingMeasured:
     config: RunConfig
     images_per_sec: float
     steady: bool  # the timed chunks settled (engine.ceiling.steady_chunks); False when the time budget ran out first
+    not_kept: str = ""  # why the cache could not keep it for later runs (a read-only or full home); "" when kept
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,6 @@ def ceiling_job(config: RunConfig, measure: MeasureCeiling) -> Job:
         except Exception as error:  # out of memory, stopped before a timed step, bad data: said in words
             yield CeilingFailed(config, f"{type(error).__name__}: {error}")
             return
-        yield CeilingMeasured(config, ceiling.images_per_sec, ceiling.steady)
+        yield CeilingMeasured(config, ceiling.images_per_sec, ceiling.steady, getattr(ceiling, "not_kept", ""))
 
     return Job("ceiling", "ceiling", events)

@@ -172,9 +172,10 @@ class RunReports:
     @on_event.register
     def _(self, event: CeilingMeasured) -> None:
         steady = "steady" if event.steady else "not steady within the time budget"
+        later = (f"It was {event.not_kept}: runs will not show their pipeline efficiency against it."
+                 if event.not_kept else "Runs with these settings now show their pipeline efficiency.")
         text = (f"Ceiling: {event.images_per_sec:,.0f} images/s for {event.config.model}, batch "
-                f"{event.config.batch_size}, {event.config.precision} ({steady}). Runs with these settings now "
-                "show their pipeline efficiency.")
+                f"{event.config.batch_size}, {event.config.precision} ({steady}). {later}")
         self.view.show_ceiling(text)
         self.view.show_status(text)
         self.show_progress(Progress(1, 1, "Ceiling measured", "finished"))

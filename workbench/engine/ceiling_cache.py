@@ -7,6 +7,7 @@ module by its content), so a ceiling is only ever compared with runs it describe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -39,6 +40,11 @@ class Ceiling:
     key: dict[str, Any]
     measured_at: float  # unix seconds
     cached: bool = False  # read from the cache rather than measured now
+    not_kept: str = ""  # why it could not be kept in the cache for later runs (a read-only or full home); "" if kept
+
+
+class CeilingNotKept(Exception):
+    """The ceiling was measured but could not be written to the cache; the message says where and why."""
 
 
 def num_classes_of(config: RunConfig) -> Optional[int]:
@@ -128,18 +134,21 @@ def cached_ceiling(config: RunConfig, device: DeviceInfo, num_classes: int, home
 def store_ceiling(ceiling: Ceiling, home: Optional[Path] = None) -> Path:
     """Add or replace this ceiling's entry; written to a temporary file and renamed over the old one."""
     path = cache_path(home)
-    path.parent.mkdir(parents=True, exist_ok=True)
     entries = _entries(path)
     record = asdict(ceiling)
-    record.pop("key")
-    record.pop("cached")
+    for name in ("key", "cached", "not_kept"):
+        record.pop(name)
     entries[_key_text(ceiling.key)] = record
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         temporary.write_text(json.dumps({"format": FORMAT, "entries": entries}, indent=1, sort_keys=True), encoding="utf-8")
         os.replace(temporary, path)
+    except OSError as error:  # a read-only or full home: the measurement stands, the cache does not take it
+        raise CeilingNotKept(f"not kept in {path}: {(error.strerror or str(error)).lower()}") from None
     finally:
-        temporary.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # on a read-only file system the unlink fails too
+            temporary.unlink(missing_ok=True)
     return path
 
 

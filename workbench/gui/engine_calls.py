@@ -7,6 +7,7 @@ at once can each see it half-initialised ("cannot import name … from partially
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import threading
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
@@ -74,11 +75,14 @@ def engine_ceiling(config: RunConfig, stop: Callable[[], bool], budget_seconds: 
     _import_engine()
     from workbench.engine import probe_device
     from workbench.engine.ceiling import measure_ceiling
-    from workbench.engine.ceiling_cache import store_ceiling
+    from workbench.engine.ceiling_cache import CeilingNotKept, store_ceiling
 
     budget = {} if budget_seconds is None else {"budget_seconds": budget_seconds}
     ceiling = measure_ceiling(config, probe_device(config.device), stop=stop, **budget)
-    store_ceiling(ceiling)
+    try:
+        store_ceiling(ceiling)
+    except CeilingNotKept as error:  # a read-only or full home: the figure is shown, with why it is not kept
+        return dataclasses.replace(ceiling, not_kept=str(error))
     return ceiling
 
 
