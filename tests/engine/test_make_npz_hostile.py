@@ -204,3 +204,21 @@ def test_a_class_name_that_cannot_be_shown_on_one_line_is_refused(capsys, tmp_pa
     assert code == 2 and line == (f"workbench make-npz: {root}: the class folder {name!r} has a character that "
                                   "cannot be shown on one line (a newline or control character): rename it")
     assert not out.exists()
+
+
+def test_an_out_on_a_read_only_file_system_is_one_line(capsys, tmp_path, monkeypatch):
+    """The temporary file's removal fails there too: it raised from inside the handler, a double traceback."""
+    import errno
+    from pathlib import Path
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    root = tmp_path / "pets"
+    write_images(root / "cats", 3)
+    write_images(root / "dogs", 3)
+    monkeypatch.setattr(np, "savez", read_only)
+    monkeypatch.setattr(Path, "unlink", read_only)
+    out = tmp_path / "out.npz"
+    code, _, line = one_line(capsys, "make-npz", str(root), "--out", str(out))
+    assert code == 2 and line == f"workbench make-npz: cannot write {out}: read-only file system"

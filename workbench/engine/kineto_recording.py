@@ -8,6 +8,7 @@ and the recording says so (``all_host_ops``).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import shutil
@@ -93,7 +94,8 @@ def save_trace(result: Any, path: Path) -> str:
         with open(plain, "rb") as source, gzip.open(path, "wb", compresslevel=6) as target:
             shutil.copyfileobj(source, target)
     finally:
-        plain.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a read-only file system refuses this too: the first error says why
+            plain.unlink(missing_ok=True)
     return str(path)
 
 

@@ -7,6 +7,7 @@ Written beside the target and renamed over it: a full disk or a crash leaves the
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -24,5 +25,6 @@ def save_weights(model: nn.Module, path: str) -> Path:
         torch.save(module.state_dict(), partial)
         os.replace(partial, target)
     finally:
-        partial.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a read-only file system refuses this too: the first error says why
+            partial.unlink(missing_ok=True)
     return target

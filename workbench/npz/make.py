@@ -7,6 +7,7 @@ and Pillow (a torchvision dependency) for image files.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tarfile
 import warnings
@@ -66,7 +67,8 @@ class ImageSet:
             )
             os.replace(temporary, out)
         except OSError as error:
-            temporary.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # a read-only file system refuses this too: the first error says why
+                temporary.unlink(missing_ok=True)
             raise MakeNpzError(f"cannot write {out}: {(error.strerror or str(error)).lower()}") from None
         return out
 
