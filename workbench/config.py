@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional, get_args, get_type_hints
 
 from workbench.device_info import DeviceInfo
-from workbench.paths import workbench_home
+from workbench.paths import default_datasets_dir, workbench_home
 from workbench.regular_file import folder_problem, regular_file_problem
 from workbench.setting import (
     BOOKKEEPING, DEVICE, GROUP_ORDER, KERNELS, LENGTH, LOADER, VALUES, Group, Setting, Tune, cuda_only_cudnn,
@@ -432,6 +432,10 @@ class RunConfig:
                 if problem is not None:
                     problems.append(f"data_path {self.data_path!r} {problem}: dataset=folder needs a folder with one "
                                     "sub-folder of images per class")
+        if self.dataset in ("cifar10", "cifar100"):
+            problem = cifar_folder_problem(self.data_path)
+            if problem is not None:
+                problems.append(problem)
         if self.dataset == "npz":
             if not self.data_path:
                 problems.append("dataset=npz needs data_path: the .npz file to train on")
@@ -617,6 +621,17 @@ def json_nesting_depth(text: str) -> int:
         elif char in "]}":
             depth -= 1
     return deepest
+
+
+def cifar_folder_problem(data_path: str) -> Optional[str]:
+    """Why CIFAR cannot be kept in ``data_path`` (or the home's datasets folder where it is empty): it is there and
+    no folder (a file, a FIFO, a symlink loop); None when it is a folder, or absent (the download makes it)."""
+    folder = data_path or str(default_datasets_dir())
+    problem = folder_problem(folder)
+    if problem is None or problem == "does not exist":
+        return None
+    named = f"data_path {data_path!r}" if data_path else f"the datasets folder {folder}"
+    return f"{named} {problem}: CIFAR is kept (and downloaded) in a folder"
 
 
 WEIGHTS_SUFFIXES = (".pt", ".pth")  # the names weights may take in the workbench home

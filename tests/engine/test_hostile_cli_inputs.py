@@ -93,3 +93,26 @@ def test_a_data_path_that_is_not_a_regular_file_is_one_line(capsys, tmp_path, ma
         code, line = one_line(capsys, "run", *TINY, "--dataset", "npz", "--data-path", str(path))
     assert code == 2
     assert line == f"workbench run: data_path '{path}' {words}: dataset=npz needs an .npz file"
+
+
+@POSIX_ONLY
+@pytest.mark.parametrize("where", ["data_path", "datasets folder"])
+def test_a_cifar_folder_that_is_a_symlink_loop_or_a_file_is_one_line_before_the_run(
+        capsys, tmp_path, isolated_workbench_home, where):
+    """A loop raised RuntimeError from Path.resolve: a failed run recorded, with a traceback in the failure log,
+    exit 1."""
+    from workbench.history.store import HistoryStore
+
+    for make, words in ((make_symlink_loop, "is a symlink loop (too many levels of symbolic links)"),
+                        (lambda path: path.write_text("x") and path, "is a file")):
+        folder = isolated_workbench_home / "datasets" if where == "datasets folder" else tmp_path / "cifar"
+        for leftover in (folder, folder.with_name(folder.name + ".other")):
+            if os.path.lexists(leftover):
+                os.remove(leftover)
+        make(folder)
+        data_path = ["--data-path", str(folder)] if where == "data_path" else []
+        code, line = one_line(capsys, "run", *TINY, "--dataset", "cifar10", *data_path)
+        named = f"data_path '{folder}'" if where == "data_path" else f"the datasets folder {folder}"
+        assert (code, line) == (2, f"workbench run: {named} {words}: CIFAR is kept (and downloaded) in a folder")
+    with HistoryStore.open() as store:
+        assert store.list_runs() == []

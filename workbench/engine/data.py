@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, DistributedSampler, RandomSampler
 
-from workbench.config import RunConfig
+from workbench.config import RunConfig, cifar_folder_problem
 from workbench.engine.augment import per_sample_transform, random_crop_flip
 from workbench.engine.worker_lifetime import block_stop_signals, shut_down_workers, worker_init_for_this_run
 from workbench.npz.header import CLASS_NAMES_KEY, DAMAGED_ARCHIVE_ERRORS, NPZ_KEYS, npz_problems
@@ -84,6 +84,9 @@ def load_arrays(config: RunConfig) -> ImageArrays:
         if problem is not None:
             raise DataError(f"npz file {path} {problem}")
         return _npz(path.resolve(), path.stat().st_mtime_ns)
+    problem = cifar_folder_problem(config.data_path)  # os.stat: a loop is never resolved (RuntimeError)
+    if problem is not None:
+        raise DataError(problem)
     root = Path(config.data_path).expanduser() if config.data_path else default_datasets_dir()
     return _cifar(config.dataset, root.resolve())
 
