@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 
 import pytest
-from builders import record_complete_run
+from builders import record_complete_run, trace_record
 
 from workbench.cli import main
 from workbench.config import FIELD_NAMES, RunConfig
@@ -161,3 +161,27 @@ def test_tags_are_added_removed_listed_and_exported(home, tmp_path, capsys):
     assert "without ';'" in capsys.readouterr().err
     with HistoryStore.open(home) as store:
         assert store.get_run(run).tags == ("baseline", "keep")
+
+
+def test_no_escape_sequence_a_name_or_tag_holds_reaches_the_terminal(home, capsys):
+    """`tag 1 $'evil\\e[2J'` was kept, and `runs` and `tag` printed the escape raw: the terminal cleared."""
+    with HistoryStore.open(home) as store:
+        run = record_complete_run(store, name="plain \x1b[31mred")  # the window's rename keeps what it is given
+    assert main(["--home", str(home), "tag", str(run), "evil\x1b[2J"]) == 2
+    assert "control characters" in capsys.readouterr().err
+    assert main(["--home", str(home), "runs"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "plain \\x1b[31mred" in out
+
+
+def test_runs_says_which_rows_are_traces(home, capsys):
+    with HistoryStore.open(home) as store:
+        run = record_complete_run(store, name="a run")
+        trace, _ = store.add_trace(trace_record())
+    assert main(["--home", str(home), "runs"]) == 0
+    header, *rows = capsys.readouterr().out.splitlines()
+    kind = header.index("KIND")
+    by_id = {int(row.split()[0]): row for row in rows}
+    assert by_id[run][kind:].strip() == "run" and by_id[trace][kind:].strip() == "trace"
+    world = header.index("WORLD SIZE")
+    assert by_id[trace][world:world + len("WORLD SIZE")].strip() == ""  # a trace's ranks are no run's processes

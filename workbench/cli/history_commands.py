@@ -82,6 +82,7 @@ def export_command(args: argparse.Namespace) -> int:
 
 
 def tag_command(args: argparse.Namespace) -> int:
+    from workbench.formatting import printable
     from workbench.history.store import HistoryStore, RunNotFound
 
     with HistoryStore.open() as store:
@@ -97,33 +98,34 @@ def tag_command(args: argparse.Namespace) -> int:
                 raise UsageError(f"workbench tag: {error}") from None
         else:
             tags = record.tags
-    print(f"#{record.id}: " + (", ".join(tags) if tags else "no tags"))
+    print(printable(f"#{record.id}: " + (", ".join(tags) if tags else "no tags")))
     return 0
 
 
 def format_runs_table(records: Sequence) -> str:
-    from workbench.formatting import format_duration, format_table
+    from workbench.formatting import format_duration, format_table, printable
     from workbench.history.metrics import format_metric, local_time
 
     header = ("ID", "NAME", "STATUS", "FROM", "SEQUENCE", "STARTED", "WORLD SIZE", "IMG/S", "DATA WAIT", "PEAK MEMORY",
-              "FINAL LOSS", "TEST ACC", "DURATION")
+              "FINAL LOSS", "TEST ACC", "DURATION", "KIND")
     right_aligned = {0, 6, 7, 8, 9, 10, 11, 12}
     rows = [
-        (
+        tuple(printable(cell) for cell in (  # a name or tag holds what the user typed: no escape reaches the terminal
             str(record.id),
             _clip(record.name + (f" [{', '.join(record.tags)}]" if record.tags else ""), 48),
             record.status,
             record.source,
             _sweep_label(record),
             local_time(record.started_at),
-            str(record.summary.world_size),
+            "" if record.is_trace else str(record.summary.world_size),  # a trace's ranks are no run's processes
             format_metric("rate", record.summary.images_per_sec),
             format_metric("fraction", record.summary.data_wait_fraction),
             _peak_memory(record),
             format_metric("loss", record.summary.final_loss),
             format_metric("fraction", record.summary.test_accuracy),
             format_duration(record.duration_seconds),
-        )
+            record.noun,  # run, or trace: a profiler trace opened in the window
+        ))
         for record in records
     ]
     return format_table(header, rows, right_aligned)

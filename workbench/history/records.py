@@ -10,6 +10,7 @@ import json
 import math
 import sqlite3
 import time
+import unicodedata
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional, Sequence, get_type_hints
 
@@ -123,9 +124,10 @@ def clean_tags(tags: Sequence[str]) -> tuple[str, ...]:
         tag = tag.strip()
         if not tag or tag in kept:
             continue
-        if len(tag) > TAG_MAX_CHARS or TAG_SEPARATOR in tag or "\n" in tag or "\r" in tag:
+        # a control character (an escape sequence) would drive the terminal that lists the tag
+        if len(tag) > TAG_MAX_CHARS or TAG_SEPARATOR in tag or any(unicodedata.category(c) == "Cc" for c in tag):
             raise ValueError(f"a tag is at most {TAG_MAX_CHARS} characters on one line, without "
-                             f"'{TAG_SEPARATOR}' (got {tag[:60]!r})")
+                             f"'{TAG_SEPARATOR}' or control characters (got {tag[:60]!r})")
         kept.append(tag)
     return tuple(kept)
 
