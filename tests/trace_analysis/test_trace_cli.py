@@ -475,3 +475,17 @@ def test_ranks_only_one_trace_holds_are_named_as_not_compared(tmp_path, capsys):
 
     assert main(["trace", str(folder("two", [0, 1])), str(folder("three", [0, 1, 2]))]) == 0
     assert "three: rank 2 not compared (the other trace has no such rank)" in capsys.readouterr().err
+
+
+def test_a_folders_note_is_said_once_inline_in_text_and_on_stderr_with_json(capsys, tmp_path):
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "rank-0.pt.trace.json.gz").write_bytes(LOADER_KEEPS_UP.read_bytes())
+    (folder / "rank-1.json").write_text("")
+    note = f"left out: {folder / 'rank-1.json'}: is empty (no JSON in it)"
+    assert main(["trace", str(folder)]) == 0
+    out, err = capsys.readouterr()
+    assert out.count(note) == 1 and note not in err
+    assert main(["trace", str(folder), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert note not in out and err.count(note) == 1

@@ -47,6 +47,8 @@ def trace_command(args: argparse.Namespace) -> int:
     if args.batch_size is not None and len(args.paths) != 2:
         raise UsageError("workbench trace: --batch-size BEFORE AFTER compares two traces: give two paths")
     reports = [_read(path, args.rank) for path in args.paths]
+    if len(reports) == 1 and not args.json:  # the text report says its notes inline: not on stderr as well
+        return _one(reports[0], args.json)
     for report in reports:
         for note in report.notes:
             _note(f"{report.path}: {note}")
