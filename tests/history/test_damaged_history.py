@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+from pathlib import Path
 
 import pytest
 from builders import record_complete_run
@@ -176,3 +177,22 @@ def test_a_symlink_loop_as_the_history_or_the_home_is_said_and_nothing_is_writte
             err = capsys.readouterr().err.strip().splitlines()
             assert len(err) == 1 and words in err[0] and "the run history cannot be reached" in err[0], (command, err)
     assert kept.read_text() == "run_id,name\n1,kept\n"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+@pytest.mark.parametrize("suffix", ["-wal", "-shm"])
+@pytest.mark.parametrize("kind", ["fifo", "folder", "loop"])
+def test_a_file_sqlite_keeps_beside_the_history_that_is_of_another_kind_is_named(tmp_path, capsys, suffix, kind):
+    """A write said "the file system refused (disk I/O error)" or, for a folder at -shm, "no permission to write",
+    naming neither the file nor what it is."""
+    from hostile_paths import make_fifo, make_symlink_loop
+
+    home = tmp_path / "home"
+    with HistoryStore.open(home) as store:
+        run = record_complete_run(store)
+    side = home / f"history.sqlite3{suffix}"
+    {"fifo": make_fifo, "folder": Path.mkdir, "loop": make_symlink_loop}[kind](side)
+    words = {"fifo": "is a FIFO", "folder": "is a folder", "loop": "is a symlink loop"}[kind]
+    assert main(["--home", str(home), "tag", str(run), "x"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{side}, the file SQLite keeps beside it, {words}" in err[0], err

@@ -116,9 +116,31 @@ def _refuse_what_is_no_file(path: Path) -> None:
                              "and the workbench starts a new one there, or use --home to keep the history elsewhere")
 
 
+# The files SQLite keeps beside a database: its write-ahead log, the log's shared memory, a rollback journal.
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def _refuse_side_files_of_another_kind(path: Path) -> None:
+    """HistoryDamaged naming the file where one SQLite keeps beside the history is a FIFO, a folder or a loop: a
+    write said only "disk I/O error", or "no permission", naming neither the file nor what it is."""
+    for suffix in SQLITE_SIDE_FILES:
+        side = path.with_name(path.name + suffix)
+        try:
+            problem = kind_problem(os.stat(side).st_mode)
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            problem = os_error_words(error)
+        if problem is not None:
+            raise HistoryDamaged(f"cannot write the run history {path}: {side}, the file SQLite keeps beside it, "
+                                 f"{problem}; the history is left as it is: move that aside, or use --home to keep "
+                                 "the history elsewhere")
+
+
 def open_for_writing(path: Path, migrations: Sequence[Migration], newest: int) -> HistoryDatabase:
     """The history at ``path`` (made when absent), checked and brought up to schema ``newest``."""
     _refuse_what_is_no_file(path)
+    _refuse_side_files_of_another_kind(path)
     with translated(path, "open"):
         path.parent.mkdir(parents=True, exist_ok=True)
         # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE), see HistoryDatabase.transaction.

@@ -20,11 +20,12 @@ import stat
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
+from workbench.history.database import SQLITE_SIDE_FILES
 from workbench.history.errors import HistoryError
 from workbench.regular_file import NotARegularFile, kind_problem, open_regular_file, os_error_words
 
 # The history's own files beside it: never an export's target.
-HISTORY_SUFFIXES = ("", "-wal", "-shm", "-journal")
+HISTORY_SUFFIXES = ("", *SQLITE_SIDE_FILES)
 STALLED_AFTER_S = 10.0  # a stream's reader that takes nothing for this long has stopped reading
 _CHUNK_CHARS = 64 * 1024
 
