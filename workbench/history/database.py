@@ -127,7 +127,7 @@ def _refuse_side_files_of_another_kind(path: Path) -> None:
         side = path.with_name(path.name + suffix)
         try:
             problem = kind_problem(os.stat(side).st_mode)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # none yet (or no home: the open says that)
             continue
         except OSError as error:
             problem = os_error_words(error)
