@@ -147,14 +147,14 @@ def record_from_row(row: sqlite3.Row) -> RunRecord:
     is read as its field's type holds it, and one that cannot be is unknown (None, or the field's default), so the
     row still lists, compares and exports instead of failing every view of the history."""
     config, dropped = config_from_json(read.text(row["config_json"]))
-    # Columns an older schema wrote NULL in (skipped steps before schema 4) stay None: unknown, not 0.
     # Any: the run's end as stored, which may be "running" or "interrupted" beside RunSummary's three ends
     status: Any = read.text(row["status"]) or ""
     reason, failure_kind = read.text(row["reason"]), read.text(row["failure_kind"])
     summary = RunSummary(
         status=status, reason=reason, failure_kind=failure_kind,  # type: ignore[arg-type]  # kinds as stored
         findings=_findings(row["findings_json"]),
-        **{name: _as_field(row[name], _SUMMARY_FIELDS[name]) for name in SUMMARY_COLUMNS},
+        # Columns an older schema wrote NULL in (skipped steps before schema 4) stay None: unknown, not 0.
+        **{name: _SUMMARY_READERS[name](row[name]) for name in SUMMARY_COLUMNS},
         **_rank_peaks(read.text(row["rank_peaks_json"])),
     )
     record_kind = read.text(row["record_kind"]) or "run"
@@ -192,12 +192,9 @@ def _start_time(value: Any) -> float:
     return math.nan if start is None else start  # unknown: the views show no time and no duration
 
 
-_SUMMARY_FIELDS = {item.name: item for item in fields(RunSummary)}
+# Each summary column read as its RunSummary field holds it (every summary field has a default).
 _SUMMARY_TYPES = get_type_hints(RunSummary)
-
-
-def _as_field(value: Any, item: Any) -> Any:
-    return read.as_field(value, item, _SUMMARY_TYPES[item.name])  # every summary field has a default
+_SUMMARY_READERS = {item.name: read.field_reader(item, _SUMMARY_TYPES[item.name]) for item in fields(RunSummary)}
 
 
 def _findings(text: Any) -> tuple[Finding, ...]:
