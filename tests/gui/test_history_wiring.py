@@ -43,3 +43,41 @@ def test_a_gui_run_and_a_cli_run_share_one_history(qtbot, settings, isolated_wor
         window.training_thread.wait(10_000)
         window.close()
         store.close()
+
+
+def test_a_history_the_disk_cannot_write_is_listed_read_only_and_nothing_is_recorded(
+        qtbot, settings, isolated_workbench_home, monkeypatch):
+    """On a read-only mount or a full disk the window opened with an empty Runs tab, though `workbench runs` lists
+    the same history (the mount itself: history/test_unwritable_history.py)."""
+    from builders import FakeRun, record_complete_run, window_probe
+
+    from workbench.gui.app import open_history
+    from workbench.history.store import HistoryUnwritable
+
+    with HistoryStore.open() as store:
+        for _ in range(2):
+            record_complete_run(store)
+
+    def unwritable(cls, home=None):
+        raise HistoryUnwritable("cannot open the run history: the home is on a read-only file system")
+
+    monkeypatch.setattr(HistoryStore, "open", classmethod(unwritable))
+    store, problem, recording = open_history()
+    assert store is not None and recording is False
+    assert problem.startswith("Runs will not be recorded: cannot open the run history") and "read only" in problem
+    window = build_window(store, recording=recording, settings=settings, run_function=FakeRun(steps=3),
+                          probe_function=window_probe())
+    qtbot.addWidget(window)
+    try:
+        view = window.findChild(RunsView)
+        view.refresh()
+        assert view.model.rowCount() == 2
+        window.form.set_config(TINY_RUN)
+        with qtbot.waitSignal(window.training_thread.finished, timeout=30_000):
+            window.start_button.click()
+        assert len(store.list_runs()) == 2  # the run trained, and nothing was recorded
+    finally:
+        window.training_thread.request_stop()
+        window.training_thread.wait(10_000)
+        window.close()
+        store.close()

@@ -76,8 +76,8 @@ def create_application(argv: Optional[Sequence[str]] = None) -> QApplication:
 
 def main() -> int:
     app = create_application()
-    store, history_problem = open_history()
-    window = build_window(store)
+    store, history_problem, recording = open_history()
+    window = build_window(store, recording=recording)
     if history_problem:
         # Training still works without a history; say why runs are not being kept.
         QTimer.singleShot(0, lambda: QMessageBox.warning(window, "Run history unavailable", history_problem))
@@ -88,12 +88,18 @@ def main() -> int:
             store.close()
 
 
-def build_window(store, **window_options) -> MainWindow:
-    """The main window; with a history store, GUI runs are recorded there and listed in the Runs tab."""
+def build_window(store, *, recording: bool = True, **window_options) -> MainWindow:
+    """The main window; with a history store, GUI runs are recorded there and listed in the Runs tab. Without
+    ``recording`` (a history the disk cannot write) the Runs tab lists it and nothing is recorded."""
     if store is None:
         return MainWindow(**window_options)
     from workbench.experiments.recording import HistoryRecording
     from workbench.gui.runs_view import RunsView
+
+    if not recording:
+        window = MainWindow(**window_options)
+        window.set_runs_view(RunsView(store))
+        return window
 
     home = store.path.parent
     # Each job records through its own connection to the same history, opened on the training thread.
@@ -104,13 +110,22 @@ def build_window(store, **window_options) -> MainWindow:
 
 
 def open_history():
-    """The run history shared with the CLI, or (None, why not)."""
-    from workbench.history.store import HistoryError, HistoryStore
+    """(store, why runs will not be recorded or None, whether runs are recorded): the run history shared with the
+    CLI. One the disk cannot write (a read-only mount, a full disk) is still listed, read only, as `workbench runs`
+    lists it; a damaged one, or one from a newer workbench, is not opened at all."""
+    from workbench.history.store import HistoryError, HistoryStore, HistoryUnwritable
 
     try:
-        return HistoryStore.open(), None
+        return HistoryStore.open(), None, True
+    except HistoryUnwritable as error:
+        try:
+            store = HistoryStore.open_for_reading()
+        except (HistoryError, OSError):
+            return None, f"Runs will not be recorded: {error}", False
+        return store, (f"Runs will not be recorded: {error}. The Runs tab lists the history as it is, read only: "
+                       "renaming, tags, notes and deleting need a disk that takes writes."), False
     except (HistoryError, OSError) as error:
-        return None, f"Runs will not be recorded: {error}"
+        return None, f"Runs will not be recorded: {error}", False
 
 
 def run_window(app: QApplication, window: MainWindow) -> int:
