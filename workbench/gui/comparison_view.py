@@ -106,7 +106,8 @@ class ComparisonView(QWidget):
             self.title.setText(f"<b>Comparing {len(records)} traces</b>")
         else:
             self.title.setText(
-                f"<b>Comparing {len(records)} {noun}</b> — {differing} setting{'s' if differing != 1 else ''} differ"
+                f"<b>Comparing {len(records)} {noun}</b> — "
+                + ("1 setting differs" if differing == 1 else f"{differing} settings differ")
             )
         self.differences_only.setEnabled(len(records) > 1)
         self.tree.setColumnCount(len(records) + 1)
