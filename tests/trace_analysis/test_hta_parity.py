@@ -104,11 +104,18 @@ def test_gpu_span_differs_from_hta_by_exactly_its_two_rules(folder, name, figure
         assert close(percent(ours), expected["hta_temporal_pct"], HTA_ROUNDING)
 
 
+# Traces whose last ProfilerStep#N is the profiler's own closing span: MI250's ProfilerStep#2 is 49 µs, with no
+# event in it, beside a step of 9.3 ms (the profiler opened it at the loop's last step() and closed it on exit).
+PROFILERS_EXIT_STEPS = {"mi250-minitoy-train.json.gz": 1}
+
+
 @pytest.mark.parametrize("folder, name", cases() + cases(failed=True))
 def test_each_real_trace_reads_with_its_gpu_and_steps(folder, name, figures, reports):
     expected = figures(folder, name)
     (rank,) = reports(folder / name).ranks
-    assert rank.steps == expected["profiler_steps_in_file"]
+    exit_steps = PROFILERS_EXIT_STEPS.get(name, 0)
+    assert rank.steps == expected["profiler_steps_in_file"] - exit_steps
+    assert any("closed it on exit): left out" in note for note in rank.notes) == bool(exit_steps)
     assert rank.kernels > 0 and not rank.cpu_only
     assert rank.device == (expected["gpu"][0] if expected["gpu"] else f"cuda:{expected['device_index']}")
     assert rank.rank == expected["rank"]

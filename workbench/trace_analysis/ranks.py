@@ -9,6 +9,7 @@ docs/gpu-time.md for where the two rules differ and why.
 from __future__ import annotations
 
 import bisect
+import operator
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -86,6 +87,14 @@ def analyse(events: RankEvents) -> RankReport:
                      "longest span of each number is the step read, the others are left out")
     if empty:
         notes.append(f"{empty:,} ProfilerStep spans of zero length: left out (a step time of 0 is no step time)")
+    steps, nested = _nested_steps(steps)
+    if nested:
+        notes.append(f"{nested:,} ProfilerStep span{'s' if nested != 1 else ''} wholly inside another step: left out "
+                     "(a record_function named like a step, not a step of the loop)")
+    if _profilers_exit_step(events, steps):
+        steps = steps[:-1]
+        notes.append("the last ProfilerStep span holds no work and is a fraction of the others (the profiler opened "
+                     "it at the loop's last step() and closed it on exit): left out")
     if any(start < previous_end for (_, previous_end), (start, _) in zip(steps, steps[1:])):
         notes.append("ProfilerStep spans overlap: the steps' window runs from the first one's start to the last end")
     step_seconds = tuple((end - start) / 1e9 for start, end in steps)
@@ -214,6 +223,47 @@ def _steps(steps: Sequence[Activity]) -> tuple[list[tuple[int, int]], int, int]:
             by_name[a.name] = (a.start_ns, a.end_ns)
     timed = sorted(span for span in by_name.values() if span[1] > span[0])
     return timed, len(by_name) - len(timed), len(apart)
+
+
+def _nested_steps(steps: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], int]:
+    """The step spans without those wholly inside another (a record_function named like a step, inside one: a step
+    of the loop is never within another); and how many were left out. ``steps`` by start."""
+    kept: list[tuple[int, int]] = []
+    reach = None  # the latest end of a step kept so far
+    for start, end in steps:
+        if reach is not None and end <= reach and kept and start >= kept[-1][0]:
+            continue
+        kept.append((start, end))
+        reach = end if reach is None or end > reach else reach
+    return kept, len(steps) - len(kept)
+
+
+_START = operator.itemgetter(0)  # Activity.start_ns
+# The profiler opens a step at the loop's last step() and closes it when it exits, whether or not its schedule
+# wanted more steps: a step of no work, tens of µs long where the loop's steps take ms (49 µs against 9.3 ms in
+# HTA's own MI250 trace). Shorter than this share of the other steps' median, and holding no work, it is no step.
+EXIT_STEP_SHARE = 0.1
+
+
+def _profilers_exit_step(events: RankEvents, steps: list[tuple[int, int]]) -> bool:
+    """Whether the last of ``steps`` (by start) is the profiler's own closing span, not a step of the loop."""
+    if len(steps) < 2 or not events.steps:  # steps read off the GPU's timeline hold no host work to look at
+        return False
+    start, end = steps[-1]
+    others = statistics.median(step_end - step_start for step_start, step_end in steps[:-1])
+    return end - start < EXIT_STEP_SHARE * others and not _holds_work(events, start, end)
+
+
+def _holds_work(events: RankEvents, start: int, end: int) -> bool:
+    """Whether any host op, runtime call or device work of the rank starts within [start, end)."""
+    for thread in events.host_by_thread.values():  # each sorted by start
+        index = bisect.bisect_left(thread, start, key=_START)
+        for a in thread[index:]:
+            if a.start_ns >= end:
+                break
+            if a.kind != timeline.STEP:
+                return True
+    return any(start <= a.start_ns < end for a in events.device_work)
 
 
 def _shares(breakdown: timeline.TimelineBreakdown, span_ns: int) -> dict[str, Optional[float]]:
