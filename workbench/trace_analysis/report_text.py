@@ -137,7 +137,9 @@ def comparison_lines(before_path: str, after_path: str, comparison: RankComparis
     for title, changes in (("kernels", comparison.kernels), ("host ops", comparison.host_ops)):
         if changes:
             lines.append(f"{title} that changed most (seconds per step):")
-            lines += [f"  {_change(change)}" for change in changes]
+            # names as the report shows them: head and tail, and where two read alike, from where they differ
+            names = short_names([change.name for change in changes], CHANGE_NAME_CHARACTERS)
+            lines += [f"  {_change(change, name)}" for change, name in zip(changes, names)]
     return lines
 
 
@@ -208,8 +210,10 @@ def _share_and_seconds(share: Optional[float], seconds: Optional[float]) -> str:
     return f"{_pct(share):>{_SHARE}} {per_step:>{_PER_STEP}}"
 
 
-def _change(change: NamedChange) -> str:
-    name = change.name if len(change.name) <= 70 else change.name[:69] + "…"
+CHANGE_NAME_CHARACTERS = 70
+
+
+def _change(change: NamedChange, name: str) -> str:
     before = format_step_seconds(change.before_seconds) if change.before_seconds is not None else "not in the top"
     after = format_step_seconds(change.after_seconds) if change.after_seconds is not None else "not in the top"
     delta = change.change_seconds
