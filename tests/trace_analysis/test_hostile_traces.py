@@ -511,3 +511,14 @@ def test_a_folder_that_cannot_be_listed_gives_one_line(tmp_path, monkeypatch):
 
     monkeypatch.setattr(type(folder), "iterdir", refused)  # as a folder of mode 0311 is to a user not its owner
     assert "the folder cannot be listed (permission denied)" in error_line(folder)
+
+
+def test_begin_and_end_marks_are_said_not_dropped_unsaid(tmp_path):
+    """A trace whose spans are "B"/"E" pairs (written by another tool) read as "no GPU activity recorded … profiled
+    without ProfilerActivity.CUDA?", its kernels in the file."""
+    events = [step(1, 0, 1000), *launched("k", 10, 100, 500, 1)]
+    pairs = [dict(event, ph=mark, ts=event["ts"] + (event.get("dur", 0) if mark == "E" else 0))
+             for event in events[1:] for mark in ("B", "E")]
+    (rank,) = read_report(write(tmp_path / "t.json", trace([events[0], *pairs]))).ranks
+    assert ('4 events that are begin or end marks ("ph": "B"/"E"; torch.profiler writes spans as "X"): skipped'
+            in rank.notes)

@@ -121,6 +121,8 @@ class ParsedTrace:
             if not whole_ts:  # HTA rounds when its ts column is float: a fraction, or a missing ts
                 fractional = True
             if event.ph != "X":
+                if event.ph in _BEGIN_END:  # spans this reader does not pair up: said, not dropped unsaid
+                    skipped[BEGIN_END_EVENTS] += 1
                 continue
             cat = event.cat
             side = side_of(cat) if type(cat) is str else None  # a list or an object is no category (nor hashable)
@@ -263,6 +265,10 @@ class _Args(msgspec.Struct, gc=False):
 
 
 NOT_OBJECTS = "events that are not JSON objects"
+_BEGIN_END = frozenset({"B", "E"})
+# Kineto writes each span as one complete ("X") event; a trace whose spans are begin/end pairs was written otherwise
+BEGIN_END_EVENTS = 'events that are begin or end marks ("ph": "B"/"E"; torch.profiler writes spans as "X")'
+
 _ARGS_NOT_AN_OBJECT = _Args()  # an event's args that is not an object (decoded by the stdlib): none of it read
 ARGS_NOT_AN_OBJECT = "events whose args is not an object: read without their correlation, device and stream"
 _DEVICE_SIDES = frozenset(DEVICE_CATEGORIES.values())
