@@ -177,8 +177,9 @@ def test_stop_between_trials_ends_the_sequence_with_what_finished():
             stop.set()
     ended = events[-1]
     assert ended.status == "stopped" and ended.reason == "stopped by the user in round 3 of 3"
-    (change,) = ended.result.changes  # 3 + 2 trials: a speedup, but no interval and no verdict
-    assert change.comparison.trials == "3+2 trials" and change.comparison.speedup_low is None
+    # 2 + 2 trials: the baseline's third has no trial of the change in its round; a speedup, no interval, no verdict
+    (change,) = ended.result.changes
+    assert change.comparison.trials == "2+2 trials" and change.comparison.speedup_low is None
 
 
 @pytest.mark.slow
@@ -257,3 +258,38 @@ def test_a_busy_machine_is_named_from_the_load_and_from_the_baselines_own_spread
     assert busy_machine([1000.0, 1010.0, 990.0], (3.7, 2)) == "this machine is busy: the load average was 3.7 on 2 cores"
     text = busy_machine([700.0, 1000.0, 1050.0], None)
     assert text.startswith("this machine is busy: the baseline's own 3 trials (the same settings each time) spread 35%")
+
+
+def test_a_change_decided_early_is_held_only_against_the_baseline_trials_of_its_own_rounds():
+    """channels_last, a real 1.30×, was decided after three rounds and ran no more; the baseline ran on for a noisy
+    second change while the machine got busy (100 → 50 img/s), and the final comparison took all eight baseline
+    trials against its three: "2.60×: faster", stored in the history so."""
+    from builders import ended, started
+
+    calls = []
+
+    def run_function(config, stop):
+        calls.append(config)
+        yield started(config, CPU)
+        load = 1.0 if len(calls) <= 9 else 0.5  # busy from the fourth round on
+        wobble = [0.9, 1.1, 1.0, 0.92, 1.08, 0.95, 1.05, 1.0][(len(calls) - 1) // 3 % 8]
+        rate = 130.0 if config.channels_last else 100.0 * wobble if config.num_workers == 1 else 100.0
+        yield ended("finished", rate * load, device_type=CPU.type, device_name=CPU.name)
+
+    class Kept(NoRecording):
+        def __init__(self):
+            self.changes = []
+
+        def add_measured_change(self, change):
+            self.changes.append(change)
+
+    base = tiny(max_steps=None, epochs=2, log_every=10, channels_last=False, num_workers=0)
+    plan = VerifyPlan(base, (Change("channels_last", True), Change("num_workers", 1)), trial_steps=16)
+    kept = Kept()
+    end = list(run_verify(plan, lambda: False, kept, run_function, probe_of(CPU)))[-1]
+    layout, workers = end.result.changes
+    assert len(workers.comparison.baseline_rates) == 8  # the baseline did run on
+    assert layout.comparison.baseline_rates == (100.0, 100.0, 100.0)  # its own three rounds' baseline
+    assert layout.comparison.speedup == pytest.approx(1.30) and layout.decided
+    stored = next(change for change in kept.changes if change.field == "channels_last")
+    assert stored.speedup == pytest.approx(1.30) and len(stored.baseline_run_ids) == 3

@@ -42,6 +42,7 @@ class Rounds:
     arms: tuple[Arm, ...]
     members: list[MemberEnded] = field(default_factory=list)
     arm_of: list[int] = field(default_factory=list)  # the arm of each member
+    round_of: list[int] = field(default_factory=list)  # the round each member ran in
     status: SequenceStatus = "finished"
     stopped_during_run: bool = False  # stopped inside a run (else before one began)
     rounds_begun: int = 0
@@ -59,6 +60,20 @@ class Rounds:
     def run_ids(self, arm: int) -> list[Optional[int]]:
         """The history ids of the runs ``rates`` reads."""
         return [member.run_id for member in self.runs(arm) if member.status == "finished" and member.images_per_sec]
+
+    def rates_beside(self, arm: int, other: int) -> list[float]:
+        """``rates(arm)`` of the rounds ``other`` ran in: a comparison with ``other`` reads only the trials interleaved
+        with its own (a baseline that ran on for another arm's extra rounds is not this arm's)."""
+        return [member.images_per_sec for member in self._beside(arm, other)]
+
+    def run_ids_beside(self, arm: int, other: int) -> list[Optional[int]]:
+        """The history ids of the runs ``rates_beside`` reads."""
+        return [member.run_id for member in self._beside(arm, other)]
+
+    def _beside(self, arm: int, other: int) -> list[MemberEnded]:
+        rounds = {round_index for index, round_index in zip(self.arm_of, self.round_of) if index == other}
+        return [member for member, index, round_index in zip(self.members, self.arm_of, self.round_of)
+                if index == arm and round_index in rounds and member.status == "finished" and member.images_per_sec]
 
     def stop_reason(self, stop: StopFlag, planned: int, noun: str) -> Optional[str]:
         """"stopped by Ctrl-C during member 3 of 6", "… after 2 of 6 members"; None when not stopped."""
@@ -111,6 +126,7 @@ def run_rounds(
             member = yield from runner.run(arm.config, arm.values, stop, label(arm_index, round_index), arm.purpose)
             done.members.append(member)
             done.arm_of.append(arm_index)
+            done.round_of.append(round_index)
             if after_run is not None:
                 after_run(arm_index, member)
             if member.status == "stopped":

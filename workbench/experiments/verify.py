@@ -297,7 +297,8 @@ def run_verify(
 
     def undecided(ran: Rounds) -> list[int]:
         """The baseline and the changes whose interval still straddles the noise band ([] when none does)."""
-        decided.update(side for side in range(1, len(arms)) if is_decisive(compare_rates(ran.rates(0), ran.rates(side))))
+        decided.update(side for side in range(1, len(arms))
+                       if is_decisive(compare_rates(ran.rates_beside(0, side), ran.rates(side))))
         left = [side for side in range(1, len(arms)) if side not in decided and side not in ran.dropped]
         return [0, *left] if left else []
 
@@ -313,14 +314,17 @@ def run_verify(
     failures = [ran.failure(side) for side in range(len(arms))]
     verified = []
     for side, change in enumerate(changes, start=1):
-        comparison = compare_rates(rates[0], rates[side])
+        # Against the baseline trials of its own rounds: once decided, a change runs no more while the baseline may
+        # run on for another; those later trials (a busier machine, say) are not interleaved with this change's.
+        baseline_ids = ran.run_ids_beside(0, side)
+        comparison = compare_rates(ran.rates_beside(0, side), rates[side])
         verified.append(ChangeVerified(text=change.text or f"set {change.label}", field=change.field,
-                                       value=change.value, comparison=comparison, baseline_run_ids=tuple(run_ids[0]),
+                                       value=change.value, comparison=comparison, baseline_run_ids=tuple(baseline_ids),
                                        changed_run_ids=tuple(run_ids[side]), reason=failures[side],
                                        decided=is_decisive(comparison)))
         yield from keep(runner.recorders, measured_change(
             sequence_id=sequence_id, device_type=device.type, device_name=device.name, baseline=plan.base,
-            field=change.field, value=change.value, comparison=comparison, baseline_run_ids=run_ids[0],
+            field=change.field, value=change.value, comparison=comparison, baseline_run_ids=baseline_ids,
             changed_run_ids=run_ids[side]))
     result = VerifyResult(base=plan.base, device_type=device.type, device_name=device.name,
                           trial_steps=plan.trial_steps, changes=tuple(verified),
