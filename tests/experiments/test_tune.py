@@ -266,3 +266,24 @@ def test_what_the_search_measured_is_kept_for_the_findings_of_runs_with_those_se
         ("pipeline", "dataloader", "within_noise"), ("compile", "default", "slower"),
         ("compile", "reduce-overhead", "slower")}
     assert all(change.baseline == start and len(change.baseline_run_ids) == 3 for change in kept)
+
+
+def test_the_searchs_speedup_is_its_measured_comparisons_not_runs_from_different_times():
+    """channels_last kept at a measured 1.05×; both sides of the next comparison, which changed nothing, ran twice as
+    fast (the machine freed up). The medians of all the best's and the start's runs read "2.10× faster" in the CLI,
+    --json and the window: no comparison measured that."""
+    calls = []
+
+    def speed(config):
+        calls.append(config)
+        machine = 2.0 if len(calls) > 7 else 1.0  # the calibration and the first comparison's 6 runs at 1×
+        return 100.0 * machine * (1.05 if config.channels_last else 1.0)
+
+    runs = TimedRuns(speed, noise=0.0, device=CPU)
+    plan = TunePlan(tiny(max_steps=None, num_workers=0), trial_steps=16, knobs=("channels_last", "num_workers"),
+                    max_passes=1)
+    events = tune(runs, plan, device=CPU)
+    result = events[-1].result
+    assert result.best_changes == {"channels_last": True}
+    assert result.speedup == pytest.approx(1.05)
+    assert [event.speedup for event in events if isinstance(event, BestSoFar)] == [pytest.approx(1.05)]

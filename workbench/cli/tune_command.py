@@ -116,7 +116,8 @@ def summary_text(result: TuneResult) -> str:
     lines = [
         f"start: {format_metric('rate', result.start_images_per_sec) or 'n/a'} img/s; "
         f"best: {format_metric('rate', result.best_images_per_sec) or 'n/a'} img/s"
-        + (f" ({result.speedup:.2f}× faster)" if result.speedup and result.best_changes else ""),
+        + (f" (medians of all their runs, taken at different times); {result.speedup:.2f}× faster: the kept "
+           "changes' measured speedups multiplied" if result.speedup and result.best_changes else ""),
         f"each change: {result.trials_per_side}+{result.trials_per_side} runs interleaved with the best so far, kept "
         f"when the {CONFIDENCE * 100:.0f} % interval of its speedup lies above {1 + MIN_EFFECT:.2f}×; "
         f"trials of {result.trial_steps or 'n/a'} steps; {result.stop_reason}",

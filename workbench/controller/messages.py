@@ -133,8 +133,10 @@ def sequence_ended_text(event: SequenceEnded) -> str:
         if not changes:
             return (f"{head}: no change measured faster than the start settings beyond the noise "
                     f"({result.start_images_per_sec:,.0f} images/s). {result.stop_reason.capitalize()}.")
-        return (f"{head}: {changes} trains at {result.best_images_per_sec:,.0f} images/s, {speedup:.2f}× the start "
-                f"({result.start_images_per_sec:,.0f} images/s). {result.stop_reason.capitalize()}. "
+        return (f"{head}: {changes}, {speedup:.2f}× the start settings (the kept changes' measured speedups "
+                f"multiplied; the medians of all their runs, taken at different times: "
+                f"{result.best_images_per_sec:,.0f} and {result.start_images_per_sec:,.0f} images/s). "
+                f"{result.stop_reason.capitalize()}. "
                 "“Apply best settings” puts them in the form.")
     if isinstance(result, MaxBatchResult):
         best = result.best

@@ -64,7 +64,7 @@ class Rounds:
     def rates_beside(self, arm: int, other: int) -> list[float]:
         """``rates(arm)`` of the rounds ``other`` ran in: a comparison with ``other`` reads only the trials interleaved
         with its own (a baseline that ran on for another arm's extra rounds is not this arm's)."""
-        return [member.images_per_sec for member in self._beside(arm, other)]
+        return [member.images_per_sec for member in self._beside(arm, other) if member.images_per_sec]
 
     def run_ids_beside(self, arm: int, other: int) -> list[Optional[int]]:
         """The history ids of the runs ``rates_beside`` reads."""

@@ -39,6 +39,7 @@ from workbench.experiments.events import (
     TrialOutcome,
     TrialResult,
     TuneResult,
+    chained_speedup,
     changed_fields,
     values_label,
 )
@@ -310,10 +311,10 @@ class _Search:
         return statistics.median(rates) if rates else None
 
     def best_so_far(self) -> BestSoFar:
-        best, start = self.median_rate(self.best), self.median_rate(self.start)
+        best = self.median_rate(self.best)
         assert best is not None  # kept: measured
         return BestSoFar(config=self.best, images_per_sec=best, changes=changed_fields(self.start, self.best),
-                         speedup=best / start if start else 1.0)
+                         speedup=chained_speedup(self.trials))
 
     def result(self, stop_reason: str) -> TuneResult:
         return TuneResult(
