@@ -41,7 +41,11 @@ def test_a_failed_repeat_ends_the_repeats_and_stop_ends_them_too():
     runs = TimedRuns(lambda config: 100.0, device=CPU, fail=lambda config: "out_of_memory" if len(runs.configs) == 2 else None)
     ended = list(run_repeats(RepeatsPlan(tiny(), 5), lambda: False, run_function=runs, probe=probe_of(CPU)))[-1]
     assert [m.status for m in ended.result.members] == ["finished", "failed"]
+    assert ended.status == "failed"  # it read "finished", with the failure as its reason (--json "status" too)
     assert ended.reason == "run 2 of 5 failed (fake out_of_memory); the other 3 were not run"
+    runs = TimedRuns(lambda config: 100.0, device=CPU, fail=lambda config: "out_of_memory" if len(runs.configs) == 1 else None)
+    ended = list(run_repeats(RepeatsPlan(tiny(), 2), lambda: False, run_function=runs, probe=probe_of(CPU)))[-1]
+    assert ended.reason == "run 1 of 2 failed (fake out_of_memory); the other 1 was not run"
 
     runs = TimedRuns(lambda config: 100.0, device=CPU)
     ended = list(run_repeats(RepeatsPlan(tiny(), 3), lambda: len(runs.configs) == 1, run_function=runs,

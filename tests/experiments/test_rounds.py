@@ -60,7 +60,7 @@ def test_a_failure_that_ends_stops_everything_and_says_which_arm():
     runs = TimedRuns(lambda config: 1000.0, fail=fails_at(1))
     _, ran = run(arms_of(0, 1, 2, on_failure="end"), rounds=3, runs=runs)
     assert [m.config.num_workers for m in ran.members] == [0, 1]
-    assert ran.failed is not None and ran.failed[0] == 1 and ran.status == "finished"
+    assert ran.failed is not None and ran.failed[0] == 1 and ran.status == "failed"  # the sequence ends on it: failed
 
 
 def test_a_measurement_without_a_rate_is_a_failure_only_where_a_rate_is_needed():

@@ -84,6 +84,6 @@ def run_repeats(
     if ran.failed is not None:
         left = plan.repeats - len(done)
         reason = f"run {len(done)} of {plan.repeats} failed ({ran.failed[1].reason})" + (
-            f"; the other {left} were not run" if left else "")
+            f"; the other {left} {'was' if left == 1 else 'were'} not run" if left else "")
     yield SequenceEnded(kind="repeats", sequence_id=runner.sequence_id, status=ran.status,
                         result=SweepResult(members=tuple(done), repeats=plan.repeats), reason=reason)

@@ -133,8 +133,8 @@ def run_rounds(
                 done.status, done.stopped_during_run = "stopped", True
                 return done
             if member.status == "failed" or (arm.needs_rate and not member.images_per_sec):
-                if arm.on_failure == "end":
-                    done.failed = (arm_index, member)
+                if arm.on_failure == "end":  # the sequence ends on it: failed, as its last run
+                    done.failed, done.status = (arm_index, member), "failed"
                     return done
                 if arm.on_failure == "drop":
                     done.dropped[arm_index] = member
