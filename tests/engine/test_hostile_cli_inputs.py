@@ -34,6 +34,7 @@ CONFIG_CONTENTS = {
     "deep-inside-an-object": (b'{"lr": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "is nested too deeply"),
     "too-large": (b'{"name": "' + b"x" * (2 << 20) + b'"}', "is larger than 1,048,576 bytes"),
     "not-json": (b"batch_size: 64", "is not valid JSON"),
+    "a-5000-digit-integer": (b'{"batch_size": ' + b"9" * 5000 + b"}", "holds a number of more than 4,300 digits"),
 }
 
 

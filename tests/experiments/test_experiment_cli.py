@@ -58,6 +58,11 @@ def test_sweep_of_three_members_prints_a_table_and_json_and_lands_in_history_and
      "num_workers, pin_memory, non_blocking, persistent_workers, prefetch_factor, fused_optimizer, compile, batch_size, "
      "accumulation_steps)"),
     (["tune", *TINY, "--batch-size", "0"], "workbench tune: batch_size must be between 1 and 65536 (got 0)"),
+    (["tune", *TINY, "--knobs", ""], "workbench tune: no knob to search: name one or more (knobs: placement, "
+     "precision, channels_last, num_workers, pin_memory, non_blocking, persistent_workers, prefetch_factor, "
+     "fused_optimizer, compile, batch_size, accumulation_steps)"),
+    (["tune", *TINY, "--trial-steps", "100000000000"], "workbench tune: trial steps 100,000,000,000: max_steps must "
+     "be between 1 and 100000000 (got 100000000000)"),
     (["max-batch", *TINY, "--memory-budget-gib", "0"], "workbench max-batch: --memory-budget-gib must be more "
      "than 0 (got 0)"),
 ])
@@ -118,3 +123,14 @@ def test_a_member_the_history_cannot_take_is_said_and_the_sweep_goes_on():
     assert stream.getvalue().splitlines() == [
         "  run #7 is not being recorded in the history: OperationalError: disk I/O error",
         "  this run is not being recorded in the history: OperationalError: database is locked"]
+
+
+def test_a_sequence_name_with_control_characters_reaches_the_terminal_escaped(capsys):
+    """`--name $'evil\\x1b[2J\\nFORGED: 9999 img/s'` cleared the screen and printed a forged line."""
+    from workbench.cli import main
+
+    assert main(["sweep", "--param", "channels_last", "--values", "off", "--name", "evil\x1b[2J\nFORGED: 9999 img/s",
+                 *TINY, "--batch-size", "16", "--no-evaluate"]) == 0
+    out, err = capsys.readouterr()
+    assert "\x1b" not in out + err and "\nFORGED" not in out + err
+    assert "evil\\x1b[2J\\nFORGED: 9999 img/s" in err

@@ -55,7 +55,7 @@ def test_a_failed_repeat_ends_the_repeats_and_stop_ends_them_too():
 
 def test_bad_repeats_start_nothing():
     runs = TimedRuns(lambda config: 100.0, device=CPU)
-    for plan, problem in ((RepeatsPlan(tiny(), 0), "repeats must be at least 1 (got 0)"),
+    for plan, problem in ((RepeatsPlan(tiny(), 0), "repeats must be between 1 and 100 (got 0)"),
                           (RepeatsPlan(tiny(precision="fp16"), 3), "fp16 needs a CUDA GPU")):
         events = list(run_repeats(plan, lambda: False, run_function=runs, probe=probe_of(CPU)))
         assert [type(e) for e in events] == [SequenceEnded] and events[0].problems == (problem,)
@@ -90,9 +90,10 @@ def test_run_with_repeats_prints_the_runs_and_one_json_object_over_them(capsys):
 
 
 @pytest.mark.parametrize("args, line", [
-    (["--repeats", "0"], "workbench run: --repeats must be at least 1 (got 0)"),
-    (["--repeats", "-2"], "workbench run: --repeats must be at least 1 (got -2)"),
+    (["--repeats", "0"], "workbench run: --repeats must be between 1 and 100 (got 0)"),
+    (["--repeats", "-2"], "workbench run: --repeats must be between 1 and 100 (got -2)"),
     (["--repeats", "three"], "workbench run: argument --repeats: invalid int value: 'three'"),
+    (["--repeats", "1000000000000"], "workbench run: --repeats must be between 1 and 100 (got 1,000,000,000,000)"),
     (["--repeats", "3", "--precision", "fp16"], "workbench run: fp16 needs a CUDA GPU"),
     (["--vary-seed"], "workbench run: --vary-seed gives each repeat its own seed: it needs --repeats N"),
 ])
@@ -138,7 +139,11 @@ def test_a_sweep_with_no_repeats_is_refused_with_one_line(capsys):
 
     code = main(["sweep", "--param", "batch_size", "--values", "8,16", "--repeats", "0", *TINY])
     out, err = capsys.readouterr()
-    assert (code, err.strip(), out) == (2, "workbench sweep: --repeats must be at least 1 (got 0)", "")
+    assert (code, err.strip(), out) == (2, "workbench sweep: --repeats must be between 1 and 100 (got 0)", "")
+    code = main(["sweep", "--param", "batch_size", "--values", "16", "--repeats", "1000000000000", *TINY])
+    out, err = capsys.readouterr()  # the list of its runs was a MemoryError, with a traceback
+    assert (code, err.strip(), out) == (
+        2, "workbench sweep: --repeats must be between 1 and 100 (got 1,000,000,000,000)", "")
 
 
 def test_repeats_without_history_still_read_as_their_median_and_two_give_no_interval(capsys):

@@ -176,7 +176,7 @@ def test_repeats_run_round_robin_and_each_value_reads_as_the_median_of_its_runs_
 
 def test_a_sweep_needs_at_least_one_repeat():
     plan = SweepPlan(tiny(), (SweepAxis("num_workers", (0, 1)),), repeats=0)
-    assert plan_problems(plan, probe_of(CPU)) == ["repeats must be at least 1 (got 0)"]
+    assert plan_problems(plan, probe_of(CPU)) == ["repeats must be between 1 and 100 (got 0)"]
 
 
 def test_a_sweep_with_repeats_keeps_each_value_against_each_other_for_the_findings(isolated_workbench_home):

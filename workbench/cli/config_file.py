@@ -27,6 +27,9 @@ def read_config_file(config_file: str, prog: str) -> dict[str, Any]:
         raise UsageError(f"{prog}: --config {config_file} is not valid JSON: {error}") from None
     except RecursionError:
         raise UsageError(f"{prog}: --config {config_file} is nested too deeply to be settings") from None
+    except ValueError:  # an integer past Python's 4,300 digits (the stdlib's limit on reading one)
+        raise UsageError(f"{prog}: --config {config_file} holds a number of more than 4,300 digits, no "
+                         "setting's") from None
     if not isinstance(loaded, dict):
         kind = "null" if loaded is None else {list: "an array", str: "a string", bool: "a boolean"}.get(
             type(loaded), "a number")

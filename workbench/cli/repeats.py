@@ -46,8 +46,10 @@ def run_repeats_command(args: argparse.Namespace, config: RunConfig) -> int:
 
     repeats = args.repeats
     vary_seed = bool(getattr(args, "vary_seed", False))
-    if repeats < 1:
-        raise UsageError(f"{PROG}: --repeats must be at least 1 (got {repeats})")
+    from workbench.experiments.rounds import MAX_REPEATS
+
+    if not 1 <= repeats <= MAX_REPEATS:  # a trillion of them was a MemoryError, making the list of its runs
+        raise UsageError(f"{PROG}: --repeats must be between 1 and {MAX_REPEATS} (got {repeats:,})")
     if launched_world() is not None:
         raise UsageError(f"{PROG}: --repeats runs its runs one after another in one process; under torchrun, "
                          "start torchrun once per repeat")

@@ -27,7 +27,7 @@ from workbench.experiments.events import (
     values_label,
 )
 from workbench.experiments.recording import HistoryRecording, NoRecording
-from workbench.formatting import format_bytes, speedup_text
+from workbench.formatting import format_bytes, printable, speedup_text
 from workbench.history.metrics import format_metric
 
 
@@ -77,7 +77,7 @@ class SequenceProgress:
     def _(self, event: SequenceStarted) -> None:
         self.planned = event.planned_members
         where = f" (sequence {event.sequence_id} in the history)" if event.sequence_id is not None else ""
-        self.progress.message(f"{event.name}{where}")
+        self.progress.message(printable(f"{event.name}{where}"))  # --name is the user's: no escape reaches the terminal
 
     @show.register
     def _(self, event: MemberStarted) -> None:

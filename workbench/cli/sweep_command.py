@@ -64,8 +64,10 @@ def plan_from_args(args: argparse.Namespace):
     if problems:
         raise UsageError(f"{PROG}: " + "; ".join(problems))
     repeats = getattr(args, "repeats", 1)
-    if repeats < 1:
-        raise UsageError(f"{PROG}: --repeats must be at least 1 (got {repeats})")
+    from workbench.experiments.rounds import MAX_REPEATS
+
+    if not 1 <= repeats <= MAX_REPEATS:  # a trillion of them was a MemoryError, making the list of its runs
+        raise UsageError(f"{PROG}: --repeats must be between 1 and {MAX_REPEATS} (got {repeats:,})")
     return SweepPlan(base, tuple(axes), getattr(args, "name", None) or "", repeats)
 
 

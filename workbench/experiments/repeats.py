@@ -26,7 +26,7 @@ from workbench.experiments.members import (
     probe_device,
 )
 from workbench.experiments.recording import RecorderFactory
-from workbench.experiments.rounds import Arm, run_rounds
+from workbench.experiments.rounds import MAX_REPEATS, Arm, run_rounds
 from workbench.history.naming import run_name
 
 
@@ -49,8 +49,8 @@ class RepeatsPlan:
 
 def plan_problems(plan: RepeatsPlan, probe: Optional[Probe] = None) -> list[str]:
     """What stops the runs from starting, in words; [] when they can run."""
-    if plan.repeats < 1:
-        return [f"repeats must be at least 1 (got {plan.repeats})"]
+    if not 1 <= plan.repeats <= MAX_REPEATS:
+        return [f"repeats must be between 1 and {MAX_REPEATS} (got {plan.repeats:,})"]
     from workbench.data_check import data_problems
 
     try:

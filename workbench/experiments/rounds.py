@@ -91,6 +91,8 @@ class Rounds:
         return ended.reason or f"the trial ended {ended.status} without a rate"
 
 
+MAX_REPEATS = 100  # rounds a sweep or `run --repeats` may ask for (the window's spin box stops there too)
+
 Label = Callable[[int, int], str]  # (arm, round) → the member's run name after its data: "num_workers=2, repeat 2/3"
 More = Callable[[Rounds], Sequence[int]]  # after the planned rounds: the arms that need another round ([]: done)
 

@@ -33,7 +33,7 @@ from workbench.experiments.members import (
     probe_device,
 )
 from workbench.experiments.recording import RecorderFactory
-from workbench.experiments.rounds import Arm, run_rounds
+from workbench.experiments.rounds import MAX_REPEATS, Arm, run_rounds
 from workbench.experiments.values import field_problem
 
 MAX_AXES = 2
@@ -83,8 +83,8 @@ def plan_problems(plan: SweepPlan, probe: Optional[Probe] = None) -> list[str]:
     A problem every member shares is said once; one that only some have names them by their values.
     """
     problems: list[str] = []
-    if plan.repeats < 1:
-        problems.append(f"repeats must be at least 1 (got {plan.repeats})")
+    if not 1 <= plan.repeats <= MAX_REPEATS:
+        problems.append(f"repeats must be between 1 and {MAX_REPEATS} (got {plan.repeats:,})")
     if not plan.axes:
         problems.append("a sweep needs a setting to vary and its values")
     if len(plan.axes) > MAX_AXES:

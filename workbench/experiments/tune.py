@@ -115,10 +115,15 @@ def plan_problems(plan: TunePlan, device: DeviceInfo) -> list[str]:
         problems.append(f"the time budget must be more than 0 seconds (got {plan.budget_seconds:g})")
     if plan.trials < MIN_TRIALS:
         problems.append(f"a comparison needs at least {MIN_TRIALS} runs of each side for an interval (got {plan.trials})")
+    if plan.knobs is not None and not plan.knobs:
+        problems.append(f"no knob to search: name one or more (knobs: {', '.join(known)})")
     steps = plan.trial_length()
     if steps is not None and steps < 4:
         given = "max_steps" if plan.trial_steps is None else "trial steps"
         problems.append(f"a trial needs at least 4 steps to measure after its warm-up (got {given} {steps})")
+    elif steps is not None and not problems:  # a trial is a run of the base at that length: what a run may be
+        problems.extend(f"trial steps {steps:,}: {problem}" for problem in plan.base.replace(max_steps=steps).validate(
+            device))
     if not plan.trial_seconds > 0:
         problems.append(f"trial seconds must be more than 0 (got {plan.trial_seconds:g})")
     elif plan.budget_seconds is not None and plan.budget_seconds > 0 and steps is None:

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.config import CHOICES, FIELD_NAMES, SETTINGS, RunConfig
+from workbench.experiments.rounds import MAX_REPEATS
 from workbench.experiments.sweep import SweepAxis
 from workbench.experiments.values import parse_values
 from workbench.formatting import format_setting
@@ -118,7 +119,7 @@ class SweepDialog(QDialog):
         length.addStretch(1)
         self.repeats = QSpinBox()
         self.repeats.setObjectName("sweepRepeats")
-        self.repeats.setRange(1, 100)
+        self.repeats.setRange(1, MAX_REPEATS)
         self.repeats.setValue(1)
         self.repeats.setToolTip("Run every value this many times, interleaved (a b a b …): each value then shows the "
                                 "median of its runs with error bars for its interval (3 or more runs), and the "
