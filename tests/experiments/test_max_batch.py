@@ -184,3 +184,12 @@ def test_a_user_model_on_a_folder_keeps_its_spec_kwargs_and_image_size_in_every_
 def test_the_search_is_named_compiled_only_when_the_model_is_compiled(compile_mode, named):
     plan = MaxBatchPlan(tiny(device="auto", compile=compile_mode))
     assert plan.display_name == f"max-batch {plan.base.model} {plan.base.precision}{named}"
+
+
+def test_steps_per_trial_no_run_may_take_are_refused_before_a_trial():
+    """10^12 steps per trial passed the plan's check; each trial then failed on max_steps, recorded, exit 1."""
+    from workbench.experiments.max_batch import plan_problems
+
+    assert plan_problems(MaxBatchPlan(tiny(device="auto"), steps_per_trial=10**12), GPU) == [
+        "steps per trial 1,000,000,000,000: max_steps must be between 1 and 100000000 (got 1000000000000)"]
+    assert plan_problems(MaxBatchPlan(tiny(device="auto")), GPU) == []

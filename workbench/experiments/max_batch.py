@@ -76,6 +76,9 @@ def plan_problems(plan: MaxBatchPlan, device: DeviceInfo) -> list[str]:
     problems = plan.base.replace(batch_size=plan.start_batch or plan.base.batch_size).validate(device)
     if plan.steps_per_trial < 2:
         problems.append(f"a trial needs at least 2 steps (got {plan.steps_per_trial})")
+    elif not problems:  # a trial is a run of that length: what a run may be (10^12 steps recorded a failed trial)
+        trial = plan.base.replace(max_steps=plan.steps_per_trial, log_every=1, epochs=1, evaluate=False)
+        problems.extend(f"steps per trial {plan.steps_per_trial:,}: {problem}" for problem in trial.validate(device))
     if plan.memory_budget_bytes is not None and plan.memory_budget_bytes <= 0:
         problems.append("the memory budget must be more than 0")
     if plan.max_trials < 1:
