@@ -293,3 +293,35 @@ def test_a_change_decided_early_is_held_only_against_the_baseline_trials_of_its_
     assert layout.comparison.speedup == pytest.approx(1.30) and layout.decided
     stored = next(change for change in kept.changes if change.field == "channels_last")
     assert stored.speedup == pytest.approx(1.30) and len(stored.baseline_run_ids) == 3
+
+
+def test_a_verification_stopped_before_an_interval_says_no_verdict_not_within_the_noise():
+    """2+2 trials give a speedup but no interval: --json said "within_noise", as if measured inside the noise band."""
+    from workbench.cli.verify_command import results_table, verify_json
+
+    stop = threading.Event()
+    events = []
+    for event in run_verify(VerifyPlan(BASE, (Change("channels_last", True),), trial_steps=16), stop.is_set,
+                            None, TimedRuns(speed, device=CPU), probe_of(CPU)):
+        events.append(event)
+        if sum(isinstance(e, MemberStarted) for e in events) == 5:
+            stop.set()
+    ended = events[-1]
+    (finding,) = verify_json(1, ended, ended.result)["findings"]
+    assert finding["speedup"] is not None and finding["speedup_low"] is None and finding["verdict"] == "no_verdict"
+    assert "no verdict" in results_table(ended.result) and "within" not in results_table(ended.result)
+
+
+def test_a_stop_between_rounds_says_after_the_last_round_run_not_in_one_never_begun():
+    for started_runs, words in ((4, "stopped by the user after round 2 of 3"), (0, "stopped by the user before its "
+                                                                                  "first trial")):
+        stop = threading.Event()
+        events = []
+        if not started_runs:
+            stop.set()
+        for event in run_verify(VerifyPlan(BASE, (Change("channels_last", True),), trial_steps=16), stop.is_set,
+                                None, TimedRuns(speed, device=CPU), probe_of(CPU)):
+            events.append(event)
+            if started_runs and sum(isinstance(e, MemberStarted) for e in events) == started_runs:
+                stop.set()  # the fourth run (round 2's change) still runs to its end
+        assert events[-1].status == "stopped" and events[-1].reason == words

@@ -204,7 +204,8 @@ def results_table(result: VerifyResult) -> str:
         comparison = change.comparison
         interval = (f"{comparison.speedup_low:.2f}–{comparison.speedup_high:.2f}"
                     if comparison.speedup_low is not None and comparison.speedup_high is not None else "none")
-        verdict = comparison.verdict if comparison.speedup is not None else f"not measured: {change.reason or 'stopped'}"
+        verdict = (f"not measured: {change.reason or 'stopped'}" if comparison.speedup is None
+                   else _verdict(comparison).replace("_", " "))
         rows.append((
             _label(change),
             format_metric("rate", comparison.baseline_images_per_sec),
@@ -216,6 +217,12 @@ def results_table(result: VerifyResult) -> str:
             " ".join(f"#{run_id}" for run_id in sorted(_run_ids(change))),
         ))
     return format_table(header, rows, right_aligned={1, 2, 3})
+
+
+def _verdict(comparison: Any) -> str:
+    """faster, slower or within_noise where an interval decides; no_verdict where none could be given (a change
+    not measured, or too few trials: 2+2 of a stopped verification)."""
+    return comparison.verdict if comparison.speedup_low is not None else "no_verdict"
 
 
 def _label(change: Any) -> str:
@@ -249,7 +256,7 @@ def verify_json(run_id: int, ended: SequenceEnded, result: VerifyResult) -> dict
                 "speedup": change.comparison.speedup,
                 "speedup_low": change.comparison.speedup_low,
                 "speedup_high": change.comparison.speedup_high,
-                "verdict": change.comparison.verdict,
+                "verdict": _verdict(change.comparison),
                 "decided": change.decided,
                 "run_ids": _run_ids(change),
                 "baseline_run_ids": list(change.baseline_run_ids),

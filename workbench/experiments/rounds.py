@@ -46,6 +46,7 @@ class Rounds:
     status: SequenceStatus = "finished"
     stopped_during_run: bool = False  # stopped inside a run (else before one began)
     rounds_begun: int = 0
+    stopped_between_rounds: bool = False  # stopped after a round's last run, before the next round's first
     failed: Optional[tuple[int, MemberEnded]] = None  # the failure that ended everything (an arm of "end")
     dropped: dict[int, MemberEnded] = field(default_factory=dict)  # arm → the failed run that dropped it
 
@@ -119,11 +120,11 @@ def run_rounds(
             running = [arm for arm in running if arm in wanted]
             if not running:
                 break
-        done.rounds_begun = round_index + 1
-        for arm_index in list(running):
+        for position, arm_index in enumerate(list(running)):
             if stop():
-                done.status = "stopped"
+                done.status, done.stopped_between_rounds = "stopped", position == 0
                 return done
+            done.rounds_begun = round_index + 1  # a round begins with its first run, not before it
             arm = arms[arm_index]
             member = yield from runner.run(arm.config, arm.values, stop, label(arm_index, round_index), arm.purpose)
             done.members.append(member)

@@ -306,7 +306,9 @@ def run_verify(
     status: SequenceStatus = ran.status
     reason: Optional[str] = None
     if ran.status == "stopped":
-        reason = f"stopped by {stopped_by(stop)} in {_round_words(ran.rounds_begun - 1, plan)}"
+        where = "after" if ran.stopped_between_rounds else "in"  # a round not begun is not the one stopped in
+        reason = f"stopped by {stopped_by(stop)} " + (f"{where} {_round_words(ran.rounds_begun - 1, plan)}"
+                                                      if ran.rounds_begun else "before its first trial")
     elif ran.failed is not None:
         status, reason = "failed", f"the run's own settings failed in a trial: {ran.failure(0)}"
     rates = [ran.rates(side) for side in range(len(arms))]
