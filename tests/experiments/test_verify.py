@@ -96,7 +96,7 @@ def test_bad_plans_start_nothing_and_say_every_problem():
     assert ended.status == "failed" and ended.result is None and runs.configs == []
     problems = " | ".join(ended.problems)
     assert "chanels_last is not a setting (did you mean channels_last?)" in problems
-    assert "profile decides how long a run is or what it records" in problems
+    assert "profile decides what a run learns, how long it is or what it records" in problems
     assert "num_workers=0 is already the run's setting" in problems
     assert "precision=bf16: bf16 needs a CUDA GPU" in problems
     (ended,) = verify(runs, VerifyPlan(BASE, (Change("channels_last", True),), trial_steps=2, repeats=2))

@@ -73,7 +73,9 @@ def test_bad_input_is_one_line_and_starts_nothing(capsys, isolated_workbench_hom
     assert refused(capsys, run, "--set", "precision=bf16").startswith(
         "workbench verify: precision=bf16: bf16 needs a CUDA GPU")
     assert refused(capsys, run, "--set", "profile=on").startswith(
-        "workbench verify: profile decides how long a run is or what it records, not how fast it trains")
+        "workbench verify: profile decides what a run learns, how long it is or what it records, not how fast it "
+        "trains")
+    assert refused(capsys, run, "--set", "lr=0.5").startswith("workbench verify: lr decides what a run learns")
     assert refused(capsys, run, "--finding", "2", "--repeats", "2", "--trial-steps", "3") == (
         "workbench verify: a verdict needs at least 3 trials of each side (got 2); a trial needs at least 4 steps "
         "to measure after its warm-up (got trial steps 3)")

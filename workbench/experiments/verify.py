@@ -193,8 +193,8 @@ def change_problem(base: RunConfig, change: Change) -> Optional[str]:
     if problem:
         return problem
     if change.field in NOT_SPEED_SETTINGS:
-        return (f"{change.field} decides how long a run is or what it records, not how fast it trains: "
-                "there is no speed to verify")
+        return (f"{change.field} decides what a run learns, how long it is or what it records, not how fast it "
+                "trains: there is no speed to verify")  # lr, seed, epochs, profile alike
     try:
         changed = RunConfig.from_dict({**base.to_dict(), change.field: change.value})
     except ConfigError as error:
