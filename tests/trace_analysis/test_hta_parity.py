@@ -194,3 +194,20 @@ def test_the_last_step_htas_filter_reads_begins_where_the_gpus_copy_of_it_does(e
     assert len(with_gpu) == len(without) + 1
     (kept,) = set(with_gpu) - set(without)
     assert kept.name.startswith("Memcpy HtoD")
+
+
+def test_a_host_op_carrying_a_stream_is_gpu_work_to_htas_rules_only(tmp_path):
+    """torch.compile's Triton launch op carries "stream": 0 in some torch versions, and HTA takes any event on a
+    stream for GPU work (a100-triton: its window is that op's 94 µs). Ours leaves the host's span out."""
+    from trace_builders import launched, op, step, trace, write
+
+    triton = dict(op("triton_poi_fused_add_0", 0, 1000), args={"stream": 0})
+    events = [step(1, 0, 1000), triton, *launched("triton_poi_fused_add_0", 10, 400, 200, 1)]
+    (rank,) = read_report(write(tmp_path / "t.json", trace(events))).ranks
+    assert rank.gpu_span == {"idle_share": 0.0, "compute_share": 1.0, "non_compute_share": 0.0}  # the kernel alone
+    assert rank.gpu_span_as_hta == {"idle_share": 0.0, "compute_share": 1.0, "non_compute_share": 0.0}
+    assert rank.compute_share == pytest.approx(0.2)  # over the step: the op's time is not the GPU's
+    widened = [*events, dict(op("triton_poi_fused_add_0", 1600, 400), args={"stream": 0})]  # after the kernel
+    (rank,) = read_report(write(tmp_path / "w.json", trace(widened))).ranks
+    assert rank.gpu_span["idle_share"] == 0.0
+    assert rank.gpu_span_as_hta["idle_share"] == pytest.approx(600 / 2000)  # HTA's window: 0–2000 µs, 1400 busy

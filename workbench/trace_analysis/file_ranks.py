@@ -43,6 +43,7 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
     markers = {index: sorted(activities, key=_START) for index, activities in parsed.gpu_markers.items()}
     runtime, steps, data_waits = parsed.runtime, parsed.steps, parsed.data_waits
     gpu_steps = sorted(parsed.gpu_steps, key=_START)
+    on_a_stream = parsed.host_ops_on_a_stream
     skipped = Counter(parsed.skipped)
     device_skipped = Counter(parsed.device_events_skipped)  # by the GPU each names (None: none read), astray too
     device_events = Counter({index: len(activities) for index, activities in parsed.device_work.items()})
@@ -73,6 +74,7 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
         work = {index: kept(activities) for index, activities in work.items()}
         markers = {index: kept(activities) for index, activities in markers.items()}
         runtime, steps, data_waits, gpu_steps = kept(runtime), kept(steps), kept(data_waits), kept(gpu_steps)
+        on_a_stream = kept(on_a_stream)
         skipped[EVENTS_ASTRAY] += all_before - events_in_all()
         device_skipped.update({index: before - len(work[index]) for index, before in device_before.items()})
     notes[:0] = [f"{counted(count, reason)}: skipped" for reason, count in sorted(skipped.items())]
@@ -105,6 +107,7 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
             rank=rank, device_index=index, device=_device_name(gpus, index),
             compute_capability=_compute_capability(gpus, index), device_work=device_work,
             gpu_markers=gpu_markers, runtime=runtime, steps=steps, gpu_steps=gpu_steps, data_waits=data_waits,
+            host_ops_on_a_stream=on_a_stream,
             host_by_thread=host_by_thread, host_ops_by_thread=host_ops, notes=list(notes),
             fractional_timestamps=parsed.fractional_timestamps, traits=traits,
             events_skipped=sum(skipped.values()),

@@ -211,15 +211,19 @@ def hta_idle_split(device: Sequence[Activity], host: Sequence[Activity], fractio
 
 
 def hta_figures(device: Sequence[Activity], markers: Sequence[Activity], host: Sequence[Activity],
-                fractional_timestamps: bool, launch_starts: Optional[dict[int, int]] = None
+                fractional_timestamps: bool, launch_starts: Optional[dict[int, int]] = None,
+                host_ops_on_a_stream: Sequence[Activity] = ()
                 ) -> tuple[Optional[dict[str, float]], Optional[dict[str, float]]]:
     """(``hta_gpu_span``, ``hta_idle_split``) with both of HTA's rules, the filter and the rounding done once for
-    the two (they apply them to the same events); ``launch_starts`` as ``per_stream_idle_split`` takes it."""
+    the two (they apply them to the same events); ``launch_starts`` as ``per_stream_idle_split`` takes it.
+    ``host_ops_on_a_stream``: host ops carrying a stream, which HTA takes for GPU work (any event with a stream is
+    one to it), and which its filter keeps (their correlation, none, matches the host ops' none): in its span."""
     device, markers = list(device), list(markers)
     launched = _launched_before_last_step(host, fractional_timestamps)
     if launched is not None:
         device = [a for a in device if a.correlation in launched]
         markers = [a for a in markers if a.correlation in launched]
+    on_a_stream = list(host_ops_on_a_stream)
     if fractional_timestamps:
-        device, markers = rounded_inward(device), rounded_inward(markers)
-    return hta_span(device, markers), per_stream_idle_split(device, host, launch_starts=launch_starts)
+        device, markers, on_a_stream = rounded_inward(device), rounded_inward(markers), rounded_inward(on_a_stream)
+    return hta_span(device, [*markers, *on_a_stream]), per_stream_idle_split(device, host, launch_starts=launch_starts)

@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 import msgspec
 
 from workbench.engine import kineto
-from workbench.engine.timeline import CPU_OP, DATA_WAIT, RUNTIME, STEP, Activity
+from workbench.engine.timeline import CPU_OP, DATA_WAIT, KERNEL, RUNTIME, STEP, Activity
 from workbench.trace_analysis import json_stream
 from workbench.trace_analysis.model import TraceCancelled, TraceError
 
@@ -66,6 +66,9 @@ class ParsedTrace:
     data_waits: list[Activity] = field(default_factory=list)
     host_by_thread: dict[int, list[Activity]] = field(default_factory=lambda: defaultdict(list))  # all host activities
     host_ops: dict[int, list[Activity]] = field(default_factory=lambda: defaultdict(list))  # cpu ops
+    # host ops that carry a stream (torch.compile's Triton launch, in some torch versions): HTA counts any event on a
+    # stream as GPU work, so its rules' replay does (hta_rules); ours does not: they are the host's time
+    host_ops_on_a_stream: list[Activity] = field(default_factory=list)
     skipped: Counter = field(default_factory=Counter)  # reason → events skipped
     # category this reader does not know → its spans (up to MAX_UNREAD_CATEGORIES; the rest under MORE_CATEGORIES)
     unread_categories: dict[str, int] = field(default_factory=dict)
@@ -106,7 +109,7 @@ class ParsedTrace:
         fractional = self.fractional_timestamps
         host_names, device_names, runtime_names = self.host_names, self._device_names, self._runtime_names
         runtime_append, step_append, data_wait_append = self.runtime.append, self.steps.append, self.data_waits.append
-        gpu_step_append = self.gpu_steps.append
+        gpu_step_append, on_a_stream_append = self.gpu_steps.append, self.host_ops_on_a_stream.append
         host_by_thread, host_ops, device_work, gpu_markers = (self.host_by_thread, self.host_ops, self.device_work,
                                                                self.gpu_markers)
         make = tuple.__new__
@@ -175,6 +178,9 @@ class ParsedTrace:
                 if known_op is None:
                     known_op = host_names[name] = (name, _host_op_kind(name))
                 name, op_kind = known_op
+                args = event.args
+                if args is not None and type(args.stream) is int and args.stream != NO_STREAM:
+                    on_a_stream_append(make(Activity, (start, end, KERNEL, args.stream, name, 0)))
                 if op_kind is None:
                     continue
                 activity = make(Activity, (start, end, op_kind, thread, name, 0))

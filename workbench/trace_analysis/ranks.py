@@ -43,6 +43,7 @@ class RankEvents:
     steps: list[Activity] = field(default_factory=list)  # ProfilerStep#N (an op and an annotation may both name one)
     gpu_steps: list[Activity] = field(default_factory=list)  # ProfilerStep#N's span on the GPU (HTA's filter reads it)
     data_waits: list[Activity] = field(default_factory=list)  # the host blocked in the DataLoader's __next__
+    host_ops_on_a_stream: list[Activity] = field(default_factory=list)  # GPU work to HTA's rules only (hta_rules)
     # and all of them (runtime calls, ops, annotations, steps) by thread, sorted by (start, -end):
     host_by_thread: dict[int, list[Activity]] = field(default_factory=dict)
     host_ops_by_thread: dict[int, list[Activity]] = field(default_factory=dict)  # cpu ops, for naming callers
@@ -139,7 +140,8 @@ def analyse(events: RankEvents) -> RankReport:
     queued_waits, queued_seconds, blocked_launches, blocked_seconds = _queued_waits(
         events.runtime, breakdown.other_idle_gaps)
     hta_span, hta_idle_split = (None, None) if cpu_only else hta_rules.hta_figures(
-        device, events.gpu_markers, launches_and_steps, events.fractional_timestamps, sorted_activities.launch_starts)
+        device, events.gpu_markers, launches_and_steps, events.fractional_timestamps, sorted_activities.launch_starts,
+        events.host_ops_on_a_stream)
     return RankReport(
         rank=events.rank,
         device=events.device,
