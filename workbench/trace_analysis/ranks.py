@@ -18,6 +18,7 @@ from typing import Optional, Sequence
 from workbench.engine import intervals, kineto, timeline
 from workbench.engine.timeline import MEMCPY, MEMSET, Activity
 from workbench.trace_analysis import hta_rules
+from workbench.trace_analysis.steps import step_spans
 from workbench.trace_analysis.model import UNKNOWN_DEVICE, NamedSeconds, QueuedWait, RankReport, ScriptTraits
 from workbench.trace_analysis.wording import ZERO_WINDOW, counted
 
@@ -78,26 +79,8 @@ def _device_work_outside_the_steps_note(device: list[Activity], window: tuple[in
 
 def analyse(events: RankEvents) -> RankReport:
     notes = list(events.notes)
-    steps, empty, apart = _steps(events.steps)
-    if not steps and not empty and events.gpu_steps:  # ProfilerStep#N only on the GPU's timeline: those spans
-        steps, empty, apart = _steps(events.gpu_steps)
-        notes.append("ProfilerStep#N appears only on the GPU's timeline: the steps are its spans there")
-    if apart:
-        notes.append(f"{apart:,} ProfilerStep number{'s' if apart != 1 else ''} appear{'s' if apart == 1 else ''} "
-                     "more than once apart in time (steps of two threads, or of two profilers, in one file): the "
-                     "longest span of each number is the step read, the others are left out")
-    if empty:
-        notes.append(f"{empty:,} ProfilerStep spans of zero length: left out (a step time of 0 is no step time)")
-    steps, nested = _nested_steps(steps)
-    if nested:
-        notes.append(f"{nested:,} ProfilerStep span{'s' if nested != 1 else ''} wholly inside another step: left out "
-                     "(a record_function named like a step, not a step of the loop)")
-    if _profilers_exit_step(events, steps):
-        steps = steps[:-1]
-        notes.append("the last ProfilerStep span holds no work and is a fraction of the others (the profiler opened "
-                     "it at the loop's last step() and closed it on exit): left out")
-    if any(start < previous_end for (_, previous_end), (start, _) in zip(steps, steps[1:])):
-        notes.append("ProfilerStep spans overlap: the steps' window runs from the first one's start to the last end")
+    steps, step_notes = step_spans(events.steps, events.gpu_steps, lambda start, end: _holds_work(events, start, end))
+    notes += step_notes
     step_seconds = tuple((end - start) / 1e9 for start, end in steps)
     device = events.device_work
     unreadable, in_file = events.device_events_unreadable, max(events.device_events_in_file, 1)
@@ -210,50 +193,7 @@ def _no_gpu_work_note(events: RankEvents) -> str:
     return "a CPU-only trace: it holds no kernel, copy or fill events, so the GPU figures cannot be read"
 
 
-def _steps(steps: Sequence[Activity]) -> tuple[list[tuple[int, int]], int, int]:
-    """ProfilerStep#N spans, one per step number (Kineto may write a step twice: op and annotation), by start;
-    how many step numbers had only spans of zero length (left out); and how many had spans apart in time (two
-    threads' or two profilers' steps of one number: the longest is kept, the others are not read)."""
-    by_name: dict[str, tuple[int, int]] = {}
-    apart: set[str] = set()
-    for a in steps:
-        known = by_name.get(a.name)
-        if known is not None and known[1] > known[0] and a.end_ns > a.start_ns and (
-                a.start_ns >= known[1] or a.end_ns <= known[0]):
-            apart.add(a.name)
-        if known is None or a.end_ns - a.start_ns > known[1] - known[0]:
-            by_name[a.name] = (a.start_ns, a.end_ns)
-    timed = sorted(span for span in by_name.values() if span[1] > span[0])
-    return timed, len(by_name) - len(timed), len(apart)
-
-
-def _nested_steps(steps: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], int]:
-    """The step spans without those wholly inside another (a record_function named like a step, inside one: a step
-    of the loop is never within another); and how many were left out. ``steps`` by start."""
-    kept: list[tuple[int, int]] = []
-    reach = None  # the latest end of a step kept so far
-    for start, end in steps:
-        if reach is not None and end <= reach and kept and start >= kept[-1][0]:
-            continue
-        kept.append((start, end))
-        reach = end if reach is None or end > reach else reach
-    return kept, len(steps) - len(kept)
-
-
 _START = operator.itemgetter(0)  # Activity.start_ns
-# The profiler opens a step at the loop's last step() and closes it when it exits, whether or not its schedule
-# wanted more steps: a step of no work, tens of µs long where the loop's steps take ms (49 µs against 9.3 ms in
-# HTA's own MI250 trace). Shorter than this share of the other steps' median, and holding no work, it is no step.
-EXIT_STEP_SHARE = 0.1
-
-
-def _profilers_exit_step(events: RankEvents, steps: list[tuple[int, int]]) -> bool:
-    """Whether the last of ``steps`` (by start) is the profiler's own closing span, not a step of the loop."""
-    if len(steps) < 2 or not events.steps:  # steps read off the GPU's timeline hold no host work to look at
-        return False
-    start, end = steps[-1]
-    others = statistics.median(step_end - step_start for step_start, step_end in steps[:-1])
-    return end - start < EXIT_STEP_SHARE * others and not _holds_work(events, start, end)
 
 
 def _holds_work(events: RankEvents, start: int, end: int) -> bool:
