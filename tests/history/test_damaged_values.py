@@ -16,7 +16,7 @@ from workbench.engine.events import ProfileSample, RunEnded
 from workbench.engine.run_summary import NamedTime
 from workbench.cli.history_commands import format_runs_table
 from workbench.history.compare import compare_runs
-from workbench.history.export import export_runs_csv, export_steps_csv
+from workbench.history.export import export_runs_csv, export_steps_csv, run_row, step_rows
 from workbench.history.store import HistoryStore
 
 NESTED = "[" * 3000 + "]" * 3000
@@ -44,21 +44,25 @@ def history(tmp_path):
     return path, run_id, trace_id
 
 
-def every_view(path, tmp_path) -> None:
-    """What `workbench runs`, `export` (both CSVs) and the Runs tab's comparison read of every record."""
-    with HistoryStore.open(path.parent) as store:
-        records = store.list_runs()
-        assert len(records) == 2
-        format_runs_table(records)
-        compare_runs(records)
-        for record in records:
-            assert isinstance(record.name, str) and isinstance(record.status, str)
-            assert record.duration_seconds is None or math.isfinite(record.duration_seconds)
-        export_runs_csv(store, tmp_path / "runs.csv")
-        export_steps_csv(store, tmp_path / "steps.csv")
-        for record in records:
-            store.step_metrics(record.id)
-            store.profile_samples(record.id)
+def every_view(path, tmp_path, store=None) -> None:
+    """What `workbench runs`, `export` (both CSVs) and the Runs tab's comparison read of every record (through
+    ``store`` where given: opening the history checks its pages, a second a time)."""
+    if store is None:
+        with HistoryStore.open(path.parent) as opened:
+            return every_view(path, tmp_path, opened)
+    records = store.list_runs()
+    assert len(records) == 2
+    format_runs_table(records)
+    compare_runs(records)
+    for record in records:
+        assert isinstance(record.name, str) and isinstance(record.status, str)
+        assert record.duration_seconds is None or math.isfinite(record.duration_seconds)
+    for record in records:  # the exports' rows, as written (the files themselves: once, in the last test)
+        run_row(record)
+        list(step_rows(store, record.id))
+        store.step_metrics(record.id)
+        store.profile_samples(record.id)
+    return None
 
 
 def columns(path, table: str) -> list[str]:
@@ -69,24 +73,23 @@ def columns(path, table: str) -> list[str]:
 def test_every_column_of_a_run_holding_a_damaged_value_still_lists_compares_and_exports(history, tmp_path):
     path, run_id, trace_id = history
     failures = []
-    for column in columns(path, "runs"):
-        for record_id in (run_id, trace_id):
-            for value in DAMAGED_VALUES:
-                conn = sqlite3.connect(path)
+    conn = sqlite3.connect(path, isolation_level=None)  # each write committed at once: the store reads it next
+    with HistoryStore.open(path.parent) as store:
+        for column in columns(path, "runs"):
+            for record_id in (run_id, trace_id):
                 (kept,) = conn.execute(f"SELECT {column} FROM runs WHERE id = ?", (record_id,)).fetchone()
-                try:
-                    conn.execute(f"UPDATE runs SET {column} = ? WHERE id = ?", (value, record_id))
-                    conn.commit()
-                except sqlite3.IntegrityError:  # a constraint of the schema refuses it: it cannot be there
-                    conn.close()
-                    continue
-                conn.close()
-                try:
-                    every_view(path, tmp_path)
-                except Exception as error:  # noqa: BLE001 - every failure is collected and named below
-                    failures.append(f"runs.{column} = {value!r:.20} on #{record_id}: {type(error).__name__}: {error}")
-                with sqlite3.connect(path) as conn:
-                    conn.execute(f"UPDATE runs SET {column} = ? WHERE id = ?", (kept, record_id))
+                for value in DAMAGED_VALUES:
+                    try:
+                        conn.execute(f"UPDATE runs SET {column} = ? WHERE id = ?", (value, record_id))
+                    except sqlite3.IntegrityError:  # a constraint of the schema refuses it: it cannot be there
+                        continue
+                    try:
+                        every_view(path, tmp_path, store)
+                    except Exception as error:  # noqa: BLE001 - every failure is collected and named below
+                        failures.append(f"runs.{column} = {value!r:.20} on #{record_id}: {type(error).__name__}: "
+                                        f"{error}")
+                conn.execute(f"UPDATE runs SET {column} = ? WHERE id = ?", (kept, record_id))
+    conn.close()
     assert failures == []
 
 
@@ -98,6 +101,9 @@ def test_a_time_past_any_date_and_a_figure_of_text_read_as_unknown(history):
     with HistoryStore.open(path.parent) as store:
         record = store.get_run(run_id)
     assert math.isnan(record.started_at) and record.duration_seconds is None
+    with HistoryStore.open(path.parent) as store:  # the files written, too
+        assert len(export_runs_csv(store, path.parent / "runs.csv")) == 2
+        assert export_steps_csv(store, path.parent / "steps.csv") > 0
     assert record.summary.images_per_sec is None and record.summary.findings == ()
     line = format_runs_table([record]).splitlines()[1]
     assert "--:--" in line or "" in line  # listed, with no start and no duration
