@@ -167,15 +167,23 @@ def test_trial_length_follows_the_runs_own_speed():
     assert trial_config(config.replace(profile=True), 40) == config.replace(max_steps=40, log_every=5, profile=False)
 
 
-def test_stop_between_trials_ends_the_sequence_with_what_finished():
+def stopped_verification(after_started: int):
+    """The SequenceEnded of a verification of channels_last stopped once ``after_started`` runs had started (0:
+    before the first); the run under way runs to its end."""
     stop = threading.Event()
+    if not after_started:
+        stop.set()
     events = []
     for event in run_verify(VerifyPlan(BASE, (Change("channels_last", True),), trial_steps=16), stop.is_set,
                             None, TimedRuns(speed, device=CPU), probe_of(CPU)):
         events.append(event)
-        if sum(isinstance(e, MemberStarted) for e in events) == 5:
+        if after_started and sum(isinstance(e, MemberStarted) for e in events) == after_started:
             stop.set()
-    ended = events[-1]
+    return events[-1]
+
+
+def test_stop_between_trials_ends_the_sequence_with_what_finished():
+    ended = stopped_verification(5)
     assert ended.status == "stopped" and ended.reason == "stopped by the user in round 3 of 3"
     # 2 + 2 trials: the baseline's third has no trial of the change in its round; a speedup, no interval, no verdict
     (change,) = ended.result.changes
@@ -299,14 +307,7 @@ def test_a_verification_stopped_before_an_interval_says_no_verdict_not_within_th
     """2+2 trials give a speedup but no interval: --json said "within_noise", as if measured inside the noise band."""
     from workbench.cli.verify_command import results_table, verify_json
 
-    stop = threading.Event()
-    events = []
-    for event in run_verify(VerifyPlan(BASE, (Change("channels_last", True),), trial_steps=16), stop.is_set,
-                            None, TimedRuns(speed, device=CPU), probe_of(CPU)):
-        events.append(event)
-        if sum(isinstance(e, MemberStarted) for e in events) == 5:
-            stop.set()
-    ended = events[-1]
+    ended = stopped_verification(5)
     (finding,) = verify_json(1, ended, ended.result)["findings"]
     assert finding["speedup"] is not None and finding["speedup_low"] is None and finding["verdict"] == "no_verdict"
     assert "no verdict" in results_table(ended.result) and "within" not in results_table(ended.result)
@@ -315,13 +316,5 @@ def test_a_verification_stopped_before_an_interval_says_no_verdict_not_within_th
 def test_a_stop_between_rounds_says_after_the_last_round_run_not_in_one_never_begun():
     for started_runs, words in ((4, "stopped by the user after round 2 of 3"), (0, "stopped by the user before its "
                                                                                   "first trial")):
-        stop = threading.Event()
-        events = []
-        if not started_runs:
-            stop.set()
-        for event in run_verify(VerifyPlan(BASE, (Change("channels_last", True),), trial_steps=16), stop.is_set,
-                                None, TimedRuns(speed, device=CPU), probe_of(CPU)):
-            events.append(event)
-            if started_runs and sum(isinstance(e, MemberStarted) for e in events) == started_runs:
-                stop.set()  # the fourth run (round 2's change) still runs to its end
-        assert events[-1].status == "stopped" and events[-1].reason == words
+        ended = stopped_verification(started_runs)  # the fourth run (round 2's change) still runs to its end
+        assert ended.status == "stopped" and ended.reason == words

@@ -6,7 +6,6 @@ A read that meets a damaged page or a file it cannot open raises the HistoryErro
 from __future__ import annotations
 
 import dataclasses
-import json
 import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence, get_type_hints
@@ -119,17 +118,16 @@ class HistoryReads:
                 (run_id,),
             ).fetchall()
         samples = []
-        fields_by_name = {item.name: item for item in dataclasses.fields(ProfileSample)}
         hints = get_type_hints(ProfileSample)
+        readers = {item.name: read.field_reader(item, hints[item.name]) for item in dataclasses.fields(ProfileSample)}
         for row in rows:
             try:  # each value as its field holds it: a sample a damaged row cannot give is left out
-                values = {name: read.as_field(row[name], fields_by_name[name], hints[name])
-                          for name in ("first_step", *PROFILE_SAMPLE_COLUMNS)}
+                values = {name: readers[name](row[name]) for name in ("first_step", *PROFILE_SAMPLE_COLUMNS)}
             except read.Unreadable:
                 continue
             for name in PROFILE_SAMPLE_LISTS:
                 values[name] = tuple(NamedTime(name=item["name"], seconds=float(item["seconds"]), count=item["count"])
-                                     for item in _json_list(row[name + "_json"]) if _is_named_time(item))
+                                     for item in read.json_list(row[name + "_json"]) if _is_named_time(item))
             samples.append(ProfileSample(**values))
         return samples
 
@@ -155,14 +153,6 @@ _WHOLE_NUMBER = "typeof({}) = 'integer'"
 
 def _is_number(value: Any) -> bool:
     return read.number(value) is not None
-
-
-def _json_list(text: Any) -> list[Any]:
-    try:
-        value = json.loads(read.text(text) or "[]")
-    except (ValueError, RecursionError):
-        return []
-    return value if isinstance(value, list) else []
 
 
 def _is_named_time(item: Any) -> bool:

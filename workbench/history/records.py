@@ -132,13 +132,9 @@ def clean_tags(tags: Sequence[str]) -> tuple[str, ...]:
     return tuple(kept)
 
 
-def _tags(text: Optional[str]) -> tuple[str, ...]:
+def _tags(text: Any) -> tuple[str, ...]:
     """The stored tags; () for text that is no JSON list of strings (a hand-edited file)."""
-    try:
-        value = json.loads(text or "[]")
-    except (ValueError, RecursionError):
-        return ()
-    return tuple(tag for tag in value if isinstance(tag, str)) if isinstance(value, list) else ()
+    return tuple(tag for tag in read.json_list(text) if isinstance(tag, str))
 
 
 def record_from_row(row: sqlite3.Row) -> RunRecord:
@@ -162,7 +158,7 @@ def record_from_row(row: sqlite3.Row) -> RunRecord:
         id=row["id"],
         name=read.text(row["name"]) or "",
         note=read.text(row["note"]) or "",
-        tags=_tags(read.text(row["tags_json"])),
+        tags=_tags(row["tags_json"]),
         status=status,
         reason=reason,
         failure_kind=failure_kind,
@@ -198,14 +194,7 @@ _SUMMARY_READERS = {item.name: read.field_reader(item, _SUMMARY_TYPES[item.name]
 
 
 def _findings(text: Any) -> tuple[Finding, ...]:
-    text = read.text(text)
-    try:
-        items = json.loads(text) if text else []
-    except (ValueError, RecursionError):
-        return ()
-    if not isinstance(items, list):
-        return ()
-    return tuple(finding for finding in (_finding(item) for item in items) if finding is not None)
+    return tuple(finding for finding in map(_finding, read.json_list(text)) if finding is not None)
 
 
 def _finding(item: Any) -> Optional[Finding]:

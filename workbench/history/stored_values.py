@@ -8,6 +8,7 @@ default, and where it has none either, the row cannot be read (``Unreadable``). 
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any, Callable, Optional, get_args
 
 LATEST_TIME = 253402300799.0  # 9999-12-31 23:59:59 UTC: the last second a date can name; past it, no time
@@ -44,13 +45,18 @@ def unix_time(value: Any, unknown: Optional[float] = None) -> Optional[float]:
     return float(found) if found is not None and 0 <= found <= LATEST_TIME else unknown
 
 
-def as_field(value: Any, item: dataclasses.Field, hint: Any) -> Any:
-    """``value`` as the dataclass field ``item`` (of type ``hint``) holds it; Unreadable where it cannot be."""
-    return field_reader(item, hint)(value)
+def json_list(value: Any) -> list[Any]:
+    """A JSON list column's items; [] for what is no JSON list (a blob, garbage, nesting past Python's limit)."""
+    try:
+        found = json.loads(text(value) or "[]")
+    except (ValueError, RecursionError):
+        return []
+    return found if isinstance(found, list) else []
 
 
 def field_reader(item: dataclasses.Field, hint: Any) -> Callable[[Any], Any]:
-    """``as_field`` for one field, its type looked at once: a history of thousands of rows reads each of them."""
+    """A stored value → as the dataclass field ``item`` (of type ``hint``) holds it; Unreadable where it cannot be.
+    One reader a field, its type looked at once: a history of thousands of rows reads each of them."""
     kinds = set(get_args(hint)) or {hint}
     convert: Callable[[Any], Any]
     if str in kinds:

@@ -138,7 +138,7 @@ def comparison_lines(before_path: str, after_path: str, comparison: RankComparis
         if changes:
             lines.append(f"{title} that changed most (seconds per step):")
             # names as the report shows them: head and tail, and where two read alike, from where they differ
-            names = short_names([change.name for change in changes], CHANGE_NAME_CHARACTERS)
+            names = short_names([change.name for change in changes], NAME_CHARACTERS)
             lines += [f"  {_change(change, name)}" for change, name in zip(changes, names)]
     return lines
 
@@ -208,9 +208,6 @@ def _share_and_seconds(share: Optional[float], seconds: Optional[float]) -> str:
     """One side's cell of the comparison's table: the share and its seconds per step, each in a column."""
     per_step = f"{format_step_seconds(seconds)}/step" if seconds is not None else ""
     return f"{_pct(share):>{_SHARE}} {per_step:>{_PER_STEP}}"
-
-
-CHANGE_NAME_CHARACTERS = 70
 
 
 def _change(change: NamedChange, name: str) -> str:
