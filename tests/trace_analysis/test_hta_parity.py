@@ -211,3 +211,22 @@ def test_a_host_op_carrying_a_stream_is_gpu_work_to_htas_rules_only(tmp_path):
     (rank,) = read_report(write(tmp_path / "w.json", trace(widened))).ranks
     assert rank.gpu_span["idle_share"] == 0.0
     assert rank.gpu_span_as_hta["idle_share"] == pytest.approx(600 / 2000)  # HTA's window: 0–2000 µs, 1400 busy
+
+
+def test_htas_filter_keeps_a_host_op_carrying_a_stream_as_it_keeps_its_cpu_ops(tmp_path):
+    """HTA's filter reads such an op as the CPU op it is (its correlation is none): kept where it began before the
+    last step did, and left out of the span where it began within the last step, as the kernel launched there is.
+    HTA 0.5.0 on this trace (its temporal breakdown, run on the file): 27.78 % idle, 72.22 % compute, over its
+    window 0–1800 µs: the first op (100 µs) and the two kernels launched before the last step (600 µs each)."""
+    from trace_builders import launched, op, step, trace, write
+
+    events = [step(1, 0, 1000), step(2, 1000, 1000), step(3, 2000, 1000),
+              dict(op("triton_poi_fused_add_0", 0, 100), args={"stream": 0}),
+              *launched("triton_poi_fused_add_0", 100, 200, 600, 1),
+              *launched("triton_poi_fused_add_0", 1100, 1200, 600, 2),
+              *launched("triton_poi_fused_add_0", 2100, 2200, 400, 3),
+              dict(op("triton_poi_fused_add_0", 2800, 200), args={"stream": 0})]  # within the last step
+    (rank,) = read_report(write(tmp_path / "t.json", trace(events))).ranks
+    assert percent(rank.gpu_span_as_hta) == pytest.approx({"idle": 27.78, "compute": 72.22, "non_compute": 0.0},
+                                                          abs=HTA_ROUNDING)
+    assert rank.gpu_span["idle_share"] == pytest.approx(1 / 3)  # ours: the kernels alone, 200–2600 µs, 1600 busy

@@ -30,7 +30,7 @@ import math
 import operator
 import re
 from collections import defaultdict
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from workbench.engine import intervals, timeline
 from workbench.engine.timeline import RUNTIME, STEP, Activity
@@ -124,14 +124,23 @@ def _launched_before_last_step(host: Sequence[Activity], fractional_timestamps: 
     """The correlation ids of the runtime calls that began before the last ProfilerStep did, on HTA's clock (whole
     µs, rounded up, where the file's timestamps are fractional), the GPU's copies of the steps included (None:
     fewer than two steps)."""
+    begun = _begun_before_last_step(host, fractional_timestamps)
+    return None if begun is None else {a.correlation for a in host if a.kind == RUNTIME and begun(a)}
+
+
+def _begun_before_last_step(host: Sequence[Activity], fractional_timestamps: bool
+                            ) -> Optional[Callable[[Activity], bool]]:
+    """Whether a host event began before the last ProfilerStep did, as HTA's filter keeps its CPU events (the
+    rows of ``CPUOperatorFilter``, with ``ts`` before the latest step's): on its clock, the GPU's copies of the
+    steps included. None where the filter keeps everything (fewer than two steps)."""
     steps = [a for a in host if a.kind == STEP]
     if len({a.name for a in steps}) < 2:
         return None
     last_start = max(a.start_ns for a in steps)
     if fractional_timestamps:
         last_start = _up_to_us(last_start)
-        return {a.correlation for a in host if a.kind == RUNTIME and _up_to_us(a.start_ns) < last_start}
-    return {a.correlation for a in host if a.kind == RUNTIME and a.start_ns < last_start}
+        return lambda a: _up_to_us(a.start_ns) < last_start
+    return lambda a: a.start_ns < last_start
 
 
 def _up_to_us(ns: int) -> int:
@@ -217,13 +226,15 @@ def hta_figures(device: Sequence[Activity], markers: Sequence[Activity], host: S
     """(``hta_gpu_span``, ``hta_idle_split``) with both of HTA's rules, the filter and the rounding done once for
     the two (they apply them to the same events); ``launch_starts`` as ``per_stream_idle_split`` takes it.
     ``host_ops_on_a_stream``: host ops carrying a stream, which HTA takes for GPU work (any event with a stream is
-    one to it), and which its filter keeps (their correlation, none, matches the host ops' none): in its span."""
-    device, markers = list(device), list(markers)
-    launched = _launched_before_last_step(host, fractional_timestamps)
-    if launched is not None:
+    one to it) in its span. Its filter reads them as the CPU ops they are (their correlation is none): kept where
+    they began before the last step did, as its CPU ops are."""
+    device, markers, on_a_stream = list(device), list(markers), list(host_ops_on_a_stream)
+    begun = _begun_before_last_step(host, fractional_timestamps)
+    if begun is not None:
+        launched = {a.correlation for a in host if a.kind == RUNTIME and begun(a)}
         device = [a for a in device if a.correlation in launched]
         markers = [a for a in markers if a.correlation in launched]
-    on_a_stream = list(host_ops_on_a_stream)
+        on_a_stream = [a for a in on_a_stream if begun(a)]
     if fractional_timestamps:
         device, markers, on_a_stream = rounded_inward(device), rounded_inward(markers), rounded_inward(on_a_stream)
     return hta_span(device, [*markers, *on_a_stream]), per_stream_idle_split(device, host, launch_starts=launch_starts)
