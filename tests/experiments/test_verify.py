@@ -4,7 +4,7 @@ statistic and kept in the history; bad plans start nothing; stop ends the sequen
 import threading
 
 import pytest
-from builders import CPU, TimedRuns, probe_of, tiny
+from builders import CPU, GPU, TimedRuns, probe_of, tiny
 
 from workbench.engine.events import StepStats
 from workbench.experiments.events import MemberStarted, RecordingFailed, SequenceEnded, SequenceStarted
@@ -12,6 +12,7 @@ from workbench.experiments.recording import HistoryRecording, NoRecording
 from workbench.experiments.verify import (
     Change,
     VerifyPlan,
+    plan_problems,
     run_verify,
     trial_config,
     trial_steps_for,
@@ -115,6 +116,14 @@ def test_a_change_that_does_nothing_on_this_device_is_refused_with_the_reason():
         "cudnn_benchmark=off changes nothing in this run: cuDNN is NVIDIA's: a CPU run has no cuDNN algorithms to time")
     (ended,) = verify(runs, VerifyPlan(BASE.replace(pipeline="gpu-resident"), (Change("num_workers", 2),), trial_steps=16))
     assert ended.problems == ("num_workers=2 changes nothing in this run: pipeline=gpu-resident uses no DataLoader",)
+    # device=auto on a machine without CUDA trains on the CPU, as device=cpu does: identical work on both sides
+    (ended,) = verify(runs, VerifyPlan(BASE.replace(device="cpu"), (Change("device", "auto"),), trial_steps=16))
+    assert ended.problems == ("device=auto changes nothing in this run: it trains on the CPU here, as device=cpu "
+                              "does",)
+    assert runs.configs == []
+    # where CUDA is, device=auto trains on the GPU: a change from device=cpu that can be measured
+    assert not any("changes nothing" in problem for problem in plan_problems(
+        VerifyPlan(BASE.replace(device="cpu"), (Change("device", "auto"),), trial_steps=16), GPU))
 
 
 def test_every_finding_at_once_leaves_out_a_change_the_run_cannot_take_and_measures_the_rest():

@@ -232,6 +232,8 @@ def plan_problems(plan: VerifyPlan, device: DeviceInfo) -> list[str]:
             problems.append(problem)
             continue
         idle = inactive_settings(plan.changed_config(change), on_cpu=device.type != "cuda").get(change.field)
+        if change.field == "device" and _trains_on(change.value, device) == _trains_on(plan.base.device, device):
+            idle = f"it trains on the {_trains_on(change.value, device).upper()} here, as device={plan.base.device} does"
         if idle is not None:  # both sides would run the same work: nothing to measure (fused_optimizer on a CPU)
             problems.append(f"{change.label} changes nothing in this run: {idle}")
             continue
@@ -239,6 +241,11 @@ def plan_problems(plan: VerifyPlan, device: DeviceInfo) -> list[str]:
         problems.extend(f"{change.label}: {problem}" for problem in changed.validate(device) or data_problems(changed)
                         if problem not in base_problems)
     return problems
+
+
+def _trains_on(requested: str, device: DeviceInfo) -> str:
+    """The device type a run with ``device=requested`` trains on here ("auto" prefers CUDA, as probe_device)."""
+    return "cpu" if requested == "cpu" or not device.cuda_available else "cuda"
 
 
 def without_unrunnable(plan: VerifyPlan, device: DeviceInfo) -> tuple[VerifyPlan, list[str]]:
