@@ -10,7 +10,7 @@ from workbench.cli import main
 from workbench.config import FIELD_NAMES
 
 TINY = ["--dataset", "synthetic", "--synthetic-size", "128", "--batch-size", "32", "--max-steps", "3",
-        "--device", "cpu", "--num-workers", "0", "--no-history"]
+        "--log-every", "1", "--device", "cpu", "--num-workers", "0", "--no-history"]
 
 
 def run_cli(capsys, *args):
@@ -145,8 +145,8 @@ def test_cli_runs_are_recorded_in_the_history(capsys, isolated_workbench_home):
 
 def test_profile_json_on_a_cpu_has_top_ops_and_says_why_gpu_figures_are_none(capsys):
     code, out, err = run_cli(capsys, "--dataset", "synthetic", "--synthetic-size", "320", "--batch-size", "32",
-                             "--epochs", "1", "--device", "cpu", "--num-workers", "0", "--no-history", "--profile",
-                             "--json")
+                             "--epochs", "1", "--log-every", "2", "--device", "cpu", "--num-workers", "0",
+                             "--no-history", "--profile", "--json")
     assert code == 0
     summary = json.loads(out.strip().splitlines()[-1])
     profile = summary["profile"]
@@ -170,3 +170,18 @@ def test_without_profile_the_json_profile_is_null_and_findings_are_listed(capsys
     code, out, err = run_cli(capsys, *TINY, "--json")
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["profile"] is None
+
+
+def test_a_run_of_one_log_window_says_it_has_no_steady_state_and_gives_no_rate_or_verdict(capsys):
+    """Its one window is the warm-up: a 5-step run with workers read 11× too slow and input-bound on their start-up."""
+    one_window = [argument for argument in TINY if argument not in ("--log-every", "1")]  # log_every 10, 3 steps
+    code, out, err = run_cli(capsys, *one_window, "--json")
+    assert code == 0
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["steps"] == 3 and summary["images_per_sec"] is None and summary["data_wait_fraction"] is None
+    assert summary["verdict"] is None and summary["findings"] == []
+    assert summary["no_steady_state_reason"].startswith("no steady window: the run's steps all fell in its first")
+    code, out, err = run_cli(capsys, *one_window)
+    assert "img/s  n/a: no steady window" in out and "verdict  n/a (no steady window)" in out
+    code, out, err = run_cli(capsys, *TINY, "--json")
+    assert json.loads(out.strip().splitlines()[-1])["no_steady_state_reason"] is None

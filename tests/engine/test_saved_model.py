@@ -71,8 +71,8 @@ def test_a_save_that_fails_at_the_end_fails_the_run_and_keeps_its_figures(tmp_pa
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(torch, "save", full_disk)
-    config = RunConfig(dataset="synthetic", synthetic_size=128, batch_size=32, max_steps=3, num_workers=0,
-                       device="cpu", save_model=str(tmp_path / "model.pt"))
+    config = RunConfig(dataset="synthetic", synthetic_size=128, batch_size=32, max_steps=3, log_every=1,
+                       num_workers=0, device="cpu", save_model=str(tmp_path / "model.pt"))
     events = list(run(config, lambda: False))
     ended = events[-1]
     assert isinstance(ended, RunEnded) and ended.status == "failed"

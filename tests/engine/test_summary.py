@@ -24,12 +24,18 @@ def test_fractions_leave_out_the_warm_up_window():
     assert summary.final_loss == pytest.approx(1 / 30) and summary.steps == 30
 
 
-def test_a_single_window_is_used_as_it_is():
+def test_a_single_window_is_warm_up_alone_no_steady_figure_and_no_verdict():
+    """One log window holds the warm-up (workers starting, autotuning): read as the run's rate, a 5-step run read
+    11× too slow and input-bound on its workers' start-up."""
     builder = SummaryBuilder()
     builder.add(window(5, wait=0.25, busy=0.5))
     summary = builder.build("stopped", "stopped by the user at step 5")
-    assert summary.data_wait_fraction == pytest.approx(0.25) and summary.device_span_fraction == pytest.approx(0.5)
-    assert summary.reason == "stopped by the user at step 5"
+    assert summary.images_per_sec is None and summary.images_per_sec_low is None
+    assert summary.data_wait_fraction is None and summary.device_span_fraction is None
+    assert summary.findings == () and summary.verdict is None
+    assert summary.steps == 5 and summary.reason == "stopped by the user at step 5"
+    builder.add(window(10, wait=0.0, busy=1.0))  # a second window: steady
+    assert builder.build("finished").data_wait_fraction == pytest.approx(0.0)
 
 
 def test_no_windows_no_fractions():

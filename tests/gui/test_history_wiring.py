@@ -23,7 +23,8 @@ def test_a_gui_run_and_a_cli_run_share_one_history(qtbot, settings, isolated_wor
             window.start_button.click()
 
         assert cli_main(["run", "--dataset", "synthetic", "--synthetic-size", "256", "--batch-size", "32",
-                         "--max-steps", "3", "--device", "cpu", "--num-workers", "0", "--name", "from the CLI"]) == 0
+                         "--max-steps", "3", "--log-every", "1", "--device", "cpu", "--num-workers", "0", "--name",
+                         "from the CLI"]) == 0
         capsys.readouterr()
 
         runs = sorted(store.list_runs(), key=lambda run: run.id)

@@ -19,12 +19,13 @@ def print_summary(ended: RunEnded, config: Optional[RunConfig] = None) -> None:
         ("test accuracy", f"{s.test_accuracy:.1%}" if s.test_accuracy is not None else "n/a"),
         ("final loss", f"{s.final_loss:.4f}" if s.final_loss is not None else "n/a"),
         ("img/s", images_per_sec_text(s)),
-        ("data wait", f"{s.data_wait_fraction:.1%} of training time" if s.data_wait_fraction is not None else "n/a"),
+        ("data wait", f"{s.data_wait_fraction:.1%} of training time" if s.data_wait_fraction is not None
+         else "n/a" if s.no_steady_state_reason is None else "n/a (no steady window)"),
         ("peak memory", peak_memory_text(s)),
         *_rank_rows(s),
         ("wall time", format_duration(s.wall_seconds)),
         *timeline_report.summary_rows(s, config),
-        ("verdict", s.verdict or "n/a"),
+        ("verdict", s.verdict or ("n/a" if s.no_steady_state_reason is None else "n/a (no steady window)")),
     ]
     if s.skipped_optimizer_steps:
         rows.insert(4, ("skipped steps", f"{s.skipped_optimizer_steps:,} fp16 optimizer steps (inf/NaN gradients)"))
@@ -45,7 +46,7 @@ def print_summary(ended: RunEnded, config: Optional[RunConfig] = None) -> None:
 def images_per_sec_text(s: RunSummary) -> str:
     """"1,234 over the steady windows (within this run 1,200–1,260, 90 %; the next run may differ by more)"."""
     if s.images_per_sec is None:
-        return "n/a"
+        return "n/a" if s.no_steady_state_reason is None else f"n/a: {s.no_steady_state_reason}"
     if s.images_per_sec_low is not None and s.images_per_sec_high is not None:
         spread = (f"within this run {s.images_per_sec_low:,.0f}–{s.images_per_sec_high:,.0f} (90 % of its windows' "
                   "spread); the next run may differ by more")

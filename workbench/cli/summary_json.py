@@ -37,6 +37,8 @@ def summary_json(summary: RunSummary, run_id: Optional[int] = None, config: Opti
                  if item.name not in SHAPED})
     data.update({
         "verdict": summary.verdict,
+        # why img/s, data wait and the verdict are null in a run that trained (one log window: its warm-up alone)
+        "no_steady_state_reason": summary.no_steady_state_reason,
         "findings": timeline_report.findings_json(summary),
         "profile": timeline_report.profile_json(summary, config),
         "peak_memory_bytes": {

@@ -225,7 +225,8 @@ class RunReports:
         self.show_progress(Progress(maximum, min(value, maximum), self._prefix() + event.status.capitalize(),
                                          event.status))
         # The verdict says what bounded the run: the one line a user should read first after the figures.
-        verdict = f"\n{event.summary.verdict}" if event.status != "failed" and event.summary.verdict else ""
+        said = event.summary.verdict or event.summary.no_steady_state_reason  # the latter: why there is no verdict
+        verdict = f"\n{said}" if event.status != "failed" and said else ""
         self.view.show_run_message(event.status, text + verdict + history_note,
                                    event.traceback if event.status == "failed" else None)
         self.view.draw_run_ended(event)

@@ -111,11 +111,14 @@ class Finding:
         return cls(**stored, measured=MeasuredChange.from_dict(measured) if measured is not None else None)
 
 
-# Steady state = every log window after the first (cuDNN autotuning, worker start-up, compilation), unless the
-# first is the only one, less the windows a profiler sample slowed. The run's throughput is one figure, shown under
+# Steady state = every log window after the first (cuDNN autotuning, worker start-up, compilation), less the windows
+# a profiler sample slowed (unless no other is left). A run of one window has none: its img/s, data wait and verdict
+# are None, for the reason NO_STEADY_WINDOW gives. The run's throughput is one figure, shown under
 # one name (images_per_sec, "img/s") in the window, the Runs table, the CLI, the CSV and --json; its definition:
 IMAGES_PER_SEC_MEANS = ("img/s (images_per_sec): the samples trained ÷ the seconds they took, over the steady windows "
                         "(every log window after the first, which holds warm-up and compilation)")
+NO_STEADY_WINDOW = ("no steady window: the run's steps all fell in its first log window, which holds the warm-up "
+                    "and is left out (run more steps than log_every)")
 # What a run's own interval covers: how its windows varied, not how much the next run of the same settings may differ
 # (a run on a quiet machine read 1,055–1,137 img/s; the next three runs' median was 1,376).
 WITHIN_ONE_RUN = ("within one run: the 90 % interval of its steady windows, not run-to-run noise (the next run may "
@@ -228,6 +231,11 @@ class RunSummary:
     def verdict(self) -> Optional[str]:
         """What bounds this run, in one plain sentence: the first finding's headline (None before any)."""
         return self.findings[0].headline if self.findings else None
+
+    @property
+    def no_steady_state_reason(self) -> Optional[str]:
+        """Why a run that trained has no img/s, data wait or verdict (None where it has them, or never trained)."""
+        return NO_STEADY_WINDOW if self.steps > 0 and self.images_per_sec is None else None
 
 
 def figure_fields() -> tuple[Field, ...]:

@@ -23,10 +23,9 @@ class SummaryBuilder:
         self._began = time.perf_counter()
         self._started: Optional[RunStarted] = None
         # Figures are over the steady state: the first log window holds one-off costs (cuDNN
-        # autotuning, worker start-up, compilation) unless it is the only one. Windows that hold a
-        # profiler sample are left out too (the profiler slows them), unless nothing else is left.
-        self._warmup: Optional[StepStats] = None
-        self._warmup_samples = 0
+        # autotuning, worker start-up, compilation), and is left out even where it is the only one. Windows that
+        # hold a profiler sample are left out too (the profiler slows them), unless nothing else is left.
+        self._warmup_seen = False  # the first log window: warm-up, never steady
         self._windows: list[tuple[int, int, StepStats, int]] = []  # (first step, last step, stats, samples)
         self._previous_samples = 0
         self._previous_step = 0
@@ -52,9 +51,8 @@ class SummaryBuilder:
                 self._cuda_graphs = event.cuda_graphs
             samples, self._previous_samples = event.samples_seen - self._previous_samples, event.samples_seen
             first, self._previous_step = self._previous_step + 1, event.step
-            if self._warmup is None:
-                self._warmup = event
-                self._warmup_samples = samples
+            if not self._warmup_seen:
+                self._warmup_seen = True
             else:
                 self._windows.append((first, event.step, event, samples))
             self._track_peaks(self._peaks, event.memory)
@@ -95,9 +93,9 @@ class SummaryBuilder:
         for first, last, stats, samples in kept or self._windows:
             steady.add(stats, samples, last - first + 1)
         steady.unprofiled = bool(kept) or not spans
-        if steady.seconds == 0 and self._warmup is not None:  # a single window: it is all there is
-            steady = _Windows()
-            steady.add(self._warmup, self._warmup_samples, self._warmup.step)
+        # A single window is the warm-up alone (workers starting, autotuning, compilation): no steady state, so no
+        # throughput, data wait or verdict (NO_STEADY_WINDOW); read as one, a 5-step run read 11× too slow and
+        # input-bound on its workers' start-up.
         return steady
 
     def build(
