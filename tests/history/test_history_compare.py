@@ -76,3 +76,19 @@ def test_settings_that_do_nothing_with_the_others_read_not_used(store):
     assert rows["Settings", "num_workers"].texts == ("2", "not used")
     assert "pipeline=gpu-resident uses no DataLoader" in rows["Settings", "num_workers"].notes[1]
     assert rows["Settings", "num_workers"].differs  # 2 workers against none at all
+
+
+def test_seconds_under_a_minute_read_in_their_own_unit_and_differ():
+    """A kernel's 12 µs against 45 µs, and a compile's 0.4 s, read "0:00" in minutes and seconds: "same"."""
+    from workbench.history.metrics import format_metric
+
+    assert format_metric("seconds", 12e-6) == "12 µs" and format_metric("seconds", 45e-6) == "45 µs"
+    assert format_metric("seconds", 0.4) == "400 ms" and format_metric("seconds", 42.0) == "42 s"
+    assert format_metric("seconds", 125.0) == "2:05"
+
+
+def test_compile_times_under_a_second_are_told_apart(store):
+    first = record_complete_run(store, compile_seconds=0.4)
+    second = record_complete_run(store, compile_seconds=0.3)
+    row = rows_by_key(store.get_runs([first, second]))["Results", "compile_seconds"]
+    assert row.texts == ("400 ms", "300 ms") and row.differs

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Any, Optional
 
 from workbench.engine.run_summary import FigureKind, figure_fields
-from workbench.formatting import CEILING_STALE, format_bytes, format_duration
+from workbench.formatting import CEILING_STALE, format_bytes, format_duration, format_short_seconds
 
 MetricKind = FigureKind
 
@@ -43,8 +43,8 @@ def format_metric(kind: MetricKind, value: Any) -> str:
         return format_bytes(value)
     if kind == "loss":
         return f"{value:.4f}"
-    if kind == "seconds":
-        return format_duration(value)
+    if kind == "seconds":  # a kernel's µs and a compile's 0.4 s read as 0:00 in minutes and seconds
+        return format_short_seconds(value) if abs(value) < 60 else format_duration(value)
     return str(value)
 
 
