@@ -167,7 +167,7 @@ class RunSummary:
     # The training process's highest resident memory (RSS) at log points: the memory figure a CPU run has.
     peak_process_rss_bytes: Optional[int] = figure("Peak RSS (process)", "bytes")
     skipped_optimizer_steps: int = figure("Skipped steps (fp16)", "count", 0)  # GradScaler skips (inf/NaN grads)
-    wall_seconds: float = figure("Train time", "seconds", 0.0)
+    wall_seconds: float = figure("Wall time", "seconds", 0.0)  # the whole run: set-up, training, evaluation
     steps: int = figure("Steps", "count", 0)
     samples_seen: int = figure("Images seen", "count", 0)
     # An image folder's files the run left out because they cannot be read as images (skip_bad_images).
