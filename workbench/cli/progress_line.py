@@ -64,7 +64,8 @@ class ProgressLine:
             f"epoch {event.epoch}/{event.epochs}: train loss {event.train_loss:.3f}, "
             + (f"test accuracy {event.test_accuracy:.1%}, " if event.evaluated else "not evaluated, ")
             + f"{event.images_per_sec:,.0f} img/s, "
-            f"data wait {event.data_wait_fraction:.0%}"
+            f"data wait {event.data_wait_fraction:.0%} (the whole epoch, its start included: the run's img/s and "
+            "data wait leave the first log window out)"
         )
 
     @show.register
