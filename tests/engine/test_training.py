@@ -197,6 +197,27 @@ def test_a_stop_mid_window_reports_the_steps_done_once(monkeypatch):
     assert ended.summary.samples_seen == 5 * config.batch_size
 
 
+def test_a_failure_mid_window_keeps_the_steps_done_in_the_runs_counts(monkeypatch):
+    """A model failing in step 7 with log points every 4: steps 1-6 trained, not the 4 of the last log point."""
+    config = tiny_config(synthetic_size=512, epochs=2, max_steps=None, log_every=4)
+    from workbench.engine import train_step
+
+    steps_taken = 0
+    original = train_step.TrainStep.__call__
+
+    def failing_in_step_7(self, images, labels):
+        nonlocal steps_taken
+        steps_taken += 1
+        if steps_taken == 7:
+            raise RuntimeError("boom in step 7")
+        return original(self, images, labels)
+
+    monkeypatch.setattr(train_step.TrainStep, "__call__", failing_in_step_7)
+    ended = run_to_end(config)[-1]
+    assert ended.status == "failed" and ended.reason == "RuntimeError: boom in step 7"
+    assert ended.summary.steps == 6 and ended.summary.samples_seen == 6 * config.batch_size
+
+
 def test_a_stop_a_signal_asked_for_names_the_signal_in_the_reason():
     from workbench.engine.requests import StopRequest
 

@@ -106,6 +106,8 @@ def run_one(
         # Past the except blocks: the exception and its traceback are gone, so closing frees for real.
         stopped_at = session.stopped_at if session is not None else None
         steps_done = session.step if session is not None else 0
+        if failure is not None and session is not None:
+            summary.trained_to(steps_done, session.samples_trained)
         saved: Optional[str] = None
         if session is not None and config.save_model and failure is None and steps_done > 0 and (
                 world is None or world.rank == 0):

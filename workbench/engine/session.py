@@ -117,6 +117,7 @@ class TrainingSession:
         self.sampler = sampler_for_run(config, self.device, self.steps_per_epoch, self.total_steps, profile_requests)
         self.step = 0  # micro-batches done
         self.samples = 0  # images in the windows reported so far
+        self._open_window: Optional[_Window] = None  # the window being trained (None between windows)
         self._training_began = 0.0
         # What ends the phases that block (first batch, compile, evaluation); the run's stop when None.
         self._phase_stop = phase_stop
@@ -229,13 +230,21 @@ class TrainingSession:
 
     def _new_window(self) -> _Window:
         self.telemetry.window_started()  # GPM measures over the window: its first sample
-        return _Window(self.device)
+        self._open_window = _Window(self.device)
+        return self._open_window
+
+    @property
+    def samples_trained(self) -> int:
+        """Images of the steps done, the window being trained included: where a failure ended the run, that window
+        is never reported, and the run's counts would stop at the last log point."""
+        return self.samples + (self._open_window.samples if self._open_window is not None else 0)
 
     def _close_window(self, window: _Window, totals: _EpochTotals, epoch: int) -> StepStats:
         stats = self._step_stats(window, epoch)
         self.sampler.note_window(stats.window_seconds, window.steps, stats.data_wait_seconds)
         totals.add(window)
         self.samples += window.samples
+        self._open_window = None
         return stats
 
     # -- figures, read at log points -----------------------------------------------------------

@@ -38,6 +38,12 @@ class SummaryBuilder:
         self._skipped_optimizer_steps = 0
         self._compile_seconds: Optional[float] = None
         self._cuda_graphs: Optional[str] = None
+        self._trained: Optional[tuple[int, int]] = None  # (steps, samples) done past the last log point
+
+    def trained_to(self, steps: int, samples: int) -> None:
+        """The steps and images done where a failure ended the run mid-window: that window is never reported, and
+        the counts would stop at the last log point (a run failing in step 25 read 20 steps)."""
+        self._trained = (steps, samples)
 
     def add(self, event: Event) -> None:
         if isinstance(event, RunStarted):
@@ -125,8 +131,8 @@ class SummaryBuilder:
             peak_process_rss_bytes=self._peaks["rss"],
             skipped_optimizer_steps=self._skipped_optimizer_steps,
             wall_seconds=time.perf_counter() - self._began,
-            steps=step.step if step else 0,
-            samples_seen=step.samples_seen if step else 0,
+            steps=max(step.step if step else 0, self._trained[0] if self._trained else 0),
+            samples_seen=max(step.samples_seen if step else 0, self._trained[1] if self._trained else 0),
             skipped_bad_images=started.skipped_bad_images if started else 0,
             epochs_completed=epoch.epoch if epoch else 0,
             device_type=started.device.type if started else None,
