@@ -62,3 +62,20 @@ def test_a_flagged_sample_line_says_the_base_is_shorter_than_the_gpu_work():
                          idle_other_fraction=0.25, kernels_per_step=87.0, launches_per_step=89.0,
                          timeline_flag="1 of 1 samples: the run's step (2.00 ms) is shorter")
     assert dict(timeline_report.summary_rows(summary, None))["timeline flag"] == summary.timeline_flag
+
+
+def test_counts_a_sample_could_not_read_are_unknown_not_zero():
+    """A sample without its kernel count is left out of the per-step figure (it read as 0 kernels there), and a
+    summary without the figures says n/a, not "median 0.0 µs"."""
+    from workbench.engine.summary import profile_figures
+
+    unread = dataclasses.replace(SAMPLE, kernels=None, launches=None, median_kernel_seconds=None)
+    figures = profile_figures([SAMPLE, unread])
+    assert figures["kernels_per_step"] == 696 / 8 and figures["launches_per_step"] == 712 / 8
+    figures = profile_figures([unread])
+    assert figures["kernels_per_step"] is None and figures["median_kernel_seconds"] is None
+    summary = RunSummary(status="finished", images_per_sec=2000.0, profile_samples=1, kernel_busy_fraction=0.25,
+                         memcpy_fraction=0.01, memset_fraction=0.0, idle_waiting_for_data_fraction=0.1,
+                         idle_waiting_for_host_fraction=0.6, idle_other_fraction=0.04)
+    rows = dict(timeline_report.summary_rows(summary, RunConfig(profile=True)))
+    assert rows["kernels"] == "n/a per step, median n/a, n/a launches per step"

@@ -82,8 +82,13 @@ def summary_rows(summary: RunSummary, config: Optional[RunConfig]) -> list[tuple
             f"other {summary.idle_other_fraction:.0%} ({summary.profile_samples} sample"
             f"{'s' if summary.profile_samples != 1 else ''})"
         )))
-        rows.append(("kernels", f"{summary.kernels_per_step:,.0f} per step, median "
-                     f"{(summary.median_kernel_seconds or 0) * 1e6:,.1f} µs, {summary.launches_per_step:,.0f} launches per step"))
+        def per_step(value: Optional[float]) -> str:
+            return f"{value:,.0f}" if value is not None else "n/a"
+
+        median = (f"{summary.median_kernel_seconds * 1e6:,.1f} µs" if summary.median_kernel_seconds is not None
+                  else "n/a")
+        rows.append(("kernels", f"{per_step(summary.kernels_per_step)} per step, median {median}, "
+                     f"{per_step(summary.launches_per_step)} launches per step"))
         if summary.timeline_flag is not None:
             rows.append(("timeline flag", summary.timeline_flag))
     elif summary.profile_samples or (config is not None and config.profile):

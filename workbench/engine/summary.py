@@ -203,12 +203,19 @@ def profile_figures(
         idle_waiting_for_data_fraction=share("waiting_for_data"),
         idle_waiting_for_host_fraction=share("waiting_for_host"),
         idle_other_fraction=share("other"),
-        kernels_per_step=sum(s.kernels or 0 for s in gpu) / steps if steps else None,
-        launches_per_step=sum(s.launches or 0 for s in gpu) / steps if steps else None,
+        kernels_per_step=_per_step([(s.kernels, s.steps) for s in gpu]),
+        launches_per_step=_per_step([(s.launches, s.steps) for s in gpu]),
         median_kernel_seconds=median_of_known(s.median_kernel_seconds for s in gpu),
         top_kernels=merge_times((s.top_kernels for s in gpu), TOP_COUNT),
     )
     return figures
+
+
+def _per_step(counts: list[tuple[Optional[int], int]]) -> Optional[float]:
+    """A count per step over the samples that read it (a sample without it is unknown there, not 0); None if none."""
+    known = [(count, steps) for count, steps in counts if count is not None]
+    steps = sum(steps for _, steps in known)
+    return sum(count for count, _ in known) / steps if steps else None
 
 
 def merge_times(lists: Iterable[Iterable[NamedTime]], top: int) -> tuple[NamedTime, ...]:
