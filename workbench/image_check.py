@@ -24,6 +24,7 @@ from typing import BinaryIO, Callable, Generator, Optional, Sequence
 
 from workbench.config import RunConfig
 from workbench.folder_layout import FolderLayout, FolderLayoutError, scan_folder
+from workbench.formatting import printable
 from workbench.regular_file import NotARegularFile, open_regular_file, os_error_words
 
 MAX_FILE_BYTES = 256 * 2**20  # a file past this is not an image a training step can use (as the run refuses it)
@@ -58,8 +59,9 @@ class ImageCheck:
                 f"{'them' if many else 'it'} (--skip-bad-images; in the window, \"Skip unreadable images\")")
 
     def report(self, prefix: str = "") -> str:
-        """The summary line, then every bad file on a line of its own."""
-        return "\n".join([self.summary_line(prefix)] + [f"  {bad}" for bad in sorted(self.bad, key=lambda item: item.path)])
+        """The summary line, then every bad file on a line of its own (a newline in its name escaped: one line each)."""
+        return "\n".join([self.summary_line(prefix)]
+                         + [f"  {printable(str(bad))}" for bad in sorted(self.bad, key=lambda item: item.path)])
 
 
 _cache: dict[str, tuple[tuple[int, int, int], bool, Optional[str]]] = {}  # path → (size, mtime_ns, inode), full, problem
@@ -184,6 +186,6 @@ def check_run_images(config: RunConfig, full: bool = False, progress: Optional[P
 
 def bad_images_note(bad: Sequence[BadImage]) -> str:
     """The run's note on the files it skipped (skip_bad_images), the first few named."""
-    shown = "; ".join(str(item) for item in bad[:SHOWN_IN_ONE_LINE])
+    shown = "; ".join(printable(str(item)) for item in bad[:SHOWN_IN_ONE_LINE])
     more = f"; and {len(bad) - SHOWN_IN_ONE_LINE:,} more" if len(bad) > SHOWN_IN_ONE_LINE else ""
     return f"skipped {len(bad):,} unreadable image{'s' if len(bad) != 1 else ''} (skip_bad_images): {shown}{more}"

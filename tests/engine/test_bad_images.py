@@ -156,3 +156,22 @@ def _end_of(generator):
             next(generator)
         except StopIteration as end:
             return end.value
+
+
+def test_a_bad_images_name_reaches_the_terminal_escaped_one_line_each(tmp_path, capsys):
+    """A name holding an escape sequence or a newline: listed as one escaped line (a newline split one entry into
+    two that read as two files), and the skipped-images note of a run escapes it too."""
+    root = make_folder(tmp_path / "pets")
+    (root / "cat" / "evil\x1b[2J\nname.png").write_text("not an image\n")
+    code = main(["--home", str(tmp_path / "home"), "run", "--dataset", "folder", "--data-path", str(root),
+                 "--device", "cpu", "--max-steps", "2", "--batch-size", "4", "--num-workers", "0"])
+    err = capsys.readouterr().err
+    assert code == 2 and "\x1b" not in err
+    listed = err.splitlines()[1:]
+    assert len(listed) == 1 and "evil\\x1b[2J\\nname.png" in listed[0]
+    code = main(["--home", str(tmp_path / "home"), "run", "--dataset", "folder", "--data-path", str(root),
+                 "--device", "cpu", "--max-steps", "2", "--batch-size", "4", "--num-workers", "0", "--image-size", "32",
+                 "--skip-bad-images"])
+    captured = capsys.readouterr()
+    assert code == 0 and "evil\\x1b[2J\\nname.png" in captured.err + captured.out
+    assert "\x1b[2J" not in captured.err + captured.out

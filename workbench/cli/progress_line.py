@@ -7,7 +7,7 @@ from typing import Any
 
 from workbench.cli import timeline_report
 from workbench.engine.events import EpochStats, ProfileSample, RunEnded, RunStarted, StatusChanged, StepStats
-from workbench.formatting import format_duration
+from workbench.formatting import format_duration, printable
 
 
 class ProgressLine:
@@ -77,14 +77,14 @@ class ProgressLine:
 
     def _line(self, text: str) -> None:
         if self.tty:
-            self._write("\r\033[K" + text)
+            self._write("\r\033[K" + printable(text))
             self._dirty = True
 
     def _print(self, text: str) -> None:
         if self._dirty:
             self._write("\r\033[K")
             self._dirty = False
-        self._write(text + "\n")
+        self._write(printable(text) + "\n")  # a path or a model's error in it cannot drive the terminal
 
     def close(self) -> None:
         if self._dirty:

@@ -22,6 +22,7 @@ from workbench.engine.interruptible import wait_for_abandoned
 from workbench.engine.run_summary import IMAGES_PER_SEC_MEANS, WITHIN_ONE_RUN
 from workbench.experiments.events import RecordingFailed, RunRecorded
 from workbench.experiments.recording import record_events
+from workbench.formatting import printable
 from workbench.history.failure_log import log_failure
 
 # Exit codes: 0 finished, 1 the run failed (or was stopped), 2 bad input.
@@ -141,7 +142,7 @@ def run_command(args: argparse.Namespace) -> int:
     if ended.status == "finished":
         return 0
     if ended.status == "failed":
-        print(f"workbench run: {ended.reason}", file=sys.stderr)
+        print(printable(f"workbench run: {ended.reason}"), file=sys.stderr)
         if ended.traceback:
             log_path = recorder.log_path if recorder is not None else log_failure(
                 ended.reason or "", ended.traceback, kind=ended.kind, source="cli", settings=config.to_dict())
@@ -198,6 +199,6 @@ def run_quietly(config: RunConfig, rank: int) -> int:
     finally:
         give_back_signals()
     if ended is not None and ended.status == "failed":
-        print(f"workbench run: rank {rank}: {ended.reason}", file=sys.stderr)
+        print(printable(f"workbench run: rank {rank}: {ended.reason}"), file=sys.stderr)
         return 2 if ended.kind in BAD_INPUT_KINDS else 1
     return 0 if ended is not None and ended.status == "finished" else 1

@@ -8,7 +8,7 @@ from workbench.cli import timeline_report
 from workbench.config import RunConfig
 from workbench.engine.events import RunEnded
 from workbench.engine.run_summary import RunSummary
-from workbench.formatting import format_bytes, format_duration
+from workbench.formatting import format_bytes, format_duration, printable
 
 
 def print_summary(ended: RunEnded, config: Optional[RunConfig] = None) -> None:
@@ -35,7 +35,7 @@ def print_summary(ended: RunEnded, config: Optional[RunConfig] = None) -> None:
         graphs = f"; CUDA graphs: {s.cuda_graphs}" if s.cuda_graphs is not None else ""
         rows.insert(5, ("compile", f"{s.compile_seconds:,.1f} s, the first step (left out of img/s){graphs}"))
     for label, value in rows:
-        print(f"{label:>14}  {value}")
+        print(f"{label:>14}  {printable(value)}")  # a reason may quote a path or a model's error
     lines = timeline_report.finding_lines(s)
     if lines:
         print(f"{'findings':>14}")

@@ -20,6 +20,7 @@ from workbench.config import (
     SETTINGS,
     RunConfig,
 )
+from workbench.formatting import printable
 from workbench.regular_file import folder_problem
 
 
@@ -101,7 +102,7 @@ CIFAR_FOLDER_MARKS = ("cifar-10-batches-py", "cifar-100-python", "cifar-10-pytho
 def print_notes(args: argparse.Namespace, prog: str) -> None:
     """What the flags implied (said once the settings pass their checks)."""
     for note in getattr(args, "notes", []):
-        print(f"{prog}: {note}", file=sys.stderr)
+        print(printable(f"{prog}: {note}"), file=sys.stderr)
 
 
 def cli_help(name: str, default: object) -> str:
