@@ -309,3 +309,11 @@ def test_the_progress_bar_says_what_the_run_does_before_its_first_step():
     assert first_steps.text.endswith("step 0/237 · first steps (the loader starts, the first batches warm up)…")
     compiling = next(progress for progress in shown if progress.text.startswith("Compiling"))
     assert compiling.maximum == 237 and compiling.value == 0  # the bar keeps its length while it says the phase
+
+
+def test_a_run_without_a_steady_window_says_why_it_has_no_rate_or_verdict():
+    """Its steps all fell in the warm-up window: no img/s and no verdict, and the run's message says why."""
+    controller, view, runner, recording = make_controller(FakeRun(steps=6))  # its summary has no img/s
+    controller.start_run()
+    runner.finish()
+    assert view.message[0] == "finished" and view.message[1].splitlines()[-1].startswith("no steady window: ")
