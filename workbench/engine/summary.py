@@ -25,7 +25,10 @@ class SummaryBuilder:
         # Figures are over the steady state: the first log window holds one-off costs (cuDNN
         # autotuning, worker start-up, compilation), and is left out even where it is the only one. Windows that
         # hold a profiler sample are left out too (the profiler slows them), unless nothing else is left.
-        self._warmup_seen = False  # the first log window: warm-up, never steady
+        # The first log window, the warm-up, is never steady: a run of one window has no img/s, data wait or
+        # verdict (NO_STEADY_WINDOW). Read as steady, a 5-step run read 11× too slow and input-bound on its
+        # workers' start-up.
+        self._warmup_seen = False
         self._windows: list[tuple[int, int, StepStats, int]] = []  # (first step, last step, stats, samples)
         self._previous_samples = 0
         self._previous_step = 0
@@ -57,10 +60,9 @@ class SummaryBuilder:
                 self._cuda_graphs = event.cuda_graphs
             samples, self._previous_samples = event.samples_seen - self._previous_samples, event.samples_seen
             first, self._previous_step = self._previous_step + 1, event.step
-            if not self._warmup_seen:
-                self._warmup_seen = True
-            else:
+            if self._warmup_seen:
                 self._windows.append((first, event.step, event, samples))
+            self._warmup_seen = True
             self._track_peaks(self._peaks, event.memory)
             self._track_rank_peaks([rank.memory for rank in event.ranks])
             if self._last_epoch is None and event.memory.torch_peak_allocated is not None:
@@ -99,9 +101,6 @@ class SummaryBuilder:
         for first, last, stats, samples in kept or self._windows:
             steady.add(stats, samples, last - first + 1)
         steady.unprofiled = bool(kept) or not spans
-        # A single window is the warm-up alone (workers starting, autotuning, compilation): no steady state, so no
-        # throughput, data wait or verdict (NO_STEADY_WINDOW); read as one, a 5-step run read 11× too slow and
-        # input-bound on its workers' start-up.
         return steady
 
     def build(
