@@ -20,7 +20,7 @@ from typing import Any, Literal, Optional, get_args, get_type_hints
 
 from workbench.device_info import DeviceInfo
 from workbench.paths import default_datasets_dir, workbench_home
-from workbench.regular_file import folder_problem, regular_file_problem
+from workbench.regular_file import folder_problem, new_file_problem, regular_file_problem
 from workbench.setting import (
     BOOKKEEPING, DEVICE, GROUP_ORDER, KERNELS, LENGTH, LOADER, VALUES, Group, Setting, Tune, cuda_only_cudnn,
     cuda_only_optimizer, max_steps_set, needs_a_copy_to_a_gpu, needs_a_dataloader, needs_workers, only_with_a_folder,
@@ -649,7 +649,7 @@ def save_model_problem(path: str) -> Optional[str]:
     if os.path.lexists(target):
         problem = regular_file_problem(target)
         return None if problem is None else f"{problem}: the weights are written to a regular file"
-    parent = folder_problem(target.parent)
+    parent = folder_problem(target.parent) or new_file_problem(target.parent)
     return None if parent is None else f"cannot be written: its folder {target.parent} {parent}"
 
 

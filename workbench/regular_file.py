@@ -94,6 +94,37 @@ def read_regular_file(path: Path | str, max_bytes: int) -> bytes:
     return data
 
 
+def write_error_words(error: OSError, path: Path) -> str:
+    """Why writing ``path`` failed, in words that follow "cannot write PATH: "."""
+    if isinstance(error, FileNotFoundError):
+        # a folder that is there but makes no files (/proc, /sys) gives the same error as one that is not there
+        return "its folder takes no new files" if path.parent.is_dir() else "its folder does not exist"
+    if isinstance(error, PermissionError):
+        return "permission denied"
+    if isinstance(error, IsADirectoryError):
+        return "it is a folder; give a file name"
+    return (error.strerror or str(error)).lower()
+
+
+def new_file_problem(folder: Path | str) -> Optional[str]:
+    """Why an existing ``folder`` cannot take a new file, in words that follow the folder; None when it can, as far
+    as os.access and os.statvfs tell (nothing is created). root passes os.access even in /proc, so the file system
+    is asked too: one without storage (/proc, /sys) or mounted read-only takes no file."""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return "takes no new files (permission denied)"
+    if hasattr(os, "statvfs"):
+        try:
+            found = os.statvfs(folder)
+        except OSError:
+            return None  # the write itself says why
+        if found.f_flag & os.ST_RDONLY:
+            return "takes no new files (a read-only file system)"
+        # neither blocks nor inodes: /proc, /sys (a network FUSE mount may report no blocks, yet inodes)
+        if found.f_blocks == 0 and found.f_files == 0:
+            return "takes no new files (a file system without storage, such as /proc)"
+    return None
+
+
 def os_error_words(error: OSError) -> str:
     if error.errno in (errno.ENOENT, errno.ENOTDIR):
         return "does not exist"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+from pathlib import Path
 
 import torch
 from hostile_paths import make_fifo
@@ -76,7 +77,39 @@ def test_a_save_that_fails_at_the_end_fails_the_run_and_keeps_its_figures(tmp_pa
     events = list(run(config, lambda: False))
     ended = events[-1]
     assert isinstance(ended, RunEnded) and ended.status == "failed"
-    assert ended.reason.startswith(f"trained, but the model could not be saved to {tmp_path / 'model.pt'}: ")
+    assert ended.reason.startswith(f"trained, but could not save the weights to {tmp_path / 'model.pt'}: ")
     assert ended.summary.steps == 3 and ended.summary.images_per_sec is not None  # the run's figures stay
     assert not any(isinstance(e, StatusChanged) and e.message.startswith("Saved") for e in events)
     assert not (tmp_path / "model.pt").exists()
+
+
+def test_torch_saves_own_error_fails_the_run_in_words_and_keeps_its_figures(tmp_path, monkeypatch):
+    """torch.save raises RuntimeError, not OSError, on a full disk: the CLI ended in a traceback after training."""
+    def full_disk(*args, **kwargs):
+        raise RuntimeError("unexpected pos 64 vs 0")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    config = RunConfig(dataset="synthetic", synthetic_size=128, batch_size=32, max_steps=3, num_workers=0,
+                       device="cpu", save_model=str(tmp_path / "model.pt"))
+    ended = list(run(config, lambda: False))[-1]
+    assert ended.status == "failed" and ended.reason == (
+        f"trained, but could not save the weights to {tmp_path / 'model.pt'}: the file could not be written whole, "
+        "is the disk full? (unexpected pos 64 vs 0)")
+    assert ended.summary.steps == 3 and ended.summary.images_per_sec is not None
+    assert os.listdir(tmp_path) == []  # the partial file is gone
+
+
+def test_a_folder_that_takes_no_new_files_is_refused_before_the_run(capsys, tmp_path, monkeypatch):
+    """/proc/m.pt trained the whole run, then torch.save failed with a traceback."""
+    proc = os.statvfs("/proc") if hasattr(os, "statvfs") and os.path.isdir("/proc") else None
+    if proc is not None and proc.f_blocks == proc.f_files == 0:  # Linux's procfs
+        assert main(["run", *TINY, "--save-model", "/proc/m.pt"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "its folder /proc takes no new files" in err, err
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != folder and real_access(path, mode, **kw))
+    assert main(["run", *TINY, "--save-model", str(folder / "m.pt")]) == 2  # root passes os.access: faked here
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"its folder {folder} takes no new files (permission denied)" in err, err

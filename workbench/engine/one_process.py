@@ -18,6 +18,8 @@ How a run ends, and what is released first:
 from __future__ import annotations
 
 import contextlib
+import os
+from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 from workbench.config import RunConfig
@@ -34,7 +36,7 @@ from workbench.engine.requests import ProfileRequests, never, stopped_by
 from workbench.engine.saved_model import save_weights
 from workbench.engine.session import TrainingSession
 from workbench.engine.summary import SummaryBuilder
-from workbench.regular_file import os_error_words
+from workbench.regular_file import write_error_words
 
 # What the run was doing when a stop ended a phase it had to wait on (Stopped's argument).
 _PHASE_WORDS = {
@@ -114,8 +116,8 @@ def run_one(
             try:
                 saved = str(save_weights(session.model, config.save_model))
             except OSError as error:  # a full disk, a folder gone since the run started: the run's figures stay
-                failure = Failure(f"trained, but the model could not be saved to {config.save_model}: "
-                                  f"{os_error_words(error)}", "error")
+                failure = Failure(f"trained, but could not save the weights to {config.save_model}: "
+                                  f"{write_error_words(error, Path(os.path.expanduser(config.save_model)))}", "error")
         if session is not None:
             closing = session
             session = None

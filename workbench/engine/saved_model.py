@@ -22,9 +22,22 @@ def save_weights(model: nn.Module, path: str) -> Path:
     target = Path(os.path.expanduser(path))
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
-        torch.save(module.state_dict(), partial)
+        try:
+            # opened here, not by torch: a failed open is an OSError whose errno says why
+            with open(partial, "wb") as stream:
+                torch.save(module.state_dict(), stream)
+        except RuntimeError as error:  # torch's zip writer reports a failed write this way
+            raise OSError(_torch_save_words(error)) from None
         os.replace(partial, target)
     finally:
         with contextlib.suppress(OSError):  # a read-only file system refuses this too: the first error says why
             partial.unlink(missing_ok=True)
     return target
+
+
+def _torch_save_words(error: RuntimeError) -> str:
+    """torch.save's RuntimeError as a reason: a write cut short says "unexpected pos 64 vs 0"."""
+    text = str(error).strip()
+    if "unexpected pos" in text:
+        return f"the file could not be written whole, is the disk full? ({text})"
+    return text.splitlines()[0] if text else type(error).__name__

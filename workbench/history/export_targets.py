@@ -22,7 +22,9 @@ from typing import Iterable, Optional, Sequence
 
 from workbench.history.database import SQLITE_SIDE_FILES
 from workbench.history.errors import HistoryError
-from workbench.regular_file import NotARegularFile, kind_problem, open_regular_file, os_error_words
+from workbench.regular_file import (
+    NotARegularFile, kind_problem, open_regular_file, os_error_words, write_error_words,
+)
 
 # The history's own files beside it: never an export's target.
 HISTORY_SUFFIXES = ("", *SQLITE_SIDE_FILES)
@@ -105,7 +107,7 @@ def _stream(path: Path, header: Sequence[str], rows: Iterable[list[str]]) -> Non
         if error.errno == errno.ENXIO:
             raise ExportError(f"cannot write {path}: it is a FIFO (named pipe) that no program is reading; start the "
                               "reader first, or give a file name") from None
-        raise ExportError(f"cannot write {path}: {_reason(error, path)}") from None
+        raise ExportError(f"cannot write {path}: {write_error_words(error, path)}") from None
     try:
         mode = os.fstat(descriptor).st_mode
         if not (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):  # swapped since the stat: not what was checked
@@ -121,7 +123,7 @@ def _stream(path: Path, header: Sequence[str], rows: Iterable[list[str]]) -> Non
                 text.truncate()
         _send(path, descriptor, text.getvalue().encode("utf-8"))
     except OSError as error:  # /dev/full: ENOSPC; a reader that went away: EPIPE
-        raise ExportError(f"cannot write {path}: {_reason(error, path)}") from None
+        raise ExportError(f"cannot write {path}: {write_error_words(error, path)}") from None
     finally:
         os.close(descriptor)
 
@@ -142,7 +144,7 @@ def _stat_words(error: Exception, path: Path) -> str:
     if isinstance(error, ValueError):
         return "it is not a valid path (it holds a NUL character)"
     assert isinstance(error, OSError)
-    return "it " + os_error_words(error) if error.errno == errno.ELOOP else _reason(error, path)
+    return "it " + os_error_words(error) if error.errno == errno.ELOOP else write_error_words(error, path)
 
 
 def _write_atomically(path: Path, header: Sequence[str], rows: Iterable[list[str]]) -> None:
@@ -157,7 +159,7 @@ def _write_atomically(path: Path, header: Sequence[str], rows: Iterable[list[str
         os.replace(temporary, path)
     except OSError as error:
         _remove_quietly(temporary)
-        raise ExportError(f"cannot write {path}: {_reason(error, path)}") from error
+        raise ExportError(f"cannot write {path}: {write_error_words(error, path)}") from error
     except BaseException:
         _remove_quietly(temporary)
         raise
@@ -173,7 +175,7 @@ def _create_temporary(path: Path) -> Path:
         except FileExistsError:
             continue
         except OSError as error:
-            raise ExportError(f"cannot write {path}: {_reason(error, path)}") from error
+            raise ExportError(f"cannot write {path}: {write_error_words(error, path)}") from error
         return temporary
     raise ExportError(f"cannot write {path}: no free temporary file name in {path.parent}")
 
@@ -183,16 +185,3 @@ def _remove_quietly(path: Path) -> None:
         os.remove(path)
     except OSError:
         pass
-
-
-def _reason(error: OSError, path: Path) -> str:
-    if isinstance(error, FileNotFoundError):
-        # a folder that is there but makes no files (/proc, /sys) gives the same error as one that is not there
-        return "its folder takes no new files" if path.parent.is_dir() else "its folder does not exist"
-    if isinstance(error, PermissionError):
-        return "permission denied"
-    if isinstance(error, IsADirectoryError):
-        return "it is a folder; give a file name"
-    return (error.strerror or str(error)).lower()
-
-
