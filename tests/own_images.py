@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import textwrap
 from pathlib import Path
 
@@ -37,6 +38,15 @@ def damaged_inside(path: Path) -> None:
     middle = len(data) // 2  # inside the scan: noise at quality 90 is ~9 KB of it
     data[middle:middle + 200] = b"\xff" * 200
     path.write_bytes(bytes(data))
+
+
+def malformed_exif(path: Path) -> None:
+    """A JPEG at ``path`` whose EXIF block says "rotate" but stores ResolutionUnit (a number) as text: Pillow's
+    ImageOps.exif_transpose raises struct.error rewriting it."""
+    entries = [(0x0112, 3, 1, struct.pack(">HH", 6, 0)), (0x0128, 2, 4, b"Cam\x00")]
+    directory = struct.pack(">H", len(entries)) + b"".join(
+        struct.pack(">HHI", tag, kind, count) + value for tag, kind, count, value in entries) + b"\0" * 4
+    Image.new("RGB", (40, 36), (200, 10, 10)).save(path, exif=b"Exif\0\0MM\0*" + struct.pack(">I", 8) + directory)
 
 
 USER_MODELS = '''

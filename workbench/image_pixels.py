@@ -13,10 +13,15 @@ import numpy as np
 
 
 def upright_rgb(image: Any) -> Any:
-    """The PIL image as 8-bit RGB, turned upright."""
+    """The PIL image as 8-bit RGB, turned upright (as stored when its EXIF block is malformed)."""
     from PIL import Image, ImageOps
 
-    image = ImageOps.exif_transpose(image)
+    try:
+        image = ImageOps.exif_transpose(image)
+    except OSError:
+        raise  # the pixels cannot be read: the caller names the file
+    except Exception:  # Pillow's EXIF code raises struct.error, TypeError, ... on a malformed block
+        pass  # a camera's broken metadata is no reason to lose the photo: used unrotated
     if image.mode.startswith("I;16") or image.mode == "I":
         wide = np.clip(np.asarray(image).astype(np.int64), 0, 65535)
         return Image.fromarray((wide // 257).astype(np.uint8)).convert("RGB")
