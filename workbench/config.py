@@ -20,7 +20,7 @@ from typing import Any, Literal, Optional, get_args, get_type_hints
 
 from workbench.device_info import DeviceInfo
 from workbench.paths import default_datasets_dir, workbench_home
-from workbench.regular_file import folder_problem, new_file_problem, regular_file_problem
+from workbench.regular_file import folder_problem, invalid_path_problem, new_file_problem, regular_file_problem
 from workbench.setting import (
     BOOKKEEPING, DEVICE, GROUP_ORDER, KERNELS, LENGTH, LOADER, VALUES, Group, Setting, Tune, cuda_only_cudnn,
     cuda_only_optimizer, max_steps_set, needs_a_copy_to_a_gpu, needs_a_dataloader, needs_workers, only_with_a_folder,
@@ -639,6 +639,9 @@ WEIGHTS_SUFFIXES = (".pt", ".pth")  # the names weights may take in the workbenc
 
 def save_model_problem(path: str) -> Optional[str]:
     """Why the trained model cannot be saved at ``path`` (os.stat only: nothing is opened), or None."""
+    invalid = invalid_path_problem(path)
+    if invalid is not None:
+        return invalid
     target = Path(os.path.expanduser(path))
     # The weights replace the file: in the home, that could be the run history (every run gone) or the settings.
     home = Path(os.path.realpath(workbench_home()))

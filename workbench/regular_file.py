@@ -27,26 +27,53 @@ class NotARegularFile(ValueError):
     """The path cannot be read as a file; the message names it and says why."""
 
 
+class InvalidPath(ValueError):
+    """No file could have this path (a NUL character, ``~user`` of no user); the message follows the path."""
+
+
+def expanded(path: Path | str) -> Path:
+    """``path`` with a leading ``~`` or ``~user`` expanded; InvalidPath when it is no path at all (Path.expanduser
+    raises RuntimeError for a user this machine does not have, and every os call ValueError on a NUL)."""
+    text = os.fspath(path)
+    if "\0" in text:
+        raise InvalidPath("is not a valid path (it holds a NUL character)")
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:
+        head = Path(text).parts[0]
+        whose = f"of a user {head[1:]!r}, and this machine has none" if head != "~" else "and it cannot be found"
+        raise InvalidPath(f"is not a valid path ({head} would be the home folder {whose})") from None
+
+
+def invalid_path_problem(path: Path | str) -> Optional[str]:
+    """``expanded``'s words when ``path`` is no path at all, else None."""
+    try:
+        expanded(path)
+    except InvalidPath as error:
+        return str(error)
+    return None
+
+
 def regular_file_problem(path: Path | str) -> Optional[str]:
     """Why this path is not a regular file, as words that follow the path ("is a FIFO (named pipe)",
     "does not exist", ...); None when it is one (symlinks followed)."""
     try:
-        mode = os.stat(Path(path).expanduser()).st_mode
+        mode = os.stat(expanded(path)).st_mode
     except OSError as error:
         return os_error_words(error)
-    except ValueError:
-        return "is not a valid path (it holds a NUL character)"
+    except InvalidPath as error:
+        return str(error)
     return kind_problem(mode)
 
 
 def folder_problem(path: Path | str) -> Optional[str]:
     """Why this path is not a folder, in words that follow the path; None when it is one (os.stat only)."""
     try:
-        mode = os.stat(Path(path).expanduser()).st_mode
+        mode = os.stat(expanded(path)).st_mode
     except OSError as error:
         return os_error_words(error)
-    except ValueError:
-        return "is not a valid path (it holds a NUL character)"
+    except InvalidPath as error:
+        return str(error)
     if stat.S_ISDIR(mode):
         return None
     return "is a file" if stat.S_ISREG(mode) else kind_problem(mode)
@@ -65,7 +92,7 @@ def open_regular_file(path: Path | str) -> BinaryIO:
     Checked twice: by path before opening (the message), and on the opened descriptor (a path swapped
     for a FIFO in between). O_NONBLOCK keeps even that open from waiting for a writer.
     """
-    shown = Path(path).expanduser()
+    shown = _readable_path(path)
     problem = regular_file_problem(shown)
     if problem is not None:
         raise NotARegularFile(f"{shown} {problem}")
@@ -83,7 +110,7 @@ def open_regular_file(path: Path | str) -> BinaryIO:
 
 def read_regular_file(path: Path | str, max_bytes: int) -> bytes:
     """The file's bytes, at most ``max_bytes``; NotARegularFile (naming the path) for anything else."""
-    shown = Path(path).expanduser()
+    shown = _readable_path(path)
     with open_regular_file(shown) as stream:
         try:
             data = stream.read(max_bytes + 1)
@@ -123,6 +150,13 @@ def new_file_problem(folder: Path | str) -> Optional[str]:
         if found.f_blocks == 0 and found.f_files == 0:
             return "takes no new files (a file system without storage, such as /proc)"
     return None
+
+
+def _readable_path(path: Path | str) -> Path:
+    try:
+        return expanded(path)
+    except InvalidPath as error:
+        raise NotARegularFile(f"{path} {error}") from None
 
 
 def os_error_words(error: OSError) -> str:

@@ -117,3 +117,37 @@ def test_a_cifar_folder_that_is_a_symlink_loop_or_a_file_is_one_line_before_the_
         assert (code, line) == (2, f"workbench run: {named} {words}: CIFAR is kept (and downloaded) in a folder")
     with HistoryStore.open() as store:
         assert store.list_runs() == []
+
+
+NO_USER = "~no-such-user-of-the-workbench"
+NOT_A_PATH = f"{NO_USER} would be the home folder of a user 'no-such-user-of-the-workbench', and this machine has none"
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["run", *TINY[2:], "--dataset", "folder", "--data-path", f"{NO_USER}/pets"],
+         f"workbench run: data_path '{NO_USER}/pets' is not a valid path ({NOT_A_PATH})"),
+        (["run", *TINY, "--config", f"{NO_USER}/c.json"],
+         f"workbench run: cannot read --config: {NO_USER}/c.json is not a valid path ({NOT_A_PATH})"),
+        (["run", *TINY, "--save-model", f"{NO_USER}/m.pt"],
+         f"workbench run: save_model '{NO_USER}/m.pt' is not a valid path ({NOT_A_PATH})"),
+        (["make-npz", f"{NO_USER}/pets", "--out", "o.npz"],
+         f"workbench make-npz: {NO_USER}/pets is not a valid path ({NOT_A_PATH})"),
+        (["make-npz", "pets", "--out", f"{NO_USER}/o.npz"],
+         f"workbench make-npz: --out {NO_USER}/o.npz is not a valid path ({NOT_A_PATH})"),
+    ],
+    ids=["data-path", "config", "save-model", "make-npz-source", "make-npz-out"],
+)
+def test_a_path_of_a_user_the_machine_does_not_have_is_one_line(capsys, args, words):
+    """Path.expanduser raised RuntimeError("Could not determine home directory."): a traceback."""
+    code, line = one_line(capsys, *args)
+    assert code == 2 and words in line, line
+
+
+def test_a_nul_character_in_a_path_of_the_config_is_one_line(capsys, tmp_path):
+    """os.path.realpath raised ValueError("embedded null byte"): a traceback."""
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"save_model": "a\u0000b.pt"}))
+    code, line = one_line(capsys, "run", *TINY, "--config", str(path))
+    assert code == 2 and line == "workbench run: save_model 'a\\x00b.pt' is not a valid path (it holds a NUL character)"

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from workbench.cli.parsing import UsageError, positive_int
+from workbench.regular_file import invalid_path_problem
 
 
 def register(subparsers) -> None:
@@ -40,6 +41,9 @@ def make_npz_command(args: argparse.Namespace) -> int:
     if out_path.suffix and out_path.suffix != ".npz":  # refused, not renamed behind the user's back
         raise UsageError(f"workbench make-npz: --out {args.out} would not be an .npz file: name it "
                          f"{out_path.with_suffix('.npz')} (or {args.out}.npz)")
+    invalid = invalid_path_problem(args.out)
+    if invalid is not None:  # said before the images are read, not after
+        raise UsageError(f"workbench make-npz: --out {args.out} {invalid}")
     try:
         image_set = make_image_set(args.source, args.test_fraction, args.seed).limited(args.max_train, args.max_test)
         out = image_set.save(args.out)

@@ -19,7 +19,7 @@ import numpy as np
 
 from workbench.image_pixels import upright_rgb
 from workbench.npz.cifar_pickle import RefusedPickle, load_cifar_batch
-from workbench.regular_file import NotARegularFile, read_regular_file
+from workbench.regular_file import InvalidPath, NotARegularFile, expanded, read_regular_file
 
 # The largest real batch is CIFAR-100's train (about 155 MB); a member far past it is not a CIFAR batch.
 BATCH_MAX_BYTES = 512 * 2**20
@@ -54,7 +54,10 @@ class ImageSet:
 
     def save(self, out: Path | str) -> Path:
         """Write the .npz atomically (a temporary file renamed over the target)."""
-        out = Path(out).expanduser()
+        try:
+            out = expanded(out)
+        except InvalidPath as error:
+            raise MakeNpzError(f"cannot write {out}: it {error}") from None
         if out.suffix != ".npz":
             out = out.with_name(out.name + ".npz")  # np.savez would add it anyway; say the real name
         temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp.npz")
@@ -75,7 +78,10 @@ class ImageSet:
 
 def make_image_set(source: Path | str, test_fraction: float = 0.2, seed: int = 0) -> ImageSet:
     """Read ``source``: a CIFAR-10/100 python tarball, an extracted CIFAR folder, or an image folder."""
-    source = Path(source).expanduser()
+    try:
+        source = expanded(source)
+    except InvalidPath as error:
+        raise MakeNpzError(f"{source} {error}") from None
     if source.is_file():
         if tarfile.is_tarfile(source):
             return _from_cifar_tarball(source)
