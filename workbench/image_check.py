@@ -18,12 +18,12 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, Callable, Generator, Optional, Sequence
 
 from workbench.config import RunConfig
-from workbench.folder_layout import FolderLayout, FolderLayoutError, scan_folder
+from workbench.folder_layout import FolderLayout, FolderLayoutError, FolderSplit, scan_folder
 from workbench.formatting import printable
 from workbench.regular_file import NotARegularFile, open_regular_file, os_error_words
 
@@ -161,15 +161,21 @@ def check_images(paths: Sequence[str], full: bool = False, progress: Optional[Pr
             progress(done, len(paths))
 
 
-def run_images(config: RunConfig) -> Optional[tuple[str, ...]]:
-    """The files a run of ``config`` would read; None where it reads no image folder, or the folder cannot be
+def run_folder(config: RunConfig) -> Optional[FolderLayout]:
+    """The image folder a run of ``config`` would read, scanned; None where it reads none, or the folder cannot be
     scanned (the run refuses it in its own words)."""
     if config.dataset != "folder" or not config.data_path:
         return None
     try:
-        return folder_images(scan_folder(Path(config.data_path).expanduser().resolve(), config.seed))
+        return scan_folder(Path(config.data_path).expanduser().resolve(), config.seed)
     except (FolderLayoutError, OSError, ValueError, RuntimeError):
         return None
+
+
+def run_images(config: RunConfig) -> Optional[tuple[str, ...]]:
+    """The files a run of ``config`` would read; None as for ``run_folder``."""
+    folder = run_folder(config)
+    return None if folder is None else folder_images(folder)
 
 
 def folder_images(folder: FolderLayout) -> tuple[str, ...]:
@@ -182,6 +188,41 @@ def check_run_images(config: RunConfig, full: bool = False, progress: Optional[P
     """The images a run of ``config`` would read, checked (None: ``run_images``)."""
     paths = run_images(config)
     return None if paths is None else check_images(paths, full, progress, cancelled)
+
+
+def without_unreadable(folder: FolderLayout, bad: Sequence[BadImage]) -> FolderLayout:
+    """skip_bad_images: ``folder`` without ``bad``'s files, counted and named in its notes. A class left with no
+    training image is no class, as the scan counts a class folder without images (its test images go too, the rest
+    relabelled); FolderLayoutError, in the scan's words, when fewer than two classes are left."""
+    if not bad:
+        return folder
+    unreadable = {item.path for item in bad}
+
+    def kept(split: FolderSplit) -> list[tuple[str, int]]:
+        return [(path, label) for path, label in zip(split.paths, split.labels) if path not in unreadable]
+
+    train, test = kept(folder.train), kept(folder.test)
+    if not train:
+        raise FolderLayoutError(f"{folder.root}: no training image can be read ({len(bad):,} skipped as unreadable)")
+    trained = sorted({label for _, label in train})
+    if len(trained) < 2:
+        raise FolderLayoutError(
+            f"{folder.root} has {len(trained)} class folder with readable training images once {len(bad):,} "
+            "unreadable were skipped: a classifier needs at least two (one sub-folder of images per class)")
+    relabelled = {old: new for new, old in enumerate(trained)}
+    notes = [bad_images_note(bad)]
+    emptied = [name for label, name in enumerate(folder.class_names) if label not in relabelled]
+    if emptied:
+        many = len(emptied) > 1
+        notes.append(f"{', '.join(emptied)} ha{'ve' if many else 's'} no readable training images: not counted as "
+                     f"{'classes' if many else 'a class'} (skip_bad_images)")
+
+    def split(pairs: list[tuple[str, int]]) -> FolderSplit:
+        pairs = [(path, relabelled[label]) for path, label in pairs if label in relabelled]
+        return FolderSplit(tuple(path for path, _ in pairs), tuple(label for _, label in pairs))
+
+    return replace(folder, class_names=tuple(folder.class_names[old] for old in trained), train=split(train),
+                   test=split(test), notes=folder.notes + tuple(notes), skipped_bad_images=len(bad))
 
 
 def bad_images_note(bad: Sequence[BadImage]) -> str:

@@ -6,17 +6,24 @@ import sys
 
 from workbench.cli.parsing import UsageError
 from workbench.config import RunConfig
-from workbench.image_check import check_run_images
+from workbench.folder_layout import FolderLayoutError
+from workbench.image_check import check_images, folder_images, run_folder, without_unreadable
 
 
 def refuse_bad_images(config: RunConfig, prog: str) -> None:
     """An image folder's files checked before the run is recorded: every unreadable one listed at once (exit 2),
-    unless --skip-bad-images leaves them out (the run counts them)."""
-    check = check_run_images(config)
-    if check is None or not check.bad:
+    unless --skip-bad-images leaves them out (the run counts them) and enough classes are left to train on."""
+    folder = run_folder(config)
+    if folder is None:
         return
-    if config.skip_bad_images:
-        print(f"{prog}: skipping {len(check.bad):,} unreadable image{'s' if len(check.bad) != 1 else ''} "
-              "(--skip-bad-images)", file=sys.stderr)
+    check = check_images(folder_images(folder))
+    if not check.bad:
         return
-    raise UsageError(check.report(f"{prog}: "))
+    if not config.skip_bad_images:
+        raise UsageError(check.report(f"{prog}: "))
+    try:
+        without_unreadable(folder, check.bad)
+    except FolderLayoutError as error:
+        raise UsageError(f"{prog}: {error}") from None
+    print(f"{prog}: skipping {len(check.bad):,} unreadable image{'s' if len(check.bad) != 1 else ''} "
+          "(--skip-bad-images)", file=sys.stderr)

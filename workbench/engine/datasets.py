@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 from pathlib import Path
 from typing import Union
 
@@ -14,8 +13,8 @@ from workbench.engine.augment import random_crop_flip
 from workbench.engine.data import DataError, ImageArrays, SampleBatch, load_arrays
 from workbench.engine.data import preview_batch as preview_arrays
 from workbench.engine.folder_data import Transforms, decode
-from workbench.folder_layout import FolderLayout, FolderLayoutError, FolderSplit, is_current, scan_folder
-from workbench.image_check import bad_images_note, check_images, folder_images
+from workbench.folder_layout import FolderLayout, FolderLayoutError, is_current, scan_folder
+from workbench.image_check import check_images, folder_images, without_unreadable
 
 TrainingData = Union[ImageArrays, FolderLayout]
 
@@ -31,20 +30,10 @@ def load_data(config: RunConfig) -> TrainingData:
 def without_bad_images(folder: FolderLayout) -> FolderLayout:
     """skip_bad_images: the folder without the files that cannot be read as images (image_check: cached, so after
     the CLI's or the window's check one stat per file), counted and named in the run's notes."""
-    bad = check_images(folder_images(folder)).bad
-    if not bad:
-        return folder
-    unreadable = {item.path for item in bad}
-
-    def kept(split: FolderSplit) -> FolderSplit:
-        pairs = [(path, label) for path, label in zip(split.paths, split.labels) if path not in unreadable]
-        return FolderSplit(tuple(path for path, _ in pairs), tuple(label for _, label in pairs))
-
-    train = kept(folder.train)
-    if not len(train):
-        raise DataError(f"{folder.root}: no training image can be read ({len(bad):,} skipped as unreadable)")
-    return replace(folder, train=train, test=kept(folder.test), notes=folder.notes + (bad_images_note(bad),),
-                   skipped_bad_images=len(bad))
+    try:
+        return without_unreadable(folder, check_images(folder_images(folder)).bad)
+    except FolderLayoutError as error:
+        raise DataError(str(error)) from None
 
 
 _scans: dict[tuple[Path, int], FolderLayout] = {}
