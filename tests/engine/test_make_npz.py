@@ -48,12 +48,14 @@ def _write_images(folder, sizes):
         Image.fromarray(pixels).save(folder / f"{index}.png")
 
 
-def test_an_image_folder_with_train_and_test_keeps_its_split_and_scales_to_32(capsys, tmp_path):
+@pytest.mark.parametrize("held_out", ["test", "val"])
+def test_an_image_folder_with_train_and_test_keeps_its_split_and_scales_to_32(capsys, tmp_path, held_out):
+    """train/ + val/ (as `run` reads it) became 2 classes named "train" and "val"."""
     root = tmp_path / "pets"
     _write_images(root / "train" / "cat", [(64, 48), (32, 32), (100, 100)])
     _write_images(root / "train" / "dog", [(40, 80), (33, 33)])
-    _write_images(root / "test" / "cat", [(50, 50)])
-    _write_images(root / "test" / "dog", [(32, 32)])
+    _write_images(root / held_out / "cat", [(50, 50)])
+    _write_images(root / held_out / "dog", [(32, 32)])
     out = tmp_path / "pets.npz"
     assert main(["make-npz", str(root), "--out", str(out)]) == 0
     with np.load(out) as npz:
@@ -61,7 +63,7 @@ def test_an_image_folder_with_train_and_test_keeps_its_split_and_scales_to_32(ca
         assert npz["train_labels"].tolist() == [0, 0, 0, 1, 1]
         assert npz["test_labels"].tolist() == [0, 1]
         assert list(npz["class_names"]) == ["cat", "dog"]
-    assert "2 classes (cat, dog)" in capsys.readouterr().out
+    assert f"2 classes (cat, dog) from the image folder (train/ and {held_out}/)" in capsys.readouterr().out
 
 
 def test_an_image_folder_of_classes_is_split_by_the_test_fraction(tmp_path):

@@ -18,7 +18,7 @@ def register(subparsers) -> None:
         description="Write an .npz that `workbench run --dataset npz --data-path FILE` trains on: "
         "train_images / test_images (uint8, N×32×32×3), train_labels / test_labels, class_names. "
         "SOURCE is cifar-10-python.tar.gz (or cifar-100-python.tar.gz, or its extracted folder), or a folder "
-        "with one sub-folder of images per class (train/ and test/ inside it keep that split; otherwise "
+        "with one sub-folder of images per class (train/ and val/ or test/ inside it keep that split; otherwise "
         "--test-fraction of the images is held out). Images are cropped to their centre square and "
         "scaled to 32×32 pixels, the size the workbench's models take.",
     )

@@ -17,6 +17,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from workbench.folder_layout import split_roots
 from workbench.image_pixels import upright_rgb
 from workbench.npz.cifar_pickle import RefusedPickle, load_cifar_batch
 from workbench.regular_file import InvalidPath, NotARegularFile, expanded, read_regular_file
@@ -42,7 +43,7 @@ class ImageSet:
     test_images: np.ndarray
     test_labels: np.ndarray
     class_names: tuple[str, ...]
-    source: str  # "CIFAR-10 tarball", "image folder (train/ and test/)", ...
+    source: str  # "CIFAR-10 tarball", "image folder (train/ and val/)", ...
     notes: tuple[str, ...] = ()  # what the source held that is not in the file (a hidden or empty folder)
 
     def limited(self, max_train: Optional[int], max_test: Optional[int]) -> ImageSet:
@@ -187,7 +188,7 @@ def _cifar_images(batch: dict) -> np.ndarray:
 
 
 def _from_image_folder(root: Path, test_fraction: float, seed: int) -> ImageSet:
-    """root/train/<class>/* and root/test/<class>/*, or root/<class>/* split by ``test_fraction``.
+    """root/train/<class>/* and root/val/<class>/* (or test/), or root/<class>/* split by ``test_fraction``.
 
     What a folder holds that is not a class is said, not dropped in silence: folders named ".x" are
     skipped (.git, .ipynb_checkpoints) and class folders without images are not classes, each with a
@@ -195,16 +196,17 @@ def _from_image_folder(root: Path, test_fraction: float, seed: int) -> ImageSet:
     on one line (a newline), is refused.
     """
     notes: list[str] = []
-    if (root / "train").is_dir() and (root / "test").is_dir():
-        train = _read_classes(root / "train", _class_folders(root / "train", notes))
-        classes = _classes_with_images(root / "train", train, notes)
-        left_out = sorted(set(_class_folders(root / "test", [])) - set(classes))
+    train_root, test_root = split_roots(root)  # as a run reads the folder: train/ with val/ or test/
+    if train_root is not None and test_root is not None:
+        train = _read_classes(train_root, _class_folders(train_root, notes))
+        classes = _classes_with_images(train_root, train, notes)
+        left_out = sorted(set(_class_folders(test_root, [])) - set(classes))
         if left_out:
-            notes.append(f"{root / 'test'}: {', '.join(left_out)} ha{'ve' if len(left_out) > 1 else 's'} no "
+            notes.append(f"{test_root}: {', '.join(left_out)} ha{'ve' if len(left_out) > 1 else 's'} no "
                          "training images: left out of the test set")
-        test = _read_classes(root / "test", classes)
-        return ImageSet(*_stack(root / "train", train, classes), *_stack(root / "test", test, classes),
-                        tuple(classes), "image folder (train/ and test/)", tuple(notes))
+        test = _read_classes(test_root, classes)
+        return ImageSet(*_stack(train_root, train, classes), *_stack(test_root, test, classes),
+                        tuple(classes), f"image folder (train/ and {test_root.name}/)", tuple(notes))
     if not 0 < test_fraction < 1:
         raise MakeNpzError(f"test fraction must be between 0 and 1 (got {test_fraction:g})")
     per_class = _read_classes(root, _class_folders(root, notes))
