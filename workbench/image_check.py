@@ -25,6 +25,7 @@ from typing import BinaryIO, Callable, Generator, Optional, Sequence
 from workbench.config import RunConfig
 from workbench.folder_layout import FolderLayout, FolderLayoutError, FolderSplit, scan_folder
 from workbench.formatting import printable
+from workbench.image_pixels import error_words
 from workbench.regular_file import NotARegularFile, open_regular_file, os_error_words
 
 MAX_FILE_BYTES = 256 * 2**20  # a file past this is not an image a training step can use (as the run refuses it)
@@ -123,8 +124,7 @@ def _problem(path: str, full: bool) -> Optional[str]:
         except UnidentifiedImageError:
             return "not an image Pillow can read (neither JPEG, PNG, BMP, GIF, WebP nor TIFF)"
         except (OSError, ValueError, SyntaxError, EOFError) as error:
-            words = str(error).strip().splitlines()
-            return words[0] if words else type(error).__name__
+            return error_words(error)
     return None
 
 

@@ -12,6 +12,13 @@ from typing import Any
 import numpy as np
 
 
+def error_words(error: BaseException) -> str:
+    """An exception as a reason in one line: its message's first line, or its type's name when it has none
+    (Pillow's plug-ins raise OSError, ValueError, SyntaxError, struct.error: some with no message)."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
 def upright_rgb(image: Any) -> Any:
     """The PIL image as 8-bit RGB, turned upright (as stored when its EXIF block is malformed)."""
     from PIL import Image, ImageOps

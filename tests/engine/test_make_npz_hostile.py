@@ -156,6 +156,18 @@ def test_an_image_past_pillows_bomb_limit_is_refused_in_one_line(capsys, tmp_pat
     assert not out.exists()
 
 
+def test_a_png_whose_header_chunk_is_cut_short_is_one_line_naming_it(capsys, tmp_path):
+    """Pillow's ValueError("Truncated IHDR chunk") was a traceback: only OSError was caught."""
+    write_images(tmp_path / "pets" / "cat", 3)
+    write_images(tmp_path / "pets" / "dog", 3)
+    damaged = png_claiming(tmp_path / "pets" / "dog" / "cut.png", 8, 8)
+    data = bytearray(damaged.read_bytes())
+    data[8:12] = struct.pack(">I", 1)  # IHDR's length field: 1 byte instead of 13
+    damaged.write_bytes(bytes(data))
+    code, _, line = one_line(capsys, "make-npz", str(tmp_path / "pets"), "--out", str(tmp_path / "out.npz"))
+    assert (code, line) == (2, f"workbench make-npz: cannot read {damaged} as an image (Truncated IHDR chunk)")
+
+
 def test_hidden_folders_are_skipped_with_a_note_and_one_class_left_is_refused(capsys, tmp_path):
     root = tmp_path / "pets"
     write_images(root / ".cats", 3)

@@ -28,7 +28,7 @@ from workbench.engine.augment import PADDING
 from workbench.engine.data import DataError
 from workbench.folder_layout import FolderLayout, FolderSplit
 from workbench.formatting import format_bytes
-from workbench.image_pixels import upright_rgb
+from workbench.image_pixels import error_words, upright_rgb
 from workbench.regular_file import NotARegularFile, open_regular_file, read_regular_file
 
 EVAL_RESIZE_RATIO = 0.875  # resize the shorter side to image_size / 0.875, then centre-crop (ImageNet's habit)
@@ -82,8 +82,8 @@ def decode(path: str, size_hint: Optional[int] = None) -> torch.Tensor:
             raise DataError(f"{path} has more than {Image.MAX_IMAGE_PIXELS:,} pixels: too large to decode safely (as "
                             "make-npz refuses it); scale it down, or remove it from the folder") from None
         except Exception as error:  # OSError, SyntaxError, ...: and whatever else a plug-in of Pillow's raises
-            words = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise DataError(f"cannot decode {path} as an image ({words}): remove or replace the file") from None
+            raise DataError(f"cannot decode {path} as an image ({error_words(error)}): remove or replace the "
+                            "file") from None
     return torch.from_numpy(pixels.copy()).permute(2, 0, 1)
 
 

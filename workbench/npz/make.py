@@ -18,7 +18,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from workbench.folder_layout import split_roots
-from workbench.image_pixels import upright_rgb
+from workbench.image_pixels import error_words, upright_rgb
 from workbench.npz.cifar_pickle import RefusedPickle, load_cifar_batch
 from workbench.regular_file import InvalidPath, NotARegularFile, expanded, read_regular_file
 
@@ -254,7 +254,7 @@ def _classes_with_images(folder: Path, per_class: dict[str, list[np.ndarray]], n
 
 def _read_classes(folder: Path, classes: Sequence[str]) -> dict[str, list[np.ndarray]]:
     """Each class's images, scaled to 32×32 ([] for a class with none here: a class with no test images is allowed)."""
-    from PIL import Image, UnidentifiedImageError  # Pillow comes with torchvision
+    from PIL import Image  # Pillow comes with torchvision
 
     per_class: dict[str, list[np.ndarray]] = {}
     for name in classes:
@@ -274,8 +274,8 @@ def _read_classes(folder: Path, classes: Sequence[str]) -> dict[str, list[np.nda
             except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
                 raise MakeNpzError(f"{path} is too large to decode safely ({error}): scale it down, or leave it "
                                    "out") from None
-            except (UnidentifiedImageError, OSError) as error:
-                raise MakeNpzError(f"cannot read {path} as an image ({error})") from None
+            except Exception as error:  # OSError, and a damaged PNG's ValueError or SyntaxError: any plug-in's
+                raise MakeNpzError(f"cannot read {path} as an image ({error_words(error)})") from None
     return per_class
 
 
