@@ -26,6 +26,7 @@ from workbench.setting import (
     cuda_only_optimizer, max_steps_set, needs_a_copy_to_a_gpu, needs_a_dataloader, needs_workers, only_with_a_folder,
     only_with_synthetic_data, setting, unused_with_synthetic_data,
 )
+from workbench.user_modules import standard_library_problem
 
 Dataset = Literal["synthetic", "npz", "cifar10", "cifar100", "folder"]
 # Where a folder's JPEGs are decoded: in the DataLoader workers, or by nvJPEG on the GPU (the workers then only
@@ -679,6 +680,10 @@ def model_problems(model: str, model_kwargs: str) -> list[str]:
     if model not in BUILTIN_MODELS and not MODEL_FUNCTION.match(model) and not TORCHVISION_NAME.match(model):
         problems.append(f"model {model!r} is not a built-in ({', '.join(BUILTIN_MODELS)}), a torchvision model name "
                         "or package.module:function")
+    else:
+        stdlib = standard_library_problem(model)
+        if stdlib is not None:
+            problems.append(stdlib)
     try:
         model_kwargs_of(model_kwargs)
     except ValueError as error:

@@ -36,6 +36,19 @@ def working_directory_importable() -> Iterator[None]:
                 sys.path.remove(here)
 
 
+def standard_library_problem(spec: str) -> Optional[str]:
+    """Why a ``module:function`` spec names no model because its module is Python's own (``os:system``,
+    ``subprocess:run``): asked before anything is imported, since calling such a function with a setting file's
+    model_kwargs runs whatever they say. None for any other spec."""
+    if ":" not in spec:
+        return None
+    top = spec.partition(":")[0].partition(".")[0]
+    if top not in sys.stdlib_module_names and top != "builtins":
+        return None
+    return (f"model {spec!r} names a function of Python's standard library ({top}), where no model lives: give "
+            "package.module:function of your own module")
+
+
 def import_fresh(name: str) -> Any:
     """``importlib.import_module(name)``, reloading a module this process imported for a model spec when its source
     file has changed since."""

@@ -22,7 +22,7 @@ from torch import nn
 from workbench.config import BUILTIN_MODELS, model_kwargs_of
 from workbench.engine.failures import ModelError, is_out_of_memory, user_exit_words
 from workbench.engine.worker_lifetime import stop_signals_unblocked
-from workbench.user_modules import import_fresh, working_directory_importable
+from workbench.user_modules import import_fresh, standard_library_problem, working_directory_importable
 
 
 def small_cnn(num_classes: int, norm: str = "batch") -> nn.Module:
@@ -122,6 +122,9 @@ def build_model(spec: str, num_classes: int, image_size: int = 32, model_kwargs:
 
 def _user_model(spec: str, num_classes: int, kwargs: dict[str, Any]) -> nn.Module:
     module_name, _, function_name = spec.partition(":")
+    problem = standard_library_problem(spec)  # whatever checked the settings before, nothing of Python's is called
+    if problem is not None:
+        raise ModelError(problem)
     try:
         with working_directory_importable(), stop_signals_unblocked():
             module = import_fresh(module_name)
