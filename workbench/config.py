@@ -26,7 +26,7 @@ from workbench.setting import (
     cuda_only_optimizer, max_steps_set, needs_a_copy_to_a_gpu, needs_a_dataloader, needs_workers, only_with_a_folder,
     only_with_synthetic_data, setting, unused_with_synthetic_data,
 )
-from workbench.user_modules import standard_library_problem
+from workbench.user_modules import module_source_file, standard_library_problem
 
 Dataset = Literal["synthetic", "npz", "cifar10", "cifar100", "folder"]
 # Where a folder's JPEGs are decoded: in the DataLoader workers, or by nvJPEG on the GPU (the workers then only
@@ -449,7 +449,7 @@ class RunConfig:
                 if problem is not None:
                     problems.append(f"data_path {self.data_path!r} {problem}: dataset=npz needs an .npz file")
         if self.save_model:
-            problem = save_model_problem(self.save_model)
+            problem = save_model_problem(self.save_model, self.dataset, self.data_path, self.model)
             if problem is not None:
                 problems.append(f"save_model {self.save_model!r} {problem}")
         if self.pipeline == "dataloader" and self.num_workers > 0:
@@ -638,8 +638,9 @@ def cifar_folder_problem(data_path: str) -> Optional[str]:
 WEIGHTS_SUFFIXES = (".pt", ".pth")  # the names weights may take in the workbench home
 
 
-def save_model_problem(path: str) -> Optional[str]:
-    """Why the trained model cannot be saved at ``path`` (os.stat only: nothing is opened), or None."""
+def save_model_problem(path: str, dataset: str = "", data_path: str = "", model: str = "") -> Optional[str]:
+    """Why the trained model cannot be saved at ``path`` (os.stat only: nothing is opened), or None. ``dataset``,
+    ``data_path`` and ``model`` are the run's: the weights must not replace what it reads."""
     invalid = invalid_path_problem(path)
     if invalid is not None:
         return invalid
@@ -647,6 +648,16 @@ def save_model_problem(path: str) -> Optional[str]:
     # The weights replace the file: in the home, that could be the run history (every run gone) or the settings.
     home = Path(os.path.realpath(workbench_home()))
     written = Path(os.path.realpath(target))  # a link's target is what would be replaced
+    if data_path and invalid_path_problem(data_path) is None:
+        data = Path(os.path.realpath(os.path.expanduser(data_path)))
+        if written == data:
+            return f"is the run's data_path ({data}): the weights would replace the data"
+        if dataset == "folder" and data in written.parents:
+            return (f"is inside the run's image folder ({data}): the weights would be among its images; give a "
+                    "file outside it")
+    source = module_source_file(model)
+    if source is not None and written == Path(os.path.realpath(source)):
+        return f"is the source of the model's module ({source}): the weights would replace your code"
     if (written == home or home in written.parents) and written.suffix.lower() not in WEIGHTS_SUFFIXES:
         return (f"is in the workbench home ({home}), which holds the run history and what the workbench makes: give "
                 f"a name ending in {' or '.join(WEIGHTS_SUFFIXES)}, or a file outside it")

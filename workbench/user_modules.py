@@ -49,6 +49,27 @@ def standard_library_problem(spec: str) -> Optional[str]:
             "package.module:function of your own module")
 
 
+def module_source_file(spec: str) -> Optional[str]:
+    """The source file a ``module:function`` spec would import, found without importing anything (the module as
+    already imported, else ``module.py`` or ``module/__init__.py`` under the working directory or a sys.path folder);
+    None for any other spec, or where no such file is found."""
+    if ":" not in spec:
+        return None
+    name = spec.partition(":")[0]
+    imported = getattr(sys.modules.get(name), "__file__", None)
+    if imported:
+        return imported
+    parts = name.split(".")
+    for folder in [os.getcwd(), *sys.path]:
+        if not isinstance(folder, str) or not os.path.isdir(folder or "."):
+            continue  # a zip file on sys.path: nothing there is overwritten by a save
+        base = os.path.join(folder or ".", *parts)
+        for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+            if os.path.isfile(candidate):
+                return candidate
+    return None
+
+
 def import_fresh(name: str) -> Any:
     """``importlib.import_module(name)``, reloading a module this process imported for a model spec when its source
     file has changed since."""

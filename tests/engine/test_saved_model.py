@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 from hostile_paths import make_fifo
+from own_images import USER_MODELS, make_folder
 
 from workbench.cli import main
 from workbench.config import RunConfig
@@ -113,3 +114,32 @@ def test_a_folder_that_takes_no_new_files_is_refused_before_the_run(capsys, tmp_
     assert main(["run", *TINY, "--save-model", str(folder / "m.pt")]) == 2  # root passes os.access: faked here
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"its folder {folder} takes no new files (permission denied)" in err, err
+
+
+def _save_problems(**settings) -> list[str]:
+    return [problem for problem in RunConfig(**settings).validate() if problem.startswith("save_model")]
+
+
+def test_the_weights_never_replace_the_runs_data_or_its_model_code(capsys, tmp_path, monkeypatch):
+    """--save-model victim.npz with --data-path victim.npz replaced the dataset; --save-model mm.py with
+    --model mm:good turned the user's module into a zip file."""
+    data = tmp_path / "victim.npz"
+    data.write_bytes(b"data")
+    link = tmp_path / "model.pt"
+    link.symlink_to(data)  # a link's target is what a save replaces
+    for target in (data, link):
+        (problem,) = _save_problems(dataset="npz", data_path=str(data), save_model=str(target))
+        assert f"is the run's data_path ({data}): the weights would replace the data" in problem
+    folder = make_folder(tmp_path / "pets", per_class=4)
+    inside = folder / "cat" / "model.pt"
+    assert main(["run", "--dataset", "folder", "--data-path", str(folder), "--device", "cpu", "--max-steps", "1",
+                 "--batch-size", "4", "--num-workers", "0", "--no-history", "--save-model", str(inside)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"is inside the run's image folder ({folder})" in err, err
+    assert not inside.exists()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my_module_for_saving.py").write_text(USER_MODELS)
+    for target in ("my_module_for_saving.py", str(tmp_path / "my_module_for_saving.py")):
+        (problem,) = _save_problems(model="my_module_for_saving:tiny_net", save_model=target)
+        assert "is the source of the model's module" in problem and "the weights would replace your code" in problem
+    assert _save_problems(model="my_module_for_saving:tiny_net", save_model="weights.pt") == []
