@@ -25,7 +25,7 @@ from typing import BinaryIO, Callable, Generator, Optional, Sequence
 from workbench.config import RunConfig
 from workbench.folder_layout import FolderLayout, FolderLayoutError, FolderSplit, scan_folder
 from workbench.formatting import printable
-from workbench.image_pixels import error_words
+from workbench.image_pixels import UNIDENTIFIED_WORDS, error_words
 from workbench.regular_file import NotARegularFile, open_regular_file, os_error_words
 
 MAX_FILE_BYTES = 256 * 2**20  # a file past this is not an image a training step can use (as the run refuses it)
@@ -122,7 +122,7 @@ def _problem(path: str, full: bool) -> Optional[str]:
         except (Image.DecompressionBombError, Image.DecompressionBombWarning):
             return f"more than {Image.MAX_IMAGE_PIXELS:,} pixels: too large to decode safely"
         except UnidentifiedImageError:
-            return "not an image Pillow can read (neither JPEG, PNG, BMP, GIF, WebP nor TIFF)"
+            return UNIDENTIFIED_WORDS
         except (OSError, ValueError, SyntaxError, EOFError) as error:
             return error_words(error)
     return None

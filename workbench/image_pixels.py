@@ -12,6 +12,10 @@ from typing import Any
 import numpy as np
 
 
+# Pillow's UnidentifiedImageError names the file it was given: a stream's repr ("<_io.BufferedReader name=3>").
+UNIDENTIFIED_WORDS = "not an image Pillow can read (neither JPEG, PNG, BMP, GIF, WebP nor TIFF)"
+
+
 def error_words(error: BaseException) -> str:
     """An exception as a reason in one line: its message's first line, or its type's name when it has none
     (Pillow's plug-ins raise OSError, ValueError, SyntaxError, struct.error: some with no message)."""

@@ -8,12 +8,15 @@ import csv
 import json
 from pathlib import Path
 
+import pytest
 from own_images import damaged_inside, make_folder
 
 from workbench.cli import main
 from workbench.config import RunConfig
 from workbench.controller.jobs import images_checked
+from workbench.engine.data import DataError
 from workbench.engine.events import StatusChanged
+from workbench.engine.folder_data import decode
 from workbench.history.store import HistoryStore
 from workbench.image_check import check_images, image_problem
 
@@ -97,6 +100,31 @@ def test_run_repeats_refuses_them_too_before_its_sequence_is_recorded(tmp_path, 
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("workbench run: 4 of ")
     assert all(str(path) in err for path in bad)
+
+
+@pytest.mark.parametrize("command", [["sweep", "--param", "lr", "--values", "0.1,0.01"], ["tune"], ["ceiling"]])
+def test_each_sequence_command_refuses_them_too_before_anything_runs(tmp_path, capsys, command):
+    """sweep, tune and ceiling never checked: a sweep recorded one failed run per member, each failure saying
+    "cannot identify image file <_io.BufferedReader name=6>"."""
+    root, bad = messy_folder(tmp_path / "pets")
+    home = tmp_path / "home"
+    code = main(["--home", str(home), *command, "--dataset", "folder", "--data-path", str(root), "--device", "cpu",
+                 "--max-steps", "8", "--batch-size", "4", "--num-workers", "0"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"workbench {command[0]}: 4 of "), err
+    assert all(str(path) in err for path in bad)
+    if any(home.glob("*.sqlite3")):
+        with HistoryStore.open(home) as store:
+            assert store.list_runs() == []
+
+
+def test_a_file_that_is_no_image_is_named_in_the_runs_words_not_as_a_stream(tmp_path):
+    path = tmp_path / "notes.jpg"
+    path.write_text("not an image\n")
+    with pytest.raises(DataError) as refused:
+        decode(str(path))
+    assert str(refused.value) == (f"cannot decode {path} as an image (not an image Pillow can read (neither JPEG, "
+                                  "PNG, BMP, GIF, WebP nor TIFF)): remove or replace the file")
 
 
 def test_skip_bad_images_trains_without_them_and_records_how_many(tmp_path, capsys):

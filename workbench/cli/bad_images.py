@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Iterable
 
 from workbench.cli.parsing import UsageError
 from workbench.config import RunConfig
@@ -27,3 +28,13 @@ def refuse_bad_images(config: RunConfig, prog: str) -> None:
         raise UsageError(f"{prog}: {error}") from None
     print(f"{prog}: skipping {len(check.bad):,} unreadable image{'s' if len(check.bad) != 1 else ''} "
           "(--skip-bad-images)", file=sys.stderr)
+
+
+def refuse_bad_images_of(configs: Iterable[RunConfig], prog: str) -> None:
+    """``refuse_bad_images`` for a sequence's members, once per folder (a sweep may vary data_path)."""
+    checked = set()
+    for config in configs:
+        folder = (config.dataset, config.data_path, config.seed, config.skip_bad_images)
+        if folder not in checked:
+            checked.add(folder)
+            refuse_bad_images(config, prog)

@@ -13,6 +13,7 @@ import json
 import sys
 from typing import Any
 
+from workbench.cli.bad_images import refuse_bad_images
 from workbench.cli.parsing import UsageError
 
 
@@ -56,6 +57,7 @@ def ceiling_command(args: argparse.Namespace) -> int:
     problems = config.validate(device) or data_problems(config)
     if problems:
         raise UsageError("workbench ceiling: " + "; ".join(problems))
+    refuse_bad_images(config, "workbench ceiling")
     budget = getattr(args, "budget", None)
     if budget is not None and budget <= 0:
         raise UsageError("workbench ceiling: --budget must be more than 0 seconds")

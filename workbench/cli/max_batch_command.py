@@ -60,7 +60,8 @@ def max_batch_command(args: argparse.Namespace) -> int:
     from workbench.experiments.max_batch import plan_problems, run_max_batch
 
     problems = plan_problems(plan, probe_device(plan.base.device))  # on a CPU: refused, with the reason
-    ended = drive_plan(args, PROG, problems, lambda stop, recording: run_max_batch(plan, stop, recording))
+    ended = drive_plan(args, PROG, problems, [plan.base],
+                       lambda stop, recording: run_max_batch(plan, stop, recording))
     result: MaxBatchResult = ended.result  # type: ignore[assignment]
     print(trials_table(result.trials))
     print(summary_text(ended, result))

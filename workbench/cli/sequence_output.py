@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 from workbench.cli.interrupts import take_stop_signals
 from workbench.cli.progress_line import ProgressLine
+from workbench.config import RunConfig
 from workbench.engine.events import (
     EpochStats, Event, ProfileSample, RunEnded, RunStarted, StatusChanged, StepStats,
 )
@@ -160,17 +161,20 @@ def options_from_args(args: argparse.Namespace, names: tuple[str, ...]) -> dict[
     return {name: getattr(args, name) for name in names if hasattr(args, name)}
 
 
-def drive_plan(args: argparse.Namespace, prog: str, problems: list[str],
+def drive_plan(args: argparse.Namespace, prog: str, problems: list[str], members: Iterable[RunConfig],
                sequence: Callable[[Callable[[], bool], HistoryRecording | NoRecording], Iterator[Any]]
                ) -> SequenceEnded:
-    """Every sequence command's course: a plan with problems is one line, exit 2, nothing recorded; else the
-    notes, then the sequence driven (Ctrl-C, SIGTERM) and recorded unless --no-history. A sequence refused
-    once it looked further (the data, say) is bad input too; what comes back has its result."""
+    """Every sequence command's course: a plan with problems, or an image folder of the ``members`` with unreadable
+    files, is one line, exit 2, nothing recorded (as for `workbench run`); else the notes, then the sequence driven
+    (Ctrl-C, SIGTERM) and recorded unless --no-history. A sequence refused once it looked further (the data, say)
+    is bad input too; what comes back has its result."""
+    from workbench.cli.bad_images import refuse_bad_images_of
     from workbench.cli.parsing import UsageError
     from workbench.cli.setting_flags import print_notes
 
     if problems:
         raise UsageError(f"{prog}: " + "; ".join(problems))
+    refuse_bad_images_of(members, prog)
     print_notes(args, prog)
     with recording_for(args) as recording:
         ended = drive(lambda stop: sequence(stop, recording))

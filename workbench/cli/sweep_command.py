@@ -76,7 +76,8 @@ def sweep_command(args: argparse.Namespace) -> int:
     from workbench.experiments.sweep import plan_problems, run_sweep
 
     problems = plan_problems(plan)  # every member, before anything starts or is recorded
-    ended = drive_plan(args, PROG, problems, lambda stop, recording: run_sweep(plan, stop, recording))
+    ended = drive_plan(args, PROG, problems, [member for _, member in plan.combinations()],
+                       lambda stop, recording: run_sweep(plan, stop, recording))
     members = ended.result.members
     print(sweep_table(plan.fields, members))
     if plan.repeats > 1:

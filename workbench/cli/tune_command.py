@@ -83,7 +83,7 @@ def tune_command(args: argparse.Namespace) -> int:
     from workbench.experiments.tune import plan_problems, run_tune
 
     problems = plan_problems(plan, probe_device(plan.base.device))
-    ended = drive_plan(args, PROG, problems, lambda stop, recording: run_tune(plan, stop, recording))
+    ended = drive_plan(args, PROG, problems, [plan.base], lambda stop, recording: run_tune(plan, stop, recording))
     result: TuneResult = ended.result  # type: ignore[assignment]
     print(trials_table(result.trials))
     print(summary_text(result))

@@ -12,6 +12,7 @@ import json
 import sys
 from typing import Any, Optional
 
+from workbench.cli.bad_images import refuse_bad_images
 from workbench.cli.parsing import UsageError, positive_int
 from workbench.cli.sequence_output import add_sequence_flags, drive, recording_for, refuse
 from workbench.engine.run_summary import Finding
@@ -97,6 +98,7 @@ def verify(args: argparse.Namespace) -> int:
         problems = plan_problems(plan, device)
         if problems:
             raise UsageError(f"{PROG}: " + "; ".join(problems))
+        refuse_bad_images(record.config, PROG)
         if record.config_dropped:
             print(f"{PROG}: run #{record.id} stored settings this version does not know "
                   f"({', '.join(record.config_dropped)}): the baseline uses their defaults", file=sys.stderr)

@@ -28,7 +28,7 @@ from workbench.engine.augment import PADDING
 from workbench.engine.data import DataError
 from workbench.folder_layout import FolderLayout, FolderSplit
 from workbench.formatting import format_bytes
-from workbench.image_pixels import error_words, upright_rgb
+from workbench.image_pixels import UNIDENTIFIED_WORDS, error_words, upright_rgb
 from workbench.regular_file import NotARegularFile, open_regular_file, read_regular_file
 
 EVAL_RESIZE_RATIO = 0.875  # resize the shorter side to image_size / 0.875, then centre-crop (ImageNet's habit)
@@ -67,7 +67,7 @@ def decode(path: str, size_hint: Optional[int] = None) -> torch.Tensor:
     Upright as its EXIF orientation says (as a photo viewer shows it); 16-bit grey scaled to 8 bits (Pillow's own
     conversion clips it: almost all white); refused past Pillow's MAX_IMAGE_PIXELS (89,478,485, about 9459²), as
     make-npz refuses it."""
-    from PIL import Image
+    from PIL import Image, UnidentifiedImageError
 
     with _opened(path) as stream:
         try:
@@ -81,6 +81,9 @@ def decode(path: str, size_hint: Optional[int] = None) -> torch.Tensor:
         except (Image.DecompressionBombError, Image.DecompressionBombWarning):
             raise DataError(f"{path} has more than {Image.MAX_IMAGE_PIXELS:,} pixels: too large to decode safely (as "
                             "make-npz refuses it); scale it down, or remove it from the folder") from None
+        except UnidentifiedImageError:
+            raise DataError(f"cannot decode {path} as an image ({UNIDENTIFIED_WORDS}): remove or replace the "
+                            "file") from None
         except Exception as error:  # OSError, SyntaxError, ...: and whatever else a plug-in of Pillow's raises
             raise DataError(f"cannot decode {path} as an image ({error_words(error)}): remove or replace the "
                             "file") from None
