@@ -90,7 +90,7 @@ def test_torch_saves_own_error_fails_the_run_in_words_and_keeps_its_figures(tmp_
         raise RuntimeError("unexpected pos 64 vs 0")
 
     monkeypatch.setattr(torch, "save", full_disk)
-    config = RunConfig(dataset="synthetic", synthetic_size=128, batch_size=32, max_steps=3, num_workers=0,
+    config = RunConfig(dataset="synthetic", synthetic_size=128, batch_size=32, max_steps=3, log_every=1, num_workers=0,
                        device="cpu", save_model=str(tmp_path / "model.pt"))
     ended = list(run(config, lambda: False))[-1]
     assert ended.status == "failed" and ended.reason == (
