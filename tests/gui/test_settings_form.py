@@ -6,7 +6,7 @@ import pytest
 from builders import CPU, GPU, OLD_GPU
 from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLineEdit, QSpinBox, QWidget
 
-from workbench.config import FIELD_NAMES, RunConfig
+from workbench.config import FIELD_NAMES, RANGES, RunConfig
 from workbench.gui.settings_form import SettingsForm
 
 # Every field away from its default, each value valid.
@@ -45,6 +45,28 @@ def test_changed_config_moves_every_field_from_its_default():
 def test_config_to_form_to_config(form, config):
     form.set_config(config)
     assert form.config() == config
+
+
+@pytest.mark.parametrize("awkward", [1 / 3, 1e-11, 0.00012345678901])
+def test_every_float_setting_comes_back_from_the_form_exactly(form, awkward):
+    """Load settings rounded each float to 10 decimals: weight_decay 1e-11 came back 0 (weight decay off), lr 1/30
+    came back 0.0333333333, and the status still said "Settings loaded"."""
+    floats = [f.name for f in fields(RunConfig) if isinstance(form.editor(f.name), QDoubleSpinBox)]
+    assert {"lr", "weight_decay", "label_smoothing", "max_grad_norm"} <= set(floats)
+    for name in floats:
+        low, high = RANGES[name]
+        config = RunConfig().replace(**{name: min(max(awkward, low), high)})
+        form.set_config(config)
+        assert getattr(form.config(), name) == getattr(config, name), name
+
+
+def test_an_arrow_step_lands_on_a_short_number(form):
+    lr = form.editor("lr")
+    lr.setValue(0.05)
+    lr.stepBy(1)
+    assert form.config().lr == 0.051 and lr.text() == "0.051"
+    lr.stepBy(-1)
+    assert form.config().lr == 0.05
 
 
 def test_form_edits_make_the_config(form, qtbot):

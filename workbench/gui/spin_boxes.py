@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Optional, Union
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QSignalBlocker, Signal
 from PySide6.QtGui import QValidator
 from PySide6.QtWidgets import QAbstractSpinBox, QDoubleSpinBox, QSpinBox, QWidget
 
@@ -130,8 +130,19 @@ class FloatSpinBox(_RangeNotices, QDoubleSpinBox):
     def __init__(self, label: str = "Value", parent: Optional[QWidget] = None):
         super().__init__(parent)
         self._init_notices(label)
-        self.setDecimals(10)  # the value's precision; the text is formatted by textFromValue
+        # Qt rounds every value to this many decimals: at 10, a weight decay of 1e-11 came back 0 and 1/30 came back
+        # 0.0333333333. 323, Qt's largest, keeps every double a setting holds; the text is formatted by textFromValue.
+        self.setDecimals(323)
         self.setStepType(QDoubleSpinBox.StepType.AdaptiveDecimalStepType)
+
+    def stepBy(self, steps: int) -> None:
+        """An arrow's step lands on the number its digits say: 0.05 + 0.001 is 0.051, not 0.051000000000000004."""
+        before = self.value()
+        with QSignalBlocker(self):
+            super().stepBy(steps)
+            stepped = self.value()
+            self.setValue(before)
+        self.setValue(float(f"{stepped:.15g}"))
 
     def textFromValue(self, value: float) -> str:
         return f"{value:.6g}"
