@@ -247,6 +247,24 @@ def test_a_ceiling_the_home_could_not_keep_is_shown_with_why_later_runs_will_not
     assert "now show" not in view.ceiling
 
 
+def test_a_stopped_ceiling_probe_reads_stopped_not_failed():
+    """Stop during the probe showed "Ceiling not measured: RuntimeError: the ceiling probe was stopped before it
+    timed a step" on a red "failed" bar: the user's own stop read as a fault."""
+    from workbench.engine.ceiling_cache import ProbeStopped
+
+    def measure(config, stop):
+        assert stop()  # asked by the probe before its next step
+        raise ProbeStopped("stopped while warming up (2 of 5 warm-up steps done)")
+
+    controller, view, runner, _ = make_controller(FakeRun(steps=3), measure_ceiling=measure)
+    controller.measure_ceiling()
+    controller.stop()
+    runner.finish()
+    assert view.ceiling == "Ceiling not measured: Stopped (stopped while warming up (2 of 5 warm-up steps done))."
+    assert view.status == view.ceiling and "Error" not in view.ceiling
+    assert view.progress.status == "stopped" and view.progress.text == "Ceiling stopped"
+
+
 @pytest.mark.parametrize("failure", ["raise", "silent"])
 def test_a_sequence_whose_generator_breaks_still_ends_with_a_failed_sequence_and_run(failure):
     def events(controls):

@@ -7,14 +7,15 @@ import typing
 
 import pytest
 
-from workbench.controller.jobs import CeilingFailed, CeilingMeasured
+from workbench.controller.jobs import CeilingFailed, CeilingMeasured, CeilingStopped
 from workbench.controller.reports import RunReports
 from workbench.engine.events import StepStats
 from workbench.experiments.events import AnyEvent, RecordingFailed, RunRecorded
 
 # What a job yields (engine and sequence events), what recording adds, and the ceiling probe's outcome; steps
 # arrive batched through on_steps instead.
-REPORTED = {*typing.get_args(AnyEvent), RunRecorded, RecordingFailed, CeilingMeasured, CeilingFailed} - {StepStats}
+REPORTED = {*typing.get_args(AnyEvent), RunRecorded, RecordingFailed, CeilingMeasured, CeilingFailed,
+            CeilingStopped} - {StepStats}
 
 
 def handler_for(event_type: type):

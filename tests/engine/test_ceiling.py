@@ -1,6 +1,8 @@
 """The compute ceiling on a CPU: measured, cached per settings, and a run's efficiency against it."""
 
+import dataclasses
 import json
+import re
 
 import pytest
 import torch
@@ -8,8 +10,8 @@ from engine_helpers import run_to_end, tiny_config
 
 from workbench.cli import main
 from workbench.engine import probe_device
-from workbench.engine.ceiling import measure_ceiling
-from workbench.engine.ceiling_cache import Ceiling, cache_path, cached_ceiling, ceiling_key, store_ceiling
+from workbench.engine.ceiling import WARMUP_STEPS, measure_ceiling
+from workbench.engine.ceiling_cache import Ceiling, ProbeStopped, cache_path, cached_ceiling, ceiling_key, store_ceiling
 from workbench.engine.failures import ModelError
 
 CPU_FLAGS = ["--device", "cpu", "--batch-size", "8", "--budget", "1"]
@@ -47,6 +49,43 @@ def test_the_probe_clips_gradients_as_the_run_does(monkeypatch):
     clipped.clear()
     measure_ceiling(tiny_config(batch_size=8), probe_device("cpu"), budget_seconds=0.2)
     assert clipped == []
+
+
+@pytest.mark.parametrize("asked_before_stop, words", [
+    (0, "stopped before the model was built"),
+    (1, "stopped while warming up (0 of 5 warm-up steps done)"),
+    (3, "stopped while warming up (2 of 5 warm-up steps done)"),
+    (1 + WARMUP_STEPS + 3, "stopped while timing"),
+])
+def test_a_stop_ends_the_probe_at_the_next_step_and_gives_no_figure(monkeypatch, asked_before_stop, words):
+    """The warm-up never asked stop(): a resnet18 probe on a CPU ran its five warm-up steps, many seconds, after
+    Stop (or the window closing); a stop while timing gave a rough figure the cache kept as the model's ceiling."""
+    from workbench.engine import train_step
+
+    steps = []
+    build = train_step.build_training
+
+    def counting_build(*args, **kwargs):
+        training = build(*args, **kwargs)
+
+        def counted(images, labels):
+            steps.append(len(asked))  # how many times stop() had been asked when this step ran
+            return training.step(images, labels)
+
+        return dataclasses.replace(training, step=counted)
+
+    monkeypatch.setattr(train_step, "build_training", counting_build)
+    asked = []
+
+    def stop():
+        asked.append(True)
+        return len(asked) > asked_before_stop
+
+    with pytest.raises(ProbeStopped, match=re.escape(words)):
+        measure_ceiling(tiny_config(batch_size=8), probe_device("cpu"), budget_seconds=30.0, stop=stop)
+    assert all(asks <= asked_before_stop for asks in steps)  # not one step after the stop
+    if asked_before_stop <= WARMUP_STEPS:
+        assert len(steps) == max(0, asked_before_stop - 1)
 
 
 def test_a_run_reports_its_efficiency_once_a_ceiling_is_known():

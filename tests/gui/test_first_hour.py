@@ -239,13 +239,17 @@ def test_gui_settings_are_kept_in_the_workbench_home(qtbot, make_window, tmp_pat
 # -- issue 22: the second first hour ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("outcome", ["measured", "failed"])
+@pytest.mark.parametrize("outcome", ["measured", "failed", "stopped"])
 def test_the_progress_bar_ends_with_the_ceiling_probe(qtbot, make_window, outcome):
-    """Issue 22: after Measure ceiling the bar stayed busy (range 0..0) while Start was enabled again."""
+    """Issue 22: after Measure ceiling the bar stayed busy (range 0..0) while Start was enabled again. A stopped probe
+    ends the bar as a stopped run does, not red: "failed" read as a fault for the user's own Stop."""
+    from workbench.engine.ceiling_cache import ProbeStopped
 
     def measure(config, stop):
         if outcome == "failed":
-            raise RuntimeError("the ceiling probe was stopped before it timed a step")
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        if outcome == "stopped":
+            raise ProbeStopped("stopped while warming up (0 of 5 warm-up steps done)")
         return SimpleNamespace(images_per_sec=1234.0, steady=True)
 
     window = make_window(measure_ceiling=measure)
@@ -260,8 +264,10 @@ def test_the_progress_bar_ends_with_the_ceiling_probe(qtbot, make_window, outcom
     assert bar.maximum() > 0, "the bar is still busy"
     if outcome == "measured":
         assert (bar.value(), bar.format(), bar.property("status")) == (1, "Ceiling measured", "finished")
-    else:
+    elif outcome == "failed":
         assert (bar.value(), bar.format(), bar.property("status")) == (0, "Ceiling not measured", "failed")
+    else:
+        assert (bar.value(), bar.format(), bar.property("status")) == (0, "Ceiling stopped", "stopped")
 
 
 def test_an_image_folder_in_the_data_field_is_pointed_to_make_npz(qtbot, make_window, tmp_path):

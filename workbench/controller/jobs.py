@@ -18,6 +18,7 @@ from typing import Any, Callable, Generator, Iterator, Optional, Union
 from workbench.config import RunConfig
 from workbench.controller.driving import Job, JobKind
 from workbench.device_info import Probe
+from workbench.engine.ceiling_cache import ProbeStopped
 from workbench.engine.events import RunEnded, StatusChanged
 from workbench.engine.requests import JobRequests, RunFunction
 from workbench.engine.run_summary import RunSummary
@@ -53,6 +54,14 @@ class CeilingMeasured:
 class CeilingFailed:
     config: RunConfig
     reason: str
+
+
+@dataclass(frozen=True)
+class CeilingStopped:
+    """The user stopped the probe (Stop, or closing the window): no ceiling, and nothing failed."""
+
+    config: RunConfig
+    reason: str  # how far it got: "stopped while warming up (2 of 5 warm-up steps done)"
 
 
 def no_recording() -> RecorderFactory:
@@ -141,7 +150,10 @@ def ceiling_job(config: RunConfig, measure: MeasureCeiling) -> Job:
         # No StatusChanged: that is a run's event, and the probe is no run (the controller says what it does).
         try:
             ceiling = measure(config, controls)
-        except Exception as error:  # out of memory, stopped before a timed step, bad data: said in words
+        except ProbeStopped as stopped:
+            yield CeilingStopped(config, str(stopped))
+            return
+        except Exception as error:  # out of memory, bad data: said in words
             yield CeilingFailed(config, f"{type(error).__name__}: {error}")
             return
         yield CeilingMeasured(config, ceiling.images_per_sec, ceiling.steady, getattr(ceiling, "not_kept", ""))

@@ -14,7 +14,7 @@ from typing import Callable, Hashable, Optional, Sequence
 
 from workbench.config import RunConfig
 from workbench.controller import messages
-from workbench.controller.jobs import CeilingFailed, CeilingMeasured
+from workbench.controller.jobs import CeilingFailed, CeilingMeasured, CeilingStopped
 from workbench.controller.shown_findings import FindingsOf, ShownFindings
 from workbench.controller.view import Progress, WindowView
 from workbench.engine.events import EpochStats, ProfileSample, RunEnded, RunStarted, StatusChanged, StepStats
@@ -185,6 +185,13 @@ class RunReports:
         self.view.show_ceiling(f"Ceiling not measured: {event.reason}")
         self.view.show_status(f"Ceiling not measured: {event.reason}")
         self.show_progress(Progress(1, 0, "Ceiling not measured", "failed"))
+
+    @on_event.register
+    def _(self, event: CeilingStopped) -> None:  # read as a stopped run reads: "Stopped (why)", the bar "stopped"
+        text = f"Ceiling not measured: Stopped ({event.reason})."
+        self.view.show_ceiling(text)
+        self.view.show_status(text)
+        self.show_progress(Progress(1, 0, "Ceiling stopped", "stopped"))
 
     def _recording_failed(self, event: RecordingFailed) -> None:
         if self.run is not None and event.run_id is not None:

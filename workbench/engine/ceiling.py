@@ -22,7 +22,7 @@ import torch
 
 from workbench.config import RunConfig
 from workbench.device_info import DeviceInfo
-from workbench.engine.ceiling_cache import Ceiling, ceiling_key, num_classes_of, steady_chunks
+from workbench.engine.ceiling_cache import Ceiling, ProbeStopped, ceiling_key, num_classes_of, steady_chunks
 from workbench.engine.garbage import collect_garbage
 from workbench.engine.requests import never
 
@@ -40,7 +40,10 @@ def measure_ceiling(
     stop: Callable[[], bool] = never,
     progress: Optional[Callable[[str], None]] = None,
 ) -> Ceiling:
-    """Measure (never read the cache): the model's images/sec on on-device batches, for these settings."""
+    """Measure (never read the cache): the model's images/sec on on-device batches, for these settings.
+
+    ``stop()`` is asked before every step and every timed chunk: once it is true the probe raises ``ProbeStopped``
+    (a stopped probe gives no figure, not even a rough one: it was never steady, and the cache must not keep it)."""
     from workbench.engine.device import resolve
     from workbench.engine.train_step import build_training
 
@@ -53,6 +56,8 @@ def measure_ceiling(
     say = progress or (lambda message: None)
     target = resolve(device)
     cuda = target.type == "cuda"
+    if stop():
+        raise ProbeStopped("stopped before the model was built")
     torch.manual_seed(config.seed)
     step = build_training(config, num_classes, target).step  # the run's own model and step, clipping included
     memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
@@ -66,12 +71,18 @@ def measure_ceiling(
     try:
         say(f"warming up {config.model} (batch {config.batch_size}, {config.precision}) on {device.name}…")
         began = time.perf_counter()
-        for _ in range(WARMUP_STEPS):
+        for warmed in range(WARMUP_STEPS):  # a step may take seconds (the first compiles): a stop is asked each time
+            if stop():
+                raise ProbeStopped(f"stopped while warming up ({warmed} of {WARMUP_STEPS} warm-up steps done)")
             step(images, labels)
         synchronize()
         budget_end = time.perf_counter() + max(0.0, budget_seconds - (time.perf_counter() - began) / 2)
-        chunk, chunks, settled = 1, [], None
-        while not stop():
+        chunk, settled = 1, None
+        chunks: list[tuple[int, float]] = []  # (images, seconds) of each timed chunk
+        while True:
+            if stop():
+                raise ProbeStopped(f"stopped while timing ({len(chunks)} chunk{'s' if len(chunks) != 1 else ''} "
+                                   "timed, not yet steady)")
             start = time.perf_counter()
             for _ in range(chunk):
                 step(images, labels)
@@ -85,8 +96,6 @@ def measure_ceiling(
             settled = steady_chunks(chunks)
             if settled is not None or time.perf_counter() >= budget_end:
                 break
-        if not chunks:
-            raise RuntimeError("the ceiling probe was stopped before it timed a step")
         # Steady: the agreeing chunks' images ÷ their seconds. Not steady: the median chunk, a rough figure.
         timed = settled or chunks
         value = (sum(images for images, _ in settled) / sum(seconds for _, seconds in settled) if settled

@@ -47,6 +47,10 @@ class CeilingNotKept(Exception):
     """The ceiling was measured but could not be written to the cache; the message says where and why."""
 
 
+class ProbeStopped(Exception):
+    """The user stopped the ceiling probe: no ceiling, and nothing went wrong; the message says how far it got."""
+
+
 def num_classes_of(config: RunConfig) -> Optional[int]:
     """Classes the model is built for, where the settings alone say (None: the data must be read)."""
     if config.dataset == "cifar100":
