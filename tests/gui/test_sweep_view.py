@@ -100,6 +100,48 @@ def test_a_refused_sweep_says_nothing_ran(view):
     assert view.status.text() == "Nothing ran: fp16 needs a CUDA GPU"
 
 
+def bars(view):
+    return [item for plot in view.plots.values() for item in plot.items() if type(item).__name__ == "BarGraphItem"]
+
+
+def refused(kind, problem):
+    return SequenceEnded(kind=kind, sequence_id=None, status="failed", result=None, reason=problem, problems=(problem,))
+
+
+def test_a_sweep_refused_after_another_ran_shows_nothing_of_the_one_before(view):
+    """A refused sweep's "Nothing ran: …" appeared under the last sweep's title, bars and table: it read as if
+    that sweep had failed."""
+    feed(view, [SequenceStarted(kind="sweep", sequence_id=7, name="sweep num_workers", base=BASE, planned_members=1,
+                                fields=("num_workers",)),
+                *member_events(0, 0, 400.0),
+                SequenceEnded(kind="sweep", sequence_id=7, status="finished", result=SweepResult(members=()))])
+    assert view.table.rowCount() == 1 and bars(view)
+    feed(view, [refused("sweep", "fp16 needs a CUDA GPU")])
+    assert view.title.text() == "Sweep: nothing ran"
+    assert view.table.rowCount() == 0 and not bars(view) and view.bar_heights("images_per_sec") == []
+    assert view.status.text() == "Nothing ran: fp16 needs a CUDA GPU"
+
+
+def test_the_experiments_tab_shows_a_refused_sequence_in_the_view_of_its_kind(qtbot):
+    from workbench.experiments.events import TrialResult
+    from workbench.gui.experiments_tab import ExperimentsTab
+
+    tab = ExperimentsTab()
+    qtbot.addWidget(tab)
+    tab.handle(SequenceStarted(kind="tune", sequence_id=2, name="find faster settings", base=BASE))
+    tab.handle(TrialResult(trial=1, knob="num_workers", changes={"num_workers": 2}, images_per_sec=900.0,
+                           measurements=(900.0,), run_ids=(5,), outcome="kept", best_images_per_sec=900.0))
+    tab.handle(SequenceEnded(kind="tune", sequence_id=2, status="finished", result=None))
+    assert tab.tune_view.table.rowCount() == 1
+    tab.handle(refused("sweep", "fp16 needs a CUDA GPU"))
+    assert tab.views.currentWidget() is tab.sweep_view and tab.sweep_view.title.text() == "Sweep: nothing ran"
+    tab.handle(refused("tune", "max_steps 2 is too few to time a trial"))
+    assert tab.views.currentWidget() is tab.tune_view
+    assert tab.tune_view.title.text() == "Search for faster settings: nothing ran"
+    assert tab.tune_view.table.rowCount() == 0 and not tab.tune_view.apply_button.isEnabled()
+    assert "max_steps 2 is too few to time a trial" in tab.tune_view.best_label.text()
+
+
 def test_a_real_sweep_on_the_cpu_fills_chart_and_table(view, qtbot):
     """The whole path a GUI will take: run_sweep's events, as the training thread will yield them."""
     plan = SweepPlan(BASE.replace(max_steps=4), (SweepAxis("batch_size", (16, 32)),))

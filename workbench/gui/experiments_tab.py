@@ -9,7 +9,7 @@ from typing import Any, Optional
 from PySide6.QtWidgets import QGridLayout, QLabel, QPushButton, QStackedWidget, QVBoxLayout, QWidget
 
 from workbench.controller.controls import Action
-from workbench.experiments.events import SequenceStarted
+from workbench.experiments.events import SequenceEnded, SequenceStarted
 from workbench.gui.run_bar import MUTED_TEXT, apply_action
 from workbench.gui.sweep_view import SweepView
 from workbench.gui.tune_view import TuneView
@@ -56,6 +56,7 @@ class ExperimentsTab(QWidget):
 
     def handle(self, event: Any) -> None:
         """A sequence's events, in order (its members' step windows included)."""
-        if isinstance(event, SequenceStarted):
+        # A sequence refused before it started sends only its end: shown in the view of its kind all the same.
+        if isinstance(event, (SequenceStarted, SequenceEnded)):
             self.views.setCurrentWidget(self.tune_view if event.kind == "tune" else self.sweep_view)
         self.views.currentWidget().handle(event)

@@ -40,6 +40,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.controller.messages import SEQUENCE_NAMES
 from workbench.engine.events import Event, StepStats
 from workbench.engine.run_summary import IMAGES_PER_SEC_MEANS
 from workbench.engine.spread import median_of_known
@@ -135,6 +136,7 @@ class SweepView(QWidget):
         self._ended: Optional[SequenceEnded] = None
         self._name = ""
         self._kind = ""
+        self._started = False  # a SequenceStarted came, and its SequenceEnded not yet
 
         self.title = QLabel("No sweep yet")
         self.title.setObjectName("sweepTitle")
@@ -245,17 +247,24 @@ class SweepView(QWidget):
 
     @handle.register(SequenceEnded)
     def _(self, event: SequenceEnded) -> None:
+        if not self._started:  # refused before it started: the last sequence's title, bars and table go
+            self._clear(event.kind, f"{SEQUENCE_NAMES.get(event.kind, event.kind)}: nothing ran")
+        self._started = False
         self._ended = event
         if event.problems:
             self.status.setText("Nothing ran: " + "; ".join(event.problems))
         self._schedule()
 
     def _begin(self, event: SequenceStarted) -> None:
-        self._members, self._values, self._ended = [], [], None
-        self._fields, self._planned, self._name = event.fields, event.planned_members, event.name
-        self._kind = event.kind
         where = f" (sequence {event.sequence_id})" if event.sequence_id is not None else ""
-        self.title.setText(event.name + where)
+        self._clear(event.kind, event.name + where, event.fields, event.planned_members, event.name)
+        self._started = True
+
+    def _clear(self, kind: str, title: str, fields: tuple[str, ...] = (), planned: Optional[int] = None,
+               name: str = "") -> None:
+        self._members, self._values, self._ended = [], [], None
+        self._fields, self._planned, self._name, self._kind = fields, planned, name, kind
+        self.title.setText(title)
         headers = [*self._fields, *COLUMNS_AFTER_VALUES] if self._fields else ["Member", *COLUMNS_AFTER_VALUES]
         self.table.clear()
         self.table.setRowCount(0)

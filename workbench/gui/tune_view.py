@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.controller.messages import sequence_ended_text
+from workbench.controller.messages import SEQUENCE_NAMES, sequence_ended_text
 from workbench.engine.events import Event
 from workbench.experiments.events import (
     BestSoFar,
@@ -45,6 +45,7 @@ class TuneView(QWidget):
     def __init__(self, parent: Optional[QWidget] = None):
         super().__init__(parent)
         self.setObjectName("tuneView")
+        self._started = False  # a SequenceStarted came, and its SequenceEnded not yet
         self.title = QLabel("No search yet")
         self.title.setObjectName("tuneTitle")
         font = self.title.font()
@@ -92,6 +93,7 @@ class TuneView(QWidget):
         self.table.setRowCount(0)
         self.best_label.setText("Measuring the start settings against the first change…")
         self.apply_button.setEnabled(False)
+        self._started = True
 
     @handle.register(TrialResult)
     def _(self, event: TrialResult) -> None:
@@ -105,6 +107,10 @@ class TuneView(QWidget):
 
     @handle.register(SequenceEnded)
     def _(self, event: SequenceEnded) -> None:
+        if not self._started:  # refused before it started: the last search's title and trials go
+            self.title.setText(f"{SEQUENCE_NAMES.get(event.kind, event.kind)}: nothing ran")
+            self.table.setRowCount(0)
+        self._started = False
         self.best_label.setText(sequence_ended_text(event))  # the words the status line says
         changes = getattr(event.result, "best_changes", None)
         self.apply_button.setEnabled(bool(changes) and not event.problems)
