@@ -331,6 +331,33 @@ def test_a_multi_process_run_draws_one_memory_line_per_gpu(panel):
     assert "one per GPU" not in panel.memory.caption.text()
 
 
+def marked(curve) -> bool:
+    return curve.opts["symbol"] is not None
+
+
+def test_a_curve_of_one_point_is_marked_and_one_of_many_is_a_plain_line(panel):
+    """A run that logged once (max_steps=4, log_every=4), or a short run from the history, was on no plot: a line
+    through one point draws nothing."""
+    panel.set_memory_context(80 * 2**30)
+    panel.begin_run("#1")
+    panel.add_steps(rank_steps(1, (2.0, 5.0)))
+    panel.add_overlay("#0 short", {"step": np.array([4.0]), "loss": np.array([2.0]),
+                                   "images_per_sec": np.array([900.0]), "torch_reserved": np.array([2.0**30])})
+    panel.redraw()
+    run = [panel.raw_loss_curve, panel.throughput_curve, panel.data_wait_curve, panel.memory.curves["torch_reserved"],
+           *panel.memory.rank_lines._curves.values()]
+    assert all(points(curve) == 1 and marked(curve) for curve in run)
+    overlay = [curve for _, curve in panel._overlays["#0 short"].items]
+    assert len(overlay) == 3 and all(points(curve) == 1 and marked(curve) for curve in overlay)
+    assert panel.raw_loss_curve.opts["symbolBrush"].color().name() == panel.raw_loss_curve.opts["pen"].color().name()
+
+    panel.add_steps(rank_steps(3, (2.0, 5.0))[1:])  # more points: the plain line again
+    panel.add_overlay("#9 long", series(5, images_per_sec=np.full(5, 800.0)))
+    panel.redraw()
+    assert all(points(curve) > 1 and not marked(curve) for curve in run)
+    assert not any(marked(curve) for _, curve in panel._overlays["#9 long"].items)
+
+
 def test_a_one_process_run_has_no_rank_lines(panel):
     panel.begin_run("#1")
     panel.add_steps(steps(3))

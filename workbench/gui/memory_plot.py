@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QLabel
 from workbench.engine.events import MemoryRelease, StepStats
 from workbench.formatting import format_bytes
 from workbench.gui import memory_figures
+from workbench.gui.curves import draw_points
 from workbench.gui.rank_memory import RankMemoryLines
 from workbench.gui.run_bar import MUTED_TEXT
 from workbench.gui.series import GIB, X_AXES, SeriesBuffer, finite_xy, has_data
@@ -128,11 +129,8 @@ class MemoryPlot:
         x = buffer.column(x_key)
         shown = {figure.key for figure in self.figures(buffer)}
         for key, curve in self.curves.items():
-            points_x, points_y = finite_xy(x, buffer.column(key) / GIB) if key in shown else ((), ())
-            if len(points_x):
-                curve.setData(points_x, points_y)
-            else:
-                curve.clear()
+            values = buffer.column(key) / GIB if key in shown else np.full(len(x), np.nan)  # not shown: no points
+            draw_points(curve, *finite_xy(x, values))
         self.rank_lines.redraw(x_key, self.mode(buffer), colour)
         self.fit_range(buffer)
 

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.engine.events import EpochStats, MemoryRelease, StepStats
+from workbench.gui.curves import draw_points
 from workbench.gui.memory_plot import LINE_STYLES, MEMORY_KEYS, MemoryPlot, pen
 from workbench.gui.run_legend import OVERLAY_ALPHA, RUN_COLOURS, ColourBook, LegendEntry, RunLegend
 from workbench.gui.series import (
@@ -329,8 +330,8 @@ class PlotsPanel(QWidget):
             x, y = finite_xy(x_values, values)
             if len(x) == 0:
                 return
-            curve = pg.PlotDataItem(x, y, pen=pen(overlay.colour, width=OVERLAY_WIDTH, alpha=OVERLAY_ALPHA,
-                                                   style=style))
+            curve = pg.PlotDataItem(pen=pen(overlay.colour, width=OVERLAY_WIDTH, alpha=OVERLAY_ALPHA, style=style))
+            draw_points(curve, x, y)
             curve.setZValue(-10)  # under the current run
             plot.addItem(curve)
             overlay.items.append((plot, curve))
@@ -479,9 +480,5 @@ class PlotsPanel(QWidget):
 
     @staticmethod
     def _set(curve: pg.PlotDataItem, x: np.ndarray, y: np.ndarray) -> None:
-        x, y = finite_xy(x, y)
-        if len(x):
-            curve.setData(x, y)
-        else:
-            curve.clear()
+        draw_points(curve, *finite_xy(x, y))
 

@@ -15,6 +15,7 @@ import pyqtgraph as pg
 from PySide6.QtGui import QColor
 
 from workbench.engine.events import StepStats
+from workbench.gui.curves import draw_points
 from workbench.gui.series import GIB, X_AXES, SeriesBuffer, finite_xy
 
 X_KEYS = tuple(X_AXES)
@@ -63,12 +64,11 @@ class RankMemoryLines:
         for position, rank in enumerate(self.ranks):
             x, y = finite_xy(self._buffers[rank].column(x_key), self._buffers[rank].column(key) / GIB)
             curve, label = self._items(rank, _shade(colour, position, count), mode)
+            draw_points(curve, x, y)
             if len(x):
-                curve.setData(x, y)
                 label.setPos(float(x[-1]), float(y[-1]))
                 label.setVisible(True)
             else:
-                curve.clear()
                 label.setVisible(False)
 
     def _items(self, rank: int, colour: QColor, mode: str) -> tuple[pg.PlotDataItem, pg.TextItem]:
