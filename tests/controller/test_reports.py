@@ -6,6 +6,7 @@ from __future__ import annotations
 import typing
 
 import pytest
+from builders import make_controller
 
 from workbench.controller.jobs import CeilingFailed, CeilingMeasured, CeilingStopped
 from workbench.controller.reports import RunReports
@@ -35,3 +36,29 @@ def test_an_event_type_without_a_handler_fails_loudly():
 
     with pytest.raises(TypeError, match="no handler for SomethingNew events"):
         RunReports(view=None, findings=None, controls_changed=lambda: None).on_event(SomethingNew())  # type: ignore[arg-type]
+
+
+def log_window(step: int, elapsed_seconds: float, window_seconds: float) -> StepStats:
+    return StepStats(step=step, total_steps=100, epoch=1, epochs=1, samples_seen=32 * step, loss=1.0, lr=0.1,
+                     images_per_sec=1000.0, data_wait_seconds=0.0, device_span_seconds=0.0,
+                     window_seconds=window_seconds, elapsed_seconds=elapsed_seconds)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_the_eta_takes_the_latest_windows_pace_once_the_first_window_is_past(batched):
+    """At step 5 the bar said "ETA 3:44" with 52 s to go: the mean since the start charged the loader's start and
+    the warm-up (the first window) to every step left."""
+    controller, view, _, _ = make_controller()
+    first = log_window(5, elapsed_seconds=10.0, window_seconds=10.0)  # 8 s of start-up and warm-up in it
+    second = log_window(10, elapsed_seconds=11.0, window_seconds=1.0)  # 5 steps a second from here on
+    controller.reports.on_steps([first])
+    assert "ETA 3:10" in view.progress.text  # only the first window: the mean since the start, 2 s a step
+    if batched:  # both windows in one delivery
+        controller.reports.begin_job("run", view.config)
+        controller.reports.on_steps([first, second])
+    else:
+        controller.reports.on_steps([second])
+    assert "ETA 0:18" in view.progress.text  # 90 steps left at 0.2 s each (the mean since the start: 1:39)
+    controller.reports.begin_job("run", view.config)  # the next run starts from no window again
+    controller.reports.on_steps([second])
+    assert "ETA 1:39" in view.progress.text

@@ -45,6 +45,7 @@ class _Run:
     started: Optional[RunStarted] = None
     skipped_steps: int = 0
     sample_pending: bool = False
+    last_window: Optional[StepStats] = None  # the latest log window shown: the next one's ETA takes its pace after it
 
 
 class RunReports:
@@ -92,10 +93,12 @@ class RunReports:
         if self.sequence is not None:
             self.view.draw_sequence_event(steps[-1])
         last = steps[-1]
+        previous = steps[-2] if len(steps) > 1 else run.last_window
+        run.last_window = last
         ceiling = run.started.ceiling_images_per_sec if run.started is not None else None
         self.show_progress(Progress(max(1, last.total_steps), last.step,
-                                         self._prefix() + messages.progress_text(last, ceiling, run.skipped_steps),
-                                         "running"))
+                                    self._prefix() + messages.progress_text(last, ceiling, run.skipped_steps, previous),
+                                    "running"))
 
     @functools.singledispatchmethod
     def on_event(self, event: object) -> None:
