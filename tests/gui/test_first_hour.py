@@ -50,7 +50,8 @@ def test_a_run_is_named_once_and_the_same_in_the_plots_the_runs_tab_and_the_csv(
 
         view = window.findChild(RunsView)
         view.refresh()
-        view.select_runs([first.id, second.id])  # selecting this window's runs draws nothing twice
+        with qtbot.waitSignal(view.overlayRequested, timeout=10_000):  # the curves are read off the GUI thread
+            view.select_runs([first.id, second.id])  # selecting this window's runs draws nothing twice
         window.plots.redraw()
         assert window.plots.legend_labels() == [first.label, second.label]
         assert window.plots.overlay_keys() == [first.id]

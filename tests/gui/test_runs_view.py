@@ -12,14 +12,15 @@ import sys
 import numpy as np
 import pytest
 from builders import GPU, fill_history, record_complete_run, started, step, summary, trace_record
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QCoreApplication, Qt
 
 from workbench.cli import main
 from workbench.config import RunConfig
 from workbench.engine.events import MemorySnapshot, RunEnded
 from workbench.gui.comparison_view import DIFFERENCE_BACKGROUND
 from workbench.gui.runs_table import COLUMN_TITLES
-from workbench.gui.runs_view import OVERLAY_KEYS, RunsView
+from workbench.gui.runs_exports import OVERLAY_KEYS
+from workbench.gui.runs_view import RunsView
 from workbench.history import reads
 from workbench.history import store as store_module
 from workbench.history.store import HistoryStore
@@ -39,6 +40,8 @@ def store(home):
 
 @pytest.fixture
 def make_view(store, qtbot):
+    from workbench.gui.background import wait_for_background_calls
+
     def make(auto_refresh_ms: int = 0) -> RunsView:
         view = RunsView(store, auto_refresh_ms=auto_refresh_ms)
         qtbot.addWidget(view)  # closed and deleted after the test
@@ -46,7 +49,14 @@ def make_view(store, qtbot):
         view.show()
         return view
 
-    return make
+    yield make
+    wait_for_background_calls(10_000)  # an export or a read of curves still under way
+
+
+def export(view, qtbot, button) -> None:
+    """Click an export button and wait for the export, written off the GUI thread, to end."""
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(button.isEnabled, timeout=10_000)
 
 
 def record_gpu_run(store, config: RunConfig, images_per_sec=None, name=None, **summary_changes) -> int:
@@ -238,12 +248,12 @@ def test_gui_export_is_byte_identical_to_the_cli_export(make_view, store, home, 
     export_button = view.findChild(type(view.export_csv_button), "exportCsvButton")
 
     view.select_runs([third, first])
-    qtbot.mouseClick(export_button, Qt.MouseButton.LeftButton)
+    export(view, qtbot, export_button)
     assert view.status_label.text() == f"Wrote 2 runs to {tmp_path / 'gui-selected.csv'}"
     view.select_runs([])
-    qtbot.mouseClick(export_button, Qt.MouseButton.LeftButton)  # nothing selected: every run
+    export(view, qtbot, export_button)  # nothing selected: every run
     view.select_runs([first, third])
-    qtbot.mouseClick(view.findChild(type(view.export_steps_button), "exportStepsButton"), Qt.MouseButton.LeftButton)
+    export(view, qtbot, view.findChild(type(view.export_steps_button), "exportStepsButton"))
 
     cli = ["--home", str(home), "export", "--out"]
     assert main([*cli, str(tmp_path / "cli-selected.csv"), "--runs", str(first), str(third)]) == 0
@@ -262,10 +272,68 @@ def test_export_to_an_unwritable_path_says_why_in_the_view(make_view, store, tmp
     view = make_view()
     target = tmp_path / "missing" / "runs.csv"
     monkeypatch.setattr(view, "_ask_save_path", lambda title, default_name: str(target))
-    qtbot.mouseClick(view.export_csv_button, Qt.MouseButton.LeftButton)
+    export(view, qtbot, view.export_csv_button)
     assert "cannot write" in view.status_label.text() and "folder does not exist" in view.status_label.text()
     assert "c62828" in view.status_label.styleSheet()
     assert not target.parent.exists()
+
+
+def test_an_export_is_written_off_the_gui_thread_with_the_export_buttons_busy(make_view, store, tmp_path, qtbot,
+                                                                              monkeypatch):
+    """"Export steps…" of a run of 100,000 steps held the window 7 s: the export read and wrote on the GUI thread."""
+    import threading
+
+    from workbench.gui import runs_exports
+
+    record_complete_run(store, steps=4)
+    view = make_view()
+    target = tmp_path / "steps.csv"
+    monkeypatch.setattr(view, "_ask_save_path", lambda title, default_name: str(target))
+    go_on, threads = threading.Event(), []
+    real = runs_exports.export_steps_csv
+
+    def held(*args):
+        threads.append(threading.current_thread())
+        go_on.wait(10)  # until the test has seen the window while the export is under way
+        return real(*args)
+
+    monkeypatch.setattr(runs_exports, "export_steps_csv", held)
+    qtbot.mouseClick(view.export_steps_button, Qt.MouseButton.LeftButton)
+    busy = (view.export_steps_button.isEnabled(), view.export_csv_button.isEnabled(), view.status_label.text())
+    go_on.set()
+    assert busy == (False, False, f"Writing {target}…")
+    qtbot.waitUntil(view.export_steps_button.isEnabled, timeout=10_000)
+    assert threads and threading.main_thread() not in threads
+    said = view.status_label.text()
+    assert said.startswith("Wrote ") and said.endswith(f" step metric rows to {target}")
+    assert target.exists() and view.export_csv_button.isEnabled()
+
+
+def test_the_selected_runs_curves_are_read_off_the_gui_thread(make_view, store, qtbot, monkeypatch):
+    """Selecting a run of 100,000 logged steps froze the window 3 s: its curves were read on the GUI thread."""
+    import threading
+
+    from workbench.gui.background import wait_for_background_calls
+
+    first, second = record_complete_run(store, steps=4), record_complete_run(store, steps=3)
+    view = make_view()
+    threads = []
+    real = reads.HistoryReads.step_metrics
+
+    def watched(self, run_id):
+        threads.append(threading.current_thread())
+        return real(self, run_id)
+
+    monkeypatch.setattr(reads.HistoryReads, "step_metrics", watched)
+    drawn = []
+    view.overlayRequested.connect(lambda overlays: drawn.append([run_id for run_id, _, _ in overlays]))
+    view.select_runs([first])
+    view.select_runs([first, second])  # a newer selection: only its curves are drawn, whichever read ends first
+    qtbot.waitUntil(lambda: [first, second] in drawn, timeout=10_000)
+    wait_for_background_calls(10_000)
+    QCoreApplication.processEvents()  # the other read's outcome, queued back to the GUI thread
+    assert [ids for ids in drawn if ids] == [[first, second]]
+    assert threads and threading.main_thread() not in threads
 
 
 def test_cancelled_export_writes_nothing(make_view, store, tmp_path, qtbot, monkeypatch):
@@ -379,7 +447,7 @@ def test_a_message_goes_when_it_stops_being_true(make_view, store, tmp_path, qtb
     view = make_view()
     view.select_runs([first])
     monkeypatch.setattr(view, "_ask_save_path", lambda title, default_name: str(tmp_path / "missing" / "runs.csv"))
-    qtbot.mouseClick(view.export_csv_button, Qt.MouseButton.LeftButton)
+    export(view, qtbot, view.export_csv_button)
     assert "folder does not exist" in view.status_label.text()
     view.refresh()  # the table's own refresh (the 2 s poll) changes nothing the message is about
     assert "folder does not exist" in view.status_label.text()
@@ -481,7 +549,7 @@ def test_traces_are_named_as_traces_not_runs(make_view, store, monkeypatch):
     assert asked == [("Rename trace", f"New name for trace #{first}:")]
 
 
-def test_the_count_tags_and_export_messages_say_traces_where_they_are(make_view, store, monkeypatch, tmp_path):
+def test_the_count_tags_and_export_messages_say_traces_where_they_are(make_view, store, monkeypatch, tmp_path, qtbot):
     trace_id, _ = store.add_trace(trace_record(sha256="01" * 32))
     store.add_trace(trace_record(sha256="02" * 32))
     run_id = record_complete_run(store)
@@ -493,7 +561,7 @@ def test_the_count_tags_and_export_messages_say_traces_where_they_are(make_view,
     assert view.status_label.text() == f"Saved the tags of trace #{trace_id}."
     monkeypatch.setattr(view, "_ask_save_path", lambda title, default_name: str(tmp_path / "mixed.csv"))
     view.select_runs([trace_id, run_id])
-    view.export_csv_button.click()
+    export(view, qtbot, view.export_csv_button)
     assert view.status_label.text() == f"Wrote 1 run and 1 trace to {tmp_path / 'mixed.csv'}"
 
 

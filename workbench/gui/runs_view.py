@@ -1,7 +1,8 @@
 """The Runs tab: the runs table on top, the comparison of the selected runs below, actions in a bar.
 
 RunsView assembles the pieces (runs_table, comparison_view, runs_dialogs, runs_exports), reads and writes
-through a HistoryStore (GUI thread only) and tells the main window what the user wants through signals:
+through a HistoryStore (GUI thread only; the step curves it overlays and the exports are read off the GUI thread,
+through connections of their own: runs_exports) and tells the main window what the user wants through signals:
 settings to load into the form, past curves to overlay. Dialogs go through small methods (_confirm,
 _ask_text, _ask_save_path) that tests replace.
 
@@ -12,6 +13,7 @@ of a cheap change counter, and when anyone wrote, only the runs written since th
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -29,15 +31,13 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.gui import runs_dialogs
+from workbench.gui.background import call_in_background
 from workbench.gui.comparison_view import ComparisonView
-from workbench.gui.runs_exports import RUNS_CSV, STEPS_CSV, CsvExport
+from workbench.gui.runs_exports import RUNS_CSV, STEPS_CSV, CsvExport, overlay_curves
 from workbench.gui.runs_table import COLUMN_TITLES, RUN_ID_ROLE, SORT_ROLE, RunsSortProxy, RunsTableModel
-from workbench.gui.series import SERIES_KEYS
 from workbench.history.records import RunRecord, records_count_text, records_noun
 from workbench.history.store import HistoryError, HistoryStore
 
-# The step curves the main window's plots overlay (PlotsPanel.add_overlay takes exactly these).
-OVERLAY_KEYS: tuple[str, ...] = SERIES_KEYS
 MAX_OVERLAY_RUNS = 8
 AUTO_REFRESH_MS = 2000
 
@@ -46,7 +46,7 @@ class RunsView(QWidget):
     """The history tab: runs table on top, comparison of the selected runs below, actions in a bar."""
 
     loadSettingsRequested = Signal(object)  # RunConfig of the selected run
-    overlayRequested = Signal(object)  # list of (run id, label, {OVERLAY_KEYS: numpy array}) for the selected runs
+    overlayRequested = Signal(object)  # list of runs_exports.Overlay: the selected runs' curves
 
     def __init__(self, store: HistoryStore, parent: Optional[QWidget] = None, auto_refresh_ms: int = AUTO_REFRESH_MS):
         super().__init__(parent)
@@ -54,7 +54,8 @@ class RunsView(QWidget):
         self.store = store
         self._token: Optional[tuple[int, int]] = None
         self._revision: Optional[int] = None  # the history's revision the table shows; None: nothing read yet
-        self._overlay_key: Optional[tuple] = None
+        self._overlay_key: Optional[tuple] = None  # the runs whose curves were asked for last
+        self._exporting = False  # an export is being written (off the GUI thread)
         self._export_dir = Path.home()
         self._sized_columns = False
         # What the status line's message is about, so it goes when that stops being true: "history" (the
@@ -223,31 +224,40 @@ class RunsView(QWidget):
             f"{running[0]} is still running" if running else "Delete the selected runs and their metrics"
         )
         has_runs = self.model.rowCount() > 0
-        scope = f"{len(records)} selected" if records else "all"
-        self.export_csv_button.setEnabled(has_runs)
-        self.export_steps_button.setEnabled(has_runs)
-        self.export_csv_button.setToolTip(f"Write one row per run ({scope}) with every setting and result")
-        self.export_steps_button.setToolTip(f"Write the step metrics ({scope}) as run_id, step, metric, value rows")
+        self._update_export_buttons()
         empty_text = "" if has_runs else "No runs yet: runs from the app and from `workbench run` appear here."
         self.comparison.set_records(records, empty_text, self.model.all_records())
         self._emit_overlay(records)
 
+    def _update_export_buttons(self) -> None:
+        records = self.selected_records()
+        scope = f"{len(records)} selected" if records else "all"
+        for button in (self.export_csv_button, self.export_steps_button):
+            button.setEnabled(self.model.rowCount() > 0 and not self._exporting)
+        self.export_csv_button.setToolTip(f"Write one row per run ({scope}) with every setting and result")
+        self.export_steps_button.setToolTip(f"Write the step metrics ({scope}) as run_id, step, metric, value rows")
+
     def _emit_overlay(self, records: Sequence[RunRecord]) -> None:
+        """The selected runs' curves, read off the GUI thread (a run of 100,000 steps held the window 3 s)."""
         records = list(records)[-MAX_OVERLAY_RUNS:]
         key = tuple((record.id, record.summary.steps, record.name) for record in records)
         if key == self._overlay_key:
             return  # nothing new to draw: a refresh while the same runs stay selected
         self._overlay_key = key
-        try:
-            overlays = [(record.id, record.label, self._curves(record.id)) for record in records]
-        except HistoryError as error:
-            self._show_status(str(error), error=True)
+        if not records:
+            self.overlayRequested.emit([])
             return
-        self.overlayRequested.emit(overlays)
+        runs = [(record.id, record.label) for record in records]
+        call_in_background(self, partial(overlay_curves, self.store.path, runs), partial(self._overlay_read, key),
+                           partial(self._overlay_failed, key))
 
-    def _curves(self, run_id: int) -> dict:
-        metrics = self.store.step_metrics(run_id)
-        return {key: metrics[key] for key in OVERLAY_KEYS}
+    def _overlay_read(self, key: tuple, overlays: list) -> None:
+        if key == self._overlay_key:  # still the runs selected: no other selection's curves came after
+            self.overlayRequested.emit(overlays)
+
+    def _overlay_failed(self, key: tuple, error: Exception) -> None:
+        if key == self._overlay_key:
+            self._show_status(str(error), error=True)
 
     # -- actions -------------------------------------------------------------------------------
     def _load_settings(self) -> None:
@@ -339,17 +349,27 @@ class RunsView(QWidget):
         self._export(STEPS_CSV)
 
     def _export(self, export: CsvExport) -> None:
+        """Written off the GUI thread (100,000 steps took 7 s), the export buttons disabled until it is done."""
         run_ids = self.selected_run_ids() or None  # nothing selected: every run, as the CLI does
         path = self._ask_save_path(export.title, export.default_name)
         if not path:
             return
-        try:
-            message = export.run(self.store, path, run_ids)
-        except HistoryError as error:
-            self._show_status(str(error), error=True)
-            return
+        self._exporting = True
+        self._update_export_buttons()
+        self._show_status(f"Writing {path}…")
+        call_in_background(self, partial(export.run, self.store.path, path, run_ids), partial(self._exported, path),
+                           self._export_failed)
+
+    def _exported(self, path: str, message: str) -> None:
+        self._exporting = False
+        self._update_export_buttons()
         self._export_dir = Path(path).parent
         self._show_status(message)
+
+    def _export_failed(self, error: Exception) -> None:
+        self._exporting = False
+        self._update_export_buttons()
+        self._show_status(str(error), error=True)
 
     def _show_status(self, text: str, error: bool = False, cause: Optional[str] = None) -> None:
         self.status_label.setStyleSheet("color: #c62828;" if error else "")
