@@ -69,3 +69,24 @@ def test_the_epoch_line_says_its_rate_is_the_whole_epochs():
     stream = io.StringIO()
     ProgressLine(stream).show(epoch(10))
     assert "990 img/s, data wait 25% (the whole epoch, its start included" in stream.getvalue()
+
+
+def test_the_terminals_eta_takes_the_latest_windows_pace_once_the_first_window_is_past():
+    """The first window holds the loader's start and the warm-up: the mean since the start charged them to every
+    step left, as the window's bar did."""
+    import dataclasses
+
+    from builders import step
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Terminal()
+    line = ProgressLine(stream)
+    first = dataclasses.replace(step(5, total=100), elapsed_seconds=10.0, window_seconds=10.0)
+    second = dataclasses.replace(step(10, total=100), elapsed_seconds=11.0, window_seconds=1.0)
+    line.show(first)
+    assert stream.getvalue().endswith("ETA 3:10")  # only the first window: 2 s a step since the start
+    line.show(second)
+    assert stream.getvalue().endswith("ETA 0:18")  # 90 steps left at 0.2 s each (since the start: 1:39)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Optional
 
 from workbench.cli import timeline_report
 from workbench.engine.events import EpochStats, ProfileSample, RunEnded, RunStarted, StatusChanged, StepStats
@@ -20,6 +20,7 @@ class ProgressLine:
         self.tty = stream.isatty()
         self._dirty = False
         self.lost = False  # the stream refused a write: a terminal that hung up (SIGHUP) fails them with EIO
+        self._previous_window: Optional[StepStats] = None  # the run's window before the latest: the ETA's pace
 
     @functools.singledispatchmethod
     def show(self, event: object) -> None:
@@ -33,6 +34,7 @@ class ProgressLine:
 
     @show.register
     def _(self, event: RunStarted) -> None:
+        self._previous_window = None  # a new run (repeats share the line): its first window has no pace before it
         for note in event.notes:
             self._print(f"note: {note}")
         processes = f" × {event.world_size} processes" if event.world_size > 1 else ""
@@ -44,10 +46,11 @@ class ProgressLine:
 
     @show.register
     def _(self, event: StepStats) -> None:
+        previous, self._previous_window = self._previous_window, event
         if self.tty:
             done = event.step / max(1, event.total_steps)
             bar = "#" * int(done * self.WIDTH)
-            eta = event.elapsed_seconds / done - event.elapsed_seconds if done > 0 else None
+            eta = event.eta_seconds(previous)
             self._line(
                 f"epoch {event.epoch}/{event.epochs} [{bar:<{self.WIDTH}}] {event.step}/{event.total_steps} "
                 f"loss {event.loss:.3f} {event.images_per_sec:,.0f} img/s "

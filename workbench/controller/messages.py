@@ -25,25 +25,12 @@ SEQUENCE_NAMES = {"sweep": "Sweep", "tune": "Search for faster settings", "max_b
                   "repeats": "Repeats", "verify": "Verification"}
 
 
-def eta_seconds(stats: StepStats, previous: Optional[StepStats] = None) -> Optional[float]:
-    """Seconds left at the pace of the latest log window (its steps over its wall time) once ``previous``, the
-    window before it, is known. The first window holds the loader's start and the warm-up: the mean since the
-    start charged them to every step left ("ETA 3:44" at step 5 with 52 s to go), so it is used only until then."""
-    left = stats.total_steps - stats.step
-    window_steps = stats.step - previous.step if previous is not None else 0
-    if window_steps > 0 and stats.window_seconds > 0:
-        return stats.window_seconds / window_steps * left
-    if stats.step <= 0 or stats.elapsed_seconds <= 0:
-        return None
-    return stats.elapsed_seconds / stats.step * left
-
-
 def progress_text(stats: StepStats, ceiling: Optional[float] = None, skipped_so_far: int = 0,
                   previous: Optional[StepStats] = None) -> str:
     """"Epoch 1/3 · step 450/1,000 · ETA 0:12 · 1,234 images/s (41 % of ceiling)"; fp16 adds its scale.
     ``previous``: the run's log window before ``stats`` (None for its first), for the ETA's pace."""
     text = (f"Epoch {stats.epoch}/{stats.epochs} · step {stats.step:,}/{stats.total_steps:,} · "
-            f"ETA {format_duration(eta_seconds(stats, previous))} · {stats.images_per_sec:,.0f} images/s")
+            f"ETA {format_duration(stats.eta_seconds(previous))} · {stats.images_per_sec:,.0f} images/s")
     if ceiling:
         text += f" ({efficiency_text(stats.images_per_sec / ceiling, 'of ceiling')})"
     if stats.loss_scale is not None:

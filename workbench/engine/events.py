@@ -146,6 +146,18 @@ class StepStats:
     ranks: tuple[RankStepStats, ...] = ()  # each rank's own figures, by rank; () for a one-process run
     telemetry: DeviceTelemetry = field(default_factory=DeviceTelemetry)
 
+    def eta_seconds(self, previous: Optional["StepStats"] = None) -> Optional[float]:
+        """Seconds left at the pace of this log window (its steps over its wall time) once ``previous``, the window
+        before it, is known. The first window holds the loader's start and the warm-up: the mean since the start
+        charged them to every step left ("ETA 3:44" at step 5 with 52 s to go), so it is used only until then."""
+        left = self.total_steps - self.step
+        window_steps = self.step - previous.step if previous is not None else 0
+        if window_steps > 0 and self.window_seconds > 0:
+            return self.window_seconds / window_steps * left
+        if self.step <= 0 or self.elapsed_seconds <= 0:
+            return None
+        return self.elapsed_seconds / self.step * left
+
     @property
     def world_size(self) -> int:
         return max(1, len(self.ranks))
