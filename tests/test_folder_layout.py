@@ -57,3 +57,23 @@ def test_counting_a_folder_needs_no_torch():
               "print(sorted(n for n in sys.modules if n.split('.')[0] in ('torch', 'PIL')))")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_what_the_scan_leaves_out_is_said_a_folder_link_and_a_class_only_the_test_split_has(tmp_path):
+    """A link to a class folder (not followed: a loop would be endless) and val/'s class that train/ lacks were
+    left out without a word, while make-npz read them."""
+    flat = make_folder(tmp_path / "flat", per_class=4)
+    store = make_folder(tmp_path / "store", per_class=4)
+    os.symlink(store / "cat", flat / "bird")
+    os.symlink(flat / "loop", flat / "loop")  # a link loop: no folder, and no note
+    layout = scan_folder(flat, 0)
+    assert "bird" not in layout.class_names
+    (note,) = [note for note in layout.notes if "link" in note]
+    assert note.startswith("skipped 1 link to a folder (links are not followed") and note.endswith(str(flat / "bird"))
+    split = make_folder(tmp_path / "split", layout="split")
+    (split / "val" / "bird").mkdir()
+    for index in range(2):
+        Image.new("RGB", (8, 8)).save(split / "val" / "bird" / f"{index}.png")
+    layout = scan_folder(split, 0)
+    assert "bird" not in layout.class_names
+    assert "val/ holds 1 class train/ lacks (bird): 2 images left out (a class is learned from train/)" in layout.notes

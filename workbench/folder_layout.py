@@ -86,6 +86,7 @@ class _Reader:
     def __init__(self) -> None:
         self.times: dict[str, int] = {}
         self.not_files: list[str] = []  # "pipe.jpg is a FIFO (named pipe)": opened, it would block its reader
+        self.folder_links: list[str] = []  # links to folders, not followed (a loop would make the scan endless)
 
     def note_time(self, directory: str) -> None:
         try:
@@ -102,9 +103,23 @@ class _Reader:
             raise FolderLayoutError(f"{directory} {os_error_words(error)}") from None
 
     def subfolders(self, root: str) -> list[str]:
-        """Sub-folders (not links to folders, not hidden '.x' ones), sorted."""
-        return [entry.path for entry in self.entries(root)
-                if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False)]
+        """Sub-folders (not links to folders, which are noted; not hidden '.x' ones), sorted."""
+        found = []
+        for entry in self.entries(root):
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                found.append(entry.path)
+            else:
+                self._note_folder_link(entry)
+        return found
+
+    def _note_folder_link(self, entry: os.DirEntry) -> None:
+        try:
+            if entry.is_symlink() and entry.is_dir():
+                self.folder_links.append(entry.path)
+        except OSError:  # a link loop, or one the user may not follow: no folder to read either way
+            pass
 
     def images_in(self, folder: str) -> Iterator[str]:
         """Image files under ``folder``, sorted, sub-folders included (each folder's files, then its sub-folders
@@ -119,7 +134,9 @@ class _Reader:
                     continue
                 if entry.is_dir(follow_symlinks=False):
                     folders.append(entry.path)
-                elif entry.name.lower().endswith(IMAGE_SUFFIXES):
+                    continue
+                self._note_folder_link(entry)
+                if entry.name.lower().endswith(IMAGE_SUFFIXES):
                     problem = self._not_a_file(entry)
                     if problem is None:
                         yield entry.path
@@ -156,12 +173,20 @@ def scan_folder(root: Path, seed: int) -> FolderLayout:
     reader = _Reader()
     reader.note_time(str(root))  # a split folder added or removed changes how the folder is read
     train_root, test_root = split_roots(root)
+    extra_notes: list[str] = []
     if train_root is not None and test_root is not None:
         by_class = _images_by_class(reader, train_root)
         classes = tuple(by_class)
         train = _labelled(by_class, classes)
-        test = _labelled(_images_by_class(reader, test_root), classes)
+        test_by_class = _images_by_class(reader, test_root)
+        test = _labelled(test_by_class, classes)
         note = f"the {test_root.name}/ folder is the test split"
+        test_only = [name for name in test_by_class if name not in by_class]
+        if test_only:
+            count = sum(len(test_by_class[name]) for name in test_only)
+            extra_notes.append(f"{test_root.name}/ holds {len(test_only)} class{'es' if len(test_only) > 1 else ''} "
+                               f"train/ lacks ({', '.join(test_only)}): {count:,} image{'s' if count != 1 else ''} "
+                               "left out (a class is learned from train/)")
     else:
         by_class = _images_by_class(reader, root)
         classes = tuple(by_class)
@@ -172,7 +197,8 @@ def scan_folder(root: Path, seed: int) -> FolderLayout:
                                 "images: a classifier needs at least two (one sub-folder of images per class)")
     if not len(train):
         raise FolderLayoutError(f"{root}: no training images ({', '.join(IMAGE_SUFFIXES)})")
-    return FolderLayout(root.name, str(root), classes, train, test, note, notes=_skipped_notes(reader.not_files),
+    return FolderLayout(root.name, str(root), classes, train, test, note,
+                        notes=_skipped_notes(reader.not_files) + _links_note(reader.folder_links) + tuple(extra_notes),
                         directory_times=reader.frozen_times())
 
 
@@ -183,6 +209,15 @@ def _skipped_notes(not_files: Sequence[str]) -> tuple[str, ...]:
     one = len(not_files) == 1
     return (f"skipped {len(not_files):,} image name{'' if one else 's'} that {'is' if one else 'are'} no regular file: "
             f"{shown}",)
+
+
+def _links_note(links: Sequence[str]) -> tuple[str, ...]:
+    if not links:
+        return ()
+    shown = "; ".join(links[:3]) + (f"; and {len(links) - 3:,} more" if len(links) > 3 else "")
+    one = len(links) == 1
+    return (f"skipped {len(links):,} link{'' if one else 's'} to a folder (links are not followed, so that a loop "
+            f"cannot make the scan endless; copy or move the folder in to use it): {shown}",)
 
 
 def _images_by_class(reader: _Reader, root: Path) -> dict[str, list[str]]:
