@@ -158,6 +158,15 @@ class _Reader:
         return tuple(sorted(self.times.items()))
 
 
+def image_files(folder: Path | str) -> tuple[list[str], tuple[str, ...]]:
+    """The image files under ``folder`` as a run reads a class folder (hidden '.x' entries and links to folders
+    skipped, sub-folders included), and notes on what was skipped; FolderLayoutError where a folder in it cannot
+    be read: make-npz reads a class's files so, or it would read a folder otherwise than the run it feeds."""
+    reader = _Reader()
+    paths = list(reader.images_in(str(folder)))
+    return paths, _skipped_notes(reader.not_files) + _links_note(reader.folder_links)
+
+
 def split_roots(root: Path) -> tuple[Optional[Path], Optional[Path]]:
     """(train/, val/ or test/) when the folder has both, else (None, None): each class's images then split."""
     train = root / "train"

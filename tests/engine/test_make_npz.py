@@ -60,8 +60,8 @@ def test_an_image_folder_with_train_and_test_keeps_its_split_and_scales_to_32(ca
     assert main(["make-npz", str(root), "--out", str(out)]) == 0
     with np.load(out) as npz:
         assert npz["train_images"].shape == (5, 32, 32, 3)
-        assert npz["train_labels"].tolist() == [0, 0, 0, 1, 1]
-        assert npz["test_labels"].tolist() == [0, 1]
+        assert sorted(npz["train_labels"].tolist()) == [0, 0, 0, 1, 1]  # shuffled: see the --max-train test
+        assert sorted(npz["test_labels"].tolist()) == [0, 1]
         assert list(npz["class_names"]) == ["cat", "dog"]
     assert f"2 classes (cat, dog) from the image folder (train/ and {held_out}/)" in capsys.readouterr().out
 
@@ -87,3 +87,40 @@ def test_a_source_that_cannot_become_a_dataset_exits_2_with_one_line(capsys, tmp
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"workbench make-npz: {source}") and message in err
     assert not (tmp_path / "out.npz").exists()
+
+
+def test_max_train_of_a_train_and_val_folder_keeps_every_class(tmp_path):
+    """The splits were stacked in class order: --max-train 3 kept three cats and no dog."""
+    root = tmp_path / "pets"
+    _write_images(root / "train" / "cat", [(32, 32)] * 6)
+    _write_images(root / "train" / "dog", [(32, 32)] * 6)
+    _write_images(root / "val" / "cat", [(32, 32)] * 2)
+    _write_images(root / "val" / "dog", [(32, 32)] * 2)
+    out = tmp_path / "pets.npz"
+    assert main(["make-npz", str(root), "--out", str(out), "--max-train", "4", "--max-test", "2"]) == 0
+    with np.load(out) as npz:
+        assert len(npz["train_labels"]) == 4 and set(npz["train_labels"].tolist()) == {0, 1}
+
+
+def test_a_class_folder_is_read_as_a_run_reads_it_hidden_files_skipped(tmp_path, capsys):
+    """A macOS "._0.jpg" (AppleDouble, no image) failed make-npz, and a .ipynb_checkpoints copy added duplicates,
+    while the run skips both; a link to a folder is said as the run says it."""
+    root = tmp_path / "pets"
+    _write_images(root / "cat", [(32, 32)] * 5)
+    _write_images(root / "dog", [(32, 32)] * 5)
+    (root / "cat" / "._0.jpg").write_bytes(b"\x00\x05\x16\x07")
+    _write_images(root / "cat" / ".ipynb_checkpoints", [(32, 32)] * 3)
+    out = tmp_path / "pets.npz"
+    assert main(["make-npz", str(root), "--out", str(out), "--test-fraction", "0.2"]) == 0
+    with np.load(out) as npz:
+        assert len(npz["train_labels"]) + len(npz["test_labels"]) == 10
+
+
+def test_a_source_that_is_no_folder_is_said_as_what_it_is(tmp_path, capsys):
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert main(["make-npz", str(fifo), "--out", str(tmp_path / "o.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" not in err and "FIFO" in err

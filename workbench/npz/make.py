@@ -17,14 +17,13 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from workbench.folder_layout import split_roots
+from workbench.folder_layout import IMAGE_SUFFIXES, FolderLayoutError, image_files, split_roots
 from workbench.image_pixels import error_words, upright_rgb
 from workbench.npz.cifar_pickle import RefusedPickle, load_cifar_batch
-from workbench.regular_file import InvalidPath, NotARegularFile, expanded, read_regular_file
+from workbench.regular_file import InvalidPath, NotARegularFile, expanded, folder_problem, read_regular_file
 
 # The largest real batch is CIFAR-100's train (about 155 MB); a member far past it is not a CIFAR batch.
 BATCH_MAX_BYTES = 512 * 2**20
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 SIDE = 32
 
 
@@ -90,8 +89,9 @@ def make_image_set(source: Path | str, test_fraction: float = 0.2, seed: int = 0
             f"{source} is not a tar archive: give cifar-10-python.tar.gz (or cifar-100-python.tar.gz) "
             "or a folder of images"
         )
-    if not source.is_dir():
-        raise MakeNpzError(f"{source} does not exist")
+    problem = folder_problem(source)
+    if problem is not None:  # a FIFO, a link loop or /dev/zero is no missing file: said as what it is
+        raise MakeNpzError(f"{source} {problem}")
     for folder in (source, source / "cifar-10-batches-py", source / "cifar-100-python"):
         if (folder / "test_batch").is_file() or (folder / "test").is_file():
             return _from_cifar_folder(folder)
@@ -198,18 +198,22 @@ def _from_image_folder(root: Path, test_fraction: float, seed: int) -> ImageSet:
     notes: list[str] = []
     train_root, test_root = split_roots(root)  # as a run reads the folder: train/ with val/ or test/
     if train_root is not None and test_root is not None:
-        train = _read_classes(train_root, _class_folders(train_root, notes))
+        train = _read_classes(train_root, _class_folders(train_root, notes), notes)
         classes = _classes_with_images(train_root, train, notes)
         left_out = sorted(set(_class_folders(test_root, [])) - set(classes))
         if left_out:
             notes.append(f"{test_root}: {', '.join(left_out)} ha{'ve' if len(left_out) > 1 else 's'} no "
                          "training images: left out of the test set")
-        test = _read_classes(test_root, classes)
-        return ImageSet(*_stack(train_root, train, classes), *_stack(test_root, test, classes),
+        test = _read_classes(test_root, classes, notes)
+        # each split shuffled (seeded): in class order, --max-train 10 kept ten images of the first class
+        generator = np.random.default_rng(seed)
+        train_images, train_labels = _shuffled(generator, *_stack(train_root, train, classes))
+        test_images, test_labels = _shuffled(generator, *_stack(test_root, test, classes))
+        return ImageSet(train_images, train_labels, test_images, test_labels,
                         tuple(classes), f"image folder (train/ and {test_root.name}/)", tuple(notes))
     if not 0 < test_fraction < 1:
         raise MakeNpzError(f"test fraction must be between 0 and 1 (got {test_fraction:g})")
-    per_class = _read_classes(root, _class_folders(root, notes))
+    per_class = _read_classes(root, _class_folders(root, notes), notes)
     classes = _classes_with_images(root, per_class, notes)
     images, labels = _stack(root, per_class, classes)
     order = np.random.default_rng(seed).permutation(len(labels))
@@ -252,8 +256,10 @@ def _classes_with_images(folder: Path, per_class: dict[str, list[np.ndarray]], n
     return classes
 
 
-def _read_classes(folder: Path, classes: Sequence[str]) -> dict[str, list[np.ndarray]]:
-    """Each class's images, scaled to 32×32 ([] for a class with none here: a class with no test images is allowed)."""
+def _read_classes(folder: Path, classes: Sequence[str], notes: list[str]) -> dict[str, list[np.ndarray]]:
+    """Each class's images, scaled to 32×32 ([] for a class with none here: a class with no test images is
+    allowed), its files found as a run finds them (folder_layout.image_files: a macOS "._x.jpg" or a
+    .ipynb_checkpoints copy is skipped, a folder that cannot be read is refused)."""
     from PIL import Image  # Pillow comes with torchvision
 
     per_class: dict[str, list[np.ndarray]] = {}
@@ -262,9 +268,12 @@ def _read_classes(folder: Path, classes: Sequence[str]) -> dict[str, list[np.nda
         class_folder = folder / name
         if not class_folder.is_dir():
             continue
-        for path in sorted(class_folder.rglob("*")):
-            if path.suffix.lower() not in IMAGE_SUFFIXES or not path.is_file():
-                continue
+        try:
+            paths, skipped = image_files(class_folder)
+        except FolderLayoutError as error:
+            raise MakeNpzError(str(error)) from None
+        notes.extend(skipped)
+        for path in map(Path, paths):
             try:
                 with warnings.catch_warnings():
                     # Pillow warns past MAX_IMAGE_PIXELS (89 M) and raises past twice that: refuse both, naming the file.
@@ -285,6 +294,12 @@ def _stack(folder: Path, per_class: dict[str, list[np.ndarray]], classes: Sequen
         raise MakeNpzError(f"{folder} has no images ({', '.join(IMAGE_SUFFIXES)}) in its class folders")
     return (np.stack([image for name in classes for image in per_class[name]]),
             np.asarray(labels, dtype=np.int64))
+
+
+def _shuffled(generator: np.random.Generator, images: np.ndarray, labels: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    order = generator.permutation(len(labels))
+    return images[order], labels[order]
 
 
 def _to_32x32(image) -> np.ndarray:
