@@ -170,6 +170,38 @@ def test_sigterm_and_sighup_stop_the_run_as_ctrl_c_does_and_leave_nothing(tmp_pa
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+def test_a_two_process_run_whose_group_gets_sigterm_or_sighup_stops_as_one_process_does(tmp_path, name):
+    """Every process of the group gets the signal (a service manager's stop, a closing terminal): the ranks ended
+    at once, and the run was recorded failed ("rank 0: the process died: killed by SIGHUP")."""
+    process = cli(tmp_path / "home", "--devices", "2", "--num-workers", "0")
+    err: list = []
+    reader = None
+    try:
+        reader = wait_for(process, err, "100,000 steps")
+        time.sleep(3)  # into training: the ranks have joined and step
+        os.killpg(process.pid, getattr(signal, name))
+        process.wait(timeout=240)
+        left = left_after(process.pid)
+    finally:
+        kill_session(process.pid)
+        out = process.stdout.read()
+        process.kill()
+        process.wait()
+        if reader is not None:
+            reader.join(10)
+        process.stdout.close()
+        process.stderr.close()
+    stderr = "".join(err)
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["status"] == "stopped", stderr
+    assert summary["reason"].startswith(f"stopped by {name}"), summary["reason"]
+    assert history_row(tmp_path / "home").status == "stopped"
+    assert not left, f"still running {GONE_S:.0f} s after the run ended: {left}"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_closing_its_terminal_stops_the_run_and_leaves_nothing(tmp_path):
     # The kernel's SIGHUP: the run's stderr is a terminal it controls (it leads its session, as a shell would);
     # closing the terminal's other end sends it SIGHUP, and its progress writes fail from then on (EIO).

@@ -7,13 +7,14 @@ yields the same event types a one-process run yields, per-rank figures inside.
 
 Faults: a rank that fails sends its RunEnded and exits 1; one that dies sends nothing and is
 seen by its exit code. Either ends the run at once as failed, naming the rank; the others are
-ended (SIGTERM, then SIGKILL after a grace period: a rank stuck in a collective cannot run Python).
+ended (END_RANK_SIGNAL, then SIGKILL after a grace period: a rank stuck in a collective cannot run Python).
 Stop is passed on to every rank, which agree on the step to stop at. Nothing outlives the run:
 every rank is joined, or ended, before the generator finishes, however it finishes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import multiprocessing
 import os
@@ -32,7 +33,7 @@ from workbench.config import RunConfig
 from workbench.engine.device import probe_device
 from workbench.engine.distributed.aggregate import RankEventMerger
 from workbench.engine.distributed.launched import run_launched
-from workbench.engine.distributed.rank import spawned_rank_main
+from workbench.engine.distributed.rank import END_RANK_SIGNAL, spawned_rank_main
 from workbench.engine.distributed.world import (
     World,
     backend_for,
@@ -48,7 +49,7 @@ from workbench.engine.summary import SummaryBuilder
 POLL_SECONDS = 0.05  # how often the parent looks at Stop and the ranks' health between events
 STOP_GRACE_SECONDS = 20.0  # after Stop, how long the ranks have to agree and end before they are ended
 EXIT_GRACE_SECONDS = 10.0  # after its RunEnded, how long a rank has to leave the group and exit
-TERMINATE_GRACE_SECONDS = 3.0  # between SIGTERM and SIGKILL
+TERMINATE_GRACE_SECONDS = 3.0  # between END_RANK_SIGNAL and SIGKILL
 SETTLE_SECONDS = 2.0  # after a rank fails for a lost peer, how long to look for the rank that caused it
 
 RankEntry = Callable[..., None]  # (rank, world, config, events, stop_requested), as spawned_rank_main
@@ -295,13 +296,14 @@ def _listed(ranks: list[int]) -> str:
 
 
 def _shut_down(processes: list, wait_seconds: float) -> None:
-    """Join every rank: those still alive after ``wait_seconds`` get SIGTERM, then SIGKILL."""
+    """Join every rank: those still alive after ``wait_seconds`` get END_RANK_SIGNAL, then SIGKILL."""
     deadline = time.monotonic() + wait_seconds
     for process in processes:
         process.join(max(0.0, deadline - time.monotonic()))
     alive = [process for process in processes if process.is_alive()]
     for process in alive:
-        process.terminate()
+        with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+            os.kill(process.pid, END_RANK_SIGNAL)
     deadline = time.monotonic() + TERMINATE_GRACE_SECONDS
     for process in alive:
         process.join(max(0.0, deadline - time.monotonic()))

@@ -210,21 +210,29 @@ def spawned_rank_main(index: int, world: World, config: RunConfig, events: Any, 
         events.put((index, RunEnded(status="failed", summary=RunSummary(status="failed", reason=reason, failure_kind="error"), reason=reason, kind="error")))
         failed = True
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # ending from here on: a SIGTERM may simply end it
+        for stop_signal in (signal.SIGTERM, signal.SIGHUP):  # ending from here on: these may simply end it
+            signal.signal(stop_signal, signal.SIG_DFL)
         events.close()
         events.join_thread()  # the parent has every event before this process leaves (and others notice)
     if failed:
         sys.exit(1)
 
 
+# The launcher ends a rank that outlived its run with this signal (then SIGKILL): SIGTERM and SIGHUP are the
+# outside world's, which a closing terminal or a service manager sends to every process of the group, and they ask
+# for the agreed stop, as in a one-process run (ending the ranks at once recorded the run as failed).
+END_RANK_SIGNAL = signal.SIGUSR2
+
+
 def _install_signal_handlers(interrupted: threading.Event) -> None:
-    def on_sigint(signum: int, frame: Any) -> None:
+    def on_stop_signal(signum: int, frame: Any) -> None:  # SIGINT, SIGTERM, SIGHUP: the first asks, a second aborts
         if interrupted.is_set():
             raise KeyboardInterrupt
         interrupted.set()
 
-    def on_sigterm(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
+    def on_end(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)  # the finally blocks run: the DataLoader's workers are shut down
 
-    signal.signal(signal.SIGINT, on_sigint)
-    signal.signal(signal.SIGTERM, on_sigterm)
+    for stop_signal in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop_signal, on_stop_signal)
+    signal.signal(END_RANK_SIGNAL, on_end)
