@@ -331,3 +331,28 @@ def test_ddp_trains_a_model_whose_aux_heads_were_asked_for_past_step_2(tmp_path)
             optimizer.zero_grad()
     finally:
         dist.destroy_process_group()
+
+
+def test_a_torchrun_rank_that_lost_its_peer_says_so_in_words(monkeypatch):
+    """gloo's own line ("[/__w/pytorch/…/pair.cc:545] Read error …: Connection reset by peer") was the run's
+    reason; torchrun's ranks are processes apart, so the one that went away says why in its own output."""
+    from workbench.engine.distributed import launched
+    from workbench.engine.distributed.world import World
+    from workbench.engine.events import RunEnded
+    from workbench.engine.run_summary import RunSummary
+
+    raw = ("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:545] Read error "
+           "[127.0.0.1]:58078: Connection reset by peer")
+
+    class LostPeer:
+        def __init__(self, *args):
+            pass
+
+        def events(self):
+            yield RunEnded(status="failed", summary=RunSummary(status="failed", reason=raw), reason=raw, kind="error")
+
+    monkeypatch.setattr(launched, "RankRun", LostPeer)
+    world = World(rank=0, world_size=2, local_rank=0, backend="gloo", init_method="env://")
+    (ended,) = launched.run_launched(tiny_config(), lambda: False, world)
+    assert ended.status == "failed" and ended.reason.startswith("another process of the run went away mid-step")
+    assert ended.reason.endswith("Connection reset by peer)") and ended.summary.reason == ended.reason

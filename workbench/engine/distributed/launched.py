@@ -18,7 +18,7 @@ import torch.distributed as dist
 from workbench.config import RunConfig
 from workbench.engine.distributed.aggregate import RankEventMerger
 from workbench.engine.distributed.rank import RankRun
-from workbench.engine.distributed.world import World, distributed_notes
+from workbench.engine.distributed.world import World, distributed_notes, lost_a_peer, lost_peer_reason
 from workbench.engine.events import EpochStats, Event, RunEnded, RunStarted, StepStats
 from workbench.engine.summary import SummaryBuilder
 
@@ -35,8 +35,11 @@ def run_launched(config: RunConfig, stop: Callable[[], bool], world: World) -> I
             continue
         if isinstance(event, RunEnded):
             # The run's end, with a summary over every rank's figures.
-            yield RunEnded(status=event.status, summary=summary.build(event.status, event.reason, event.kind), reason=event.reason, kind=event.kind,
-                           traceback=event.traceback)
+            reason = event.reason
+            if event.status == "failed" and reason and lost_a_peer(reason):
+                reason = lost_peer_reason(reason)
+            yield RunEnded(status=event.status, summary=summary.build(event.status, reason, event.kind), reason=reason,
+                           kind=event.kind, traceback=event.traceback)
             return
         if merger is None:
             merger = RankEventMerger(world.world_size, started=lambda started: _with_notes(started, rank_run))

@@ -39,6 +39,7 @@ from workbench.engine.distributed.world import (
     backend_for,
     distributed_notes,
     launched_world,
+    lost_a_peer,
     world_size_for,
 )
 from workbench.engine.events import DeviceInfo, Event, RunEnded, RunStarted, StatusChanged
@@ -208,7 +209,7 @@ class _Follower:
         peer in a collective. A rank that lost its peer is not the cause: wait a moment for the one that
         died (no message, an exit code) or failed on its own."""
         first = (rank, event.reason or "no reason given", event.kind or "error")
-        if not _lost_a_peer(first[1]):
+        if not lost_a_peer(first[1]):
             return first
         deadline = time.monotonic() + SETTLE_SECONDS
         while time.monotonic() < deadline:
@@ -221,7 +222,7 @@ class _Follower:
                 continue
             if isinstance(late, RunEnded):
                 self.ended[other] = late
-                if late.status == "failed" and not _lost_a_peer(late.reason or ""):
+                if late.status == "failed" and not lost_a_peer(late.reason or ""):
                     return (other, late.reason or "no reason given", late.kind or "error")
         return first
 
@@ -272,14 +273,6 @@ class _Follower:
 
 
 # How gloo and NCCL say that the other end of a collective went away.
-_LOST_PEER_WORDS = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "DistBackendError",
-                    "NCCL communicator was aborted", "ProcessGroupNCCL's watchdog")
-
-
-def _lost_a_peer(reason: str) -> bool:
-    return any(words in reason for words in _LOST_PEER_WORDS)
-
-
 def _exit_words(exitcode: int) -> str:
     if exitcode < 0:
         try:

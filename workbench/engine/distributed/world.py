@@ -94,3 +94,20 @@ def distributed_notes(config: RunConfig, device: DeviceInfo, world_size: int, ba
     if config.compile != "off":
         notes.append("rank 0 evaluates with the uncompiled model")
     return notes
+
+
+# What a rank's collective says when another process of the run went away (it died, or was killed) mid-step.
+_LOST_PEER_WORDS = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "DistBackendError",
+                    "NCCL communicator was aborted", "ProcessGroupNCCL's watchdog")
+
+
+def lost_a_peer(reason: str) -> bool:
+    return any(words in reason for words in _LOST_PEER_WORDS)
+
+
+def lost_peer_reason(reason: str) -> str:
+    """A rank's reason where its collective lost another process of the run, in words (gloo's own line names a
+    source file and an address); torchrun's ranks are processes apart, so which one went away is its own to say."""
+    said = reason.splitlines()[0] if reason else ""
+    return ("another process of the run went away mid-step (it died or was killed: its own output says why); "
+            f"this rank's collective then failed ({said[-160:]})")
