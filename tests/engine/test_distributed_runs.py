@@ -190,6 +190,7 @@ def test_stop_while_the_processes_start_ends_at_once():
     events = list(run(two_process_config(max_steps=100_000), lambda: True))
     assert events[-1].status == "stopped" and "before training started" in events[-1].reason
     assert not any(isinstance(event, StepStats) for event in events)  # no rank trained a step
+    assert events[-1].summary.world_size == 2  # the processes it was started with (it read 1 without RunStarted)
 
 
 @pytest.mark.parametrize("how, words", [("raise", "RuntimeError: injected fault in forward pass 3"),

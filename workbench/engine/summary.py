@@ -19,7 +19,10 @@ TOP_COUNT = 10
 
 
 class SummaryBuilder:
-    def __init__(self) -> None:
+    def __init__(self, world_size: int = 1) -> None:
+        """``world_size``: the processes the run was started with, its figure until RunStarted says it (a run of
+        several that ends before it read 1)."""
+        self._world_size = world_size
         self._began = time.perf_counter()
         self._started: Optional[RunStarted] = None
         # Figures are over the steady state: the first log window holds one-off costs (cuDNN
@@ -144,7 +147,7 @@ class SummaryBuilder:
             **run_figures(steady.stats),
             **profile_figures(self._samples, profiled=started is not None and started.config.profile,
                               step_seconds=steady.step_seconds(), data_wait_seconds=steady.data_wait_per_step()),
-            world_size=started.world_size if started else 1,
+            world_size=started.world_size if started else self._world_size,
             rank_peak_allocated_bytes=tuple(peaks["allocated"] for peaks in self._rank_peaks),
             rank_peak_reserved_bytes=tuple(peaks["reserved"] for peaks in self._rank_peaks),
             rank_peak_nvml_device_used_bytes=tuple(peaks["nvml"] for peaks in self._rank_peaks),

@@ -25,7 +25,7 @@ from workbench.engine.summary import SummaryBuilder
 
 def run_launched(config: RunConfig, stop: Callable[[], bool], world: World) -> Iterator[Event]:
     rank_run = RankRun(config, world, stop)
-    summary = SummaryBuilder()
+    summary = SummaryBuilder(world.world_size)
     merger = None
     for event in rank_run.events():
         # Every rank takes part in the gather of every window and epoch (they log at the same steps).

@@ -95,7 +95,7 @@ def spawn_run(
     """
     device = device or probe_device(config.device)
     backend = backend_for(device)
-    summary = SummaryBuilder()
+    summary = SummaryBuilder(world_size)
     notes = tuple(distributed_notes(config, device, world_size, backend, world_size > 1 or wrap_one_process))
     merger = RankEventMerger(world_size, started=lambda event: _started(event, notes))
     context = multiprocessing.get_context("spawn")
