@@ -167,3 +167,23 @@ def test_a_worker_that_dies_while_handing_a_batch_over_is_named(how, tmp_path):
                                      "receiving a batch")
     assert "num_workers is 2" in failure.reason
     assert describe_failure(EOFError(), tiny_config(num_workers=2)).kind == "error"  # an EOFError from elsewhere
+
+
+def test_a_forkserver_that_died_as_it_started_a_worker_is_named():
+    """Killing the forkserver during the workers' start-up ended the run as "EOFError: unexpected EOF"."""
+    from multiprocessing import forkserver
+
+    from workbench.config import RunConfig
+    from workbench.engine.failures import describe_failure
+
+    read_end, write_end = os.pipe()
+    os.close(write_end)  # the server's end of the connection, gone
+    try:
+        forkserver.read_signed(read_end)
+    except EOFError as error:
+        failure = describe_failure(error, RunConfig(num_workers=2))
+    finally:
+        os.close(read_end)
+    assert failure.kind == "data_loader"
+    assert failure.reason.startswith("the forkserver process that starts the DataLoader's workers died as it started "
+                                     "one (EOFError: unexpected EOF)") and "num_workers is 2" in failure.reason

@@ -83,6 +83,12 @@ def describe_failure(error: BaseException, config: RunConfig) -> Failure:
     if _worker_died_handing_over_a_batch(error):
         words = f"{type(error).__name__} while receiving a batch" + (f": {text}" if text else "")
         return Failure(_worker_died_reason(words, config), "data_loader", trace)
+    if _forkserver_died_starting_a_worker(error):
+        return Failure(
+            f"the forkserver process that starts the DataLoader's workers died as it started one "
+            f"({type(error).__name__}: {text or 'no message'}): the system's out-of-memory killer may have ended it, "
+            f"or another process did. Try fewer workers (num_workers is {config.num_workers}), or "
+            "worker_start_method=spawn", "data_loader", trace)
     if is_out_of_memory(error):
         return Failure(out_of_memory_reason(text, config), "out_of_memory", trace)
     return Failure(f"{type(error).__name__}: {text}", "error", trace)
@@ -134,6 +140,16 @@ def _worker_died_handing_over_a_batch(error: BaseException) -> bool:
         return False
     files = [Path(frame.filename) for frame in traceback.extract_tb(error.__traceback__)]
     return any(file.name == "resource_sharer.py" and file.parent.name == "multiprocessing" for file in files)
+
+
+def _forkserver_died_starting_a_worker(error: BaseException) -> bool:
+    """An EOFError (or a broken connection) from multiprocessing's forkserver as it starts a worker: the server
+    process is gone ("EOFError: unexpected EOF" said nothing of it)."""
+    if not isinstance(error, (EOFError, ConnectionError)):
+        return False
+    files = [Path(frame.filename) for frame in traceback.extract_tb(error.__traceback__)]
+    return any(file.name in ("forkserver.py", "popen_forkserver.py") and file.parent.name == "multiprocessing"
+               for file in files)
 
 
 def _torch_words(text: str) -> str:
