@@ -239,26 +239,37 @@ def usable_version(conn: sqlite3.Connection, path: Path, migrations: Sequence[Mi
     """The file's schema version, once it is known to be a history this workbench can use and is undamaged
     where a run's start would write; otherwise HistoryTooNew or HistoryDamaged, having written nothing."""
     with translated(path, "open"):
-        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        if version > newest:
-            raise HistoryTooNew(
-                f"history database {path} was written by a newer workbench "
-                f"(schema {version}; this version reads up to {newest}); update the workbench to open it, "
-                "or use --home to keep this version's history elsewhere"
-            )
-        present = _schema(conn)
-        expected = expected_schema(tuple(migrations[:version]))
-        if version == 0 and present:
-            raise damaged(path, f"it holds tables ({', '.join(sorted(name for _, name in present))}) "
-                                "but no workbench schema version")
-        problems = _missing(expected, present)
-        if problems:
-            raise damaged(path, "; ".join(problems))
-        for table in CHECKED_TABLES:
-            if ("table", table) in expected:
-                found = [row[0] for row in conn.execute(f"PRAGMA quick_check({table})")]
-                if found != ["ok"]:
-                    raise damaged(path, f"table {table}: {found[0]}")
+        # One snapshot for every read below: another process making the history (two opening a new one at once)
+        # could commit between reading its version (0) and its tables (all there), which read as damaged.
+        conn.execute("BEGIN")
+        try:
+            return _usable_version(conn, path, migrations, newest)
+        finally:
+            if conn.in_transaction:  # (an error may have ended it)
+                conn.execute("COMMIT")
+
+
+def _usable_version(conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration], newest: int) -> int:
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > newest:
+        raise HistoryTooNew(
+            f"history database {path} was written by a newer workbench "
+            f"(schema {version}; this version reads up to {newest}); update the workbench to open it, "
+            "or use --home to keep this version's history elsewhere"
+        )
+    present = _schema(conn)
+    expected = expected_schema(tuple(migrations[:version]))
+    if version == 0 and present:
+        raise damaged(path, f"it holds tables ({', '.join(sorted(name for _, name in present))}) "
+                            "but no workbench schema version")
+    problems = _missing(expected, present)
+    if problems:
+        raise damaged(path, "; ".join(problems))
+    for table in CHECKED_TABLES:
+        if ("table", table) in expected:
+            found = [row[0] for row in conn.execute(f"PRAGMA quick_check({table})")]
+            if found != ["ok"]:
+                raise damaged(path, f"table {table}: {found[0]}")
     return version
 
 
