@@ -92,3 +92,10 @@ def test_compile_times_under_a_second_are_told_apart(store):
     second = record_complete_run(store, compile_seconds=0.3)
     row = rows_by_key(store.get_runs([first, second]))["Results", "compile_seconds"]
     assert row.texts == ("400 ms", "300 ms") and row.differs
+
+
+def test_the_whole_runs_wall_time_is_not_called_training_time(store):
+    """wall_seconds runs from set-up to the end, evaluation included: it read "Train time"."""
+    first = record_complete_run(store)
+    row = rows_by_key([store.get_run(first)])["Results", "wall_seconds"]
+    assert row.label == "Wall time"
