@@ -154,6 +154,20 @@ class _Reader:
         except OSError as error:  # a dangling link, a link loop
             return os_error_words(error)
 
+    def skipped_notes(self) -> tuple[str, ...]:
+        """What the reads passed over, said: image names that are no regular file, links to folders."""
+        notes = []
+        if self.not_files:
+            one = len(self.not_files) == 1
+            notes.append(f"skipped {len(self.not_files):,} image name{'' if one else 's'} that "
+                         f"{'is' if one else 'are'} no regular file: {_first_few(self.not_files)}")
+        if self.folder_links:
+            one = len(self.folder_links) == 1
+            notes.append(f"skipped {len(self.folder_links):,} link{'' if one else 's'} to a folder (links are not "
+                         "followed, so that a loop cannot make the scan endless; copy or move the folder in to use "
+                         f"it): {_first_few(self.folder_links)}")
+        return tuple(notes)
+
     def frozen_times(self) -> DirectoryTimes:
         return tuple(sorted(self.times.items()))
 
@@ -164,7 +178,7 @@ def image_files(folder: Path | str) -> tuple[list[str], tuple[str, ...]]:
     be read: make-npz reads a class's files so, or it would read a folder otherwise than the run it feeds."""
     reader = _Reader()
     paths = list(reader.images_in(str(folder)))
-    return paths, _skipped_notes(reader.not_files) + _links_note(reader.folder_links)
+    return paths, reader.skipped_notes()
 
 
 def split_roots(root: Path) -> tuple[Optional[Path], Optional[Path]]:
@@ -207,26 +221,12 @@ def scan_folder(root: Path, seed: int) -> FolderLayout:
     if not len(train):
         raise FolderLayoutError(f"{root}: no training images ({', '.join(IMAGE_SUFFIXES)})")
     return FolderLayout(root.name, str(root), classes, train, test, note,
-                        notes=_skipped_notes(reader.not_files) + _links_note(reader.folder_links) + tuple(extra_notes),
+                        notes=reader.skipped_notes() + tuple(extra_notes),
                         directory_times=reader.frozen_times())
 
 
-def _skipped_notes(not_files: Sequence[str]) -> tuple[str, ...]:
-    if not not_files:
-        return ()
-    shown = "; ".join(not_files[:3]) + (f"; and {len(not_files) - 3:,} more" if len(not_files) > 3 else "")
-    one = len(not_files) == 1
-    return (f"skipped {len(not_files):,} image name{'' if one else 's'} that {'is' if one else 'are'} no regular file: "
-            f"{shown}",)
-
-
-def _links_note(links: Sequence[str]) -> tuple[str, ...]:
-    if not links:
-        return ()
-    shown = "; ".join(links[:3]) + (f"; and {len(links) - 3:,} more" if len(links) > 3 else "")
-    one = len(links) == 1
-    return (f"skipped {len(links):,} link{'' if one else 's'} to a folder (links are not followed, so that a loop "
-            f"cannot make the scan endless; copy or move the folder in to use it): {shown}",)
+def _first_few(items: Sequence[str]) -> str:
+    return "; ".join(items[:3]) + (f"; and {len(items) - 3:,} more" if len(items) > 3 else "")
 
 
 def _images_by_class(reader: _Reader, root: Path) -> dict[str, list[str]]:

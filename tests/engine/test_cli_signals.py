@@ -16,6 +16,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from cli_processes import cli, wait_for
@@ -126,6 +127,30 @@ def wait_for_workers(session: int) -> None:
 
 
 
+def signalled(process: subprocess.Popen, send: Callable[[], None], workers: bool = True) -> tuple[str, str, list]:
+    """Once the run has started (and its workers, where ``workers``), ``send()`` its signal: (stdout, stderr, what
+    of its session was still running after it ended). Everything it started is killed at the end, in any case."""
+    err: list = []
+    reader = None
+    try:
+        reader = wait_for(process, err, "100,000 steps")
+        if workers:
+            wait_for_workers(process.pid)
+        send()
+        process.wait(timeout=240)
+        left = left_after(process.pid)
+    finally:
+        kill_session(process.pid)
+        out = process.stdout.read()  # only now: a process left behind would hold the pipe open
+        process.kill()
+        process.wait()
+        if reader is not None:
+            reader.join(10)
+        process.stdout.close()
+        process.stderr.close()
+    return out, "".join(err), left
+
+
 def history_row(home: Path):
     with HistoryStore.open(home) as store:
         (run,) = store.list_runs()
@@ -140,24 +165,8 @@ def test_sigterm_and_sighup_stop_the_run_as_ctrl_c_does_and_leave_nothing(tmp_pa
     # "run": `kill <pid>`. "group": every process of the run's group, workers and forkserver too, as a service
     # manager stopping a service sends SIGTERM, and a shell whose terminal closed resends SIGHUP to each job.
     process = cli(tmp_path / "home", *START_METHOD, preamble=SLOW_BATCHES)
-    err: list = []
-    reader = None
-    try:
-        reader = wait_for(process, err, "100,000 steps")
-        wait_for_workers(process.pid)
-        (os.kill if to == "run" else os.killpg)(process.pid, getattr(signal, name))
-        process.wait(timeout=240)
-        left = left_after(process.pid)
-    finally:
-        kill_session(process.pid)
-        out = process.stdout.read()  # only now: a process left behind would hold the pipe open
-        process.kill()
-        process.wait()
-        if reader is not None:
-            reader.join(10)
-        process.stdout.close()
-        process.stderr.close()
-    stderr = "".join(err)
+    kill = os.kill if to == "run" else os.killpg
+    out, stderr, left = signalled(process, lambda: kill(process.pid, getattr(signal, name)))
     assert process.returncode == 1, f"exit code {process.returncode}: {stderr}"  # before: killed by the signal
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["status"] == "stopped", stderr
@@ -175,24 +184,12 @@ def test_a_two_process_run_whose_group_gets_sigterm_or_sighup_stops_as_one_proce
     """Every process of the group gets the signal (a service manager's stop, a closing terminal): the ranks ended
     at once, and the run was recorded failed ("rank 0: the process died: killed by SIGHUP")."""
     process = cli(tmp_path / "home", "--devices", "2", "--num-workers", "0")
-    err: list = []
-    reader = None
-    try:
-        reader = wait_for(process, err, "100,000 steps")
-        time.sleep(3)  # into training: the ranks have joined and step
+
+    def into_training_then_signal() -> None:
+        time.sleep(3)  # the ranks have joined and step
         os.killpg(process.pid, getattr(signal, name))
-        process.wait(timeout=240)
-        left = left_after(process.pid)
-    finally:
-        kill_session(process.pid)
-        out = process.stdout.read()
-        process.kill()
-        process.wait()
-        if reader is not None:
-            reader.join(10)
-        process.stdout.close()
-        process.stderr.close()
-    stderr = "".join(err)
+
+    out, stderr, left = signalled(process, into_training_then_signal, workers=False)
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["status"] == "stopped", stderr
     assert summary["reason"].startswith(f"stopped by {name}"), summary["reason"]

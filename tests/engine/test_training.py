@@ -2,6 +2,7 @@
 
 import multiprocessing
 import threading
+from typing import Callable, Optional
 
 import pytest
 import torch
@@ -175,21 +176,29 @@ def test_an_exception_in_training_is_a_failed_run_with_its_reason(monkeypatch):
     assert ended.reason == "RuntimeError: model exploded"
 
 
-def test_a_stop_mid_window_reports_the_steps_done_once(monkeypatch):
-    """"stopped by the user at step 5" and the summary's steps are the same count (log points every 4)."""
-    config = tiny_config(synthetic_size=512, epochs=2, max_steps=None, log_every=4)
+def counted_steps(monkeypatch, fail_at: Optional[int] = None) -> Callable[[], int]:
+    """TrainStep.__call__ counted (raising in step ``fail_at``): the steps taken so far."""
     from workbench.engine import train_step
 
-    steps_taken = 0
+    taken = 0
     original = train_step.TrainStep.__call__
 
     def counting(self, images, labels):
-        nonlocal steps_taken
-        steps_taken += 1
+        nonlocal taken
+        taken += 1
+        if taken == fail_at:
+            raise RuntimeError(f"boom in step {fail_at}")
         return original(self, images, labels)
 
     monkeypatch.setattr(train_step.TrainStep, "__call__", counting)
-    events = run_to_end(config, lambda: steps_taken >= 5)  # the loop asks before each step: steps 1-5 run
+    return lambda: taken
+
+
+def test_a_stop_mid_window_reports_the_steps_done_once(monkeypatch):
+    """"stopped by the user at step 5" and the summary's steps are the same count (log points every 4)."""
+    config = tiny_config(synthetic_size=512, epochs=2, max_steps=None, log_every=4)
+    steps_taken = counted_steps(monkeypatch)
+    events = run_to_end(config, lambda: steps_taken() >= 5)  # the loop asks before each step: steps 1-5 run
     ended = events[-1]
     steps = [event for event in events if isinstance(event, StepStats)]
     assert ended.status == "stopped" and ended.reason == "stopped by the user at step 5"
@@ -200,19 +209,7 @@ def test_a_stop_mid_window_reports_the_steps_done_once(monkeypatch):
 def test_a_failure_mid_window_keeps_the_steps_done_in_the_runs_counts(monkeypatch):
     """A model failing in step 7 with log points every 4: steps 1-6 trained, not the 4 of the last log point."""
     config = tiny_config(synthetic_size=512, epochs=2, max_steps=None, log_every=4)
-    from workbench.engine import train_step
-
-    steps_taken = 0
-    original = train_step.TrainStep.__call__
-
-    def failing_in_step_7(self, images, labels):
-        nonlocal steps_taken
-        steps_taken += 1
-        if steps_taken == 7:
-            raise RuntimeError("boom in step 7")
-        return original(self, images, labels)
-
-    monkeypatch.setattr(train_step.TrainStep, "__call__", failing_in_step_7)
+    counted_steps(monkeypatch, fail_at=7)
     ended = run_to_end(config)[-1]
     assert ended.status == "failed" and ended.reason == "RuntimeError: boom in step 7"
     assert ended.summary.steps == 6 and ended.summary.samples_seen == 6 * config.batch_size

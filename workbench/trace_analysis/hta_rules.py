@@ -125,7 +125,11 @@ def _launched_before_last_step(host: Sequence[Activity], fractional_timestamps: 
     µs, rounded up, where the file's timestamps are fractional), the GPU's copies of the steps included (None:
     fewer than two steps)."""
     begun = _begun_before_last_step(host, fractional_timestamps)
-    return None if begun is None else {a.correlation for a in host if a.kind == RUNTIME and begun(a)}
+    return None if begun is None else _launched_by(host, begun)
+
+
+def _launched_by(host: Sequence[Activity], begun: Callable[[Activity], bool]) -> set[int]:
+    return {a.correlation for a in host if a.kind == RUNTIME and begun(a)}
 
 
 def _begun_before_last_step(host: Sequence[Activity], fractional_timestamps: bool
@@ -231,7 +235,7 @@ def hta_figures(device: Sequence[Activity], markers: Sequence[Activity], host: S
     device, markers, on_a_stream = list(device), list(markers), list(host_ops_on_a_stream)
     begun = _begun_before_last_step(host, fractional_timestamps)
     if begun is not None:
-        launched = {a.correlation for a in host if a.kind == RUNTIME and begun(a)}
+        launched = _launched_by(host, begun)
         device = [a for a in device if a.correlation in launched]
         markers = [a for a in markers if a.correlation in launched]
         on_a_stream = [a for a in on_a_stream if begun(a)]
