@@ -45,8 +45,22 @@ def standard_library_problem(spec: str) -> Optional[str]:
     top = spec.partition(":")[0].partition(".")[0]
     if top not in sys.stdlib_module_names and top != "builtins":
         return None
+    own = _own_file_named(top)
+    if own is not None:  # the user's own code.py: refused all the same, with what to do about it
+        return (f"model {spec!r}: your {own} is named like Python's own module {top}; the import may give Python's "
+                f"instead, and yours hides Python's from every library that imports it: rename it (say my_{top}) "
+                f"and give my_{top}:{spec.partition(':')[2]}")
     return (f"model {spec!r} names a function of Python's standard library ({top}), where no model lives: give "
             "package.module:function of your own module")
+
+
+def _own_file_named(top: str) -> Optional[str]:
+    """The module or package of this name in the working directory, where the user's own modules are imported
+    from (``working_directory_importable``); None where there is none."""
+    for candidate in (f"{top}.py", os.path.join(top, "__init__.py")):
+        if os.path.isfile(candidate):
+            return os.path.abspath(candidate)
+    return None
 
 
 def module_source_file(spec: str) -> Optional[str]:

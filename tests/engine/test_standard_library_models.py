@@ -37,3 +37,18 @@ def test_the_engine_refuses_it_without_calling_it(tmp_path):
     with pytest.raises(ModelError, match="standard library"):
         build_model("os:system", 10, model_kwargs=json.dumps({"command": f"echo > {marker}"}))
     assert not marker.exists()
+
+
+def test_a_users_own_module_named_like_pythons_is_told_to_be_renamed(tmp_path, monkeypatch):
+    """A user's code.py in the working directory (a common name for a first script) was refused as "a function of
+    Python's standard library, where no model lives", which is false of their file and says nothing of what to do.
+    It is still refused (the import may give Python's code module, and the file hides it from every library),
+    with its path and the rename that makes it work."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "code.py").write_text("def model(num_classes):\n    raise AssertionError('never imported')\n")
+    (problem,) = RunConfig(model="code:model").validate()
+    assert problem == (f"model 'code:model': your {tmp_path / 'code.py'} is named like Python's own module code; the "
+                       "import may give Python's instead, and yours hides Python's from every library that imports "
+                       "it: rename it (say my_code) and give my_code:model")
+    with pytest.raises(ModelError, match="rename it"):
+        build_model("code:model", 10)
