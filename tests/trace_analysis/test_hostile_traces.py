@@ -478,6 +478,17 @@ def test_the_profilers_closing_step_of_no_work_is_no_step(tmp_path):
     assert read_report(write(tmp_path / "long.json", trace(long_and_empty))).ranks[0].steps == 3
 
 
+def test_the_closing_step_holding_the_loops_last_dataloader_fetch_is_no_step(tmp_path):
+    """A loop that ends when its DataLoader runs out: the profiler's closing step holds that last
+    enumerate(DataLoader)#…__next__ (30 µs, which found no batch), and nothing else. Read as work, it kept a step of
+    98 µs beside one of 52 ms in a real torch 2.14 trace: "median 26.0 ms (spread 98 µs–51.9 ms)"."""
+    fetch = op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 18_010, 30, cat="user_annotation")
+    loop = [step(1, 0, 9000), step(2, 9000, 9000), *launched("k", 10, 100, 500, 1), *launched("k", 9010, 9100, 500, 2)]
+    (rank,) = read_report(write(tmp_path / "t.json", trace([*loop, step(3, 18_000, 98), fetch]))).ranks
+    assert rank.steps == 2 and rank.step_seconds == (0.009, 0.009)
+    assert any("closed it on exit): left out" in note for note in rank.notes)
+
+
 def test_a_trace_whose_device_events_could_not_be_read_is_not_called_cpu_only(tmp_path):
     events = [step(1, 0, 1000), *launched("k", 10, 100, 500, 1)]
     events[2]["ts"] = "100"  # the one kernel, mistyped

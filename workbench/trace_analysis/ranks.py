@@ -197,13 +197,14 @@ _START = operator.itemgetter(0)  # Activity.start_ns
 
 
 def _holds_work(events: RankEvents, start: int, end: int) -> bool:
-    """Whether any host op, runtime call or device work of the rank starts within [start, end)."""
+    """Whether any host op, runtime call or device work of the rank starts within [start, end). A DataLoader's
+    __next__ is no work: the profiler's closing step holds the loop's last one, which found no batch and ended it."""
     for thread in events.host_by_thread.values():  # each sorted by start
         index = bisect.bisect_left(thread, start, key=_START)
         for a in thread[index:]:
             if a.start_ns >= end:
                 break
-            if a.kind != timeline.STEP:
+            if a.kind != timeline.STEP and a.kind != timeline.DATA_WAIT:
                 return True
     return any(start <= a.start_ns < end for a in events.device_work)
 
