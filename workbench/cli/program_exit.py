@@ -9,7 +9,8 @@ often inside torch's C++ code. Left to Python's exit, two things went wrong:
   was recorded (seen once in CI after a Ctrl-C during spawn workers' start-up).
 So the workers are killed (SIGKILL: they ignore the rest), which ends a worker start-up: torch finds its workers
 dead and raises, and the phase releases what it made. The process then exits as usual, with no thread left in
-torch. Work that ends by no kill (a stuck download) gets a while, then the process leaves with os._exit.
+torch. Work that ends by no kill (a stuck download) gets a while, then the process leaves with os._exit; a join
+that waits for other processes of a run (engine/distributed/rank.py) gets no while: it ends only when they come.
 """
 
 from __future__ import annotations
@@ -32,18 +33,19 @@ KILL_EVERY_S = 0.1  # a start-up still starting workers starts more: each is kil
 def end_program(code: int) -> int:
     """``code``, for sys.exit, once nothing abandoned still runs; the process ends here with it otherwise."""
     running = abandoned_phases()
-    if not running:
+    if running:
+        say(f"workbench: {' and '.join(running)} still running when the command ended: ending it")
+        if hasattr(signal, "SIGCHLD"):  # torch's handler raises "worker exited unexpectedly" in this thread
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        deadline = time.monotonic() + WINDING_DOWN_S
+        while abandoned_phases() and time.monotonic() < deadline:
+            for child in multiprocessing.active_children():  # this process's workers only: the command is done
+                child.kill()
+            time.sleep(KILL_EVERY_S)
+    if not abandoned_phases() and not abandoned_phases(ended_by_others=True):
         return code
-    say(f"workbench: {' and '.join(running)} still running when the command ended: ending it")
-    if hasattr(signal, "SIGCHLD"):  # torch's handler raises "worker exited unexpectedly" in this thread
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    deadline = time.monotonic() + WINDING_DOWN_S
-    while abandoned_phases() and time.monotonic() < deadline:
-        for child in multiprocessing.active_children():  # this process's workers only: the command is done
-            child.kill()
-        time.sleep(KILL_EVERY_S)
-    if not abandoned_phases():
-        return code
+    # What is left ends by no kill: a stuck download, or a join whose other processes never came (torch gives up
+    # after 30 minutes; the run already said it stopped while waiting, so nothing more is said of it).
     flush_output()
     os._exit(code)
 

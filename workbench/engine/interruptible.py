@@ -8,6 +8,10 @@ call on a daemon thread and polls ``stop()`` every ``POLL_SECONDS``; on a stop i
 then ``on_abandoned`` gets its result (or None after an error) to release what it made — so
 workers it started are shut down and memory it holds is freed when it finishes.
 
+A call that only other processes can end (joining a multi-process run's group: it waits for the others,
+up to torch's 30-minute timeout) is marked so: nothing waits for it once abandoned, and the command's exit
+ends the process without waiting for it (cli/program_exit.py).
+
 Helper threads block the stop signals (SIGINT, SIGTERM, SIGHUP), so processes they start (DataLoader
 workers, the forkserver) begin life with them blocked: a Ctrl-C or hang-up sent to the terminal's process
 group cannot kill a worker before its init function ignores the signal (see worker_lifetime.py).
@@ -28,10 +32,15 @@ THREAD_PREFIX = "workbench-"  # a helper thread's name: this, then the phase's
 
 _abandoned_lock = threading.Lock()
 _abandoned: set[threading.Thread] = set()
+_abandoned_to_others: set[threading.Thread] = set()  # calls only other processes end: never waited for
 
 
 class Stopped(Exception):
     """stop() became true while a phase ran on a helper thread (the phase was abandoned)."""
+
+
+class StillRunning(Exception):
+    """A wait with ``patience`` ran out of it; the call goes on (wait again to go on waiting)."""
 
 
 def call_interruptibly(
@@ -53,39 +62,49 @@ class HelperCall:
     """
 
     def __init__(self, function: Callable[[], T], name: str,
-                 on_abandoned: Optional[Callable[[Optional[T]], None]] = None):
+                 on_abandoned: Optional[Callable[[Optional[T]], None]] = None, ended_by_others: bool = False):
+        """``ended_by_others``: only other processes end the call (see the module's docstring)."""
         self.name = name
         self.abandoned = False
+        self.ended_by_others = ended_by_others
         self._call = _Call(function, on_abandoned)
+        self._thread: Optional[threading.Thread] = None
 
-    def wait(self, stop: Callable[[], bool]):
-        if stop():
-            raise Stopped(self.name)
+    def wait(self, stop: Callable[[], bool], patience: Optional[float] = None):
+        """With ``patience``, ``StillRunning`` once that many seconds have passed (the call goes on)."""
         call = self._call
-        thread = threading.Thread(target=call.work, name=THREAD_PREFIX + self.name, daemon=True)
-        thread.start()
+        if self._thread is None:
+            if stop():
+                raise Stopped(self.name)
+            self._thread = threading.Thread(target=call.work, name=THREAD_PREFIX + self.name, daemon=True)
+            self._thread.start()
+        deadline = None if patience is None else time.monotonic() + patience
         try:
             while not call.done.wait(POLL_SECONDS):
-                if stop() and self._abandon(thread):
+                if stop() and self.abandon():
                     raise Stopped(self.name)
-        except Stopped:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise StillRunning(self.name)
+        except (Stopped, StillRunning):
             raise
         except BaseException:
-            self._abandon(thread)
+            self.abandon()
             raise
         return call.outcome()
 
-    def _abandon(self, thread: threading.Thread) -> bool:
-        if not self._call.abandon():
+    def abandon(self) -> bool:
+        """Stop waiting for the call (a caller that gives up between waits); False when it had finished."""
+        if self._thread is None or not self._call.abandon():
             return False
         self.abandoned = True
         with _abandoned_lock:
-            _abandoned.add(thread)
+            (_abandoned_to_others if self.ended_by_others else _abandoned).add(self._thread)
         return True
 
 
 def wait_for_abandoned(timeout: float) -> bool:
-    """Join the helper threads of abandoned phases (tests, shutdown); True when none is left running."""
+    """Join the helper threads of abandoned phases (tests, shutdown); True when none is left running.
+    Calls only other processes end are not waited for (they would take torch's 30-minute timeout)."""
     deadline = time.monotonic() + timeout
     with _abandoned_lock:
         threads = list(_abandoned)
@@ -96,10 +115,12 @@ def wait_for_abandoned(timeout: float) -> bool:
         return not _abandoned
 
 
-def abandoned_phases() -> list[str]:
-    """The names of the abandoned phases still running ("worker start-up"), sorted."""
+def abandoned_phases(ended_by_others: bool = False) -> list[str]:
+    """The names of the abandoned phases still running ("worker start-up"), sorted; with ``ended_by_others``,
+    those only other processes end (a join whose other processes never came)."""
     with _abandoned_lock:
-        return sorted(thread.name.removeprefix(THREAD_PREFIX) for thread in _abandoned if thread.is_alive())
+        threads = _abandoned_to_others if ended_by_others else _abandoned
+        return sorted(thread.name.removeprefix(THREAD_PREFIX) for thread in threads if thread.is_alive())
 
 
 class _Call:
