@@ -11,6 +11,7 @@ import json
 import os
 import pty
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -127,17 +128,22 @@ def wait_for_workers(session: int) -> None:
 
 
 
-def signalled(process: subprocess.Popen, send: Callable[[], None], workers: bool = True) -> tuple[str, str, list]:
-    """Once the run has started (and its workers, where ``workers``), ``send()`` its signal: (stdout, stderr, what
-    of its session was still running after it ended). Everything it started is killed at the end, in any case."""
+def signalled(process: subprocess.Popen, send: Callable[[], None], workers: bool = True,
+              marker: str = "100,000 steps", within_s: float = 240.0) -> tuple[str, str, list]:
+    """Once stderr says ``marker`` (the run has started) and its workers are up, where ``workers``, ``send()`` its
+    signal: (stdout, stderr, what of its session was still running after it ended, within ``within_s``).
+    Everything it started is killed at the end, in any case."""
     err: list = []
     reader = None
     try:
-        reader = wait_for(process, err, "100,000 steps")
+        reader = wait_for(process, err, marker)
         if workers:
             wait_for_workers(process.pid)
         send()
-        process.wait(timeout=240)
+        try:
+            process.wait(timeout=within_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"still running {within_s:.0f} s after the signal:\n{''.join(err)}") from None
         left = left_after(process.pid)
     finally:
         kill_session(process.pid)
@@ -194,6 +200,34 @@ def test_a_two_process_run_whose_group_gets_sigterm_or_sighup_stops_as_one_proce
     assert summary["status"] == "stopped", stderr
     assert summary["reason"].startswith(f"stopped by {name}"), summary["reason"]
     assert history_row(tmp_path / "home").status == "stopped"
+    assert not left, f"still running {GONE_S:.0f} s after the run ended: {left}"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_a_torchrun_rank_whose_peer_never_comes_stops_on_ctrl_c_or_sigterm(tmp_path, monkeypatch, name):
+    """Rank 0 of two as torchrun starts it, and no rank 1: init_process_group held the main thread in C++ until
+    torch's 30-minute timeout, and the signal's handler never ran. Now the rank says whom it waits for, and a
+    signal ends the wait within about a second (60 s: a bound for a loaded machine, far under the 30 minutes)."""
+    with socket.socket() as probe:  # a free port for env://'s rendezvous
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    for variable, value in (("RANK", "0"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "0"), ("MASTER_ADDR", "127.0.0.1"),
+                            ("MASTER_PORT", str(port))):
+        monkeypatch.setenv(variable, value)
+    process = cli(tmp_path / "home", "--num-workers", "0")
+    out, stderr, left = signalled(process, lambda: os.kill(process.pid, getattr(signal, name)), workers=False,
+                                  marker="waiting for rank 1 to join the run", within_s=60.0)
+    assert process.returncode == 1, f"exit code {process.returncode}: {stderr}"
+    summary = json.loads(out.strip().splitlines()[-1])
+    by = "the user" if name == "SIGINT" else name
+    assert summary["status"] == "stopped", stderr
+    assert summary["reason"].startswith(f"stopped by {by} while waiting for rank 1 to join the run (2 processes, "
+                                        f"meeting at 127.0.0.1:{port}), after "), summary["reason"]
+    assert "Traceback" not in stderr, stderr
+    run = history_row(tmp_path / "home")
+    assert (run.status, run.reason) == ("stopped", summary["reason"])
     assert not left, f"still running {GONE_S:.0f} s after the run ended: {left}"
 
 

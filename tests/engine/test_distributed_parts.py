@@ -356,3 +356,85 @@ def test_a_torchrun_rank_that_lost_its_peer_says_so_in_words(monkeypatch):
     (ended,) = launched.run_launched(tiny_config(), lambda: False, world)
     assert ended.status == "failed" and ended.reason.startswith("another process of the run went away mid-step")
     assert ended.reason.endswith("Connection reset by peer)") and ended.summary.reason == ended.reason
+
+
+# -- joining the other processes -----------------------------------------------------------------
+
+
+def test_a_stop_ends_the_wait_for_the_others_to_join_and_the_wait_is_named(monkeypatch):
+    """init_process_group (here a fake that returns once released) waits for every rank; it runs on a helper
+    thread, so a stop ends the wait. A long wait says whom it waits for, once."""
+    import threading
+
+    from workbench.engine.distributed import rank
+    from workbench.engine.distributed.world import World
+    from workbench.engine.requests import StopRequest
+
+    released = threading.Event()
+    monkeypatch.setattr(rank, "join_world", lambda world: released.wait(60.0))
+    monkeypatch.setattr(rank, "SAY_WAITING_AFTER_S", 0.1)
+    monkeypatch.setenv("MASTER_ADDR", "10.0.0.7")
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    stop = StopRequest()
+    joining = rank.join_world_interruptibly(World(0, 4, 0, "gloo", "env://"), stop)
+    try:
+        said = next(joining)
+        assert isinstance(said, StatusChanged) and said.lasting
+        assert said.message == "waiting for ranks 1–3 to join the run (4 processes, meeting at 10.0.0.7:29500)…"
+        stop.set("SIGTERM")
+        with pytest.raises(rank.JoinStopped, match=r"^stopped by SIGTERM while waiting for ranks 1–3 to join the run "
+                                                   r"\(4 processes, meeting at 10\.0\.0\.7:29500\), after \d+ s$"):
+            next(joining)
+    finally:
+        released.set()  # the abandoned join ends
+
+
+def test_a_join_that_completes_just_after_the_stop_is_used(monkeypatch):
+    """Every rank gets a terminal's Ctrl-C at once; a rank whose join completed goes on to the agreed stop, which
+    needs the others: a join that completes within JOIN_SETTLE_S of the stop is kept, not abandoned."""
+    import time
+
+    from workbench.engine.distributed import rank
+    from workbench.engine.distributed.world import World
+    from workbench.engine.requests import StopRequest
+
+    stop = StopRequest()
+    joined = object()
+
+    def join_as_the_stop_comes(world):
+        stop.set()
+        time.sleep(0.2)
+        return joined
+
+    monkeypatch.setattr(rank, "join_world", join_as_the_stop_comes)
+    with pytest.raises(StopIteration) as done:  # joined without a word: it took under SAY_WAITING_AFTER_S
+        next(rank.join_world_interruptibly(World(1, 2, 1, "gloo", "file:///store"), stop))
+    assert done.value.value is joined
+
+
+def test_the_ranks_a_joining_rank_waits_for_in_words():
+    from workbench.engine.distributed.rank import waited_for
+    from workbench.engine.distributed.world import World
+
+    assert waited_for(World(1, 2, 1, "gloo", "file:///store")) == "rank 0 to join the run (2 processes)"
+    assert waited_for(World(3, 4, 1, "gloo", "file:///store")) == "ranks 0–2 to join the run (4 processes)"
+    assert waited_for(World(1, 4, 1, "gloo", "file:///store")) == "the other 3 ranks to join the run (4 processes)"
+
+
+def test_the_helper_thread_joins_on_the_ranks_gpu(monkeypatch):
+    """CUDA's current device is each thread's own (a new thread's is GPU 0): the thread that joins takes the rank's
+    GPU before NCCL binds its communicator to the current one. A fake CUDA keeps the device per thread here."""
+    import threading
+
+    from workbench.engine.distributed import rank
+    from workbench.engine.distributed.world import World
+    from workbench.engine.requests import never
+
+    current = threading.local()
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: getattr(current, "gpu", 0))
+    monkeypatch.setattr(torch.cuda, "set_device", lambda gpu: setattr(current, "gpu", gpu))
+    monkeypatch.setattr(rank, "join_world", lambda world: torch.cuda.current_device())
+    torch.cuda.set_device(3)  # claim_local_gpu, on the rank's own thread
+    with pytest.raises(StopIteration) as done:
+        next(rank.join_world_interruptibly(World(3, 4, 3, "nccl", "env://"), never))
+    assert done.value.value == 3

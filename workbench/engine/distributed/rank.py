@@ -2,7 +2,8 @@
 
 Everything here is PyTorch's own distributed engine: ``init_process_group`` (a FileStore for ranks
 spawned here, ``env://`` under torchrun), DistributedDataParallel around the model, DistributedSampler
-(in workbench.engine.data) for the data. The one thing added is the agreement on when to stop.
+(in workbench.engine.data) for the data. Two things are added: the agreement on when to stop, and a
+join that a stop ends (init_process_group waits for every rank in C++, where no signal handler runs).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import os
 import signal
 import sys
 import threading
+import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator, Optional
 
 import torch
 import torch.distributed as dist
@@ -23,9 +25,11 @@ from torch.nn.parallel import DistributedDataParallel
 from workbench.config import RunConfig
 from workbench.engine.device import probe_device
 from workbench.engine.distributed.world import World, backend_for
-from workbench.engine.events import Event, RunEnded
+from workbench.engine.events import Event, RunEnded, StatusChanged
+from workbench.engine.interruptible import HelperCall, StillRunning, Stopped
 from workbench.engine.models import has_unused_parameters
 from workbench.engine.one_process import run_one
+from workbench.engine.requests import stopped_by
 from workbench.engine.run_summary import RunSummary
 
 if TYPE_CHECKING:
@@ -109,6 +113,87 @@ def leave_world() -> None:
         dist.destroy_process_group()
 
 
+# Joining waits in init_process_group's C++ until every rank has come (torch gives up after 30 minutes), where no
+# signal handler runs: it runs on a helper thread, and a stop ends the wait. There is no group yet whose ranks could
+# part ways; but every rank gets a terminal's Ctrl-C at once, and a rank whose join completed goes on to the agreed
+# stop, which needs the others: after a stop a join under way has this long to complete (the ranks' joins complete
+# within moments of each other), and is used if it does.
+JOIN_SETTLE_S = 1.0
+# A join that takes longer says what it waits for, once (a peer that never starts was a silent 30-minute wait).
+SAY_WAITING_AFTER_S = 5.0
+JOINING = "joining the other processes"  # the helper thread's phase name
+
+
+class JoinStopped(Exception):
+    """A stop ended the wait for the other processes to join; the reason, in words."""
+
+
+def join_world_interruptibly(world: World, stop: Callable[[], bool]) -> Generator[Event, None, RankWorld]:
+    """``join_world(world)``, yielding one line if it waits long; ``JoinStopped`` when a stop ends the wait."""
+    began = time.monotonic()
+    # The current CUDA device is each thread's own (a new thread's is GPU 0): the helper joins on this thread's,
+    # the rank's GPU (claim_local_gpu), which NCCL's communicator is bound to.
+    gpu = torch.cuda.current_device() if world.backend == "nccl" else None
+    joining = HelperCall(lambda: _join_on(gpu, world), JOINING, on_abandoned=_leave_if_joined, ended_by_others=True)
+    settled_stop = _Settled(stop, JOIN_SETTLE_S)
+    try:
+        try:
+            return joining.wait(settled_stop, patience=SAY_WAITING_AFTER_S)
+        except StillRunning:
+            pass
+        try:
+            yield StatusChanged(message=f"waiting for {waited_for(world)}…", lasting=True)
+        except BaseException:  # the consumer closed the run here: nobody waits for the join any more
+            joining.abandon()
+            raise
+        return joining.wait(settled_stop)
+    except Stopped:
+        raise JoinStopped(f"stopped by {stopped_by(stop)} while waiting for {waited_for(world)}, "
+                          f"after {time.monotonic() - began:.0f} s") from None
+
+
+def waited_for(world: World) -> str:
+    """Whom a joining rank waits for: "rank 1 to join the run (2 processes, meeting at 127.0.0.1:29500)"."""
+    others = [rank for rank in range(world.world_size) if rank != world.rank]
+    if len(others) == 1:
+        who = f"rank {others[0]}"
+    elif others[-1] - others[0] == len(others) - 1:
+        who = f"ranks {others[0]}–{others[-1]}"
+    else:
+        who = f"the other {len(others)} ranks"
+    where = ""
+    if world.init_method == "env://":  # torchrun's: where rank 0 listens (a file:// store is the launcher's own)
+        where = f", meeting at {os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+    return f"{who} to join the run ({world.world_size} processes{where})"
+
+
+def _join_on(gpu: Optional[int], world: World) -> RankWorld:
+    if gpu is not None:
+        torch.cuda.set_device(gpu)
+    return join_world(world)
+
+
+class _Settled:
+    """``stop`` once it has held for ``seconds``."""
+
+    def __init__(self, stop: Callable[[], bool], seconds: float):
+        self.stop, self.seconds = stop, seconds
+        self._since: Optional[float] = None
+
+    def __call__(self) -> bool:
+        if not self.stop():
+            return False
+        if self._since is None:
+            self._since = time.monotonic()
+        return time.monotonic() - self._since >= self.seconds
+
+
+def _leave_if_joined(joined: Optional[RankWorld]) -> None:
+    """An abandoned join that completed after all (the others came late): leave the group it made."""
+    if joined is not None:
+        leave_world()
+
+
 class AgreedStop:
     """Every rank stops at the same step, or a collective waits for a rank that has left.
 
@@ -169,7 +254,11 @@ class RankRun:
                 if not world.backend:
                     world = self.world = replace(world, backend=backend_for(device))
                 step = f"join the other processes ({world.backend}, {world.init_method})"
-                self.rank_world = join_world(world)
+                self.rank_world = yield from join_world_interruptibly(world, self.local_stop)
+            except JoinStopped as stopped:
+                reason = str(stopped)
+                yield RunEnded(status="stopped", summary=RunSummary(status="stopped", reason=reason), reason=reason)
+                return
             except Exception as error:
                 reason = f"could not {step}: {type(error).__name__}: {error}"
                 yield RunEnded(status="failed", summary=RunSummary(status="failed", reason=reason, failure_kind="error"), reason=reason, kind="error")
