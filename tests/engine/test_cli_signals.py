@@ -228,6 +228,7 @@ def test_a_torchrun_rank_whose_peer_never_comes_stops_on_ctrl_c_or_sigterm(tmp_p
     assert "Traceback" not in stderr, stderr
     run = history_row(tmp_path / "home")
     assert (run.status, run.reason) == ("stopped", summary["reason"])
+    assert run.summary.world_size == 2  # the size it was started with, though no group was made
     assert not left, f"still running {GONE_S:.0f} s after the run ended: {left}"
 
 

@@ -255,13 +255,15 @@ class RankRun:
                     world = self.world = replace(world, backend=backend_for(device))
                 step = f"join the other processes ({world.backend}, {world.init_method})"
                 self.rank_world = yield from join_world_interruptibly(world, self.local_stop)
-            except JoinStopped as stopped:
+            except JoinStopped as stopped:  # the run's size is what it was started with, though no group was made
                 reason = str(stopped)
-                yield RunEnded(status="stopped", summary=RunSummary(status="stopped", reason=reason), reason=reason)
+                yield RunEnded(status="stopped", reason=reason, summary=RunSummary(
+                    status="stopped", reason=reason, world_size=world.world_size))
                 return
             except Exception as error:
                 reason = f"could not {step}: {type(error).__name__}: {error}"
-                yield RunEnded(status="failed", summary=RunSummary(status="failed", reason=reason, failure_kind="error"), reason=reason, kind="error")
+                yield RunEnded(status="failed", reason=reason, kind="error", summary=RunSummary(
+                    status="failed", reason=reason, failure_kind="error", world_size=world.world_size))
                 return
             stop = self.local_stop
             if self.rank_world.control_group is not None:
