@@ -56,6 +56,34 @@ def test_input_bound_fires_from_the_gpus_wait_for_data_and_names_num_workers():
     assert "35% of the steps inside the DataLoader's __next__" in finding.text  # the plugin's figure, said too
 
 
+def test_input_bound_with_workers_already_asks_for_more_of_them_not_four():
+    """The DataLoader's spans name its iterator: a loader that already runs workers
+    (_MultiProcessingDataLoaderIter) and still does not keep up was told "num_workers=4", which may be fewer
+    than it runs; batches whose copies to the GPU are all from pinned memory were told "pin_memory=True"."""
+    pinned = (NamedSeconds("Memcpy HtoD (Pinned -> Device)", 0.01),)
+    workers = waiting_for_data(0.3, traits=ScriptTraits(loader_workers=True), top_copies=pinned)
+    (finding,) = findings_for(workers)
+    assert finding.change.startswith("DataLoader(..., num_workers=<more than now>, persistent_workers=True): the "
+                                     "DataLoader already runs worker processes (its spans name "
+                                     "_MultiProcessingDataLoaderIter) and they do not keep up")
+    assert "num_workers=4" not in finding.change and "pin_memory" not in finding.change
+    pageable = (*pinned, NamedSeconds("Memcpy HtoD (Pageable -> Device)", 0.01))
+    (finding,) = findings_for(waiting_for_data(0.3, traits=ScriptTraits(loader_workers=False), top_copies=pageable))
+    assert finding.change.startswith("DataLoader(..., num_workers=4, pin_memory=True, persistent_workers=True)")
+
+
+@pytest.mark.parametrize("iterators, workers", [(["_MultiProcessingDataLoaderIter"], True),
+                                                (["_SingleProcessDataLoaderIter"], False),
+                                                (["_SingleProcessDataLoaderIter", "_MultiProcessingDataLoaderIter"],
+                                                 None)])
+def test_the_trace_says_whether_the_dataloader_runs_workers(tmp_path, iterators, workers):
+    events = [step(1, 0, 10_000), *launched("k", 10, 20, 9_000, 1)]
+    events += [op(f"enumerate(DataLoader)#{name}.__next__", 100 + 10 * index, 5, cat="user_annotation")
+               for index, name in enumerate(iterators)]
+    (rank,) = read_report(write(tmp_path / "t.json", trace(events))).ranks
+    assert rank.traits.loader_workers is workers
+
+
 def test_input_bound_holds_at_the_threshold_and_not_below():
     assert kinds(waiting_for_data(INPUT_BOUND_WAIT)) == ["input-bound"]
     assert kinds(waiting_for_data(0.10)) == []

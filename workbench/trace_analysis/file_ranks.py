@@ -19,6 +19,9 @@ from workbench.trace_analysis.wording import counted
 
 OPTIMIZER_STEP = re.compile(r"Optimizer\.step#(\w+)\.step")  # torch.optim's annotation of each step
 FUSED_OPTIMIZER_OPS = "aten::_fused_"  # aten::_fused_adamw_, _fused_adam_, _fused_sgd_
+# enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__: the iterator says whether the loader has workers
+DATALOADER_SPAN = "enumerate(DataLoader)#"
+MULTI_PROCESS_ITERATOR, SINGLE_PROCESS_ITERATOR = "_MultiProcessingDataLoaderIter", "_SingleProcessDataLoaderIter"
 # GPUs one file may name (a node holds 8 or 16; one process usually drives one).
 MAX_GPUS_PER_FILE = 64
 # A profiler's trace covers minutes: an event timed more than a day from the rest has a corrupt timestamp (a ts of 0
@@ -144,6 +147,7 @@ def _bounds_of_the_rest(sorted_lists: list[list[Activity]]) -> Optional[tuple[in
 def _script_traits(host_names: Iterable[str]) -> ScriptTraits:
     """What the script already does, from its host ops' names (each name once: a trace has few)."""
     compiled, optimizer, fused = False, None, False
+    iterators: set[bool] = set()  # whether each DataLoader iterator named runs worker processes
     for name in host_names:
         if name.startswith(kineto.COMPILED_CODE_OPS):
             compiled = True
@@ -151,7 +155,13 @@ def _script_traits(host_names: Iterable[str]) -> ScriptTraits:
             fused = True
         elif optimizer is None and (match := OPTIMIZER_STEP.match(name)):
             optimizer = match.group(1)
-    return ScriptTraits(compiled=compiled, optimizer=optimizer, fused_optimizer=fused)
+        elif name.startswith(DATALOADER_SPAN):
+            if MULTI_PROCESS_ITERATOR in name:
+                iterators.add(True)
+            elif SINGLE_PROCESS_ITERATOR in name:
+                iterators.add(False)
+    return ScriptTraits(compiled=compiled, optimizer=optimizer, fused_optimizer=fused,
+                        loader_workers=iterators.pop() if len(iterators) == 1 else None)
 
 
 def _device_name(gpus: ListedGpus, index: Optional[int]) -> str:

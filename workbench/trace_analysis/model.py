@@ -62,6 +62,10 @@ class ScriptTraits:
     compiled: bool = False  # torch.compile's code runs ("Torch-Compiled Region: 0/0", CompiledFunction)
     optimizer: Optional[str] = None  # the optimizer class stepping ("AdamW" from Optimizer.step#AdamW.step)
     fused_optimizer: bool = False  # its step runs fused (aten::_fused_adamw_, _fused_adam_, _fused_sgd_)
+    # The DataLoader's worker processes, as its spans name its iterator: True where every one is
+    # _MultiProcessingDataLoaderIter (num_workers > 0), False where every one is _SingleProcessDataLoaderIter
+    # (num_workers=0); None without DataLoader spans, or with both (two loaders)
+    loader_workers: Optional[bool] = None
 
 
 UNKNOWN_DEVICE = "unknown"  # a rank's device where the trace names none

@@ -17,7 +17,7 @@ from typing import Optional
 
 from workbench.engine.findings import COMPUTE_BOUND_BUSY, INPUT_BOUND_WAIT, LAUNCH_BOUND_HOST_WAIT
 from workbench.engine.kineto import (ALLOCATOR_CALLS, EITHER_WAY, ON_GPU, TO_GPU, TO_GPU_KINDS, TO_GPU_PAGEABLE,
-                                    TO_GPU_PINNED, TO_HOST)
+                                    TO_GPU_PINNED, TO_HOST, copy_direction)
 from workbench.formatting import format_step_seconds
 from workbench.trace_analysis.model import Finding, NamedSeconds, RankReport, TraceReport
 
@@ -82,11 +82,25 @@ def _input_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
     if figure < INPUT_BOUND_WAIT:
         return None
     head = f"Input-bound: {said}."
-    pinned = ", pin_memory=True" if not rank.cpu_only else ""  # pinned pages only speed copies to a GPU
-    change = (f"DataLoader(..., num_workers=4{pinned}, persistent_workers=True): loader processes prepare the next "
-              f"batches while the step runs; raise num_workers toward your CPU cores while the DataLoader's share "
-              f"falls, and move per-sample work that stays costly out of __getitem__")
+    # pinned pages only speed copies to a GPU, and batches copied from pinned memory alone are pinned already
+    pinned = ", pin_memory=True" if not rank.cpu_only and not _copies_all_pinned(rank) else ""
+    if rank.traits.loader_workers:  # workers already, and they do not keep up: more of them, not "num_workers=4"
+        change = (f"DataLoader(..., num_workers=<more than now>{pinned}, persistent_workers=True): the DataLoader "
+                  f"already runs worker processes (its spans name _MultiProcessingDataLoaderIter) and they do not "
+                  f"keep up; raise num_workers toward your CPU cores while the DataLoader's share falls, and move "
+                  f"per-sample work that stays costly out of __getitem__ (decode and augment on the GPU)")
+    else:
+        change = (f"DataLoader(..., num_workers=4{pinned}, persistent_workers=True): loader processes prepare the "
+                  f"next batches while the step runs; raise num_workers toward your CPU cores while the "
+                  f"DataLoader's share falls, and move per-sample work that stays costly out of __getitem__")
     return figure, [Finding(kind="input-bound", text=head, figure=figure, threshold=INPUT_BOUND_WAIT, change=change)]
+
+
+def _copies_all_pinned(rank: RankReport) -> bool:
+    """The copies to the GPU in the trace's top copies all come from pinned memory (the batches are pinned
+    already); False where none is read, or some come from pageable memory or do not say."""
+    directions = {copy_direction(copy.name) for copy in rank.top_copies}
+    return TO_GPU_PINNED in directions and not directions & {TO_GPU_PAGEABLE, TO_GPU}
 
 
 def _launch_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
