@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,7 @@ from workbench.trace_analysis.parsed_trace import read_trace
 from workbench.trace_analysis.wording import queued_waits_text
 from workbench.trace_analysis.report_text import rank_lines, report_lines
 
+SHARED_TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 # input_bound_steps(3): 30 ms of steps; 3 × 3.98 ms of kernel; the host 3 × 6 ms in the DataLoader.
 INPUT_BOUND = dict(compute=3 * 3980 / 30000, idle=18060 / 30000, data=18000 / 18060, host=50 / 18060,
                    other=10 / 18060, dataloader=18000 / 30000)
@@ -560,3 +562,31 @@ def test_events_of_every_phase_leave_the_spans_figures_as_they_are(tmp_path, odd
     assert dataclasses.replace(mixed, file=alone.file) == alone
     assert read_trace(tmp_path / "mixed.json").fractional_timestamps  # the instant's 7.5
     assert not read_trace(tmp_path / "alone.json").fractional_timestamps
+
+
+def test_the_rank_the_others_wait_for_in_communication_is_named_though_the_steps_match(tmp_path):
+    """A data-parallel job's steps all end in one all-reduce, which waits for the slowest rank: the step times
+    match, and the straggler shows as the others' longer communication. Named by step time alone, it read
+    "none stands out"; a difference in communication under a tenth of the step (the two real ranks here: 17 ms
+    of 615 ms) names none."""
+    (tmp_path / "job").mkdir()
+    for rank, (compute_us, wait_us) in enumerate([(2000, 6500), (8000, 500)]):
+        events = []
+        for number in range(5):
+            begin = number * 10_000
+            events.append(step(number + 1, begin, 10_000))
+            events += launched("void gemm_kernel<float>()", begin + 10, begin + 100, compute_us, 2 * number + 1)
+            events += launched("ncclDevKernel_AllReduce_Sum_f32_RING_LL", begin + 20, begin + 100 + compute_us,
+                               wait_us + 1000, 2 * number + 2, stream=9)
+        write(tmp_path / "job" / f"rank-{rank}.json", trace(events))
+    ranks = read_report(tmp_path / "job").ranks
+    assert straggler(ranks) == (
+        "rank 1, by the others' wait: every rank's step ends in the same all-reduce, so the step times match, but "
+        "rank 1 spends 1.5 ms a step in communication where rank 0 spends 7.5 ms, waiting 6 ms a step for it (60% "
+        "of the step; threshold 10%)")
+
+
+@pytest.mark.skipif(not (SHARED_TRACES / "two-ranks").is_dir(), reason="the shared real traces are not here")
+def test_two_real_ranks_whose_communication_differs_by_a_few_percent_of_the_step_name_no_straggler():
+    # communication 27.4 % and 24.5 % of steps of about 615 ms: 17 ms a step apart, under a tenth of the step
+    assert straggler(read_report(SHARED_TRACES / "two-ranks").ranks).startswith("none named: rank 1's median step is")

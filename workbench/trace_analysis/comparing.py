@@ -14,6 +14,7 @@ No torch, no Qt.
 from __future__ import annotations
 
 import re
+import statistics
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Optional, Sequence, TypeVar
@@ -265,10 +266,39 @@ def straggler(ranks: Sequence[RankReport]) -> str:
     difference = (f"{format_short_seconds(slow_seconds - fast_seconds)} "
                   f"({(slow_seconds - fast_seconds) / max(fast_seconds, 1e-12):.0%}) longer than rank {fastest.rank}'s")
     result = compare_steps(_steps_per_second(fastest), _steps_per_second(slow))
+    if result.verdict == "slower":
+        return (f"rank {slow.rank}, its median step {difference}; in a data-parallel job every other rank waits for "
+                "it in communication")
+    waited_for = _waited_for(timed)
+    if waited_for is not None:
+        return waited_for
     if result.speedup_low is None:
         return (f"none named: rank {slow.rank}'s median step is {difference}; fewer than {MIN_STEPS} steps a rank "
                 "give no interval")
-    if result.verdict != "slower":
-        return f"none stands out: rank {slow.rank}'s median step is {difference}, within the steps' own spread"
-    return (f"rank {slow.rank}, its median step {difference}; in a data-parallel job every other rank waits for it "
-            "in communication")
+    return f"none stands out: rank {slow.rank}'s median step is {difference}, within the steps' own spread"
+
+
+# A rank the others wait for in communication this much longer a step (a share of the median step) is named.
+STRAGGLER_WAIT_SHARE = 0.10
+
+
+def _waited_for(ranks: Sequence[RankReport]) -> Optional[str]:
+    """The straggler of a data-parallel job whose steps take alike: every rank's step ends in the same all-reduce,
+    which waits for the slowest, so the step times match and the wait shows in communication. The rank that spends
+    least there is the one the others wait for, named where the others wait STRAGGLER_WAIT_SHARE of a step longer;
+    None otherwise, or without communication figures (a trace without NCCL/RCCL kernels)."""
+    per_step = [(rank, rank.communication_share * rank.window_seconds / rank.steps) for rank in ranks
+                if rank.communication_share is not None and rank.steps and rank.step_seconds_median]
+    if len(per_step) < 2:
+        return None
+    (least, least_seconds), (most, most_seconds) = (min(per_step, key=lambda item: item[1]),
+                                                    max(per_step, key=lambda item: item[1]))
+    step = statistics.median(rank.step_seconds_median or 0.0 for rank, _ in per_step)
+    wait = most_seconds - least_seconds
+    if step <= 0 or wait < STRAGGLER_WAIT_SHARE * step:
+        return None
+    return (f"rank {least.rank}, by the others' wait: every rank's step ends in the same all-reduce, so the step "
+            f"times match, but rank {least.rank} spends {format_short_seconds(least_seconds)} a step in "
+            f"communication where rank {most.rank} spends {format_short_seconds(most_seconds)}, waiting "
+            f"{format_short_seconds(wait)} a step for it ({wait / step:.0%} of the step; threshold "
+            f"{STRAGGLER_WAIT_SHARE:.0%})")
