@@ -1,5 +1,5 @@
 """A profiler trace's events as the reader decodes them (msgspec Structs of the fields it reads), and how each
-category is read: shared by the per-event reader (``parsed_trace``) and the one by columns (``span_columns``).
+category is read (``parsed_trace`` sorts them into activities).
 
 The decoder picks an event's type by its ``ph`` (a tagged union, in C): a complete span ("X") is a ``Span`` with
 the fields read; every other phase (flow arrows, instants, metadata, counters) is a Struct holding its ``ts``
