@@ -3,6 +3,7 @@ PyTorch's terms, and carries its figure and threshold."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from pathlib import Path
 
@@ -67,6 +68,10 @@ def test_input_bound_with_workers_already_asks_for_more_of_them_not_four():
                                      "DataLoader already runs worker processes (its spans name "
                                      "_MultiProcessingDataLoaderIter) and they do not keep up")
     assert "num_workers=4" not in finding.change and "pin_memory" not in finding.change
+    assert finding.change.endswith("out of __getitem__ (decode and augment on the GPU)")
+    cpu_only = dataclasses.replace(workers, cpu_only=True, idle_share=None, idle_for_data_share=None)
+    (finding,) = findings_for(cpu_only)  # a trace without a GPU is not told to move work to one
+    assert finding.change.endswith("out of __getitem__") and "GPU" not in finding.change
     pageable = (*pinned, NamedSeconds("Memcpy HtoD (Pageable -> Device)", 0.01))
     (finding,) = findings_for(waiting_for_data(0.3, traits=ScriptTraits(loader_workers=False), top_copies=pageable))
     assert finding.change.startswith("DataLoader(..., num_workers=4, pin_memory=True, persistent_workers=True)")

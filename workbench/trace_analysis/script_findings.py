@@ -85,10 +85,11 @@ def _input_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
     # pinned pages only speed copies to a GPU, and batches copied from pinned memory alone are pinned already
     pinned = ", pin_memory=True" if not rank.cpu_only and not _copies_all_pinned(rank) else ""
     if rank.traits.loader_workers:  # workers already, and they do not keep up: more of them, not "num_workers=4"
+        on_the_gpu = "" if rank.cpu_only else " (decode and augment on the GPU)"
         change = (f"DataLoader(..., num_workers=<more than now>{pinned}, persistent_workers=True): the DataLoader "
                   f"already runs worker processes (its spans name _MultiProcessingDataLoaderIter) and they do not "
                   f"keep up; raise num_workers toward your CPU cores while the DataLoader's share falls, and move "
-                  f"per-sample work that stays costly out of __getitem__ (decode and augment on the GPU)")
+                  f"per-sample work that stays costly out of __getitem__{on_the_gpu}")
     else:
         change = (f"DataLoader(..., num_workers=4{pinned}, persistent_workers=True): loader processes prepare the "
                   f"next batches while the step runs; raise num_workers toward your CPU cores while the "
