@@ -32,14 +32,17 @@ class InvalidPath(ValueError):
 
 
 def expanded(path: Path | str) -> Path:
-    """``path`` with a leading ``~`` or ``~user`` expanded; InvalidPath when it is no path at all (Path.expanduser
-    raises RuntimeError for a user this machine does not have, and every os call ValueError on a NUL)."""
+    """``path`` with a leading ``~`` or ``~user`` expanded (a ``~user`` of no user is the file of that name, where
+    there is one); InvalidPath when it is no path at all (Path.expanduser raises RuntimeError for a user this
+    machine does not have, and every os call ValueError on a NUL)."""
     text = os.fspath(path)
     if "\0" in text:
         raise InvalidPath("is not a valid path (it holds a NUL character)")
     try:
         return Path(text).expanduser()
     except RuntimeError:
+        if os.path.lexists(text):  # a file named "~bob.json" here, which the shell left as it was: that file
+            return Path(text)
         head = Path(text).parts[0]
         whose = f"of a user {head[1:]!r}, and this machine has none" if head != "~" else "and it cannot be found"
         raise InvalidPath(f"is not a valid path ({head} would be the home folder {whose})") from None

@@ -489,3 +489,16 @@ def test_a_folders_note_is_said_once_inline_in_text_and_on_stderr_with_json(caps
     assert main(["trace", str(folder), "--json"]) == 0
     out, err = capsys.readouterr()
     assert note not in out and err.count(note) == 1
+
+
+def test_a_trace_named_like_a_home_folder_of_no_user_is_read_as_the_file_it_is(capsys, tmp_path, monkeypatch):
+    """bash leaves "~nosuchuser.json" as it is where no such user exists: the file of that name was refused with a
+    25-line traceback (Path.expanduser's RuntimeError). It is that file; a path under a home of no user and no
+    such file is one line."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "~nosuchuser.json").write_bytes((H100 / "h100-input-bound.pt.trace.json.gz").read_bytes())
+    (rank,) = run_json(capsys, "~nosuchuser.json")["ranks"]
+    assert rank["steps"] == 5
+    assert refused(capsys, "~nosuchuser/trace.json") == (
+        "workbench trace: ~nosuchuser/trace.json is not a valid path (~nosuchuser would be the home folder of a user "
+        "'nosuchuser', and this machine has none)")

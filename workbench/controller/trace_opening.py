@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 from workbench.history.errors import HistoryError
 from workbench.history.store import HistoryStore
 from workbench.history.trace_records import TraceRecord
-from workbench.regular_file import regular_file_problem
+from workbench.regular_file import InvalidPath, expanded, regular_file_problem
 from workbench.trace_analysis.model import Fingerprint, RankReport, TraceCancelled, TraceError, TraceReport
 from workbench.trace_analysis.reading import read_report
 from workbench.trace_analysis.report_json import rank_json
@@ -65,7 +65,11 @@ class TraceOpening:
 
     def __init__(self, path: os.PathLike | str, home: Optional[Path], read: ReadReport = read_with_findings,
                  source: str = "gui"):
-        self.path = Path(os.path.abspath(Path(path).expanduser()))  # as kept in the history; no file is touched
+        try:
+            where = expanded(path)
+        except InvalidPath:  # no file can have this path: the read says so in one line
+            where = Path(path)
+        self.path = Path(os.path.abspath(where))  # as kept in the history; no file is touched
         self._home = home
         self._read = read
         self._source = source

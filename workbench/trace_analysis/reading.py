@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from workbench.formatting import format_step_seconds
-from workbench.regular_file import folder_problem, regular_file_problem
+from workbench.regular_file import InvalidPath, expanded, folder_problem, regular_file_problem
 from workbench.trace_analysis import file_ranks, json_stream, rank_pool, ranks
 from workbench.trace_analysis.comparing import CATEGORIES
 from workbench.trace_analysis.model import Fingerprint, RankReport, TraceCancelled, TraceError, TraceReport
@@ -53,7 +53,11 @@ def read_report(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _read_report(Path(path).expanduser(), rank, progress, cancelled, fingerprints)
+        try:
+            where = expanded(path)
+        except InvalidPath as error:
+            raise TraceError(f"{path} {error}") from None
+        return _read_report(where, rank, progress, cancelled, fingerprints)
     finally:
         if collecting:
             gc.enable()
