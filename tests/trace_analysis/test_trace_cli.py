@@ -502,3 +502,22 @@ def test_a_trace_named_like_a_home_folder_of_no_user_is_read_as_the_file_it_is(c
     assert refused(capsys, "~nosuchuser/trace.json") == (
         "workbench trace: ~nosuchuser/trace.json is not a valid path (~nosuchuser would be the home folder of a user "
         "'nosuchuser', and this machine has none)")
+
+
+@pytest.mark.parametrize("events, held", [
+    ([{"ph": "B", "name": "w", "pid": 1, "tid": 1, "ts": 1}, {"ph": "E", "name": "w", "pid": 1, "tid": 1, "ts": 5000}],
+     '2 events that are begin or end marks ("ph": "B"/"E"; torch.profiler writes spans as "X")'),
+    ([{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}},
+      {"ph": "C", "name": "memory", "pid": 1, "ts": 3, "args": {"bytes": 10}}],
+     'none is a complete span ("ph": "X") of a host op, a runtime call or a GPU\'s work: metadata, counters, '
+     'instants or flow arrows alone'),
+    ([{"ph": "X", "cat": "mtia_kernel", "name": "k", "pid": 1, "tid": 1, "ts": 3, "dur": 4}],
+     "spans of categories it does not read: mtia_kernel (1)"),
+], ids=["begin-end-marks", "metadata-and-counters", "unknown-category"])
+def test_a_trace_with_no_span_the_reader_reads_is_one_line_not_a_report_of_nothing(capsys, tmp_path, events, held):
+    """Metadata, counters or begin/end marks alone (other tools' format) read as a rank of all n/a figures, "a
+    CPU-only trace", "findings: none", exit 0, and the window kept it in the history."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert refused(capsys, str(path)) == (f"workbench trace: {path}: {len(events)} events, and no span this reader "
+                                          f"reads ({held})")

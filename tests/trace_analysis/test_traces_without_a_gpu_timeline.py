@@ -74,8 +74,11 @@ def test_unknown_categories_are_counted_up_to_a_bound(tmp_path):
     """A hostile file naming a new category on every span: the count keeps MAX_UNREAD_CATEGORIES of them and sums
     the rest, not one entry each."""
     events = [op("x", index, 1, cat=f"c{index}") for index in range(5 * parsed_trace.MAX_UNREAD_CATEGORIES)]
-    parsed = parsed_trace.read_trace(write(tmp_path / "t.json", trace(events)))
+    parsed = parsed_trace.read_trace(write(tmp_path / "t.json", trace([step(1, 0, 1000), *events])))
     assert len(parsed.unread_categories) == parsed_trace.MAX_UNREAD_CATEGORIES + 1
     assert parsed.unread_categories[parsed_trace.MORE_CATEGORIES] == 4 * parsed_trace.MAX_UNREAD_CATEGORIES
     assert "python_function" not in parsed_trace.read_trace(write(tmp_path / "p.json", trace(
-        [op("f", 0, 1, cat="python_function")]))).unread_categories
+        [step(1, 0, 1000), op("f", 0, 1, cat="python_function")]))).unread_categories
+    with pytest.raises(TraceError, match=r"320 events, and no span this reader reads \(spans of categories it does not "
+                                         r"read: c0 \(1\), c1 \(1\), c2 \(1\), c3 \(1\) and 316 spans of others\)"):
+        parsed_trace.read_trace(write(tmp_path / "u.json", trace(events)))

@@ -71,6 +71,25 @@ class ParsedTrace:
     _device_names: dict[str, tuple[str, str]] = field(default_factory=dict)
     _runtime_names: dict[str, str] = field(default_factory=dict)
 
+    def holds_spans(self) -> bool:
+        """Whether any event was read into an activity (a host op or call, or a GPU's work or marks)."""
+        return bool(self.host_by_thread) or any(self.device_work.values()) or any(self.gpu_markers.values()) or bool(
+            self.gpu_steps)
+
+    def held(self) -> str:
+        """What the file held instead of spans, in words: what was skipped, else the categories not read."""
+        if self.skipped:
+            return "; ".join(f"{count:,} {reason}" for reason, count in sorted(self.skipped.items()))
+        if self.unread_categories:
+            named = sorted(((category, count) for category, count in self.unread_categories.items()
+                            if category != MORE_CATEGORIES), key=lambda item: -item[1])
+            more = sum(count for _, count in named[4:]) + self.unread_categories.get(MORE_CATEGORIES, 0)
+            return ("spans of categories it does not read: " + ", ".join(f"{category} ({count:,})" for category, count
+                                                                          in named[:4])
+                    + (f" and {more:,} spans of others" if more else ""))
+        return ('none is a complete span ("ph": "X") of a host op, a runtime call or a GPU\'s work: metadata, '
+                "counters, instants or flow arrows alone")
+
     def names_its_rank(self) -> bool:
         """The file says its rank (Kineto's distributedInfo, written under torch.distributed)."""
         return process_rank(self.meta) is not None
@@ -249,6 +268,8 @@ def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,
     if parsed.events == parsed.skipped[NOT_OBJECTS]:  # a list of numbers, say a metrics.json beside the traces
         raise TraceError(f"{path}: no trace events (an empty \"traceEvents\" list, none at all, or none that is a "
                          "JSON object)")
+    if not parsed.holds_spans():  # metadata, counters, begin/end marks alone: a report of it would be all n/a
+        raise TraceError(f"{path}: {parsed.events:,} events, and no span this reader reads ({parsed.held()})")
     return parsed
 
 
