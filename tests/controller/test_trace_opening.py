@@ -41,7 +41,7 @@ def rank_report(rank: int = 0, **changes) -> RankReport:
 def fake_read(report: TraceReport, during=None):
     """A reader that reports half its bytes read, hashes the file where asked (as read_report does, in its one
     pass) and gives ``report``, naming the file it read."""
-    def read(path, *, progress=None, cancelled=None, fingerprints=None):
+    def read(path, *, progress=None, cancelled=None, fingerprints=None, analysing=None):
         progress(50, 100)
         if during is not None:
             during()
@@ -331,3 +331,32 @@ def test_a_folder_of_thousands_draws_the_first_ranks_in_full_and_every_rank_in_t
     assert page.notes[-1].startswith(f"The first {MAX_SECTIONS} of the 2,000 reports are drawn in full below")
     few = trace_page(TraceReport("/job", report.ranks[:3]), "")
     assert len(few.sections) == 3 and not few.notes
+
+
+H100_INPUT_BOUND = Path(__file__).resolve().parents[1] / "trace_analysis" / "data" / "h100" / \
+    "h100-input-bound.pt.trace.json.gz"
+
+
+def test_the_analysis_says_its_phase_and_a_cancel_during_it_ends_it_at_its_next_stage(tmp_path, monkeypatch):
+    """After the bytes, the figures take seconds on a large trace (12 of 22 s on 174 MB): the bar stood at "reading
+    100%", and Cancel or a closed window waited for all of them (19 s). The phase is named, and a cancel ends the
+    analysis at its next stage."""
+    from workbench.controller import trace_opening
+    from workbench.trace_analysis import ranks
+
+    opening = TraceOpening(H100_INPUT_BOUND, tmp_path / "home")
+    phases, later_stages = [], []
+    breakdown = ranks.timeline.analyse_sorted
+
+    def cancelled_mid_analysis(*args, **kwargs):
+        phases.append(opening.progress().phase)
+        opening.cancel()  # Cancel pressed, or the window closed, while the figures are worked out
+        return breakdown(*args, **kwargs)
+
+    monkeypatch.setattr(ranks.timeline, "analyse_sorted", cancelled_mid_analysis)
+    monkeypatch.setattr(ranks.hta_rules, "hta_figures", lambda *args, **kwargs: later_stages.append(1) or (None, None))
+    with pytest.raises(TraceCancelled):
+        opening.run()
+    assert phases == [trace_opening.ANALYSING]
+    assert later_stages == []  # the stages after the cancel did not run
+    assert not (tmp_path / "home").exists() or HistoryStore.open(tmp_path / "home").list_runs() == []

@@ -70,7 +70,7 @@ def test_the_window_stays_live_while_a_trace_reads_and_cancel_stops_it(qtbot, wi
     release = threading.Event()
     started = threading.Event()
 
-    def slow_read(trace, *, progress=None, cancelled=None, fingerprints=None):  # a 2 GB file, a gzip bomb: slow
+    def slow_read(trace, *, progress=None, cancelled=None, fingerprints=None, analysing=None):  # a 2 GB file, a gzip bomb: slow
         started.set()
         progress(1 << 30, 2 << 30)
         for _ in range(1000):  # a read on the GUI thread would block the window this long, then fail the test
@@ -178,7 +178,7 @@ def test_closing_the_window_mid_read_cancels_the_read(qtbot, window, tmp_path, s
     path.write_text("{}")
     started, saw_cancel = threading.Event(), threading.Event()
 
-    def slow_read(trace, *, progress=None, cancelled=None, fingerprints=None):
+    def slow_read(trace, *, progress=None, cancelled=None, fingerprints=None, analysing=None):
         started.set()
         for _ in range(2000):  # 20 s unless cancelled: longer than the wait below
             if cancelled():

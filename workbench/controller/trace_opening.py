@@ -33,7 +33,9 @@ def read_with_findings(path: str, **options: object) -> TraceReport:
     """What `workbench trace` reports: the trace read, each rank's findings phrased for the user's script."""
     return with_findings(read_report(path, **options))  # type: ignore[arg-type]
 
-READING, RECORDING = "reading", "keeping it in the history"
+# The phases of an opening, as its progress bar names them: the bytes read (a fraction), the rank's figures worked
+# out from them (seconds on a large trace: no fraction to give), and the record kept.
+READING, ANALYSING, RECORDING = "reading", "working out its figures", "keeping it in the history"
 
 
 @dataclass(frozen=True)
@@ -93,12 +95,13 @@ class TraceOpening:
         if problem is not None:
             raise TraceError(f"{self.path} {problem}")
         if self._home is None:
-            report = self._read(str(self.path), progress=self._reading, cancelled=self._cancel.is_set)
+            report = self._read(str(self.path), progress=self._reading, cancelled=self._cancel.is_set,
+                                analysing=self._analysing)
             self._check_cancelled()
             return OpenedTrace(report, None, False, "no run history is open: the trace is shown, not kept")
         fingerprints: dict[str, Fingerprint] = {}
         report = self._read(str(self.path), progress=self._reading, cancelled=self._cancel.is_set,
-                            fingerprints=fingerprints)
+                            fingerprints=fingerprints, analysing=self._analysing)
         self._check_cancelled()
         record = self._record(report, fingerprints)
         self._progress = TraceProgress(RECORDING)
@@ -111,6 +114,9 @@ class TraceOpening:
 
     def _reading(self, done_bytes: int, total_bytes: int) -> None:
         self._progress = TraceProgress(READING, done_bytes, total_bytes)
+
+    def _analysing(self) -> None:
+        self._progress = TraceProgress(ANALYSING)
 
     def _check_cancelled(self) -> None:
         if self._cancel.is_set():

@@ -153,7 +153,7 @@ class TraceTab(QWidget):
         else:
             self.progress.setRange(0, 1000)
             self.progress.setValue(round(fraction * 1000))
-        self.progress.setFormat(f"{progress.phase} %p%")
+        self.progress.setFormat(f"{progress.phase} %p%" if fraction is not None else progress.phase)
         if not self._opening.cancelled and not self._refusal_shown.isActive():
             self.status.setText(f"{progress.phase.capitalize()}: {self._opening.path}")
 

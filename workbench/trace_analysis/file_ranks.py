@@ -8,11 +8,11 @@ import bisect
 import operator
 import re
 from collections import Counter
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from workbench.engine import kineto
 from workbench.engine.timeline import Activity, sort_by_start_longest_first
-from workbench.trace_analysis.model import UNKNOWN_DEVICE, ScriptTraits, TraceError
+from workbench.trace_analysis.model import UNKNOWN_DEVICE, ScriptTraits, TraceCancelled, TraceError
 from workbench.trace_analysis.parsed_trace import ParsedTrace, int_field, process_rank
 from workbench.trace_analysis.ranks import RankEvents
 from workbench.trace_analysis.wording import counted
@@ -35,13 +35,17 @@ ListedGpus = tuple[dict[int, dict[str, Any]], list[dict[str, Any]]]  # devicePro
 _START = operator.itemgetter(0)  # Activity.start_ns
 
 
-def rank_events(parsed: ParsedTrace, fallback_rank: int) -> list[RankEvents]:
-    """One RankEvents per GPU found in the file (one, usually); a CPU-only trace gives one without device work."""
+def rank_events(parsed: ParsedTrace, fallback_rank: int, cancelled: Optional[Callable[[], bool]] = None
+                ) -> list[RankEvents]:
+    """One RankEvents per GPU found in the file (one, usually); a CPU-only trace gives one without device work.
+    TraceCancelled after the sorts (seconds on a large trace) once ``cancelled()`` says so."""
     rank = process_rank(parsed.meta)
     gpus = _listed_gpus(parsed.meta)
     base_rank = rank if rank is not None else fallback_rank
     host_ops = {thread: sort_by_start_longest_first(ops) for thread, ops in parsed.host_ops.items()}
     host_by_thread = {thread: sort_by_start_longest_first(events) for thread, events in parsed.host_by_thread.items()}
+    if cancelled is not None and cancelled():
+        raise TraceCancelled("reading cancelled")
     work = {index: sorted(activities, key=_START) for index, activities in parsed.device_work.items()}
     markers = {index: sorted(activities, key=_START) for index, activities in parsed.gpu_markers.items()}
     runtime, steps, data_waits = parsed.runtime, parsed.steps, parsed.data_waits

@@ -13,13 +13,14 @@ import operator
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from workbench.engine import intervals, kineto, timeline
 from workbench.engine.timeline import MEMCPY, MEMSET, Activity
 from workbench.trace_analysis import hta_rules
 from workbench.trace_analysis.steps import step_spans
-from workbench.trace_analysis.model import UNKNOWN_DEVICE, NamedSeconds, QueuedWait, RankReport, ScriptTraits
+from workbench.trace_analysis.model import (UNKNOWN_DEVICE, NamedSeconds, QueuedWait, RankReport, ScriptTraits,
+                                            TraceCancelled)
 from workbench.trace_analysis.wording import ZERO_WINDOW, counted
 
 TOP_COUNT = 10
@@ -77,7 +78,13 @@ def _device_work_outside_the_steps_note(device: list[Activity], window: tuple[in
             "steps annotated around other work, read so")
 
 
-def analyse(events: RankEvents) -> RankReport:
+def analyse(events: RankEvents, cancelled: Optional[Callable[[], bool]] = None) -> RankReport:
+    """The rank's report; TraceCancelled between its stages once ``cancelled()`` says so (a large trace's analysis
+    takes seconds, and Cancel or a closed window must not wait for all of it)."""
+    def stop_if_cancelled() -> None:
+        if cancelled is not None and cancelled():
+            raise TraceCancelled("reading cancelled")
+
     notes = list(events.notes)
     steps, step_notes = step_spans(events.steps, events.gpu_steps, lambda start, end: _holds_work(events, start, end))
     notes += step_notes
@@ -110,6 +117,7 @@ def analyse(events: RankEvents) -> RankReport:
     data_wait_spans = [(a.start_ns, a.end_ns) for a in events.data_waits]
     sorted_activities = timeline.SortedActivities(device=device, runtime=events.runtime, data_waits=data_wait_spans,
                                                   host_by_thread=events.host_by_thread)
+    stop_if_cancelled()
     breakdown = timeline.analyse_sorted(
         sorted_activities, window, len(steps), gpu=not cpu_only, top=TOP_COUNT, kernel_wait_ns=hta_rules.KERNEL_WAIT_NS)
     span = window[1] - window[0]
@@ -122,9 +130,11 @@ def analyse(events: RankEvents) -> RankReport:
     median = statistics.median(step_seconds) if step_seconds else None
     queued_waits, queued_seconds, blocked_launches, blocked_seconds = _queued_waits(
         events.runtime, breakdown.other_idle_gaps)
+    stop_if_cancelled()
     hta_span, hta_idle_split = (None, None) if cpu_only else hta_rules.hta_figures(
         device, events.gpu_markers, launches_and_steps, events.fractional_timestamps, sorted_activities.launch_starts,
         events.host_ops_on_a_stream)
+    stop_if_cancelled()
     return RankReport(
         rank=events.rank,
         device=events.device,
