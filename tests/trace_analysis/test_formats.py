@@ -590,3 +590,21 @@ def test_the_rank_the_others_wait_for_in_communication_is_named_though_the_steps
 def test_two_real_ranks_whose_communication_differs_by_a_few_percent_of_the_step_name_no_straggler():
     # communication 27.4 % and 24.5 % of steps of about 615 ms: 17 ms a step apart, under a tenth of the step
     assert straggler(read_report(SHARED_TRACES / "two-ranks").ranks).startswith("none named: rank 1's median step is")
+
+
+def test_on_cpu_ranks_the_straggler_is_named_by_the_others_wait_in_gloos_collectives(tmp_path):
+    """A CPU (gloo) job has no communication kernels: its collectives wait on the host, in gloo's ops. A real
+    two-process job whose rank 1 did 20 more matmuls a step read "none stands out" (steps of 110 ms on both),
+    while rank 0's report held gloo:all_reduce at 97 ms a step."""
+    (tmp_path / "job").mkdir()
+    for rank, (work_us, wait_us) in enumerate([(1000, 8000), (8500, 500)]):
+        events = []
+        for number in range(5):
+            begin = number * 10_000
+            events += [step(number + 1, begin, 10_000), op("aten::mm", begin + 10, work_us),
+                       op("gloo:all_reduce", begin + 20 + work_us, wait_us)]
+        write(tmp_path / "job" / f"rank-{rank}.json", trace(events))
+    assert straggler(read_report(tmp_path / "job").ranks) == (
+        "rank 1, by the others' wait: every rank's step ends in the same all-reduce, so the step times match, but "
+        "rank 1 spends 500 µs a step in its collectives' host ops (gloo:all_reduce) where rank 0 spends 8 ms, "
+        "waiting 7.5 ms a step for it (75% of the step; threshold 10%)")

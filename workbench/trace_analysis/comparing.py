@@ -286,19 +286,42 @@ def _waited_for(ranks: Sequence[RankReport]) -> Optional[str]:
     """The straggler of a data-parallel job whose steps take alike: every rank's step ends in the same all-reduce,
     which waits for the slowest, so the step times match and the wait shows in communication. The rank that spends
     least there is the one the others wait for, named where the others wait STRAGGLER_WAIT_SHARE of a step longer;
-    None otherwise, or without communication figures (a trace without NCCL/RCCL kernels)."""
-    per_step = [(rank, rank.communication_share * rank.window_seconds / rank.steps) for rank in ranks
-                if rank.communication_share is not None and rank.steps and rank.step_seconds_median]
-    if len(per_step) < 2:
+    None otherwise, or where a rank's communication cannot be read."""
+    per_step = [(rank, _communication_per_step(rank)) for rank in ranks]
+    if len(per_step) < 2 or any(seconds is None for _, seconds in per_step):
         return None
-    (least, least_seconds), (most, most_seconds) = (min(per_step, key=lambda item: item[1]),
-                                                    max(per_step, key=lambda item: item[1]))
+    (least, least_seconds), (most, most_seconds) = (min(per_step, key=lambda item: item[1] or 0.0),
+                                                    max(per_step, key=lambda item: item[1] or 0.0))
+    assert least_seconds is not None and most_seconds is not None
     step = statistics.median(rank.step_seconds_median or 0.0 for rank, _ in per_step)
     wait = most_seconds - least_seconds
     if step <= 0 or wait < STRAGGLER_WAIT_SHARE * step:
         return None
+    where = ("in communication" if least.communication_share is not None else
+             f"in its collectives' host ops ({', '.join(sorted(_collective_names(ranks)))})")
     return (f"rank {least.rank}, by the others' wait: every rank's step ends in the same all-reduce, so the step "
-            f"times match, but rank {least.rank} spends {format_short_seconds(least_seconds)} a step in "
-            f"communication where rank {most.rank} spends {format_short_seconds(most_seconds)}, waiting "
-            f"{format_short_seconds(wait)} a step for it ({wait / step:.0%} of the step; threshold "
-            f"{STRAGGLER_WAIT_SHARE:.0%})")
+            f"times match, but rank {least.rank} spends {format_short_seconds(least_seconds)} a step {where} where "
+            f"rank {most.rank} spends {format_short_seconds(most_seconds)}, waiting {format_short_seconds(wait)} a "
+            f"step for it ({wait / step:.0%} of the step; threshold {STRAGGLER_WAIT_SHARE:.0%})")
+
+
+# Host ops of a collective that wait on the host until it completes: gloo's (CPU tensors; a GPU's NCCL collective
+# returns at once on the host, and its wait is in its kernels, communication_share), and the dispatcher's around it.
+COLLECTIVE_HOST_OPS = ("gloo:", "c10d::")
+
+
+def _communication_per_step(rank: RankReport) -> Optional[float]:
+    """A rank's seconds a step in communication: its NCCL/RCCL kernels' time (GPU figures), or on a CPU-only trace its
+    collectives' host ops (gloo's), where one is among its top host ops; None where neither reads."""
+    if not rank.steps or not rank.step_seconds_median:
+        return None
+    if rank.communication_share is not None:
+        return rank.communication_share * rank.window_seconds / rank.steps
+    if not rank.cpu_only:
+        return None
+    collectives = [op.seconds for op in rank.top_host_ops if op.name.startswith(COLLECTIVE_HOST_OPS)]
+    return sum(collectives) / rank.steps if collectives else None
+
+
+def _collective_names(ranks: Sequence[RankReport]) -> set[str]:
+    return {op.name for rank in ranks for op in rank.top_host_ops if op.name.startswith(COLLECTIVE_HOST_OPS)}
