@@ -16,6 +16,7 @@ from workbench.config import RunConfig
 from workbench.engine.events import RunEnded, StatusChanged
 from workbench.engine.run_summary import RunSummary
 from workbench.gui.app import STYLESHEET, build_window
+from workbench.gui.background import wait_for_background_calls
 from workbench.gui.runs_view import RunsView
 from workbench.history.export import export_runs_csv
 from workbench.history.store import HistoryStore
@@ -50,6 +51,7 @@ def test_a_run_is_named_once_and_the_same_in_the_plots_the_runs_tab_and_the_csv(
 
         view = window.findChild(RunsView)
         view.refresh()
+        qtbot.waitUntil(lambda: not view.is_reading(), timeout=10_000)  # read off the GUI thread
         with qtbot.waitSignal(view.overlayRequested, timeout=10_000):  # the curves are read off the GUI thread
             view.select_runs([first.id, second.id])  # selecting this window's runs draws nothing twice
         window.plots.redraw()
@@ -73,6 +75,7 @@ def test_a_run_is_named_once_and_the_same_in_the_plots_the_runs_tab_and_the_csv(
         window.training_thread.request_stop()
         window.training_thread.wait(10_000)
         window.close()
+        wait_for_background_calls(10_000)  # the Runs tab's reads, off the GUI thread
         store.close()
 
 
@@ -298,6 +301,7 @@ def test_the_runs_tab_shows_the_figures_people_compare_and_the_forms_words_at_14
         window.tabs.setCurrentWidget(window.runs_tab)
         view = window.findChild(RunsView)
         view.refresh()
+        qtbot.waitUntil(lambda: not view.is_reading(), timeout=10_000)  # read off the GUI thread
         header = view.table.horizontalHeader()
         visible = view.table.viewport().width()
         for title in ("Img/s", "Test acc", "Data wait"):
@@ -320,4 +324,5 @@ def test_the_runs_tab_shows_the_figures_people_compare_and_the_forms_words_at_14
         window.training_thread.request_stop()
         window.training_thread.wait(10_000)
         window.close()
+        wait_for_background_calls(10_000)  # the Runs tab's reads, off the GUI thread
         store.close()

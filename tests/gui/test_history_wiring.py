@@ -5,6 +5,7 @@ from builders import TINY_RUN
 from workbench.cli import main as cli_main
 from workbench.engine import probe_device
 from workbench.gui.app import build_window
+from workbench.gui.background import wait_for_background_calls
 from workbench.gui.engine_calls import engine_run
 from workbench.gui.runs_view import RunsView
 from workbench.history.store import HistoryStore
@@ -35,6 +36,7 @@ def test_a_gui_run_and_a_cli_run_share_one_history(qtbot, settings, isolated_wor
         view = window.findChild(RunsView)
         assert view is not None
         view.refresh()
+        qtbot.waitUntil(lambda: not view.is_reading(), timeout=10_000)  # read off the GUI thread
         table = view.findChild(object, "runsTable")
         assert table.model().rowCount() == 2
         assert window.status_line.text().startswith("Finished: test accuracy")
@@ -43,6 +45,7 @@ def test_a_gui_run_and_a_cli_run_share_one_history(qtbot, settings, isolated_wor
         window.training_thread.request_stop()
         window.training_thread.wait(10_000)
         window.close()
+        wait_for_background_calls(10_000)  # the Runs tab's reads, off the GUI thread
         store.close()
 
 
@@ -72,6 +75,7 @@ def test_a_history_the_disk_cannot_write_is_listed_read_only_and_nothing_is_reco
     try:
         view = window.findChild(RunsView)
         view.refresh()
+        qtbot.waitUntil(lambda: not view.is_reading(), timeout=10_000)  # read off the GUI thread
         assert view.model.rowCount() == 2
         window.form.set_config(TINY_RUN)
         with qtbot.waitSignal(window.training_thread.finished, timeout=30_000):
@@ -81,4 +85,5 @@ def test_a_history_the_disk_cannot_write_is_listed_read_only_and_nothing_is_reco
         window.training_thread.request_stop()
         window.training_thread.wait(10_000)
         window.close()
+        wait_for_background_calls(10_000)  # the Runs tab's reads, off the GUI thread
         store.close()

@@ -47,10 +47,28 @@ def make_view(store, qtbot):
         qtbot.addWidget(view)  # closed and deleted after the test
         view.resize(1280, 720)
         view.show()
+        settled(view, qtbot)  # the first read, off the GUI thread
         return view
 
     yield make
-    wait_for_background_calls(10_000)  # an export or a read of curves still under way
+    wait_for_background_calls(10_000)  # a read of the history, an export or a read of curves still under way
+
+
+def settled(view, qtbot) -> None:
+    """Wait for the view's reads of the history (off the GUI thread) to land."""
+    qtbot.waitUntil(lambda: not view.is_reading(), timeout=10_000)
+
+
+def polled(view, qtbot) -> None:
+    """What the 2 s poll does, and wait for what it read to land."""
+    view.refresher.poll()
+    settled(view, qtbot)
+
+
+def refreshed(view, qtbot) -> None:
+    """Refresh the table and wait for the read to land, as the tests before reads left the GUI thread did."""
+    view.refresh()
+    settled(view, qtbot)
 
 
 def export(view, qtbot, button) -> None:
@@ -197,6 +215,7 @@ def test_rename_and_note_go_to_the_store_and_the_table(make_view, store, qtbot, 
 
     qtbot.mouseClick(view.findChild(type(view.rename_button), "renameRunButton"), Qt.MouseButton.LeftButton)
     qtbot.mouseClick(view.findChild(type(view.note_button), "noteRunButton"), Qt.MouseButton.LeftButton)
+    settled(view, qtbot)
 
     record = store.get_run(run_id)
     assert (record.name, record.note) == ("after", "pinned memory on\nsecond line")
@@ -230,6 +249,7 @@ def test_delete_asks_first_and_refuses_a_running_run(make_view, store, qtbot, mo
 
     monkeypatch.setattr(view, "_confirm", lambda text: True)
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    settled(view, qtbot)
     assert {record.id for record in store.list_runs()} == {keep, running}
     assert column(view, "ID") == [str(running), str(keep)]
 
@@ -386,7 +406,8 @@ def test_refresh_marks_runs_of_dead_processes_interrupted(make_view, store):
     assert column(view, "Status") == ["interrupted"]
 
 
-def test_a_poll_during_a_run_re_reads_only_the_running_row_of_two_thousand(make_view, store, home, monkeypatch):
+def test_a_poll_during_a_run_re_reads_only_the_running_row_of_two_thousand(make_view, store, home, monkeypatch,
+                                                                            qtbot):
     """Issue 9: the poll used to re-read and re-parse the whole history every 2 s on the GUI thread."""
     old_ids = fill_history(store, 2000)
     config = RunConfig(device="cpu")
@@ -403,12 +424,12 @@ def test_a_poll_during_a_run_re_reads_only_the_running_row_of_two_thousand(make_
 
     recorder.record(step(1, 4, loss=1.5))
     recorder.flush()  # the recorder's once-a-second write
-    view._refresh_if_changed()  # what the 2 s poll does
+    polled(view, qtbot)  # what the 2 s poll does
     assert parsed == [recorder.run_id]  # one row read and parsed, not 2,001
     running_row = view.model.row_of(recorder.run_id)
     assert redrawn == [(running_row, running_row)] and resets == []
     assert column(view, "Final loss")[0] == "1.5000"
-    view._refresh_if_changed()  # nothing written since: nothing read
+    polled(view, qtbot)  # nothing written since: nothing read
     assert parsed == [recorder.run_id]
 
     with HistoryStore.open(home) as cli_process:  # meanwhile a `workbench run` records a run and deletes one
@@ -416,7 +437,7 @@ def test_a_poll_during_a_run_re_reads_only_the_running_row_of_two_thousand(make_
         cli_process.delete(old_ids[0])
     recorder.record(RunEnded(status="finished", summary=summary(4)))
     parsed.clear()
-    view._refresh_if_changed()
+    polled(view, qtbot)
     assert sorted(parsed) == [recorder.run_id, new_id]
     assert view.model.rowCount() == 2001 and resets == []
     assert column(view, "Name")[:2] == ["from the terminal", "running"]
@@ -449,18 +470,18 @@ def test_a_message_goes_when_it_stops_being_true(make_view, store, tmp_path, qtb
     monkeypatch.setattr(view, "_ask_save_path", lambda title, default_name: str(tmp_path / "missing" / "runs.csv"))
     export(view, qtbot, view.export_csv_button)
     assert "folder does not exist" in view.status_label.text()
-    view.refresh()  # the table's own refresh (the 2 s poll) changes nothing the message is about
+    refreshed(view, qtbot)  # the table's own refresh (the 2 s poll) changes nothing the message is about
     assert "folder does not exist" in view.status_label.text()
     view.select_runs([second])  # the user moved on to other runs
     assert view.status_label.text() == ""
 
-    real = store.changes_since
-    monkeypatch.setattr(store, "changes_since", lambda revision: (_ for _ in ()).throw(
+    real = HistoryStore.changes_since  # the view reads through a store of its own, opened off the GUI thread
+    monkeypatch.setattr(HistoryStore, "changes_since", lambda self, revision: (_ for _ in ()).throw(
         store_module.HistoryError("cannot read the run history: disk I/O error")))
-    view.refresh()
+    refreshed(view, qtbot)
     assert "disk I/O error" in view.status_label.text()
-    monkeypatch.setattr(store, "changes_since", real)
-    view.refresh()  # the history reads again
+    monkeypatch.setattr(HistoryStore, "changes_since", real)
+    refreshed(view, qtbot)  # the history reads again
     assert view.status_label.text() == ""
 
 
@@ -499,6 +520,7 @@ def test_tags_go_to_the_store_and_the_table(make_view, store, qtbot, monkeypatch
     answers = iter([" baseline, fp16 try ,, baseline", "a;b"])
     monkeypatch.setattr(view, "_ask_text", lambda *args, **kwargs: next(answers))
     qtbot.mouseClick(view.tags_button, Qt.MouseButton.LeftButton)
+    settled(view, qtbot)
     assert store.get_run(run_id).tags == ("baseline", "fp16 try")
     assert column(view, "Tags") == ["baseline, fp16 try"]
     qtbot.mouseClick(view.tags_button, Qt.MouseButton.LeftButton)  # the CSV's separator: refused, said, nothing lost
@@ -558,6 +580,7 @@ def test_the_count_tags_and_export_messages_say_traces_where_they_are(make_view,
     view.select_runs([trace_id])
     monkeypatch.setattr(view, "_ask_text", lambda *args, **kwargs: "profiled")
     view.tags_button.click()
+    settled(view, qtbot)
     assert view.status_label.text() == f"Saved the tags of trace #{trace_id}."
     monkeypatch.setattr(view, "_ask_save_path", lambda title, default_name: str(tmp_path / "mixed.csv"))
     view.select_runs([trace_id, run_id])
@@ -565,7 +588,7 @@ def test_the_count_tags_and_export_messages_say_traces_where_they_are(make_view,
     assert view.status_label.text() == f"Wrote 1 run and 1 trace to {tmp_path / 'mixed.csv'}"
 
 
-def test_a_row_holding_values_no_workbench_wrote_lists_sizes_and_compares(make_view, store):
+def test_a_row_holding_values_no_workbench_wrote_lists_sizes_and_compares(make_view, store, qtbot):
     """A start time of 1e300 crashed the window (a segfault as the table sized its columns), and findings_json '5',
     text in a figure or a blob for a name each failed it with a traceback before it opened."""
     damaged = record_complete_run(store)
@@ -574,7 +597,7 @@ def test_a_row_holding_values_no_workbench_wrote_lists_sizes_and_compares(make_v
         conn.execute("UPDATE runs SET started_at = 1e300, finished_at = 'late', findings_json = '5', "
                      "images_per_sec = 'fast', name = ? WHERE id = ?", (b"\xff\x00name", damaged))
     view = make_view()
-    view.refresh()
+    refreshed(view, qtbot)
     assert view.count_label.text() == "2 runs"
     view.table.resizeColumnsToContents()
     started = COLUMN_TITLES.index("Started")

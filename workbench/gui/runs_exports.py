@@ -1,8 +1,10 @@
-"""What the Runs tab reads of the history off the GUI thread: the two CSV exports, the same files `workbench
-export` writes (with and without --steps), and the step curves of the runs it overlays.
+"""What the Runs tab reads of the history off the GUI thread: the runs written since the table's revision, the
+revision the poll compares, the two CSV exports, the same files `workbench export` writes (with and without
+--steps), and the step curves of the runs it overlays.
 
-A run of 100,000 logged steps takes seconds to read (7 s to export): each read here opens the history anew, for
-reading, in the thread that calls it (a SQLite connection belongs to the thread that opened it), and closes it.
+A run of 100,000 logged steps takes seconds to read (7 s to export), and any read can hang on a network home: each
+read here opens the history anew, for reading, in the thread that calls it (a SQLite connection belongs to the
+thread that opened it), and closes it.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from workbench.gui.series import SERIES_KEYS
+from workbench.history.database import run_revision
 from workbench.history.export import export_runs_csv, export_steps_csv
-from workbench.history.records import records_count_text
+from workbench.history.records import RunChanges, records_count_text
 from workbench.history.store import HistoryStore
 
 # The step curves the main window's plots overlay (PlotsPanel.add_overlay takes exactly these).
@@ -26,6 +29,18 @@ Overlay = tuple[int, str, dict[str, np.ndarray]]  # run id, label, {OVERLAY_KEYS
 def opened_for_reading(history: Path) -> HistoryStore:
     """The history whose database file is ``history`` (a HistoryStore's ``path``), opened here for reading."""
     return HistoryStore.open_for_reading(Path(history).parent)
+
+
+def runs_changed_since(history: Path, revision: Optional[int]) -> RunChanges:
+    """The runs written since ``revision`` (every run when None); runs whose process died are marked "interrupted"
+    first, where the file takes the write (opening for reading does that). Raises HistoryError."""
+    with opened_for_reading(history) as store:
+        return store.changes_since(revision)
+
+
+def history_revision(history: Path) -> int:
+    """The revision ``runs_changed_since`` would bring the table up to, read cheaply. Raises HistoryError."""
+    return run_revision(Path(history))
 
 
 def overlay_curves(history: Path, runs: Sequence[tuple[int, str]]) -> list[Overlay]:

@@ -1,14 +1,11 @@
 """The Runs tab: the runs table on top, the comparison of the selected runs below, actions in a bar.
 
-RunsView assembles the pieces (runs_table, comparison_view, runs_dialogs, runs_exports), reads and writes
-through a HistoryStore (GUI thread only; the step curves it overlays and the exports are read off the GUI thread,
-through connections of their own: runs_exports) and tells the main window what the user wants through signals:
+RunsView assembles the pieces (runs_table, comparison_view, runs_dialogs, runs_exports, runs_refresh), writes
+through a HistoryStore (renames, notes, tags, deletes) and reads off the GUI thread, through connections of its
+own: the runs written since the table's revision (runs_refresh: a 2 s poll, one read at a time), the step curves
+it overlays and the exports (runs_exports). It tells the main window what the user wants through signals:
 settings to load into the form, past curves to overlay. Dialogs go through small methods (_confirm,
 _ask_text, _ask_save_path) that tests replace.
-
-The table follows the history as it changes (this app's runs, a CLI run in another process): a 2 s poll
-of a cheap change counter, and when anyone wrote, only the runs written since the last refresh are read
-(HistoryStore.changes_since): during a run that is the running row, however long the history.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from PySide6.QtCore import QItemSelection, QItemSelectionModel, Qt, QTimer, Signal
+from PySide6.QtCore import QItemSelection, QItemSelectionModel, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -34,12 +31,14 @@ from workbench.gui import runs_dialogs
 from workbench.gui.background import call_in_background
 from workbench.gui.comparison_view import ComparisonView
 from workbench.gui.runs_exports import RUNS_CSV, STEPS_CSV, CsvExport, overlay_curves
+from workbench.gui.runs_refresh import RunsRefresh
 from workbench.gui.runs_table import COLUMN_TITLES, RUN_ID_ROLE, SORT_ROLE, RunsSortProxy, RunsTableModel
-from workbench.history.records import RunRecord, records_count_text, records_noun
+from workbench.history.records import RunChanges, RunRecord, records_count_text, records_noun
 from workbench.history.store import HistoryError, HistoryStore
 
 MAX_OVERLAY_RUNS = 8
 AUTO_REFRESH_MS = 2000
+LOADING_TEXT = "Loading runs…"  # until the first read lands
 
 
 class RunsView(QWidget):
@@ -52,8 +51,6 @@ class RunsView(QWidget):
         super().__init__(parent)
         self.setObjectName("runsView")
         self.store = store
-        self._token: Optional[tuple[int, int]] = None
-        self._revision: Optional[int] = None  # the history's revision the table shows; None: nothing read yet
         self._overlay_key: Optional[tuple] = None  # the runs whose curves were asked for last
         self._exporting = False  # an export is being written (off the GUI thread)
         self._export_dir = Path.home()
@@ -123,12 +120,10 @@ class RunsView(QWidget):
         layout.addWidget(splitter, 1)
         layout.addWidget(self.status_label)
 
-        # Runs recorded by another process (a CLI run) appear without a restart: poll a cheap change counter.
-        self._poll = QTimer(self)
-        self._poll.setInterval(auto_refresh_ms)
-        self._poll.timeout.connect(self._refresh_if_changed)
-        if auto_refresh_ms > 0:
-            self._poll.start()
+        # Runs recorded by another process (a CLI run) appear without a restart: the refresher polls the revision.
+        self.refresher = RunsRefresh(store.path, self._apply_changes, self._read_failed, auto_refresh_ms, self)
+        self.count_label.setText(LOADING_TEXT)
+        self._on_selection_changed()
         self.refresh()
 
     def _button(self, name: str, text: str, slot: Callable[[], None], tooltip: str = "") -> QPushButton:
@@ -139,20 +134,19 @@ class RunsView(QWidget):
         return button
 
     # -- reading the store -------------------------------------------------------------------
-    def refresh(self) -> None:
-        """Bring the table up to date (the main window calls this when a run starts or ends, the poll when
-        anyone wrote): the first time every run, then only the runs written since, row by row."""
-        reload_everything = self._revision is None
-        try:
-            self.store.mark_interrupted_runs()
-            self._token = self.store.change_token()  # before the read: a write after it is read next time
-            changes = self.store.changes_since(None if reload_everything else self._revision)
-        except HistoryError as error:
-            self._show_status(str(error), error=True, cause="history")
-            return
+    def refresh(self, then: Optional[Callable[[], None]] = None) -> None:
+        """Bring the table up to date, read off the GUI thread (the main window calls this when a run starts or
+        ends, the poll when anyone wrote): the first time every run, then only the runs written since, row by row.
+        ``then``: called once the table shows every write made before this call (or the read failed)."""
+        self.refresher.request(then)
+
+    def is_reading(self) -> bool:
+        """A read of the history is in flight or asked for: the table may not show the latest writes yet."""
+        return self.refresher.busy
+
+    def _apply_changes(self, changes: RunChanges, reload_everything: bool) -> None:
         if self._status_cause == "history":
             self._show_status("")  # the history reads again
-        self._revision = changes.revision
         if reload_everything:
             selected = self.selected_run_ids()
             self.model.set_records(changes.changed)
@@ -165,13 +159,8 @@ class RunsView(QWidget):
         self.count_label.setText(records_count_text(self.model.all_records()))
         self._on_selection_changed()
 
-    def _refresh_if_changed(self) -> None:
-        try:
-            token = self.store.change_token()
-        except HistoryError:
-            return
-        if token != self._token:
-            self.refresh()
+    def _read_failed(self, error: HistoryError) -> None:
+        self._show_status(str(error), error=True, cause="history")
 
     def _size_columns(self) -> None:
         """Fit each column to its header and its widest cell, once: later the user's widths stay."""
@@ -225,7 +214,8 @@ class RunsView(QWidget):
         )
         has_runs = self.model.rowCount() > 0
         self._update_export_buttons()
-        empty_text = "" if has_runs else "No runs yet: runs from the app and from `workbench run` appear here."
+        empty_text = ("" if has_runs else LOADING_TEXT if self.refresher.revision is None
+                      else "No runs yet: runs from the app and from `workbench run` appear here.")
         self.comparison.set_records(records, empty_text, self.model.all_records())
         self._emit_overlay(records)
 
@@ -327,11 +317,12 @@ class RunsView(QWidget):
                 self.store.delete(record.id)
             except HistoryError as error:
                 refused.append(str(error))
-        self.refresh()
+        # Said once the table has dropped the rows: a message is about the runs selected when it is shown.
         if refused:
-            self._show_status("; ".join(refused), error=True)
+            self.refresh(then=partial(self._show_status, "; ".join(refused), True))
         else:
-            self._show_status(f"Deleted {len(records)} {noun if len(records) != 1 else records[0].noun}.")
+            self.refresh(then=partial(self._show_status,
+                                      f"Deleted {len(records)} {noun if len(records) != 1 else records[0].noun}."))
 
     def _change(self, write: Callable[[], None], done: str) -> None:
         try:
@@ -339,8 +330,7 @@ class RunsView(QWidget):
         except HistoryError as error:
             self._show_status(str(error), error=True)
             return
-        self.refresh()
-        self._show_status(done)
+        self.refresh(then=partial(self._show_status, done))
 
     def _export_runs(self) -> None:
         self._export(RUNS_CSV)
@@ -387,5 +377,5 @@ class RunsView(QWidget):
         return runs_dialogs.ask_save_path(self, title, self._export_dir, default_name)
 
     def closeEvent(self, event: Any) -> None:
-        self._poll.stop()
+        self.refresher.stop()
         super().closeEvent(event)

@@ -227,6 +227,21 @@ def _connect_read_only(path: Path) -> tuple[sqlite3.Connection, Optional[str]]:
     return conn, note
 
 
+def run_revision(path: Path) -> int:
+    """The history's run revision (every write to a run raises it: schema 4), read through a read-only connection
+    of its own without open_for_reading's checks (they read the whole runs table): the cheap "was any run written
+    since?" of a view that polls. 0 where there is no history yet. Raises HistoryError."""
+    _refuse_what_is_no_file(path)
+    if not path.exists():
+        return 0
+    conn, _ = _connect_read_only(path)
+    try:
+        with translated(path, "read"):
+            return int(conn.execute("SELECT value FROM run_revision").fetchone()[0])
+    finally:
+        conn.close()
+
+
 def _in_memory(path: Path, migrations: Sequence[Migration], newest: int) -> HistoryDatabase:
     conn = sqlite3.connect(":memory:", isolation_level=None)
     conn.row_factory = sqlite3.Row

@@ -1,0 +1,112 @@
+"""When the Runs tab reads the history: one read at a time, off the GUI thread, and a poll that notices writes.
+
+The table follows the history as it changes (this app's runs, a CLI run in another process): a poll of the history's
+run revision, and when anyone wrote, only the runs written since the table's revision are read
+(HistoryStore.changes_since): during a run that is the running row, however long the history. Both reads run on
+Qt's thread pool through connections of their own (runs_exports): on a large history or a hung disk (a network
+home) the window keeps painting.
+
+At most one read is in flight. A refresh asked meanwhile is kept, one however many are asked, and starts when the
+read lands, from the revision that read brought: results land in the order they were read, so no older one is
+applied over a newer one, and a write after a read's snapshot is read by the next read.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Callable, Optional
+
+from PySide6.QtCore import QObject, QTimer
+
+from workbench.gui.background import call_in_background
+from workbench.gui.runs_exports import history_revision, runs_changed_since
+from workbench.history.records import RunChanges
+from workbench.history.store import HistoryError
+
+
+class RunsRefresh(QObject):
+    """Reads the runs written since ``revision`` off the GUI thread; ``apply(changes, everything)`` or
+    ``fail(error)`` back on it (``everything``: the first read, every run), while the parent lives."""
+
+    def __init__(self, history: Path, apply: Callable[[RunChanges, bool], None],
+                 fail: Callable[[HistoryError], None], poll_ms: int, parent: QObject):
+        super().__init__(parent)
+        self._history = history
+        self._apply, self._fail = apply, fail
+        self.revision: Optional[int] = None  # the history's revision the table shows; None: nothing read yet
+        self._reading = False  # a read of the changes is in flight
+        self._read_again = False  # a refresh was asked while it was
+        self._then_next: list[Callable[[], None]] = []  # to call once the next read to start has landed
+        self._polling = False  # a read of the revision is in flight
+        self._poll = QTimer(self)
+        self._poll.setInterval(poll_ms)
+        self._poll.timeout.connect(self.poll)
+        if poll_ms > 0:
+            self._poll.start()
+
+    @property
+    def busy(self) -> bool:
+        """A read is in flight or asked for (tests wait for this to end)."""
+        return self._reading or self._read_again or self._polling
+
+    def request(self, then: Optional[Callable[[], None]] = None) -> None:
+        """Read what was written since the table's revision; ``then`` once a read that started after this call
+        has landed (or failed): the table then shows every write made before it."""
+        if then is not None:
+            self._then_next.append(then)
+        if self._reading:
+            self._read_again = True  # started when the read in flight lands, from the revision it brings
+            return
+        self._start()
+
+    def _start(self) -> None:
+        self._reading, self._read_again = True, False
+        then, self._then_next = self._then_next, []
+        call_in_background(self, partial(runs_changed_since, self._history, self.revision),
+                           partial(self._read, then), partial(self._read_failed, then))
+
+    def _read(self, then: list[Callable[[], None]], changes: RunChanges) -> None:
+        try:
+            self._apply(changes, self.revision is None)
+            self.revision = changes.revision
+        finally:
+            self._landed(then)
+
+    def _read_failed(self, then: list[Callable[[], None]], error: Exception) -> None:
+        try:
+            if not isinstance(error, HistoryError):
+                raise error  # a bug, not the disk: as loud as it was on the GUI thread
+            self._fail(error)
+        finally:
+            self._landed(then)
+
+    def _landed(self, then: list[Callable[[], None]]) -> None:
+        self._reading = False
+        for callback in then:
+            callback()
+        if self._read_again:
+            self._start()
+
+    def poll(self) -> None:
+        """Read the revision (a cheap read: no checks, one row) and refresh if it moved on from the table's."""
+        if self._reading or self._polling:
+            return  # the read in flight brings a revision; the next poll compares with it
+        self._polling = True
+        call_in_background(self, partial(history_revision, self._history), self._revision_read,
+                           self._revision_unread)
+
+    def _revision_read(self, revision: int) -> None:
+        self._polling = False
+        if revision != self.revision and not self._reading:
+            self.request()
+
+    def _revision_unread(self, error: Exception) -> None:
+        self._polling = False
+        if not isinstance(error, HistoryError):
+            raise error
+        # The history cannot be read just now (the file went away, a busy disk): the poll skips a beat, and a
+        # refresh says what is wrong.
+
+    def stop(self) -> None:
+        self._poll.stop()
