@@ -160,6 +160,8 @@ class RunsView(QWidget):
         self._on_selection_changed()
 
     def _read_failed(self, error: HistoryError) -> None:
+        if self.refresher.revision is None:
+            self.count_label.setText("")  # not loading any more: the status line says why
         self._show_status(str(error), error=True, cause="history")
 
     def _size_columns(self) -> None:
@@ -214,7 +216,8 @@ class RunsView(QWidget):
         )
         has_runs = self.model.rowCount() > 0
         self._update_export_buttons()
-        empty_text = ("" if has_runs else LOADING_TEXT if self.refresher.revision is None
+        read = self.refresher.revision is not None  # until then no "No runs yet": the count says loading
+        empty_text = ("" if has_runs or not read
                       else "No runs yet: runs from the app and from `workbench run` appear here.")
         self.comparison.set_records(records, empty_text, self.model.all_records())
         self._emit_overlay(records)
