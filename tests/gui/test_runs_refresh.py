@@ -1,0 +1,227 @@
+"""The Runs tab reads the history off the GUI thread: a hung disk (a network home) leaves the window painting,
+refreshes asked meanwhile are one read after it, a read that fails says so, and a closed tab is left alone."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before Qt is imported: no display needed
+
+import threading
+
+import pytest
+from builders import record_complete_run
+from PySide6.QtCore import QCoreApplication, QTimer
+
+from workbench.gui import runs_exports
+from workbench.gui.background import wait_for_background_calls
+from workbench.gui.runs_table import COLUMN_TITLES
+from workbench.gui.runs_view import LOADING_TEXT, RunsView
+from workbench.history.store import HistoryError, HistoryStore
+
+ERROR_STYLE = "color: #c62828;"  # the status line's colour for an error
+
+
+@pytest.fixture
+def store(tmp_path):
+    with HistoryStore.open(tmp_path / "home") as opened:
+        yield opened
+
+
+@pytest.fixture
+def make_view(store, qtbot):
+    def make(wait: bool = True) -> RunsView:
+        view = RunsView(store, auto_refresh_ms=0)  # the tests poll by hand
+        qtbot.addWidget(view)
+        view.resize(1280, 720)
+        view.show()
+        if wait:
+            settled(view, qtbot)
+        return view
+
+    yield make
+    assert wait_for_background_calls(10_000), "a read of the history outlived the test"
+
+
+class HeldReads:
+    """HistoryStore.changes_since held on an event until ``released``, as on a hung disk; what each call asked,
+    returned and on which thread. A call on the GUI thread is not held (it would hang the test): it is noted."""
+
+    def __init__(self):
+        self.entered = threading.Event()  # a read has begun
+        self.released = threading.Event()
+        self.left = threading.Event()  # a read has ended
+        self.asked: list = []  # the revision each read was asked from
+        self.returned: list[int] = []  # the revision each read brought
+        self.on_gui_thread: list = []
+
+    def hold(self, monkeypatch, after_the_read: bool = False) -> None:
+        """Hold each read before it (the disk hangs) or ``after_the_read`` (its snapshot taken: a write made
+        while it is held is not in it)."""
+        real = HistoryStore.changes_since
+
+        def held(store, revision):
+            self.asked.append(revision)
+            changes = real(store, revision) if after_the_read else None
+            self.entered.set()
+            if threading.current_thread() is threading.main_thread():
+                self.on_gui_thread.append(revision)
+            else:
+                assert self.released.wait(60), "never released"
+            changes = changes or real(store, revision)
+            self.returned.append(changes.revision)
+            self.left.set()
+            return changes
+
+        monkeypatch.setattr(HistoryStore, "changes_since", held)
+
+
+@pytest.fixture
+def held_reads(make_view):
+    reads = HeldReads()
+    yield reads
+    reads.released.set()  # before make_view joins the pool (a failed test leaves a read held)
+
+
+def settled(view: RunsView, qtbot) -> None:
+    qtbot.waitUntil(lambda: not view.is_reading(), timeout=10_000)
+
+
+def names(view: RunsView) -> list[str]:
+    section = COLUMN_TITLES.index("Name")
+    return [view.proxy.index(row, section).data() for row in range(view.proxy.rowCount())]
+
+
+def test_a_refresh_held_by_the_disk_leaves_the_gui_thread_running(make_view, store, held_reads, qtbot, monkeypatch):
+    """The refresh read the history on the GUI thread: on a hung network home the window froze."""
+    record_complete_run(store, name="first")
+    view = make_view()
+    record_complete_run(store, name="written while the disk hangs")
+    held_reads.hold(monkeypatch)
+    view.refresh()
+    qtbot.waitUntil(held_reads.entered.is_set, timeout=10_000)
+    read_done_when_the_timer_fired = []
+    QTimer.singleShot(0, lambda: read_done_when_the_timer_fired.append(held_reads.left.is_set()))
+    qtbot.waitUntil(lambda: bool(read_done_when_the_timer_fired), timeout=10_000)
+    assert read_done_when_the_timer_fired == [False]  # events ran while the read was held
+    assert held_reads.on_gui_thread == []
+    assert names(view) == ["first"] and view.is_reading()
+
+    held_reads.released.set()
+    qtbot.waitUntil(lambda: view.model.rowCount() == 2, timeout=10_000)
+    assert names(view) == ["written while the disk hangs", "first"]
+    assert view.count_label.text() == "2 runs"
+
+
+def test_the_tab_says_loading_until_the_first_read_lands(make_view, store, held_reads, qtbot, monkeypatch):
+    record_complete_run(store, name="first")
+    held_reads.hold(monkeypatch)
+    view = make_view(wait=False)
+    qtbot.waitUntil(held_reads.entered.is_set, timeout=10_000)
+    assert held_reads.on_gui_thread == []
+    assert view.count_label.text() == LOADING_TEXT and view.model.rowCount() == 0
+    assert not view.comparison.title.text().startswith("No runs yet")
+    assert not view.export_csv_button.isEnabled()  # nothing to export yet
+
+    held_reads.released.set()
+    settled(view, qtbot)
+    assert view.count_label.text() == "1 run" and names(view) == ["first"]
+    assert view.export_csv_button.isEnabled()
+
+
+def test_refreshes_asked_during_a_read_are_one_read_after_it_from_the_revision_it_brought(
+        make_view, store, held_reads, qtbot, monkeypatch):
+    """At most one read in flight and one asked: results land in order, none older over a newer one, and a write
+    after the held read's snapshot is read by the next read."""
+    record_complete_run(store, name="first")
+    view = make_view()
+    shown = view.refresher.revision
+    held_reads.hold(monkeypatch, after_the_read=True)
+    view.refresh()
+    qtbot.waitUntil(held_reads.entered.is_set, timeout=10_000)
+    record_complete_run(store, name="written after the snapshot")
+    for _ in range(3):
+        view.refresh()
+    view.refresher.poll()  # the poll waits for the read in flight
+    assert held_reads.asked == [shown]
+
+    held_reads.released.set()
+    settled(view, qtbot)
+    assert held_reads.on_gui_thread == []
+    assert len(held_reads.asked) == 2, "the three refreshes asked meanwhile were not one read"
+    assert held_reads.asked[1] == held_reads.returned[0]  # started once the first had landed, from its revision
+    assert view.refresher.revision == held_reads.returned[1] > held_reads.returned[0]
+    assert names(view) == ["written after the snapshot", "first"]
+
+    view.refresher.poll()  # nothing written since the last read: no read
+    settled(view, qtbot)
+    assert len(held_reads.asked) == 2
+
+
+def test_a_read_that_fails_says_why_in_the_status_line_until_one_succeeds(make_view, store, qtbot, monkeypatch):
+    record_complete_run(store, name="first")
+    view = make_view()
+    real = HistoryStore.changes_since
+    threads = []
+
+    def failing(store, revision):
+        threads.append(threading.current_thread())
+        raise HistoryError("cannot read the run history: disk I/O error")
+
+    monkeypatch.setattr(HistoryStore, "changes_since", failing)
+    view.refresh()
+    settled(view, qtbot)
+    assert view.status_label.text() == "cannot read the run history: disk I/O error"
+    assert view.status_label.styleSheet() == ERROR_STYLE
+    assert threads and threading.main_thread() not in threads
+    assert names(view) == ["first"]  # the table keeps what it showed
+
+    monkeypatch.setattr(HistoryStore, "changes_since", real)
+    record_complete_run(store, name="second")
+    view.refresher.poll()  # the history reads again
+    settled(view, qtbot)
+    assert view.status_label.text() == ""
+    assert names(view) == ["second", "first"]
+
+
+def test_the_poll_reads_the_revision_off_the_gui_thread(make_view, store, qtbot, monkeypatch):
+    record_complete_run(store, name="first")
+    view = make_view()
+    released, threads = threading.Event(), []
+    real = runs_exports.run_revision
+
+    def held_revision(path):
+        threads.append(threading.current_thread())
+        if threading.current_thread() is not threading.main_thread():
+            assert released.wait(60), "never released"
+        return real(path)
+
+    monkeypatch.setattr(runs_exports, "run_revision", held_revision)
+    record_complete_run(store, name="second")
+    try:
+        view.refresher.poll()
+        qtbot.waitUntil(lambda: bool(threads), timeout=10_000)
+        assert threading.main_thread() not in threads
+        assert view.is_reading() and names(view) == ["first"]
+    finally:
+        released.set()
+    settled(view, qtbot)
+    assert names(view) == ["second", "first"]
+
+
+def test_closing_the_tab_while_a_read_is_held_calls_nothing_on_it(make_view, store, held_reads, qtbot, monkeypatch):
+    record_complete_run(store, name="first")
+    held_reads.hold(monkeypatch)
+    view = RunsView(store, auto_refresh_ms=0)
+    qtbot.waitUntil(held_reads.entered.is_set, timeout=10_000)
+    assert held_reads.on_gui_thread == []
+    destroyed = []
+    view.destroyed.connect(lambda: destroyed.append(True))
+    view.close()
+    view.deleteLater()
+    qtbot.waitUntil(lambda: bool(destroyed), timeout=10_000)
+
+    held_reads.released.set()
+    assert wait_for_background_calls(10_000)
+    QCoreApplication.processEvents()  # the read's result is queued to a relay that went with the view
+    assert held_reads.returned  # the read ended, and nothing it reached raised (pytest-qt fails a slot that does)
