@@ -1,5 +1,6 @@
 """changes_since: a view that polls the history re-reads only the runs written since it last looked."""
 
+import os
 import sqlite3
 
 import pytest
@@ -115,3 +116,25 @@ def test_with_two_thousand_runs_a_heartbeat_re_reads_only_the_running_row(store,
     changes = store.changes_since(seen.revision)
     assert parsed == [recorder.run_id]  # one row parsed, not 2,001
     assert len(changes.run_ids) == 2001
+
+
+def test_the_revision_a_poll_reads_is_the_one_changes_since_brings(store, tmp_path):
+    """database.run_revision: the Runs tab's poll, a one-row read that moves with every write to a run (a delete
+    too) and equals the revision changes_since brings, so the table is re-read exactly when it is behind."""
+    from workbench.history.database import run_revision
+
+    assert run_revision(tmp_path / "elsewhere" / "history.sqlite3") == 0  # no history yet
+    first = record_complete_run(store)
+    assert run_revision(store.path) == store.changes_since(None).revision
+    before = run_revision(store.path)
+    store.rename(first, "renamed")
+    assert run_revision(store.path) > before
+    before = run_revision(store.path)
+    store.delete(first)
+    assert run_revision(store.path) == store.changes_since(None).revision > before
+
+    fifo = tmp_path / "fifo" / "history.sqlite3"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    with pytest.raises(store_module.HistoryError):  # refused by stat: opened, a FIFO would block the poll for good
+        run_revision(fifo)
