@@ -136,8 +136,10 @@ def main() -> int:
         print(f"wrote {path}", flush=True)
 
     def take_screenshots() -> None:
+        view.refresh(then=take_screenshots_of_the_runs)  # read off the GUI thread: select once the table holds them
+
+    def take_screenshots_of_the_runs() -> None:
         ids = sorted(record.id for record in store.list_runs())
-        view.refresh()
         view.select_runs([ids[int(number) - 1] for number in args.select.split(",")])
         view.comparison.differences_only.setChecked(True)
         window.plots.set_x_axis("samples_seen")

@@ -58,6 +58,9 @@ def main() -> int:
     if len(args.traces) > 1:
         view = window.findChild(RunsView)
         view.refresh()
+        while view.is_reading():  # the table is read off the GUI thread
+            app.processEvents()
+            time.sleep(0.02)
         view.select_runs([record.id for record in store.list_runs()])
         window.tabs.setCurrentWidget(window.runs_tab)
         app.processEvents()
