@@ -119,6 +119,15 @@ def test_a_damaged_run_table_is_found_on_open_before_a_run_is_recorded(tmp_path)
         HistoryStore.open_for_reading(home)
 
 
+def test_a_reader_that_skips_the_page_check_is_still_told_of_a_damaged_page_it_reads(tmp_path):
+    """check_pages=False (the Runs tab's reads after its first, every 2 s during a run): the open reads no page of
+    runs, and the read that meets the damage says so, as the open would have."""
+    home, path = damaged_home(tmp_path, garbage_in_a_page_of_runs)
+    with HistoryStore.open_for_reading(home, check_pages=False) as store:
+        with pytest.raises(HistoryDamaged, match="database disk image is malformed"):
+            store.changes_since(None)
+
+
 def test_a_newer_history_is_refused_for_reading_too(tmp_path):
     home, path = damaged_home(tmp_path, newer_schema)
     with pytest.raises(HistoryTooNew, match="schema 999; this version reads up to"):

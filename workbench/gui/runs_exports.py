@@ -26,15 +26,18 @@ OVERLAY_KEYS: tuple[str, ...] = SERIES_KEYS
 Overlay = tuple[int, str, dict[str, np.ndarray]]  # run id, label, {OVERLAY_KEYS: its values}
 
 
-def opened_for_reading(history: Path) -> HistoryStore:
+def opened_for_reading(history: Path, check_pages: bool = True) -> HistoryStore:
     """The history whose database file is ``history`` (a HistoryStore's ``path``), opened here for reading."""
-    return HistoryStore.open_for_reading(Path(history).parent)
+    return HistoryStore.open_for_reading(Path(history).parent, check_pages)
 
 
 def runs_changed_since(history: Path, revision: Optional[int]) -> RunChanges:
     """The runs written since ``revision`` (every run when None); runs whose process died are marked "interrupted"
-    first, where the file takes the write (opening for reading does that). Raises HistoryError."""
-    with opened_for_reading(history) as store:
+    first, where the file takes the write (opening for reading does that). Raises HistoryError.
+
+    The first read checks the pages a run's start writes, as opening does; later ones (every 2 s during a run)
+    do not: that read the whole runs table each time, for one changed row."""
+    with opened_for_reading(history, check_pages=revision is None) as store:
         return store.changes_since(revision)
 
 

@@ -182,15 +182,17 @@ def _use_wal(conn: sqlite3.Connection) -> None:
         pause = min(2 * pause, 0.1)
 
 
-def open_for_reading(path: Path, migrations: Sequence[Migration], newest: int) -> HistoryDatabase:
+def open_for_reading(path: Path, migrations: Sequence[Migration], newest: int, check_pages: bool = True
+                     ) -> HistoryDatabase:
     """The history at ``path`` for reading only: nothing is written to the file, so it reads on a read-only or
-    full disk. An older schema is read from an upgraded copy in memory; a history not made yet reads as empty."""
+    full disk. An older schema is read from an upgraded copy in memory; a history not made yet reads as empty.
+    ``check_pages``: see usable_version."""
     _refuse_what_is_no_file(path)
     if not path.exists():
         return _in_memory(path, migrations, newest)
     conn, note = _connect_read_only(path)
     try:
-        version = usable_version(conn, path, migrations, newest)
+        version = usable_version(conn, path, migrations, newest, check_pages)
         if version < newest:
             with translated(path, "read"):
                 copy = sqlite3.connect(":memory:", isolation_level=None)
@@ -250,21 +252,25 @@ def _in_memory(path: Path, migrations: Sequence[Migration], newest: int) -> Hist
     return database
 
 
-def usable_version(conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration], newest: int) -> int:
+def usable_version(conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration], newest: int,
+                   check_pages: bool = True) -> int:
     """The file's schema version, once it is known to be a history this workbench can use and is undamaged
-    where a run's start would write; otherwise HistoryTooNew or HistoryDamaged, having written nothing."""
+    where a run's start would write; otherwise HistoryTooNew or HistoryDamaged, having written nothing.
+    Without ``check_pages`` the tables' pages are not checked (that reads every run): for a reader that opens the
+    history again and again (the Runs tab, every 2 s during a run), whose reads say a damaged page they meet."""
     with translated(path, "open"):
         # One snapshot for every read below: another process making the history (two opening a new one at once)
         # could commit between reading its version (0) and its tables (all there), which read as damaged.
         conn.execute("BEGIN")
         try:
-            return _usable_version(conn, path, migrations, newest)
+            return _usable_version(conn, path, migrations, newest, check_pages)
         finally:
             if conn.in_transaction:  # (an error may have ended it)
                 conn.execute("COMMIT")
 
 
-def _usable_version(conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration], newest: int) -> int:
+def _usable_version(conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration], newest: int,
+                    check_pages: bool) -> int:
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
     if version > newest:
         raise HistoryTooNew(
@@ -280,7 +286,7 @@ def _usable_version(conn: sqlite3.Connection, path: Path, migrations: Sequence[M
     problems = _missing(expected, present)
     if problems:
         raise damaged(path, "; ".join(problems))
-    for table in CHECKED_TABLES:
+    for table in CHECKED_TABLES if check_pages else ():
         if ("table", table) in expected:
             found = [row[0] for row in conn.execute(f"PRAGMA quick_check({table})")]
             if found != ["ok"]:

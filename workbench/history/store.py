@@ -70,18 +70,19 @@ class HistoryStore(HistoryReads):
         return store
 
     @classmethod
-    def open_for_reading(cls, home: Optional[Path] = None) -> HistoryStore:
+    def open_for_reading(cls, home: Optional[Path] = None, check_pages: bool = True) -> HistoryStore:
         """The history in ``home`` for reading only: nothing is written to its file or made beside it where that
         cannot be done, so it opens on a read-only or full disk; an older schema is read as this version reads
         it, without upgrading the file. Runs whose process died are marked "interrupted" where the file takes
-        the write (best effort: a read-only or full disk leaves them as they are)."""
+        the write (best effort: a read-only or full disk leaves them as they are). Without ``check_pages`` the
+        tables' pages are not checked first (database.usable_version)."""
         path = _database_path(home)
-        store = cls(open_for_reading(path, MIGRATIONS, SCHEMA_VERSION))
+        store = cls(open_for_reading(path, MIGRATIONS, SCHEMA_VERSION, check_pages))
         try:
             if path.exists() and _dead_runs(store._database):  # rare: look again once they are marked
                 _mark_interrupted_if_writable(path)
                 store.close()
-                store = cls(open_for_reading(path, MIGRATIONS, SCHEMA_VERSION))
+                store = cls(open_for_reading(path, MIGRATIONS, SCHEMA_VERSION, check_pages))
         except BaseException:
             store.close()
             raise
