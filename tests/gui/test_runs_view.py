@@ -553,6 +553,19 @@ def test_a_trace_record_has_no_duration_and_says_it_was_opened(make_view, store)
     assert tooltip.startswith("a trace, opened ")
 
 
+def test_a_trace_records_settings_cells_say_unknown_not_a_batch_of_the_forms_defaults(make_view, store):
+    """A trace of two ranks: its Batch tooltip read "128 × 2 processes × 1 accumulation steps = 256 per optimiser
+    step" (RunConfig()'s defaults, and its ranks counted as processes), and its settings "… not used"."""
+    trace_id, _ = store.add_trace(trace_record())
+    view = make_view()
+    row = view.model.row_of(trace_id)
+    for title in ("Batch", "Workers"):
+        tooltip = view.model.index(row, COLUMN_TITLES.index(title)).data(Qt.ItemDataRole.ToolTipRole)
+        assert tooltip.endswith(": unknown (an opened trace: its settings are its own script's, which the trace does "
+                                "not hold)"), tooltip
+        assert "processes" not in tooltip and "not used" not in tooltip
+
+
 def test_traces_are_named_as_traces_not_runs(make_view, store, monkeypatch):
     """Two traces hold no settings: no "0 settings differ" that reads as "the same settings"; their dialogs and
     messages say trace."""

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QWidget
 from workbench.config import SETTINGS
 from workbench.engine.run_summary import IMAGES_PER_SEC_MEANS
 from workbench.formatting import format_duration
-from workbench.history.compare import unused_settings
+from workbench.history.compare import TRACE_HAS_NO_SETTINGS, unused_settings
 from workbench.history.metrics import METRICS_BY_NAME, format_metric, local_time
 from workbench.history.records import RunRecord
 
@@ -197,6 +197,9 @@ class RunsTableModel(QAbstractTableModel):
             return f"{record.status}: {record.reason}"
         if column.title in ("Name", "Note") and record.note:
             return record.note
+        if record.is_trace and (column.setting or column.title == "Batch"):  # the script's settings: not in the trace
+            label = SETTINGS[column.setting].label if column.setting else column.title
+            return f"{label}: unknown ({TRACE_HAS_NO_SETTINGS})"
         if column.title == "Batch" and (record.config.accumulation_steps > 1 or record.summary.world_size > 1):
             processes = f" × {record.summary.world_size} processes" if record.summary.world_size > 1 else ""
             effective = record.config.batch_size * record.summary.world_size * record.config.accumulation_steps
