@@ -185,3 +185,23 @@ def test_records_are_counted_by_their_kinds_in_words(store):
     assert records_count_text([run, run]) == "2 runs"
     assert records_count_text([traced]) == "1 trace"
     assert records_count_text([run, traced, traced]) == "1 run and 2 traces"
+
+
+def test_a_trace_without_steps_beside_one_with_says_which_window_each_share_is_over(store):
+    """A trace without ProfilerStep#N has its shares over its traced window; beside one with steps the Runs tab's
+    comparison read "compute 17.1 % | 0.1 %" and "DataLoader share of step 2.7 % | 1.3 %" as a difference, the
+    second over the whole trace, and the step time blank without a word."""
+    with_steps = store.get_run(store.add_trace(trace())[0])
+    without = TraceRecord(path="/benchmark.json.gz", size_bytes=1, sha256="cd" * 32,
+                          ranks=(dict(rank(0, 0.001, 0.99, steps=0), step_seconds_median=None, step_seconds_low=None,
+                                      step_seconds_high=None, dataloader_share=0.013),))
+    rows = {row.key: row for row in compare_runs([with_steps, store.get_run(store.add_trace(without)[0])])}
+    compute = rows["trace.rank0.compute_share"]
+    assert compute.texts == ("50.0 % (over the steps)", "0.1 % (no steps: over the traced window)")
+    assert not compute.differs  # over two windows: not a difference between the traces
+    assert rows["trace.rank0.step_seconds_median"].texts[1] == "n/a (no ProfilerStep#N in the trace)"
+    assert rows["trace.rank0.dataloader_share"].label == "rank 0: DataLoader share"
+    # two traces with steps: as before, no window said, differences flagged
+    other = TraceRecord(path="/after.json.gz", size_bytes=1, sha256="ef" * 32, ranks=(rank(0, 0.75, 0.05),))
+    rows = {row.key: row for row in compare_runs([with_steps, store.get_run(store.add_trace(other)[0])])}
+    assert rows["trace.rank0.compute_share"].texts == ("50.0 %", "75.0 %") and rows["trace.rank0.compute_share"].differs

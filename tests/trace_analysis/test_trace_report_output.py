@@ -272,3 +272,15 @@ def test_kernels_that_changed_whose_names_share_a_long_head_read_apart():
     start = lines.index("kernels that changed most (seconds per step):") + 1
     shown = [line.split("  void", 1)[1] for line in lines[start:start + 3]]  # "60.0 ms → 0 µs (−60.0 ms)  void …"
     assert len(set(shown)) == 3, shown
+
+
+def test_two_traces_one_without_steps_say_which_window_each_share_is_over():
+    """Steps against a trace without ProfilerStep#N: the shares were set side by side (compute 17.3 % | 0.1 %)
+    with the reason only in a note on stderr, though one is over the steps and the other over the whole trace."""
+    before = rank_report()
+    after = rank_report(steps=0, step_seconds=(), step_seconds_median=None, step_seconds_low=None,
+                        step_seconds_high=None)
+    text = comparison_lines("a.json", "b.json", compare(before, after))
+    assert ("  the shares below are over each trace's own window: before's steps, after's first to last GPU event (it "
+            "has no ProfilerStep#N)") in text
+    assert not any("own window" in line for line in comparison_lines("a.json", "b.json", compare(before, before)))

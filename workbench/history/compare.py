@@ -6,7 +6,7 @@ The GUI's comparison view draws these rows; keeping the logic here lets it be te
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from workbench.config import FIELD_NAMES, SETTINGS, inactive_settings
 from workbench.formatting import format_duration, format_step_seconds
@@ -179,7 +179,7 @@ _TRACE_RANK_ROWS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("idle split: waiting for the host (of idle)", "idle_for_host_share", _PERCENT),
     ("idle split: kernel wait (of idle)", "idle_kernel_wait_share", _PERCENT),
     ("idle split: other (of idle)", "idle_other_share", _PERCENT),
-    ("DataLoader share of step", "dataloader_share", _PERCENT),
+    ("DataLoader share", "dataloader_share", _PERCENT),
     ("GPU span idle (HTA's window)", "gpu_span.idle_share", _PERCENT),
     ("GPU span compute", "gpu_span.compute_share", _PERCENT),
     ("GPU span non-compute", "gpu_span.non_compute_share", _PERCENT),
@@ -208,11 +208,35 @@ def _trace_rows(records: Sequence[RunRecord]) -> list[ComparisonRow]:
                    else (1, 0, str(rank[0]), rank[1]))
     for rank in ranks:
         key_part, rank_label = _rank_label(rank)
+        steps = tuple(trace.rank_values("steps")[found[rank]] if trace is not None and rank in found else None
+                      for trace, found in zip(traces, positions))
+        # A rank with steps has its shares over them; one without, over its traced window (first to last event):
+        # set side by side, each says which, and they are not flagged as a difference.
+        mixed = len({bool(count) for count in steps if count is not None}) > 1
         for label, key, text in _TRACE_RANK_ROWS:
             values = tuple(trace.rank_values(key)[found[rank]] if trace is not None and rank in found else None
                            for trace, found in zip(traces, positions))
             if all(value is None for value in values):
                 continue  # read on no trace shown (a CPU-only trace's GPU shares): nothing to set side by side
-            rows.append(ComparisonRow("Trace", f"trace.{key_part}.{key}", f"{rank_label}: {label}", values,
-                                      tuple(text(value) for value in values), held=held))
+            texts = tuple(_over_its_window(text(value), value, count, key, mixed) for value, count in zip(values, steps))
+            rows.append(ComparisonRow("Trace", f"trace.{key_part}.{key}", f"{rank_label}: {label}", values, texts,
+                                      compared=not (mixed and key in _OVER_THE_WINDOW), held=held))
     return rows
+
+
+# The figures over a rank's window: its steps, else the traced window (first to last GPU event, or host event)
+_OVER_THE_WINDOW = frozenset({"compute_share", "communication_share", "memory_share", "idle_share",
+                              "idle_for_data_share", "idle_for_host_share", "idle_kernel_wait_share",
+                              "idle_other_share", "dataloader_share"})
+_STEP_TIMES = frozenset({"step_seconds_median", "step_seconds_low", "step_seconds_high"})
+NO_STEPS = "n/a (no ProfilerStep#N in the trace)"
+
+
+def _over_its_window(text: str, value: Any, steps: Optional[int], key: str, mixed: bool) -> str:
+    """A trace's cell: said n/a where its trace has no steps to time, and, where some of the traces set side by
+    side have steps and some not, which window a share is over."""
+    if key in _STEP_TIMES and value is None and steps == 0:
+        return NO_STEPS
+    if mixed and key in _OVER_THE_WINDOW and value is not None:
+        return f"{text} ({'over the steps' if steps else 'no steps: over the traced window'})"
+    return text

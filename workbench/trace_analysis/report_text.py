@@ -124,6 +124,9 @@ def comparison_lines(before_path: str, after_path: str, comparison: RankComparis
     gpus = other_gpu(before.device, after.device)
     if gpus:
         lines.append("  " + gpus)
+    if bool(before.steps) != bool(after.steps):  # shares over two windows: said, not read as a change
+        lines.append(f"  the shares below are over each trace's own window: {_window_words(before, 'before')}, "
+                     f"{_window_words(after, 'after')}")
     lines.append(f"  {'':<14}  {'before':>{_CELL}}  {'after':>{_CELL}}")
     for category in comparison.categories:
         lines.append(f"  {category.label:<14}  {_share_and_seconds(category.before_share, category.before_seconds_per_step)}"
@@ -141,6 +144,12 @@ def comparison_lines(before_path: str, after_path: str, comparison: RankComparis
             names = short_names([change.name for change in changes], NAME_CHARACTERS)
             lines += [f"  {_change(change, name)}" for change, name in zip(changes, names)]
     return lines
+
+
+def _window_words(rank: RankReport, side: str) -> str:
+    if rank.steps:
+        return f"{side}'s steps"
+    return f"{side}'s first to last {'host' if rank.cpu_only else 'GPU'} event (it has no ProfilerStep#N)"
 
 
 def _kinds(rank: RankReport) -> str:
