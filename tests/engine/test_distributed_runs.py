@@ -99,8 +99,11 @@ def test_batch_norm_buffers_are_not_broadcast_each_step_and_nothing_reported_cha
 
 
 def test_events_arrive_merged_in_order_with_each_ranks_figures():
+    # The dataloader pipeline (DistributedSampler), with a worker per rank. Batched augmentation: the per-sample
+    # path's torchvision import (seconds of CPU in each rank and each worker) shows nothing about merging; the
+    # per-sample path in ranks' workers is test_two_processes_train_the_users_own_model_on_an_image_folder's.
     config = two_process_config(synthetic_size=256, batch_size=16, max_steps=None, epochs=2, log_every=3,
-                                num_workers=1, augment="cpu")  # the dataloader pipeline: DistributedSampler
+                                num_workers=1, augment="gpu")
     events = run_to_end(config)
     kinds = [type(event) for event in events]
     assert kinds[0] is StatusChanged and kinds.count(RunStarted) == 1 and kinds[-1] is RunEnded
