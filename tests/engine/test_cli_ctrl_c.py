@@ -1,9 +1,10 @@
 """Ctrl-C as a terminal sends it: SIGINT to the whole process group, DataLoader workers included.
 
 The CLI runs in its own session (its own process group); the test sends SIGINT to that group at
-moments spread from worker start-up to mid-training, for each start method, many times: a failure
-that shows one time in five (the old forkserver behaviour) cannot hide. The first Ctrl-C must give a
-run recorded as "stopped", exit code 1, one "stopping" message; the second must abort.
+moments spread from worker start-up to mid-training, for each start method, and many times under
+forkserver: a failure that shows one time in five (the old forkserver behaviour) cannot hide. The
+first Ctrl-C must give a run recorded as "stopped", exit code 1, one "stopping" message; the second
+must abort.
 """
 
 import concurrent.futures
@@ -19,14 +20,15 @@ from cli_processes import cli, wait_for
 from workbench.history.store import HistoryStore
 
 DELAYS_S = (0.0, 0.15, 0.4, 0.8, 1.5, 2.5)  # after the run-started line: worker start-up, then training
-# Tries per start method: a 1-in-5 failure (the old forkserver behaviour) passes 12 tries with probability
-# 0.8**12 ≈ 7 %. fork's old failure (a "stopping" line from each worker) shows whenever the workers are up: one
-# try per delay. spawn's workers start through the same init function as forkserver's (SIGINT blocked, then
-# ignored), which forkserver's 12 tries guard: one try per delay for spawn's own start-up (12 took 80 s of the
-# slow tier), with one worker (each spawned worker imports torch afresh: 3 s of CPU; forkserver's fork from a
-# server that imported it once).
-REPEATS = {"fork": len(DELAYS_S), "forkserver": 12, "spawn": len(DELAYS_S)}
-WORKERS = {"fork": "2", "forkserver": "2", "spawn": "1"}
+# The Ctrl-C's moment of each try, per start method. forkserver's old failure was a race that showed one time in
+# five; 12 tries pass it with probability 0.8**12 ≈ 7 %: each delay twice. fork's and spawn's were no race: fork's
+# (a "stopping" line from each worker) showed whenever the workers were up, spawn's (a failed run: the Ctrl-C
+# reached its worker) whenever the Ctrl-C landed in the worker's start-up, seconds of importing torch; their workers
+# inherit the blocked mask and ignore SIGINT through the same init function as forkserver's. So one try for each
+# phase: start-up, early and later training (on a loaded machine spawn's start-up spans all three), not one per
+# delay (3 more CLI runs each, 19 s and 28 s of CI's slow tier).
+MOMENTS_S = {"fork": (0.0, 0.4, 2.5), "forkserver": DELAYS_S * 2, "spawn": (0.0, 0.4, 2.5)}
+WORKERS = {"fork": "2", "forkserver": "2", "spawn": "1"}  # spawn: each spawned worker imports torch afresh
 AT_ONCE = 3  # CLI processes run side by side (each in its own process group)
 
 
@@ -59,12 +61,13 @@ def interrupt(process: subprocess.Popen, delay_s: float, times: int = 1,
 @pytest.mark.timeout(600)  # past the tries' own bound below, so a hung try is named
 @pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
 def test_the_first_ctrl_c_stops_the_run_and_keeps_it(tmp_path, start_method):
-    repeats, started = REPEATS[start_method], []
+    moments, started = MOMENTS_S[start_method], []
+    repeats = len(moments)
 
     def one_try(attempt: int) -> tuple[int, str, str]:
         process = cli(tmp_path / "home", "--worker-start-method", start_method, "--num-workers", WORKERS[start_method])
         started.append(process)
-        return interrupt(process, DELAYS_S[attempt % len(DELAYS_S)])
+        return interrupt(process, moments[attempt])
 
     # AT_ONCE tries in flight, the next started as soon as one ends (batches waited for their slowest try); each
     # try may take 90 s on the most loaded machine
@@ -73,7 +76,7 @@ def test_the_first_ctrl_c_stops_the_run_and_keeps_it(tmp_path, start_method):
         futures = [pool.submit(one_try, attempt) for attempt in range(repeats)]
         concurrent.futures.wait(futures, timeout=90 * -(-repeats // AT_ONCE))
         outcomes = [(future.exception() or future.result()) if future.done() else AssertionError(
-            f"try {attempt} (Ctrl-C {DELAYS_S[attempt % len(DELAYS_S)]} s after the start) did not end")
+            f"try {attempt} (Ctrl-C {moments[attempt]} s after the start) did not end")
             for attempt, future in enumerate(futures)]
     finally:  # a try that hangs leaves no run of 100,000 steps behind: each has its own session
         pool.shutdown(wait=False, cancel_futures=True)
