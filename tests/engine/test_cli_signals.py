@@ -31,6 +31,17 @@ START_METHOD = ("--worker-start-method", "forkserver")  # the default, and the o
 # The run waits on its workers (slow_batches.py): a worker a signal killed would fail the run, not go unnoticed.
 SLOW_BATCHES = "import slow_batches\n"
 WORKERS_UP_S = 240.0  # a loaded 2-core machine may take a minute to start the forkserver and two workers
+# The CLI says so on stderr as each log window's figures arrive (on a non-terminal it prints none of its own).
+STEP_LINE = "test: step figures"
+SAYS_EACH_STEP = (
+    "import sys\nfrom workbench.cli import progress_line\nfrom workbench.engine.events import StepStats\n"
+    "_show = progress_line.ProgressLine.__dict__['show']\n"
+    "def show(self, event):\n"
+    "    if isinstance(event, StepStats):\n"
+    f"        print('{STEP_LINE}', event.step, file=sys.stderr, flush=True)\n"
+    "    return _show.__get__(self, type(self))(event)\n"
+    "progress_line.ProgressLine.show = show\n"
+)
 
 
 def test_sigterm_and_sighup_stop_once_named_and_only_a_second_ctrl_c_aborts():
@@ -196,13 +207,10 @@ def test_a_two_process_run_whose_group_gets_sigterm_stops_as_one_process_does(tm
     SIGTERM only: SIGHUP takes the same path in every process (one handler for both in the ranks and in the CLI,
     whose recorded name the one-process test checks for both), and each signal was a two-process run of 38 s."""
     name = "SIGTERM"
-    process = cli(tmp_path / "home", "--devices", "2", "--num-workers", "0")
-
-    def into_training_then_signal() -> None:
-        time.sleep(3)  # the ranks have joined and step
-        os.killpg(process.pid, getattr(signal, name))
-
-    out, stderr, left = signalled(process, into_training_then_signal, workers=False)
+    process = cli(tmp_path / "home", "--devices", "2", "--num-workers", "0", preamble=SAYS_EACH_STEP)
+    # Once the ranks have joined and stepped (a fixed 3 s before: idle on a quiet machine, short of it on a loaded one).
+    out, stderr, left = signalled(process, lambda: os.killpg(process.pid, getattr(signal, name)), workers=False,
+                                  marker=STEP_LINE)
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["status"] == "stopped", stderr
     assert summary["reason"].startswith(f"stopped by {name}"), summary["reason"]
