@@ -12,7 +12,7 @@ from typing import Any, Optional, Sequence
 
 from workbench.formatting import format_step_seconds
 from workbench.history.records import RunRecord
-from workbench.trace_analysis.comparing import (BATCH_HINT, by_rank_and_entry, compare_steps, other_gpu, per_step,
+from workbench.trace_analysis.comparing import (by_rank_and_entry, compare_steps, other_gpu, per_step,
                                                 step_verdict_text, work_moved)
 
 
@@ -56,7 +56,12 @@ def _verdict(before: dict[str, Any], after: dict[str, Any]) -> str:
 def _work_hint(before: dict[str, Any], after: dict[str, Any]) -> str:
     """Where the GPU's compute per step moved (a batch size changed, say), step time alone does not say it all."""
     moved = work_moved(_compute_per_step(before), _compute_per_step(after))
-    return "" if moved is None else f"; the GPU's compute per step is {moved:.1f}× what it was: {BATCH_HINT}"
+    return "" if moved is None else f"; the GPU's compute per step is {moved:.1f}× what it was: {WINDOW_BATCH_HINT}"
+
+
+# The window has no batch sizes to give a trace (a trace does not record its own): the command that takes them.
+WINDOW_BATCH_HINT = ("if the batch size changed, compare samples per second at the command line: workbench trace "
+                     "--batch-size BEFORE AFTER with the two trace files")
 
 
 def _compute_per_step(rank: dict[str, Any]) -> Optional[float]:
