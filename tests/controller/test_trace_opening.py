@@ -14,7 +14,7 @@ import pytest
 from workbench.controller.trace_opening import RECORDING, TraceOpening
 from workbench.controller.trace_page import history_line, trace_page
 from workbench.formatting import format_short_seconds
-from workbench.history.store import HistoryStore
+from workbench.history.store import HistoryError, HistoryStore
 from workbench.controller.trace_opening import read_with_findings
 from workbench.trace_analysis.model import (Finding, Fingerprint, NamedSeconds, RankReport, TraceCancelled, TraceError,
                                             TraceReport)
@@ -145,6 +145,20 @@ def test_a_trace_is_kept_with_its_sha256_and_size_and_once_only(trace_file, tmp_
     again = TraceOpening(trace_file, tmp_path / "home", read=fake_read(report)).run()
     assert (again.record_id, again.kept_before) == (first.record_id, True)
     assert "Opened before" in history_line(again.record_id, again.kept_before, again.history_note)
+
+
+def test_a_trace_kept_before_is_said_kept_though_the_disk_takes_no_write_now(trace_file, tmp_path, monkeypatch):
+    """Opened again once the disk filled up: "not kept in the history: … the disk is full", though it was kept as
+    #1 (the lookup ran inside a write). The record kept is read without writing."""
+    report = TraceReport(str(trace_file), (rank_report(),))
+    first = TraceOpening(trace_file, tmp_path / "home", read=fake_read(report)).run()
+
+    def disk_full(self, trace, source="gui"):
+        raise HistoryError("cannot write the run history: the disk is full")
+
+    monkeypatch.setattr(HistoryStore, "add_trace", disk_full)
+    again = TraceOpening(trace_file, tmp_path / "home", read=fake_read(report)).run()
+    assert (again.record_id, again.kept_before, again.history_note) == (first.record_id, True, None)
 
 
 def test_a_history_that_cannot_be_opened_leaves_the_report_shown(trace_file, tmp_path):

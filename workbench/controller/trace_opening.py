@@ -62,6 +62,15 @@ class OpenedTrace:
     history_note: Optional[str] = None
 
 
+def _kept_before(home: Path, sha256: str) -> Optional[int]:
+    """The record already kept of these bytes, read without writing; None where there is none or it cannot be read."""
+    try:
+        with HistoryStore.open_for_reading(home) as store:
+            return store.kept_trace_id(sha256)
+    except (HistoryError, OSError):
+        return None
+
+
 class TraceOpening:
     """One trace being opened. ``home``: the history's folder (None: the trace is shown, not kept)."""
 
@@ -109,6 +118,9 @@ class TraceOpening:
             with HistoryStore.open(self._home) as store:
                 record_id, kept_before = store.add_trace(record, source=self._source)
         except (HistoryError, OSError) as error:
+            kept = _kept_before(self._home, record.sha256)  # a full disk takes no write, but the record may be there
+            if kept is not None:
+                return OpenedTrace(report, kept, True)
             return OpenedTrace(report, None, False, f"not kept in the history: {error}")
         return OpenedTrace(report, record_id, kept_before)
 

@@ -159,6 +159,11 @@ class HistoryStore(HistoryReads):
             run_id = insert_trace(conn, trace, name, source, time.time(), _app_version())
         return run_id, False
 
+    def kept_trace_id(self, sha256: str) -> Optional[int]:
+        """The record of a trace of these bytes, where one is kept (a read: it answers on a full or read-only disk)."""
+        with translated(self.path, "read"):
+            return trace_record_id(self._conn, sha256)
+
     def create_sequence(self, kind: str, name: str, plan: Optional[dict[str, Any]] = None) -> int:
         """Record a new sequence of runs (kind: sweep, tune or max_batch); returns its id for ``start_run``."""
         with self._transaction() as conn:
