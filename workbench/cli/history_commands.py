@@ -123,7 +123,7 @@ def format_runs_table(records: Sequence) -> str:
             _peak_memory(record),
             format_metric("loss", record.summary.final_loss),
             format_metric("fraction", record.summary.test_accuracy),
-            format_duration(record.duration_seconds),
+            "" if record.is_trace else format_duration(record.duration_seconds),  # opened, not run: no duration
             record.noun,  # run, or trace: a profiler trace opened in the window
         ))
         for record in records
