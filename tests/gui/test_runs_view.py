@@ -548,6 +548,8 @@ def test_a_trace_record_has_no_duration_and_says_it_was_opened(make_view, store)
     view = make_view()
     durations = dict(zip((int(text) for text in column(view, "ID")), column(view, "Duration")))
     assert durations[trace_id] == "" and durations[run_id] != ""
+    statuses = dict(zip((int(text) for text in column(view, "ID")), column(view, "Status")))
+    assert statuses[trace_id] == "opened" and statuses[run_id] == "finished"  # a trace was opened, not run
     started = COLUMN_TITLES.index("Started")
     tooltip = view.model.index(view.model.row_of(trace_id), started).data(Qt.ItemDataRole.ToolTipRole)
     assert tooltip.startswith("a trace, opened ")

@@ -185,5 +185,7 @@ def test_runs_says_which_rows_are_traces(home, capsys):
     assert by_id[run][kind:].strip() == "run" and by_id[trace][kind:].strip() == "trace"
     world = header.index("WORLD SIZE")
     assert by_id[trace][world:world + len("WORLD SIZE")].strip() == ""  # a trace's ranks are no run's processes
+    status = header.index("STATUS")  # stored "finished": opened, not run
+    assert by_id[trace][status:].split()[0] == "opened" and by_id[run][status:].split()[0] == "finished"
     duration = header.index("DURATION")  # opened, not run: blank, as in the window (it read "--:--")
     assert by_id[trace][duration:kind].strip() == "" and by_id[run][duration:kind].strip() not in ("", "--:--")

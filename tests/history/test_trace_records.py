@@ -117,6 +117,7 @@ def test_two_traces_side_by_side_flag_the_figures_that_differ(store):
     rows = {row.key: row for row in compared if row.section == "Trace"}
     assert rows["trace.rank0.compute_share"].differs
     assert not rows["trace.rank1.compute_share"].differs
+    assert next(row for row in compared if row.key == "status").texts == ("opened", "opened")  # not "finished"
     assert not rows["trace.path"].compared  # every record has its own path
 
 

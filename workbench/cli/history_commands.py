@@ -113,7 +113,7 @@ def format_runs_table(records: Sequence) -> str:
         tuple(printable(cell) for cell in (  # a name or tag holds what the user typed: no escape reaches the terminal
             str(record.id),
             _clip(record.name + (f" [{', '.join(record.tags)}]" if record.tags else ""), 48),
-            record.status,
+            record.shown_status,
             record.source,
             _sweep_label(record),
             local_time(record.started_at),

@@ -66,7 +66,7 @@ COLUMNS: tuple[Column, ...] = (
     _metric("test_accuracy"),
     _metric("data_wait_fraction"),
     _metric("final_loss"),
-    Column("Status", lambda r: r.status, str),
+    Column("Status", lambda r: r.shown_status, str),
     Column("Kind", lambda r: r.record_kind, str,
            tooltip="run: trained by the workbench; trace: a torch.profiler trace opened with File → Open trace…"),
     _setting("Model", "model"),
@@ -194,7 +194,7 @@ class RunsTableModel(QAbstractTableModel):
     @staticmethod
     def _tooltip(record: RunRecord, column: Column) -> Optional[str]:
         if column.title == "Status" and record.reason:
-            return f"{record.status}: {record.reason}"
+            return f"{record.shown_status}: {record.reason}"
         if column.title in ("Name", "Note") and record.note:
             return record.note
         if record.is_trace and (column.setting or column.title == "Batch"):  # the script's settings: not in the trace

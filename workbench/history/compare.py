@@ -50,7 +50,7 @@ def compare_runs(records: Sequence[RunRecord]) -> list[ComparisonRow]:
         rows.append(ComparisonRow(section, key, label, values, tuple(text(v) for v in values), compared, held=held))
 
     add("Run", "record_kind", "kind", lambda r: r.record_kind, str)
-    add("Run", "status", "status", lambda r: (r.status, r.reason), _status_text)
+    add("Run", "status", "status", lambda r: (r.shown_status, r.reason), _status_text)
     add("Run", "source", "started from", lambda r: r.source, str)
     add("Run", "started_at", "started", lambda r: r.started_at, local_time, compared=False)
     add("Run", "duration_seconds", "duration", lambda r: r.duration_seconds,

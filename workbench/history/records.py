@@ -21,6 +21,9 @@ from workbench.history.schema import RANK_PEAK_FIGURES, SUMMARY_COLUMNS
 from workbench.history.trace_records import RECORD_KIND_TRACE, TraceRecord
 
 
+TRACE_STATUS = "opened"  # a trace record's status in the views: opened in the window, never run
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """A run as the history holds it: what it is (name, status, settings, device) and its figures (``summary``,
@@ -60,6 +63,11 @@ class RunRecord:
     @property
     def is_trace(self) -> bool:
         return self.record_kind == RECORD_KIND_TRACE
+
+    @property
+    def shown_status(self) -> str:
+        """The status as the views say it: a trace was opened, not run (its stored status is "finished")."""
+        return TRACE_STATUS if self.is_trace else self.status
 
     @property
     def noun(self) -> str:
