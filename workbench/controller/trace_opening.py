@@ -77,7 +77,7 @@ class TraceOpening:
     def __init__(self, path: os.PathLike | str, home: Optional[Path], read: ReadReport = read_with_findings,
                  source: str = "gui"):
         try:
-            where = expanded(path)
+            where = expanded(os.fspath(path))
         except InvalidPath:  # no file can have this path: the read says so in one line
             where = Path(path)
         self.path = Path(os.path.abspath(where))  # as kept in the history; no file is touched
