@@ -297,31 +297,20 @@ def _waited_for(ranks: Sequence[RankReport]) -> Optional[str]:
     wait = most_seconds - least_seconds
     if step <= 0 or wait < STRAGGLER_WAIT_SHARE * step:
         return None
-    where = ("in communication" if least.communication_share is not None else
-             f"in its collectives' host ops ({', '.join(sorted(_collective_names(ranks)))})")
+    where = "in communication" if least.communication_share is not None else "in collectives (gloo's ops on the host)"
     return (f"rank {least.rank}, by the others' wait: every rank's step ends in the same all-reduce, so the step "
             f"times match, but rank {least.rank} spends {format_short_seconds(least_seconds)} a step {where} where "
             f"rank {most.rank} spends {format_short_seconds(most_seconds)}, waiting {format_short_seconds(wait)} a "
             f"step for it ({wait / step:.0%} of the step; threshold {STRAGGLER_WAIT_SHARE:.0%})")
 
 
-# Host ops of a collective that wait on the host until it completes: gloo's (CPU tensors; a GPU's NCCL collective
-# returns at once on the host, and its wait is in its kernels, communication_share), and the dispatcher's around it.
-COLLECTIVE_HOST_OPS = ("gloo:", "c10d::")
-
-
 def _communication_per_step(rank: RankReport) -> Optional[float]:
-    """A rank's seconds a step in communication: its NCCL/RCCL kernels' time (GPU figures), or on a CPU-only trace its
-    collectives' host ops (gloo's), where one is among its top host ops; None where neither reads."""
+    """A rank's seconds a step in communication: its NCCL/RCCL kernels' time (GPU figures), or on a CPU-only trace the
+    host's time in its collectives' ops (gloo's); None where neither reads."""
     if not rank.steps or not rank.step_seconds_median:
         return None
     if rank.communication_share is not None:
         return rank.communication_share * rank.window_seconds / rank.steps
     if not rank.cpu_only:
         return None
-    collectives = [op.seconds for op in rank.top_host_ops if op.name.startswith(COLLECTIVE_HOST_OPS)]
-    return sum(collectives) / rank.steps if collectives else None
-
-
-def _collective_names(ranks: Sequence[RankReport]) -> set[str]:
-    return {op.name for rank in ranks for op in rank.top_host_ops if op.name.startswith(COLLECTIVE_HOST_OPS)}
+    return rank.host_collective_seconds / rank.steps if rank.host_collective_seconds is not None else None
