@@ -145,3 +145,35 @@ def test_the_window_paints_before_anything_imports_torch(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "torch imported before the probe: False" in result.stdout
     assert "device panel: CPU mode" in result.stdout or "device panel: GPU" in result.stdout
+
+
+@pytest.mark.slow
+def test_a_background_read_that_never_ends_does_not_keep_the_closed_apps_process(tmp_path):
+    """A read of a file on a hung disk: the app's exit waited for it without end, the window gone and the process
+    left running, unseen. It waits a while, says so, and exits."""
+    result = run_python(
+        f"""
+        import sys, threading
+        from pathlib import Path
+        from PySide6.QtCore import QTimer
+        from workbench.gui import app as gui_app
+        from workbench.gui.app import create_application, run_window
+        from workbench.gui.background import call_in_background
+        from workbench.gui.main_window import MainWindow
+        from workbench.gui.settings_file import SettingsFile
+
+        gui_app.BACKGROUND_EXIT_WAIT_MS = 1000
+        app = create_application()
+        window = MainWindow(settings=SettingsFile(Path({str(tmp_path / "settings.json")!r})))
+        hung = threading.Event()  # never set: the disk does not answer
+        def read_then_close():
+            call_in_background(window, hung.wait, print, print)
+            window.close()
+        QTimer.singleShot(0, read_then_close)
+        sys.exit(run_window(app, window))
+        """,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert ("workbench: a background read or write of a file did not end within 1 s of closing (a hung disk?): "
+            "exiting without it") in result.stderr

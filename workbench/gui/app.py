@@ -144,8 +144,21 @@ def run_window(app: QApplication, window: MainWindow) -> int:
         stop_signals.close()
     window.training_thread.request_stop()
     window.training_thread.wait()
-    wait_for_background_calls()
+    if not wait_for_background_calls(BACKGROUND_EXIT_WAIT_MS):
+        # A read or write of a file that does not come back (a hung network disk): the window is gone, and the
+        # process would stay, unseen, for as long as the disk hangs. Said, and ended (no thread of ours is left
+        # to finish a write the disk never took).
+        print(f"workbench: a background read or write of a file did not end within "
+              f"{BACKGROUND_EXIT_WAIT_MS / 1000:.0f} s of closing (a hung disk?): exiting without it",
+              file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(code)
     return code
+
+
+# How long the closed window's process waits for its background reads and writes (exports, the Runs tab's reads,
+# a trace being read) before it leaves without them.
+BACKGROUND_EXIT_WAIT_MS = 30_000
 
 
 def close_on_signal(app: QApplication, window: MainWindow, name: str) -> None:
