@@ -59,6 +59,11 @@ def settled(view, qtbot) -> None:
     qtbot.waitUntil(lambda: not view.is_reading(), timeout=10_000)
 
 
+def written(view, qtbot) -> None:
+    """Wait for the view's writes (off the GUI thread) to land and the table to show them."""
+    qtbot.waitUntil(lambda: not view.is_writing() and not view.is_reading(), timeout=10_000)
+
+
 def polled(view, qtbot) -> None:
     """What the 2 s poll does, and wait for what it read to land."""
     view.refresher.poll()
@@ -214,8 +219,9 @@ def test_rename_and_note_go_to_the_store_and_the_table(make_view, store, qtbot, 
     monkeypatch.setattr(view, "_ask_text", lambda *args, **kwargs: next(answers))
 
     qtbot.mouseClick(view.findChild(type(view.rename_button), "renameRunButton"), Qt.MouseButton.LeftButton)
+    written(view, qtbot)  # the note button is off until the table shows the rename
     qtbot.mouseClick(view.findChild(type(view.note_button), "noteRunButton"), Qt.MouseButton.LeftButton)
-    settled(view, qtbot)
+    written(view, qtbot)
 
     record = store.get_run(run_id)
     assert (record.name, record.note) == ("after", "pinned memory on\nsecond line")
@@ -249,7 +255,7 @@ def test_delete_asks_first_and_refuses_a_running_run(make_view, store, qtbot, mo
 
     monkeypatch.setattr(view, "_confirm", lambda text: True)
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
-    settled(view, qtbot)
+    written(view, qtbot)
     assert {record.id for record in store.list_runs()} == {keep, running}
     assert column(view, "ID") == [str(running), str(keep)]
 
@@ -520,7 +526,7 @@ def test_tags_go_to_the_store_and_the_table(make_view, store, qtbot, monkeypatch
     answers = iter([" baseline, fp16 try ,, baseline", "a;b"])
     monkeypatch.setattr(view, "_ask_text", lambda *args, **kwargs: next(answers))
     qtbot.mouseClick(view.tags_button, Qt.MouseButton.LeftButton)
-    settled(view, qtbot)
+    written(view, qtbot)
     assert store.get_run(run_id).tags == ("baseline", "fp16 try")
     assert column(view, "Tags") == ["baseline, fp16 try"]
     qtbot.mouseClick(view.tags_button, Qt.MouseButton.LeftButton)  # the CSV's separator: refused, said, nothing lost
@@ -595,7 +601,7 @@ def test_the_count_tags_and_export_messages_say_traces_where_they_are(make_view,
     view.select_runs([trace_id])
     monkeypatch.setattr(view, "_ask_text", lambda *args, **kwargs: "profiled")
     view.tags_button.click()
-    settled(view, qtbot)
+    written(view, qtbot)
     assert view.status_label.text() == f"Saved the tags of trace #{trace_id}."
     monkeypatch.setattr(view, "_ask_save_path", lambda title, default_name: str(tmp_path / "mixed.csv"))
     view.select_runs([trace_id, run_id])
