@@ -149,10 +149,39 @@ def new_file_problem(folder: Path | str) -> Optional[str]:
             return None  # the write itself says why
         if found.f_flag & os.ST_RDONLY:
             return "takes no new files (a read-only file system)"
-        # neither blocks nor inodes: /proc, /sys (a network FUSE mount may report no blocks, yet inodes)
-        if found.f_blocks == 0 and found.f_files == 0:
+        # neither blocks nor inodes: /proc, /sys (a network FUSE mount may report no blocks, yet inodes); ramfs
+        # reports none either, and takes files: its type tells it apart, where the mount table can be read
+        if found.f_blocks == 0 and found.f_files == 0 and _file_system_type(folder) not in _STORAGE_WITHOUT_LIMITS:
             return "takes no new files (a file system without storage, such as /proc)"
     return None
+
+
+# File systems that report neither blocks nor inodes (statvfs), and take files all the same: they have no limits.
+_STORAGE_WITHOUT_LIMITS = frozenset({"ramfs"})
+MOUNT_TABLE = "/proc/self/mountinfo"
+
+
+def _file_system_type(folder: Path | str, mount_table: Optional[str] = None) -> Optional[str]:
+    """The type of the file system that holds ``folder`` (the mount whose point is the longest prefix of its real
+    path), from Linux's mount table; None where it cannot be read. ``mount_table``: its text (tests)."""
+    if mount_table is None:
+        try:
+            with open(MOUNT_TABLE, encoding="utf-8", errors="replace") as table:  # the kernel's: never blocks
+                mount_table = table.read(1 << 20)
+        except OSError:
+            return None
+    path = os.path.realpath(folder)
+    found, longest = None, -1
+    for line in mount_table.splitlines():
+        fields, _, rest = line.partition(" - ")
+        parts, kind = fields.split(), rest.split()[:1]
+        if len(parts) < 5 or not kind:
+            continue
+        point = parts[4].replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= longest:  # the later of two mounts on one point is the one seen
+            found, longest = kind[0], len(point)
+    return found
 
 
 def _readable_path(path: Path | str) -> Path:

@@ -143,3 +143,30 @@ def test_the_weights_never_replace_the_runs_data_or_its_model_code(capsys, tmp_p
         (problem,) = _save_problems(model="my_module_for_saving:tiny_net", save_model=target)
         assert "is the source of the model's module" in problem and "the weights would replace your code" in problem
     assert _save_problems(model="my_module_for_saving:tiny_net", save_model="weights.pt") == []
+
+
+MOUNT_TABLE = """22 27 0:21 / /proc rw,relatime - proc proc rw
+23 27 0:22 / /sys rw,relatime - sysfs sysfs rw
+30 27 0:40 / /mnt/ram rw,relatime - ramfs ramfs rw
+31 30 0:41 / /mnt/ram/with\\040space rw - tmpfs tmpfs rw
+"""
+
+
+def test_ramfs_reports_no_storage_as_proc_does_but_takes_files(tmp_path, monkeypatch):
+    """statvfs gives ramfs neither blocks nor inodes, as it gives /proc: --save-model to a ramfs folder was refused
+    as "a file system without storage". Its type, from the mount table, tells the two apart."""
+    from workbench import regular_file
+
+    assert regular_file._file_system_type("/mnt/ram/models", MOUNT_TABLE) == "ramfs"
+    assert regular_file._file_system_type("/mnt/ram/with space/m", MOUNT_TABLE) == "tmpfs"  # the longest point
+    assert regular_file._file_system_type("/proc/self", MOUNT_TABLE) == "proc"
+
+    class NoBlocksNoInodes:
+        f_flag, f_blocks, f_files = 0, 0, 0
+
+    monkeypatch.setattr(os, "statvfs", lambda folder: NoBlocksNoInodes())
+    for kind, problem in (("ramfs", None), ("proc", "takes no new files (a file system without storage, such as "
+                                                   "/proc)"), (None, "takes no new files (a file system without "
+                                                               "storage, such as /proc)")):
+        monkeypatch.setattr(regular_file, "_file_system_type", lambda folder, table=None, kind=kind: kind)
+        assert regular_file.new_file_problem(tmp_path) == problem, kind
