@@ -63,3 +63,17 @@ def write_cifar10_archive(folder, per_batch=20, test=30):
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(source, arcname="cifar-10-batches-py")
     return archive, source, batches
+
+
+def as_torchrun_rank(monkeypatch, rank: int, world_size: int) -> int:
+    """The environment torchrun gives a rank (rank 0 listening on a free localhost port for env://'s rendezvous);
+    returns that port."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    for name, value in (("RANK", str(rank)), ("WORLD_SIZE", str(world_size)), ("LOCAL_RANK", str(rank)),
+                        ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", str(port))):
+        monkeypatch.setenv(name, value)
+    return port

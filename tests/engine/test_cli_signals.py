@@ -11,7 +11,6 @@ import json
 import os
 import pty
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -21,6 +20,7 @@ from typing import Callable
 
 import pytest
 from cli_processes import cli, wait_for
+from engine_helpers import as_torchrun_rank
 from process_tree import GONE_S, kill_session, left_after, session_processes
 
 from workbench.cli.interrupts import exit_saying_so, take_stop_signals
@@ -225,12 +225,7 @@ def test_a_torchrun_rank_whose_peer_never_comes_stops_on_ctrl_c_or_sigterm(tmp_p
     """Rank 0 of two as torchrun starts it, and no rank 1: init_process_group held the main thread in C++ until
     torch's 30-minute timeout, and the signal's handler never ran. Now the rank says whom it waits for, and a
     signal ends the wait within about a second (60 s: a bound for a loaded machine, far under the 30 minutes)."""
-    with socket.socket() as probe:  # a free port for env://'s rendezvous
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    for variable, value in (("RANK", "0"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "0"), ("MASTER_ADDR", "127.0.0.1"),
-                            ("MASTER_PORT", str(port))):
-        monkeypatch.setenv(variable, value)
+    port = as_torchrun_rank(monkeypatch, 0, 2)
     process = cli(tmp_path / "home", "--num-workers", "0")
     out, stderr, left = signalled(process, lambda: os.kill(process.pid, getattr(signal, name)), workers=False,
                                   marker="waiting for rank 1 to join the run", within_s=60.0)

@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 import torch
-from engine_helpers import tiny_config
+from engine_helpers import as_torchrun_rank, tiny_config
 from torch import nn
 
 from workbench.config import RunConfig
@@ -270,8 +270,6 @@ def test_a_one_process_world_trains_the_bare_model():
 
 @pytest.mark.slow
 def test_torchrun_with_one_process_trains_without_the_ddp_wrapper(monkeypatch):
-    import socket
-
     from workbench.engine.distributed import rank
     from workbench.engine.distributed.launched import run_launched
 
@@ -279,12 +277,7 @@ def test_torchrun_with_one_process_trains_without_the_ddp_wrapper(monkeypatch):
         raise AssertionError("one process was wrapped in DistributedDataParallel")
 
     monkeypatch.setattr(rank, "DistributedDataParallel", no_ddp)
-    with socket.socket() as probe:  # a free port for env://'s rendezvous
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    for name, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0"), ("MASTER_ADDR", "127.0.0.1"),
-                        ("MASTER_PORT", str(port))):
-        monkeypatch.setenv(name, value)
+    as_torchrun_rank(monkeypatch, 0, 1)
     world = launched_world()
     events = list(run_launched(tiny_config(max_steps=4, log_every=2), lambda: False, world))
     ended = events[-1]

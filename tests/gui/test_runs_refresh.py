@@ -15,9 +15,9 @@ from PySide6.QtCore import QCoreApplication, QTimer
 
 from workbench.gui import runs_exports
 from workbench.gui.background import wait_for_background_calls
-from workbench.gui.runs_table import COLUMN_TITLES
 from workbench.gui.runs_view import LOADING_TEXT, RunsView
 from workbench.history.store import HistoryError, HistoryStore
+from runs_views import column, settled, shown_view
 
 ERROR_STYLE = "color: #c62828;"  # the status line's colour for an error
 
@@ -31,13 +31,7 @@ def store(tmp_path):
 @pytest.fixture
 def make_view(store, qtbot):
     def make(wait: bool = True) -> RunsView:
-        view = RunsView(store, auto_refresh_ms=0)  # the tests poll by hand
-        qtbot.addWidget(view)
-        view.resize(1280, 720)
-        view.show()
-        if wait:
-            settled(view, qtbot)
-        return view
+        return shown_view(store, qtbot, wait=wait)  # the tests poll by hand
 
     yield make
     assert wait_for_background_calls(10_000), "a read of the history outlived the test"
@@ -83,13 +77,8 @@ def held_reads(make_view):
     reads.released.set()  # before make_view joins the pool (a failed test leaves a read held)
 
 
-def settled(view: RunsView, qtbot) -> None:
-    qtbot.waitUntil(lambda: not view.is_reading(), timeout=10_000)
-
-
 def names(view: RunsView) -> list[str]:
-    section = COLUMN_TITLES.index("Name")
-    return [view.proxy.index(row, section).data() for row in range(view.proxy.rowCount())]
+    return column(view, "Name")
 
 
 def test_a_refresh_held_by_the_disk_leaves_the_gui_thread_running(make_view, store, held_reads, qtbot, monkeypatch):

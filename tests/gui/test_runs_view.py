@@ -21,6 +21,7 @@ from workbench.gui.comparison_view import DIFFERENCE_BACKGROUND
 from workbench.gui.runs_table import COLUMN_TITLES
 from workbench.gui.runs_exports import OVERLAY_KEYS
 from workbench.gui.runs_view import RunsView
+from runs_views import column, settled, shown_view, written
 from workbench.history import reads
 from workbench.history import store as store_module
 from workbench.history.store import HistoryStore
@@ -43,25 +44,10 @@ def make_view(store, qtbot):
     from workbench.gui.background import wait_for_background_calls
 
     def make(auto_refresh_ms: int = 0) -> RunsView:
-        view = RunsView(store, auto_refresh_ms=auto_refresh_ms)
-        qtbot.addWidget(view)  # closed and deleted after the test
-        view.resize(1280, 720)
-        view.show()
-        settled(view, qtbot)  # the first read, off the GUI thread
-        return view
+        return shown_view(store, qtbot, auto_refresh_ms)
 
     yield make
     wait_for_background_calls(10_000)  # a read of the history, an export or a read of curves still under way
-
-
-def settled(view, qtbot) -> None:
-    """Wait for the view's reads of the history (off the GUI thread) to land."""
-    qtbot.waitUntil(lambda: not view.is_reading(), timeout=10_000)
-
-
-def written(view, qtbot) -> None:
-    """Wait for the view's writes (off the GUI thread) to land and the table to show them."""
-    qtbot.waitUntil(lambda: not view.is_writing() and not view.is_reading(), timeout=10_000)
 
 
 def polled(view, qtbot) -> None:
@@ -97,11 +83,6 @@ def record_gpu_run(store, config: RunConfig, images_per_sec=None, name=None, **s
     values.update(summary_changes)
     recorder.record(RunEnded(status="finished", summary=summary(3, **values)))
     return recorder.run_id
-
-
-def column(view: RunsView, title: str) -> list[str]:
-    section = COLUMN_TITLES.index(title)
-    return [view.proxy.index(row, section).data() for row in range(view.proxy.rowCount())]
 
 
 def sort_by(view: RunsView, title: str, order: Qt.SortOrder) -> None:

@@ -15,9 +15,9 @@ from builders import record_complete_run
 from PySide6.QtCore import QTimer
 
 from workbench.gui.background import wait_for_background_calls
-from workbench.gui.runs_table import COLUMN_TITLES
 from workbench.gui.runs_view import RunsView
 from workbench.history.store import HistoryError, HistoryStore
+from runs_views import column, shown_view, written
 
 ERROR_STYLE = "color: #c62828;"  # the status line's colour for an error
 
@@ -31,12 +31,7 @@ def store(tmp_path):
 @pytest.fixture
 def make_view(store, qtbot):
     def make() -> RunsView:
-        view = RunsView(store, auto_refresh_ms=0)  # the tests refresh by hand
-        qtbot.addWidget(view)
-        view.resize(1280, 720)
-        view.show()
-        qtbot.waitUntil(lambda: not view.is_reading(), timeout=10_000)
-        return view
+        return shown_view(store, qtbot)  # the tests refresh by hand
 
     yield make
     assert wait_for_background_calls(10_000), "a write or read of the history outlived the test"
@@ -76,15 +71,6 @@ def held_writes(make_view):
     writes = HeldWrites()
     yield writes
     writes.released.set()  # before make_view joins the pool (a failed test leaves a write held)
-
-
-def written(view: RunsView, qtbot) -> None:
-    qtbot.waitUntil(lambda: not view.is_writing() and not view.is_reading(), timeout=10_000)
-
-
-def column(view: RunsView, title: str) -> list[str]:
-    section = COLUMN_TITLES.index(title)
-    return [view.proxy.index(row, section).data() for row in range(view.proxy.rowCount())]
 
 
 def write_buttons(view: RunsView) -> list[bool]:

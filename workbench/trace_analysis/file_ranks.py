@@ -15,12 +15,12 @@ from workbench.engine.timeline import Activity, sort_by_start_longest_first
 from workbench.trace_analysis.model import UNKNOWN_DEVICE, ScriptTraits, TraceCancelled, TraceError
 from workbench.trace_analysis.parsed_trace import ParsedTrace, int_field, process_rank
 from workbench.trace_analysis.ranks import RankEvents
+from workbench.trace_analysis.trace_events import DATALOADER_NEXT
 from workbench.trace_analysis.wording import counted
 
 OPTIMIZER_STEP = re.compile(r"Optimizer\.step#(\w+)\.step")  # torch.optim's annotation of each step
 FUSED_OPTIMIZER_OPS = "aten::_fused_"  # aten::_fused_adamw_, _fused_adam_, _fused_sgd_
 # enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__: the iterator says whether the loader has workers
-DATALOADER_SPAN = "enumerate(DataLoader)#"
 MULTI_PROCESS_ITERATOR, SINGLE_PROCESS_ITERATOR = "_MultiProcessingDataLoaderIter", "_SingleProcessDataLoaderIter"
 # GPUs one file may name (a node holds 8 or 16; one process usually drives one).
 MAX_GPUS_PER_FILE = 64
@@ -159,7 +159,7 @@ def _script_traits(host_names: Iterable[str]) -> ScriptTraits:
             fused = True
         elif optimizer is None and (match := OPTIMIZER_STEP.match(name)):
             optimizer = match.group(1)
-        elif name.startswith(DATALOADER_SPAN):
+        elif DATALOADER_NEXT.match(name):
             if MULTI_PROCESS_ITERATOR in name:
                 iterators.add(True)
             elif SINGLE_PROCESS_ITERATOR in name:
