@@ -133,9 +133,9 @@ class RankReport:
     # (the host inside a launch that blocked), by the call; and all of that time
     blocked_launches: tuple[NamedSeconds, ...] = ()
     blocked_launch_seconds: float = 0.0
-    # The time some collective was under way on the host over the window (gloo's and c10d's ops on any thread,
-    # merged: ranks.COLLECTIVE_HOST_OPS); None where the trace holds none. On CPU (gloo) ranks: their wait for one
-    # another
+    # On a CPU-only rank, the time some collective was under way on the host over the window (gloo's and c10d's ops
+    # on any thread, merged: ranks.COLLECTIVE_HOST_OPS): the ranks' wait for one another. None on a GPU's rank (its
+    # communication kernels say it), and where the trace holds no collective
     host_collective_seconds: Optional[float] = None
     file: str = ""  # the file the rank was read from (a folder's reports name it)
     compute_capability: Optional[tuple[int, int]] = None  # the GPU's (major, minor), where deviceProperties has it

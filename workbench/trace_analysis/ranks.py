@@ -179,7 +179,7 @@ def analyse(events: RankEvents, cancelled: Optional[Callable[[], bool]] = None) 
         host_wait_seconds=breakdown.idle_waiting_for_host_seconds,
         queued_waits=queued_waits, queued_wait_seconds=queued_seconds,
         blocked_launches=blocked_launches, blocked_launch_seconds=blocked_seconds,
-        host_collective_seconds=_host_collective_seconds(events.host_by_thread, window),
+        host_collective_seconds=_host_collective_seconds(events.host_by_thread, window) if cpu_only else None,
     )
 
 
