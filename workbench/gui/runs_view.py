@@ -1,12 +1,12 @@
 """The Runs tab: the runs table on top, the comparison of the selected runs below, actions in a bar.
 
-RunsView assembles the pieces (runs_table, comparison_view, runs_dialogs, runs_exports, runs_refresh, runs_writes)
-and reads and writes off the GUI thread, through connections of its own: the runs written since the table's
-revision (runs_refresh: a 2 s poll, one read at a time), the step curves it overlays and the exports
-(runs_exports), renames, notes, tags and deletes (runs_writes: a run's write buttons are off until the table shows
-its write). It tells the main window what the user wants through signals: settings to load into the form, past
-curves to overlay. Dialogs go through small methods (_confirm,
-_ask_text, _ask_save_path) that tests replace.
+RunsView assembles the pieces (runs_table, comparison_view, runs_dialogs, runs_exports, runs_refresh,
+runs_write_actions) and reads and writes off the GUI thread, through connections of its own: the runs written since
+the table's revision (runs_refresh: a 2 s poll, one read at a time), the step curves it overlays and the exports
+(runs_exports), renames, notes, tags and deletes (runs_write_actions, a mixin, through runs_writes: a run's write
+buttons are off until the table shows its write). It tells the main window what the user wants through signals:
+settings to load into the form, past curves to overlay. Dialogs go through small methods (_confirm, _ask_text,
+_ask_save_path) that tests replace.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from workbench.gui.comparison_view import ComparisonView
 from workbench.gui.runs_exports import RUNS_CSV, STEPS_CSV, CsvExport, overlay_curves
 from workbench.gui.runs_refresh import RunsRefresh
 from workbench.gui.runs_table import COLUMN_TITLES, RUN_ID_ROLE, SORT_ROLE, RunsSortProxy, RunsTableModel
-from workbench.gui.runs_writes import delete_runs, rename_run, set_run_note, set_run_tags
-from workbench.history.records import RunChanges, RunRecord, clean_tags, records_count_text, records_noun
+from workbench.gui.runs_write_actions import RunsWriteActions
+from workbench.history.records import RunChanges, RunRecord, records_count_text
 from workbench.history.store import HistoryError, HistoryStore
 
 MAX_OVERLAY_RUNS = 8
@@ -43,7 +43,7 @@ AUTO_REFRESH_MS = 2000
 LOADING_TEXT = "Loading runs…"  # until the first read lands
 
 
-class RunsView(QWidget):
+class RunsView(RunsWriteActions, QWidget):
     """The history tab: runs table on top, comparison of the selected runs below, actions in a bar."""
 
     loadSettingsRequested = Signal(object)  # RunConfig of the selected run
@@ -218,19 +218,6 @@ class RunsView(QWidget):
         self.comparison.set_records(records, empty_text, self.model.all_records())
         self._emit_overlay(records)
 
-    def _update_write_buttons(self, records: Sequence[RunRecord]) -> None:
-        one = len(records) == 1
-        being_written = [record.label for record in records if record.id in self._writing]
-        for button in (self.rename_button, self.note_button, self.tags_button):
-            button.setEnabled(one and not being_written)
-        running = [record.label for record in records if record.status == "running"]
-        self.delete_button.setEnabled(bool(records) and not running and not being_written)
-        self.delete_button.setToolTip(
-            f"{running[0]} is still running" if running
-            else f"{being_written[0]} is still being written" if being_written
-            else "Delete the selected runs and their metrics"
-        )
-
     def _update_export_buttons(self) -> None:
         records = self.selected_records()
         scope = f"{len(records)} selected" if records else "all"
@@ -261,7 +248,7 @@ class RunsView(QWidget):
         if key == self._overlay_key:
             self._show_status(str(error), error=True)
 
-    # -- actions -------------------------------------------------------------------------------
+    # -- actions (Rename, Note, Tags, Delete: RunsWriteActions) --------------------------------
     def _load_settings(self) -> None:
         records = self.selected_records()
         if len(records) != 1:
@@ -276,103 +263,6 @@ class RunsView(QWidget):
         if record.config_dropped:
             message += f" Not used (unknown to this version): {', '.join(record.config_dropped)}."
         self._show_status(message)
-
-    def _rename_selected(self) -> None:
-        records = self.selected_records()
-        if len(records) != 1 or self._refused_while_writing(records):
-            return
-        noun, run_id = records[0].noun, records[0].id
-        name = self._ask_text(f"Rename {noun}", f"New name for {noun} #{run_id}:", records[0].name)
-        if name is None or not name.strip() or name.strip() == records[0].name:
-            return
-        self._write([run_id], partial(rename_run, self.store.path, run_id, name),
-                    partial(self._show_written, f"Renamed {noun} #{run_id}."))
-
-    def _edit_note(self) -> None:
-        records = self.selected_records()
-        if len(records) != 1 or self._refused_while_writing(records):
-            return
-        note = self._ask_text("Note", f"Note on {records[0].label}:", records[0].note, multiline=True)
-        if note is None or note == records[0].note:
-            return
-        run_id = records[0].id
-        self._write([run_id], partial(set_run_note, self.store.path, run_id, note.strip()),
-                    partial(self._show_written, f"Saved the note on {records[0].noun} #{run_id}."))
-
-    def _edit_tags(self) -> None:
-        records = self.selected_records()
-        if len(records) != 1 or self._refused_while_writing(records):
-            return
-        text = self._ask_text("Tags", f"Tags of {records[0].label} (comma-separated):", ", ".join(records[0].tags))
-        if text is None:
-            return
-        try:
-            tags = clean_tags(text.split(","))  # refused here, before any write: it touches no file
-        except ValueError as error:
-            self._show_status(str(error), error=True)
-            return
-        run_id = records[0].id
-        self._write([run_id], partial(set_run_tags, self.store.path, run_id, tags),
-                    partial(self._show_written, f"Saved the tags of {records[0].noun} #{run_id}."))
-
-    def _delete_selected(self) -> None:
-        records = self.selected_records()
-        if not records or self._refused_while_writing(records):  # the Delete key gets here past the disabled button
-            return
-        noun = records_noun(records)
-        what = records[0].label if len(records) == 1 else f"these {len(records)} {noun}"
-        metrics = "" if noun == "traces" else " and their step metrics"  # a trace's figures are its record
-        if not self._confirm(f"Delete {what}{metrics}?\n\nThis cannot be undone."):
-            return
-        run_ids = [record.id for record in records]
-        deleted = f"Deleted {len(records)} {noun if len(records) != 1 else records[0].noun}."
-        self._write(run_ids, partial(delete_runs, self.store.path, run_ids), partial(self._show_deleted, deleted))
-
-    def _show_written(self, done: str, _: None) -> None:
-        self._show_status(done)
-
-    def _show_deleted(self, deleted: str, refused: list[str]) -> None:
-        if refused:
-            self._show_status("; ".join(refused), error=True)
-        else:
-            self._show_status(deleted)
-
-    # -- writes, off the GUI thread --------------------------------------------------------------
-    def is_writing(self) -> bool:
-        """A write is in flight, or the table does not show it yet (tests wait for this to end)."""
-        return bool(self._writing)
-
-    def _refused_while_writing(self, records: Sequence[RunRecord]) -> bool:
-        """Say so and refuse when a write to one of ``records`` is still in flight (a second delete of the same
-        rows, a rename of a run being deleted): its outcome would be about a run already changed."""
-        busy = [record.label for record in records if record.id in self._writing]
-        if busy:
-            self._show_status(f"{busy[0]} is still being written: try again once the table shows it.")
-        return bool(busy)
-
-    def _write(self, run_ids: Sequence[int], write: Callable[[], Any], show: Callable[[Any], None]) -> None:
-        """``write`` off the GUI thread (a hung disk froze the window), the runs' write buttons disabled until the
-        table shows it; then ``show(what write returned)``. A HistoryError is said in red."""
-        self._writing.update(run_ids)
-        self._update_write_buttons(self.selected_records())
-        call_in_background(self, write, partial(self._written, run_ids, show), partial(self._write_failed, run_ids))
-
-    def _written(self, run_ids: Sequence[int], show: Callable[[Any], None], result: Any) -> None:
-        # Said once the table shows the write: a message is about the runs selected when it is shown, and a
-        # deleted row stays (its buttons off) until then.
-        self.refresh(then=partial(self._write_shown, run_ids, partial(show, result)))
-
-    def _write_shown(self, run_ids: Sequence[int], show: Callable[[], None]) -> None:
-        self._writing.difference_update(run_ids)
-        self._update_write_buttons(self.selected_records())
-        show()
-
-    def _write_failed(self, run_ids: Sequence[int], error: Exception) -> None:
-        self._writing.difference_update(run_ids)
-        self._update_write_buttons(self.selected_records())
-        if not isinstance(error, HistoryError):
-            raise error  # a bug, not the disk: as loud as it was on the GUI thread
-        self._show_status(str(error), error=True)
 
     def _export_runs(self) -> None:
         self._export(RUNS_CSV)
