@@ -283,6 +283,37 @@ def database_at(path, version: int) -> None:
     conn.close()
 
 
+def older_history(home: Path, version: int = 5, names: Iterable[str] = ("first", "second")) -> Path:
+    """A history file of schema ``version`` in WAL mode in ``home``, as that workbench left it, holding finished
+    runs named ``names`` (ids from 1); its path."""
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "history.sqlite3"
+    database_at(path, version)
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.executemany("INSERT INTO runs (name, status, source, started_at, config_json) "
+                         "VALUES (?, 'finished', 'cli', 1.0e9, '{}')", [(name,) for name in names])
+    conn.close()
+    return path
+
+
+def count_upgrades(monkeypatch) -> list:
+    """A list that grows by one each time a history holding runs, opened through HistoryStore, is brought up to
+    date: its file (an open for writing) or a copy of it in memory (an older history opened for reading)."""
+    from workbench.history import store as store_module
+
+    upgrades: list = []
+    last = MIGRATIONS[-1]
+
+    def counted(conn: sqlite3.Connection) -> None:
+        if conn.execute("SELECT EXISTS (SELECT 1 FROM runs)").fetchone()[0]:  # not the schema check's empty one
+            upgrades.append(1)
+        last(conn)
+
+    monkeypatch.setattr(store_module, "MIGRATIONS", (*MIGRATIONS[:-1], counted))
+    return upgrades
+
+
 # == fakes that cannot drift from their Protocol ===================================================================
 
 def protocol_members(protocol: type) -> dict[str, Any]:

@@ -10,7 +10,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before Qt is imported: 
 import threading
 
 import pytest
-from builders import record_complete_run
+from builders import count_upgrades, older_history, record_complete_run
 from PySide6.QtCore import QCoreApplication, QTimer
 
 from workbench.gui import runs_exports
@@ -214,3 +214,28 @@ def test_closing_the_tab_while_a_read_is_held_calls_nothing_on_it(make_view, sto
     assert wait_for_background_calls(10_000)
     QCoreApplication.processEvents()  # the read's result is queued to a relay that went with the view
     assert held_reads.returned  # the read ended, and nothing it reached raised (pytest-qt fails a slot that does)
+
+
+def test_refreshes_of_an_older_history_read_only_copy_it_into_memory_once(tmp_path, qtbot, monkeypatch):
+    """A history too old to read as it is, on a disk that cannot be upgraded (opened for reading, as the app
+    does there): each refresh, and each overlay of the selected runs, copied the whole file into memory and
+    upgraded the copy (seconds and the file's size in memory, every time, on tens of thousands of runs)."""
+    home = tmp_path / "home"
+    path = older_history(home)
+    before = path.read_bytes()
+    upgrades = count_upgrades(monkeypatch)
+    with HistoryStore.open_for_reading(home) as store:
+        view = shown_view(store, qtbot)
+        assert names(view) == ["second", "first"]
+        for _ in range(3):
+            view.refresh()
+            settled(view, qtbot)
+        overlays: list = []
+        view.overlayRequested.connect(overlays.append)
+        view.select_runs([1])  # its curves are read through an open of their own
+        qtbot.waitUntil(lambda: bool(overlays), timeout=10_000)
+        assert [run_id for run_id, _, _ in overlays[-1]] == [1]
+        view.close()
+    assert wait_for_background_calls(10_000)
+    assert len(upgrades) == 1
+    assert path.read_bytes() == before

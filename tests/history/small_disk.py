@@ -33,6 +33,10 @@ def remount_read_only(folder: Path) -> None:
     subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True, capture_output=True, timeout=30)
 
 
+def remount_read_write(folder: Path) -> None:
+    subprocess.run(["mount", "-o", "remount,rw", str(folder)], check=True, capture_output=True, timeout=30)
+
+
 def fill(folder: Path) -> Path:
     """Write a file in ``folder`` until its disk is full; the file."""
     filler = folder / "filler"

@@ -2,7 +2,8 @@
 
 - ``store``: HistoryStore, the history as the workbench uses it: opened for writing or for reading only, the runs
   and sequences it starts and edits, interrupted-run recovery
-- ``database``: the SQLite file: opening it, checking it is a usable history, migrations, transactions
+- ``database``: the SQLite file: opening it, checking it is a usable history, migrations, transactions;
+  ``upgraded_copies``: an older file opened for reading, read from one copy upgraded in memory
 - ``errors``: what can go wrong, told apart (damaged, newer, cannot be written here) with the advice for each
 - ``reads``: every read (runs as RunRecords, their metrics); ``run_writes``: one run's writes for its recorder
 - ``records``: RunRecord, a run as the history gives it back, read tolerantly from a row

@@ -28,6 +28,7 @@ from workbench.history.errors import (
     sqlite_code,
     translated,
 )
+from workbench.history.upgraded_copies import UPGRADED_COPIES
 from workbench.regular_file import folder_problem, kind_problem, os_error_words
 
 DATABASE_NAME = "history.sqlite3"
@@ -185,7 +186,8 @@ def _use_wal(conn: sqlite3.Connection) -> None:
 def open_for_reading(path: Path, migrations: Sequence[Migration], newest: int, check_pages: bool = True
                      ) -> HistoryDatabase:
     """The history at ``path`` for reading only: nothing is written to the file, so it reads on a read-only or
-    full disk. An older schema is read from an upgraded copy in memory; a history not made yet reads as empty.
+    full disk. An older schema is read from a copy upgraded in memory, made once while the file stays as it was
+    (upgraded_copies: the Runs tab opens the history for every read); a history not made yet reads as empty.
     ``check_pages``: see usable_version."""
     _refuse_what_is_no_file(path)
     if not path.exists():
@@ -194,12 +196,13 @@ def open_for_reading(path: Path, migrations: Sequence[Migration], newest: int, c
     try:
         version = usable_version(conn, path, migrations, newest, check_pages)
         if version < newest:
-            with translated(path, "read"):
-                copy = sqlite3.connect(":memory:", isolation_level=None)
-                conn.backup(copy)
             conn.close()
-            conn = copy
-            migrate(HistoryDatabase(copy, path), migrations, newest)
+            with translated(path, "read"):
+                conn = UPGRADED_COPIES.reader(path, (tuple(migrations), newest),
+                                              functools.partial(_checked_source, path, migrations, newest),
+                                              functools.partial(_upgraded, path, migrations, newest))
+        else:
+            UPGRADED_COPIES.discard(path)  # upgraded since (a run, the app): the file itself is read now
     except BaseException:
         conn.close()
         raise
@@ -207,12 +210,34 @@ def open_for_reading(path: Path, migrations: Sequence[Migration], newest: int, c
     return HistoryDatabase(conn, path, note)
 
 
-def _connect_read_only(path: Path) -> tuple[sqlite3.Connection, Optional[str]]:
+def _checked_source(path: Path, migrations: Sequence[Migration], newest: int) -> sqlite3.Connection:
+    """A read-only connection to the history at ``path`` that any thread may use, one at a time (an upgraded copy
+    keeps it to watch the file), its schema checked again: the file may have been replaced since."""
+    source, _ = _connect_read_only(path, any_thread=True)
+    try:
+        usable_version(source, path, migrations, newest, check_pages=False)
+    except BaseException:
+        source.close()
+        raise
+    return source
+
+
+def _upgraded(path: Path, migrations: Sequence[Migration], newest: int, source: sqlite3.Connection,
+              copy: sqlite3.Connection) -> None:
+    """Copy the history ``source`` reads into the in-memory database ``copy`` and bring it up to ``newest``."""
+    with translated(path, "read"):
+        source.backup(copy)
+    migrate(HistoryDatabase(copy, path), migrations, newest)
+
+
+def _connect_read_only(path: Path, any_thread: bool = False) -> tuple[sqlite3.Connection, Optional[str]]:
     """mode=ro; where WAL's shared-memory file cannot be made beside the database (a read-only mount, a full
-    disk), immutable=1, which reads the database file alone: commits still in its -wal file are not seen."""
+    disk), immutable=1, which reads the database file alone: commits still in its -wal file are not seen.
+    ``any_thread``: the connection may be used from other threads (one at a time)."""
     uri = path.absolute().as_uri()
     with translated(path, "read"):
-        conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                               check_same_thread=not any_thread)
     try:
         conn.execute("PRAGMA user_version").fetchone()  # the first read opens the WAL, if the file has one
         return conn, None
@@ -221,7 +246,7 @@ def _connect_read_only(path: Path) -> tuple[sqlite3.Connection, Optional[str]]:
         if sqlite_code(error) not in (SQLITE_CANTOPEN, SQLITE_IOERR, SQLITE_READONLY):
             raise history_error(error, path, "read") from error
     with translated(path, "read"):
-        conn = sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
+        conn = sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None, check_same_thread=not any_thread)
     log = path.with_name(path.name + "-wal")
     unseen = log.exists() and log.stat().st_size > 0
     note = (f"the newest writes, in {log}, cannot be read without writing beside it; the runs shown may miss them"

@@ -1,0 +1,109 @@
+"""An older history opened only for reading (a read-only disk: it cannot be upgraded in place) is read from a copy
+upgraded in memory, made once while the file stays as it was: the Runs tab opens the history for every read (each
+refresh, each overlay), and each open copied and upgraded the whole file. The file is never written. No Qt."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+
+import pytest
+from builders import count_upgrades, older_history
+from small_disk import remount_read_only, remount_read_write, small_tmpfs
+
+from workbench.history.database import DATABASE_NAME
+from workbench.history.store import HistoryStore
+
+
+def rename_in_file(path, run_id, name):
+    """What another process (an older workbench, on a disk it can write) commits to the file."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE runs SET name = ? WHERE id = ?", (name, run_id))
+    conn.close()
+
+
+@pytest.fixture
+def upgrades(monkeypatch):
+    return count_upgrades(monkeypatch)
+
+
+def sha256(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def names_read(home, check_pages=True):
+    with HistoryStore.open_for_reading(home, check_pages) as store:
+        return [record.name for record in store.changes_since(None).changed]
+
+
+def test_reads_of_an_older_history_copy_it_once_while_it_stays_as_it_was(tmp_path, upgrades):
+    """Each read copied the whole file into memory and upgraded the copy: on tens of thousands of runs, seconds
+    and the file's size in memory for every refresh of the Runs tab."""
+    home = tmp_path / "home"
+    path = older_history(home)
+    before = sha256(path)
+    for check_pages in (True, False, False, False, False):  # the Runs tab's first read, then its refreshes
+        assert names_read(home, check_pages) == ["second", "first"]
+    assert len(upgrades) == 1
+    assert sha256(path) == before
+    with HistoryStore.open_for_reading(home) as store:
+        assert store.changes_since(None).revision == store.changes_since(0).revision
+    assert len(upgrades) == 1
+
+
+def test_a_commit_to_the_file_is_read_from_a_new_copy(tmp_path, upgrades):
+    home = tmp_path / "home"
+    path = older_history(home)
+    assert names_read(home) == ["second", "first"]
+    rename_in_file(path, 1, "renamed elsewhere")
+    assert names_read(home) == ["second", "renamed elsewhere"]
+    assert names_read(home) == ["second", "renamed elsewhere"]
+    assert len(upgrades) == 2
+
+
+def test_the_shared_copy_refuses_writes_and_is_read_by_two_threads_at_once(tmp_path, upgrades):
+    home = tmp_path / "home"
+    path = older_history(home)
+    before = sha256(path)
+    with HistoryStore.open_for_reading(home) as store:
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            store._conn.execute("UPDATE runs SET name = 'written to the copy'")
+        read_in_thread = []
+        with store._database.snapshot():  # one reader mid-read while another thread opens and reads
+            thread = threading.Thread(target=lambda: read_in_thread.append(names_read(home, check_pages=False)))
+            thread.start()
+            thread.join(30)
+        assert read_in_thread == [["second", "first"]]
+    assert names_read(home) == ["second", "first"]
+    assert len(upgrades) == 1 and sha256(path) == before
+
+
+def test_a_history_upgraded_since_is_read_as_it_is(tmp_path):
+    from workbench.history.upgraded_copies import UPGRADED_COPIES
+
+    home = tmp_path / "home"
+    older_history(home)
+    assert names_read(home) == ["second", "first"]
+    HistoryStore.open(home).close()  # a run, the app: the file is upgraded
+    rename_in_file(home / DATABASE_NAME, 2, "after the upgrade")
+    assert names_read(home) == ["after the upgrade", "first"]
+    assert home / DATABASE_NAME not in UPGRADED_COPIES  # its copy is not kept in memory for nothing
+
+
+def test_on_a_read_only_mount_the_copy_is_made_again_once_the_file_changes(tmp_path, upgrades):
+    """On a read-only mount SQLite cannot make a WAL history's shared-memory file: the file is read as immutable,
+    and that connection is told of no commits, so a change to the file is seen by its size, time and inode."""
+    with small_tmpfs(tmp_path / "disk", "4m") as disk:
+        home = disk / "home"
+        path = older_history(home)
+        remount_read_only(disk)
+        before = sha256(path)
+        assert names_read(home) == names_read(home) == ["second", "first"]
+        assert len(upgrades) == 1 and sha256(path) == before
+        remount_read_write(disk)
+        rename_in_file(path, 1, "renamed elsewhere")
+        remount_read_only(disk)
+        assert names_read(home) == ["second", "renamed elsewhere"]
+        assert len(upgrades) == 2
+        assert [entry.name for entry in home.iterdir()] == [DATABASE_NAME]  # nothing made beside it
