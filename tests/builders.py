@@ -283,16 +283,17 @@ def database_at(path, version: int) -> None:
     conn.close()
 
 
-def older_history(home: Path, version: int = 5, names: Iterable[str] = ("first", "second")) -> Path:
+def older_history(home: Path, version: int = 5, names: Iterable[str] = ("first", "second"),
+                  config_json: str = "{}") -> Path:
     """A history file of schema ``version`` in WAL mode in ``home``, as that workbench left it, holding finished
-    runs named ``names`` (ids from 1); its path."""
+    runs named ``names`` (ids from 1) with the settings ``config_json``; its path."""
     home.mkdir(parents=True, exist_ok=True)
     path = home / "history.sqlite3"
     database_at(path, version)
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.executemany("INSERT INTO runs (name, status, source, started_at, config_json) "
-                         "VALUES (?, 'finished', 'cli', 1.0e9, '{}')", [(name,) for name in names])
+                         "VALUES (?, 'finished', 'cli', 1.0e9, ?)", [(name, config_json) for name in names])
     conn.close()
     return path
 

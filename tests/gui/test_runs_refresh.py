@@ -239,3 +239,24 @@ def test_refreshes_of_an_older_history_read_only_copy_it_into_memory_once(tmp_pa
     assert wait_for_background_calls(10_000)
     assert len(upgrades) == 1
     assert path.read_bytes() == before
+
+
+def test_the_poll_of_an_older_history_read_only_reads_nothing_while_nothing_is_written(tmp_path, qtbot,
+                                                                                     monkeypatch):
+    """Schema 5's upgrade of the copy rewrote each compile switch as its mode, raising the copy's revision past the
+    file's: the poll saw a write every 2 s, and each refresh it asked for read (and copied) the history again."""
+    home = tmp_path / "home"
+    older_history(home, version=4, config_json='{"compile": true}')
+    asked = []
+    real = HistoryStore.changes_since
+    monkeypatch.setattr(HistoryStore, "changes_since", lambda store, revision: asked.append(revision) or real(
+        store, revision))
+    with HistoryStore.open_for_reading(home) as store:
+        view = shown_view(store, qtbot)
+        for _ in range(3):
+            view.refresher.poll()
+            settled(view, qtbot)
+        assert names(view) == ["second", "first"]
+        view.close()
+    assert wait_for_background_calls(10_000)
+    assert asked == [None]  # the first read alone

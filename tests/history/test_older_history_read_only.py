@@ -12,7 +12,7 @@ import pytest
 from builders import count_upgrades, older_history
 from small_disk import remount_read_only, remount_read_write, small_tmpfs
 
-from workbench.history.database import DATABASE_NAME
+from workbench.history.database import DATABASE_NAME, run_revision
 from workbench.history.store import HistoryStore
 
 
@@ -107,3 +107,25 @@ def test_on_a_read_only_mount_the_copy_is_made_again_once_the_file_changes(tmp_p
         assert names_read(home) == ["second", "renamed elsewhere"]
         assert len(upgrades) == 2
         assert [entry.name for entry in home.iterdir()] == [DATABASE_NAME]  # nothing made beside it
+
+
+@pytest.mark.parametrize("version", [4, 5], ids=["compile switch", "rank peaks"])
+def test_the_copy_has_the_files_run_revision_though_its_upgrade_rewrote_runs(tmp_path, version):
+    """Schema 5's upgrade rewrites a compile switch as its mode, schema 6's a rank's peak under its new name:
+    each rewrite raised the copy's revision past the file's, which the Runs tab's poll reads, so the poll saw a
+    write every 2 s, for ever (and each refresh copied the whole file again)."""
+    home = tmp_path / "home"
+    path = older_history(home, version, config_json='{"compile": true}')
+    if version == 5:
+        with sqlite3.connect(path) as conn:
+            conn.execute("""UPDATE runs SET rank_peaks_json = '{"peak_nvml_used_bytes": [1, 2]}'""")
+        conn.close()
+    with HistoryStore.open_for_reading(home) as store:
+        everything = store.changes_since(None)
+        assert everything.revision == run_revision(path)
+        assert [record.name for record in everything.changed] == ["second", "first"]
+    rename_in_file(path, 1, "renamed elsewhere")
+    with HistoryStore.open_for_reading(home) as store:
+        since = store.changes_since(everything.revision)
+        assert since.revision == run_revision(path)
+        assert "renamed elsewhere" in [record.name for record in since.changed]  # the rows rewritten are read too

@@ -224,10 +224,18 @@ def _checked_source(path: Path, migrations: Sequence[Migration], newest: int) ->
 
 def _upgraded(path: Path, migrations: Sequence[Migration], newest: int, source: sqlite3.Connection,
               copy: sqlite3.Connection) -> None:
-    """Copy the history ``source`` reads into the in-memory database ``copy`` and bring it up to ``newest``."""
+    """Copy the history ``source`` reads into the in-memory database ``copy`` and bring it up to ``newest``, its
+    run revision the file's."""
     with translated(path, "read"):
         source.backup(copy)
+        has_revision = copy.execute("SELECT 1 FROM sqlite_master WHERE name = 'run_revision'").fetchone()
+        revision = copy.execute("SELECT value FROM run_revision").fetchone()[0] if has_revision else None
     migrate(HistoryDatabase(copy, path), migrations, newest)
+    if revision is not None:
+        # The upgrade's rewrites of runs (schema 5's compile modes, schema 6's rank peaks) raise the copy's revision
+        # past the file's, which the Runs tab's poll reads: it saw a write every 2 s, for ever. The rows they
+        # stamped stay above it: a read from an earlier revision reads them again, which is all.
+        copy.execute("UPDATE run_revision SET value = ?", (revision,))
 
 
 def _connect_read_only(path: Path, any_thread: bool = False) -> tuple[sqlite3.Connection, Optional[str]]:
