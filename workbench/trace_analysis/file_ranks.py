@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from workbench.engine import kineto
 from workbench.engine.timeline import Activity, sort_by_start_longest_first
+from workbench.trace_analysis import duplicates
 from workbench.trace_analysis.model import UNKNOWN_DEVICE, ScriptTraits, TraceCancelled, TraceError
 from workbench.trace_analysis.parsed_trace import ParsedTrace, int_field, process_rank
 from workbench.trace_analysis.ranks import RankEvents
@@ -33,6 +34,7 @@ EVENTS_ASTRAY = "events timed more than a day away from the rest of the trace (a
 ASTRAY_SHARE = 0.01
 ListedGpus = tuple[dict[int, dict[str, Any]], list[dict[str, Any]]]  # deviceProperties by id, and in order
 _START = operator.itemgetter(0)  # Activity.start_ns
+_CORRELATION = operator.itemgetter(5)  # Activity.correlation
 
 
 def rank_events(parsed: ParsedTrace, fallback_rank: int, cancelled: Optional[Callable[[], bool]] = None
@@ -55,6 +57,21 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int, cancelled: Optional[Cal
     device_skipped = Counter(parsed.device_events_skipped)  # by the GPU each names (None: none read), astray too
     device_events = Counter({index: len(activities) for index, activities in parsed.device_work.items()})
     notes: list[str] = []
+    copies = 0  # events held twice in the file (duplicates), each side counted once where proven copied
+    if duplicates.copied([*work.values(), *markers.values()], ids_held=True):
+        before = sum(map(len, work.values())) + sum(map(len, markers.values())) + len(gpu_steps)
+        work = {index: duplicates.once_each(activities) for index, activities in work.items()}
+        markers = {index: duplicates.once_each(activities) for index, activities in markers.items()}
+        gpu_steps = duplicates.once_each(gpu_steps)
+        copies += before - sum(map(len, work.values())) - sum(map(len, markers.values())) - len(gpu_steps)
+    if duplicates.copied(host_by_thread.values(), ids_held=any(map(_CORRELATION, runtime))):
+        before = sum(map(len, host_by_thread.values()))
+        host_by_thread = {thread: duplicates.once_each(events) for thread, events in host_by_thread.items()}
+        host_ops = {thread: duplicates.once_each(ops) for thread, ops in host_ops.items()}
+        runtime, steps, data_waits = (duplicates.once_each(runtime), duplicates.once_each(steps),
+                                      duplicates.once_each(data_waits))
+        on_a_stream = duplicates.once_each(on_a_stream)
+        copies += before - sum(map(len, host_by_thread.values()))
     lists = [*host_by_thread.values(), *work.values(), *markers.values(), gpu_steps]
     bounds = _bounds_of_the_rest(lists)
     astray = 0 if bounds is None else sum(
@@ -86,6 +103,8 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int, cancelled: Optional[Cal
         device_skipped.update({index: before - len(work[index]) for index, before in device_before.items()})
     notes[:0] = [f"{counted(count, reason)}: skipped" for reason, count in sorted(skipped.items())]
     notes += [counted(count, reason) for reason, count in sorted(parsed.partly_read.items())]
+    if copies:
+        notes.append(f"{counted(copies, duplicates.COPIES)}: left out, each event counted once")
     if None in work or None in markers:  # device events without a device index
         known = sorted(index for index in work if index is not None)
         if len(known) <= 1:  # one GPU (or none named): they are its events
