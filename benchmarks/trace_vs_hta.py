@@ -2,7 +2,9 @@
 
 For each trace in ../shared/traces (a file, or the folder of ranks), per rank:
 - our ``gpu_span`` shares (idle, compute, non-compute over HTA's window: first to last GPU event) beside HTA's
-  temporal breakdown, as committed in ../shared/traces/hta-0.5.0.json and, when HTA is installed, run live;
+  temporal breakdown, as committed in ../shared/traces/hta-0.5.0.json and, when HTA is installed, run live.
+  Paired by file: HTA gives a file one row over every GPU it holds, ours a rank per GPU, so a file of several
+  GPUs is compared in one row more, ours and HTA's rules replayed over its GPUs as one (``paired_rows``);
 - the speed and peak memory of each, side by side: ours is ``read_report`` (reading, analysis, findings: the whole
   report), HTA's is ``TraceAnalysis(trace_dir=…)`` plus ``get_temporal_breakdown()`` (a folder of ranks is one
   read of each: its speed is on its first rank's row). Each read runs in a fresh process of its own (its peak RSS
@@ -41,6 +43,7 @@ ROOT = HERE.parent
 RESULTS = HERE / "results"
 DEFAULT_TRACES = ROOT.parent / "shared" / "traces"
 COMMITTED = "hta-0.5.0.json"
+FILE_ROW = "(in the file's row)"  # a GPU's cell where HTA gives its file one row
 
 
 # -- the two workers: each runs in a process of its own and prints one JSON line -----------------------------
@@ -55,8 +58,10 @@ def ours_worker(path: str) -> dict[str, Any]:
     report = with_findings(read_report(path))
     seconds, cpu_seconds = time.perf_counter() - began, _cpu_seconds() - cpu_began
     return {"seconds": seconds, "cpu_seconds": cpu_seconds, "peak_rss_bytes": _peak_rss_bytes(),
-            "ranks": {str(rank.rank): {name: 100 * share for name, share in rank.gpu_span.items()}
-                      for rank in report.ranks}}
+            # each rank with the file and GPU it is (HTA gives a file one row, whatever GPUs it holds)
+            "ranks": [{"rank": rank.rank, "file": Path(rank.file or path).name, "device_index": rank.device_index,
+                       "gpu_span_pct": {name: 100 * share for name, share in rank.gpu_span.items()}
+                       if rank.gpu_span is not None else None} for rank in report.ranks]}
 
 
 def hta_worker(path: str) -> dict[str, Any]:
@@ -144,22 +149,67 @@ def speedup(ours: list[float], hta: list[float]) -> dict[str, Optional[float]]:
 # -- the comparison ----------------------------------------------------------------------------------------------
 
 
-def replayed(path: Path) -> dict[str, dict[str, float]]:
-    """Our events with HTA's two rules applied (trace_analysis/hta_rules.py: device work whose launch is not in
-    the trace dropped, fractional µs rounded inward), per rank, in percent: equal to HTA's figures when those rules
-    are the whole difference."""
+def file_views(path: Path) -> list[dict[str, Any]]:
+    """Each trace file as HTA reads it (one row, numbered by its distributedInfo's rank, else 0) and as ours does
+    (a rank per GPU): its GPUs, each with HTA's two rules replayed on our events (trace_analysis/hta_rules.py:
+    device work whose launch is not in the trace dropped, fractional µs rounded inward), in percent; and, for a
+    file of several GPUs, "as_one": our rule and HTA's replayed over all of its GPUs' events together, which is
+    what HTA's row is over."""
     sys.path.insert(0, str(ROOT))
     from workbench.trace_analysis import file_ranks, hta_rules, parsed_trace, reading
 
-    result = {}
+    views = []
     files, _notes = reading.trace_files(path)
     for position, file in enumerate(files):
-        for events in file_ranks.rank_events(parsed_trace.read_trace(file), position):
-            span = hta_rules.hta_gpu_span(events.device_work, events.gpu_markers, events.launches_and_steps,
-                                          events.fractional_timestamps)
-            if span is not None:
-                result[str(events.rank)] = {name: 100 * share for name, share in span.items()}
-    return result
+        parsed = parsed_trace.read_trace(file)
+        gpus = file_ranks.rank_events(parsed, position)
+        view: dict[str, Any] = {"file": file.name, "hta_rank": parsed_trace.process_rank(parsed.meta) or 0,
+                                "gpus": [{"device_index": events.device_index,
+                                          "with_hta_rules_pct": _percent(hta_rules.hta_gpu_span(
+                                              events.device_work, events.gpu_markers, events.launches_and_steps,
+                                              events.fractional_timestamps))} for events in gpus],
+                                "as_one": None}
+        if len(gpus) > 1:  # the host's events are the process's, shared by its GPUs: any GPU's copy of them
+            device = sorted((a for events in gpus for a in events.device_work), key=lambda a: a.start_ns)
+            markers = sorted((a for events in gpus for a in events.gpu_markers), key=lambda a: a.start_ns)
+            view["as_one"] = {"ours_pct": _percent(hta_rules.gpu_span(device, markers)),
+                              "with_hta_rules_pct": _percent(hta_rules.hta_gpu_span(
+                                  device, markers, gpus[0].launches_and_steps, gpus[0].fractional_timestamps))}
+        views.append(view)
+    return views
+
+
+def _percent(span: Optional[dict[str, float]]) -> Optional[dict[str, float]]:
+    return None if span is None else {name: 100 * share for name, share in span.items()}
+
+
+def paired_rows(name: str, views: list[dict[str, Any]], ours: dict[str, Any], live: Optional[dict[str, Any]],
+                committed: dict[str, Any]) -> list[dict[str, Any]]:
+    """The table's rows of one trace: each of our ranks, and HTA's row of the file it was read from. HTA gives a
+    file one row, over every GPU it holds, so a file of one GPU pairs its rank with that row; a file of several
+    gives a row per GPU without HTA's figures ("hta_row": "as_one"), and a row more that sets HTA's beside ours and
+    HTA's rules replayed over the file's GPUs as one ("gpus_as_one": their indices)."""
+    ours_of = {(rank["file"], rank["device_index"]): rank for rank in ours["ranks"]}
+    rows: list[dict[str, Any]] = []
+    for view in views:
+        live_row = live["ranks"].get(str(view["hta_rank"])) if live else None
+        hta = {"hta_committed_pct": committed_for(committed, name, view["file"]), "hta_live_pct": live_row}
+        several = view["as_one"] is not None
+        for gpu in view["gpus"]:
+            rank = ours_of.get((view["file"], gpu["device_index"]))
+            if rank is None or rank["gpu_span_pct"] is None:  # no GPU figures (a CPU-only file): nothing to compare
+                continue
+            rows.append({"trace": name, "rank": rank["rank"], "ours_pct": rank["gpu_span_pct"],
+                         "ours_with_hta_rules_pct": gpu["with_hta_rules_pct"],
+                         **({"hta_committed_pct": None, "hta_live_pct": None, "hta_row": "as_one",
+                             "device_index": gpu["device_index"], "gpus_in_file": len(view["gpus"])}
+                            if several else hta)})
+        if several:
+            rows.append({"trace": name, "rank": view["hta_rank"], "file": view["file"],
+                         "gpus_as_one": [gpu["device_index"] for gpu in view["gpus"]],
+                         "ours_pct": view["as_one"]["ours_pct"],
+                         "ours_with_hta_rules_pct": view["as_one"]["with_hta_rules_pct"], **hta})
+    return rows
 
 
 def traces_in(folder: Path, committed: dict[str, Any]) -> list[tuple[str, Path]]:
@@ -171,11 +221,10 @@ def traces_in(folder: Path, committed: dict[str, Any]) -> list[tuple[str, Path]]
     return found
 
 
-def committed_for(committed: dict[str, Any], name: str, rank: str) -> Optional[dict[str, float]]:
-    entry = committed.get(name)
-    if entry is None:  # a folder of ranks: its files are keyed "folder/rank-N.json.gz"
-        entry = next((value for key, value in committed.items()
-                      if key.startswith(name) and str(value.get("rank")) == rank), None)
+def committed_for(committed: dict[str, Any], name: str, file: str) -> Optional[dict[str, float]]:
+    """HTA's committed figures of one file of the trace ``name`` (a file, or a folder "folder/" whose files are keyed
+    "folder/rank-N.json.gz"): by the file, as HTA's rows are, not by our rank number."""
+    entry = committed.get(name) if not name.endswith("/") else committed.get(name + file)
     if entry is None or "hta_temporal_pct" not in entry:
         return None
     pct = entry["hta_temporal_pct"]
@@ -204,20 +253,15 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     committed = json.loads((args.traces / COMMITTED).read_text())
     hta_python = args.hta_python or (sys.executable if _has_hta() else None)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, path in traces_in(args.traces, committed):
         reads = _interleaved({"ours": sys.executable, "hta": hta_python}, str(path), args.repeats)
         ours, live = reads["ours"], reads["hta"]
         assert ours is not None
-        with_hta_rules = replayed(path)
         first = len(rows)
-        for rank, span in sorted(ours["ranks"].items(), key=lambda item: int(item[0])):
-            rows.append({
-                "trace": name, "rank": int(rank), "ours_pct": span,
-                "ours_with_hta_rules_pct": with_hta_rules.get(rank),
-                "hta_committed_pct": committed_for(committed, name, rank),
-                "hta_live_pct": live["ranks"].get(rank) if live else None,
-            })
+        rows += paired_rows(name, file_views(path), ours, live, committed)
+        if len(rows) == first:  # no GPU figures in it (CPU-only files): nothing to set beside HTA's
+            continue
         if reads.get("hta_error"):
             rows[first]["hta_error"] = reads["hta_error"]
         rows[first]["speed"] = {
@@ -258,8 +302,10 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     shown = set()
     for row in rows:
         ours, hta = row["ours_pct"], row["hta_live_pct"] or row["hta_committed_pct"]
-        cells = [f"{ours[k]:.2f} / {hta[k]:.2f}" if hta else f"{ours[k]:.2f} / n/a" for k in keys]
-        gaps = f"{gap(ours, hta)} | {gap(row['ours_with_hta_rules_pct'], hta)}"
+        as_one = row.get("hta_row") == "as_one"  # one GPU of a file HTA reads as one row: no figure of HTA's for it
+        cells = [f"{ours[k]:.2f} / {FILE_ROW if as_one else f'{hta[k]:.2f}' if hta else 'n/a'}" for k in keys]
+        gaps = (f"{FILE_ROW} | {FILE_ROW}" if as_one
+                else f"{gap(ours, hta)} | {gap(row['ours_with_hta_rules_pct'], hta)}")
         speed = speeds.get(row["trace"]) if row["trace"] not in shown else None  # one read per trace
         shown.add(row["trace"])
         if speed:
@@ -273,8 +319,18 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         else:
             ours_s = hta_s = "(with the row above)"
             ratio = "(with the row above) | (with the row above)"
-        lines.append(f"| {row['trace']} | {row['rank']} | {' | '.join(cells)} | {gaps} | {ours_s} | {hta_s} | {ratio} |")
+        lines.append(f"| {row['trace']} | {_rank_cell(row)} | {' | '.join(cells)} | {gaps} | {ours_s} | {hta_s} | "
+                     f"{ratio} |")
     return lines
+
+
+def _rank_cell(row: dict[str, Any]) -> str:
+    """Our rank; for a file of several GPUs, which GPU, and the row of them all as one (HTA's)."""
+    if row.get("hta_row") == "as_one":
+        return f"{row['rank']} (cuda:{row['device_index']}, one of the file's {row['gpus_in_file']} GPUs)"
+    if row.get("gpus_as_one"):
+        return f"{' + '.join(f'cuda:{index}' for index in row['gpus_as_one'])} as one (HTA's rank {row['rank']})"
+    return str(row["rank"])
 
 
 def _ratio(speed: dict[str, Optional[float]]) -> str:
