@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import struct
 import textwrap
+import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -138,3 +140,13 @@ def write_user_models(folder: Path) -> Path:
     path = folder / "mymodels.py"
     path.write_text(textwrap.dedent(USER_MODELS))
     return path
+
+
+def zip_of_user_models(folder: Path, module: str, monkeypatch: Any) -> Path:
+    """models.zip in ``folder`` holding USER_MODELS as ``module``.py, put on the import path as a user's PYTHONPATH
+    puts it (zipimport); monkeypatch takes it off at the test's end."""
+    archive = folder / "models.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr(f"{module}.py", textwrap.dedent(USER_MODELS))
+    monkeypatch.syspath_prepend(str(archive))
+    return archive

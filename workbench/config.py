@@ -26,7 +26,7 @@ from workbench.setting import (
     cuda_only_optimizer, max_steps_set, needs_a_copy_to_a_gpu, needs_a_dataloader, needs_workers, only_with_a_folder,
     only_with_synthetic_data, setting, unused_with_synthetic_data,
 )
-from workbench.user_modules import module_source_file, standard_library_problem
+from workbench.user_modules import module_import_files, standard_library_problem
 
 Dataset = Literal["synthetic", "npz", "cifar10", "cifar100", "folder"]
 # Where a folder's JPEGs are decoded: in the DataLoader workers, or by nvJPEG on the GPU (the workers then only
@@ -655,9 +655,9 @@ def save_model_problem(path: str, dataset: str = "", data_path: str = "", model:
         if dataset == "folder" and data in written.parents:
             return (f"is inside the run's image folder ({data}): the weights would be among its images; give a "
                     "file outside it")
-    source = module_source_file(model)
-    if source is not None and written == Path(os.path.realpath(source)):
-        return f"is the source of the model's module ({source}): the weights would replace your code"
+    for read, what in module_import_files(model):  # the source, its cached .pyc, a .so, a zip archive: links followed
+        if written == Path(os.path.realpath(read)):
+            return f"is {what} ({read}): the weights would replace your code"
     if (written == home or home in written.parents) and written.suffix.lower() not in WEIGHTS_SUFFIXES:
         return (f"is in the workbench home ({home}), which holds the run history and what the workbench makes: give "
                 f"a name ending in {' or '.join(WEIGHTS_SUFFIXES)}, or a file outside it")

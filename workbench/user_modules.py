@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -63,25 +64,59 @@ def _own_file_named(top: str) -> Optional[str]:
     return None
 
 
-def module_source_file(spec: str) -> Optional[str]:
-    """The source file a ``module:function`` spec would import, found without importing anything (the module as
-    already imported, else ``module.py`` or ``module/__init__.py`` under the working directory or a sys.path folder);
-    None for any other spec, or where no such file is found."""
+def module_import_files(spec: str) -> list[tuple[str, str]]:
+    """The files the import of a ``module:function`` spec's module reads, each with what it is in words, found
+    without running any code of the user's: the module as already imported, else as the import system would find it
+    (its packages' ``__init__`` are not run). A source module gives its .py and its cached .pyc; a sourceless .pyc or
+    an extension module (.so, .pyd) itself; a module inside a zip file on sys.path the archive. [] for any other
+    spec, or where the module is not found."""
     if ":" not in spec:
-        return None
+        return []
     name = spec.partition(":")[0]
-    imported = getattr(sys.modules.get(name), "__file__", None)
-    if imported:
-        return imported
+    try:
+        with working_directory_importable():
+            importlib.invalidate_caches()  # a module written after this process started is found
+            found = _spec_without_running(name)
+    except Exception:  # a finder that fails on this name: the run's import says why
+        return []
+    if found is None:
+        return []
+    files = []
+    archive = getattr(found.loader, "archive", None)  # zipimport's: the module lives inside this file
+    if isinstance(archive, str):
+        files.append((archive, "the zip archive the model's module is imported from"))
+    elif found.has_location and isinstance(found.origin, str):
+        compiled = not isinstance(found.loader, importlib.machinery.SourceFileLoader)  # a .pyc alone, a .so, a .pyd
+        files.append((found.origin, "the compiled file the model's module is imported from" if compiled
+                      else "the source of the model's module"))
+        if isinstance(found.cached, str) and not compiled:
+            files.append((found.cached, "the cached bytecode of the model's module"))
+    return files
+
+
+def _spec_without_running(name: str) -> Optional[importlib.machinery.ModuleSpec]:
+    """The spec the import of ``name`` would use, its packages found as the import finds them but none run (as
+    ``importlib.util.find_spec`` would run them); None where a part of the name is not found."""
+    imported = sys.modules.get(name)
+    if imported is not None:  # (os.path: a module imported under a name no package of it gives)
+        return getattr(imported, "__spec__", None)
+    found: Optional[importlib.machinery.ModuleSpec] = None
+    search: Optional[list[str]] = None  # sys.path for the top-level name, then the package's folders
     parts = name.split(".")
-    for folder in [os.getcwd(), *sys.path]:
-        if not isinstance(folder, str) or not os.path.isdir(folder or "."):
-            continue  # a zip file on sys.path: nothing there is overwritten by a save
-        base = os.path.join(folder or ".", *parts)
-        for candidate in (base + ".py", os.path.join(base, "__init__.py")):
-            if os.path.isfile(candidate):
-                return candidate
-    return None
+    for depth in range(1, len(parts) + 1):
+        full = ".".join(parts[:depth])
+        module = sys.modules.get(full)
+        if module is not None:
+            found = getattr(module, "__spec__", None)
+            folders = getattr(module, "__path__", None)
+        else:
+            found = next((spec for spec in (finder.find_spec(full, search) for finder in sys.meta_path
+                                            if hasattr(finder, "find_spec")) if spec is not None), None)
+            folders = None if found is None else found.submodule_search_locations
+        if found is None or (depth < len(parts) and folders is None):
+            return None
+        search = list(folders) if folders is not None else None
+    return found
 
 
 def import_fresh(name: str) -> Any:

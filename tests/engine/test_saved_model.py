@@ -5,13 +5,15 @@ the end fails the run with its figures kept."""
 from __future__ import annotations
 
 import errno
+import importlib.machinery
 import json
 import os
+import py_compile
 from pathlib import Path
 
 import torch
 from hostile_paths import make_fifo
-from own_images import USER_MODELS, make_folder
+from own_images import USER_MODELS, make_folder, zip_of_user_models
 
 from workbench.cli import main
 from workbench.config import RunConfig
@@ -170,3 +172,41 @@ def test_ramfs_reports_no_storage_as_proc_does_but_takes_files(tmp_path, monkeyp
                                                                "storage, such as /proc)")):
         monkeypatch.setattr(regular_file, "_file_system_type", lambda folder, table=None, kind=kind: kind)
         assert regular_file.new_file_problem(tmp_path) == problem, kind
+
+
+def test_the_weights_never_replace_the_zip_archive_the_model_module_is_imported_from(capsys, tmp_path, monkeypatch):
+    """--save-model models.zip with --model zipped_mod:tiny_net (models.zip on the path) was accepted: the check
+    looked only for a .py file, and the run replaced the archive, with all the user's code in it, by the weights."""
+    archive = zip_of_user_models(tmp_path, "zipped_weights_victim", monkeypatch)
+    before = archive.read_bytes()
+    link = tmp_path / "model.pt"
+    link.symlink_to(archive)  # a link's target is what a save replaces
+    for target in (archive, link):
+        assert main(["run", *TINY, "--no-history", "--model", "zipped_weights_victim:tiny_net",
+                     "--save-model", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1, err
+        assert f"is the zip archive the model's module is imported from ({archive}): the weights would replace your " \
+               "code" in err, err
+    assert archive.read_bytes() == before
+    assert _save_problems(model="zipped_weights_victim:tiny_net", save_model=str(tmp_path / "weights.pt")) == []
+
+
+def test_the_weights_never_replace_the_compiled_file_the_model_module_is_imported_from(tmp_path, monkeypatch):
+    """The check compared --save-model with the module's .py alone: its cached .pyc, a sourceless .pyc and an
+    extension module (what the import actually reads) were replaced by the weights."""
+    monkeypatch.chdir(tmp_path)
+    source = tmp_path / "compiled_weights_victim.py"
+    source.write_text(USER_MODELS)
+    cached = Path(py_compile.compile(str(source), doraise=True))  # __pycache__/….cpython-3XX.pyc
+    (problem,) = _save_problems(model="compiled_weights_victim:tiny_net", save_model=str(cached))
+    assert f"is the cached bytecode of the model's module ({cached}): the weights would replace your code" in problem
+    sourceless = tmp_path / "sourceless_weights_victim.pyc"  # no .py beside it: the .pyc is imported
+    py_compile.compile(str(source), cfile=str(sourceless), doraise=True)
+    (problem,) = _save_problems(model="sourceless_weights_victim:tiny_net", save_model=str(sourceless))
+    assert f"is the compiled file the model's module is imported from ({sourceless})" in problem
+    extension = tmp_path / f"extension_weights_victim{importlib.machinery.EXTENSION_SUFFIXES[0]}"
+    extension.write_bytes(b"\x7fELF")  # found by its name; nothing imports it
+    (problem,) = _save_problems(model="extension_weights_victim:make", save_model=str(extension))
+    assert f"is the compiled file the model's module is imported from ({extension})" in problem
+    assert _save_problems(model="sourceless_weights_victim:tiny_net", save_model="weights.pt") == []

@@ -1,9 +1,11 @@
 """The settings form: RunConfig ⇄ widgets both ways, inline problems, hardware-disabled choices."""
 
+import html
 from dataclasses import fields
 
 import pytest
 from builders import CPU, GPU, OLD_GPU
+from own_images import zip_of_user_models
 from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLineEdit, QSpinBox, QWidget
 
 from workbench.config import FIELD_NAMES, RANGES, RunConfig
@@ -169,6 +171,19 @@ def test_a_bad_npz_is_refused_from_its_headers_before_start(form, tmp_path, cont
              test_images=np.zeros((2, 32, 32, 3), np.uint8), test_labels=np.zeros(2, np.uint8))
     form.editor("data_path").setText(str(path) + " ")  # an edit re-checks the (now good) file
     assert form.problems() == [] and form.editor("data_path").property("invalid") is False
+
+
+def test_saving_the_model_over_the_zip_its_module_is_imported_from_is_refused_in_the_form(form, tmp_path,
+                                                                                         monkeypatch):
+    """The form's check is the CLI's (exit 2 there): a zip on the path holding the model's module was not seen,
+    and the run replaced the archive with the weights."""
+    archive = zip_of_user_models(tmp_path, "zipped_form_victim", monkeypatch)
+    form.set_config(RunConfig(model="zipped_form_victim:tiny_net", save_model=str(archive)))
+    [problem] = form.problems()
+    words = f"is the zip archive the model's module is imported from ({archive}): the weights would replace your code"
+    assert words in problem
+    assert not form.problems_label.isHidden() and html.escape(words) in form.problems_label.text()
+    assert form.editor("save_model").property("invalid") is True
 
 
 def test_typing_past_the_maximum_is_said_and_set_to_the_maximum_never_cut(form, qtbot):
