@@ -134,7 +134,8 @@ def _user_model(spec: str, num_classes: int, kwargs: dict[str, Any]) -> nn.Modul
     except (SystemExit, KeyboardInterrupt) as error:  # argparse at import calls sys.exit(2)
         raise ModelError(f"model {spec}: your module {module_name} {user_exit_words(error)} while being "
                          "imported") from None
-    except Exception as error:  # their module's own code failed as it was imported
+    except BaseException as error:  # their module's own code failed as it was imported (or raised its own
+        # BaseException, asyncio's CancelledError, a library's: as much theirs as a ValueError)
         raise ModelError(f"model {spec}: importing {module_name} raised {type(error).__name__}: {error}") from None
     function = getattr(module, function_name, None)
     if not callable(function):
@@ -149,7 +150,7 @@ def _user_model(spec: str, num_classes: int, kwargs: dict[str, Any]) -> nn.Modul
             model = function(**kwargs)
     except (SystemExit, KeyboardInterrupt) as error:
         raise ModelError(f"model {spec}: {function_name}({_call_text(kwargs)}) {user_exit_words(error)}") from None
-    except Exception as error:
+    except BaseException as error:  # (a BaseException of theirs too: see the import's)
         raise ModelError(f"model {spec}: {function_name}({_call_text(kwargs)}) raised {type(error).__name__}: "
                          f"{error}") from None
     if not isinstance(model, nn.Module):
@@ -170,7 +171,7 @@ def check_model(model: nn.Module, num_classes: int, image_size: int, device: tor
             output = main_output(model(torch.zeros(2, 3, image_size, image_size, device=device)))
     except (SystemExit, KeyboardInterrupt) as error:
         raise ModelError(f"model {spec} {user_exit_words(error)} on a batch of 2 images") from None
-    except Exception as error:
+    except BaseException as error:  # (a BaseException of theirs too: see the import's)
         if is_out_of_memory(error):
             raise  # the device is full, the model may be fine: the run's failure says so
         raise ModelError(f"model {spec} failed on a batch of 2 images of 3×{image_size}×{image_size}: "

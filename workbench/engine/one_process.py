@@ -105,6 +105,11 @@ def run_one(
             # Nothing of ours exits mid-run: the model's code did (its forward, torch.compile's first step).
             # Left to rise, the CLI would exit without a word and the window's training thread would end unheard.
             failure = Failure(f"the model's code {user_exit_words(leaving)} during the run", "config")
+        except (KeyboardInterrupt, GeneratorExit):
+            raise  # a second Ctrl-C; the consumer closing the run
+        except BaseException as error:  # the model's code raised a BaseException of its own (asyncio's
+            # CancelledError, a library's): left to rise, the CLI ended in a traceback, the window's thread unheard
+            failure = describe_failure(error, config)
         # Past the except blocks: the exception and its traceback are gone, so closing frees for real.
         stopped_at = session.stopped_at if session is not None else None
         steps_done = session.step if session is not None else 0
