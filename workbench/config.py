@@ -21,6 +21,7 @@ from typing import Any, Literal, Optional, get_args, get_type_hints
 from workbench.device_info import DeviceInfo
 from workbench.paths import default_datasets_dir, workbench_home
 from workbench.regular_file import folder_problem, invalid_path_problem, new_file_problem, regular_file_problem
+from workbench.replaced_file import name_length_problem
 from workbench.setting import (
     BOOKKEEPING, DEVICE, GROUP_ORDER, KERNELS, LENGTH, LOADER, VALUES, Group, Setting, Tune, cuda_only_cudnn,
     cuda_only_optimizer, max_steps_set, needs_a_copy_to_a_gpu, needs_a_dataloader, needs_workers, only_with_a_folder,
@@ -665,7 +666,10 @@ def save_model_problem(path: str, dataset: str = "", data_path: str = "", model:
         problem = regular_file_problem(target)
         return None if problem is None else f"{problem}: the weights are written to a regular file"
     parent = folder_problem(target.parent) or new_file_problem(target.parent)
-    return None if parent is None else f"cannot be written: its folder {target.parent} {parent}"
+    if parent is not None:
+        return f"cannot be written: its folder {target.parent} {parent}"
+    too_long = name_length_problem(target)  # refused now, not once the run has trained
+    return None if too_long is None else f"cannot be written: {too_long}"
 
 
 def model_kwargs_of(text: str) -> dict[str, Any]:

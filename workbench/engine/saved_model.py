@@ -14,13 +14,15 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from workbench.replaced_file import temporary_beside
+
 
 def save_weights(model: nn.Module, path: str) -> Path:
     """Write ``model``'s state_dict to ``path`` (``~`` expanded); the path written. OSError when it cannot be."""
     module = getattr(model, "module", model)  # DistributedDataParallel
     module = getattr(module, "_orig_mod", module)  # torch.compile's wrapper
     target = Path(os.path.expanduser(path))
-    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    partial = temporary_beside(target, f"{os.getpid()}.partial")
     try:
         try:
             # opened here, not by torch: a failed open is an OSError whose errno says why

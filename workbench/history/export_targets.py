@@ -25,6 +25,7 @@ from workbench.history.errors import HistoryError
 from workbench.regular_file import (
     NotARegularFile, kind_problem, open_regular_file, os_error_words, write_error_words,
 )
+from workbench.replaced_file import temporary_beside
 
 # The history's own files beside it: never an export's target.
 HISTORY_SUFFIXES = ("", *SQLITE_SIDE_FILES)
@@ -169,7 +170,7 @@ def _create_temporary(path: Path) -> Path:
     # os.open with 0o666 lets the umask decide the final file's permissions, as for any new file
     # (tempfile's files are private 0o600, which would stick after the rename).
     for _ in range(100):
-        temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        temporary = temporary_beside(path, f"{secrets.token_hex(4)}.tmp")
         try:
             os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
         except FileExistsError:

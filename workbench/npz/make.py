@@ -21,6 +21,7 @@ from workbench.folder_layout import IMAGE_SUFFIXES, FolderLayoutError, image_fil
 from workbench.image_pixels import error_words, upright_rgb
 from workbench.npz.cifar_pickle import RefusedPickle, load_cifar_batch
 from workbench.regular_file import InvalidPath, NotARegularFile, expanded, folder_problem, read_regular_file
+from workbench.replaced_file import temporary_beside
 
 # The largest real batch is CIFAR-100's train (about 155 MB); a member far past it is not a CIFAR batch.
 BATCH_MAX_BYTES = 512 * 2**20
@@ -60,7 +61,7 @@ class ImageSet:
             raise MakeNpzError(f"cannot write {out}: it {error}") from None
         if out.suffix != ".npz":
             out = out.with_name(out.name + ".npz")  # np.savez would add it anyway; say the real name
-        temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp.npz")
+        temporary = temporary_beside(out, f"{os.getpid()}.tmp.npz")
         try:
             np.savez(
                 temporary,

@@ -1,0 +1,43 @@
+"""A file written beside its target and renamed over it (an export, make-npz's .npz, the saved weights): the
+temporary file's name, and whether the target's own name can be made. Stdlib only.
+
+The temporary is named after the target (".NAME.TAG"), and a file system takes names of at most NAME_MAX bytes
+(255 on Linux's): a target whose own name is near that limit is shortened in its temporary's name, so a name the
+file system takes is never refused for the temporary's sake.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+NAME_MAX_FALLBACK = 255  # Linux's, macOS's and Windows' limit, where the folder cannot be asked
+
+
+def temporary_beside(target: Path, tag: str) -> Path:
+    """A hidden name beside ``target`` for the file that will be renamed over it: ``.NAME.TAG``, with NAME cut
+    (at a character) as far as the folder's limit on a name needs; ``tag`` ("1a2b.tmp", "1234.partial") is kept
+    whole, so what it says and any suffix a writer needs (".npz") stay."""
+    room = name_max(target.parent) - len(os.fsencode(f"..{tag}"))
+    name = target.name
+    while name and len(os.fsencode(name)) > room:
+        name = name[:-1]
+    return target.with_name(f".{name}.{tag}")
+
+
+def name_length_problem(target: Path) -> Optional[str]:
+    """Why no file can have ``target``'s name in its folder (past the file system's limit on a name), in words
+    that follow "cannot be written: "; None when it can."""
+    length, limit = len(os.fsencode(target.name)), name_max(target.parent)
+    if length <= limit:
+        return None
+    return f"its name is {length:,} bytes long, and its folder takes names of at most {limit:,} bytes"
+
+
+def name_max(folder: Path) -> int:
+    """The longest name, in bytes, that ``folder``'s file system takes."""
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):  # no such folder (the write says why), no pathconf (Windows)
+        return NAME_MAX_FALLBACK
