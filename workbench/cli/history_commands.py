@@ -38,6 +38,7 @@ def register(subparsers) -> None:
 
 
 def list_runs_command(args: argparse.Namespace) -> int:
+    from workbench.formatting import printable
     from workbench.history.store import HistoryStore
 
     # Only reads: a read-only or full disk lists the runs all the same. A HistoryError (damaged, newer) is one
@@ -48,7 +49,7 @@ def list_runs_command(args: argparse.Namespace) -> int:
     if note:
         print(f"workbench runs: {note}", file=sys.stderr)
     if not records:
-        print(f"No runs recorded yet in {path}.")
+        print(printable(f"No runs recorded yet in {path}."))  # the home's path is the user's: no escape reaches the terminal
         return 0
     if args.limit is not None:
         records = records[: args.limit]
@@ -57,6 +58,7 @@ def list_runs_command(args: argparse.Namespace) -> int:
 
 
 def export_command(args: argparse.Namespace) -> int:
+    from workbench.formatting import printable
     from workbench.history.export import ExportError, export_runs_csv, export_steps_csv
     from workbench.history.records import records_count_text
     from workbench.history.store import HistoryStore, RunNotFound
@@ -77,7 +79,7 @@ def export_command(args: argparse.Namespace) -> int:
                 what = records_count_text(export_runs_csv(store, args.out, args.runs))
     except (ExportError, RunNotFound) as error:
         raise UsageError(f"workbench export: {error}") from error
-    print(f"Wrote {what} to {args.out}")
+    print(printable(f"Wrote {what} to {args.out}"))  # a file name may hold a newline or an escape sequence
     return 0
 
 

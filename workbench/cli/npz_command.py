@@ -35,6 +35,7 @@ def register(subparsers) -> None:
 
 
 def make_npz_command(args: argparse.Namespace) -> int:
+    from workbench.formatting import printable
     from workbench.npz.make import MakeNpzError, make_image_set
 
     out_path = Path(args.out)
@@ -54,11 +55,9 @@ def make_npz_command(args: argparse.Namespace) -> int:
     names = ", ".join(image_set.class_names[:10]) + (", …" if len(image_set.class_names) > 10 else "")
     scaled = (" Each image was cropped to its centre square and scaled to 32×32 pixels, the size the workbench's "
               "models take." if image_set.source.startswith("image folder") else "")
-    print(
-        f"Wrote {out}: {len(image_set.train_labels):,} training and {len(image_set.test_labels):,} test images, "
-        f"{len(image_set.class_names)} classes ({names}) from the {image_set.source}.{scaled}\n"
-        f"Train on it: workbench run --dataset npz --data-path {shlex.quote(str(out))}",
-        file=sys.stdout,
-    )
+    # the path is the user's: a newline or an escape sequence in it is written as its escape, on its own line
+    print(printable(f"Wrote {out}: {len(image_set.train_labels):,} training and {len(image_set.test_labels):,} test "
+                    f"images, {len(image_set.class_names)} classes ({names}) from the {image_set.source}.{scaled}"))
+    print(printable(f"Train on it: workbench run --dataset npz --data-path {shlex.quote(str(out))}"))
     return 0
 
