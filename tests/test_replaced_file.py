@@ -74,3 +74,30 @@ def test_the_temporary_keeps_its_tag_whole_and_a_short_name_whole(tmp_path):
     cut = temporary_beside(long_name(tmp_path, ".npz"), "123.tmp.npz")
     assert cut.name.endswith(".123.tmp.npz") and len(os.fsencode(cut.name)) <= os.pathconf(tmp_path, "PC_NAME_MAX")
     assert cut.name.startswith(".éé")
+
+
+def test_a_file_replaced_keeps_its_permissions_and_a_new_one_gets_the_umasks(tmp_path, capsys):
+    """A private (0600) export, .npz or weights file was replaced by one the umask made (0644): readable by all."""
+    home = tmp_path / "home"
+    with HistoryStore.open(home) as store:
+        record_complete_run(store, name="first")
+    images = np.zeros((2, 32, 32, 3), dtype=np.uint8)
+    labels = np.array([0, 1], dtype=np.int64)
+    writers = {
+        "runs.csv": lambda path: main(["--home", str(home), "export", "--out", str(path)]),
+        "set.npz": ImageSet(images, labels, images, labels, ("a", "b"), "image folder").save,
+        "model.pt": lambda path: save_weights(torch.nn.Linear(2, 2), str(path)),
+    }
+    umask = os.umask(0o022)
+    try:
+        for name, write in writers.items():
+            private, new = tmp_path / name, tmp_path / ("new-" + name)
+            private.write_bytes(b"")
+            private.chmod(0o640)
+            write(private)
+            write(new)
+            assert private.stat().st_size > 0 and oct(private.stat().st_mode & 0o7777) == oct(0o640), name
+            assert oct(new.stat().st_mode & 0o7777) == oct(0o644), name
+    finally:
+        os.umask(umask)
+    assert not [name for name in os.listdir(tmp_path) if name.startswith(".")]  # no temporary left

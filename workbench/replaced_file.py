@@ -1,14 +1,16 @@
 """A file written beside its target and renamed over it (an export, make-npz's .npz, the saved weights): the
-temporary file's name, and whether the target's own name can be made. Stdlib only.
+temporary file's name, its permissions, and whether the target's own name can be made. Stdlib only.
 
 The temporary is named after the target (".NAME.TAG"), and a file system takes names of at most NAME_MAX bytes
 (255 on Linux's): a target whose own name is near that limit is shortened in its temporary's name, so a name the
-file system takes is never refused for the temporary's sake.
+file system takes is never refused for the temporary's sake. The rename gives the target the temporary's
+permissions: a file replaced keeps its own (a private 0600 file stays private).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Optional
 
@@ -24,6 +26,17 @@ def temporary_beside(target: Path, tag: str) -> Path:
     while name and len(os.fsencode(name)) > room:
         name = name[:-1]
     return target.with_name(f".{name}.{tag}")
+
+
+def keep_permissions(target: Path, temporary: Path) -> None:
+    """Give ``temporary``, written, the permission bits of the regular file at ``target`` it is about to replace;
+    a new target keeps what the umask gave it, as any new file. OSError where the temporary cannot take them."""
+    try:
+        found = os.stat(target)
+    except OSError:
+        return  # none there yet (or none to be read): the write itself says what is wrong
+    if stat.S_ISREG(found.st_mode):
+        os.chmod(temporary, stat.S_IMODE(found.st_mode) & 0o777)  # never a set-id bit on a file the workbench made
 
 
 def name_length_problem(target: Path) -> Optional[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from workbench.replaced_file import temporary_beside
+from workbench.replaced_file import keep_permissions, temporary_beside
 
 
 def save_weights(model: nn.Module, path: str) -> Path:
@@ -30,6 +30,7 @@ def save_weights(model: nn.Module, path: str) -> Path:
                 torch.save(module.state_dict(), stream)
         except RuntimeError as error:  # torch's zip writer reports a failed write this way
             raise OSError(_torch_save_words(error)) from None
+        keep_permissions(target, partial)
         os.replace(partial, target)
     finally:
         with contextlib.suppress(OSError):  # a read-only file system refuses this too: the first error says why

@@ -25,7 +25,7 @@ from workbench.history.errors import HistoryError
 from workbench.regular_file import (
     NotARegularFile, kind_problem, open_regular_file, os_error_words, write_error_words,
 )
-from workbench.replaced_file import temporary_beside
+from workbench.replaced_file import keep_permissions, temporary_beside
 
 # The history's own files beside it: never an export's target.
 HISTORY_SUFFIXES = ("", *SQLITE_SIDE_FILES)
@@ -157,6 +157,7 @@ def _write_atomically(path: Path, header: Sequence[str], rows: Iterable[list[str
             writer.writerows(rows)
             file.flush()
             os.fsync(file.fileno())
+        keep_permissions(path, temporary)
         os.replace(temporary, path)
     except OSError as error:
         _remove_quietly(temporary)
@@ -167,8 +168,8 @@ def _write_atomically(path: Path, header: Sequence[str], rows: Iterable[list[str
 
 
 def _create_temporary(path: Path) -> Path:
-    # os.open with 0o666 lets the umask decide the final file's permissions, as for any new file
-    # (tempfile's files are private 0o600, which would stick after the rename).
+    # os.open with 0o666 lets the umask decide a new file's permissions, as for any new file (tempfile's files are
+    # private 0o600, which would stick after the rename); a file replaced keeps its own (keep_permissions).
     for _ in range(100):
         temporary = temporary_beside(path, f"{secrets.token_hex(4)}.tmp")
         try:
