@@ -5,6 +5,8 @@ only a regular file is replaced (a temporary file beside it, renamed)."""
 
 from __future__ import annotations
 
+import errno
+import gc
 import os
 import stat
 import subprocess
@@ -159,3 +161,46 @@ def test_a_symlink_to_a_regular_file_replaces_its_target_and_stays(home, tmp_pat
     os.symlink(target, link)
     assert export(capsys, home, link) == (0, "")
     assert os.readlink(link) == str(target) and target.read_text(encoding="utf-8").startswith("run_id,name,")
+
+
+
+class _DiskFillsAfter:
+    """A file whose writes fail with ENOSPC once ``room`` characters are in it: a disk that fills mid-export."""
+
+    def __init__(self, file, room: int):
+        self._file, self._room = file, room
+
+    def write(self, text: str) -> int:
+        self._room -= len(text)
+        if self._room < 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return self._file.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self._file, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self._file.close()
+
+
+def test_a_steps_export_that_fails_part_way_says_one_line_and_nothing_after(tmp_path, capsys, monkeypatch):
+    """A write that failed mid-file (a full disk) left the rows' generator open past the history's close: its cursor's
+    close then raised, and "Exception ignored in: <generator object HistoryReads._rows>" and a traceback followed the
+    export's one line, twice."""
+    monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "unused-default"))
+    home = tmp_path / "home"
+    with HistoryStore.open(home) as store:
+        record_complete_run(store, name="long", steps=100)
+    monkeypatch.setattr(export_targets, "open", lambda *args, **kwargs: _DiskFillsAfter(open(*args, **kwargs), 4096),
+                        raising=False)
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    target = tmp_path / "steps.csv"
+    code, err = export(capsys, home, target, "--steps")
+    gc.collect()
+    assert code == 2 and err == f"workbench export: cannot write {target}: no space left on device"
+    assert [str(found.exc_value) for found in unraisable] == []
+    assert os.listdir(tmp_path) == ["home"]  # nor a temporary left

@@ -144,7 +144,10 @@ class HistoryReads:
 
     def _rows(self, sql: str, run_id: int) -> Iterator[sqlite3.Row]:
         with translated(self.path, "read"):  # a damaged page may be met part-way through
-            yield from self._database.conn.execute(sql, (run_id,))
+            # not `yield from`: it closes the cursor when the generator is closed, and an export that failed part-way
+            # (a full disk) leaves its generator to be closed after the history is, where the cursor's close raised
+            for row in self._database.conn.execute(sql, (run_id,)):
+                yield row
 
 
 # A step or epoch number stored as a whole number (SQL): a row a damaged file holds text or a blob in is left out.
