@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import re
+import threading
 
 import pytest
 import torch
@@ -13,6 +14,8 @@ from workbench.engine import probe_device
 from workbench.engine.ceiling import WARMUP_STEPS, measure_ceiling
 from workbench.engine.ceiling_cache import Ceiling, ProbeStopped, cache_path, cached_ceiling, ceiling_key, store_ceiling
 from workbench.engine.failures import ModelError
+from workbench.engine.interruptible import wait_for_abandoned
+from workbench.engine.requests import StopRequest
 
 CPU_FLAGS = ["--device", "cpu", "--batch-size", "8", "--budget", "1"]
 
@@ -51,41 +54,122 @@ def test_the_probe_clips_gradients_as_the_run_does(monkeypatch):
     assert clipped == []
 
 
-@pytest.mark.parametrize("asked_before_stop, words", [
-    (0, "stopped before the model was built"),
-    (1, "stopped while warming up (0 of 5 warm-up steps done)"),
-    (3, "stopped while warming up (2 of 5 warm-up steps done)"),
-    (1 + WARMUP_STEPS + 3, "stopped while timing"),
-])
-def test_a_stop_ends_the_probe_at_the_next_step_and_gives_no_figure(monkeypatch, asked_before_stop, words):
-    """The warm-up never asked stop(): a resnet18 probe on a CPU ran its five warm-up steps, many seconds, after
-    Stop (or the window closing); a stop while timing gave a rough figure the cache kept as the model's ceiling."""
+def counting_steps(monkeypatch, before_each=lambda steps: None) -> list[int]:
+    """The probe's steps, counted as they start; ``before_each(steps)`` runs at each step's start."""
     from workbench.engine import train_step
 
-    steps = []
+    steps: list[int] = []
     build = train_step.build_training
 
     def counting_build(*args, **kwargs):
         training = build(*args, **kwargs)
 
         def counted(images, labels):
-            steps.append(len(asked))  # how many times stop() had been asked when this step ran
+            steps.append(len(steps) + 1)
+            before_each(steps)
             return training.step(images, labels)
 
         return dataclasses.replace(training, step=counted)
 
     monkeypatch.setattr(train_step, "build_training", counting_build)
-    asked = []
+    return steps
+
+
+@pytest.mark.parametrize("stop_after_steps, words", [
+    (0, "stopped before the model was built"),
+    (1, "stopped while warming up ("),  # how many it says are done depends on when the stop was seen: in flight or after
+    (3, "stopped while warming up ("),
+    (WARMUP_STEPS + 2, "stopped while timing"),  # the first step of the second chunk (short chunks double): mid-chunk
+])
+def test_a_stop_ends_the_probe_at_the_next_step_and_gives_no_figure(monkeypatch, stop_after_steps, words):
+    """The warm-up never asked stop(): a resnet18 probe on a CPU ran its five warm-up steps, many seconds, after
+    Stop (or the window closing); a stop while timing gave a rough figure the cache kept as the model's ceiling.
+    Nor did a timed chunk: its remaining steps ran after the stop."""
+    steps = counting_steps(monkeypatch)
 
     def stop():
-        asked.append(True)
-        return len(asked) > asked_before_stop
+        return len(steps) >= stop_after_steps
 
     with pytest.raises(ProbeStopped, match=re.escape(words)):
         measure_ceiling(tiny_config(batch_size=8), probe_device("cpu"), budget_seconds=30.0, stop=stop)
-    assert all(asks <= asked_before_stop for asks in steps)  # not one step after the stop
-    if asked_before_stop <= WARMUP_STEPS:
-        assert len(steps) == max(0, asked_before_stop - 1)
+    assert wait_for_abandoned(30.0)
+    assert len(steps) == stop_after_steps  # not one step after the stop
+
+
+@pytest.mark.parametrize("blocked_step, words", [
+    (1, "stopped while warming up (0 of 5 warm-up steps done)"),
+    (WARMUP_STEPS + 2, "stopped while timing"),
+])
+def test_a_stop_ends_the_probe_without_waiting_for_the_step_in_flight(monkeypatch, blocked_step, words):
+    """One step of a large model on a CPU (or the first, compiling, one) takes many seconds: the stop landed only
+    once it ended. The probe's step here blocks until the test releases it, after the probe has answered the stop;
+    the abandoned probe then starts no other step, and frees what it made."""
+    in_step, released = threading.Event(), threading.Event()
+
+    def block(steps):
+        if len(steps) == blocked_step:
+            in_step.set()
+            released.wait(STEP_BLOCKS_AT_MOST_S)
+
+    steps = counting_steps(monkeypatch, block)
+    stop = StopRequest()
+    stopper = threading.Thread(target=lambda: in_step.wait(STEP_BLOCKS_AT_MOST_S) and stop.set())
+    stopper.start()
+    try:
+        with pytest.raises(ProbeStopped, match=re.escape(words)):
+            measure_ceiling(tiny_config(batch_size=8), probe_device("cpu"), budget_seconds=30.0, stop=stop)
+        answered_in_flight = not released.is_set()
+    finally:
+        released.set()
+        stopper.join()
+    assert answered_in_flight, "the probe waited for its step in flight"
+    assert wait_for_abandoned(30.0)
+    assert len(steps) == blocked_step
+
+
+def test_a_probe_started_after_a_stop_waits_for_the_stopped_ones_step_in_flight(monkeypatch):
+    """The stopped probe's step runs on in the background: a probe started meanwhile (Measure clicked again) would
+    time its chunks against it on the same cores or GPU. It says it waits, and starts no step until that one ends."""
+    in_step, released = threading.Event(), threading.Event()
+
+    def block(steps):
+        if len(steps) == 1:
+            in_step.set()
+            released.wait(STEP_BLOCKS_AT_MOST_S)
+
+    steps = counting_steps(monkeypatch, block)
+    stop = StopRequest()
+    stopper = threading.Thread(target=lambda: in_step.wait(STEP_BLOCKS_AT_MOST_S) and stop.set())
+    stopper.start()
+    said: list[str] = []
+    waiting = threading.Event()
+    second: list = []
+
+    def say(message: str) -> None:
+        said.append(message)
+        if message.startswith("waiting for a stopped probe"):
+            waiting.set()
+
+    def measure_again() -> None:
+        second.append(measure_ceiling(tiny_config(batch_size=8), probe_device("cpu"), budget_seconds=0.2,
+                                      progress=say))
+
+    again = threading.Thread(target=measure_again)
+    try:
+        with pytest.raises(ProbeStopped):
+            measure_ceiling(tiny_config(batch_size=8), probe_device("cpu"), budget_seconds=30.0, stop=stop)
+        again.start()
+        assert waiting.wait(STEP_BLOCKS_AT_MOST_S), said
+        assert len(steps) == 1  # the second probe has built nothing and run no step
+    finally:
+        released.set()
+        stopper.join()
+    again.join(60.0)
+    assert second and second[0].images_per_sec > 0
+    assert wait_for_abandoned(30.0)
+
+
+STEP_BLOCKS_AT_MOST_S = 10.0  # without the fix the probe waits this long, then fails the test rather than hang
 
 
 def test_a_run_reports_its_efficiency_once_a_ceiling_is_known():
