@@ -7,10 +7,12 @@ thing itself, not a wall-clock bound a loaded machine could break. Work abandone
 background once released, and leaves no worker processes behind.
 """
 
+import math
 import multiprocessing
 import shutil
 import threading
 import time
+from typing import Any, Callable
 
 import pytest
 import torch
@@ -21,7 +23,7 @@ from workbench.engine import run
 from workbench.engine import train_step as train_step_module
 from workbench.engine import one_process
 from workbench.engine.data import UInt8ImageDataset, load_arrays
-from workbench.engine.events import RunEnded, StatusChanged, StepStats
+from workbench.engine.events import EpochStats, RunEnded, StatusChanged, StepStats
 from workbench.engine.interruptible import wait_for_abandoned
 
 # A held phase gives up after this long: a stop that waited for it would end the run only then, with the
@@ -58,9 +60,9 @@ def phase(tmp_path):
     held.release()  # then no_leftovers waits for the abandoned work to end
 
 
-def stop_during(config, starts_phase, delay_s: float = 0.3, on_stop=lambda: None):
+def stop_during(config, starts_phase, delay_s: float = 0.3, on_stop=lambda: None, events_of=None):
     """Run ``config``; once ``starts_phase(event)``, stop after ``delay_s`` (then call ``on_stop``). Returns the
-    RunEnded."""
+    RunEnded. ``events_of(config, stop)``: the run's events (``run``'s when None)."""
     stop = threading.Event()
     asked_at = None
 
@@ -72,7 +74,7 @@ def stop_during(config, starts_phase, delay_s: float = 0.3, on_stop=lambda: None
 
     timer = None
     ended = None
-    for event in run(config, stop.is_set):
+    for event in (events_of or run)(config, stop.is_set):
         if timer is None and starts_phase(event):
             timer = threading.Timer(delay_s, ask)
             timer.start()
@@ -178,7 +180,9 @@ def test_stop_while_torch_compile_compiles(monkeypatch, phase):
     assert ended.status == "stopped" and ended.reason == "stopped by the user while torch.compile compiled the model"
 
 
-def test_stop_during_evaluation(monkeypatch, phase):
+def held_evaluation(monkeypatch, phase) -> tuple[list[int], Callable[[Any], bool]]:
+    """The model's first evaluation batch waits for the stop: the batches evaluated, and the test of an event
+    that says the evaluation has started."""
     real_build = train_step_module.build_model
 
     class SlowToEvaluate(nn.Module):
@@ -201,11 +205,52 @@ def test_stop_during_evaluation(monkeypatch, phase):
         return bool(evaluating)
 
     monkeypatch.setattr(train_step_module, "build_model", lambda *args: SlowToEvaluate(real_build(*args)))
+    return evaluated, evaluation_starts
+
+
+def test_stop_during_evaluation(monkeypatch, phase):
+    evaluated, evaluation_starts = held_evaluation(monkeypatch, phase)
     config = tiny_config(synthetic_size=1024, batch_size=32, max_steps=4, log_every=2)
     ended = stop_during(config, evaluation_starts, delay_s=0.2, on_stop=phase.release)
     assert len(evaluated) == 1  # evaluation ended at the batch after the stop, not after all four
     assert ended.status == "stopped" and ended.reason == "stopped by the user at step 4, during evaluation"
     assert ended.summary.steps == 4 and ended.summary.epochs_completed == 0
+
+
+class RankZeroOfTwo:
+    """Rank 0 of a two-process run as its session sees it, without a process group (the model left bare)."""
+
+    rank, world_size, local_rank = 0, 2, 0
+
+    def wrap_model(self, model, device):
+        return model
+
+
+@pytest.mark.parametrize("epochs", [1, 2])
+def test_a_stop_ends_rank_0s_evaluation_at_its_next_batch(monkeypatch, phase, epochs):
+    """A multi-process run's stop waited for rank 0's whole evaluation (the other ranks waiting for it in their
+    next collective, and the launcher ending them after its grace): only the stop the ranks agree on reached it.
+    Rank 0's own stop now ends it at its next batch; the epoch is reported all the same (under torchrun every rank
+    gathers every epoch's figures), without test figures, and the run stops where the ranks agree (here a rank
+    alone, so its own stop: at the next step, or at once after the last epoch)."""
+    evaluated, evaluation_starts = held_evaluation(monkeypatch, phase)
+
+    epochs_seen: list[EpochStats] = []
+
+    def rank_0_events(config, stop):
+        for event in one_process.run_one(config, stop, world=RankZeroOfTwo(), local_stop=stop):
+            if isinstance(event, EpochStats):
+                epochs_seen.append(event)
+            yield event
+
+    config = tiny_config(synthetic_size=1024, batch_size=32, epochs=epochs, max_steps=None, log_every=2)
+    ended = stop_during(config, evaluation_starts, delay_s=0.2, on_stop=phase.release, events_of=rank_0_events)
+    assert len(evaluated) <= 1  # evaluation ended at the batch after the stop, not after all four
+    (epoch,) = epochs_seen
+    assert math.isnan(epoch.test_accuracy) and math.isnan(epoch.test_loss)
+    assert ended.status == "stopped"
+    where = ", during evaluation" if epochs == 1 else ""  # the next epoch's first step is where it stops
+    assert ended.reason == f"stopped by the user at step {epoch.step}{where}"
 
 
 def test_a_stop_between_steps_still_reports_every_step_done():

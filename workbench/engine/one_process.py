@@ -53,8 +53,10 @@ def run_one(
     stop: Callable[[], bool] = never,
     profile_requests: Optional[ProfileRequests] = None,
     world: Optional[Any] = None,
+    local_stop: Optional[Callable[[], bool]] = None,
 ) -> Iterator[Event]:
-    """One process's run; ``world`` (a distributed.rank.RankWorld) when it is one rank of several."""
+    """One process's run; ``world`` (a distributed.rank.RankWorld) when it is one rank of several, and then
+    ``local_stop`` its own stop flag (``stop`` being the one the ranks agree on): it ends rank 0's evaluation."""
     summary = SummaryBuilder()
 
     def ended(status, reason=None, kind=None, traceback=None) -> RunEnded:
@@ -76,7 +78,8 @@ def run_one(
     stopped_phase: Optional[str] = None
     try:
         # A rank stops only where every rank agrees to (dist10's agreed stop, called once per step): its
-        # long phases are not cut short by a stop, or the ranks would part ways mid-collective.
+        # long phases are not cut short by a stop, or the ranks would part ways mid-collective. Rank 0's
+        # evaluation is the exception (session.py: the others only wait for it).
         phase_stop = stop if world is None else never
         try:
             yield StatusChanged(message=f"Loading {config.dataset} data…")
@@ -90,7 +93,7 @@ def run_one(
                 )
             else:  # a rank builds in its own thread: DDP's set-up is a collective on this thread's device
                 session = TrainingSession(config, device_info, data, profile_requests, world=world,
-                                          phase_stop=phase_stop)
+                                          phase_stop=phase_stop, evaluation_stop=local_stop or never)
             with contextlib.closing(session.events(stop)) as events:
                 for event in events:
                     summary.add(event)

@@ -76,8 +76,12 @@ class TrainingSession:
     def __init__(
         self, config: RunConfig, device_info: DeviceInfo, data: TrainingData,
         profile_requests: Optional[ProfileRequests] = None, world: Optional[Any] = None,
-        phase_stop: Optional[Callable[[], bool]] = None,
+        phase_stop: Optional[Callable[[], bool]] = None, evaluation_stop: Optional[Callable[[], bool]] = None,
     ):
+        """``evaluation_stop``: what ends the evaluation between its batches (``phase_stop`` when None). A rank of
+        several gets its own stop flag here, before the ranks agree on it: only rank 0 evaluates, while the others
+        wait for it in their next collective, so its evaluation is not one of the phases the ranks must agree to
+        cut short."""
         self.config = config
         self.world = world  # None: the one process; else this rank's RankWorld (DDP, its data shard)
         shard = (world.rank, world.world_size) if world is not None else None
@@ -121,6 +125,8 @@ class TrainingSession:
         self._training_began = 0.0
         # What ends the phases that block (first batch, compile, evaluation); the run's stop when None.
         self._phase_stop = phase_stop
+        self._evaluation_stop = evaluation_stop
+        self.evaluation_stopped = False  # a rank of several whose evaluation a stop cut short (no test figures)
         self._skipped_steps_read = 0
         self.divergence = DivergenceWatch(config, data.num_classes)
         self._batches_abandoned = False  # a helper thread still starting workers owns their shutdown
@@ -148,6 +154,9 @@ class TrainingSession:
             if self.evaluates:
                 yield StatusChanged(message=f"Evaluating epoch {epoch}…")
             yield self._epoch_stats(epoch, totals, train_seconds)
+            if self.evaluation_stopped and epoch == self.epochs:
+                # The other ranks have taken their last step: nothing is left to agree on, and the run ends here.
+                raise Stopped("evaluation")
 
     def _train_epoch(self, epoch: int, totals: _EpochTotals, stop: Callable[[], bool]) -> Iterator[Event]:
         """Steps until the epoch's batches or the run's steps run out, or ``stop()``; a StepStats per window
@@ -317,7 +326,16 @@ class TrainingSession:
         eval_began = time.perf_counter()
         # Other ranks leave the test figures to rank 0 (NaN here, never shown: the ranks' epochs are merged);
         # evaluate=false leaves them NaN in every rank (EpochStats.evaluated).
-        test_loss, test_accuracy = self.evaluate() if self.evaluates else (math.nan, math.nan)
+        try:
+            test_loss, test_accuracy = self.evaluate() if self.evaluates else (math.nan, math.nan)
+        except Stopped:
+            if self.world is None:
+                raise
+            # A rank reports its epoch all the same (under torchrun every rank gathers every epoch's figures), with
+            # no test figures (a part of the test split is not its figure), and stops where the ranks agree to: at
+            # the next step, or right after this epoch where it was the last.
+            self.evaluation_stopped = True
+            test_loss, test_accuracy = math.nan, math.nan
         return EpochStats(
             epoch=epoch,
             epochs=self.epochs,
@@ -343,7 +361,7 @@ class TrainingSession:
         loss_sum = torch.zeros((), device=self.device)
         correct = torch.zeros((), device=self.device, dtype=torch.int64)
         batch_size = min(EVAL_BATCH_SIZE, 2 * self.config.batch_size)
-        stop = self._stop_phases()
+        stop = self._evaluation_stop or self._stop_phases()
         for batch in self.test_set.batches(batch_size):
             if stop():
                 raise Stopped("evaluation")

@@ -268,7 +268,7 @@ class RankRun:
             stop = self.local_stop
             if self.rank_world.control_group is not None:
                 stop = agreed = AgreedStop(self.local_stop, self.rank_world.control_group)
-            for event in run_one(config, stop, world=self.rank_world):
+            for event in run_one(config, stop, world=self.rank_world, local_stop=self.local_stop):
                 if isinstance(event, RunEnded) and event.status != "failed" and agreed is not None:
                     agreed.finish()
                 finished = finished or (isinstance(event, RunEnded) and event.status != "failed")
