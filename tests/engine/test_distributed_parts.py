@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import traceback
 import warnings
 
 import pytest
@@ -431,3 +432,41 @@ def test_the_helper_thread_joins_on_the_ranks_gpu(monkeypatch):
     with pytest.raises(StopIteration) as done:
         next(rank.join_world_interruptibly(World(3, 4, 3, "nccl", "env://"), never))
     assert done.value.value == 3
+
+
+# -- what a rank leaves behind when it is SIGKILLed ------------------------------------------------
+
+
+class _RankOneOfTwo:
+    """Rank 1 of a two-process run as its session sees it, without a process group (the model left bare)."""
+
+    rank, world_size, local_rank = 1, 2, 1
+
+    def wrap_model(self, model, device):
+        return model
+
+
+@pytest.mark.parametrize("workers, made_by_torch", [(0, 0), (1, 3 + 5 + 3)])
+def test_the_named_semaphores_a_rank_makes_are_its_dataloaders_own(monkeypatch, workers, made_by_torch):
+    """After a rank is SIGKILLed, Python's resource tracker (which the launcher's spawned ranks share with it) says
+    "There appear to be 11 leaked semaphore objects to clean up at shutdown" as the run's process exits, and unlinks
+    them. They are the rank's DataLoader's (its result queue 3, its "workers done" event 5, one index queue per
+    worker 3), made inside torch's iterator in the rank, whose finalizers a SIGKILL never runs: nothing of ours
+    makes one in a rank (docs/failure-modes.md)."""
+    from multiprocessing import resource_tracker
+
+    from workbench.engine.one_process import run_one
+
+    made: list[bool] = []  # per semaphore: whether torch's DataLoader made it
+    register = resource_tracker.register
+
+    def noting(name, rtype):
+        if rtype == "semaphore":
+            made.append(any("torch/utils/data/" in frame.filename for frame in traceback.extract_stack()))
+        register(name, rtype)
+
+    monkeypatch.setattr(resource_tracker, "register", noting)
+    config = tiny_config(num_workers=workers, max_steps=2, evaluate=False)
+    ended = list(run_one(config, world=_RankOneOfTwo(), local_stop=lambda: False))[-1]
+    assert ended.status == "finished", ended.reason
+    assert made == [True] * made_by_torch
