@@ -110,20 +110,3 @@ def saving_state(index, world, config, events, stop_requested, *, folder: str, d
     finally:
         (Path(folder) / f"rank{index}-syncs-buffers.txt").write_text(str(syncs))
 
-
-def holding_evaluation(index, world, config, events, stop_requested, *, folder: str) -> None:
-    """On rank 0, each evaluation batch notes itself (a line in folder/evaluated), then waits for the launcher's
-    stop: an evaluation that goes on for as long as its batches last, whatever the stop."""
-
-    def arm(model):
-        def before_forward(module, inputs):
-            if module.training or index != 0 or len(inputs[0]) <= 2:  # a step, another rank, the model check
-                return
-            with open(Path(folder) / "evaluated", "a") as noted:
-                noted.write("batch\n")
-            stop_requested.wait(60.0)
-
-        model.register_forward_pre_hook(before_forward)
-
-    _wrap_builder(config.model, arm)
-    spawned_rank_main(index, world, config, events, stop_requested)

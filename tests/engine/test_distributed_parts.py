@@ -446,8 +446,8 @@ class _RankOneOfTwo:
         return model
 
 
-@pytest.mark.parametrize("workers, made_by_torch", [(0, 0), (1, 3 + 5 + 3)])
-def test_the_named_semaphores_a_rank_makes_are_its_dataloaders_own(monkeypatch, workers, made_by_torch):
+@pytest.mark.parametrize("workers", [0, 1])
+def test_the_named_semaphores_a_rank_makes_are_its_dataloaders_own(monkeypatch, workers):
     """After a rank is SIGKILLed, Python's resource tracker (which the launcher's spawned ranks share with it) says
     "There appear to be 11 leaked semaphore objects to clean up at shutdown" as the run's process exits, and unlinks
     them. They are the rank's DataLoader's (its result queue 3, its "workers done" event 5, one index queue per
@@ -469,4 +469,5 @@ def test_the_named_semaphores_a_rank_makes_are_its_dataloaders_own(monkeypatch, 
     config = tiny_config(num_workers=workers, max_steps=2, evaluate=False)
     ended = list(run_one(config, world=_RankOneOfTwo(), local_stop=lambda: False))[-1]
     assert ended.status == "finished", ended.reason
-    assert made == [True] * made_by_torch
+    # (how many torch makes is its own affair: 11 with torch 2.14 and one worker)
+    assert all(made) and bool(made) == (workers > 0), made
