@@ -7,13 +7,13 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before Qt is imported: no display needed
 
+import sqlite3
 import threading
 
 import pytest
 from builders import count_upgrades, older_history, record_complete_run
 from PySide6.QtCore import QCoreApplication, QTimer
 
-from workbench.gui import runs_exports
 from workbench.gui.background import wait_for_background_calls
 from workbench.gui.runs_view import LOADING_TEXT, RunsView
 from workbench.history.store import HistoryError, HistoryStore
@@ -177,15 +177,15 @@ def test_the_poll_reads_the_revision_off_the_gui_thread(make_view, store, qtbot,
     record_complete_run(store, name="first")
     view = make_view()
     released, threads = threading.Event(), []
-    real = runs_exports.run_revision
+    real = HistoryStore.read_revision
 
-    def held_revision(path):
+    def held_revision(home):
         threads.append(threading.current_thread())
         if threading.current_thread() is not threading.main_thread():
             assert released.wait(60), "never released"
-        return real(path)
+        return real(home)
 
-    monkeypatch.setattr(runs_exports, "run_revision", held_revision)
+    monkeypatch.setattr(HistoryStore, "read_revision", held_revision)
     record_complete_run(store, name="second")
     try:
         view.refresher.poll()
@@ -260,3 +260,24 @@ def test_the_poll_of_an_older_history_read_only_reads_nothing_while_nothing_is_w
         view.close()
     assert wait_for_background_calls(10_000)
     assert asked == [None]  # the first read alone
+
+
+def test_the_poll_of_a_history_older_than_schema_4_read_only_shows_what_another_workbench_records(tmp_path, qtbot):
+    """Such a history holds no run revision: the poll failed on every tick, unsaid, and the tab never refreshed by
+    itself (a run recorded in it by an older workbench, a rename, stayed unseen)."""
+    home = tmp_path / "home"
+    path = older_history(home, version=3)
+    with HistoryStore.open_for_reading(home) as store:
+        view = shown_view(store, qtbot)
+        with sqlite3.connect(path) as conn:
+            conn.execute("INSERT INTO runs (name, status, source, started_at, config_json) "
+                         "VALUES ('third', 'finished', 'cli', 1.0e9, '{}')")
+            conn.execute("UPDATE runs SET name = 'renamed elsewhere' WHERE id = 1")
+        conn.close()
+        view.refresher.poll()
+        settled(view, qtbot)
+        assert names(view) == ["third", "second", "renamed elsewhere"]
+        assert view.status_label.text() == ""
+        view.close()
+    assert wait_for_background_calls(10_000)
+

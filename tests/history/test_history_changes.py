@@ -119,22 +119,35 @@ def test_with_two_thousand_runs_a_heartbeat_re_reads_only_the_running_row(store,
 
 
 def test_the_revision_a_poll_reads_is_the_one_changes_since_brings(store, tmp_path):
-    """database.run_revision: the Runs tab's poll, a one-row read that moves with every write to a run (a delete
+    """HistoryStore.read_revision: the Runs tab's poll, a one-row read that moves with every write to a run (a delete
     too) and equals the revision changes_since brings, so the table is re-read exactly when it is behind."""
-    from workbench.history.database import run_revision
-
-    assert run_revision(tmp_path / "elsewhere" / "history.sqlite3") == 0  # no history yet
+    assert HistoryStore.read_revision(tmp_path / "elsewhere") == 0  # no history yet
     first = record_complete_run(store)
-    assert run_revision(store.path) == store.changes_since(None).revision
-    before = run_revision(store.path)
+    assert HistoryStore.read_revision(store.path.parent) == store.changes_since(None).revision
+    before = HistoryStore.read_revision(store.path.parent)
     store.rename(first, "renamed")
-    assert run_revision(store.path) > before
-    before = run_revision(store.path)
+    assert HistoryStore.read_revision(store.path.parent) > before
+    before = HistoryStore.read_revision(store.path.parent)
     store.delete(first)
-    assert run_revision(store.path) == store.changes_since(None).revision > before
+    assert HistoryStore.read_revision(store.path.parent) == store.changes_since(None).revision > before
 
     fifo = tmp_path / "fifo" / "history.sqlite3"
     fifo.parent.mkdir()
     os.mkfifo(fifo)
     with pytest.raises(store_module.HistoryError):  # refused by stat: opened, a FIFO would block the poll for good
-        run_revision(fifo)
+        HistoryStore.read_revision(fifo.parent)
+
+
+def test_a_history_replaced_by_one_of_a_lower_revision_is_read_whole(tmp_path):
+    """A revision past the history's (another file put in its place: a backup restored) read the runs stamped above
+    it: none, and the table kept the runs of the file that went."""
+    with HistoryStore.open(tmp_path / "before") as before:
+        for name in ("first", "second", "third"):
+            record_complete_run(before, name=name)
+        shown = before.changes_since(None).revision
+    with HistoryStore.open(tmp_path / "restored") as restored:
+        record_complete_run(restored, name="restored")
+    with HistoryStore.open_for_reading(tmp_path / "restored") as restored:
+        since = restored.changes_since(shown)
+    assert since.revision < shown
+    assert [record.name for record in since.changed] == ["restored"]

@@ -9,10 +9,11 @@ import sqlite3
 import threading
 
 import pytest
-from builders import count_upgrades, older_history
+from builders import count_upgrades, older_history, record_complete_run
 from small_disk import remount_read_only, remount_read_write, small_tmpfs
 
-from workbench.history.database import DATABASE_NAME, run_revision
+from workbench.history.database import DATABASE_NAME
+from workbench.history.schema import SCHEMA_VERSION
 from workbench.history.store import HistoryStore
 
 
@@ -122,10 +123,55 @@ def test_the_copy_has_the_files_run_revision_though_its_upgrade_rewrote_runs(tmp
         conn.close()
     with HistoryStore.open_for_reading(home) as store:
         everything = store.changes_since(None)
-        assert everything.revision == run_revision(path)
+        assert everything.revision == HistoryStore.read_revision(home)
         assert [record.name for record in everything.changed] == ["second", "first"]
     rename_in_file(path, 1, "renamed elsewhere")
     with HistoryStore.open_for_reading(home) as store:
         since = store.changes_since(everything.revision)
-        assert since.revision == run_revision(path)
+        assert since.revision == HistoryStore.read_revision(home)
         assert "renamed elsewhere" in [record.name for record in since.changed]  # the rows rewritten are read too
+
+
+def record_in_file(path, name):
+    """A run another workbench of the file's schema records in it (a disk it can write)."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO runs (name, status, source, started_at, config_json) "
+                     "VALUES (?, 'finished', 'cli', 1.0e9, '{}')", (name,))
+    conn.close()
+
+
+@pytest.mark.parametrize("version", range(1, SCHEMA_VERSION))
+def test_the_poll_of_an_older_history_read_only_sees_each_commit_to_it(tmp_path, upgrades, version):
+    """Before schema 4 a history holds no run revision: the Runs tab's poll of it failed on every tick, unsaid, and
+    a read of the copy made after a commit, from the last copy's revision, read nothing (each copy's revision was
+    its upgrade's, the same in each): a run another workbench recorded, a rename, never appeared."""
+    home = tmp_path / "home"
+    path = older_history(home, version)
+    with HistoryStore.open_for_reading(home) as store:
+        shown = store.changes_since(None)
+    assert HistoryStore.read_revision(home) == shown.revision  # nothing written: the tab reads nothing
+    record_in_file(path, "third")
+    rename_in_file(path, 1, "renamed elsewhere")
+    polled = HistoryStore.read_revision(home)
+    assert polled != shown.revision
+    with HistoryStore.open_for_reading(home, check_pages=False) as store:
+        since = store.changes_since(shown.revision)
+    assert since.revision == polled == HistoryStore.read_revision(home)
+    assert {"third", "renamed elsewhere"} <= {record.name for record in since.changed}
+    assert since.run_ids == {1, 2, 3}
+    assert len(upgrades) == 2  # the poll copies the file once it changed, and the read that follows reads that copy
+
+
+def test_an_older_history_upgraded_by_a_run_elsewhere_is_read_from_the_copys_revision(tmp_path):
+    home = tmp_path / "home"
+    older_history(home, version=3)
+    with HistoryStore.open_for_reading(home) as store:
+        shown = store.changes_since(None)
+    with HistoryStore.open(home) as writer:  # a run of this workbench on a disk it can write upgrades the file
+        record_complete_run(writer, name="recorded by a run")
+    polled = HistoryStore.read_revision(home)
+    assert polled != shown.revision
+    with HistoryStore.open_for_reading(home, check_pages=False) as store:
+        since = store.changes_since(shown.revision)
+    assert since.revision == polled
+    assert "recorded by a run" in [record.name for record in since.changed]

@@ -16,7 +16,6 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from workbench.gui.series import SERIES_KEYS
-from workbench.history.database import run_revision
 from workbench.history.export import export_runs_csv, export_steps_csv
 from workbench.history.records import RunChanges, records_count_text
 from workbench.history.store import HistoryStore
@@ -42,8 +41,9 @@ def runs_changed_since(history: Path, revision: Optional[int]) -> RunChanges:
 
 
 def history_revision(history: Path) -> int:
-    """The revision ``runs_changed_since`` would bring the table up to, read cheaply. Raises HistoryError."""
-    return run_revision(Path(history))
+    """The revision ``runs_changed_since`` would bring the table up to, read cheaply (an older file's: its upgraded
+    copy's). Raises HistoryError."""
+    return HistoryStore.read_revision(Path(history).parent)
 
 
 def overlay_curves(history: Path, runs: Sequence[tuple[int, str]]) -> list[Overlay]:

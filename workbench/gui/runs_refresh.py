@@ -6,6 +6,9 @@ run revision, and when anyone wrote, only the runs written since the table's rev
 Qt's thread pool through connections of their own (runs_exports): on a large history or a hung disk (a network
 home) the window keeps painting.
 
+The revision is read on every schema this version reads: a history older than the run revision (schema 4) opened
+read only has its upgraded copy's, made again when the file changes (database.run_revision).
+
 At most one read is in flight. A refresh asked meanwhile is kept, one however many are asked, and starts when the
 read lands, from the revision that read brought: results land in the order they were read, so no older one is
 applied over a newer one, and a write after a read's snapshot is read by the next read.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import itertools
 import os
 import sqlite3
 import time
@@ -225,17 +226,28 @@ def _checked_source(path: Path, migrations: Sequence[Migration], newest: int) ->
 def _upgraded(path: Path, migrations: Sequence[Migration], newest: int, source: sqlite3.Connection,
               copy: sqlite3.Connection) -> None:
     """Copy the history ``source`` reads into the in-memory database ``copy`` and bring it up to ``newest``, its
-    run revision the file's."""
+    run revision the file's; a file older than the run revision (schema 4) gives each copy one of its own."""
     with translated(path, "read"):
         source.backup(copy)
-        has_revision = copy.execute("SELECT 1 FROM sqlite_master WHERE name = 'run_revision'").fetchone()
+        has_revision = copy.execute(HAS_RUN_REVISION).fetchone()
         revision = copy.execute("SELECT value FROM run_revision").fetchone()[0] if has_revision else None
     migrate(HistoryDatabase(copy, path), migrations, newest)
-    if revision is not None:
-        # The upgrade's rewrites of runs (schema 5's compile modes, schema 6's rank peaks) raise the copy's revision
-        # past the file's, which the Runs tab's poll reads: it saw a write every 2 s, for ever. The rows they
-        # stamped stay above it: a read from an earlier revision reads them again, which is all.
-        copy.execute("UPDATE run_revision SET value = ?", (revision,))
+    if revision is None:
+        # The file stamps no run with its writes: the copy's stamps are the upgrade's, the same in every copy, so a
+        # read of the copy made after a commit (a run another workbench recorded) from the last one's revision read
+        # nothing new, for ever. Each copy's revision is below the last one's and every stamp (0 and up): a read
+        # from an earlier copy's revision, or from this one's once the file is upgraded, reads every run.
+        revision = next(_OLDER_COPY_REVISIONS)
+    # The upgrade's rewrites of runs (schema 5's compile modes, schema 6's rank peaks) raise the copy's revision past
+    # the file's, which the Runs tab's poll reads: it saw a write every 2 s, for ever. The rows they stamped stay
+    # above it: a read from an earlier revision reads them again, which is all.
+    copy.execute("UPDATE run_revision SET value = ?", (revision,))
+
+
+# Does the database have the run revision (schema 4 on)?
+HAS_RUN_REVISION = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'run_revision'"
+# The run revisions of the copies of files older than schema 4: -1, -2, ... (see _upgraded).
+_OLDER_COPY_REVISIONS = itertools.count(-1, -1)
 
 
 def _connect_read_only(path: Path, any_thread: bool = False) -> tuple[sqlite3.Connection, Optional[str]]:
@@ -262,19 +274,28 @@ def _connect_read_only(path: Path, any_thread: bool = False) -> tuple[sqlite3.Co
     return conn, note
 
 
-def run_revision(path: Path) -> int:
-    """The history's run revision (every write to a run raises it: schema 4), read through a read-only connection
-    of its own without open_for_reading's checks (they read the whole runs table): the cheap "was any run written
-    since?" of a view that polls. 0 where there is no history yet. Raises HistoryError."""
+def run_revision(path: Path, migrations: Sequence[Migration], newest: int) -> int:
+    """The revision open_for_reading's changes_since would bring (every write to a run raises it: schema 4), read
+    cheaply: the "was any run written since?" of a view that polls. Read through a read-only connection of its own
+    without open_for_reading's checks (they read the whole runs table); 0 where there is no history yet. A file
+    older than schema 4 has none: its upgraded copy's (open_for_reading, without checking pages: the copy is made
+    again only when the file has changed, and the read that follows reads that copy). Raises HistoryError."""
     _refuse_what_is_no_file(path)
     if not path.exists():
         return 0
     conn, _ = _connect_read_only(path)
     try:
         with translated(path, "read"):
-            return int(conn.execute("SELECT value FROM run_revision").fetchone()[0])
+            if conn.execute(HAS_RUN_REVISION).fetchone() is not None:
+                return int(conn.execute("SELECT value FROM run_revision").fetchone()[0])
     finally:
         conn.close()
+    database = open_for_reading(path, migrations, newest, check_pages=False)
+    try:
+        with translated(path, "read"):
+            return int(database.conn.execute("SELECT value FROM run_revision").fetchone()[0])
+    finally:
+        database.close()
 
 
 def _in_memory(path: Path, migrations: Sequence[Migration], newest: int) -> HistoryDatabase:

@@ -44,10 +44,11 @@ class HistoryReads:
         """The runs added or written since ``revision`` (every run when None), read in one snapshot.
 
         Every write to a run stamps it with the history's next revision (triggers, schema 4), so a view that
-        polls during a run re-reads the running row only, not the whole history."""
+        polls during a run re-reads the running row only, not the whole history. A revision past the history's
+        (another file in its place; an older file's copy, made again: database._upgraded) reads every run."""
         with self._database.snapshot() as conn:
             current = int(conn.execute("SELECT value FROM run_revision").fetchone()[0])
-            if revision is None:
+            if revision is None or revision > current:
                 rows = conn.execute(f"{RUNS_QUERY} ORDER BY runs.id DESC").fetchall()
             elif revision == current:
                 rows = []  # nothing written, nothing deleted

@@ -20,7 +20,13 @@ from typing import Any, Optional, Sequence
 from workbench.config import RunConfig
 from workbench.history import measured_changes, processes
 from workbench.history.measured_changes import MeasuredChangeRecord
-from workbench.history.database import DATABASE_NAME, HistoryDatabase, open_for_reading, open_for_writing
+from workbench.history.database import (
+    DATABASE_NAME,
+    HistoryDatabase,
+    open_for_reading,
+    open_for_writing,
+    run_revision,
+)
 from workbench.history.errors import (
     HistoryDamaged,
     HistoryError,
@@ -87,6 +93,12 @@ class HistoryStore(HistoryReads):
             store.close()
             raise
         return store
+
+    @classmethod
+    def read_revision(cls, home: Optional[Path] = None) -> int:
+        """The revision ``changes_since`` of the history in ``home`` opened for reading would bring, read cheaply
+        (no checks, one row): what a view that polls compares (database.run_revision). Raises HistoryError."""
+        return run_revision(_database_path(home), MIGRATIONS, SCHEMA_VERSION)
 
     def close(self) -> None:
         self._database.close()
