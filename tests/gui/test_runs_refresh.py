@@ -281,3 +281,32 @@ def test_the_poll_of_a_history_older_than_schema_4_read_only_shows_what_another_
         view.close()
     assert wait_for_background_calls(10_000)
 
+
+def test_a_poll_failing_tick_after_tick_says_why_once_and_the_tab_reads_when_it_reads_again(make_view, store, qtbot,
+                                                                                            monkeypatch):
+    """The poll's failures were swallowed: a history it could not read left the table as it was, nothing said."""
+    record_complete_run(store, name="first")
+    said = []
+    real_failed = RunsView._read_failed
+    monkeypatch.setattr(RunsView, "_read_failed", lambda view, error: said.append(str(error)) or real_failed(view, error))
+    view = make_view()
+    real = HistoryStore.read_revision
+
+    def failing(home):
+        raise HistoryError("cannot read the run history: disk I/O error")
+
+    monkeypatch.setattr(HistoryStore, "read_revision", failing)
+    for _ in range(3):
+        view.refresher.poll()
+        settled(view, qtbot)
+    assert said == ["cannot read the run history: disk I/O error"]  # once, not every 2 s
+    assert view.status_label.text() == said[0] and view.status_label.styleSheet() == ERROR_STYLE
+
+    monkeypatch.setattr(HistoryStore, "read_revision", real)
+    view.refresher.poll()  # nothing was written meanwhile: a read clears what the failures said all the same
+    settled(view, qtbot)
+    assert view.status_label.text() == "" and names(view) == ["first"]
+    monkeypatch.setattr(HistoryStore, "read_revision", failing)
+    view.refresher.poll()
+    settled(view, qtbot)
+    assert len(said) == 2  # failing again is said again

@@ -7,7 +7,8 @@ Qt's thread pool through connections of their own (runs_exports): on a large his
 home) the window keeps painting.
 
 The revision is read on every schema this version reads: a history older than the run revision (schema 4) opened
-read only has its upgraded copy's, made again when the file changes (database.run_revision).
+read only has its upgraded copy's, made again when the file changes (database.run_revision). A poll that fails says
+why once while it fails so (in the status line, as a read that fails), not on every tick, and not never.
 
 At most one read is in flight. A refresh asked meanwhile is kept, one however many are asked, and starts when the
 read lands, from the revision that read brought: results land in the order they were read, so no older one is
@@ -42,6 +43,7 @@ class RunsRefresh(QObject):
         self._read_again = False  # a refresh was asked while it was
         self._then_next: list[Callable[[], None]] = []  # to call once the next read to start has landed
         self._polling = False  # a read of the revision is in flight
+        self._poll_error: Optional[str] = None  # what the poll's failures say, while they go on
         self._poll = QTimer(self)
         self._poll.setInterval(poll_ms)
         self._poll.timeout.connect(self.poll)
@@ -101,15 +103,20 @@ class RunsRefresh(QObject):
 
     def _revision_read(self, revision: int) -> None:
         self._polling = False
-        if revision != self.revision and not self._reading:
-            self.request()
+        failing_until_now, self._poll_error = self._poll_error is not None, None
+        if (revision != self.revision or failing_until_now) and not self._reading:
+            self.request()  # after failures, also where nothing was written: its read clears what they said
 
     def _revision_unread(self, error: Exception) -> None:
         self._polling = False
         if not isinstance(error, HistoryError):
             raise error
-        # The history cannot be read just now (the file went away, a busy disk): the poll skips a beat, and a
-        # refresh says what is wrong.
+        # The history cannot be read just now (the file went away, a busy disk): the poll skips a beat. What is
+        # wrong is said once while the poll fails so (a poll that failed on every tick, unsaid, left the table as it
+        # was for good), then again only if it says something else.
+        if str(error) != self._poll_error:
+            self._poll_error = str(error)
+            self._fail(error)
 
     def stop(self) -> None:
         self._poll.stop()
