@@ -354,11 +354,12 @@ H100_INPUT_BOUND = Path(__file__).resolve().parents[1] / "trace_analysis" / "dat
 def test_the_analysis_says_its_phase_and_a_cancel_during_it_ends_it_at_its_next_stage(tmp_path, monkeypatch):
     """After the bytes, the figures take seconds on a large trace (12 of 22 s on 174 MB): the bar stood at "reading
     100%", and Cancel or a closed window waited for all of them (19 s). The phase is named, and a cancel ends the
-    analysis at its next stage."""
+    analysis at its next stage. Read in this process, as a folder's small files are (the window's lone file is read
+    in a process of its own, killed on Cancel: test_trace_opening_in_a_process.py)."""
     from workbench.controller import trace_opening
     from workbench.trace_analysis import ranks
 
-    opening = TraceOpening(H100_INPUT_BOUND, tmp_path / "home")
+    opening = TraceOpening(H100_INPUT_BOUND, tmp_path / "home", read=read_with_findings)
     phases, later_stages = [], []
     breakdown = ranks.timeline.analyse_sorted
 

@@ -1,5 +1,5 @@
 """A folder's rank files read side by side, each in a process of its own (trace_analysis/rank_pool.py): the same
-report as one after the other, progress per file, and no process left behind when the read is cancelled."""
+report as one after the other, progress as the processes read, and no process left behind when the read is cancelled."""
 
 from __future__ import annotations
 
@@ -34,6 +34,12 @@ def test_the_pool_is_used_only_where_large_files_pay_for_its_processes(monkeypat
     assert rank_pool.workers_for([1 * GB] * 8, [False] * 8) == 3  # as many as memory holds
     monkeypatch.setattr(rank_pool, "_free_memory_bytes", lambda: 0)  # not known: one file at a time
     assert rank_pool.workers_for([1 * GB] * 8, [False] * 8) == 1
+
+
+def test_the_windows_lone_file_gets_a_process_of_its_own_from_16_mb_of_text():
+    mb = 1024**2
+    assert not rank_pool.worth_a_process(15 * mb, False) and rank_pool.worth_a_process(16 * mb, False)
+    assert rank_pool.worth_a_process(1 * mb, True)  # gzipped: 10-25× as much text
 
 
 @pytest.fixture
@@ -132,10 +138,11 @@ def test_a_reader_killed_mid_read_leaves_no_file_and_no_process_behind(ranks_fol
         import os, subprocess, sys
         from workbench.trace_analysis import rank_pool, read_report
         rank_pool.workers_for = lambda sizes, gzipped: 2
-        def start(file, position, want_digest):
+        def start(file, position, several, want_digest, news_fd):
             process = subprocess.Popen(
-                [sys.executable, "-c", {slow_worker!r}, str(os.getpid()), str(file), str(position), "0"],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                [sys.executable, "-c", {slow_worker!r}, str(os.getpid()), str(file), str(position), "1", "0",
+                 str(news_fd)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(news_fd,))
             if position == 0:
                 print(process.pid, flush=True)
             return process

@@ -521,3 +521,16 @@ def test_a_trace_with_no_span_the_reader_reads_is_one_line_not_a_report_of_nothi
     path.write_text(json.dumps({"traceEvents": events}))
     assert refused(capsys, str(path)) == (f"workbench trace: {path}: {len(events)} events, and no span this reader "
                                           f"reads ({held})")
+
+
+def test_a_single_file_is_read_in_the_clis_own_process(capsys, monkeypatch):
+    """The window reads a lone file in a process of its own, to keep its GUI thread off the reader's GIL; the CLI
+    has no window, and a process would cost it a quarter of a second to start."""
+    from workbench.trace_analysis import rank_pool
+
+    def no_process(*args):
+        raise AssertionError("the CLI started a reader process for one file")
+
+    monkeypatch.setattr(rank_pool, "_start", no_process)
+    (rank,) = run_json(capsys, str(BATCH_32))["ranks"]
+    assert rank["steps"] > 0

@@ -5,6 +5,13 @@ then kept in the history as a record of kind "trace".
 thread calls meanwhile (a progress bar polled on a timer, a Cancel button). Nothing here waits on the GUI thread:
 the path is checked with ``os.stat`` first (a FIFO, a device or a socket is refused before anything opens it), and
 the reading, which hashes the bytes it reads for the record, checks ``cancelled()`` as it goes.
+
+A single file (16 MB of text or more) is read in a process of its own (``read_in_worker_with_findings``,
+rank_pool.py's): read in the window's process, the reader's sorts of a large trace's lists and the freeing of its
+events held the GIL for a quarter of a second to seconds at a time, and the window stuttered. Its progress and its
+analysis's start come back from that process; Cancel kills it. The CLI reads in its own process
+(``read_with_findings``): it has no window to keep live, and a process costs a quarter to half a
+second to start.
 """
 
 from __future__ import annotations
@@ -32,6 +39,13 @@ ReadReport = Callable[..., TraceReport]  # read_report(path, progress=…, cance
 def read_with_findings(path: str, **options: object) -> TraceReport:
     """What `workbench trace` reports: the trace read, each rank's findings phrased for the user's script."""
     return with_findings(read_report(path, **options))  # type: ignore[arg-type]
+
+
+def read_in_worker_with_findings(path: str, **options: object) -> TraceReport:
+    """The same report, a single file large enough to stutter the window (``rank_pool.worth_a_process``) read
+    in a process of its own (a folder: as ``read_report`` reads one), so that the window's GUI thread never waits
+    on the reader for this process's GIL."""
+    return read_with_findings(path, in_worker=True, **options)
 
 # The phases of an opening, as its progress bar names them: the bytes read (a fraction), the rank's figures worked
 # out from them (seconds on a large trace: no fraction to give), and the record kept.
@@ -74,7 +88,7 @@ def _kept_before(home: Path, sha256: str) -> Optional[int]:
 class TraceOpening:
     """One trace being opened. ``home``: the history's folder (None: the trace is shown, not kept)."""
 
-    def __init__(self, path: os.PathLike | str, home: Optional[Path], read: ReadReport = read_with_findings,
+    def __init__(self, path: os.PathLike | str, home: Optional[Path], read: ReadReport = read_in_worker_with_findings,
                  source: str = "gui"):
         try:
             where = expanded(os.fspath(path))

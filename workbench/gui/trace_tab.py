@@ -2,7 +2,8 @@
 thread with a progress bar and Cancel, and its report drawn rank by rank (controller/trace_page.py says what).
 
 The reading (which hashes the bytes it reads) and the history write run in the background (gui/background.py) as one
-``TraceOpening.run``; a timer polls its progress. Nothing here opens the file.
+``TraceOpening.run``; a timer polls its progress. Nothing here opens the file; a large single file is read in a process
+of its own (controller/trace_opening.py says why).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.controller.trace_opening import OpenedTrace, ReadReport, TraceOpening, read_with_findings
+from workbench.controller.trace_opening import OpenedTrace, ReadReport, TraceOpening, read_in_worker_with_findings
 from workbench.controller.trace_page import RankSection, Share, TracePage, history_line, trace_page
 from workbench.gui.background import call_in_background
 from workbench.trace_analysis.model import TraceCancelled, TraceError
@@ -50,7 +51,7 @@ class TraceTab(QWidget):
         self._opening: Optional[TraceOpening] = None
         self.ask_file: Callable[[], str] = self._ask_file
         self.ask_folder: Callable[[], str] = self._ask_folder
-        self.read: ReadReport = read_with_findings  # tests put a reader of their own here
+        self.read: ReadReport = read_in_worker_with_findings  # tests put their own reader here
 
         self.open_button = QPushButton("Open trace…")
         self.open_button.setObjectName("openTraceButton")

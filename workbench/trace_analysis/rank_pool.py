@@ -1,4 +1,5 @@
-"""A folder's rank files read side by side, each in a process of its own, where that pays.
+"""Trace files read in processes of their own: a folder's rank files side by side where that pays, and the
+window's lone file apart from its GUI thread.
 
 A job of 8 GPUs writes 8 rank files; read one after the other, 8 files of a few hundred MB take minutes. Each file
 is read and analysed on its own (``reading.read_rank_file``), so the files can be read in as many processes as the
@@ -8,6 +9,13 @@ large enough to pay for it (``PARALLEL_MIN_BYTES`` in all) and as many as memory
 ``python -m workbench.trace_analysis.rank_worker`` (never a fork: the window's threads and Qt are not copied, and
 no caller's main module is run again, as multiprocessing's spawn would), killed when the read is cancelled or
 fails: none outlives the read.
+
+The window reads even a single file in one such process (``read_report(in_worker=True)``) where it is large
+enough (``worth_a_process``): in the window's process the reader's sorts of a large trace's lists, and the freeing
+of its events once read, hold the GIL, and so the GUI thread, for a quarter of a second to seconds at a time
+(docs/failure-modes.md). Each process says its bytes read and the start of its analysis on a pipe of their own, so
+the progress bar moves as it would in this process; the CLI has no window to keep live and reads a file in its own
+process.
 """
 
 from __future__ import annotations
@@ -28,7 +36,12 @@ PARALLEL_MIN_BYTES = 8 * 1024**2
 # A gzipped trace inflates 10-25×, and the reader holds about its inflated size at its peak: what one process may
 # take, for sizing the pool to the memory free.
 GZIP_RATIO = 25
+# A lone file read for the window (read_report's in_worker) gets a process of its own from this much text (a gzipped
+# one taken at GZIP_RATIO× its size): below it the reader holds the GIL for tens of milliseconds at most (27 ms for
+# 15 MB on the 2-core AMD EPYC VM), and the process would cost more (a quarter to half a second to start).
+IN_WORKER_MIN_BYTES = 16 * 1024**2
 POLL_SECONDS = 0.1  # how often the wait asks cancelled()
+ANALYSING = b"analysing"  # a process's news once its file's bytes are read (before it, its bytes read, a line each)
 
 
 def workers_for(sizes: Sequence[int], gzipped: Sequence[bool]) -> int:
@@ -41,6 +54,11 @@ def workers_for(sizes: Sequence[int], gzipped: Sequence[bool]) -> int:
     return max(1, min(len(sizes), os.cpu_count() or 1, _free_memory_bytes() // max(peak, 1)))
 
 
+def worth_a_process(size: int, gzipped: bool) -> bool:
+    """Whether a lone file read for the window is large enough to be read in a process of its own."""
+    return size * (GZIP_RATIO if gzipped else 1) >= IN_WORKER_MIN_BYTES
+
+
 def _free_memory_bytes() -> int:
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
@@ -49,45 +67,58 @@ def _free_memory_bytes() -> int:
 
 
 def read_files(files: Sequence[Path], fallback_ranks: Sequence[int], sizes: Sequence[int], workers: int,
-               want_digest: bool, progress: Optional[Callable[[int, int], None]],
-               cancelled: Optional[Callable[[], bool]]) -> list[Any]:
-    """``reading.read_rank_file`` of each file (numbered its fallback rank where it names none), each in a
-    process of its own (``rank_worker``), ``workers`` at a time (``workers_for``); in the files' order.
-    ``progress(bytes_done, bytes_total)`` as each file is done;
-    TraceCancelled once ``cancelled()`` says so, and TraceError where a process fails: its processes terminated
+               several: bool, want_digest: bool, progress: Optional[Callable[[int, int], None]],
+               cancelled: Optional[Callable[[], bool]], analysing: Optional[Callable[[], None]] = None) -> list[Any]:
+    """``reading.read_rank_file`` of each file (numbered its fallback rank where it names none; ``several``: one of
+    a folder's, its TraceError its result's ``error``, else raised here), each in a process of its own
+    (``rank_worker``), ``workers`` at a time (``workers_for``); in the files' order.
+    ``progress(bytes_done, bytes_total)`` as the processes say their bytes read (a chunk at a time), and
+    ``analysing()`` once every file's bytes are read and the last ones' figures are being worked out;
+    TraceCancelled once ``cancelled()`` says so, and TraceError where a process fails: its processes killed
     either way. Each result comes back through its process's stdout: nothing is written to disk, so a reader killed
     mid-read (SIGKILL included) leaves nothing behind."""
     total = sum(sizes)
     results: list[Any] = [None] * len(files)
     queued = list(range(len(files)))
     running: dict[int, _Reading] = {}
-    done = 0
+    done = reported = 0
+    said_analysing = False
     try:
         while queued or running:
             if cancelled is not None and cancelled():
                 raise TraceCancelled("reading cancelled")
             while queued and len(running) < workers:
                 position = queued.pop(0)
-                running[position] = _Reading(_start(files[position], fallback_ranks[position], want_digest))
+                running[position] = _Reading.start(files[position], fallback_ranks[position], several, want_digest)
             time.sleep(POLL_SECONDS)
             for position in [p for p, reading in running.items() if reading.finished()]:
                 results[position] = running.pop(position).result(files[position])
                 done += sizes[position]
-                if progress is not None:
-                    progress(done, total)
+            for reading in running.values():
+                reading.take_news()
+            # a file rewritten longer since its size was taken counts no more than that size: the bar never runs back
+            now = done + sum(min(reading.bytes_read, sizes[position]) for position, reading in running.items())
+            if progress is not None and now > reported:
+                progress(now, total)
+            reported = max(reported, now)
+            if (analysing is not None and not said_analysing and not queued and running
+                    and all(reading.analysing for reading in running.values())):
+                analysing()
+                said_analysing = True
         return results
     finally:
         for reading in running.values():
             reading.process.kill()
         for reading in running.values():
-            reading.drained.join()
+            reading.close()
 
 
-def _start(file: Path, fallback_rank: int, want_digest: bool) -> subprocess.Popen[bytes]:
+def _start(file: Path, fallback_rank: int, several: bool, want_digest: bool, news_fd: int
+           ) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-c", _WORKER_CODE.format(root=str(_WORKBENCH_ROOT), here=_current_folder()), str(os.getpid()),
-         str(file), str(fallback_rank), "1" if want_digest else "0"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+         str(file), str(fallback_rank), "1" if several else "0", "1" if want_digest else "0", str(news_fd)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(news_fd,))
 
 
 # The worker imports the workbench this process runs, and nothing from the folder the user is in: `python -m` and
@@ -107,10 +138,15 @@ def _current_folder() -> str:
 
 
 class _Reading:
-    """One process at work, its pipes drained by a thread of its own (a full pipe would stop it) until it ends."""
+    """One process at work: its result's pipes drained by a thread of its own (a full pipe would stop it) until it
+    ends, and its news (bytes read, then its analysis begun) read from a pipe of their own at each poll."""
 
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], news_fd: int) -> None:
         self.process = process
+        self.news_fd = news_fd
+        self.bytes_read = 0
+        self.analysing = False
+        self._unread = b""  # a line of news not yet whole
         self.output: tuple[bytes, bytes] = (b"", b"")
         self.drained = threading.Thread(target=self._drain, name="rank-file-reader", daemon=True)
         try:
@@ -118,7 +154,21 @@ class _Reading:
         except BaseException:  # no thread to be had: the process is not left behind
             process.kill()
             process.communicate()
+            os.close(news_fd)
             raise
+
+    @classmethod
+    def start(cls, file: Path, fallback_rank: int, several: bool, want_digest: bool) -> _Reading:
+        news_fd, news_for_the_process = os.pipe()
+        try:
+            process = _start(file, fallback_rank, several, want_digest, news_for_the_process)
+        except BaseException:
+            os.close(news_fd)
+            raise
+        finally:
+            os.close(news_for_the_process)  # the process's copy is its own: the pipe ends when the process does
+        os.set_blocking(news_fd, False)  # read at each poll, never waited on
+        return cls(process, news_fd)
 
     def _drain(self) -> None:
         try:
@@ -128,13 +178,36 @@ class _Reading:
             self.process.wait()
             self.output = (b"", f"reading its output failed: {error}".encode())
 
+    def take_news(self) -> None:
+        """What the process has said since the last poll: ``bytes_read`` and ``analysing`` brought up to date."""
+        try:
+            while chunk := os.read(self.news_fd, 1 << 16):
+                self._unread += chunk
+        except BlockingIOError:  # all read
+            pass
+        *lines, self._unread = self._unread.split(b"\n")
+        for line in lines:
+            if line == ANALYSING:
+                self.analysing = True
+            elif line.isdigit():
+                self.bytes_read = int(line)
+
     def finished(self) -> bool:
         return not self.drained.is_alive()
 
+    def close(self) -> None:
+        """Once the process has ended or been killed: its pipes' thread done and its news pipe closed."""
+        self.drained.join()
+        os.close(self.news_fd)
+
     def result(self, file: Path) -> Any:
+        self.close()
         out, err = self.output
         if self.process.returncode != 0 or not out:
             lines = err.decode(errors="replace").strip().splitlines()
             reason = lines[-1] if lines else f"exit status {self.process.returncode}"
             raise TraceError(f"{file}: the process reading it failed ({reason})")
-        return pickle.loads(out)  # written by our own child to its stdout (never a file's content)
+        result = pickle.loads(out)  # written by our own child to its stdout (never a file's content)
+        if isinstance(result, TraceError):  # a lone file's: its one line, as read in this process
+            raise result
+        return result

@@ -1,7 +1,9 @@
-"""One rank file read in a process of its own, for ``rank_pool``:
-``python -m workbench.trace_analysis.rank_worker PARENT_PID FILE FALLBACK_RANK WANT_DIGEST`` writes
+"""One trace file read in a process of its own, for ``rank_pool``:
+``python -m workbench.trace_analysis.rank_worker PARENT_PID FILE FALLBACK_RANK SEVERAL WANT_DIGEST NEWS_FD`` writes
 ``reading.read_rank_file``'s result, pickled, to its stdout (a pipe that only the parent reads: it unpickles only
-what its own child wrote there)."""
+what its own child wrote there), or the TraceError that says why the file cannot be read (a lone file's, raised
+by its reader as it would have been in its own process). On the pipe NEWS_FD, as it goes: a line of the file's
+bytes read after each chunk, and ``analysing`` once they are all read and its figures are being worked out."""
 
 from __future__ import annotations
 
@@ -10,12 +12,14 @@ import os
 import pickle
 import sys
 from pathlib import Path
+from typing import Any
 
 from workbench.engine.worker_lifetime import worker_init
+from workbench.trace_analysis.rank_pool import ANALYSING
 
 
 def main(argv: list[str]) -> int:
-    parent, file, fallback_rank, want_digest = argv
+    parent, file, fallback_rank, several, want_digest, news_fd = argv
     # The result's pipe kept apart; anything else printed (a library's stray line) goes to stderr, not into it.
     result_pipe = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
@@ -23,9 +27,23 @@ def main(argv: list[str]) -> int:
     # answer: as a DataLoader worker lives (engine/worker_lifetime.py).
     worker_init(int(parent), 0)
     gc.disable()  # as read_report does: millions of events kept, none in a cycle
+    from workbench.trace_analysis.model import TraceError
     from workbench.trace_analysis.reading import read_rank_file
 
-    result = read_rank_file(Path(file), int(fallback_rank), True, want_digest == "1")
+    # Unbuffered: each line is one write of a few bytes, whole in the pipe (PIPE_BUF), read by the reader's poll.
+    with open(int(news_fd), "wb", buffering=0) as news:
+        def progress(bytes_read: int) -> None:
+            news.write(b"%d\n" % bytes_read)
+
+        def analysing() -> None:
+            news.write(ANALYSING + b"\n")
+
+        result: Any
+        try:
+            result = read_rank_file(Path(file), int(fallback_rank), several == "1", want_digest == "1", progress,
+                                    None, analysing)
+        except TraceError as error:  # (a folder's file has it in its result): a lone file's, for its reader to raise
+            result = error
     with result_pipe:
         pickle.dump(result, result_pipe, protocol=pickle.HIGHEST_PROTOCOL)
     return 0

@@ -3,8 +3,9 @@
 ``read_report(path)`` takes a ``torch.profiler`` trace (``.json``, ``.json.gz``, ``*.pt.trace.json.gz``) or a
 folder of them (one file per rank, as HTA takes it) and returns a ``TraceReport`` with one ``RankReport`` per
 rank (per GPU where one file holds several). Each file is read in one pass by ``parsed_trace.read_trace`` (its
-formats and defences are there), in this process or, for a large folder, beside the others in ``rank_pool``'s;
-then each rank is analysed by ``ranks.analyse``. Hostile paths give a ``TraceError`` with one line, never a hang:
+formats and defences are there), in this process or, for a large folder, beside the others in ``rank_pool``'s
+(and a large lone file in one of its processes where ``in_worker`` asks: the window's); then each rank is analysed by
+``ranks.analyse``. Hostile paths give a ``TraceError`` with one line, never a hang:
 not a regular file (FIFO, device) is refused before opening, and a folder's entries are checked one by one.
 """
 
@@ -43,12 +44,16 @@ def read_report(
     cancelled: Optional[Cancelled] = None,
     fingerprints: Optional[dict[str, Fingerprint]] = None,
     analysing: Optional[Callable[[], None]] = None,
+    in_worker: bool = False,
 ) -> TraceReport:
     """The report of a trace file or a folder of rank files. TraceError (one line) where it cannot be read;
     TraceCancelled once ``cancelled()`` says so; ``progress(bytes_read, bytes_total)`` as it reads.
     ``fingerprints``: filled with each file read (as the report's ``files`` name it) → the sha256 and the count
     of the bytes read from it, in the same pass. ``analysing()`` as a file's bytes are all read and its analysis
-    begins (seconds on a large trace: a progress bar says so rather than stand at 100 %)."""
+    begins (seconds on a large trace: a progress bar says so rather than stand at 100 %). ``in_worker``: a single
+    file (of ``rank_pool.worth_a_process``'s size) is read in a process of ``rank_pool``'s rather than in this
+    one (the window: its GUI thread would wait on this process's GIL while the reader sorts a large trace),
+    killed once ``cancelled()`` says so."""
     # The cyclic collector is paused while millions of events are decoded and kept (none of them forms a
     # cycle): its full passes over the growing heap cost 20–25 % of the CPU on a 300 MB trace (measured:
     # 20.3–22.2 s with it, 16.5 s without). Reference counting still frees everything as usual.
@@ -59,15 +64,15 @@ def read_report(
             where = expanded(path)
         except InvalidPath as error:
             raise TraceError(f"{path} {error}") from None
-        return _read_report(where, rank, progress, cancelled, fingerprints, analysing)
+        return _read_report(where, rank, progress, cancelled, fingerprints, analysing, in_worker)
     finally:
         if collecting:
             gc.enable()
 
 
 def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], cancelled: Optional[Cancelled],
-                 fingerprints: Optional[dict[str, Fingerprint]], analysing: Optional[Callable[[], None]]
-                 ) -> TraceReport:
+                 fingerprints: Optional[dict[str, Fingerprint]], analysing: Optional[Callable[[], None]],
+                 in_worker: bool = False) -> TraceReport:
     files, notes = trace_files(path)
     places = list(range(len(files)))
     heads = [_head(file, cancelled) for file in files] if len(files) > 1 else [FileHead(None, True)]
@@ -78,14 +83,15 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
         places = [place for place, head in enumerate(heads)
                   if head.holds_events and (head.rank if head.rank is not None else fallbacks[place]) == rank
                   ] or places
-    read = _read_files(files, fallbacks, places, fingerprints is not None, progress, cancelled, analysing)
+    read = _read_files(files, fallbacks, places, fingerprints is not None, progress, cancelled, analysing, in_worker)
     if len(places) < len(files):
         if any(report.rank == rank for one in read.values() for report in one.reports):
             notes.append(f"rank {rank} asked for: {len(places):,} of the folder's {len(files):,} files read, the "
                          f"{'one' if len(places) == 1 else 'ones'} of that rank by {_HOW_RANKS_ARE_TOLD}")
         else:
             rest = [place for place in range(len(files)) if place not in read]
-            read.update(_read_files(files, fallbacks, rest, fingerprints is not None, progress, cancelled, analysing))
+            read.update(_read_files(files, fallbacks, rest, fingerprints is not None, progress, cancelled, analysing,
+                                    in_worker))
     files_read = [files[place] for place in sorted(read)]
     read_in_order = [read[place] for place in sorted(read)]
     reports: list[RankReport] = []
@@ -129,17 +135,23 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
 
 def _read_files(files: list[Path], fallbacks: list[int], places: list[int], want_digest: bool,
                 progress: Optional[Progress], cancelled: Optional[Cancelled],
-                analysing: Optional[Callable[[], None]] = None) -> dict[int, RankFile]:
-    """The files at these places of the folder, read (beside each other where ``rank_pool`` says it pays), by
-    place, each numbered ``fallbacks[place]`` where it names no rank; ``progress`` over their bytes, and at its
-    end once they are all read."""
+                analysing: Optional[Callable[[], None]] = None, in_worker: bool = False) -> dict[int, RankFile]:
+    """The files at these places of the folder, read (beside each other where ``rank_pool`` says it pays; a lone
+    one in a process of its own where ``in_worker`` asks), by place, each numbered ``fallbacks[place]`` where it
+    names no rank; ``progress`` over their bytes, and at its end once they are all read."""
     chosen = [files[place] for place in places]
     sizes = [os.stat(file).st_size for file in chosen]
     total = sum(sizes)
     workers = rank_pool.workers_for(sizes, [file.name.endswith(".gz") for file in chosen])
-    if workers > 1:
-        read = rank_pool.read_files(chosen, [fallbacks[place] for place in places], sizes, workers, want_digest,
-                                    progress, cancelled)
+    # A folder's files where the pool does not pay stay in this process, in_worker or not: starting a process (a
+    # quarter to half a second) for each of a thousand small files would cost more than reading them; so would
+    # one for a small lone file.
+    # (A process's news pipe is handed over by pass_fds: POSIX only.)
+    apart = (in_worker and len(chosen) == 1 and os.name == "posix"
+             and rank_pool.worth_a_process(sizes[0], chosen[0].name.endswith(".gz")))
+    if workers > 1 or apart:
+        read = rank_pool.read_files(chosen, [fallbacks[place] for place in places], sizes, workers, len(files) > 1,
+                                    want_digest, progress, cancelled, analysing)
     else:
         read, done = [], 0
         for place, file, size in zip(places, chosen, sizes):
