@@ -1,5 +1,9 @@
-"""A file written beside its target and renamed over it (an export, make-npz's .npz, the saved weights): the
-temporary file's name, its permissions, and whether the target's own name can be made. Stdlib only.
+"""A file written beside its target and renamed over it (an export, make-npz's .npz, the saved weights, the window's
+settings): which file is replaced, the temporary file's name, its permissions, and whether the target's own name can
+be made. Stdlib only.
+
+A symlink is never replaced by the rename: the file it names is (dotfiles kept in a repository and linked into
+place stay linked, and the repository's file is the one updated).
 
 The temporary is named after the target (".NAME.TAG"), and a file system takes names of at most NAME_MAX bytes
 (255 on Linux's): a target whose own name is near that limit is shortened in its temporary's name, so a name the
@@ -15,6 +19,13 @@ from pathlib import Path
 from typing import Optional
 
 NAME_MAX_FALLBACK = 255  # Linux's, macOS's and Windows' limit, where the folder cannot be asked
+
+
+def replaced_file(path: Path) -> Path:
+    """The file a write-and-rename at ``path`` replaces: a symlink's target, followed to its end (the temporary is
+    made beside it and renamed over it, and the link stays); ``path`` itself, made absolute, otherwise. A dangling
+    link's target is the file made."""
+    return Path(os.path.realpath(path))
 
 
 def temporary_beside(target: Path, tag: str) -> Path:

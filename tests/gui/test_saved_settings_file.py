@@ -108,3 +108,25 @@ def test_a_settings_folder_that_cannot_be_written_is_said_not_raised(tmp_path):
         assert "were not saved" in SettingsFile(folder / "gui-settings.json").save()
     finally:
         folder.chmod(0o700)
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="symlinks")
+@pytest.mark.parametrize("relative", [False, True], ids=["absolute-link", "relative-link"])
+def test_a_settings_file_that_is_a_symlink_stays_one_and_its_target_is_written(tmp_path, relative):
+    """Dotfiles kept in a repository and linked into place: the save renamed a plain file over the link, the
+    repository's file never updated again."""
+    kept = tmp_path / "dotfiles" / "gui-settings.json"
+    kept.parent.mkdir()
+    kept.write_text(json.dumps({"plots/x_axis": "step"}))
+    home = tmp_path / "home"
+    home.mkdir()
+    link = home / "gui-settings.json"
+    link.symlink_to(os.path.relpath(kept, home) if relative else kept)
+    settings, notes = SettingsFile.read(link)
+    assert notes == [] and settings.value("plots/x_axis") == "step"
+    settings.set_value("plots/x_axis", "samples_seen")
+    assert settings.save() is None
+    assert link.is_symlink() and os.readlink(link) == (os.path.relpath(kept, home) if relative else str(kept))
+    assert json.loads(kept.read_text()) == {"plots/x_axis": "samples_seen"}
+    assert sorted(entry.name for entry in home.iterdir()) == ["gui-settings.json"]
+    assert sorted(entry.name for entry in kept.parent.iterdir()) == ["gui-settings.json"]  # no temporary left

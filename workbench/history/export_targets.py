@@ -25,7 +25,7 @@ from workbench.history.errors import HistoryError
 from workbench.regular_file import (
     NotARegularFile, kind_problem, open_regular_file, os_error_words, write_error_words,
 )
-from workbench.replaced_file import keep_permissions, temporary_beside
+from workbench.replaced_file import keep_permissions, replaced_file, temporary_beside
 
 # The history's own files beside it: never an export's target.
 HISTORY_SUFFIXES = ("", *SQLITE_SIDE_FILES)
@@ -54,7 +54,7 @@ def write_csv(path: Path, history: Path, header: Sequence[str], rows: Iterable[l
         what = ("it is a folder; give a file name" if stat.S_ISDIR(found.st_mode)
                 else f"it {kind_problem(found.st_mode)}")
         raise ExportError(f"cannot write {path}: {what}")
-    target = Path(os.path.realpath(path))  # a symlink's target is written, and the link stays
+    target = replaced_file(path)  # a symlink's target is written, and the link stays
     problem = _home_problem(target, found, history)
     if problem is not None:
         raise ExportError(f"cannot write {path}: {problem}")
