@@ -8,6 +8,7 @@ import pytest
 from hostile_paths import fifo_unblocked, make_fifo, make_symlink_loop
 
 from workbench.cli import main
+from workbench.cli.config_file import read_config_file
 
 TINY = ["--dataset", "synthetic", "--synthetic-size", "128", "--batch-size", "32", "--max-steps", "3",
         "--device", "cpu", "--num-workers", "0", "--no-history"]
@@ -35,6 +36,11 @@ CONFIG_CONTENTS = {
     "too-large": (b'{"name": "' + b"x" * (2 << 20) + b'"}', "is larger than 1,048,576 bytes"),
     "not-json": (b"batch_size: 64", "is not valid JSON"),
     "a-5000-digit-integer": (b'{"batch_size": ' + b"9" * 5000 + b"}", "holds a number of more than 4,300 digits"),
+    # json.loads kept the last value silently: the run trained with a setting the user may not have meant
+    "duplicate-key": (b'{"lr": 0.1, "batch_size": 64, "lr": 0.5}',
+                      'gives the key "lr" more than once in one object; keep one of its values'),
+    "duplicate-key-inside": (b'{"name": "a", "x": {"k": 1, "k": 2}}', 'gives the key "k" more than once'),
+    "not-utf8-after-a-bom": (b'\xef\xbb\xbf{"name": "\xff"}', "is not UTF-8 text (invalid start byte at byte 13)"),
 }
 
 
@@ -67,6 +73,17 @@ def test_a_config_that_is_not_a_regular_file_is_one_line_and_never_read(capsys, 
     with fifo_unblocked(path) if words.endswith("(named pipe)") else contextlib.nullcontext():
         code, line = one_line(capsys, "run", *TINY, "--config", str(path))
     assert code == 2 and line == f"workbench run: cannot read --config: {path} {words}"
+
+
+@pytest.mark.parametrize("contents", [b'{"batch_size": 16, "max_steps": 2}', b'\xef\xbb\xbf{"batch_size": 16, "max_steps": 2}',
+                                      b'\xef\xbb\xbf\n  {"batch_size": 16, "max_steps": 2}\r\n'],
+                         ids=["plain", "byte-order-mark", "byte-order-mark-crlf"])
+def test_a_config_starting_with_a_byte_order_mark_is_read(tmp_path, contents):
+    """Windows Notepad starts a UTF-8 file with a byte order mark: it was refused with json's "Unexpected UTF-8 BOM
+    (decode using utf-8-sig)"."""
+    path = tmp_path / "settings.json"
+    path.write_bytes(contents)
+    assert read_config_file(str(path), "workbench run") == {"batch_size": 16, "max_steps": 2}
 
 
 def test_a_config_object_still_gives_the_settings(capsys, tmp_path):
