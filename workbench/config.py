@@ -403,7 +403,7 @@ class RunConfig:
                 continue
             if not (low <= value <= high):
                 problems.append(f"{name} must be between {_num(low)} and {_num(high)} (got {_num(value)})")
-        if not (self.lr > 0):
+        if self.lr == 0:  # the range's low end, which no learning rate is; NaN or one outside it is said above, once
             problems.append(f"lr must be greater than 0 (got {self.lr})")
         problems.extend(model_problems(self.model, self.model_kwargs))
 

@@ -25,6 +25,16 @@ def test_validate_reports_every_problem_at_once():
     assert len(problems) == 4
 
 
+@pytest.mark.parametrize("lr, words", [(float("nan"), "lr must be between 0 and 10 (got nan)"),
+                                       (-1.0, "lr must be between 0 and 10 (got -1)"),
+                                       (float("inf"), "lr must be between 0 and 10 (got inf)"),
+                                       (0.0, "lr must be greater than 0 (got 0.0)")])
+def test_a_learning_rate_out_of_its_range_is_one_problem(lr, words):
+    """NaN (``lr: NaN`` in a --config) and -1 were two problems, "must be between 0 and 10" and "must be greater
+    than 0"."""
+    assert [problem for problem in RunConfig(lr=lr).validate() if problem.startswith("lr ")] == [words]
+
+
 @pytest.mark.parametrize(
     "changes, device, expected",
     [
