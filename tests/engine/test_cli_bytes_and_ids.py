@@ -39,6 +39,17 @@ def test_a_name_or_data_path_that_is_not_utf8_is_one_line_and_records_nothing(tm
         assert store.list_runs() == []
 
 
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file names are bytes")
+@pytest.mark.parametrize("args, named", [(["export", "{latin1}.csv"], "FILE"), (["export", "--out", "{latin1}.csv"], "--out"),
+                                         (["tag", "1", "{latin1}"], "TAG")],
+                         ids=["export-file", "export-out", "tag"])
+def test_an_argument_that_is_not_utf8_is_named_as_the_user_gives_it(tmp_path, capsys, args, named):
+    """A positional was named by its attribute, as a flag no command has: `workbench export FILE` said "--path"."""
+    latin1 = os.fsdecode(b"caf\xe9")
+    code, line = one_line(capsys, "--home", str(tmp_path / "home"), *(arg.format(latin1=latin1) for arg in args))
+    assert code == 2 and line.startswith(f"workbench {args[0]}: {named} holds bytes that are not UTF-8 text"), line
+
+
 @pytest.mark.parametrize("command", [["verify", TOO_LARGE], ["export", "--out", "{tmp}/runs.csv", "--runs", TOO_LARGE]])
 def test_a_run_id_past_sqlites_integers_is_one_line(tmp_path, capsys, command):
     args = [part.replace("{tmp}", str(tmp_path)) for part in command]

@@ -6,7 +6,6 @@ Qt or torch until a command needs it.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from typing import Optional, Sequence
 
@@ -18,7 +17,7 @@ from workbench.history.errors import HistoryError
 RECORDING_COMMANDS = ("run", "sweep", "tune", "max-batch")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> Parser:
     from workbench.cli import (
         ceiling_command,
         history_commands,
@@ -54,8 +53,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = None
     try:
-        args = build_parser().parse_args(argv)
-        not_text = not_utf8_flags(args)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        not_text = not_utf8_flags(args, parser.subcommand(args.command))
         if not_text:
             prog = f"workbench {args.command}" if args.command else "workbench"
             raise UsageError(f"{prog}: {' and '.join(not_text)} {'holds' if len(not_text) == 1 else 'hold'} bytes "

@@ -28,11 +28,12 @@ class Parser(argparse.ArgumentParser):
             getattr(parsed, anywhere).extend(extras)
             extras = []
         if extras:
-            command = self._subcommand(getattr(parsed, "command", None))
+            command = self.subcommand(getattr(parsed, "command", None))
             raise UsageError(unknown_arguments_message(command or self, extras))
         return parsed
 
-    def _subcommand(self, name: Optional[str]) -> Optional[argparse.ArgumentParser]:
+    def subcommand(self, name: Optional[str]) -> Optional[argparse.ArgumentParser]:
+        """The parser of the subcommand ``name`` (None for no such one)."""
         for action in self._actions:
             if isinstance(action, argparse._SubParsersAction) and name in action.choices:
                 return action.choices[name]
@@ -88,17 +89,34 @@ def whole_number(text: str, minimum: int) -> int:
     return value
 
 
-def not_utf8_flags(args: argparse.Namespace) -> list[str]:
-    """The flags whose text is not UTF-8 (the bytes Python keeps as lone surrogates: a --name or --data-path of
-    Latin-1 bytes), which the history, JSON and CSV cannot hold: "--data-path"."""
+def not_utf8_flags(args: argparse.Namespace, parser: Optional[argparse.ArgumentParser] = None) -> list[str]:
+    """The arguments whose text is not UTF-8 (the bytes Python keeps as lone surrogates: a --name or --data-path of
+    Latin-1 bytes), which the history, JSON and CSV cannot hold, named as ``parser`` (the command's) shows them:
+    "--data-path", or a positional's "FILE"."""
+    names = argument_names(parser) if parser is not None else {}
     found = []
     for name, value in vars(args).items():
         if name in getattr(args, "any_bytes", ()):  # a command that keeps nothing of it says so
             continue
         texts = value if isinstance(value, (list, tuple)) else [value]
         if any(isinstance(text, str) and not _is_utf8(text) for text in texts):
-            found.append("--" + name.replace("_", "-"))
+            found.append(names.get(name, "--" + name.replace("_", "-")))
     return found
+
+
+def argument_names(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Each argument's name as the user gives it, by its dest: a flag's long option ("--out"; the first of
+    several, as --compile's before --no-compile), a positional's metavar ("FILE")."""
+    names: dict[str, str] = {}
+    for action in parser._actions:
+        if action.option_strings:
+            long = next((option for option in action.option_strings if option.startswith("--")),
+                        action.option_strings[0])
+            names.setdefault(action.dest, long)
+        elif action.dest != argparse.SUPPRESS:
+            metavar = action.metavar if isinstance(action.metavar, str) else None
+            names.setdefault(action.dest, metavar or action.dest.upper())
+    return names
 
 
 def _is_utf8(text: str) -> bool:
