@@ -204,3 +204,44 @@ def test_a_steps_export_that_fails_part_way_says_one_line_and_nothing_after(tmp_
     assert code == 2 and err == f"workbench export: cannot write {target}: no space left on device"
     assert [str(found.exc_value) for found in unraisable] == []
     assert os.listdir(tmp_path) == ["home"]  # nor a temporary left
+
+
+@pytest.mark.parametrize("flag", [[], ["--out"]], ids=["FILE", "--out"])
+@pytest.mark.parametrize("steps", [[], ["--steps"]], ids=["runs", "steps"])
+def test_a_dash_writes_the_csv_to_standard_output_and_what_was_written_to_standard_error(
+        home, tmp_path, capsys, monkeypatch, flag, steps):
+    """`workbench export -` wrote a file named "-" and said "Wrote 2 runs to -"."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["--home", str(home), "export", str(tmp_path / "runs.csv"), *steps]) == 0
+    capsys.readouterr()
+    assert main(["--home", str(home), "export", *flag, "-", *steps]) == 0
+    out, err = capsys.readouterr()
+    assert out.encode("utf-8") == (tmp_path / "runs.csv").read_bytes()  # the bytes a file gets, line ends and all
+    assert err == ("Wrote 2 runs" if not steps else f"Wrote {out.count(chr(10)) - 1} step metric rows") + \
+        " to standard output\n"
+    assert not os.path.lexists(tmp_path / "-")
+
+
+def test_a_file_named_dash_is_written_as_dot_slash_dash(home, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["--home", str(home), "export", "./-"]) == 0
+    assert capsys.readouterr().out == "Wrote 2 runs to ./-\n"
+    assert (tmp_path / "-").read_text(encoding="utf-8").startswith("run_id,name,")
+
+
+@pytest.mark.parametrize("flag", [[], ["--out"]], ids=["FILE", "--out"])
+def test_an_empty_file_name_is_said_to_be_empty(home, tmp_path, capsys, monkeypatch, flag):
+    """It said "cannot write .: it is a folder; give a file name" (Path("") is the current folder); `--out ""`
+    alone said to name the file once."""
+    monkeypatch.chdir(tmp_path)
+    code, err = export_args(capsys, home, *flag, "")
+    assert (code, err) == (2, "workbench export: the file name is empty: give the CSV file to write, or - for "
+                              "standard output")
+    assert os.listdir(tmp_path) == ["home"]
+
+
+def export_args(capsys, home: Path, *args: str) -> tuple[int, str]:
+    code = main(["--home", str(home), "export", *args])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") <= 1
+    return code, err.strip()

@@ -8,6 +8,8 @@ from typing import Sequence
 
 from workbench.cli.parsing import UsageError, positive_int
 
+STANDARD_OUTPUT = "-"  # export's FILE that means standard output, as for other Unix tools (a file named - is ./-)
+
 
 def register(subparsers) -> None:
     runs = subparsers.add_parser("runs", help="list recorded runs, newest first")
@@ -18,12 +20,15 @@ def register(subparsers) -> None:
         "export",
         help="write runs to CSV",
         description="Write one row per run (settings and summary metrics) to a CSV file, or with --steps "
-        "the runs' step metrics in long format (run_id, step, metric, value).",
+        "the runs' step metrics in long format (run_id, step, metric, value). FILE - writes the CSV to standard "
+        "output (`workbench export - | less`), and what was written to standard error.",
     )
-    export.add_argument("path", nargs="?", metavar="FILE", help="the CSV file to write (or --out FILE)")
+    export.add_argument("path", nargs="?", metavar="FILE",
+                        help="the CSV file to write, or - for standard output (or --out FILE)")
     export.add_argument("--out", metavar="FILE",
-                        help="the CSV file to write (replaced if it exists; a FIFO or a device is written to, never "
-                        "replaced; never the history, nor a file in the workbench home that is not a CSV it wrote)")
+                        help="the CSV file to write, or - for standard output (replaced if it exists; a FIFO or a "
+                        "device is written to, never replaced; never the history, nor a file in the workbench home "
+                        "that is not a CSV it wrote)")
     export.add_argument("--runs", type=positive_int, nargs="+", metavar="ID", help="run ids to export (default: all)")
     export.add_argument("--steps", action="store_true", help="write the step metrics instead of one row per run")
     export.set_defaults(handler=export_command)
@@ -65,21 +70,31 @@ def export_command(args: argparse.Namespace) -> int:
 
     if (args.path is None) == (args.out is None):
         raise UsageError("workbench export: name the CSV file once: `workbench export FILE` or `--out FILE`"
-                         + (f" (got {args.path} and --out {args.out})" if args.path else ""))
-    args.out = args.out or args.path
+                         + (f" (got {args.path} and --out {args.out})" if args.path is not None else ""))
+    args.out = args.out if args.out is not None else args.path
+    if args.out == "":  # Path("") is the current folder: it said "cannot write .: it is a folder"
+        raise UsageError("workbench export: the file name is empty: give the CSV file to write, or - for standard "
+                         "output")
+    to_stdout = args.out == STANDARD_OUTPUT
+    if to_stdout:
+        sys.stdout.flush()
+    target = sys.stdout.buffer if to_stdout else args.out
 
     try:
         with HistoryStore.open_for_reading() as store:  # only reads, as `workbench runs`
             if store.note:
                 print(f"workbench export: {store.note}", file=sys.stderr)
             if args.steps:
-                rows = export_steps_csv(store, args.out, args.runs)
+                rows = export_steps_csv(store, target, args.runs)
                 what = f"{rows} step metric row{'s' if rows != 1 else ''}"
             else:
-                what = records_count_text(export_runs_csv(store, args.out, args.runs))
+                what = records_count_text(export_runs_csv(store, target, args.runs))
     except (ExportError, RunNotFound) as error:
         raise UsageError(f"workbench export: {error}") from error
-    print(printable(f"Wrote {what} to {args.out}"))  # a file name may hold a newline or an escape sequence
+    if to_stdout:  # standard output holds the CSV alone
+        print(f"Wrote {what} to standard output", file=sys.stderr)
+    else:
+        print(printable(f"Wrote {what} to {args.out}"))  # a file name may hold a newline or an escape sequence
     return 0
 
 

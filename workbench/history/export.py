@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 import os
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional, Sequence
+from typing import Any, BinaryIO, Iterable, Iterator, Optional, Sequence, Union
 
 from workbench.config import FIELD_NAMES
 from workbench.history import stored_values
@@ -51,22 +51,30 @@ EPOCH_METRIC_PREFIX = "epoch_"
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-def export_runs_csv(store: HistoryStore, path: os.PathLike | str, run_ids: Optional[Sequence[int]] = None
+# A file's path, or an open binary stream the CSV is written to as it is (the CLI's standard output, for "-").
+ExportTarget = Union[os.PathLike, str, BinaryIO]
+
+
+def export_runs_csv(store: HistoryStore, path: ExportTarget, run_ids: Optional[Sequence[int]] = None
                     ) -> list[RunRecord]:
     """Write one row per run or trace record (all when ``run_ids`` is None), oldest first; returns the records
     written (their kinds say what the rows were: ``records_count_text``)."""
     records = store.get_runs(run_ids)
-    write_csv(Path(path), store.path, RUNS_CSV_COLUMNS, (run_row(record) for record in records))
+    write_csv(_target(path), store.path, RUNS_CSV_COLUMNS, (run_row(record) for record in records))
     return records
 
 
-def export_steps_csv(store: HistoryStore, path: os.PathLike | str, run_ids: Optional[Sequence[int]] = None) -> int:
+def export_steps_csv(store: HistoryStore, path: ExportTarget, run_ids: Optional[Sequence[int]] = None) -> int:
     """Write the runs' step (and epoch) metrics as run_id, step, metric, value rows; returns the row count."""
     records = store.get_runs(run_ids)
     counter = _Counter()
     rows = counter.count(row for record in records for row in step_rows(store, record.id))
-    write_csv(Path(path), store.path, STEPS_CSV_COLUMNS, rows)
+    write_csv(_target(path), store.path, STEPS_CSV_COLUMNS, rows)
     return counter.value
+
+
+def _target(path: ExportTarget) -> Union[Path, BinaryIO]:
+    return Path(path) if isinstance(path, (str, os.PathLike)) else path
 
 
 def run_row(record: RunRecord) -> list[str]:

@@ -1,6 +1,6 @@
 """Where an export may write, and how.
 
-A regular file is written to a temporary file beside it (beside a symlink's target: the link stays) and renamed
+An open stream (the CLI's standard output, for "-") is written as it is. A regular file is written to a temporary file beside it (beside a symlink's target: the link stays) and renamed
 over it, so a failed export leaves nothing half-written. A FIFO or a character device (a pipe to another
 program, /dev/stdout, /dev/null) is written as a stream, never replaced; a reader that stops reading fails the
 export after STALLED_AFTER_S instead of blocking its caller (the window's, on the GUI thread) for good. Nothing
@@ -18,7 +18,7 @@ import secrets
 import select
 import stat
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import BinaryIO, Iterable, Iterator, Optional, Sequence, Union
 
 from workbench.history.database import SQLITE_SIDE_FILES
 from workbench.history.errors import HistoryError
@@ -37,9 +37,13 @@ class ExportError(HistoryError):
     """The file could not be written; the message names the file and the reason."""
 
 
-def write_csv(path: Path, history: Path, header: Sequence[str], rows: Iterable[list[str]]) -> None:
-    """The CSV to ``path``: streamed to a FIFO or a character device, else atomically to a regular file (refused
-    where that would replace the history, or anything in its folder but a CSV the workbench wrote)."""
+def write_csv(path: Union[Path, BinaryIO], history: Path, header: Sequence[str], rows: Iterable[list[str]]) -> None:
+    """The CSV to ``path``: to an open binary stream as it is; streamed to a FIFO or a character device; else
+    atomically to a regular file (refused where that would replace the history, or anything in its folder but a
+    CSV the workbench wrote)."""
+    if not isinstance(path, Path):
+        _write_to_open_stream(path, header, rows)
+        return
     path = path.expanduser()
     try:
         found: Optional[os.stat_result] = os.stat(path)  # follows links: what a write would reach
@@ -113,20 +117,41 @@ def _stream(path: Path, header: Sequence[str], rows: Iterable[list[str]]) -> Non
         mode = os.fstat(descriptor).st_mode
         if not (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):  # swapped since the stat: not what was checked
             raise ExportError(f"cannot write {path}: it changed while being opened; try again")
-        text = io.StringIO()
-        writer = csv.writer(text)
-        writer.writerow(header)
-        for row in rows:
-            writer.writerow(row)
-            if text.tell() >= _CHUNK_CHARS:
-                _send(path, descriptor, text.getvalue().encode("utf-8"))
-                text.seek(0)
-                text.truncate()
-        _send(path, descriptor, text.getvalue().encode("utf-8"))
+        for chunk in _csv_chunks(header, rows):
+            _send(path, descriptor, chunk)
     except OSError as error:  # /dev/full: ENOSPC; a reader that went away: EPIPE
         raise ExportError(f"cannot write {path}: {write_error_words(error, path)}") from None
     finally:
         os.close(descriptor)
+
+
+def _write_to_open_stream(stream: BinaryIO, header: Sequence[str], rows: Iterable[list[str]]) -> None:
+    """Write the CSV to an open binary stream, the bytes a file would get. A reader that went away (`workbench
+    export - | head`) raises BrokenPipeError, for the caller to end quietly as other Unix tools do; any other
+    failure (a full disk under a redirect) is an ExportError."""
+    name = "standard output" if getattr(stream, "name", None) == "<stdout>" else "the output stream"
+    try:
+        for chunk in _csv_chunks(header, rows):
+            stream.write(chunk)
+        stream.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        raise ExportError(f"cannot write {name}: {(error.strerror or str(error)).lower()}") from None
+
+
+def _csv_chunks(header: Sequence[str], rows: Iterable[list[str]]) -> Iterator[bytes]:
+    """The CSV's UTF-8 bytes, in chunks of about _CHUNK_CHARS characters (a long export is never held whole)."""
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow(row)
+        if text.tell() >= _CHUNK_CHARS:
+            yield text.getvalue().encode("utf-8")
+            text.seek(0)
+            text.truncate()
+    yield text.getvalue().encode("utf-8")
 
 
 def _send(path: Path, descriptor: int, data: bytes) -> None:
