@@ -101,3 +101,28 @@ def test_a_file_replaced_keeps_its_permissions_and_a_new_one_gets_the_umasks(tmp
     finally:
         os.umask(umask)
     assert not [name for name in os.listdir(tmp_path) if name.startswith(".")]  # no temporary left
+
+
+def test_a_symlink_replaced_stays_a_link_and_its_target_is_written(tmp_path, capsys):
+    """make-npz --out and --save-model renamed a plain file over a symlink (the linked file never updated), where
+    an export wrote the link's target."""
+    home = tmp_path / "home"
+    with HistoryStore.open(home) as store:
+        record_complete_run(store, name="first")
+    images = np.zeros((2, 32, 32, 3), dtype=np.uint8)
+    labels = np.array([0, 1], dtype=np.int64)
+    writers = {
+        "runs.csv": lambda path: main(["--home", str(home), "export", "--out", str(path)]),
+        "set.npz": ImageSet(images, labels, images, labels, ("a", "b"), "image folder").save,
+        "model.pt": lambda path: save_weights(torch.nn.Linear(2, 2), str(path)),
+    }
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "links").mkdir()
+    for name, write in writers.items():
+        kept, link = tmp_path / "kept" / name, tmp_path / "links" / name
+        kept.write_bytes(b"")
+        link.symlink_to(kept)
+        write(link)
+        assert link.is_symlink() and os.readlink(link) == str(kept), name
+        assert kept.stat().st_size > 0, name
+    assert sorted(os.listdir(tmp_path / "kept")) == sorted(writers)  # no temporary left

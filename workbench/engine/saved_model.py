@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from workbench.replaced_file import keep_permissions, temporary_beside
+from workbench.replaced_file import keep_permissions, replaced_file, temporary_beside
 
 
 def save_weights(model: nn.Module, path: str) -> Path:
@@ -22,7 +22,8 @@ def save_weights(model: nn.Module, path: str) -> Path:
     module = getattr(model, "module", model)  # DistributedDataParallel
     module = getattr(module, "_orig_mod", module)  # torch.compile's wrapper
     target = Path(os.path.expanduser(path))
-    partial = temporary_beside(target, f"{os.getpid()}.partial")
+    written = replaced_file(target)  # a symlink's target: the link stays
+    partial = temporary_beside(written, f"{os.getpid()}.partial")
     try:
         try:
             # opened here, not by torch: a failed open is an OSError whose errno says why
@@ -30,8 +31,8 @@ def save_weights(model: nn.Module, path: str) -> Path:
                 torch.save(module.state_dict(), stream)
         except RuntimeError as error:  # torch's zip writer reports a failed write this way
             raise OSError(_torch_save_words(error)) from None
-        keep_permissions(target, partial)
-        os.replace(partial, target)
+        keep_permissions(written, partial)
+        os.replace(partial, written)
     finally:
         with contextlib.suppress(OSError):  # a read-only file system refuses this too: the first error says why
             partial.unlink(missing_ok=True)

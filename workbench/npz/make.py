@@ -21,7 +21,7 @@ from workbench.folder_layout import IMAGE_SUFFIXES, FolderLayoutError, image_fil
 from workbench.image_pixels import error_words, upright_rgb
 from workbench.npz.cifar_pickle import RefusedPickle, load_cifar_batch
 from workbench.regular_file import InvalidPath, NotARegularFile, expanded, folder_problem, read_regular_file
-from workbench.replaced_file import keep_permissions, temporary_beside
+from workbench.replaced_file import keep_permissions, replaced_file, temporary_beside
 
 # The largest real batch is CIFAR-100's train (about 155 MB); a member far past it is not a CIFAR batch.
 BATCH_MAX_BYTES = 512 * 2**20
@@ -61,7 +61,8 @@ class ImageSet:
             raise MakeNpzError(f"cannot write {out}: it {error}") from None
         if out.suffix != ".npz":
             out = out.with_name(out.name + ".npz")  # np.savez would add it anyway; say the real name
-        temporary = temporary_beside(out, f"{os.getpid()}.tmp.npz")
+        written = replaced_file(out)  # a symlink's target: the link stays
+        temporary = temporary_beside(written, f"{os.getpid()}.tmp.npz")
         try:
             np.savez(
                 temporary,
@@ -69,8 +70,8 @@ class ImageSet:
                 test_images=self.test_images, test_labels=self.test_labels,
                 class_names=np.array(self.class_names, dtype=str),
             )
-            keep_permissions(out, temporary)
-            os.replace(temporary, out)
+            keep_permissions(written, temporary)
+            os.replace(temporary, written)
         except OSError as error:
             with contextlib.suppress(OSError):  # a read-only file system refuses this too: the first error says why
                 temporary.unlink(missing_ok=True)
