@@ -163,3 +163,11 @@ def test_a_small_side_against_a_large_one_is_counted_exactly():
     k = ab._rank_for(3, 1000, CONFIDENCE)
     low, high, coverage = ratio_interval([1.0, 1.01, 0.99], [1.0 + i / 10_000 for i in range(1000)])
     assert coverage >= CONFIDENCE and k is not None
+
+
+def test_too_few_trials_are_said_as_no_verdict_not_within_the_noise():
+    """2+2 trials have no interval: "within the noise" claimed a band the trials never showed."""
+    result = compare_rates([1000, 1010], [2000, 2100])
+    assert result.describe() == "measured 2.04×: no verdict (no interval: 2+2 trials)"
+    assert result.stated_verdict == "no_verdict" and compare_rates([], [1000]).stated_verdict == "no_verdict"
+    assert compare_rates([1000, 1010, 990], [1000, 1005, 995]).stated_verdict == "within_noise"

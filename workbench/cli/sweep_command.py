@@ -127,7 +127,7 @@ def per_value_table(fields: tuple[str, ...], members: tuple[MemberEnded, ...]) -
             format_metric("rate", result.rate.images_per_sec),
             result.rate.interval_text(),
             speedup_text(comparison.speedup, comparison.speedup_low, comparison.speedup_high) if comparison else "",
-            comparison.verdict.replace("_", " ") if comparison else "",
+            comparison.stated_verdict.replace("_", " ") if comparison else "",
         ))
     first = len(fields)
     note = ("RUNS: finished/run. INTERVAL: of the median over the runs (90 % from 5 runs; with 3 or 4, the "
@@ -166,11 +166,11 @@ def value_json(value: ValueResult, first: ValueResult) -> dict[str, Any]:
         "interval_confidence": rate.confidence,  # the interval's exact coverage
         "interval_from": rate.interval_from,  # "repeats" (the runs' spread) or "windows" (one run's)
         # Against the first value: the ratio of medians, its interval and the verdict (None for the first, or
-        # without 2 finished runs on each side).
+        # without 2 finished runs on each side; no_verdict where the runs give no interval, under 3 a side).
         "speedup": comparison.speedup if comparison else None,
         "speedup_low": comparison.speedup_low if comparison else None,
         "speedup_high": comparison.speedup_high if comparison else None,
-        "verdict": comparison.verdict if comparison else None,
+        "verdict": comparison.stated_verdict if comparison else None,  # no_verdict without an interval
     }
 
 

@@ -224,7 +224,7 @@ def results_table(result: VerifyResult) -> str:
 def _verdict(comparison: Any) -> str:
     """faster, slower or within_noise where an interval decides; no_verdict where none could be given (a change
     not measured, or too few trials: 2+2 of a stopped verification)."""
-    return comparison.verdict if comparison.speedup_low is not None else "no_verdict"
+    return comparison.stated_verdict
 
 
 def _label(change: Any) -> str:

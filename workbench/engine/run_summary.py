@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, Literal, Optional, Union
 
+from workbench.experiments.ab import verdict_text
+
 EndStatus = Literal["finished", "stopped", "failed"]
 # Why a run failed: "config" and "data" are the user's input (the CLI exits 2 for them);
 # the rest are the run's own trouble (exit 1).
@@ -49,11 +51,7 @@ class MeasuredChange:
 
     def describe(self) -> str:
         """"measured 1.31×: faster (1.25–1.37, 3+3 trials)": the words of ABResult.describe."""
-        interval = (f"{self.low:.2f}–{self.high:.2f}, " if self.low is not None and self.high is not None
-                    else "no interval: ")
-        words = {"faster": "faster", "slower": "slower here, not recommended",
-                 "within_noise": "within the noise"}[self.verdict]
-        return f"measured {self.speedup:.2f}×: {words} ({interval}{self.trials})"
+        return verdict_text(self.speedup, self.low, self.high, self.verdict, self.trials)
 
     def to_dict(self) -> dict:
         return {"speedup": self.speedup, "low": self.low, "high": self.high, "verdict": self.verdict,

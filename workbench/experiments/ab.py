@@ -26,6 +26,9 @@ from dataclasses import dataclass
 from typing import Literal, Optional, Sequence
 
 Verdict = Literal["faster", "slower", "within_noise"]
+# What an output states: the verdict where an interval decided it, "no_verdict" where there is none (2+2 trials, a side
+# not measured): "within_noise" without an interval would claim a band the measurements never showed.
+StatedVerdict = Literal["faster", "slower", "within_noise", "no_verdict"]
 
 # The coverage asked of an interval. 90 %: with 3 + 3 trials (the fewest that give any interval at this level)
 # one comparison costs six short runs; 95 % would need 4 + 4.
@@ -63,6 +66,11 @@ class ABResult:
         return f"{len(self.baseline_rates)}+{len(self.changed_rates)} trials"
 
     @property
+    def stated_verdict(self) -> StatedVerdict:
+        """The verdict where the interval decided it; "no_verdict" without an interval."""
+        return self.verdict if self.speedup_low is not None and self.speedup_high is not None else "no_verdict"
+
+    @property
     def baseline_images_per_sec(self) -> Optional[float]:
         return statistics.median(self.baseline_rates) if self.baseline_rates else None
 
@@ -71,14 +79,22 @@ class ABResult:
         return statistics.median(self.changed_rates) if self.changed_rates else None
 
     def describe(self) -> str:
-        """"measured 1.31× faster (1.25–1.37, 3+3 trials)", or why there is no verdict."""
+        """"measured 1.31×: faster (1.25–1.37, 3+3 trials)", or why there is no verdict."""
         if self.speedup is None:
             return f"not measured ({self.trials} finished)"
-        interval = (f"{self.speedup_low:.2f}–{self.speedup_high:.2f}, " if self.speedup_low is not None
-                    and self.speedup_high is not None else "no interval: ")
-        words = {"faster": "faster", "slower": "slower here, not recommended",
-                 "within_noise": "within the noise"}[self.verdict]
-        return f"measured {self.speedup:.2f}×: {words} ({interval}{self.trials})"
+        return verdict_text(self.speedup, self.speedup_low, self.speedup_high, self.verdict, self.trials)
+
+
+VERDICT_WORDS = {"faster": "faster", "slower": "slower here, not recommended", "within_noise": "within the noise",
+                 "no_verdict": "no verdict"}
+
+
+def verdict_text(speedup: float, low: Optional[float], high: Optional[float], verdict: str, trials: str) -> str:
+    """"measured 1.31×: faster (1.25–1.37, 3+3 trials)"; without an interval "measured 1.31×: no verdict (no
+    interval: 2+2 trials)", whatever verdict was stored (it is only ever decided by an interval)."""
+    if low is None or high is None:
+        return f"measured {speedup:.2f}×: no verdict (no interval: {trials})"
+    return f"measured {speedup:.2f}×: {VERDICT_WORDS[verdict]} ({low:.2f}–{high:.2f}, {trials})"
 
 
 def compare_rates(
