@@ -125,14 +125,21 @@ def per_value_table(fields: tuple[str, ...], members: tuple[MemberEnded, ...]) -
             *(format_setting(value) for _, value in result.values),
             f"{result.rate.runs}/{len(result.members)}",
             format_metric("rate", result.rate.images_per_sec),
-            result.rate.interval_text(),
+            _interval_text(result),
             speedup_text(comparison.speedup, comparison.speedup_low, comparison.speedup_high) if comparison else "",
             comparison.stated_verdict.replace("_", " ") if comparison else "",
         ))
     first = len(fields)
     note = ("RUNS: finished/run. INTERVAL: of the median over the runs (90 % from 5 runs; with 3 or 4, the "
-            "smallest to the largest at the coverage shown)")
+            "smallest to the largest at the coverage shown); a value with one finished run: that run's own, within it")
     return format_table(header, rows, right_aligned={first, first + 1, first + 2}) + "\n" + note
+
+
+def _interval_text(result: ValueResult) -> str:
+    """The value's interval, said as within its run where one run finished: its windows' spread cannot show how
+    much the next run differs, and under the column of medians over runs it read as run-to-run."""
+    text = result.rate.interval_text()
+    return f"{text} within its one run" if text and result.rate.interval_from == "windows" else text
 
 
 def sweep_json(ended: SequenceEnded, fields: tuple[str, ...]) -> dict[str, Any]:
