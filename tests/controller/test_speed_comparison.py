@@ -107,3 +107,12 @@ def test_repeats_over_seeds_are_one_side_with_the_accuracy_spread(store):
     (side,) = sides(runs)
     assert len(side.records) == 3
     assert speed_lines(runs)[0].endswith("; test accuracy over 3 seeds: median 43.0%, from 41.0% to 45.0%.")
+
+
+def test_a_side_that_finished_without_a_steady_window_is_not_said_to_have_no_finished_run(store):
+    """A 3-step run has no steady window: "a side has no finished run" named a failure that never happened."""
+    first = record(store, FP32, 1000.0, low=990.0, high=1010.0)
+    short = record(store, CHANNELS_LAST, None)
+    lines = speed_lines([store.get_run(first), store.get_run(short)])
+    assert lines[1].startswith(f"B = #{short}: no finished run had a steady-state img/s (1 finished; no steady window")
+    assert lines[2].startswith(f"B against A: not compared (#{short}: no finished run had a steady-state img/s")

@@ -181,3 +181,17 @@ def test_repeats_over_seeds_give_each_run_its_seed_and_the_accuracy_its_spread(c
     assert result["test_accuracy_median"] == pytest.approx(statistics.median(accuracies))
     assert (result["test_accuracy_min"], result["test_accuracy_max"]) == (min(accuracies), max(accuracies))
     assert "test accuracy over 3 seeds: median " in out and "1 (seed 7)" in out
+
+
+def test_repeats_that_finished_without_a_steady_window_are_not_said_as_none_finished():
+    """`run --repeats 2 --max-steps 3` with log_every 10: both runs finished, their steps all in the warm-up window;
+    the median line said "no run finished" under a table of two finished runs."""
+    from workbench.cli.repeats import median_line
+    from workbench.engine.run_summary import NO_STEADY_WINDOW, RunSummary
+    from workbench.experiments.rate_over_runs import rate_over
+
+    rate = rate_over([RunSummary(status="finished", steps=3), RunSummary(status="finished", steps=3)])
+    assert rate.images_per_sec is None
+    assert median_line(rate, 2) == (f"median: n/a (no finished run had a steady-state img/s (2 finished; "
+                                    f"{NO_STEADY_WINDOW}))")
+    assert rate_over([RunSummary(status="failed", steps=3)]).describe() == "no run finished"

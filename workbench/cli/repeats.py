@@ -118,7 +118,7 @@ def runs_table(members: tuple[MemberEnded, ...], vary_seed: bool = False) -> str
 def median_line(rate: RateOverRuns, repeats: int) -> str:
     """"median: 1,234 img/s over 3 runs, interval 1,200–1,260 (75 %: with 3 runs, the smallest to the largest)"."""
     if rate.images_per_sec is None:
-        return "median: n/a (no run finished)"
+        return f"median: n/a ({rate.unmeasured_reason})"
     line = f"median: {rate.images_per_sec:,.0f} img/s over {rate.runs} run{'s' if rate.runs != 1 else ''}"
     if rate.interval_from == "repeats" and rate.confidence is not None:
         line += f", interval {_interval(rate.images_per_sec_low, rate.images_per_sec_high)} ({rate.confidence * 100:.3g} %"

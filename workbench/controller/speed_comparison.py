@@ -94,7 +94,9 @@ def _against(first: Side, side: Side) -> str:
     comparison = compared(first.rate, side.rate)
     if comparison is None:
         if first.rate.images_per_sec is None or side.rate.images_per_sec is None:
-            return "not compared (a side has no finished run)"
+            # said as it is: a finished run too short for a steady window is no failed run
+            unmeasured = first if first.rate.images_per_sec is None else side
+            return f"not compared ({unmeasured.label}: {unmeasured.rate.unmeasured_reason})"
         ratio = side.rate.images_per_sec / first.rate.images_per_sec
         alone = "one run each" if first.rate.runs == side.rate.runs == 1 else "one side is one run"
         return (f"{ratio:.2f}×, no verdict: {alone}, and runs of the same settings differ by 8–15 % "

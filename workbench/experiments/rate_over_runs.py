@@ -33,10 +33,16 @@ class RateOverRuns:
     images_per_sec_high: Optional[float] = None
     confidence: Optional[float] = None  # the interval's coverage
     interval_from: Optional[IntervalFrom] = None  # the runs' spread, or (one run) its steady windows' spread
+    no_rate_reason: Optional[str] = None  # why images_per_sec is None: no run finished, or none had a steady state
 
     @property
     def runs(self) -> int:
         return len(self.rates)
+
+    @property
+    def unmeasured_reason(self) -> str:
+        """Why there is no images/sec ("no run finished", or that the finished runs had no steady window)."""
+        return self.no_rate_reason or "no run finished"
 
     def interval_text(self) -> str:
         """"1,200–1,260" ("… (75 %)" where the coverage is not 90 %); "" without an interval."""
@@ -45,7 +51,7 @@ class RateOverRuns:
     def describe(self) -> str:
         """"1,234 img/s (median of 3 runs, 1,200–1,260 (75 %))", or for one run "… (one run; within it …)"."""
         if self.images_per_sec is None:
-            return "no run finished"
+            return self.unmeasured_reason
         interval = self.interval_text()
         if self.runs == 1:  # its windows' interval is within the run: the next run may differ by more
             return (f"{self.images_per_sec:,.0f} img/s (one run" + (f"; within it {interval}" if interval else "")
@@ -61,7 +67,7 @@ def rate_over(summaries: Sequence[RunSummary]) -> RateOverRuns:
     finished = [summary for summary, _ in rated]
     rates = tuple(rate for _, rate in rated)
     if not rates:
-        return RateOverRuns(rates=(), images_per_sec=None)
+        return RateOverRuns(rates=(), images_per_sec=None, no_rate_reason=no_rate_reason(summaries))
     if len(rates) == 1:
         only = finished[0]
         has_interval = only.images_per_sec_low is not None and only.images_per_sec_high is not None
@@ -74,6 +80,15 @@ def rate_over(summaries: Sequence[RunSummary]) -> RateOverRuns:
     return RateOverRuns(rates=rates, images_per_sec=statistics.median(rates), images_per_sec_low=low,
                         images_per_sec_high=high, confidence=coverage,
                         interval_from="repeats" if interval is not None else None)
+
+
+def no_rate_reason(summaries: Sequence[RunSummary]) -> str:
+    """Why runs give no images/sec: none finished, or those that did had no steady window (too few steps)."""
+    finished = [summary for summary in summaries if summary.status == "finished"]
+    if not finished:
+        return "no run finished"
+    why = next((summary.no_steady_state_reason for summary in finished if summary.no_steady_state_reason), None)
+    return f"no finished run had a steady-state img/s ({len(finished)} finished" + (f"; {why})" if why else ")")
 
 
 def compared(baseline: RateOverRuns, changed: RateOverRuns) -> Optional[ABResult]:
