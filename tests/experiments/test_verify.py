@@ -277,6 +277,15 @@ def test_a_busy_machine_is_named_from_the_load_and_from_the_baselines_own_spread
     assert text.startswith("this machine is busy: the baseline's own 3 trials (the same settings each time) spread 35%")
 
 
+
+def test_the_busy_spread_is_over_the_median_every_other_output_gives_an_even_count_of_trials():
+    """It took the upper middle trial as the median of four: 16 / 107 = 14.95 %, "quiet", where the median the
+    comparison itself states (103.5) gives 15.5 %, over the 15 % a busy machine's spread begins at."""
+    from workbench.experiments.verify import busy_machine
+
+    text = busy_machine([100.0, 100.0, 107.0, 116.0], None)
+    assert text is not None and "spread 15%" in text
+
 def test_a_change_decided_early_is_held_only_against_the_baseline_trials_of_its_own_rounds():
     """channels_last, a real 1.30×, was decided after three rounds and ran no more; the baseline ran on for a noisy
     second change while the machine got busy (100 → 50 img/s), and the final comparison took all eight baseline

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import statistics
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
@@ -144,7 +145,7 @@ def busy_machine(baseline_rates: list[float], load: Optional[tuple[float, int]])
     the load when the trials began; None when it looks quiet."""
     reasons = []
     if len(baseline_rates) >= 2:
-        median = sorted(baseline_rates)[len(baseline_rates) // 2]
+        median = statistics.median(baseline_rates)  # the median every other output uses (an even count's mean of two)
         spread = (max(baseline_rates) - min(baseline_rates)) / median if median > 0 else 0.0
         if spread > BUSY_SPREAD:
             reasons.append(f"the baseline's own {len(baseline_rates)} trials (the same settings each time) spread "
