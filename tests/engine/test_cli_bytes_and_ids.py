@@ -40,14 +40,30 @@ def test_a_name_or_data_path_that_is_not_utf8_is_one_line_and_records_nothing(tm
 
 
 @pytest.mark.skipif(os.name != "posix", reason="POSIX file names are bytes")
-@pytest.mark.parametrize("args, named", [(["export", "{latin1}.csv"], "FILE"), (["export", "--out", "{latin1}.csv"], "--out"),
+@pytest.mark.parametrize("args, named", [(["make-npz", "{latin1}", "--out", "{tmp}/x.npz"], "SOURCE"),
                                          (["tag", "1", "{latin1}"], "TAG")],
-                         ids=["export-file", "export-out", "tag"])
+                         ids=["make-npz", "tag"])
 def test_an_argument_that_is_not_utf8_is_named_as_the_user_gives_it(tmp_path, capsys, args, named):
-    """A positional was named by its attribute, as a flag no command has: `workbench export FILE` said "--path"."""
+    """A positional was named by its attribute, as a flag no command has: `workbench make-npz SOURCE` said
+    "--source"."""
     latin1 = os.fsdecode(b"caf\xe9")
-    code, line = one_line(capsys, "--home", str(tmp_path / "home"), *(arg.format(latin1=latin1) for arg in args))
+    code, line = one_line(capsys, "--home", str(tmp_path / "home"),
+                          *(arg.format(latin1=latin1, tmp=tmp_path) for arg in args))
     assert code == 2 and line.startswith(f"workbench {args[0]}: {named} holds bytes that are not UTF-8 text"), line
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file names are bytes")
+@pytest.mark.parametrize("how", [[], ["--out"]], ids=["FILE", "--out"])
+def test_export_writes_a_file_whose_name_is_not_utf8(tmp_path, capsys, how):
+    """An export's file name is kept nowhere, yet it was refused "which the history cannot keep": it is written under
+    the bytes given, and the line saying so shows the name escaped."""
+    target = os.path.join(os.fsencode(tmp_path), b"caf\xe9.csv")
+    code = main(["--home", str(tmp_path / "home"), "export", *how, os.fsdecode(target)])
+    out, err = capsys.readouterr()
+    assert (code, err) == (0, "")
+    with open(target, "rb") as written:
+        assert written.read().startswith(b"run_id,")
+    assert out.startswith("Wrote ") and out.endswith(f"{tmp_path}/caf\\udce9.csv\n"), out
 
 
 @pytest.mark.parametrize("command", [["verify", TOO_LARGE], ["export", "--out", "{tmp}/runs.csv", "--runs", TOO_LARGE]])

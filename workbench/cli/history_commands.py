@@ -31,7 +31,9 @@ def register(subparsers) -> None:
                         "that is not a CSV it wrote)")
     export.add_argument("--runs", type=positive_int, nargs="+", metavar="ID", help="run ids to export (default: all)")
     export.add_argument("--steps", action="store_true", help="write the step metrics instead of one row per run")
-    export.set_defaults(handler=export_command)
+    # The file is written, its name kept nowhere (the history holds no export): bytes that are not UTF-8 are a name
+    # like any other here, written as given.
+    export.set_defaults(handler=export_command, any_bytes=("path", "out"))
 
     tag = subparsers.add_parser(
         "tag", help="tag a run", description="Add words to a run's tags (the Runs tab's Tags column, the CSV's "
