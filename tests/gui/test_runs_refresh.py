@@ -15,7 +15,9 @@ from builders import count_upgrades, older_history, record_complete_run
 from PySide6.QtCore import QCoreApplication, QTimer
 
 from workbench.gui.background import wait_for_background_calls
+from workbench.gui.runs_refresh import SAY_AGAIN_AFTER_TICKS
 from workbench.gui.runs_view import LOADING_TEXT, RunsView
+from workbench.history.failure_log import failure_log_path
 from workbench.history.store import HistoryError, HistoryStore
 from runs_views import column, settled, shown_view
 
@@ -310,3 +312,44 @@ def test_a_poll_failing_tick_after_tick_says_why_once_and_the_tab_reads_when_it_
     view.refresher.poll()
     settled(view, qtbot)
     assert len(said) == 2  # failing again is said again
+
+
+def test_a_poll_that_keeps_failing_is_logged_once_and_said_again_once_another_message_took_its_place(
+        make_view, store, tmp_path, qtbot, monkeypatch):
+    """A poll failing tick after tick was said once in the status line and logged nowhere: an export's "Wrote …"
+    took its place while the poll still failed, and nothing ever said again that the table no longer followed the
+    history."""
+    record_complete_run(store, name="first")
+    said = []
+    real_failed = RunsView._read_failed
+    monkeypatch.setattr(RunsView, "_read_failed", lambda view, error: said.append(str(error)) or real_failed(view, error))
+    view = make_view()
+    reason = "cannot read the run history: disk I/O error"
+
+    def failing(home):
+        raise HistoryError(reason)
+
+    def tick() -> None:
+        view.refresher.poll()
+        settled(view, qtbot)
+
+    monkeypatch.setattr(HistoryStore, "read_revision", failing)
+    for _ in range(SAY_AGAIN_AFTER_TICKS + 2):  # said and still shown: not said again
+        tick()
+    assert said == [reason] and view.status_label.text() == reason
+    log = failure_log_path(tmp_path / "home")
+    qtbot.waitUntil(log.exists, timeout=10_000)  # written off the GUI thread
+
+    monkeypatch.setattr(view, "_ask_save_path", lambda title, default_name: str(tmp_path / "runs.csv"))
+    view.export_csv_button.click()  # its outcome takes the status line
+    qtbot.waitUntil(lambda: view.status_label.text().startswith("Wrote "), timeout=10_000)
+    for _ in range(SAY_AGAIN_AFTER_TICKS - 1):
+        tick()
+    assert view.status_label.text().startswith("Wrote ")  # time to read what took its place
+    tick()
+    assert said == [reason, reason]
+    assert view.status_label.text() == reason and view.status_label.styleSheet() == ERROR_STYLE
+
+    assert wait_for_background_calls(10_000)
+    entries = [line for line in log.read_text(encoding="utf-8").splitlines() if line.startswith("=== ")]
+    assert len(entries) == 1 and entries[0].endswith(f"the Runs tab's poll of the history failed: {reason}"), entries

@@ -9,7 +9,7 @@ import pytest
 from hostile_paths import fifo_unblocked, make_fifo
 
 from workbench.history import failure_log
-from workbench.history.failure_log import failure_log_path, log_failure
+from workbench.history.failure_log import failure_log_path, log_failure, log_problem
 
 POSIX_ONLY = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs and O_NOFOLLOW are POSIX")
 
@@ -53,3 +53,12 @@ def test_the_log_is_appended_and_moves_aside_past_its_size(tmp_path, monkeypatch
     assert log_failure("third", "Traceback 3", home=tmp_path) == path  # the file was past 100 bytes
     old = path.with_name("failures.log.1").read_text()
     assert "second" in old and "third" not in old and "third" in path.read_text()
+
+
+def test_a_problem_is_one_line_whatever_its_reason_holds(tmp_path):
+    """A window's read that kept failing is logged as one line: a path in its reason cannot break it."""
+    path = failure_log_path(tmp_path)
+    assert log_problem("the Runs tab's poll of the history", "cannot read /home/a\nb/history.sqlite3",
+                       at=0.0, home=tmp_path) == path
+    assert path.read_text(encoding="utf-8") == ("=== 1970-01-01T00:00:00Z the Runs tab's poll of the history failed: "
+                                                "cannot read /home/a\\nb/history.sqlite3\n\n")

@@ -8,7 +8,9 @@ home) the window keeps painting.
 
 The revision is read on every schema this version reads: a history older than the run revision (schema 4) opened
 read only has its upgraded copy's, made again when the file changes (database.run_revision). A poll that fails says
-why once while it fails so (in the status line, as a read that fails), not on every tick, and not never.
+why once while it fails so (in the status line, as a read that fails), not on every tick, and not never; it is
+written once to failures.log in the workbench home (off the GUI thread: the disk may be the one that hangs), and said
+again SAY_AGAIN_AFTER_TICKS ticks after another message took the status line while it still fails.
 
 At most one read is in flight. A refresh asked meanwhile is kept, one however many are asked, and starts when the
 read lands, from the revision that read brought: results land in the order they were read, so no older one is
@@ -25,25 +27,35 @@ from PySide6.QtCore import QObject, QTimer
 
 from workbench.gui.background import call_in_background
 from workbench.gui.runs_exports import history_revision, runs_changed_since
+from workbench.history.failure_log import log_problem
 from workbench.history.records import RunChanges
 from workbench.history.store import HistoryError
+
+# Failing ticks, once another message took the status line, before the poll's failure is said again (10 s at the
+# tab's 2 s poll: time to read the message that took its place).
+SAY_AGAIN_AFTER_TICKS = 5
+POLL = "the Runs tab's poll of the history"  # failures.log's line: "… failed: REASON"
 
 
 class RunsRefresh(QObject):
     """Reads the runs written since ``revision`` off the GUI thread; ``apply(changes, everything)`` or
-    ``fail(error)`` back on it (``everything``: the first read, every run), while the parent lives."""
+    ``fail(error)`` back on it (``everything``: the first read, every run), while the parent lives.
+    ``failure_shown()``: whether what ``fail`` said last is still shown (else a poll that still fails says it
+    again)."""
 
     def __init__(self, history: Path, apply: Callable[[RunChanges, bool], None],
-                 fail: Callable[[HistoryError], None], poll_ms: int, parent: QObject):
+                 fail: Callable[[HistoryError], None], poll_ms: int, parent: QObject,
+                 failure_shown: Callable[[], bool]):
         super().__init__(parent)
         self._history = history
-        self._apply, self._fail = apply, fail
+        self._apply, self._fail, self._failure_shown = apply, fail, failure_shown
         self.revision: Optional[int] = None  # the history's revision the table shows; None: nothing read yet
         self._reading = False  # a read of the changes is in flight
         self._read_again = False  # a refresh was asked while it was
         self._then_next: list[Callable[[], None]] = []  # to call once the next read to start has landed
         self._polling = False  # a read of the revision is in flight
         self._poll_error: Optional[str] = None  # what the poll's failures say, while they go on
+        self._unshown_ticks = 0  # failing ticks since another message took the status line from the poll's
         self._poll = QTimer(self)
         self._poll.setInterval(poll_ms)
         self._poll.timeout.connect(self.poll)
@@ -113,10 +125,24 @@ class RunsRefresh(QObject):
             raise error
         # The history cannot be read just now (the file went away, a busy disk): the poll skips a beat. What is
         # wrong is said once while the poll fails so (a poll that failed on every tick, unsaid, left the table as it
-        # was for good), then again only if it says something else.
+        # was for good), then again only if it says something else, or if another message took its place and it
+        # still fails SAY_AGAIN_AFTER_TICKS ticks on (it was never seen again). Logged once, with its message.
         if str(error) != self._poll_error:
-            self._poll_error = str(error)
+            self._poll_error, self._unshown_ticks = str(error), 0
             self._fail(error)
+            call_in_background(self, partial(log_problem, POLL, str(error), home=Path(self._history).parent),
+                               _ignore, _ignore)  # log_problem never raises: nothing to report either way
+        elif self._failure_shown():
+            self._unshown_ticks = 0
+        else:
+            self._unshown_ticks += 1
+            if self._unshown_ticks >= SAY_AGAIN_AFTER_TICKS:
+                self._unshown_ticks = 0
+                self._fail(error)
 
     def stop(self) -> None:
         self._poll.stop()
+
+
+def _ignore(_: object) -> None:
+    pass

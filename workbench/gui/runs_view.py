@@ -124,7 +124,8 @@ class RunsView(RunsWriteActions, QWidget):
         layout.addWidget(self.status_label)
 
         # Runs recorded by another process (a CLI run) appear without a restart: the refresher polls the revision.
-        self.refresher = RunsRefresh(store.path, self._apply_changes, self._read_failed, auto_refresh_ms, self)
+        self.refresher = RunsRefresh(store.path, self._apply_changes, self._read_failed, auto_refresh_ms, self,
+                                     failure_shown=self._history_failure_shown)
         self.count_label.setText(LOADING_TEXT)
         self._on_selection_changed()
         self.refresh()
@@ -166,6 +167,10 @@ class RunsView(RunsWriteActions, QWidget):
         if self.refresher.revision is None:
             self.count_label.setText("")  # not loading any more: the status line says why
         self._show_status(str(error), error=True, cause="history")
+
+    def _history_failure_shown(self) -> bool:
+        """The status line still says why the history could not be read (no other message took its place)."""
+        return self._status_cause == "history"
 
     def _size_columns(self) -> None:
         """Fit each column to its header and its widest cell, once: later the user's widths stay."""

@@ -1,4 +1,5 @@
-"""failures.log in the workbench home: the whole traceback of every run that failed unexpectedly.
+"""failures.log in the workbench home: the whole traceback of every run that failed unexpectedly, and the window's
+background reads that kept failing (the Runs tab's poll of the history), one line each.
 
 The run history keeps the traceback too (runs.traceback); the log is for reading with any editor
 and for attaching to a bug report. Appending never raises: a log that cannot be written must not
@@ -14,6 +15,7 @@ import stat
 from pathlib import Path
 from typing import Any, Optional
 
+from workbench.formatting import printable
 from workbench.history.metrics import iso_utc
 
 LOG_FOLDER = "logs"
@@ -52,6 +54,20 @@ def log_failure(
     if settings is not None:
         lines.append("settings: " + json.dumps(settings, sort_keys=True))
     lines.append(traceback.rstrip("\n"))
+    return _append_entry(path, lines)
+
+
+def log_problem(what: str, reason: str, *, at: Optional[float] = None, home: Optional[Path] = None) -> Optional[Path]:
+    """Append one line, "``what`` failed: ``reason``" (no run, no traceback: a read of the window's that kept
+    failing). Returns the log's path, or None when it could not be written."""
+    import time
+
+    stamp = iso_utc(at if at is not None else time.time())
+    # printable: a path in the reason (a newline in a folder's name) cannot break the line
+    return _append_entry(failure_log_path(home), [printable(f"=== {stamp} {what} failed: {reason}")])
+
+
+def _append_entry(path: Path, lines: list[str]) -> Optional[Path]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         text = ("\n".join(lines) + "\n\n").encode("utf-8", "backslashreplace")
