@@ -93,7 +93,7 @@ def outputs():
     repeats = SweepResult(members=(member(0, 32),), repeats=1)
     trial = TrialResult(trial=1, knob="num_workers", changes={"num_workers": 2}, images_per_sec=130.0,
                         measurements=(130.0, 131.0, 129.0), run_ids=(2, 4, 6), outcome="kept",
-                        best_images_per_sec=130.0, comparison=COMPARISON, baseline_run_ids=(1, 3, 5))
+                        comparison=COMPARISON, baseline_run_ids=(1, 3, 5))
     tune = TuneResult(start_config=RunConfig(), start_images_per_sec=100.0, best_config=RunConfig(num_workers=2),
                       best_images_per_sec=130.0, trials=(trial,), passes=1, stop_reason="a pass gained nothing",
                       trial_steps=20)

@@ -287,3 +287,59 @@ def test_the_searchs_speedup_is_its_measured_comparisons_not_runs_from_different
     assert result.best_changes == {"channels_last": True}
     assert result.speedup == pytest.approx(1.05)
     assert [event.speedup for event in events if isinstance(event, BestSoFar)] == [pytest.approx(1.05)]
+
+
+def test_each_trial_rows_figures_come_from_its_own_comparison():
+    """The trials table printed IMG/S (this comparison's change) beside BEST IMG/S (the median of every run of the
+    best after the trial, across comparisons made at other times) and VS BEST from neither pair: on a machine that
+    doubled its speed after the first comparison, a 1.00× row read 210 img/s beside a best of 158. Now BEST IMG/S is
+    the best so far's median in the row's own comparison, and CHANGE IMG/S ÷ BEST IMG/S is the VS BEST printed."""
+    import re
+
+    from workbench.cli.tune_command import trials_table
+
+    calls = []
+
+    def speed(config):
+        calls.append(config)
+        machine = 2.0 if len(calls) > 7 else 1.0  # the calibration and the first comparison's 6 runs at 1×
+        return 100.0 * machine * (1.05 if config.channels_last else 1.0)
+
+    runs = TimedRuns(speed, noise=0.0, device=CPU)
+    plan = TunePlan(tiny(max_steps=None, num_workers=0), trial_steps=16, knobs=("channels_last", "num_workers"),
+                    max_passes=1)
+    result = tune(runs, plan, device=CPU)[-1].result
+    assert len(result.trials) >= 2 and result.trials[0].outcome == "kept"
+    header, *rows = trials_table(result.trials).splitlines()
+    rows = rows[:len(result.trials)]
+    assert re.split(r"\s{2,}", header)[:5] == ["TRIAL", "KNOB", "CHANGE", "BEST IMG/S", "CHANGE IMG/S"]
+    printed = []
+    for row in rows:
+        best, changed, ratio = re.search(r"\s(\d[\d,.]*)\s+(\d[\d,.]*)\s+(\d\.\d+)×", row).groups()
+        printed.append((float(best.replace(",", "")), float(changed.replace(",", "")), float(ratio)))
+    assert printed[0] == (100.0, 105.0, 1.05)
+    assert all(best == 210.0 and changed == 210.0 and ratio == 1.0 for best, changed, ratio in printed[1:])
+    for trial, (best, changed, ratio) in zip(result.trials, printed):
+        assert trial.baseline_images_per_sec == pytest.approx(best)
+        assert changed / best == pytest.approx(ratio, abs=0.005)
+
+
+def test_each_trial_as_it_lands_is_set_against_the_best_in_its_own_comparison():
+    """The line each trial prints as the search goes: the change's img/s, the best so far's in the same comparison,
+    and their ratio (it read "(best N img/s)": the median of every run of the best after the trial)."""
+    import io
+
+    from workbench.cli.sequence_output import SequenceProgress
+    from workbench.experiments.ab import compare_rates
+
+    stream = io.StringIO()
+    output = SequenceProgress(stream)
+    output.show(TrialResult(trial=2, knob="num_workers", changes={"num_workers": 1}, images_per_sec=210.0,
+                            measurements=(210.0,) * 3, run_ids=(8, 10, 12), outcome="kept",
+                            comparison=compare_rates([200.0] * 3, [210.0] * 3), baseline_run_ids=(7, 9, 11)))
+    output.show(TrialResult(trial=3, knob="num_workers", changes={"num_workers": 4}, images_per_sec=None,
+                            measurements=(), run_ids=(14,), outcome="failed", reason="fake out_of_memory"))
+    output.close()
+    assert stream.getvalue().splitlines() == [
+        "  trial 2 num_workers=1: 210 img/s against the best's 200 img/s, 1.05× (1.05–1.05), kept",
+        "  trial 3 num_workers=4: n/a img/s, failed"]

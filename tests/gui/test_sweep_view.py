@@ -130,7 +130,7 @@ def test_the_experiments_tab_shows_a_refused_sequence_in_the_view_of_its_kind(qt
     qtbot.addWidget(tab)
     tab.handle(SequenceStarted(kind="tune", sequence_id=2, name="find faster settings", base=BASE))
     tab.handle(TrialResult(trial=1, knob="num_workers", changes={"num_workers": 2}, images_per_sec=900.0,
-                           measurements=(900.0,), run_ids=(5,), outcome="kept", best_images_per_sec=900.0))
+                           measurements=(900.0,), run_ids=(5,), outcome="kept"))
     tab.handle(SequenceEnded(kind="tune", sequence_id=2, status="finished", result=None))
     assert tab.tune_view.table.rowCount() == 1
     tab.handle(refused("sweep", "fp16 needs a CUDA GPU"))

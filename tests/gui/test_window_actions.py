@@ -149,8 +149,8 @@ def test_find_faster_settings_shows_each_trial_and_apply_puts_the_best_in_the_fo
     tune_view = window.experiments.tune_view
     assert window.experiments.views.currentWidget() is tune_view
     rows = tune_view.trial_rows()
-    assert len(rows) > 3 and any(row[2].endswith("augment=gpu") and row[6] == "kept" for row in rows)
-    assert any(row[4] == "1.50× (1.50–1.50)" for row in rows)  # the change against the best, with its interval
+    assert len(rows) > 3 and any(row[2].endswith("augment=gpu") and row[7] == "kept" for row in rows)
+    assert any(row[5] == "1.50× (1.50–1.50)" for row in rows)  # the change against the best, with its interval
     assert "1.50×" in tune_view.best_label.text()
     assert tune_view.apply_button.isEnabled()
     tune_view.apply_button.click()

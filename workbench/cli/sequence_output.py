@@ -107,10 +107,12 @@ class SequenceProgress:
         rate = format_metric("rate", event.images_per_sec) or "n/a"
         change = values_label(tuple(event.changes.items())) or "start settings"
         speedup = speedup_text(event.speedup, event.speedup_low, event.speedup_high)
-        best = format_metric("rate", event.best_images_per_sec) or "n/a"
+        # The best so far's rate in this comparison, the one the speedup divides by (not its runs' at other times).
+        best = format_metric("rate", event.baseline_images_per_sec)
         self.progress.message(f"  trial {event.trial} {change}: {rate} img/s"
-                              + (f", {speedup} the best" if speedup else "")
-                              + f", {event.outcome.replace('_', ' ')} (best {best} img/s)")
+                              + (f" against the best's {best} img/s" if best else "")
+                              + (f", {speedup}" if speedup else "")
+                              + f", {event.outcome.replace('_', ' ')}")
 
     @show.register
     def _(self, event: BatchTrial) -> None:

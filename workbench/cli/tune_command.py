@@ -93,22 +93,26 @@ def tune_command(args: argparse.Namespace) -> int:
 
 
 def trials_table(trials: tuple[TrialResult, ...]) -> str:
-    header = ("TRIAL", "KNOB", "CHANGE", "IMG/S", "VS BEST (90 % INTERVAL)", "RUNS", "OUTCOME", "BEST IMG/S")
+    """One row a change; its figures all from that change's comparison, so CHANGE IMG/S ÷ BEST IMG/S is VS BEST."""
+    header = ("TRIAL", "KNOB", "CHANGE", "BEST IMG/S", "CHANGE IMG/S", "VS BEST (90 % INTERVAL)", "RUNS", "OUTCOME")
     rows = [
         (
             str(trial.trial),
             trial.knob,
             values_label(tuple(trial.changes.items())),
+            format_metric("rate", trial.baseline_images_per_sec),
             format_metric("rate", trial.images_per_sec),
             speedup_text(trial.speedup, trial.speedup_low, trial.speedup_high),
             " ".join(f"#{run_id}" for run_id in trial.run_ids if run_id is not None),
             trial.outcome.replace("_", " ") + (f": {trial.reason}" if trial.reason else ""),
-            format_metric("rate", trial.best_images_per_sec),
         )
         for trial in trials
     ]
-    return format_table(header, rows, right_aligned={0, 3, 7})
-
+    table = format_table(header, rows, right_aligned={0, 3, 4})
+    if not rows:
+        return table
+    return table + ("\nBEST IMG/S, CHANGE IMG/S: medians of the best so far's and the change's runs in the row's own "
+                    "comparison; VS BEST = CHANGE ÷ BEST")
 
 
 def summary_text(result: TuneResult) -> str:

@@ -109,10 +109,16 @@ class TrialResult:
     measurements: tuple[float, ...]
     run_ids: tuple[Optional[int], ...]
     outcome: TrialOutcome
-    best_images_per_sec: Optional[float]  # the best after this trial (median of its measurements)
     reason: Optional[str] = None  # why it failed
     comparison: Optional[ABResult] = None  # against the best so far; None when the trial failed
     baseline_run_ids: tuple[Optional[int], ...] = ()  # the best settings' runs in this comparison
+
+    @property
+    def baseline_images_per_sec(self) -> Optional[float]:
+        """The best so far's median in this comparison: what ``speedup`` divides by. Not the median of all its runs
+        across comparisons, which ran at other times (a machine slower later would set this row's change against
+        a figure its own comparison never measured)."""
+        return self.comparison.baseline_images_per_sec if self.comparison else None
 
     @property
     def speedup(self) -> Optional[float]:

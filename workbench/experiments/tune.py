@@ -303,7 +303,6 @@ class _Search:
             measurements=tuple(ran.rates(1)),
             run_ids=tuple(ran.run_ids(1)),
             outcome=outcome,
-            best_images_per_sec=self.median_rate(self.best),
             reason=reason,
             comparison=comparison,
             baseline_run_ids=tuple(ran.run_ids(0)),

@@ -37,7 +37,8 @@ from workbench.experiments.events import (
 from workbench.formatting import speedup_text
 from workbench.history.metrics import format_metric
 
-COLUMNS = ("Trial", "Setting", "Change", "Img/s", "Vs. best (90 % interval)", "Runs", "Outcome", "Best so far")
+# Each row's figures come from its own comparison: change img/s ÷ best img/s is the "vs. best" ratio.
+COLUMNS = ("Trial", "Setting", "Change", "Best img/s", "Change img/s", "Vs. best (90 % interval)", "Runs", "Outcome")
 OUTCOME_COLOURS = {"kept": "#2e7d32", "failed": "#c62828", "slower": "#6b6b6b", "within_noise": "#8a6d00"}
 
 
@@ -122,20 +123,22 @@ class TuneView(QWidget):
             str(trial.trial),
             trial.knob,
             values_label(tuple(trial.changes.items())),
+            format_metric("rate", trial.baseline_images_per_sec),
             format_metric("rate", trial.images_per_sec),
             speedup_text(trial.speedup, trial.speedup_low, trial.speedup_high),
             ", ".join(f"#{run_id}" for run_id in trial.run_ids if run_id is not None),
             trial.outcome.replace("_", " "),
-            format_metric("rate", trial.best_images_per_sec),
         )
+        best_runs = ", ".join(f"#{run_id}" for run_id in trial.baseline_run_ids if run_id is not None)
         for column, text in enumerate(cells):
             item = QTableWidgetItem(text)
-            if column in (0, 3, 4, 7):
+            if column in (0, 3, 4, 5):
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            if column == 4 and trial.comparison is not None:
-                item.setToolTip(trial.comparison.describe() + "; the best so far's runs: "
-                                + ", ".join(f"#{run_id}" for run_id in trial.baseline_run_ids if run_id is not None))
-            if column == 6:
+            if column == 3 and trial.comparison is not None:
+                item.setToolTip(f"the best so far's median in this comparison, runs {best_runs}")
+            if column == 5 and trial.comparison is not None:
+                item.setToolTip(trial.comparison.describe() + "; the best so far's runs: " + best_runs)
+            if column == 7:
                 item.setForeground(QBrush(QColor(OUTCOME_COLOURS.get(trial.outcome, "#303030"))))
                 if trial.reason:
                     item.setToolTip(trial.reason)
