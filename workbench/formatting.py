@@ -96,6 +96,14 @@ def format_setting(value: Any) -> str:
     return str(value)
 
 
+def window_rate_text(rate: Optional[float], span: str, unit: str = "img/s") -> str:
+    """A log window's or an epoch's images/sec, "1,234 img/s"; where the ``span`` read none (its clock did not
+    advance: engine.events.rate_over), "img/s n/a (the window lasted 0 s on the clock)", never "0 img/s"."""
+    if rate is None:
+        return f"{unit} n/a (the {span} lasted 0 s on the clock)"
+    return f"{rate:,.0f} {unit}"
+
+
 def speedup_text(speedup: Optional[float], low: Optional[float], high: Optional[float]) -> str:
     """"1.31× (1.25–1.37)": a ratio of medians and its interval; "1.31× (no interval)"; "" when unmeasured."""
     if speedup is None:

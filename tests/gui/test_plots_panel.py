@@ -243,6 +243,20 @@ def test_the_x_axis_can_be_samples_seen_or_wall_time(panel, axis, expected):
     assert panel.data_wait_plot.getAxis("bottom").labelText.startswith("samples" if axis == "samples_seen" else "wall")
 
 
+def test_a_window_that_read_no_rate_is_a_gap_in_the_throughput_plot(panel):
+    """A window of 0 s on the clock has no img/s (None): no point, where 0.0 drew a drop to nothing."""
+    import dataclasses
+
+    windows = losses([2.0, 1.5, 1.2, 1.1])
+    windows[2] = dataclasses.replace(windows[2], images_per_sec=None, window_seconds=0.0)
+    panel.begin_run("#1")
+    panel.add_steps(windows)
+    panel.redraw()
+    x, rates = panel.throughput_curve.getData()
+    assert list(x) == [1, 2, 4] and list(rates) == [1000.0] * 3
+    assert points(panel.raw_loss_curve) == 4
+
+
 def test_release_marks_the_plot_and_drops_the_reserved_curve(panel):
     panel.begin_run("#1")
     panel.add_steps(steps(4))

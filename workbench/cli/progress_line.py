@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from workbench.cli import timeline_report
 from workbench.engine.events import EpochStats, ProfileSample, RunEnded, RunStarted, StatusChanged, StepStats
-from workbench.formatting import format_duration, printable
+from workbench.formatting import format_duration, printable, window_rate_text
 
 
 class ProgressLine:
@@ -53,7 +53,7 @@ class ProgressLine:
             eta = event.eta_seconds(previous)
             self._line(
                 f"epoch {event.epoch}/{event.epochs} [{bar:<{self.WIDTH}}] {event.step}/{event.total_steps} "
-                f"loss {event.loss:.3f} {event.images_per_sec:,.0f} img/s "
+                f"loss {event.loss:.3f} {window_rate_text(event.images_per_sec, 'window')} "
                 f"wait {event.data_wait_fraction:.0%} ETA {format_duration(eta)}"
             )
 
@@ -66,7 +66,7 @@ class ProgressLine:
         self._print(
             f"epoch {event.epoch}/{event.epochs}: train loss {event.train_loss:.3f}, "
             + (f"test accuracy {event.test_accuracy:.1%}, " if event.evaluated else "not evaluated, ")
-            + f"{event.images_per_sec:,.0f} img/s, "
+            + f"{window_rate_text(event.images_per_sec, 'epoch')}, "
             f"data wait {event.data_wait_fraction:.0%} (the whole epoch, its start included: the run's img/s and "
             "data wait leave the first log window out)"
         )

@@ -18,7 +18,7 @@ from workbench.experiments.events import (
 )
 from workbench.experiments.rate_over_runs import fastest_text, per_value
 from workbench.experiments.verify import measured_change_of
-from workbench.formatting import efficiency_text, format_bytes, format_duration
+from workbench.formatting import efficiency_text, format_bytes, format_duration, window_rate_text
 from workbench.history.metrics import format_metric
 
 SEQUENCE_NAMES = {"sweep": "Sweep", "tune": "Search for faster settings", "max_batch": "Largest-batch search",
@@ -30,8 +30,9 @@ def progress_text(stats: StepStats, ceiling: Optional[float] = None, skipped_so_
     """"Epoch 1/3 · step 450/1,000 · ETA 0:12 · 1,234 images/s (41 % of ceiling)"; fp16 adds its scale.
     ``previous``: the run's log window before ``stats`` (None for its first), for the ETA's pace."""
     text = (f"Epoch {stats.epoch}/{stats.epochs} · step {stats.step:,}/{stats.total_steps:,} · "
-            f"ETA {format_duration(stats.eta_seconds(previous))} · {stats.images_per_sec:,.0f} images/s")
-    if ceiling:
+            f"ETA {format_duration(stats.eta_seconds(previous))} · "
+            f"{window_rate_text(stats.images_per_sec, 'window', 'images/s')}")
+    if ceiling and stats.images_per_sec is not None:
         text += f" ({efficiency_text(stats.images_per_sec / ceiling, 'of ceiling')})"
     if stats.loss_scale is not None:
         text += f" · loss scale {stats.loss_scale:,.0f}"
@@ -62,7 +63,8 @@ def started_text(event: RunStarted) -> str:
 def epoch_text(stats: EpochStats) -> str:
     tested = (f"test accuracy {stats.test_accuracy:.1%}, test loss {stats.test_loss:.3f}" if stats.evaluated
               else "not evaluated (evaluate=false)")
-    return (f"Epoch {stats.epoch}/{stats.epochs}: {tested}, {stats.images_per_sec:,.0f} images/s, "
+    rate = window_rate_text(stats.images_per_sec, "epoch", "images/s")
+    return (f"Epoch {stats.epoch}/{stats.epochs}: {tested}, {rate}, "
             f"waiting for data {stats.data_wait_fraction:.0%} of the time")
 
 

@@ -97,13 +97,19 @@ class RunStarted:
         return self.config.batch_size * self.world_size * self.config.accumulation_steps
 
 
+def rate_over(samples: float, seconds: float) -> Optional[float]:
+    """Images/sec of ``samples`` over ``seconds`` of wall clock; None where the clock did not advance (a coarse
+    timer, a fake clock): no rate was measured there, and 0.0 would read as a run that trained nothing."""
+    return samples / seconds if seconds > 0 else None
+
+
 @dataclass(frozen=True, kw_only=True)
 class RankStepStats:
     """One process's own figures for a StepStats window of a multi-process (data-parallel) run."""
 
     rank: int
     samples: int  # images this rank trained on in the window
-    images_per_sec: float  # this rank's samples / its window seconds
+    images_per_sec: Optional[float]  # this rank's samples / its window seconds (rate_over: None at 0 s)
     data_wait_seconds: float
     device_span_seconds: float  # includes the time the rank waited in the gradient all-reduce
     window_seconds: float
@@ -127,7 +133,7 @@ class StepStats:
     samples_seen: int
     loss: float  # mean training loss over the window
     lr: float
-    images_per_sec: float  # window samples / window wall seconds
+    images_per_sec: Optional[float]  # window samples / window wall seconds (rate_over: None at 0 s on the clock)
     data_wait_seconds: float  # host time blocked waiting for the next batch in the window
     # Span of the window's steps on the device stream (CUDA event pairs; host clock on a CPU). A span
     # includes the idle gaps between kernels: it is not GPU busy time (the profiler sample measures that).
@@ -176,7 +182,7 @@ class EpochStats:
     train_accuracy: float
     test_loss: float
     test_accuracy: float
-    images_per_sec: float  # training images / training wall seconds of this epoch
+    images_per_sec: Optional[float]  # training images / training wall seconds of this epoch (rate_over: None at 0 s)
     data_wait_fraction: float
     train_seconds: float
     eval_seconds: float

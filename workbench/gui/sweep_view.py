@@ -233,7 +233,8 @@ class SweepView(QWidget):
         if self._members and self._members[-1].ended is None:
             member = self._members[-1]
             member.windows += 1
-            if member.windows > 1:  # the first window is the warm-up, as in the run's summary
+            # The first window is the warm-up, as in the run's summary; a window of 0 s on the clock read no rate.
+            if member.windows > 1 and event.images_per_sec is not None:
                 member.live_images_per_sec = event.images_per_sec
             self._schedule()
 

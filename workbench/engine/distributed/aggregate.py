@@ -19,6 +19,7 @@ from workbench.engine.events import (
     RunEnded,
     RunStarted,
     StepStats,
+    rate_over,
 )
 
 # Every figure of a snapshot (the fields that are not the reasons a figure is missing).
@@ -50,7 +51,7 @@ def combine_steps(per_rank: Sequence[StepStats], previous_samples: Sequence[int]
         first,
         samples_seen=sum(stats.samples_seen for stats in per_rank),
         loss=sum(stats.loss for stats in per_rank) / len(per_rank),  # equal micro-batches on every rank
-        images_per_sec=sum(window_samples) / window_seconds if window_seconds > 0 else 0.0,
+        images_per_sec=rate_over(sum(window_samples), window_seconds),
         data_wait_seconds=max(stats.data_wait_seconds for stats in per_rank),
         device_span_seconds=max(stats.device_span_seconds for stats in per_rank),
         window_seconds=window_seconds,
@@ -75,12 +76,15 @@ def combine_epochs(per_rank: Sequence[EpochStats]) -> EpochStats:
     """One epoch over all ranks: training figures over every rank, test figures rank 0's (it evaluates)."""
     first = per_rank[0]
     train_seconds = max(stats.train_seconds for stats in per_rank)
-    samples = sum(stats.images_per_sec * stats.train_seconds for stats in per_rank)
+    rates = [(stats.images_per_sec, stats.train_seconds) for stats in per_rank]
+    # A rank whose epoch lasted 0 s on its clock read no rate, so its images, and the sum, are not known.
+    known = all(rate is not None for rate, _ in rates)
+    samples = sum(rate * seconds for rate, seconds in rates if rate is not None)
     return dataclasses.replace(
         first,
         train_loss=sum(stats.train_loss for stats in per_rank) / len(per_rank),
         train_accuracy=sum(stats.train_accuracy for stats in per_rank) / len(per_rank),  # equal shards
-        images_per_sec=samples / train_seconds if train_seconds > 0 else 0.0,
+        images_per_sec=rate_over(samples, train_seconds) if known else None,
         data_wait_fraction=max(stats.data_wait_fraction for stats in per_rank),
         train_seconds=train_seconds,
         memory=highest_memory([stats.memory for stats in per_rank]),
