@@ -104,6 +104,12 @@ def window_rate_text(rate: Optional[float], span: str, unit: str = "img/s") -> s
     return f"{rate:,.0f} {unit}"
 
 
+def window_share_text(share: Optional[float]) -> str:
+    """A log window's or an epoch's share of time, "12%"; "n/a" where it read none, never "0%": its clock did not
+    advance (engine.events.rate_over), which its img/s beside it says (window_rate_text)."""
+    return "n/a" if share is None else f"{share:.0%}"
+
+
 def speedup_text(speedup: Optional[float], low: Optional[float], high: Optional[float]) -> str:
     """"1.31× (1.25–1.37)": a ratio of medians and its interval; "1.31× (no interval)"; "" when unmeasured."""
     if speedup is None:

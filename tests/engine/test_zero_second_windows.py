@@ -1,7 +1,8 @@
 """A log window or an epoch that lasts 0 s on the clock (a clock that did not advance: a coarse timer, a fake one)
-measured no images/sec. Its StepStats and EpochStats read 0.0 img/s, a figure nobody measured that the plot,
-the history and the CSV took as a run that trained nothing; now None, said as "n/a (… lasted 0 s on the clock)"
-by every line that prints it, left out of the plot and the CSV, and ignored by the run's summary."""
+measured no images/sec and no share of time waiting for data. Its StepStats and EpochStats read 0.0 img/s and
+0 % data wait, figures nobody measured that the plot, the history and the CSV took as a run that trained nothing
+and never waited; now None, said as "n/a (… lasted 0 s on the clock)" by every line that prints them, left out of
+the plot and the CSV, and ignored by the run's summary."""
 
 from __future__ import annotations
 
@@ -35,8 +36,10 @@ def of_type(events, kind):
 def test_a_window_and_an_epoch_of_zero_seconds_read_no_rate(events):
     windows, epochs = of_type(events, StepStats), of_type(events, EpochStats)
     assert len(windows) == 2 and epochs
-    assert [(stats.window_seconds, stats.images_per_sec) for stats in windows] == [(0.0, None)] * 2
-    assert [(stats.train_seconds, stats.images_per_sec) for stats in epochs] == [(0.0, None)] * len(epochs)
+    assert [(stats.window_seconds, stats.images_per_sec, stats.data_wait_fraction) for stats in windows] == [
+        (0.0, None, None)] * 2
+    assert [(stats.train_seconds, stats.images_per_sec, stats.data_wait_fraction) for stats in epochs] == [
+        (0.0, None, None)] * len(epochs)
     assert events[-1].status == "finished" and events[-1].summary.images_per_sec is None
 
 
@@ -46,7 +49,7 @@ def test_the_progress_lines_say_why_there_is_no_rate(events):
 
     window, epoch = of_type(events, StepStats)[-1], of_type(events, EpochStats)[-1]
     assert "· images/s n/a (the window lasted 0 s on the clock)" in progress_text(window, ceiling=2000.0)
-    assert "images/s n/a (the epoch lasted 0 s on the clock), waiting for data" in epoch_text(epoch)
+    assert epoch_text(epoch).endswith("images/s n/a (the epoch lasted 0 s on the clock), waiting for data n/a")
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -56,9 +59,9 @@ def test_the_progress_lines_say_why_there_is_no_rate(events):
     line = ProgressLine(terminal)
     for event in events[:-1]:
         line.show(event)
-    assert "img/s n/a (the window lasted 0 s on the clock)" in terminal.getvalue()
-    assert "img/s n/a (the epoch lasted 0 s on the clock), data wait" in terminal.getvalue()
-    assert " 0 img/s" not in terminal.getvalue()
+    assert "img/s n/a (the window lasted 0 s on the clock) wait n/a ETA" in terminal.getvalue()
+    assert "img/s n/a (the epoch lasted 0 s on the clock), data wait n/a (the whole epoch" in terminal.getvalue()
+    assert " 0 img/s" not in terminal.getvalue() and "wait 0%" not in terminal.getvalue()
 
 
 def test_the_history_keeps_no_rate_for_them_and_the_csv_has_no_row(events, tmp_path):
@@ -70,12 +73,14 @@ def test_the_history_keeps_no_rate_for_them_and_the_csv_has_no_row(events, tmp_p
         recorder = store.start_run(started.config, name="stopped clock")
         for event in events:
             recorder.record(event)
-        rates = store.step_metrics(recorder.run_id)["images_per_sec"]
-        assert len(rates) == 2 and all(math.isnan(rate) for rate in rates)
-        assert math.isnan(store.epoch_metrics(recorder.run_id)["images_per_sec"][0])
+        windows, epochs = store.step_metrics(recorder.run_id), store.epoch_metrics(recorder.run_id)
+        for name in ("images_per_sec", "data_wait_fraction"):
+            assert len(windows[name]) == 2 and all(math.isnan(value) for value in windows[name])
+            assert math.isnan(epochs[name][0])
         export_steps_csv(store, tmp_path / "steps.csv")
     metrics = {line.split(",")[2] for line in (tmp_path / "steps.csv").read_text().splitlines()[1:]}
-    assert "loss" in metrics and "images_per_sec" not in metrics and "epoch_images_per_sec" not in metrics
+    assert "loss" in metrics and "data_wait_seconds" in metrics
+    assert not metrics & {"images_per_sec", "epoch_images_per_sec", "data_wait_fraction", "epoch_data_wait_fraction"}
 
 
 def test_the_summary_ignores_a_window_without_a_rate():
@@ -93,7 +98,8 @@ def test_the_summary_ignores_a_window_without_a_rate():
 
 def test_ranks_merged_over_zero_seconds_read_no_rate():
     """Two ranks' windows of 0 s merge to no rate (it read 0.0); an epoch where one rank read none has no known sum
-    of images, so none either (it read the other rank's images over the epoch's seconds)."""
+    of images, so none either (it read the other rank's images over the epoch's seconds), and no highest data wait
+    (that rank's may be the highest)."""
     import dataclasses
 
     from workbench.engine.distributed.aggregate import combine_epochs, combine_steps
@@ -106,5 +112,8 @@ def test_ranks_merged_over_zero_seconds_read_no_rate():
                        eval_seconds=0.5)
     assert combine_epochs([timed, timed]).images_per_sec == pytest.approx(100.0 * 2)
     untimed = dataclasses.replace(timed, images_per_sec=None, train_seconds=0.0)
-    assert combine_epochs([timed, untimed]).images_per_sec is None
-    assert combine_epochs([untimed, untimed]).images_per_sec is None
+    untimed = dataclasses.replace(untimed, data_wait_fraction=None)
+    for ranks in ([timed, untimed], [untimed, untimed]):
+        merged_epoch = combine_epochs(ranks)
+        assert (merged_epoch.images_per_sec, merged_epoch.data_wait_fraction) == (None, None)
+    assert combine_epochs([timed, timed]).data_wait_fraction == 0.1

@@ -244,7 +244,8 @@ def test_the_x_axis_can_be_samples_seen_or_wall_time(panel, axis, expected):
 
 
 def test_a_window_that_read_no_rate_is_a_gap_in_the_throughput_plot(panel):
-    """A window of 0 s on the clock has no img/s (None): no point, where 0.0 drew a drop to nothing."""
+    """A window of 0 s on the clock has no img/s and no data wait (None): no point, where 0.0 drew a drop to
+    nothing (and a data wait of 0 %)."""
     import dataclasses
 
     windows = losses([2.0, 1.5, 1.2, 1.1])
@@ -254,6 +255,7 @@ def test_a_window_that_read_no_rate_is_a_gap_in_the_throughput_plot(panel):
     panel.redraw()
     x, rates = panel.throughput_curve.getData()
     assert list(x) == [1, 2, 4] and list(rates) == [1000.0] * 3
+    assert list(panel.data_wait_curve.getData()[0]) == [1, 2, 4]
     assert points(panel.raw_loss_curve) == 4
 
 

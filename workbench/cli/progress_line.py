@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from workbench.cli import timeline_report
 from workbench.engine.events import EpochStats, ProfileSample, RunEnded, RunStarted, StatusChanged, StepStats
-from workbench.formatting import format_duration, printable, window_rate_text
+from workbench.formatting import format_duration, printable, window_rate_text, window_share_text
 
 
 class ProgressLine:
@@ -54,7 +54,7 @@ class ProgressLine:
             self._line(
                 f"epoch {event.epoch}/{event.epochs} [{bar:<{self.WIDTH}}] {event.step}/{event.total_steps} "
                 f"loss {event.loss:.3f} {window_rate_text(event.images_per_sec, 'window')} "
-                f"wait {event.data_wait_fraction:.0%} ETA {format_duration(eta)}"
+                f"wait {window_share_text(event.data_wait_fraction)} ETA {format_duration(eta)}"
             )
 
     @show.register
@@ -67,8 +67,8 @@ class ProgressLine:
             f"epoch {event.epoch}/{event.epochs}: train loss {event.train_loss:.3f}, "
             + (f"test accuracy {event.test_accuracy:.1%}, " if event.evaluated else "not evaluated, ")
             + f"{window_rate_text(event.images_per_sec, 'epoch')}, "
-            f"data wait {event.data_wait_fraction:.0%} (the whole epoch, its start included: the run's img/s and "
-            "data wait leave the first log window out)"
+            f"data wait {window_share_text(event.data_wait_fraction)} (the whole epoch, its start included: "
+            "the run's img/s and data wait leave the first log window out)"
         )
 
     @show.register

@@ -64,8 +64,9 @@ def epoch_text(stats: EpochStats) -> str:
     tested = (f"test accuracy {stats.test_accuracy:.1%}, test loss {stats.test_loss:.3f}" if stats.evaluated
               else "not evaluated (evaluate=false)")
     rate = window_rate_text(stats.images_per_sec, "epoch", "images/s")
+    wait = stats.data_wait_fraction
     return (f"Epoch {stats.epoch}/{stats.epochs}: {tested}, {rate}, "
-            f"waiting for data {stats.data_wait_fraction:.0%} of the time")
+            + (f"waiting for data {wait:.0%} of the time" if wait is not None else "waiting for data n/a"))
 
 
 def sample_text(sample: ProfileSample) -> str:

@@ -97,10 +97,11 @@ class RunStarted:
         return self.config.batch_size * self.world_size * self.config.accumulation_steps
 
 
-def rate_over(samples: float, seconds: float) -> Optional[float]:
-    """Images/sec of ``samples`` over ``seconds`` of wall clock; None where the clock did not advance (a coarse
-    timer, a fake clock): no rate was measured there, and 0.0 would read as a run that trained nothing."""
-    return samples / seconds if seconds > 0 else None
+def rate_over(amount: float, seconds: float) -> Optional[float]:
+    """``amount`` per second of wall clock (images: images/sec; seconds waiting for data: the share of the time);
+    None where the clock did not advance (a coarse timer, a fake clock): nothing was measured there, and 0.0 would
+    read as a run that trained nothing, or never waited."""
+    return amount / seconds if seconds > 0 else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -169,8 +170,9 @@ class StepStats:
         return max(1, len(self.ranks))
 
     @property
-    def data_wait_fraction(self) -> float:
-        return self.data_wait_seconds / self.window_seconds if self.window_seconds > 0 else 0.0
+    def data_wait_fraction(self) -> Optional[float]:
+        """The window's share of time waiting for data; None where it lasted 0 s on the clock (rate_over)."""
+        return rate_over(self.data_wait_seconds, self.window_seconds)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,7 +185,7 @@ class EpochStats:
     test_loss: float
     test_accuracy: float
     images_per_sec: Optional[float]  # training images / training wall seconds of this epoch (rate_over: None at 0 s)
-    data_wait_fraction: float
+    data_wait_fraction: Optional[float]  # of the epoch's training time; None at 0 s on the clock (rate_over)
     train_seconds: float
     eval_seconds: float
     memory: MemorySnapshot = field(default_factory=MemorySnapshot)  # multi-process: each figure the highest rank's

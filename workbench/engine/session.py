@@ -345,7 +345,7 @@ class TrainingSession:
             test_loss=test_loss,
             test_accuracy=test_accuracy,
             images_per_sec=rate_over(totals.samples, train_seconds),
-            data_wait_fraction=totals.data_wait / train_seconds if train_seconds > 0 else 0.0,
+            data_wait_fraction=rate_over(totals.data_wait, train_seconds),
             train_seconds=train_seconds,
             eval_seconds=time.perf_counter() - eval_began,
             memory=self.memory.snapshot(),

@@ -85,11 +85,17 @@ def combine_epochs(per_rank: Sequence[EpochStats]) -> EpochStats:
         train_loss=sum(stats.train_loss for stats in per_rank) / len(per_rank),
         train_accuracy=sum(stats.train_accuracy for stats in per_rank) / len(per_rank),  # equal shards
         images_per_sec=rate_over(samples, train_seconds) if known else None,
-        data_wait_fraction=max(stats.data_wait_fraction for stats in per_rank),
+        data_wait_fraction=_highest_known([stats.data_wait_fraction for stats in per_rank]),
         train_seconds=train_seconds,
         memory=highest_memory([stats.memory for stats in per_rank]),
         rank_memory=tuple(stats.memory for stats in per_rank),
     )
+
+
+def _highest_known(values: Sequence[Optional[float]]) -> Optional[float]:
+    """The highest rank's figure; None where a rank read none (its epoch lasted 0 s on its clock): it may be the
+    highest."""
+    return None if any(value is None for value in values) else max(value for value in values if value is not None)
 
 
 class RankEventMerger:
