@@ -446,8 +446,7 @@ class _RankOneOfTwo:
         return model
 
 
-@pytest.mark.parametrize("workers", [0, 1])
-def test_the_named_semaphores_a_rank_makes_are_its_dataloaders_own(monkeypatch, workers):
+def test_the_named_semaphores_a_rank_makes_are_its_dataloaders_own(monkeypatch):
     """After a rank is SIGKILLed, Python's resource tracker (which the launcher's spawned ranks share with it) says
     "There appear to be 11 leaked semaphore objects to clean up at shutdown" as the run's process exits, and unlinks
     them. They are the rank's DataLoader's (its result queue 3, its "workers done" event 5, one index queue per
@@ -466,8 +465,9 @@ def test_the_named_semaphores_a_rank_makes_are_its_dataloaders_own(monkeypatch, 
         register(name, rtype)
 
     monkeypatch.setattr(resource_tracker, "register", noting)
-    config = tiny_config(num_workers=workers, max_steps=2, evaluate=False)
+    config = tiny_config(num_workers=0, max_steps=2, evaluate=False)
     ended = list(run_one(config, world=_RankOneOfTwo(), local_stop=lambda: False))[-1]
     assert ended.status == "finished", ended.reason
-    # (how many torch makes is its own affair: 11 with torch 2.14 and one worker)
-    assert all(made) and bool(made) == (workers > 0), made
+    # none without workers: with them, every one is torch's (11 with torch 2.14 and one worker: its own affair, so
+    # not pinned here)
+    assert made == [], made
