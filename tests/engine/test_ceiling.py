@@ -2,7 +2,9 @@
 
 import dataclasses
 import json
+import os
 import re
+import signal
 import threading
 
 import pytest
@@ -213,6 +215,48 @@ def test_workbench_ceiling_json_last_line_then_cached(capsys):
     assert second["cached"] is True and second["ceiling_images_per_sec"] == first["ceiling_images_per_sec"]
     assert main(["ceiling", *CPU_FLAGS]) == 0
     assert capsys.readouterr()[0].startswith("ceiling  ")
+
+
+class SignalNotTaken(Exception):
+    """The signal reached the handler the test put before the command: the command never took it."""
+
+
+def not_taken(signum, frame):
+    raise SignalNotTaken(signal.Signals(signum).name)
+
+
+@pytest.mark.parametrize("name, by", [("SIGTERM", "SIGTERM"), ("SIGHUP", "SIGHUP"), ("SIGINT", "the user")])
+def test_sigterm_sighup_or_a_first_ctrl_c_stops_workbench_ceiling_with_no_figure(
+        monkeypatch, capsys, isolated_workbench_home, name, by):
+    """`workbench ceiling` left SIGTERM and SIGHUP to their default (killed mid-step, saying nothing) and took the
+    first Ctrl-C as an abort (exit 130), where `workbench run` stops: it stops as the run does, exit 1, one line.
+    The signal comes while the first warm-up step is in flight, which blocks until the command has answered."""
+    in_step, released = threading.Event(), threading.Event()
+
+    def signal_then_block(steps):
+        if len(steps) == 1:
+            in_step.set()
+            os.kill(os.getpid(), getattr(signal, name))
+            released.wait(STEP_BLOCKS_AT_MOST_S)
+
+    steps = counting_steps(monkeypatch, signal_then_block)
+    before = {signum: signal.signal(signum, not_taken) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        code = main(["ceiling", "--device", "cpu", "--batch-size", "8", "--budget", "30"])
+    finally:
+        released.set()
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+    out, err = capsys.readouterr()
+    assert in_step.is_set()
+    assert code == 1, err
+    assert out == ""
+    assert err.splitlines()[-1] == (f"workbench ceiling: stopped by {by} while warming up (0 of {WARMUP_STEPS} "
+                                    "warm-up steps done): no ceiling measured, nothing cached"), err
+    assert "Traceback" not in err
+    assert wait_for_abandoned(30.0)
+    assert steps == [1]  # the probe started no step after the stop
+    assert not (isolated_workbench_home / "ceilings.json").exists()
 
 
 def test_workbench_ceiling_refuses_bad_settings_in_one_line(capsys):

@@ -14,7 +14,9 @@ import sys
 from typing import Any
 
 from workbench.cli.bad_images import refuse_bad_images
+from workbench.cli.interrupts import take_stop_signals
 from workbench.cli.parsing import UsageError
+from workbench.cli.progress_line import ProgressLine
 
 
 def register(subparsers: Any) -> None:
@@ -76,21 +78,34 @@ def ceiling_command(args: argparse.Namespace) -> int:
         import torch
 
         from workbench.engine.ceiling import DEFAULT_BUDGET_SECONDS, measure_ceiling
+        from workbench.engine.ceiling_cache import ProbeStopped
+        from workbench.engine.failures import ModelError
+        from workbench.engine.requests import StopRequest, stopped_by
 
         def say(message: str) -> None:
             print(f"workbench ceiling: {message}", file=sys.stderr, flush=True)
 
-        from workbench.engine.failures import ModelError
-
+        # As for `workbench run`: Ctrl-C, SIGTERM and SIGHUP stop the probe within a poll (a second Ctrl-C aborts).
+        # Left to their default, SIGTERM and SIGHUP killed the process mid-step, saying nothing.
+        stop = StopRequest()
+        progress = ProgressLine(sys.stderr)
+        give_back_signals = take_stop_signals(stop, progress)
         try:
-            ceiling = measure_ceiling(config, device, num_classes,
-                                      budget_seconds=budget or DEFAULT_BUDGET_SECONDS, progress=say)
+            ceiling = measure_ceiling(config, device, num_classes, budget_seconds=budget or DEFAULT_BUDGET_SECONDS,
+                                      stop=stop, progress=say)
+        except ProbeStopped as stopped:  # a stopped probe gives no figure, and the cache keeps none
+            say(f"{str(stopped).replace('stopped', f'stopped by {stopped_by(stop)}', 1)}: no ceiling measured, "
+                "nothing cached")
+            return 1
         except ModelError as error:  # a spec that gives no model, or logits of the wrong shape: bad input
             raise UsageError(f"workbench ceiling: {error}") from None
         except torch.cuda.OutOfMemoryError:
             print(f"workbench ceiling: CUDA out of memory with {config.model} at batch_size={config.batch_size}, "
                   f"{config.precision}", file=sys.stderr)
             return 1
+        finally:
+            give_back_signals()
+            progress.close()
         try:
             store_ceiling(ceiling)
         except CeilingNotKept as error:  # the figure stands: printed, with why later runs will not find it
