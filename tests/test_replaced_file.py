@@ -76,18 +76,23 @@ def test_the_temporary_keeps_its_tag_whole_and_a_short_name_whole(tmp_path):
     assert cut.name.startswith(".éé")
 
 
-def test_a_file_replaced_keeps_its_permissions_and_a_new_one_gets_the_umasks(tmp_path, capsys):
-    """A private (0600) export, .npz or weights file was replaced by one the umask made (0644): readable by all."""
-    home = tmp_path / "home"
+def the_three_writers(folder: Path) -> dict:
+    """File name → what writes it: an export (of a history under ``folder``), a make-npz .npz and saved weights."""
+    home = folder / "home"
     with HistoryStore.open(home) as store:
         record_complete_run(store, name="first")
     images = np.zeros((2, 32, 32, 3), dtype=np.uint8)
     labels = np.array([0, 1], dtype=np.int64)
-    writers = {
+    return {
         "runs.csv": lambda path: main(["--home", str(home), "export", "--out", str(path)]),
         "set.npz": ImageSet(images, labels, images, labels, ("a", "b"), "image folder").save,
         "model.pt": lambda path: save_weights(torch.nn.Linear(2, 2), str(path)),
     }
+
+
+def test_a_file_replaced_keeps_its_permissions_and_a_new_one_gets_the_umasks(tmp_path, capsys):
+    """A private (0600) export, .npz or weights file was replaced by one the umask made (0644): readable by all."""
+    writers = the_three_writers(tmp_path)
     umask = os.umask(0o022)
     try:
         for name, write in writers.items():
@@ -106,16 +111,7 @@ def test_a_file_replaced_keeps_its_permissions_and_a_new_one_gets_the_umasks(tmp
 def test_a_symlink_replaced_stays_a_link_and_its_target_is_written(tmp_path, capsys):
     """make-npz --out and --save-model renamed a plain file over a symlink (the linked file never updated), where
     an export wrote the link's target."""
-    home = tmp_path / "home"
-    with HistoryStore.open(home) as store:
-        record_complete_run(store, name="first")
-    images = np.zeros((2, 32, 32, 3), dtype=np.uint8)
-    labels = np.array([0, 1], dtype=np.int64)
-    writers = {
-        "runs.csv": lambda path: main(["--home", str(home), "export", "--out", str(path)]),
-        "set.npz": ImageSet(images, labels, images, labels, ("a", "b"), "image folder").save,
-        "model.pt": lambda path: save_weights(torch.nn.Linear(2, 2), str(path)),
-    }
+    writers = the_three_writers(tmp_path)
     (tmp_path / "kept").mkdir()
     (tmp_path / "links").mkdir()
     for name, write in writers.items():

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pickle
+import sys
 import tarfile
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -77,3 +79,15 @@ def as_torchrun_rank(monkeypatch, rank: int, world_size: int) -> int:
                         ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", str(port))):
         monkeypatch.setenv(name, value)
     return port
+
+
+def user_modules_in(folder: Path, monkeypatch, sources: dict[str, str]):
+    """A fixture's body: each source written as ``folder/NAME.py`` (dedented), the working directory ``folder`` (so
+    ``NAME:function`` imports it), ``folder`` yielded; afterwards the modules are forgotten, so that the next test's
+    file of the same name is imported afresh."""
+    for name, source in sources.items():
+        (folder / f"{name}.py").write_text(textwrap.dedent(source))
+    monkeypatch.chdir(folder)
+    yield folder
+    for name in sources:
+        sys.modules.pop(name, None)

@@ -98,14 +98,9 @@ def test_a_stop_ends_the_probe_at_the_next_step_and_gives_no_figure(monkeypatch,
     assert len(steps) == stop_after_steps  # not one step after the stop
 
 
-@pytest.mark.parametrize("blocked_step, words", [
-    (1, "stopped while warming up (0 of 5 warm-up steps done)"),
-    (WARMUP_STEPS + 2, "stopped while timing"),
-])
-def test_a_stop_ends_the_probe_without_waiting_for_the_step_in_flight(monkeypatch, blocked_step, words):
-    """One step of a large model on a CPU (or the first, compiling, one) takes many seconds: the stop landed only
-    once it ended. The probe's step here blocks until the test releases it, after the probe has answered the stop;
-    the abandoned probe then starts no other step, and frees what it made."""
+def stopped_in_step(monkeypatch, blocked_step: int):
+    """The probe's steps counted, step ``blocked_step`` blocking until ``released`` is set, and a thread (started)
+    that sets ``stop`` once that step is in flight: (steps, stop, the thread, released)."""
     in_step, released = threading.Event(), threading.Event()
 
     def block(steps):
@@ -117,6 +112,18 @@ def test_a_stop_ends_the_probe_without_waiting_for_the_step_in_flight(monkeypatc
     stop = StopRequest()
     stopper = threading.Thread(target=lambda: in_step.wait(STEP_BLOCKS_AT_MOST_S) and stop.set())
     stopper.start()
+    return steps, stop, stopper, released
+
+
+@pytest.mark.parametrize("blocked_step, words", [
+    (1, "stopped while warming up (0 of 5 warm-up steps done)"),
+    (WARMUP_STEPS + 2, "stopped while timing"),
+])
+def test_a_stop_ends_the_probe_without_waiting_for_the_step_in_flight(monkeypatch, blocked_step, words):
+    """One step of a large model on a CPU (or the first, compiling, one) takes many seconds: the stop landed only
+    once it ended. The probe's step here blocks until the test releases it, after the probe has answered the stop;
+    the abandoned probe then starts no other step, and frees what it made."""
+    steps, stop, stopper, released = stopped_in_step(monkeypatch, blocked_step)
     try:
         with pytest.raises(ProbeStopped, match=re.escape(words)):
             measure_ceiling(tiny_config(batch_size=8), probe_device("cpu"), budget_seconds=30.0, stop=stop)
@@ -132,17 +139,7 @@ def test_a_stop_ends_the_probe_without_waiting_for_the_step_in_flight(monkeypatc
 def test_a_probe_started_after_a_stop_waits_for_the_stopped_ones_step_in_flight(monkeypatch):
     """The stopped probe's step runs on in the background: a probe started meanwhile (Measure clicked again) would
     time its chunks against it on the same cores or GPU. It says it waits, and starts no step until that one ends."""
-    in_step, released = threading.Event(), threading.Event()
-
-    def block(steps):
-        if len(steps) == 1:
-            in_step.set()
-            released.wait(STEP_BLOCKS_AT_MOST_S)
-
-    steps = counting_steps(monkeypatch, block)
-    stop = StopRequest()
-    stopper = threading.Thread(target=lambda: in_step.wait(STEP_BLOCKS_AT_MOST_S) and stop.set())
-    stopper.start()
+    steps, stop, stopper, released = stopped_in_step(monkeypatch, 1)
     said: list[str] = []
     waiting = threading.Event()
     second: list = []

@@ -5,11 +5,10 @@ never recorded, the window waiting for it). Now the run fails with one line sayi
 
 from __future__ import annotations
 
-import sys
-import textwrap
 import threading
 
 import pytest
+from engine_helpers import user_modules_in
 
 from workbench.cli import main
 from workbench.config import RunConfig
@@ -51,12 +50,7 @@ MODULES = {
 
 @pytest.fixture
 def modules(tmp_path, monkeypatch):
-    for name, source in MODULES.items():
-        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
-    monkeypatch.chdir(tmp_path)
-    yield tmp_path
-    for name in MODULES:
-        sys.modules.pop(name, None)
+    yield from user_modules_in(tmp_path, monkeypatch, MODULES)
 
 
 @pytest.mark.parametrize("spec, words", [

@@ -13,6 +13,7 @@ import textwrap
 import threading
 
 import pytest
+from engine_helpers import user_modules_in
 
 from workbench.cli import main
 from workbench.engine import run
@@ -55,12 +56,7 @@ MODULES = {
 
 @pytest.fixture
 def modules(tmp_path, monkeypatch):
-    for name, source in MODULES.items():
-        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
-    monkeypatch.chdir(tmp_path)
-    yield tmp_path
-    for name in MODULES:
-        sys.modules.pop(name, None)
+    yield from user_modules_in(tmp_path, monkeypatch, MODULES)
 
 
 @pytest.mark.parametrize("spec, words", [

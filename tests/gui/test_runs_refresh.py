@@ -16,12 +16,10 @@ from PySide6.QtCore import QCoreApplication, QTimer
 
 from workbench.gui.background import wait_for_background_calls
 from workbench.gui.runs_refresh import SAY_AGAIN_AFTER_TICKS
-from workbench.gui.runs_view import LOADING_TEXT, RunsView
+from workbench.gui.runs_view import ERROR_STYLE, LOADING_TEXT, RunsView
 from workbench.history.failure_log import failure_log_path
 from workbench.history.store import HistoryError, HistoryStore
 from runs_views import column, settled, shown_view
-
-ERROR_STYLE = "color: #c62828;"  # the status line's colour for an error
 
 
 @pytest.fixture

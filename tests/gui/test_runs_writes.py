@@ -15,11 +15,9 @@ from builders import record_complete_run
 from PySide6.QtCore import QTimer
 
 from workbench.gui.background import wait_for_background_calls
-from workbench.gui.runs_view import RunsView
+from workbench.gui.runs_view import ERROR_STYLE, RunsView
 from workbench.history.store import HistoryError, HistoryStore
 from runs_views import column, shown_view, written
-
-ERROR_STYLE = "color: #c62828;"  # the status line's colour for an error
 
 
 @pytest.fixture

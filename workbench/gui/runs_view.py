@@ -41,6 +41,7 @@ from workbench.history.store import HistoryError, HistoryStore
 MAX_OVERLAY_RUNS = 8
 AUTO_REFRESH_MS = 2000
 LOADING_TEXT = "Loading runs…"  # until the first read lands
+ERROR_STYLE = "color: #c62828;"  # the status line's, for an error
 
 
 class RunsView(RunsWriteActions, QWidget):
@@ -299,7 +300,7 @@ class RunsView(RunsWriteActions, QWidget):
         self._show_status(str(error), error=True)
 
     def _show_status(self, text: str, error: bool = False, cause: Optional[str] = None) -> None:
-        self.status_label.setStyleSheet("color: #c62828;" if error else "")
+        self.status_label.setStyleSheet(ERROR_STYLE if error else "")
         self.status_label.setText(text)
         self._status_cause = (cause or tuple(self.selected_run_ids())) if text else None
 
