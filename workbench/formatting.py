@@ -98,7 +98,7 @@ def format_setting(value: Any) -> str:
 
 def window_rate_text(rate: Optional[float], span: str, unit: str = "img/s") -> str:
     """A log window's or an epoch's images/sec, "1,234 img/s"; where the ``span`` read none (its clock did not
-    advance: engine.events.rate_over), "img/s n/a (the window lasted 0 s on the clock)", never "0 img/s"."""
+    advance: engine.events.per_clock_second), "img/s n/a (the window lasted 0 s on the clock)", never "0 img/s"."""
     if rate is None:
         return f"{unit} n/a (the {span} lasted 0 s on the clock)"
     return f"{rate:,.0f} {unit}"
@@ -106,7 +106,7 @@ def window_rate_text(rate: Optional[float], span: str, unit: str = "img/s") -> s
 
 def window_share_text(share: Optional[float]) -> str:
     """A log window's or an epoch's share of time, "12%"; "n/a" where it read none, never "0%": its clock did not
-    advance (engine.events.rate_over), which its img/s beside it says (window_rate_text)."""
+    advance (engine.events.per_clock_second), which its img/s beside it says (window_rate_text)."""
     return "n/a" if share is None else f"{share:.0%}"
 
 

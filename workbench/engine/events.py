@@ -97,7 +97,7 @@ class RunStarted:
         return self.config.batch_size * self.world_size * self.config.accumulation_steps
 
 
-def rate_over(amount: float, seconds: float) -> Optional[float]:
+def per_clock_second(amount: float, seconds: float) -> Optional[float]:
     """``amount`` per second of wall clock (images: images/sec; seconds waiting for data: the share of the time);
     None where the clock did not advance (a coarse timer, a fake clock): nothing was measured there, and 0.0 would
     read as a run that trained nothing, or never waited."""
@@ -110,7 +110,7 @@ class RankStepStats:
 
     rank: int
     samples: int  # images this rank trained on in the window
-    images_per_sec: Optional[float]  # this rank's samples / its window seconds (rate_over: None at 0 s)
+    images_per_sec: Optional[float]  # this rank's samples / its window seconds (per_clock_second: None at 0 s)
     data_wait_seconds: float
     device_span_seconds: float  # includes the time the rank waited in the gradient all-reduce
     window_seconds: float
@@ -134,7 +134,7 @@ class StepStats:
     samples_seen: int
     loss: float  # mean training loss over the window
     lr: float
-    images_per_sec: Optional[float]  # window samples / window wall seconds (rate_over: None at 0 s on the clock)
+    images_per_sec: Optional[float]  # window samples / window wall seconds (per_clock_second: None at 0 s on the clock)
     data_wait_seconds: float  # host time blocked waiting for the next batch in the window
     # Span of the window's steps on the device stream (CUDA event pairs; host clock on a CPU). A span
     # includes the idle gaps between kernels: it is not GPU busy time (the profiler sample measures that).
@@ -171,8 +171,8 @@ class StepStats:
 
     @property
     def data_wait_fraction(self) -> Optional[float]:
-        """The window's share of time waiting for data; None where it lasted 0 s on the clock (rate_over)."""
-        return rate_over(self.data_wait_seconds, self.window_seconds)
+        """The window's share of time waiting for data; None where it lasted 0 s on the clock (per_clock_second)."""
+        return per_clock_second(self.data_wait_seconds, self.window_seconds)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -184,8 +184,8 @@ class EpochStats:
     train_accuracy: float
     test_loss: float
     test_accuracy: float
-    images_per_sec: Optional[float]  # training images / training wall seconds of this epoch (rate_over: None at 0 s)
-    data_wait_fraction: Optional[float]  # of the epoch's training time; None at 0 s on the clock (rate_over)
+    images_per_sec: Optional[float]  # training images / training wall seconds of the epoch; None at 0 s (per_clock_second)
+    data_wait_fraction: Optional[float]  # of the epoch's training time; None at 0 s on the clock (per_clock_second)
     train_seconds: float
     eval_seconds: float
     memory: MemorySnapshot = field(default_factory=MemorySnapshot)  # multi-process: each figure the highest rank's

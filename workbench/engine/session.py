@@ -26,7 +26,9 @@ from workbench.engine.pipelines import build_pipeline
 from workbench.engine.ceiling_cache import cached_ceiling
 from workbench.engine.compiling import CudaGraphWatch
 from workbench.engine.device import on_device, resolve
-from workbench.engine.events import DeviceInfo, EpochStats, Event, RunStarted, StatusChanged, StepStats, rate_over
+from workbench.engine.events import (
+    DeviceInfo, EpochStats, Event, RunStarted, StatusChanged, StepStats, per_clock_second,
+)
 from workbench.engine.divergence import DivergenceWatch
 from workbench.engine.interruptible import HelperCall, Stopped, call_interruptibly
 from workbench.engine.memory import MemoryProbe, reset_peaks_for_a_new_run
@@ -306,7 +308,7 @@ class TrainingSession:
             samples_seen=self.samples + window.samples,
             loss=loss,
             lr=self.train_step.lr,
-            images_per_sec=rate_over(window.samples, window_seconds),
+            images_per_sec=per_clock_second(window.samples, window_seconds),
             data_wait_seconds=window.data_wait,
             device_span_seconds=self.timer.read_seconds(),
             window_seconds=window_seconds,
@@ -344,8 +346,8 @@ class TrainingSession:
             train_accuracy=train_accuracy,
             test_loss=test_loss,
             test_accuracy=test_accuracy,
-            images_per_sec=rate_over(totals.samples, train_seconds),
-            data_wait_fraction=rate_over(totals.data_wait, train_seconds),
+            images_per_sec=per_clock_second(totals.samples, train_seconds),
+            data_wait_fraction=per_clock_second(totals.data_wait, train_seconds),
             train_seconds=train_seconds,
             eval_seconds=time.perf_counter() - eval_began,
             memory=self.memory.snapshot(),

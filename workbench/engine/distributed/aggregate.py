@@ -19,7 +19,7 @@ from workbench.engine.events import (
     RunEnded,
     RunStarted,
     StepStats,
-    rate_over,
+    per_clock_second,
 )
 
 # Every figure of a snapshot (the fields that are not the reasons a figure is missing).
@@ -51,7 +51,7 @@ def combine_steps(per_rank: Sequence[StepStats], previous_samples: Sequence[int]
         first,
         samples_seen=sum(stats.samples_seen for stats in per_rank),
         loss=sum(stats.loss for stats in per_rank) / len(per_rank),  # equal micro-batches on every rank
-        images_per_sec=rate_over(sum(window_samples), window_seconds),
+        images_per_sec=per_clock_second(sum(window_samples), window_seconds),
         data_wait_seconds=max(stats.data_wait_seconds for stats in per_rank),
         device_span_seconds=max(stats.device_span_seconds for stats in per_rank),
         window_seconds=window_seconds,
@@ -84,7 +84,7 @@ def combine_epochs(per_rank: Sequence[EpochStats]) -> EpochStats:
         first,
         train_loss=sum(stats.train_loss for stats in per_rank) / len(per_rank),
         train_accuracy=sum(stats.train_accuracy for stats in per_rank) / len(per_rank),  # equal shards
-        images_per_sec=rate_over(samples, train_seconds) if known else None,
+        images_per_sec=per_clock_second(samples, train_seconds) if known else None,
         data_wait_fraction=_highest_known([stats.data_wait_fraction for stats in per_rank]),
         train_seconds=train_seconds,
         memory=highest_memory([stats.memory for stats in per_rank]),
