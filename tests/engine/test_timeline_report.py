@@ -44,6 +44,7 @@ def test_a_profiled_gpu_summary():
                                     "other 4% (2 samples)")
     assert rows["kernels"] == "87 per step, median 2.4 µs, 89 launches per step"
     assert rows["efficiency"] == "50% of the ceiling" and rows["trace"] == "b"
+    assert rows["top host ops by self time"].startswith("cudaLaunchKernel")  # children's time is not the op's
     assert timeline_report.finding_lines(summary) == ["1. Launch-bound: x. Try compile=true: y."]
     profile = timeline_report.profile_json(summary, RunConfig(profile=True))
     assert profile["trace_path"] == "b" and profile["kernel_busy_fraction"] == 0.25

@@ -135,7 +135,7 @@ def test_open_trace_shows_the_report_and_keeps_it_in_the_runs_tab(qtbot, window,
     text = window.trace_tab.report.toPlainText()
     assert "Rank 0 · NVIDIA A100" in text and "3 steps (ProfilerStep#N)" in text
     for words in ("GPU time over the steps", "compute", "communication", "Idle time by cause",
-                  "waiting for the host", "Top kernels", "ncclKernel_AllReduce", "Top host ops", "Findings"):
+                  "waiting for the host", "Top kernels", "ncclKernel_AllReduce", "Top host ops by self time", "Findings"):
         assert words in text
     (record,) = store.list_runs()
     assert record.is_trace and record.trace.path == str(trace)

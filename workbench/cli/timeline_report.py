@@ -97,7 +97,7 @@ def summary_rows(summary: RunSummary, config: Optional[RunConfig]) -> list[tuple
     if telemetry is not None:
         rows.append(("GPU telemetry", telemetry))
     if summary.top_ops:
-        rows.append(("top host ops", ", ".join(_op(op) for op in summary.top_ops[:SHOWN_OPS])))
+        rows.append(("top host ops by self time", ", ".join(_op(op) for op in summary.top_ops[:SHOWN_OPS])))
     if summary.trace_paths:
         rows.append(("trace", summary.trace_paths[-1]))
     if summary.ceiling_images_per_sec is not None:

@@ -229,7 +229,7 @@ def _rank_html(section: RankSection) -> str:
         parts.append("<p><b>Findings</b>: none fired.</p>")
     # Syncs are named by the op that called them, in or out of a loop: a trace without steps shows no loop
     tables = [(title, rows) for title, rows in (
-        ("Top kernels", section.top_kernels), ("Top host ops", section.top_host_ops),
+        ("Top kernels", section.top_kernels), ("Top host ops by self time", section.top_host_ops),
         ("Copies and fills", section.top_copies),
         ("Device syncs, by the host op that called them", section.sync_calls)) if rows]
     for title, rows in tables:

@@ -70,7 +70,7 @@ def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
     if rank.top_kernels:
         lines.append("  top kernels: " + _named(rank.top_kernels))
     if rank.top_host_ops:
-        lines.append("  top host ops: " + _named(rank.top_host_ops))
+        lines.append("  top host ops by self time: " + _named(rank.top_host_ops))
     if rank.top_copies:
         lines.append("  copies and fills: " + _named(rank.top_copies))
     if rank.exposed_copies:  # what the copy-bound finding's change is chosen by
