@@ -18,6 +18,7 @@ from workbench.gui.background import wait_for_background_calls
 from workbench.gui.runs_refresh import SAY_AGAIN_AFTER_TICKS
 from workbench.gui.runs_view import ERROR_STYLE, LOADING_TEXT, RunsView
 from workbench.history.failure_log import failure_log_path
+from workbench.history.errors import HistoryDamaged, HistoryTooNew, HistoryUnwritable
 from workbench.history.store import HistoryError, HistoryStore
 from runs_views import column, settled, shown_view
 
@@ -351,3 +352,85 @@ def test_a_poll_that_keeps_failing_is_logged_once_and_said_again_once_another_me
     assert wait_for_background_calls(10_000)
     entries = [line for line in log.read_text(encoding="utf-8").splitlines() if line.startswith("=== ")]
     assert len(entries) == 1 and entries[0].endswith(f"the Runs tab's poll of the history failed: {reason}"), entries
+
+
+def test_a_poll_failing_with_another_message_each_tick_is_logged_once_per_kind_while_it_fails(
+        make_view, store, tmp_path, qtbot, monkeypatch):
+    """"Once" was keyed on the message: a failure whose text changed each tick (a byte offset, a time, two errors
+    taking turns) was written to failures.log on every tick, every 2 s for as long as it lasted. Now once per spell
+    of failure, and once more per other kind of failure in it; the status line shows the latest message."""
+    record_complete_run(store, name="first")
+    view = make_view()
+    real = HistoryStore.read_revision
+    ticks = iter(range(1000))
+    kind = [HistoryError]
+
+    def failing(home):
+        raise kind[0](f"cannot read the run history: disk I/O error at byte {next(ticks) * 4096}")
+
+    def tick() -> None:
+        view.refresher.poll()
+        settled(view, qtbot)
+
+    def logged() -> list[str]:
+        assert wait_for_background_calls(10_000)  # failures.log is written off the GUI thread
+        log = failure_log_path(tmp_path / "home")
+        text = log.read_text(encoding="utf-8") if log.exists() else ""
+        return [line for line in text.splitlines() if line.startswith("=== ")]
+
+    monkeypatch.setattr(HistoryStore, "read_revision", failing)
+    for _ in range(SAY_AGAIN_AFTER_TICKS + 2):
+        tick()
+    entries = logged()
+    assert len(entries) == 1 and entries[0].endswith("disk I/O error at byte 0"), entries
+    latest = f"cannot read the run history: disk I/O error at byte {(SAY_AGAIN_AFTER_TICKS + 1) * 4096}"
+    assert view.status_label.text() == latest and view.status_label.styleSheet() == ERROR_STYLE
+
+    for _ in range(3):  # another kind of failure, then the two taking turns: logged once more, not every tick
+        kind[0] = HistoryUnwritable
+        tick()
+        kind[0] = HistoryError
+        tick()
+    assert len(logged()) == 2
+    assert view.status_label.text().endswith(f"at byte {(SAY_AGAIN_AFTER_TICKS + 7) * 4096}")
+    for other in (HistoryDamaged, HistoryTooNew):  # a third kind is logged, a fourth no more
+        kind[0] = other
+        tick()
+    assert len(logged()) == 3  # runs_refresh.LOGGED_KINDS_PER_SPELL
+    kind[0] = HistoryError
+
+    monkeypatch.setattr(HistoryStore, "read_revision", real)
+    tick()  # it reads again: the spell is over
+    assert view.status_label.text() == ""
+    monkeypatch.setattr(HistoryStore, "read_revision", failing)
+    for _ in range(3):
+        tick()
+    assert len(logged()) == 4  # failing again is logged again, once
+
+
+def test_a_poll_failing_with_another_message_each_tick_leaves_the_message_that_took_its_place_to_be_read(
+        make_view, store, tmp_path, qtbot, monkeypatch):
+    """Each new message was said at once: an export's "Wrote …" was gone at the next tick (2 s), though a failure
+    that kept its message waited SAY_AGAIN_AFTER_TICKS ticks."""
+    record_complete_run(store, name="first")
+    view = make_view()
+    ticks = iter(range(1000))
+
+    def failing(home):
+        raise HistoryError(f"cannot read the run history: the disk is busy ({next(ticks)} s)")
+
+    def tick() -> None:
+        view.refresher.poll()
+        settled(view, qtbot)
+
+    monkeypatch.setattr(HistoryStore, "read_revision", failing)
+    tick()
+    monkeypatch.setattr(view, "_ask_save_path", lambda title, default_name: str(tmp_path / "runs.csv"))
+    view.export_csv_button.click()  # its outcome takes the status line
+    qtbot.waitUntil(lambda: view.status_label.text().startswith("Wrote "), timeout=10_000)
+    for _ in range(SAY_AGAIN_AFTER_TICKS - 1):
+        tick()
+    assert view.status_label.text().startswith("Wrote ")
+    tick()
+    assert view.status_label.text() == f"cannot read the run history: the disk is busy ({SAY_AGAIN_AFTER_TICKS} s)"
+    assert view.status_label.styleSheet() == ERROR_STYLE

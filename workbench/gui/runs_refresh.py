@@ -8,9 +8,11 @@ home) the window keeps painting.
 
 The revision is read on every schema this version reads: a history older than the run revision (schema 4) opened
 read only has its upgraded copy's, made again when the file changes (database.run_revision). A poll that fails says
-why once while it fails so (in the status line, as a read that fails), not on every tick, and not never; it is
-written once to failures.log in the workbench home (off the GUI thread: the disk may be the one that hangs), and said
-again SAY_AGAIN_AFTER_TICKS ticks after another message took the status line while it still fails.
+why once while it fails so (in the status line, as a read that fails), not on every tick, and not never; the status
+line follows its latest message, and says it again SAY_AGAIN_AFTER_TICKS ticks after another message took the status
+line while it still fails. It is written to failures.log in the workbench home (off the GUI thread: the disk may be
+the one that hangs) once per spell of failing polls whatever its messages (a byte offset, a time in them), once more
+for each other kind of failure in that spell, up to LOGGED_KINDS_PER_SPELL kinds.
 
 At most one read is in flight. A refresh asked meanwhile is kept, one however many are asked, and starts when the
 read lands, from the revision that read brought: results land in the order they were read, so no older one is
@@ -34,6 +36,9 @@ from workbench.history.store import HistoryError
 # Failing ticks, once another message took the status line, before the poll's failure is said again (10 s at the
 # tab's 2 s poll: time to read the message that took its place).
 SAY_AGAIN_AFTER_TICKS = 5
+# Kinds of failure (exception classes) written to failures.log in one spell of failing polls (until a poll reads):
+# two errors taking turns are logged once each, and no spell logs more than this many lines.
+LOGGED_KINDS_PER_SPELL = 3
 POLL = "the Runs tab's poll of the history"  # failures.log's line: "… failed: REASON"
 
 
@@ -54,7 +59,8 @@ class RunsRefresh(QObject):
         self._read_again = False  # a refresh was asked while it was
         self._then_next: list[Callable[[], None]] = []  # to call once the next read to start has landed
         self._polling = False  # a read of the revision is in flight
-        self._poll_error: Optional[str] = None  # what the poll's failures say, while they go on
+        self._poll_error: Optional[str] = None  # what the poll's latest failure said, while they go on
+        self._logged_kinds: set[type] = set()  # the kinds of failure logged in this spell of failing polls
         self._unshown_ticks = 0  # failing ticks since another message took the status line from the poll's
         self._poll = QTimer(self)
         self._poll.setInterval(poll_ms)
@@ -116,6 +122,7 @@ class RunsRefresh(QObject):
     def _revision_read(self, revision: int) -> None:
         self._polling = False
         failing_until_now, self._poll_error = self._poll_error is not None, None
+        self._logged_kinds.clear()  # the spell is over: the next failure is logged
         if (revision != self.revision or failing_until_now) and not self._reading:
             self.request()  # after failures, also where nothing was written: its read clears what they said
 
@@ -125,15 +132,21 @@ class RunsRefresh(QObject):
             raise error
         # The history cannot be read just now (the file went away, a busy disk): the poll skips a beat. What is
         # wrong is said once while the poll fails so (a poll that failed on every tick, unsaid, left the table as it
-        # was for good), then again only if it says something else, or if another message took its place and it
-        # still fails SAY_AGAIN_AFTER_TICKS ticks on (it was never seen again). Logged once, with its message.
-        if str(error) != self._poll_error:
-            self._poll_error, self._unshown_ticks = str(error), 0
-            self._fail(error)
+        # was for good), then again only to follow its message while it is shown, or if another message took its
+        # place and it still fails SAY_AGAIN_AFTER_TICKS ticks on (it was never seen again). Logged once per kind of
+        # failure while it fails, not per message: one whose text changes on every tick was logged every 2 s.
+        failed_before, self._poll_error = self._poll_error, str(error)
+        if type(error) not in self._logged_kinds and len(self._logged_kinds) < LOGGED_KINDS_PER_SPELL:
+            self._logged_kinds.add(type(error))
             call_in_background(self, partial(log_problem, POLL, str(error), home=Path(self._history).parent),
                                _ignore, _ignore)  # log_problem never raises: nothing to report either way
+        if failed_before is None:
+            self._unshown_ticks = 0
+            self._fail(error)
         elif self._failure_shown():
             self._unshown_ticks = 0
+            if str(error) != failed_before:
+                self._fail(error)  # the status line says what fails now
         else:
             self._unshown_ticks += 1
             if self._unshown_ticks >= SAY_AGAIN_AFTER_TICKS:
