@@ -13,7 +13,9 @@ permissions: a file replaced keeps its own (a private 0600 file stays private).
 
 from __future__ import annotations
 
+import errno
 import os
+import secrets
 import stat
 from pathlib import Path
 from typing import Optional
@@ -37,6 +39,21 @@ def temporary_beside(target: Path, tag: str) -> Path:
     while name and len(os.fsencode(name)) > room:
         name = name[:-1]
     return target.with_name(f".{name}.{tag}")
+
+
+def created_temporary_beside(target: Path, suffix: str = "tmp") -> Path:
+    """A new, empty file beside ``target`` (``temporary_beside`` with a random tag, ``.NAME.1a2b3c4d.tmp``) to be
+    written and renamed over it. Made with mode 0o666, so the umask decides a new target's permissions as for any
+    new file (``tempfile``'s files are 0o600, which the rename would keep); ``keep_permissions`` then gives it a
+    replaced file's own. OSError where it cannot be made."""
+    for _ in range(100):
+        temporary = temporary_beside(target, f"{secrets.token_hex(4)}.{suffix}")
+        try:
+            os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return temporary
+    raise FileExistsError(errno.EEXIST, f"no free temporary file name in {target.parent}")
 
 
 def keep_permissions(target: Path, temporary: Path) -> None:

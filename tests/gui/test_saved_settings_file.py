@@ -99,6 +99,36 @@ def test_settings_are_written_whole_or_not_at_all(tmp_path):
     assert notes == [] and read.value(SETTINGS_CONFIG) == RunConfig(batch_size=48).to_json()
 
 
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o664, 0o600], ids=oct)
+def test_a_settings_file_saved_keeps_its_permissions(tmp_path, mode):
+    """The settings were written to a tempfile.mkstemp file (0600) and renamed over the file: a 0644 settings file,
+    or one shared with a group (0664), became private after the first save."""
+    path = tmp_path / "gui-settings.json"
+    path.write_text("{}")
+    path.chmod(mode)
+    settings = SettingsFile(path)
+    settings.set_value("plots/x_axis", "samples_seen")
+    assert settings.save() is None
+    assert json.loads(path.read_text()) == {"plots/x_axis": "samples_seen"}
+    assert oct(path.stat().st_mode & 0o7777) == oct(mode)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+@pytest.mark.parametrize("umask", [0o022, 0o027], ids=oct)
+def test_a_new_settings_file_gets_the_umasks_permissions(tmp_path, umask):
+    path = tmp_path / "home" / "gui-settings.json"
+    settings = SettingsFile(path)
+    settings.set_value("plots/x_axis", "step")
+    kept_umask = os.umask(umask)
+    try:
+        assert settings.save() is None
+    finally:
+        os.umask(kept_umask)
+    assert oct(path.stat().st_mode & 0o7777) == oct(0o666 & ~umask)
+    assert os.listdir(path.parent) == ["gui-settings.json"]  # no temporary left
+
+
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes into read-only folders")
 def test_a_settings_folder_that_cannot_be_written_is_said_not_raised(tmp_path):
     folder = tmp_path / "ro"

@@ -13,12 +13,11 @@ import configparser
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
 from workbench.regular_file import NotARegularFile, read_regular_file, regular_file_problem
-from workbench.replaced_file import replaced_file
+from workbench.replaced_file import created_temporary_beside, keep_permissions, replaced_file
 
 MAX_BYTES = 1 << 20  # a settings file is a few KiB; a larger one is not ours
 # The earlier file's keys worth keeping ("section/key", as QSettings named them); the window's byte arrays
@@ -66,17 +65,19 @@ class SettingsFile:
         self._values[key] = value
 
     def save(self) -> Optional[str]:
-        """Write the settings beside their file, then rename over it (over a symlink's target: the link stays);
-        None, or why they were not saved (a full or read-only disk: the window is closing, nothing else is lost)."""
+        """Write the settings beside their file, then rename over it (over a symlink's target: the link stays; the
+        file replaced keeps its permissions, a new one gets the umask's); None, or why they were not saved (a full
+        or read-only disk: the window is closing, nothing else is lost)."""
         if self.path is None:
             return None
         temporary = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             target = replaced_file(self.path)
-            descriptor, temporary = tempfile.mkstemp(prefix=".gui-settings-", suffix=".tmp", dir=target.parent)
-            with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
+            temporary = created_temporary_beside(target)
+            with open(temporary, "w", encoding="utf-8") as stream:
                 json.dump(self._values, stream, indent=1, sort_keys=True)
+            keep_permissions(target, temporary)
             os.replace(temporary, target)  # a rename: the file is replaced whole, never written into
             temporary = None
         except OSError as error:
