@@ -14,7 +14,6 @@ import csv
 import errno
 import io
 import os
-import secrets
 import select
 import stat
 from pathlib import Path
@@ -25,7 +24,7 @@ from workbench.history.errors import HistoryError
 from workbench.regular_file import (
     NotARegularFile, kind_problem, open_regular_file, os_error_words, write_error_words,
 )
-from workbench.replaced_file import keep_permissions, replaced_file, temporary_beside
+from workbench.replaced_file import created_temporary_beside, keep_permissions, replaced_file
 
 # The history's own files beside it: never an export's target.
 HISTORY_SUFFIXES = ("", *SQLITE_SIDE_FILES)
@@ -193,18 +192,12 @@ def _write_atomically(path: Path, header: Sequence[str], rows: Iterable[list[str
 
 
 def _create_temporary(path: Path) -> Path:
-    # os.open with 0o666 lets the umask decide a new file's permissions, as for any new file (tempfile's files are
-    # private 0o600, which would stick after the rename); a file replaced keeps its own (keep_permissions).
-    for _ in range(100):
-        temporary = temporary_beside(path, f"{secrets.token_hex(4)}.tmp")
-        try:
-            os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-        except FileExistsError:
-            continue
-        except OSError as error:
-            raise ExportError(f"cannot write {path}: {write_error_words(error, path)}") from error
-        return temporary
-    raise ExportError(f"cannot write {path}: no free temporary file name in {path.parent}")
+    # made with mode 0o666 (created_temporary_beside): the umask decides a new file's permissions, as for any new
+    # file; a file replaced keeps its own (keep_permissions)
+    try:
+        return created_temporary_beside(path)
+    except OSError as error:
+        raise ExportError(f"cannot write {path}: {write_error_words(error, path)}") from error
 
 
 def _remove_quietly(path: Path) -> None:
