@@ -31,7 +31,9 @@ def register(subparsers) -> None:
     parser.add_argument("--max-test", type=positive_int, metavar="N", help="keep only the first N test images")
     parser.add_argument("--seed", type=int, default=0, help="seed of the train/test split of an image folder "
                         "(default: 0)")
-    parser.set_defaults(handler=make_npz_command)
+    # SOURCE is read, its name kept nowhere (not in the .npz, not in the history): bytes that are not UTF-8 are a
+    # name like any other here. --out is refused: `run --data-path` could not keep its name.
+    parser.set_defaults(handler=make_npz_command, any_bytes=("source",))
 
 
 def make_npz_command(args: argparse.Namespace) -> int:
@@ -51,7 +53,7 @@ def make_npz_command(args: argparse.Namespace) -> int:
     except MakeNpzError as error:
         raise UsageError(f"workbench make-npz: {error}") from None
     for note in image_set.notes:
-        print(f"workbench make-npz: note: {note}", file=sys.stderr)
+        print(printable(f"workbench make-npz: note: {note}"), file=sys.stderr)  # a note names a folder
     names = ", ".join(image_set.class_names[:10]) + (", …" if len(image_set.class_names) > 10 else "")
     scaled = (" Each image was cropped to its centre square and scaled to 32×32 pixels, the size the workbench's "
               "models take." if image_set.source.startswith("image folder") else "")

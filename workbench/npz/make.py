@@ -236,8 +236,10 @@ def _class_folders(folder: Path, notes: list[str]) -> list[str]:
     classes = [name for name in names if not name.startswith(".")]
     for name in classes:
         if not name.isprintable():  # a newline or control character would break every one-line message and CSV
-            raise MakeNpzError(f"{folder}: the class folder {name!r} has a character that cannot be shown on one "
-                               "line (a newline or control character): rename it")
+            not_utf8 = any("\ud800" <= character <= "\udfff" for character in name)  # os.fsdecode's escapes
+            what = ("bytes that are not UTF-8 text" if not_utf8
+                    else "a character that cannot be shown on one line (a newline or control character)")
+            raise MakeNpzError(f"{folder}: the class folder {name!r} has {what}: rename it")
     if not classes:
         raise MakeNpzError(
             f"{folder} has no class folders: put each class's images in a sub-folder named after it "
