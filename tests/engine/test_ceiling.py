@@ -1,6 +1,5 @@
 """The compute ceiling on a CPU: measured, cached per settings, and a run's efficiency against it."""
 
-import dataclasses
 import json
 import os
 import re
@@ -10,6 +9,7 @@ import threading
 import pytest
 import torch
 from engine_helpers import run_to_end, tiny_config
+from stopped_probe import STEP_BLOCKS_AT_MOST_S, counting_steps, stopped_in_step
 
 from workbench.cli import main
 from workbench.engine import probe_device
@@ -17,7 +17,6 @@ from workbench.engine.ceiling import WARMUP_STEPS, measure_ceiling
 from workbench.engine.ceiling_cache import Ceiling, ProbeStopped, cache_path, cached_ceiling, ceiling_key, store_ceiling
 from workbench.engine.failures import ModelError
 from workbench.engine.interruptible import wait_for_abandoned
-from workbench.engine.requests import StopRequest
 
 CPU_FLAGS = ["--device", "cpu", "--batch-size", "8", "--budget", "1"]
 
@@ -56,27 +55,6 @@ def test_the_probe_clips_gradients_as_the_run_does(monkeypatch):
     assert clipped == []
 
 
-def counting_steps(monkeypatch, before_each=lambda steps: None) -> list[int]:
-    """The probe's steps, counted as they start; ``before_each(steps)`` runs at each step's start."""
-    from workbench.engine import train_step
-
-    steps: list[int] = []
-    build = train_step.build_training
-
-    def counting_build(*args, **kwargs):
-        training = build(*args, **kwargs)
-
-        def counted(images, labels):
-            steps.append(len(steps) + 1)
-            before_each(steps)
-            return training.step(images, labels)
-
-        return dataclasses.replace(training, step=counted)
-
-    monkeypatch.setattr(train_step, "build_training", counting_build)
-    return steps
-
-
 @pytest.mark.parametrize("stop_after_steps, words", [
     (0, "stopped before the model was built"),
     (1, "stopped while warming up ("),  # how many it says are done depends on when the stop was seen: in flight or after
@@ -96,23 +74,6 @@ def test_a_stop_ends_the_probe_at_the_next_step_and_gives_no_figure(monkeypatch,
         measure_ceiling(tiny_config(batch_size=8), probe_device("cpu"), budget_seconds=30.0, stop=stop)
     assert wait_for_abandoned(30.0)
     assert len(steps) == stop_after_steps  # not one step after the stop
-
-
-def stopped_in_step(monkeypatch, blocked_step: int):
-    """The probe's steps counted, step ``blocked_step`` blocking until ``released`` is set, and a thread (started)
-    that sets ``stop`` once that step is in flight: (steps, stop, the thread, released)."""
-    in_step, released = threading.Event(), threading.Event()
-
-    def block(steps):
-        if len(steps) == blocked_step:
-            in_step.set()
-            released.wait(STEP_BLOCKS_AT_MOST_S)
-
-    steps = counting_steps(monkeypatch, block)
-    stop = StopRequest()
-    stopper = threading.Thread(target=lambda: in_step.wait(STEP_BLOCKS_AT_MOST_S) and stop.set())
-    stopper.start()
-    return steps, stop, stopper, released
 
 
 @pytest.mark.parametrize("blocked_step, words", [
@@ -166,9 +127,6 @@ def test_a_probe_started_after_a_stop_waits_for_the_stopped_ones_step_in_flight(
     again.join(60.0)
     assert second and second[0].images_per_sec > 0
     assert wait_for_abandoned(30.0)
-
-
-STEP_BLOCKS_AT_MOST_S = 10.0  # without the fix the probe waits this long, then fails the test rather than hang
 
 
 def test_a_run_reports_its_efficiency_once_a_ceiling_is_known():
