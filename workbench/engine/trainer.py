@@ -2,6 +2,10 @@
 
 One process (devices=1, not under torchrun) is ``one_process.run_one``; several, or any process torchrun
 started, go through ``distributed.launcher.run_distributed``, which yields the same event types.
+
+Either way the run first waits for a stopped ceiling probe's step in flight (ceiling.py: it runs on, abandoned,
+until it ends): the run's first windows, their images/s and step times, would otherwise be measured on a device
+that step shares. A stop ends the wait within a poll, however long the step goes on.
 """
 
 from __future__ import annotations
@@ -9,11 +13,13 @@ from __future__ import annotations
 from typing import Callable, Iterator, Optional
 
 from workbench.config import RunConfig
+from workbench.engine.ceiling import WAITING_FOR_THE_PROBE, probe_measuring, wait_for_the_probe
 from workbench.engine.distributed.launcher import run_distributed
 from workbench.engine.distributed.world import launched_world
-from workbench.engine.events import Event
+from workbench.engine.events import Event, RunEnded, StatusChanged
 from workbench.engine.one_process import run_one
-from workbench.engine.requests import ProfileRequests, never
+from workbench.engine.requests import ProfileRequests, never, stopped_by
+from workbench.engine.summary import SummaryBuilder
 
 
 def run(
@@ -27,6 +33,13 @@ def run(
     "config"/"data", anything else raised in training a failure with its reason. With devices ≠ 1,
     or under torchrun, the same events come from all processes together (workbench.engine.distributed).
     """
+    if probe_measuring():
+        yield StatusChanged(message=f"{WAITING_FOR_THE_PROBE.capitalize()} (it would share the device with "
+                                    "this run's first steps)…")
+        if not wait_for_the_probe(stop):
+            reason = f"stopped by {stopped_by(stop)} while {WAITING_FOR_THE_PROBE}"
+            yield RunEnded(status="stopped", summary=SummaryBuilder().build("stopped", reason), reason=reason)
+            return
     if config.devices != 1 or launched_world() is not None:
         yield from run_distributed(config, stop)  # (profile requests do not reach spawned ranks)
         return

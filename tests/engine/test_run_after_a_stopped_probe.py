@@ -1,0 +1,106 @@
+"""A run started while a stopped ceiling probe's step in flight runs on (Stop, then Start in the window; the next
+trial of a sequence) waits for that step before its own first step, and a stop during that wait lands.
+
+The probe's step blocks until the test releases it (stopped_probe.py): the order of things is seen, never timed.
+"""
+
+import threading
+
+import pytest
+from engine_helpers import tiny_config
+from stopped_probe import STEP_BLOCKS_AT_MOST_S, stopped_in_step
+
+from workbench.engine import probe_device, run, session
+from workbench.engine.ceiling import measure_ceiling
+from workbench.engine.ceiling_cache import ProbeStopped
+from workbench.engine.events import RunEnded, RunStarted, StatusChanged, StepStats
+from workbench.engine.interruptible import wait_for_abandoned
+from workbench.engine.requests import StopRequest
+
+WAITING = "Waiting for a stopped ceiling probe's last step to end"
+
+
+def stop_the_probe_in_its_first_step(monkeypatch, probe_steps_ended: list[int]):
+    """A probe stopped in its first warm-up step, which blocks until ``released`` is set: (probe steps, released)."""
+    steps, stop, stopper, released = stopped_in_step(
+        monkeypatch, 1, after_each=lambda steps: probe_steps_ended.append(len(steps)))
+    try:
+        with pytest.raises(ProbeStopped):
+            measure_ceiling(tiny_config(batch_size=8), probe_device("cpu"), budget_seconds=30.0, stop=stop)
+    finally:
+        stopper.join()
+    return steps, released
+
+
+def on_the_runs_first_step(monkeypatch, call) -> None:
+    """``call()`` as the run's first step begins, before its timer starts."""
+    train_on = session.TrainingSession._train_on
+    called = []
+
+    def watched(self, *args):
+        if not called:
+            called.append(True)
+            call()
+        return train_on(self, *args)
+
+    monkeypatch.setattr(session.TrainingSession, "_train_on", watched)
+
+
+def test_a_run_started_after_a_stopped_probe_takes_its_first_step_once_the_probes_step_has_ended(monkeypatch):
+    """The run's first windows (images/s, step times) were timed on a device the abandoned probe step still
+    shared. Now the run says it waits, and its first step begins only after that step has ended."""
+    probe_steps_ended: list[int] = []
+    ended_at_the_runs_first_step: list[list[int]] = []
+    waiting, stepped, answered = threading.Event(), threading.Event(), threading.Event()
+
+    def first_step() -> None:
+        ended_at_the_runs_first_step.append(list(probe_steps_ended))
+        stepped.set()
+        answered.set()
+
+    on_the_runs_first_step(monkeypatch, first_step)
+    events: list = []
+
+    def consume() -> None:
+        for event in run(tiny_config()):
+            events.append(event)
+            if isinstance(event, StatusChanged) and event.message.startswith(WAITING):
+                waiting.set()
+                answered.set()
+
+    steps, released = stop_the_probe_in_its_first_step(monkeypatch, probe_steps_ended)
+    runner = threading.Thread(target=consume)
+    try:
+        runner.start()
+        answered.wait(STEP_BLOCKS_AT_MOST_S)  # the run says it waits, or (unfixed) takes its first step
+        assert not stepped.is_set(), "the run stepped while the stopped probe's step was in flight"
+        assert waiting.is_set(), events
+    finally:
+        released.set()
+    runner.join(60.0)
+    assert ended_at_the_runs_first_step == [[1]]  # the probe's one step had ended, and it started no other
+    assert steps == [1]
+    assert isinstance(events[-1], RunEnded) and events[-1].status == "finished", events[-1]
+    assert wait_for_abandoned(30.0)
+
+
+def test_a_stop_while_a_run_waits_for_a_stopped_probes_step_ends_the_run_with_the_step_still_in_flight(monkeypatch):
+    """The wait is bounded by the run's stop: a probe step that never ends must not keep the run from stopping."""
+    probe_steps_ended: list[int] = []
+    _, released = stop_the_probe_in_its_first_step(monkeypatch, probe_steps_ended)
+    stop = StopRequest()
+    events: list = []
+    try:
+        for event in run(tiny_config(), stop):
+            events.append(event)
+            if isinstance(event, StatusChanged) and event.message.startswith(WAITING):
+                threading.Thread(target=stop.set).start()  # asked from another thread, as Stop is
+        in_flight = probe_steps_ended == []
+    finally:
+        released.set()
+    assert in_flight, "the run waited for the probe's step despite the stop"
+    ended = events[-1]
+    assert isinstance(ended, RunEnded) and ended.status == "stopped", ended
+    assert ended.reason == "stopped by the user while waiting for a stopped ceiling probe's last step to end"
+    assert not any(isinstance(event, (RunStarted, StepStats)) for event in events)
+    assert wait_for_abandoned(30.0)
