@@ -1,5 +1,6 @@
 """RunConfig: the one frozen record of a run's settings, each declared once on its field (setting.py says what a
-declaration holds; the tables below are derived from them).
+declaration holds; the tables below are derived from them). The checks of a value against files or text (the model
+spec, data_path, save_model), which validation calls, are setting_checks.py's.
 
 Its field names are a contract: they are the CLI flags (in --kebab-case), the keys stored
 with every run in the history, and the CSV columns of an export. Importing this module
@@ -11,34 +12,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import multiprocessing
-import os
-import re
-import shlex
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import Any, Literal, Optional, get_args, get_type_hints
 
 from workbench.device_info import DeviceInfo
-from workbench.paths import default_datasets_dir, workbench_home
-from workbench.regular_file import folder_problem, invalid_path_problem, new_file_problem, regular_file_problem
-from workbench.replaced_file import name_length_problem
 from workbench.setting import (
     BOOKKEEPING, DEVICE, GROUP_ORDER, KERNELS, LENGTH, LOADER, VALUES, Group, Setting, Tune, cuda_only_cudnn,
     cuda_only_optimizer, max_steps_set, needs_a_copy_to_a_gpu, needs_a_dataloader, needs_workers, only_with_a_folder,
     only_with_synthetic_data, setting, unused_with_synthetic_data,
 )
-from workbench.user_modules import module_import_files, standard_library_problem
+from workbench.setting_checks import data_path_problems, model_problems, save_model_problem
 
 Dataset = Literal["synthetic", "npz", "cifar10", "cifar100", "folder"]
 # Where a folder's JPEGs are decoded: in the DataLoader workers, or by nvJPEG on the GPU (the workers then only
 # read the files).
 Decode = Literal["cpu", "gpu"]
-# The models built in (engine/models.py). ``model`` also takes any torchvision classification model by name,
-# or "package.module:function" for the user's own (imported from the working directory or PYTHONPATH).
-BUILTIN_MODELS: tuple[str, ...] = ("small-cnn", "small-cnn-gn", "resnet18", "mobilenet_v3_small")
-# "package.module:function", the form Python entry points, uvicorn and gunicorn use.
-MODEL_FUNCTION = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
-TORCHVISION_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 Pipeline = Literal["dataloader", "gpu-resident"]
 Augment = Literal["none", "cpu", "gpu"]
 StartMethod = Literal["fork", "forkserver", "spawn"]
@@ -426,29 +414,7 @@ class RunConfig:
                                 "augment=gpu (crop and flip on the GPU) or augment=none")
             elif self.pipeline != "dataloader":
                 problems.append("decode=gpu needs pipeline=dataloader (gpu-resident decodes the whole folder once)")
-        if self.dataset == "folder":
-            if not self.data_path:
-                problems.append("dataset=folder needs data_path: a folder with one sub-folder of images per class")
-            else:
-                problem = folder_problem(self.data_path)  # os.stat only: a FIFO must not block
-                if problem is not None:
-                    problems.append(f"data_path {self.data_path!r} {problem}: dataset=folder needs a folder with one "
-                                    "sub-folder of images per class")
-        if self.dataset in ("cifar10", "cifar100"):
-            problem = cifar_folder_problem(self.data_path)
-            if problem is not None:
-                problems.append(problem)
-        if self.dataset == "npz":
-            if not self.data_path:
-                problems.append("dataset=npz needs data_path: the .npz file to train on")
-            elif folder_problem(self.data_path) is None:
-                problems.append(f"data_path {self.data_path!r} is a folder: dataset=npz trains on an .npz file; "
-                                "choose dataset=folder to train on its images directly, or make an .npz from it "
-                                f"with `{make_npz_command(self.data_path)}`")
-            else:
-                problem = regular_file_problem(self.data_path)  # os.stat only: a FIFO must not block
-                if problem is not None:
-                    problems.append(f"data_path {self.data_path!r} {problem}: dataset=npz needs an .npz file")
+        problems.extend(data_path_problems(self.dataset, self.data_path))
         if self.save_model:
             problem = save_model_problem(self.save_model, self.dataset, self.data_path, self.model)
             if problem is not None:
@@ -559,6 +525,20 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 # Settings that were on/off switches before they had modes: a JSON true/false (an older --config file, an older
 # history row) still reads as the mode it meant.
+SWITCHES_BECAME_CHOICES: dict[str, dict[bool, str]] = {"compile": {True: "default", False: "off"}}
+OPTIONAL_FIELDS = frozenset(name for name, hint in FIELD_TYPES.items() if type(None) in get_args(hint))
+RANGES: dict[str, tuple[float, float]] = {name: declared.range for name, declared in SETTINGS.items()
+                                           if declared.range is not None}
+
+# What a setting acts on decides where it counts (setting.py): the ceiling's key, a measured change's baseline.
+KERNEL_SETTINGS: tuple[str, ...] = tuple(name for name, declared in SETTINGS.items() if declared.acts_on == KERNELS)
+SPEED_SETTINGS: tuple[str, ...] = tuple(name for name, declared in SETTINGS.items() if declared.speed)
+NOT_SPEED_SETTINGS: tuple[str, ...] = tuple(name for name, declared in SETTINGS.items() if not declared.speed)
+GROUPS: dict[Group, tuple[str, ...]] = {
+    group: tuple(name for name, declared in SETTINGS.items() if declared.group == group) for group in GROUP_ORDER
+}
+
+
 def cuda_graphs_problem(config: RunConfig) -> Optional[str]:
     """Why CUDA graphs cannot train with these settings (None where they can): the one rule that validation,
     the findings' remedies and the tune's candidates share.
@@ -575,20 +555,6 @@ def cuda_graphs_problem(config: RunConfig) -> Optional[str]:
     return None
 
 
-SWITCHES_BECAME_CHOICES: dict[str, dict[bool, str]] = {"compile": {True: "default", False: "off"}}
-OPTIONAL_FIELDS = frozenset(name for name, hint in FIELD_TYPES.items() if type(None) in get_args(hint))
-RANGES: dict[str, tuple[float, float]] = {name: declared.range for name, declared in SETTINGS.items()
-                                           if declared.range is not None}
-
-# What a setting acts on decides where it counts (setting.py): the ceiling's key, a measured change's baseline.
-KERNEL_SETTINGS: tuple[str, ...] = tuple(name for name, declared in SETTINGS.items() if declared.acts_on == KERNELS)
-SPEED_SETTINGS: tuple[str, ...] = tuple(name for name, declared in SETTINGS.items() if declared.speed)
-NOT_SPEED_SETTINGS: tuple[str, ...] = tuple(name for name, declared in SETTINGS.items() if not declared.speed)
-GROUPS: dict[Group, tuple[str, ...]] = {
-    group: tuple(name for name, declared in SETTINGS.items() if declared.group == group) for group in GROUP_ORDER
-}
-
-
 def inactive_settings(config: RunConfig, on_cpu: bool) -> dict[str, str]:
     """setting → why it does nothing with the other settings (``on_cpu``: the run trains on the CPU). The one answer
     for the form (greyed out, the value kept), the runs comparison ("not used"), verify and the run's notes."""
@@ -598,116 +564,6 @@ def inactive_settings(config: RunConfig, on_cpu: bool) -> dict[str, str]:
         if reason is not None:
             inactive[name] = reason
     return inactive
-
-
-def make_npz_command(folder: str) -> str:
-    """The command that makes a dataset file of an image folder: `workbench make-npz pets --out pets.npz`."""
-    source = folder.rstrip("/\\") or folder
-    return shlex.join(["workbench", "make-npz", source, "--out", f"{source}.npz"])
-
-
-
-# Keyword arguments nest a few levels at most; json.loads raises RecursionError past about 1,000 and json.dumps,
-# repr and the user's function would recurse as deep, so deeper text is refused before it is parsed.
-MODEL_KWARGS_MAX_DEPTH = 32
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-
-
-def json_nesting_depth(text: str) -> int:
-    """How deep ``text``'s arrays and objects nest (brackets inside JSON strings do not count)."""
-    depth = deepest = 0
-    for char in _JSON_STRING.sub('""', text):
-        if char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
-
-
-def cifar_folder_problem(data_path: str) -> Optional[str]:
-    """Why CIFAR cannot be kept in ``data_path`` (or the home's datasets folder where it is empty): it is there and
-    no folder (a file, a FIFO, a symlink loop); None when it is a folder, or absent (the download makes it)."""
-    folder = data_path or str(default_datasets_dir())
-    problem = folder_problem(folder)
-    if problem is None or problem == "does not exist":
-        return None
-    named = f"data_path {data_path!r}" if data_path else f"the datasets folder {folder}"
-    return f"{named} {problem}: CIFAR is kept (and downloaded) in a folder"
-
-
-WEIGHTS_SUFFIXES = (".pt", ".pth")  # the names weights may take in the workbench home
-
-
-def save_model_problem(path: str, dataset: str = "", data_path: str = "", model: str = "") -> Optional[str]:
-    """Why the trained model cannot be saved at ``path`` (os.stat only: nothing is opened), or None. ``dataset``,
-    ``data_path`` and ``model`` are the run's: the weights must not replace what it reads."""
-    invalid = invalid_path_problem(path)
-    if invalid is not None:
-        return invalid
-    target = Path(os.path.expanduser(path))
-    # The weights replace the file: in the home, that could be the run history (every run gone) or the settings.
-    home = Path(os.path.realpath(workbench_home()))
-    written = Path(os.path.realpath(target))  # a link's target is what would be replaced
-    if data_path and invalid_path_problem(data_path) is None:
-        data = Path(os.path.realpath(os.path.expanduser(data_path)))
-        if written == data:
-            return f"is the run's data_path ({data}): the weights would replace the data"
-        if dataset == "folder" and data in written.parents:
-            return (f"is inside the run's image folder ({data}): the weights would be among its images; give a "
-                    "file outside it")
-    for read, what in module_import_files(model):  # the source, its cached .pyc, a .so, a zip archive: links followed
-        if written == Path(os.path.realpath(read)):
-            return f"is {what} ({read}): the weights would replace your code"
-    if (written == home or home in written.parents) and written.suffix.lower() not in WEIGHTS_SUFFIXES:
-        return (f"is in the workbench home ({home}), which holds the run history and what the workbench makes: give "
-                f"a name ending in {' or '.join(WEIGHTS_SUFFIXES)}, or a file outside it")
-    if os.path.lexists(target):
-        problem = regular_file_problem(target)
-        return None if problem is None else f"{problem}: the weights are written to a regular file"
-    parent = folder_problem(target.parent) or new_file_problem(target.parent)
-    if parent is not None:
-        return f"cannot be written: its folder {target.parent} {parent}"
-    too_long = name_length_problem(target)  # refused now, not once the run has trained
-    return None if too_long is None else f"cannot be written: {too_long}"
-
-
-def model_kwargs_of(text: str) -> dict[str, Any]:
-    """``model_kwargs`` as a dict ({} for ""); ValueError with the reason when it is not a JSON object."""
-    if not text.strip():
-        return {}
-    depth = json_nesting_depth(text)
-    if depth > MODEL_KWARGS_MAX_DEPTH:
-        raise ValueError(f"model_kwargs nest {depth:,} levels deep; at most {MODEL_KWARGS_MAX_DEPTH} are read")
-    try:
-        value = json.loads(text)
-    except ValueError as error:
-        raise ValueError(f"model_kwargs is not valid JSON ({error})") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"model_kwargs must be a JSON object such as {{\"width\": 64}}, not {type(value).__name__}")
-    return value
-
-
-def model_problems(model: str, model_kwargs: str) -> list[str]:
-    """What is wrong with a model spec that can be told without importing anything (the engine's model check,
-    engine/models.py, builds it and runs a dummy batch before a run starts)."""
-    problems = []
-    if model not in BUILTIN_MODELS and not MODEL_FUNCTION.match(model) and not TORCHVISION_NAME.match(model):
-        problems.append(f"model {model!r} is not a built-in ({', '.join(BUILTIN_MODELS)}), a torchvision model name "
-                        "or package.module:function")
-    else:
-        stdlib = standard_library_problem(model)
-        if stdlib is not None:
-            problems.append(stdlib)
-    try:
-        model_kwargs_of(model_kwargs)
-    except ValueError as error:
-        problems.append(str(error))
-    else:
-        if model_kwargs.strip() and model in BUILTIN_MODELS:
-            problems.append(f"model_kwargs apply to a torchvision model or your own function, not to the built-in "
-                            f"{model}")
-    return problems
 
 
 def _num(value: float) -> str:

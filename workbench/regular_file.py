@@ -3,7 +3,7 @@
 Opening a FIFO waits for a writer forever, reading /dev/zero never ends, and a symlink loop raises
 from places that do not expect it (``Path.resolve``). ``os.stat`` follows the links without opening
 the path, so the answer never blocks; every reader of a path a user (or a saved setting) gave asks
-here first. Stdlib only: the settings (config.py) ask it too.
+here first. Stdlib only: the settings' checks (setting_checks.py) ask it too.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from workbench.cli import main
-from workbench.config import MODEL_KWARGS_MAX_DEPTH, RunConfig, json_nesting_depth, model_kwargs_of
+from workbench.config import RunConfig
+from workbench.setting_checks import MODEL_KWARGS_MAX_DEPTH, json_nesting_depth, model_kwargs_of
 
 DEEP = {
     "arrays": "[" * 5000 + "]" * 5000,

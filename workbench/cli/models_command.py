@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from workbench.config import BUILTIN_MODELS
+from workbench.setting_checks import BUILTIN_MODELS
 
 
 def register(subparsers: Any) -> None:

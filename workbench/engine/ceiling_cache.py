@@ -15,9 +15,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from workbench.config import KERNEL_SETTINGS, RunConfig, inactive_settings, model_kwargs_of
+from workbench.config import KERNEL_SETTINGS, RunConfig, inactive_settings
 from workbench.device_info import DeviceInfo
 from workbench.regular_file import read_regular_file
+from workbench.setting_checks import model_kwargs_of
 from workbench.user_modules import source_digest
 
 FILE_NAME = "ceilings.json"

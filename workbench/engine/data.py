@@ -20,13 +20,14 @@ import numpy as np
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, DistributedSampler, RandomSampler
 
-from workbench.config import RunConfig, cifar_folder_problem
+from workbench.config import RunConfig
 from workbench.engine.augment import per_sample_transform, random_crop_flip
 from workbench.engine.worker_lifetime import block_stop_signals, shut_down_workers, worker_init_for_this_run
 from workbench.npz.header import CLASS_NAMES_KEY, DAMAGED_ARCHIVE_ERRORS, NPZ_KEYS, npz_problems
 from workbench.npz.labels import check_labels
 from workbench.paths import default_datasets_dir
 from workbench.regular_file import regular_file_problem
+from workbench.setting_checks import cifar_folder_problem
 
 # CIFAR-10's per-channel mean and std on the training set (0..1 scale); close enough for CIFAR-100.
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)

@@ -19,9 +19,9 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
-from workbench.config import BUILTIN_MODELS, model_kwargs_of
 from workbench.engine.failures import ModelError, is_out_of_memory, user_exit_words
 from workbench.engine.worker_lifetime import stop_signals_unblocked
+from workbench.setting_checks import BUILTIN_MODELS, model_kwargs_of
 from workbench.user_modules import import_fresh, standard_library_problem, working_directory_importable
 
 
@@ -76,7 +76,7 @@ BUILDERS = {
     "resnet18": resnet18_cifar,
     "mobilenet_v3_small": mobilenet_v3_small,
 }
-assert tuple(BUILDERS) == BUILTIN_MODELS  # config.py lists them for the form and the checks
+assert tuple(BUILDERS) == BUILTIN_MODELS  # setting_checks.py lists them for the form and the checks
 
 
 # torchvision's classification models with auxiliary classifier heads (their aux_logits argument).

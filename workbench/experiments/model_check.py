@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from workbench.config import BUILTIN_MODELS, RunConfig
+from workbench.config import RunConfig
+from workbench.setting_checks import BUILTIN_MODELS
 
 
 def model_build_problems(configs: Iterable[RunConfig]) -> list[str]:

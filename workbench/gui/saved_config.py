@@ -12,7 +12,8 @@ import json
 import os
 from typing import Any
 
-from workbench.config import FIELD_NAMES, ConfigError, RunConfig, model_problems
+from workbench.config import FIELD_NAMES, ConfigError, RunConfig
+from workbench.setting_checks import model_problems
 from workbench.regular_file import regular_file_problem
 
 

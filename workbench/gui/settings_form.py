@@ -30,14 +30,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.config import (
-    BUILTIN_MODELS, CHOICES, FIELD_NAMES, FIELD_TYPES, GROUPS, OPTIONAL_FIELDS, RANGES, SETTINGS, RunConfig,
-)
+from workbench.config import CHOICES, FIELD_NAMES, FIELD_TYPES, GROUPS, OPTIONAL_FIELDS, RANGES, SETTINGS, RunConfig
 from workbench.device_info import DeviceInfo
 from workbench.folder_layout import training_image_count
 from workbench.gui import settings_model
 from workbench.gui.background import call_in_background
 from workbench.gui.spin_boxes import FloatSpinBox, IntSpinBox
+from workbench.setting_checks import BUILTIN_MODELS
 
 INT32_MAX = 2**31 - 1  # QSpinBox holds a C int: a RunConfig range past it would be cut here
 NO_LIMIT = "no limit"

@@ -12,7 +12,8 @@ import json
 from pathlib import PurePath
 from typing import Callable, Optional
 
-from workbench.config import FIELD_NAMES, RunConfig, model_kwargs_of
+from workbench.config import FIELD_NAMES, RunConfig
+from workbench.setting_checks import model_kwargs_of
 from workbench.formatting import format_setting
 
 MAX_CHANGES_IN_NAME = 3
