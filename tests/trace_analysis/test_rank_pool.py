@@ -38,8 +38,8 @@ def test_the_pool_is_used_only_where_large_files_pay_for_its_processes(monkeypat
 
 def test_the_windows_lone_file_gets_a_process_of_its_own_from_16_mb_of_text():
     mb = 1024**2
-    assert not rank_pool.worth_a_process(15 * mb, False) and rank_pool.worth_a_process(16 * mb, False)
-    assert rank_pool.worth_a_process(1 * mb, True)  # gzipped: 10-25× as much text
+    assert not rank_pool.worth_a_process([15 * mb], [False]) and rank_pool.worth_a_process([16 * mb], [False])
+    assert rank_pool.worth_a_process([1 * mb], [True])  # gzipped: 10-25× as much text
 
 
 @pytest.fixture
@@ -138,13 +138,11 @@ def test_a_reader_killed_mid_read_leaves_no_file_and_no_process_behind(ranks_fol
         import os, subprocess, sys
         from workbench.trace_analysis import rank_pool, read_report
         rank_pool.workers_for = lambda sizes, gzipped: 2
-        def start(file, position, several, want_digest, news_fd):
+        def start(several, want_digest, news_fd):
             process = subprocess.Popen(
-                [sys.executable, "-c", {slow_worker!r}, str(os.getpid()), str(file), str(position), "1", "0",
-                 str(news_fd)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(news_fd,))
-            if position == 0:
-                print(process.pid, flush=True)
+                [sys.executable, "-c", {slow_worker!r}, str(os.getpid()), "1", "0", str(news_fd)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(news_fd,))
+            print(process.pid, flush=True)  # the first one's is read
             return process
         rank_pool._start = start
         read_report({str(ranks_folder)!r})

@@ -6,9 +6,10 @@ thread calls meanwhile (a progress bar polled on a timer, a Cancel button). Noth
 the path is checked with ``os.stat`` first (a FIFO, a device or a socket is refused before anything opens it), and
 the reading, which hashes the bytes it reads for the record, checks ``cancelled()`` as it goes.
 
-A single file (16 MB of text or more) is read in a process of its own (``read_in_worker_with_findings``,
-rank_pool.py's): read in the window's process, the reader's sorts of a large trace's lists and the freeing of its
-events held the GIL for a quarter of a second to seconds at a time, and the window stuttered. Its progress and its
+A single file of 16 MB of text or more, or a folder whose files are too small for the pool but reach that size
+together, is read in a process of its own (``read_in_worker_with_findings``, rank_pool.py's): read in the window's
+process, the reader's sorts of a large trace's lists and the freeing of its events held the GIL for a quarter of a
+second to seconds at a time, and the window stuttered (a folder's small files: for their whole read). Its progress and its
 analysis's start come back from that process; Cancel kills it. The CLI reads in its own process
 (``read_with_findings``): it has no window to keep live, and a process costs a quarter to half a
 second to start.
@@ -42,9 +43,9 @@ def read_with_findings(path: str, **options: object) -> TraceReport:
 
 
 def read_in_worker_with_findings(path: str, **options: object) -> TraceReport:
-    """The same report, a single file large enough to stutter the window (``rank_pool.worth_a_process``) read
-    in a process of its own (a folder: as ``read_report`` reads one), so that the window's GUI thread never waits
-    on the reader for this process's GIL."""
+    """The same report, a single file, or a folder's files too small for the pool, large enough together to
+    stutter the window (``rank_pool.worth_a_process``) read in a process of its own (a folder's large files: in the
+    pool's), so that the window's GUI thread never waits on the reader for this process's GIL."""
     return read_with_findings(path, in_worker=True, **options)
 
 # The phases of an opening, as its progress bar names them: the bytes read (a fraction), the rank's figures worked

@@ -10,16 +10,19 @@ large enough to pay for it (``PARALLEL_MIN_BYTES`` in all) and as many as memory
 no caller's main module is run again, as multiprocessing's spawn would), killed when the read is cancelled or
 fails: none outlives the read.
 
-The window reads even a single file in one such process (``read_report(in_worker=True)``) where it is large
-enough (``worth_a_process``): in the window's process the reader's sorts of a large trace's lists, and the freeing
-of its events once read, hold the GIL, and so the GUI thread, for a quarter of a second to seconds at a time
+The window (``read_report(in_worker=True)``) also reads the files the pool would leave to its own process (a single
+file, or a folder whose files are too small, or the machine too small, for the pool) in one such process, all of
+them one after the other, where together they are large enough (``worth_a_process``): in the window's process the
+reader's sorts of a large trace's lists, and the freeing of its events once read, hold the GIL, and so the GUI
+thread, for a quarter of a second to seconds at a time, and a folder of small files held it for its whole read
 (docs/failure-modes.md). Each process says its bytes read and the start of its analysis on a pipe of their own, so
-the progress bar moves as it would in this process; the CLI has no window to keep live and reads a file in its own
+the progress bar moves as it would in this process; the CLI has no window to keep live and reads them in its own
 process.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import subprocess
@@ -36,9 +39,10 @@ PARALLEL_MIN_BYTES = 8 * 1024**2
 # A gzipped trace inflates 10-25×, and the reader holds about its inflated size at its peak: what one process may
 # take, for sizing the pool to the memory free.
 GZIP_RATIO = 25
-# A lone file read for the window (read_report's in_worker) gets a process of its own from this much text (a gzipped
-# one taken at GZIP_RATIO× its size): below it the reader holds the GIL for tens of milliseconds at most (27 ms for
-# 15 MB on the 2-core AMD EPYC VM), and the process would cost more (a quarter to half a second to start).
+# The files read for the window (read_report's in_worker) that the pool leaves to one process get a process of their
+# own from this much text in all (a gzipped file taken at GZIP_RATIO× its size): below it the reader holds the GIL
+# for tens of milliseconds at most (27 ms for 15 MB on the 2-core AMD EPYC VM), and the process would cost more (a
+# quarter to half a second to start).
 IN_WORKER_MIN_BYTES = 16 * 1024**2
 POLL_SECONDS = 0.1  # how often the wait asks cancelled()
 ANALYSING = b"analysing"  # a process's news once its file's bytes are read (before it, its bytes read, a line each)
@@ -54,9 +58,11 @@ def workers_for(sizes: Sequence[int], gzipped: Sequence[bool]) -> int:
     return max(1, min(len(sizes), os.cpu_count() or 1, _free_memory_bytes() // max(peak, 1)))
 
 
-def worth_a_process(size: int, gzipped: bool) -> bool:
-    """Whether a lone file read for the window is large enough to be read in a process of its own."""
-    return size * (GZIP_RATIO if gzipped else 1) >= IN_WORKER_MIN_BYTES
+def worth_a_process(sizes: Sequence[int], gzipped: Sequence[bool]) -> bool:
+    """Whether files read for the window one after the other (a lone file, or a folder's too small for the pool) are
+    large enough, all together, to be read in a process of their own: a folder of 40 small files holds the window's
+    GIL as long as one file of their size."""
+    return sum(size * (GZIP_RATIO if packed else 1) for size, packed in zip(sizes, gzipped)) >= IN_WORKER_MIN_BYTES
 
 
 def _free_memory_bytes() -> int:
@@ -68,10 +74,12 @@ def _free_memory_bytes() -> int:
 
 def read_files(files: Sequence[Path], fallback_ranks: Sequence[int], sizes: Sequence[int], workers: int,
                several: bool, want_digest: bool, progress: Optional[Callable[[int, int], None]],
-               cancelled: Optional[Callable[[], bool]], analysing: Optional[Callable[[], None]] = None) -> list[Any]:
+               cancelled: Optional[Callable[[], bool]], analysing: Optional[Callable[[], None]] = None,
+               together: bool = False) -> list[Any]:
     """``reading.read_rank_file`` of each file (numbered its fallback rank where it names none; ``several``: one of
     a folder's, its TraceError its result's ``error``, else raised here), each in a process of its own
-    (``rank_worker``), ``workers`` at a time (``workers_for``); in the files' order.
+    (``rank_worker``), ``workers`` at a time (``workers_for``), or all in one process, one after the other, where
+    ``together`` says so (``worth_a_process``: one start for the lot); in the files' order.
     ``progress(bytes_done, bytes_total)`` as the processes say their bytes read (a chunk at a time), and
     ``analysing()`` once every file's bytes are read and the last ones' figures are being worked out;
     TraceCancelled once ``cancelled()`` says so, and TraceError where a process fails: its processes killed
@@ -79,8 +87,9 @@ def read_files(files: Sequence[Path], fallback_ranks: Sequence[int], sizes: Sequ
     mid-read (SIGKILL included) leaves nothing behind."""
     total = sum(sizes)
     results: list[Any] = [None] * len(files)
-    queued = list(range(len(files)))
-    running: dict[int, _Reading] = {}
+    # each process's files, by their places among ``files``
+    queued = [list(range(len(files)))] if together else [[position] for position in range(len(files))]
+    running: dict[tuple[int, ...], _Reading] = {}
     done = reported = 0
     said_analysing = False
     try:
@@ -88,16 +97,19 @@ def read_files(files: Sequence[Path], fallback_ranks: Sequence[int], sizes: Sequ
             if cancelled is not None and cancelled():
                 raise TraceCancelled("reading cancelled")
             while queued and len(running) < workers:
-                position = queued.pop(0)
-                running[position] = _Reading.start(files[position], fallback_ranks[position], several, want_digest)
+                places = tuple(queued.pop(0))
+                running[places] = _Reading.start([(files[place], fallback_ranks[place]) for place in places],
+                                                 several, want_digest)
             time.sleep(POLL_SECONDS)
-            for position in [p for p, reading in running.items() if reading.finished()]:
-                results[position] = running.pop(position).result(files[position])
-                done += sizes[position]
+            for places in [p for p, reading in running.items() if reading.finished()]:
+                for place, result in zip(places, running.pop(places).result([files[place] for place in places])):
+                    results[place] = result
+                done += sum(sizes[place] for place in places)
             for reading in running.values():
                 reading.take_news()
             # a file rewritten longer since its size was taken counts no more than that size: the bar never runs back
-            now = done + sum(min(reading.bytes_read, sizes[position]) for position, reading in running.items())
+            now = done + sum(min(reading.bytes_read, sum(sizes[place] for place in places))
+                             for places, reading in running.items())
             if progress is not None and now > reported:
                 progress(now, total)
             reported = max(reported, now)
@@ -113,12 +125,19 @@ def read_files(files: Sequence[Path], fallback_ranks: Sequence[int], sizes: Sequ
             reading.close()
 
 
-def _start(file: Path, fallback_rank: int, several: bool, want_digest: bool, news_fd: int
-           ) -> subprocess.Popen[bytes]:
+def _start(several: bool, want_digest: bool, news_fd: int) -> subprocess.Popen[bytes]:
+    """A ``rank_worker``, waiting on its stdin for its files (``job_text``)."""
     return subprocess.Popen(
         [sys.executable, "-c", _WORKER_CODE.format(root=str(_WORKBENCH_ROOT), here=_current_folder()), str(os.getpid()),
-         str(file), str(fallback_rank), "1" if several else "0", "1" if want_digest else "0", str(news_fd)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(news_fd,))
+         "1" if several else "0", "1" if want_digest else "0", str(news_fd)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(news_fd,))
+
+
+def job_text(job: Sequence[tuple[Path, int]]) -> bytes:
+    """A process's files and their fallback ranks, as its stdin takes them: JSON (ASCII; a name that is not UTF-8
+    keeps its bytes as surrogates), not arguments, which a folder of thousands of files would run past the system's
+    limit on."""
+    return json.dumps([[os.fspath(file), fallback_rank] for file, fallback_rank in job]).encode("ascii")
 
 
 # The worker imports the workbench this process runs, and nothing from the folder the user is in: `python -m` and
@@ -141,8 +160,9 @@ class _Reading:
     """One process at work: its result's pipes drained by a thread of its own (a full pipe would stop it) until it
     ends, and its news (bytes read, then its analysis begun) read from a pipe of their own at each poll."""
 
-    def __init__(self, process: subprocess.Popen[bytes], news_fd: int) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], news_fd: int, job: bytes) -> None:
         self.process = process
+        self.job = job
         self.news_fd = news_fd
         self.bytes_read = 0
         self.analysing = False
@@ -158,21 +178,22 @@ class _Reading:
             raise
 
     @classmethod
-    def start(cls, file: Path, fallback_rank: int, several: bool, want_digest: bool) -> _Reading:
+    def start(cls, job: Sequence[tuple[Path, int]], several: bool, want_digest: bool) -> _Reading:
+        """A process reading these files (each with its fallback rank), one after the other."""
         news_fd, news_for_the_process = os.pipe()
         try:
-            process = _start(file, fallback_rank, several, want_digest, news_for_the_process)
+            process = _start(several, want_digest, news_for_the_process)
         except BaseException:
             os.close(news_fd)
             raise
         finally:
             os.close(news_for_the_process)  # the process's copy is its own: the pipe ends when the process does
         os.set_blocking(news_fd, False)  # read at each poll, never waited on
-        return cls(process, news_fd)
+        return cls(process, news_fd, job_text(job))
 
     def _drain(self) -> None:
         try:
-            self.output = self.process.communicate()
+            self.output = self.process.communicate(self.job)
         except BaseException as error:  # (a pipe's read failing): the process ends here, and says why
             self.process.kill()
             self.process.wait()
@@ -200,14 +221,16 @@ class _Reading:
         self.drained.join()
         os.close(self.news_fd)
 
-    def result(self, file: Path) -> Any:
+    def result(self, files: Sequence[Path]) -> list[Any]:
+        """Its files' results, in their order."""
         self.close()
         out, err = self.output
         if self.process.returncode != 0 or not out:
             lines = err.decode(errors="replace").strip().splitlines()
             reason = lines[-1] if lines else f"exit status {self.process.returncode}"
-            raise TraceError(f"{file}: the process reading it failed ({reason})")
+            which = f"{files[0]}" if len(files) == 1 else f"{files[0].parent}: {len(files):,} files"
+            raise TraceError(f"{which}: the process reading {'it' if len(files) == 1 else 'them'} failed ({reason})")
         result = pickle.loads(out)  # written by our own child to its stdout (never a file's content)
         if isinstance(result, TraceError):  # a lone file's: its one line, as read in this process
             raise result
-        return result
+        return list(result)

@@ -4,8 +4,8 @@
 folder of them (one file per rank, as HTA takes it) and returns a ``TraceReport`` with one ``RankReport`` per
 rank (per GPU where one file holds several). Each file is read in one pass by ``parsed_trace.read_trace`` (its
 formats and defences are there), in this process or, for a large folder, beside the others in ``rank_pool``'s
-(and a large lone file in one of its processes where ``in_worker`` asks: the window's); then each rank is analysed by
-``ranks.analyse``. Hostile paths give a ``TraceError`` with one line, never a hang:
+(and where ``in_worker`` asks, the window's, a lone file or a folder's small files, large together, all in one of its
+processes); then each rank is analysed by ``ranks.analyse``. Hostile paths give a ``TraceError`` with one line, never a hang:
 not a regular file (FIFO, device) is refused before opening, and a folder's entries are checked one by one.
 """
 
@@ -50,10 +50,11 @@ def read_report(
     TraceCancelled once ``cancelled()`` says so; ``progress(bytes_read, bytes_total)`` as it reads.
     ``fingerprints``: filled with each file read (as the report's ``files`` name it) → the sha256 and the count
     of the bytes read from it, in the same pass. ``analysing()`` as a file's bytes are all read and its analysis
-    begins (seconds on a large trace: a progress bar says so rather than stand at 100 %). ``in_worker``: a single
-    file (of ``rank_pool.worth_a_process``'s size) is read in a process of ``rank_pool``'s rather than in this
-    one (the window: its GUI thread would wait on this process's GIL while the reader sorts a large trace),
-    killed once ``cancelled()`` says so."""
+    begins (seconds on a large trace: a progress bar says so rather than stand at 100 %). ``in_worker``: the files
+    the pool would leave to this process (a single file, or a folder's too small for the pool), where together they
+    are of ``rank_pool.worth_a_process``'s size, are read in one process of ``rank_pool``'s rather than in this one
+    (the window: its GUI thread would wait on this process's GIL while the reader sorts a large trace or reads a
+    folder of many small ones), killed once ``cancelled()`` says so."""
     # The cyclic collector is paused while millions of events are decoded and kept (none of them forms a
     # cycle): its full passes over the growing heap cost 20–25 % of the CPU on a 300 MB trace (measured:
     # 20.3–22.2 s with it, 16.5 s without). Reference counting still frees everything as usual.
@@ -136,22 +137,24 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
 def _read_files(files: list[Path], fallbacks: list[int], places: list[int], want_digest: bool,
                 progress: Optional[Progress], cancelled: Optional[Cancelled],
                 analysing: Optional[Callable[[], None]] = None, in_worker: bool = False) -> dict[int, RankFile]:
-    """The files at these places of the folder, read (beside each other where ``rank_pool`` says it pays; a lone
-    one in a process of its own where ``in_worker`` asks), by place, each numbered ``fallbacks[place]`` where it
-    names no rank; ``progress`` over their bytes, and at its end once they are all read."""
+    """The files at these places of the folder, read (beside each other where ``rank_pool`` says it pays; else
+    all in one process of its own where ``in_worker`` asks and they are large enough together), by place, each
+    numbered ``fallbacks[place]`` where it names no rank; ``progress`` over their bytes, and at its end once they
+    are all read."""
     chosen = [files[place] for place in places]
     sizes = [os.stat(file).st_size for file in chosen]
+    gzipped = [file.name.endswith(".gz") for file in chosen]
     total = sum(sizes)
-    workers = rank_pool.workers_for(sizes, [file.name.endswith(".gz") for file in chosen])
-    # A folder's files where the pool does not pay stay in this process, in_worker or not: starting a process (a
-    # quarter to half a second) for each of a thousand small files would cost more than reading them; so would
-    # one for a small lone file.
-    # (A process's news pipe is handed over by pass_fds: POSIX only.)
-    apart = (in_worker and len(chosen) == 1 and os.name == "posix"
-             and rank_pool.worth_a_process(sizes[0], chosen[0].name.endswith(".gz")))
-    if workers > 1 or apart:
+    workers = rank_pool.workers_for(sizes, gzipped)
+    # The files the pool leaves to one process (too small to pay for a process each, or too few CPUs or too little
+    # memory free) are read one after the other: for the window, in one process of their own where together they
+    # would hold its GIL for long (a folder of 40 files of 3 MB, as a lone file of 120 MB), else in this one (a
+    # process costs a quarter to half a second to start). (A process's news pipe is handed over by pass_fds: POSIX
+    # only.)
+    together = workers == 1 and in_worker and os.name == "posix" and rank_pool.worth_a_process(sizes, gzipped)
+    if workers > 1 or together:
         read = rank_pool.read_files(chosen, [fallbacks[place] for place in places], sizes, workers, len(files) > 1,
-                                    want_digest, progress, cancelled, analysing)
+                                    want_digest, progress, cancelled, analysing, together)
     else:
         read, done = [], 0
         for place, file, size in zip(places, chosen, sizes):
