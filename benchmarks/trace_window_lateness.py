@@ -1,6 +1,8 @@
 """Does opening a large trace in the window hold its GUI thread? The file read in the window's process (before)
 against read in a process of its own (after: controller/trace_opening.py's default for a file of 16 MB of text or
-more, rank_pool.IN_WORKER_MIN_BYTES; a smaller one is read in the window's process either way).
+more, rank_pool.IN_WORKER_MIN_BYTES; a smaller one is read in the window's process either way). ``--ranks N``: a
+folder of N such files, gzipped as torch.profiler writes them, each under 16 MB of text but more together (the pool
+leaves a folder of under 8 MB on disk to one process: before, the window's; after, one of its own for the lot).
 
 A synthetic torch.profiler trace of about ``--megabytes`` of JSON (steps of host ops, launches and kernels) is
 opened with ``TraceOpening.run`` on a thread, as the window's background call runs it, while the main thread, the
@@ -8,7 +10,7 @@ GUI thread's stand-in, sleeps 5 ms in a loop: its lateness (time past the 5 ms) 
 or a CPU. Beside it, the same loop in a process of its own that reads nothing gives the machine's own scheduling
 noise. Each measurement is a fresh process; before and after alternate.
 
-    python benchmarks/trace_window_lateness.py [--megabytes 300] [--repeats 1] [--trace FILE]
+    python benchmarks/trace_window_lateness.py [--megabytes 300] [--ranks N] [--repeats 1] [--trace FILE|FOLDER]
 
 Prints a line per measurement and writes benchmarks/results/trace_window_lateness-cpu.json. A benchmark, not a
 test: nothing here asserts a time.
@@ -17,7 +19,9 @@ test: nothing here asserts a time.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
+import shutil
 import os
 import subprocess
 import sys
@@ -73,6 +77,21 @@ def write_trace(path: Path, megabytes: int) -> dict[str, int]:
     return {"steps": steps, "kernels": kernels, "bytes": path.stat().st_size}
 
 
+def write_folder(folder: Path, megabytes: int, ranks: int) -> dict[str, int]:
+    """``ranks`` copies of one synthetic trace of ``megabytes`` of JSON, gzipped, named rank-0… (their ranks)."""
+    plain = folder / "plain.json"
+    made = write_trace(plain, megabytes)
+    folder = folder / "ranks"
+    folder.mkdir()
+    with open(plain, "rb") as text, gzip.open(folder / "rank-0.pt.trace.json.gz", "wb", compresslevel=6) as packed:
+        shutil.copyfileobj(text, packed)
+    plain.unlink()
+    for rank in range(1, ranks):
+        shutil.copy(folder / "rank-0.pt.trace.json.gz", folder / f"rank-{rank}.pt.trace.json.gz")
+    return {**made, "ranks": ranks, "text_bytes_each": made.pop("bytes"),
+            "gzipped_bytes_in_all": sum(file.stat().st_size for file in folder.iterdir())}
+
+
 def child(mode: str, trace: Path) -> dict[str, Any]:
     """One opening, in this process: the stand-in's lateness, and the control process's worst."""
     from workbench.controller.trace_opening import TraceOpening, read_with_findings
@@ -103,6 +122,7 @@ def child(mode: str, trace: Path) -> dict[str, Any]:
     home.cleanup()
     lates.sort()
     return {"mode": mode, **outcome, "worst_ms": lates[-1], "p99_ms": lates[int(len(lates) * 0.99)],
+            "p50_ms": lates[len(lates) // 2], "wake_ups": len(lates),
             "over_50_ms": sum(late > 50 for late in lates), "over_100_ms": sum(late > 100 for late in lates),
             "over_100_ms_by_phase": late_phases, "control_worst_ms": control_worst}
 
@@ -111,16 +131,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--megabytes", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--trace", type=Path, help="a trace to open (else a synthetic one is written)")
-    parser.add_argument("--out", type=Path, default=RESULTS / "trace_window_lateness-cpu.json")
+    parser.add_argument("--ranks", type=int, default=0,
+                        help="a folder of this many gzipped rank files of --megabytes of JSON each")
+    parser.add_argument("--trace", type=Path, help="a trace or a folder of them to open (else a synthetic one is written)")
+    parser.add_argument("--out", type=Path, help="default: benchmarks/results/trace_window_lateness-cpu.json, or "
+                        "trace_window_lateness-folder-cpu.json for a folder")
     parser.add_argument("--child", nargs=2, metavar=("MODE", "TRACE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.child[0], Path(args.child[1]))))
         return 0
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="trace-lateness-") as folder:
-        trace, made = args.trace, None
-        if trace is None:
+        trace, made = args.trace, None  # made: what the trace holds
+        if trace is None and args.ranks:
+            made = write_folder(Path(folder), args.megabytes, args.ranks)
+            trace = Path(folder) / "ranks"
+            print(f"wrote {trace}: {made}", flush=True)
+        elif trace is None:
             trace = Path(folder) / "synthetic.pt.trace.json"
             made = write_trace(trace, args.megabytes)
             print(f"wrote {trace}: {made}", flush=True)
@@ -131,13 +159,19 @@ def main() -> int:
                                      capture_output=True, text=True).stdout
                 measured.append(json.loads(out.strip().splitlines()[-1]))
                 print(json.dumps(measured[-1]), flush=True)
-    result = {"machine": machine(), "load_average": os.getloadavg(), "trace": str(args.trace) if args.trace else made,
+        if made is None:  # the user's: what it holds
+            files = sorted(trace.iterdir()) if trace.is_dir() else [trace]
+            made = {"path": str(trace), "files": len(files), "bytes_on_disk": sum(f.stat().st_size for f in files)}
+    result = {"machine": machine(), "load_average_before": load_before, "load_average": os.getloadavg(), "trace": made,
               "sleep_ms": SLEEP_S * 1000,
               "measurements": measured,
-              "notes": "in-process = the file read in the window's process (read_with_findings); worker = in a "
-                       "process of its own (TraceOpening's default). control_worst_ms: the same sleep loop in a "
-                       "process that reads nothing, over the same time."}
-    print(f"wrote {write_results(args.out, result)}")
+              "notes": "in-process = the file (or folder) read in the window's process (read_with_findings); worker "
+                       "= TraceOpening's default (a large file, or a folder's small files large together, in a "
+                       "process of its own). control_worst_ms: the same sleep loop in a process that reads "
+                       "nothing, over the same time."}
+    a_folder = bool(args.ranks) or (args.trace is not None and args.trace.is_dir())
+    written = args.out or RESULTS / f"trace_window_lateness{'-folder' if a_folder else ''}-cpu.json"
+    print(f"wrote {write_results(written, result)}")
     return 0
 
 
