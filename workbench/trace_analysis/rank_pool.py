@@ -228,8 +228,9 @@ class _Reading:
         if self.process.returncode != 0 or not out:
             lines = err.decode(errors="replace").strip().splitlines()
             reason = lines[-1] if lines else f"exit status {self.process.returncode}"
-            which = f"{files[0]}" if len(files) == 1 else f"{files[0].parent}: {len(files):,} files"
-            raise TraceError(f"{which}: the process reading {'it' if len(files) == 1 else 'them'} failed ({reason})")
+            if len(files) == 1:
+                raise TraceError(f"{files[0]}: the process reading it failed ({reason})")
+            raise TraceError(f"{files[0].parent}: the process reading its {len(files):,} files failed ({reason})")
         result = pickle.loads(out)  # written by our own child to its stdout (never a file's content)
         if isinstance(result, TraceError):  # a lone file's: its one line, as read in this process
             raise result
