@@ -133,7 +133,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--ranks", type=int, default=0,
                         help="a folder of this many gzipped rank files of --megabytes of JSON each")
-    parser.add_argument("--trace", type=Path, help="a trace or a folder of them to open (else a synthetic one is written)")
+    parser.add_argument("--trace", type=Path,
+                        help="a trace or a folder of them to open (else a synthetic one is written)")
     parser.add_argument("--out", type=Path, help="default: benchmarks/results/trace_window_lateness-cpu.json, or "
                         "trace_window_lateness-folder-cpu.json for a folder")
     parser.add_argument("--child", nargs=2, metavar=("MODE", "TRACE"), help=argparse.SUPPRESS)

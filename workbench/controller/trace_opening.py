@@ -9,10 +9,9 @@ the reading, which hashes the bytes it reads for the record, checks ``cancelled(
 A single file of 16 MB of text or more, or a folder whose files are too small for the pool but reach that size
 together, is read in a process of its own (``read_in_worker_with_findings``, rank_pool.py's): read in the window's
 process, the reader's sorts of a large trace's lists and the freeing of its events held the GIL for a quarter of a
-second to seconds at a time, and the window stuttered (a folder's small files: for their whole read). Its progress and its
-analysis's start come back from that process; Cancel kills it. The CLI reads in its own process
-(``read_with_findings``): it has no window to keep live, and a process costs a quarter to half a
-second to start.
+second to seconds at a time, and the window stuttered (a folder's small files: for their whole read). Its progress
+and its analysis's start come back from that process; Cancel kills it. The CLI reads in its own process
+(``read_with_findings``): it has no window to keep live, and a process costs a quarter to half a second to start.
 """
 
 from __future__ import annotations

@@ -4,9 +4,10 @@
 folder of them (one file per rank, as HTA takes it) and returns a ``TraceReport`` with one ``RankReport`` per
 rank (per GPU where one file holds several). Each file is read in one pass by ``parsed_trace.read_trace`` (its
 formats and defences are there), in this process or, for a large folder, beside the others in ``rank_pool``'s
-(and where ``in_worker`` asks, the window's, a lone file or a folder's small files, large together, all in one of its
-processes); then each rank is analysed by ``ranks.analyse``. Hostile paths give a ``TraceError`` with one line, never a hang:
-not a regular file (FIFO, device) is refused before opening, and a folder's entries are checked one by one.
+(and where ``in_worker`` asks, the window's, a lone file or a folder's small files, large together, all in one of
+its processes); then each rank is analysed by ``ranks.analyse``. Hostile paths give a ``TraceError`` with one
+line, never a hang: not a regular file (FIFO, device) is refused before opening, and a folder's entries are
+checked one by one.
 """
 
 from __future__ import annotations
