@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hostile_paths import fifo_unblocked, make_fifo, make_symlink_loop
+from trace_reports import CONTRACT_RANK_KEYS, null_figures
 from workbench.cli import main
 from workbench.engine.findings import INPUT_BOUND_WAIT
 
@@ -22,13 +23,6 @@ SHARED_TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 H100 = Path(__file__).resolve().parent / "data" / "h100"
 BATCH_32 = H100 / "h100-launch-bound.pt.trace.json.gz"  # the MLP at batch 32, and the same at 8192 (one run)
 BATCH_8192 = H100 / "h100-launch-larger-batch.pt.trace.json.gz"
-CONTRACT_RANK_KEYS = {
-    "rank", "device", "steps", "step_seconds_median", "step_seconds_low", "step_seconds_high",
-    "compute_share", "communication_share", "memory_share", "idle_share",
-    "idle_for_data_share", "idle_for_host_share", "idle_kernel_wait_share", "idle_other_share",
-    "dataloader_share", "gpu_span", "findings",
-    "file",  # beside the contract: the file the entry was read from
-}
 
 
 def run_json(capsys, *argv: str) -> dict:
@@ -186,6 +180,7 @@ def test_every_real_trace_gives_the_contracts_keys(capsys, path):
     assert data["path"] == str(path)
     for rank in data["ranks"]:
         assert set(rank) == CONTRACT_RANK_KEYS
+        assert set(rank["unavailable_reasons"]) == null_figures(rank)  # each null figure says why
         shares = [rank[k] for k in ("compute_share", "communication_share", "memory_share", "idle_share")]
         assert abs(sum(shares) - 1) < 1e-6
         for finding in rank["findings"]:

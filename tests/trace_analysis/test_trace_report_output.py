@@ -9,20 +9,12 @@ import re
 
 import pytest
 
-from trace_reports import rank_report, trace_report
+from trace_reports import CONTRACT_RANK_KEYS, null_figures, rank_report, trace_report
 
 from workbench.trace_analysis.comparing import compare, straggler
 from workbench.trace_analysis.model import Finding, NamedSeconds
 from workbench.trace_analysis.report_json import comparison_json, to_json
 from workbench.trace_analysis.report_text import comparison_lines, rank_lines, report_lines
-
-CONTRACT_RANK_KEYS = {
-    "rank", "device", "steps", "step_seconds_median", "step_seconds_low", "step_seconds_high",
-    "compute_share", "communication_share", "memory_share", "idle_share",
-    "idle_for_data_share", "idle_for_host_share", "idle_kernel_wait_share", "idle_other_share",
-    "dataloader_share", "gpu_span", "findings",
-    "file",  # beside the contract: the file the entry was read from
-}
 
 
 def test_json_has_exactly_the_contracts_keys():
@@ -45,6 +37,36 @@ def test_json_writes_an_unread_figure_as_null_never_zero_or_nan():
     assert rank["step_seconds_median"] is None and rank["dataloader_share"] is None
     assert rank["gpu_span"] == {"idle_share": None, "compute_share": None, "non_compute_share": None}
     json.dumps(data, allow_nan=False)
+
+
+def test_json_says_why_each_null_figure_is_null():
+    read = to_json(trace_report(rank_report(notes=("12 events with a negative duration",), window_seconds=0.5)))
+    (rank,) = read["ranks"]
+    assert rank["unavailable_reasons"] == {} and rank["notes"] == ["12 events with a negative duration"]
+
+    no_loader = to_json(trace_report(rank_report(idle_for_data_share=None, dataloader_share=None, window_seconds=0.5)))
+    assert no_loader["ranks"][0]["unavailable_reasons"] == {"idle_for_data_share": "no DataLoader spans in this trace",
+                                                            "dataloader_share": "no DataLoader spans in this trace"}
+
+    never_idle = to_json(trace_report(rank_report(idle_share=0.0, idle_for_data_share=None, idle_for_host_share=None,
+                                                  idle_kernel_wait_share=None, idle_other_share=None,
+                                                  window_seconds=0.5)))
+    reasons = never_idle["ranks"][0]["unavailable_reasons"]
+    assert set(reasons) == {"idle_for_data_share", "idle_for_host_share", "idle_kernel_wait_share",
+                            "idle_other_share"}
+    assert set(reasons.values()) == {"the GPU was never idle: a split of no idle time is no figure"}
+
+    cpu_only = to_json(trace_report(rank_report(
+        cpu_only=True, steps=0, step_seconds=(), step_seconds_median=None, step_seconds_low=None,
+        step_seconds_high=None, compute_share=None, communication_share=None, memory_share=None, idle_share=None,
+        idle_for_data_share=None, idle_for_host_share=None, idle_kernel_wait_share=None, idle_other_share=None,
+        gpu_span=None, window_seconds=0.5)))
+    reasons = cpu_only["ranks"][0]["unavailable_reasons"]
+    assert reasons["step_seconds_median"] == reasons["step_seconds_high"] == "no ProfilerStep#N spans in this trace"
+    assert {reasons[key] for key in ("compute_share", "idle_share", "idle_other_share", "gpu_span")} == {
+        "no GPU work read from this trace (the notes say why)"}
+    assert "dataloader_share" not in reasons  # read (0.01): a figure, so no reason
+    assert set(reasons) == null_figures(cpu_only["ranks"][0])
 
 
 def test_text_names_steps_spread_split_idle_top_and_findings():

@@ -8,6 +8,23 @@ from typing import Any
 from workbench.trace_analysis.model import NamedSeconds, RankReport, TraceReport
 
 
+# The keys of a rank's entry in `workbench trace --json`: the contract other tools read (docs/cli.md), and beside it
+CONTRACT_RANK_KEYS = {
+    "rank", "device", "steps", "step_seconds_median", "step_seconds_low", "step_seconds_high",
+    "compute_share", "communication_share", "memory_share", "idle_share",
+    "idle_for_data_share", "idle_for_host_share", "idle_kernel_wait_share", "idle_other_share",
+    "dataloader_share", "gpu_span", "findings",
+    "file",  # beside the contract: the file the entry was read from
+    "unavailable_reasons", "notes",  # beside it too: why each null figure is null, and what could not be read
+}
+
+
+def null_figures(entry: dict) -> set:
+    """The keys of a rank's JSON entry whose figure is null (gpu_span: any of its shares)."""
+    return {key for key, value in entry.items() if key not in ("file", "unavailable_reasons", "notes")
+            and (value is None or key == "gpu_span" and None in value.values())}
+
+
 def rank_report(**changes: Any) -> RankReport:
     """A single-GPU rank with nothing past any threshold: 5 steps of about 100 ms, mostly compute."""
     base = RankReport(

@@ -89,7 +89,8 @@ class RankReport:
     communication_share: Optional[float]  # NCCL / RCCL kernels not hidden behind compute
     memory_share: Optional[float]  # copies and fills not hidden behind compute or communication
     idle_share: Optional[float]
-    # Idle time by cause, as shares of idle (sum to 1; all 0 when there is no idle time).
+    # Idle time by cause, as shares of idle (sum to 1; None where the GPU was never idle: a split of no time is no
+    # figure).
     idle_for_data_share: Optional[float]
     idle_for_host_share: Optional[float]
     idle_kernel_wait_share: Optional[float]

@@ -1,8 +1,8 @@
 """`workbench trace --json`: the report as the issue's contract of keys (other tools read them; keep the names),
 and the comparison of two traces.
 
-``path`` and ``ranks``, one entry per rank with exactly ``RANK_KEYS`` and ``file``; a figure that could not be read
-is null.
+``path`` and ``ranks``, one entry per rank with exactly ``RANK_KEYS``, ``file``, ``unavailable_reasons`` and
+``notes``; a figure that could not be read is null, and ``unavailable_reasons`` says why.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from workbench.trace_analysis.comparing import NamedChange, RankComparison
 from workbench.trace_analysis.model import Finding, RankReport, TraceReport
+from workbench.trace_analysis.wording import why_unavailable
 
 RANK_KEYS = (
     "rank", "device", "steps",
@@ -23,6 +24,10 @@ RANK_KEYS = (
 # Beside the contract's keys: the file each entry was read from, which tells apart the entries of a rank in several
 # files (one process's profiling cycles: one file per cycle), otherwise alike but for their order.
 FILE_KEY = "file"
+# Beside them too: why each figure that is null is (key → reason; a figure that cannot be read is null with a reason,
+# never 0), and the rank's notes (what the trace could not be read for), which the text report prints inline.
+UNAVAILABLE_KEY = "unavailable_reasons"
+NOTES_KEY = "notes"
 GPU_SPAN_KEYS = ("idle_share", "compute_share", "non_compute_share")
 FINDING_KEYS = ("kind", "text", "figure", "threshold", "change")
 
@@ -44,6 +49,9 @@ def rank_json(rank: RankReport) -> dict[str, Any]:
         else:
             entry[key] = _number(getattr(rank, key))
     entry[FILE_KEY] = rank.file or None
+    entry[UNAVAILABLE_KEY] = {key: why_unavailable(rank, key) for key in RANK_KEYS
+                              if entry[key] is None or key == "gpu_span" and None in entry[key].values()}
+    entry[NOTES_KEY] = list(rank.notes)
     return entry
 
 

@@ -19,6 +19,7 @@ from workbench.trace_analysis.wording import (
     host_wait_calls_text,
     queued_waits_text,
     short_names,
+    why_unavailable,
 )
 
 TOP_SHOWN = 5
@@ -53,7 +54,7 @@ def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
             lines.append(f"  idle: n/a ({ZERO_WINDOW})")
         else:
             data = (_pct(rank.idle_for_data_share) if rank.idle_for_data_share is not None
-                    else "n/a (no DataLoader spans)")
+                    else f"n/a ({why_unavailable(rank, 'idle_for_data_share')})")
             lines.append(f"  idle: waiting for data {data} · for the host "
                          f"{_pct(rank.idle_for_host_share)} · kernel wait {_pct(rank.idle_kernel_wait_share)} · "
                          f"other {_pct(rank.idle_other_share)} (shares of the idle time)")

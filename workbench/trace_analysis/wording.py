@@ -7,15 +7,43 @@ import os
 from typing import Optional, Sequence
 
 from workbench.formatting import format_step_seconds
-from workbench.trace_analysis.model import RankReport
+from workbench.trace_analysis.model import NO_GPU_WORK, RankReport
 
 # Where the steps (or the first to the last GPU event) span no time: every share of that time is unknown.
 ZERO_WINDOW = "the time the figures are over has no length"
 
 
+NO_DATALOADER_SPANS = "no DataLoader spans in this trace"
+NO_STEPS = "no ProfilerStep#N spans in this trace"
+NEVER_IDLE = "the GPU was never idle: a split of no idle time is no figure"
+# A figure left unread for a reason none of the others names (a note of the report says what could not be read).
+NOT_READ = "not read from this trace (its notes say why)"
+IDLE_SPLIT = ("idle_for_data_share", "idle_for_host_share", "idle_kernel_wait_share", "idle_other_share")
+GPU_SHARES = ("compute_share", "communication_share", "memory_share", "idle_share")
+
+
 def dataloader_unknown(rank: RankReport) -> str:
     """Why RankReport.dataloader_share is None, in words."""
-    return ZERO_WINDOW if rank.data_spans else "no DataLoader spans in this trace"
+    return ZERO_WINDOW if rank.data_spans else NO_DATALOADER_SPANS
+
+
+def why_unavailable(rank: RankReport, figure: str) -> str:
+    """Why the rank's figure (a RankReport field: a step time, a share, ``gpu_span``) is None, in words: the one
+    reason the text report and ``--json``'s ``unavailable_reasons`` give."""
+    if figure.startswith("step_seconds"):
+        return NO_STEPS if rank.steps == 0 else NOT_READ
+    if figure == "dataloader_share":
+        return dataloader_unknown(rank)
+    if figure in GPU_SHARES or figure in IDLE_SPLIT or figure == "gpu_span":
+        if rank.cpu_only:
+            return NO_GPU_WORK
+        if figure == "gpu_span" or rank.window_seconds <= 0:
+            return ZERO_WINDOW  # (HTA's window, first to last GPU event, spans no time)
+        if figure in IDLE_SPLIT and rank.idle_share == 0:
+            return NEVER_IDLE
+        if figure == "idle_for_data_share":
+            return dataloader_unknown(rank)
+    return NOT_READ
 
 
 def host_wait_calls_text(rank: RankReport, shown: int = 4) -> Optional[str]:
