@@ -15,8 +15,8 @@ A stop lands within ``interruptible.POLL_SECONDS``: the probe runs on a helper t
 of a large model on a CPU (or the first, compiling, one) takes many seconds inside calls that never look at the stop
 flag. The step in flight is abandoned: it runs to its end in the background, where the probe sees the stop before
 its next step and frees its model; a stopped probe gives no figure. Until then it holds the device: a probe started
-meanwhile waits for it before it builds anything, and so does a run (``wait_for_the_probe``, called by
-trainer.run), so neither times its steps on a device the abandoned step shares.
+meanwhile waits for it before it builds anything, and so does a run (trainer.run waits for every abandoned phase),
+so neither times its steps on a device the abandoned step shares.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from workbench.config import RunConfig
 from workbench.device_info import DeviceInfo
 from workbench.engine.ceiling_cache import Ceiling, ProbeStopped, ceiling_key, num_classes_of, steady_chunks
 from workbench.engine.garbage import collect_garbage
-from workbench.engine.interruptible import POLL_SECONDS, HelperCall, Stopped
+from workbench.engine.interruptible import HelperCall, Stopped
 from workbench.engine.requests import never
 
 WARMUP_STEPS = 5  # cuDNN picks its algorithms on the first step of a shape; compile on the first call
@@ -73,25 +73,9 @@ def measure_ceiling(
 
 PHASE = "ceiling probe"  # the helper thread's name (interruptible.abandoned_phases)
 # One probe measures at a time: a probe started right after a stop waits for the stopped one's step in flight,
-# which would otherwise share the device (or the CPU's cores) with its timed chunks. A run waits for it too.
+# which would otherwise share the device (or the CPU's cores) with its timed chunks. (A run waits for it as for any
+# abandoned phase: trainer.run.)
 _measuring = threading.Lock()
-WAITING_FOR_THE_PROBE = "waiting for a stopped ceiling probe's last step to end"  # a run's phase (trainer.run)
-
-
-def probe_measuring() -> bool:
-    """Whether a probe holds the device in this process: one measuring, or a stopped one whose step in flight
-    runs on (abandoned), until that step has ended and its model is freed."""
-    return _measuring.locked()
-
-
-def wait_for_the_probe(stop: Callable[[], bool]) -> bool:
-    """Block until no probe measures: True then; False as soon as ``stop()`` is true (within
-    ``POLL_SECONDS``), a step that never ends included. Nothing is held on return."""
-    while not _measuring.acquire(timeout=POLL_SECONDS):
-        if stop():
-            return False
-    _measuring.release()
-    return True
 
 
 class _Probe:

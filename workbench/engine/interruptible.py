@@ -6,7 +6,8 @@ many seconds inside one call that never looks at the stop flag. ``call_interrupt
 call on a daemon thread and polls ``stop()`` every ``POLL_SECONDS``; on a stop it raises
 ``Stopped`` at once and the call is *abandoned*: it runs on to its end in the background, and
 then ``on_abandoned`` gets its result (or None after an error) to release what it made — so
-workers it started are shut down and memory it holds is freed when it finishes.
+workers it started are shut down and memory it holds is freed when it finishes. Until then it shares the device
+(or the CPU's cores) with whatever runs next: a run waits for it first (``wait_for_abandoned``, trainer.run).
 
 A call that only other processes can end (joining a multi-process run's group: it waits for the others,
 up to torch's 30-minute timeout) is marked so: nothing waits for it once abandoned, and the command's exit
@@ -23,6 +24,7 @@ import threading
 import time
 from typing import Callable, Optional, TypeVar
 
+from workbench.engine.requests import never
 from workbench.engine.worker_lifetime import block_stop_signals
 
 T = TypeVar("T")
@@ -102,17 +104,20 @@ class HelperCall:
         return True
 
 
-def wait_for_abandoned(timeout: float) -> bool:
-    """Join the helper threads of abandoned phases (tests, shutdown); True when none is left running.
+def wait_for_abandoned(timeout: Optional[float] = None, stop: Callable[[], bool] = never) -> bool:
+    """Join the helper threads of abandoned phases: True once none is left running; False as soon as ``timeout``
+    seconds have passed or ``stop()`` is true (within ``POLL_SECONDS``), however long a phase goes on.
     Calls only other processes end are not waited for (they would take torch's 30-minute timeout)."""
-    deadline = time.monotonic() + timeout
-    with _abandoned_lock:
-        threads = list(_abandoned)
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    with _abandoned_lock:
-        _abandoned.difference_update(thread for thread in threads if not thread.is_alive())
-        return not _abandoned
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        with _abandoned_lock:
+            _abandoned.difference_update([thread for thread in _abandoned if not thread.is_alive()])
+            running = next(iter(_abandoned), None)
+        if running is None:
+            return True
+        if stop() or (deadline is not None and time.monotonic() >= deadline):
+            return False
+        running.join(POLL_SECONDS if deadline is None else min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
 
 
 def abandoned_phases(ended_by_others: bool = False) -> list[str]:

@@ -3,9 +3,11 @@
 One process (devices=1, not under torchrun) is ``one_process.run_one``; several, or any process torchrun
 started, go through ``distributed.launcher.run_distributed``, which yields the same event types.
 
-Either way the run first waits for a stopped ceiling probe's step in flight (ceiling.py: it runs on, abandoned,
-until it ends): the run's first windows, their images/s and step times, would otherwise be measured on a device
-that step shares. A stop ends the wait within a poll, however long the step goes on.
+Either way the run first waits for what a stop left running in this process: a stopped run's phase that blocks in
+one call (its torch.compile, model build, DataLoader worker start-up, data loading) or a stopped ceiling probe's step
+in flight runs on, abandoned, until it ends (interruptible.py). The run's first windows, their images/s and step
+times, would otherwise be measured on a device (or CPU cores) that work shares. A stop ends the wait within a poll,
+however long the work goes on.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from __future__ import annotations
 from typing import Callable, Iterator, Optional
 
 from workbench.config import RunConfig
-from workbench.engine.ceiling import WAITING_FOR_THE_PROBE, probe_measuring, wait_for_the_probe
+from workbench.engine import ceiling
 from workbench.engine.distributed.launcher import run_distributed
 from workbench.engine.distributed.world import launched_world
 from workbench.engine.events import Event, RunEnded, StatusChanged
+from workbench.engine.interruptible import abandoned_phases, wait_for_abandoned
 from workbench.engine.one_process import run_one
 from workbench.engine.requests import ProfileRequests, never, stopped_by
 from workbench.engine.summary import SummaryBuilder
@@ -33,14 +36,30 @@ def run(
     "config"/"data", anything else raised in training a failure with its reason. With devices ≠ 1,
     or under torchrun, the same events come from all processes together (workbench.engine.distributed).
     """
-    if probe_measuring():
-        yield StatusChanged(message=f"{WAITING_FOR_THE_PROBE.capitalize()} (it would share the device with "
-                                    "this run's first steps)…")
-        if not wait_for_the_probe(stop):
-            reason = f"stopped by {stopped_by(stop)} while {WAITING_FOR_THE_PROBE}"
+    left_running = abandoned_phases()
+    if left_running:
+        waiting = f"waiting for {' and '.join(map(_stopped_work, left_running))} to end"
+        yield StatusChanged(message=f"W{waiting[1:]} ({'it' if len(left_running) == 1 else 'they'} would share "
+                                    "the device with this run's first steps)…")
+        if not wait_for_abandoned(stop=stop):
+            reason = f"stopped by {stopped_by(stop)} while {waiting}"
             yield RunEnded(status="stopped", summary=SummaryBuilder().build("stopped", reason), reason=reason)
             return
     if config.devices != 1 or launched_world() is not None:
         yield from run_distributed(config, stop)  # (profile requests do not reach spawned ranks)
         return
     yield from run_one(config, stop, profile_requests)
+
+
+# What a stop left running, by its phase's name (interruptible.abandoned_phases), as the run's wait for it says it.
+_STOPPED_WORK = {
+    "load data": "a stopped run's data loading",
+    "build": "a stopped run's model build",
+    "worker start-up": "a stopped run's DataLoader worker start-up",
+    "torch.compile": "a stopped run's torch.compile",
+    ceiling.PHASE: "a stopped ceiling probe's last step",
+}
+
+
+def _stopped_work(phase: str) -> str:
+    return _STOPPED_WORK.get(phase, f"a stopped {phase}")

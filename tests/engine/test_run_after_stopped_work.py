@@ -1,0 +1,202 @@
+"""A run started while work a stop abandoned still runs in this process (Stop, then Start in the window; the next
+trial of a sequence) waits for that work before its own first step, says which it waits for, and a stop during that
+wait lands. (A stopped ceiling probe's step in flight, one case of it: test_run_after_a_stopped_probe.py.)
+
+The abandoned phase blocks until the test releases it: the order of things is seen, never timed.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+from engine_helpers import tiny_config
+from torch import nn
+
+from workbench.engine import run, session
+from workbench.engine import train_step as train_step_module
+from workbench.engine.events import RunEnded, RunStarted, StatusChanged, StepStats
+from workbench.engine.interruptible import HelperCall, Stopped, abandoned_phases, wait_for_abandoned
+from workbench.engine.requests import StopRequest
+
+HELD_AT_MOST_S = 10.0  # without the fix the phase gives up after this long, and the test fails rather than hang
+
+
+class HeldPhase:
+    """A phase's first call, held until ``released``: ``held`` once it is in it, ``ended`` once it has returned."""
+
+    def __init__(self) -> None:
+        self.held, self.released, self.ended = threading.Event(), threading.Event(), threading.Event()
+        self._calls = 0
+
+    def hold_the_first_call(self) -> None:
+        self._calls += 1
+        if self._calls == 1:
+            self.held.set()
+            self.released.wait(HELD_AT_MOST_S)
+            self.ended.set()
+
+
+def hold_torch_compile(monkeypatch, phase: HeldPhase) -> None:
+    class HeldCompilation(nn.Module):
+        """What torch.compile returns, its first call (the compiling one) held."""
+
+        def __init__(self, model, **options):
+            super().__init__()
+            self.model = model
+
+        def forward(self, images):
+            phase.hold_the_first_call()
+            return self.model(images)
+
+    monkeypatch.setattr(torch, "compile", HeldCompilation)
+
+
+def hold_the_model_build(monkeypatch, phase: HeldPhase) -> None:
+    build = train_step_module.build_model
+
+    def held_build(*args):
+        phase.hold_the_first_call()
+        return build(*args)
+
+    monkeypatch.setattr(train_step_module, "build_model", held_build)
+
+
+# (how the phase is held, the run's settings, how the next run names what it waits for)
+PHASES = {
+    "torch.compile": (hold_torch_compile, dict(compile=True), "a stopped run's torch.compile"),
+    "build": (hold_the_model_build, {}, "a stopped run's model build"),
+}
+
+
+def stop_a_run_in(monkeypatch, name: str) -> tuple[HeldPhase, str]:
+    """A run stopped while in phase ``name``, which runs on, held: (the phase, the words for it)."""
+    hold, settings, words = PHASES[name]
+    phase = HeldPhase()
+    hold(monkeypatch, phase)
+    stop = StopRequest()
+    stopper = threading.Thread(target=lambda: phase.held.wait(HELD_AT_MOST_S) and stop.set())
+    stopper.start()
+    try:
+        ended = list(run(tiny_config(**settings), stop))[-1]
+    finally:
+        stopper.join()
+    assert isinstance(ended, RunEnded) and ended.status == "stopped", ended
+    assert not phase.ended.is_set() and abandoned_phases() == [name]
+    return phase, words
+
+
+def on_the_runs_first_step(monkeypatch, call) -> None:
+    """``call()`` as the next run's first step begins, before its timer starts."""
+    train_on = session.TrainingSession._train_on
+    called = []
+
+    def watched(self, *args):
+        if not called:
+            called.append(True)
+            call()
+        return train_on(self, *args)
+
+    monkeypatch.setattr(session.TrainingSession, "_train_on", watched)
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers():
+    yield
+    assert wait_for_abandoned(30.0), "abandoned work did not finish"
+
+
+@pytest.mark.parametrize("name", PHASES)
+def test_a_run_started_after_a_stop_mid_phase_takes_its_first_step_once_that_phase_has_ended(monkeypatch, name):
+    """The run's first windows (images/s, step times) were timed while the abandoned phase still ran beside them.
+    Now the run says what it waits for, and its first step begins only after that phase has ended."""
+    phase, words = stop_a_run_in(monkeypatch, name)
+    ended_at_the_first_step: list[bool] = []
+    waiting, stepped, answered = threading.Event(), threading.Event(), threading.Event()
+
+    def first_step() -> None:
+        ended_at_the_first_step.append(phase.ended.is_set())
+        stepped.set()
+        answered.set()
+
+    on_the_runs_first_step(monkeypatch, first_step)
+    events: list = []
+
+    def consume() -> None:
+        for event in run(tiny_config()):
+            events.append(event)
+            if isinstance(event, StatusChanged) and event.message.startswith("Waiting for"):
+                waiting.set()
+                answered.set()
+
+    runner = threading.Thread(target=consume)
+    try:
+        runner.start()
+        answered.wait(HELD_AT_MOST_S)  # the run says it waits, or (unfixed) takes its first step
+        assert not stepped.is_set(), "the run stepped while the stopped run's phase was in flight"
+        assert waiting.is_set(), events
+    finally:
+        phase.released.set()
+    runner.join(60.0)
+    assert ended_at_the_first_step == [True]
+    said = [event.message for event in events if isinstance(event, StatusChanged)][0]
+    assert said == f"Waiting for {words} to end (it would share the device with this run's first steps)…"
+    assert isinstance(events[-1], RunEnded) and events[-1].status == "finished", events[-1]
+
+
+def test_a_stop_while_a_run_waits_for_a_stopped_compilation_ends_the_run_with_the_compilation_in_flight(monkeypatch):
+    """The wait is bounded by the run's stop: a compilation that never ends must not keep the run from stopping."""
+    phase, _ = stop_a_run_in(monkeypatch, "torch.compile")
+    stop = StopRequest()
+    events: list = []
+    try:
+        for event in run(tiny_config(), stop):
+            events.append(event)
+            if isinstance(event, StatusChanged) and event.message.startswith("Waiting for"):
+                threading.Thread(target=stop.set).start()  # asked from another thread, as Stop is
+        in_flight = not phase.ended.is_set()
+    finally:
+        phase.released.set()
+    assert in_flight, "the run waited for the compilation despite the stop"
+    ended = events[-1]
+    assert isinstance(ended, RunEnded) and ended.status == "stopped", ended
+    assert ended.reason == "stopped by the user while waiting for a stopped run's torch.compile to end"
+    assert not any(isinstance(event, (RunStarted, StepStats)) for event in events)
+
+
+def abandoned_call(name: str, released: threading.Event, ended_by_others: bool = False) -> None:
+    call = HelperCall(lambda: released.wait(HELD_AT_MOST_S), name, ended_by_others=ended_by_others)
+    asked = iter([False])  # not yet stopped as it starts; stopped at the first poll, which abandons it
+    with pytest.raises(Stopped):
+        call.wait(lambda: next(asked, True))
+
+
+def test_a_run_names_every_phase_it_waits_for():
+    released = threading.Event()
+    try:
+        abandoned_call("torch.compile", released)
+        abandoned_call("worker start-up", released)
+        stop = StopRequest()
+        stop.set(by="SIGTERM")
+        events = list(run(tiny_config(), stop))
+    finally:
+        released.set()
+    assert [event.message for event in events if isinstance(event, StatusChanged)] == [
+        "Waiting for a stopped run's torch.compile and a stopped run's DataLoader worker start-up to end "
+        "(they would share the device with this run's first steps)…"]
+    assert events[-1].reason == ("stopped by SIGTERM while waiting for a stopped run's torch.compile and a stopped "
+                                 "run's DataLoader worker start-up to end")
+
+
+def test_a_join_only_other_processes_end_is_not_waited_for():
+    """Abandoned, joining a multi-process run's group ends only when the others come, or after torch's 30 minutes:
+    it shares no device, and a run waiting for it could wait that long."""
+    released = threading.Event()
+    try:
+        abandoned_call("joining the other processes", released, ended_by_others=True)
+        events = list(run(tiny_config()))
+    finally:
+        released.set()
+    assert not any(isinstance(event, StatusChanged) and event.message.startswith("Waiting") for event in events)
+    assert events[-1].status == "finished", events[-1]
