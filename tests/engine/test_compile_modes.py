@@ -14,7 +14,7 @@ from workbench.cli import main
 from workbench.config import RunConfig, inactive_settings
 from workbench.engine.compiling import ON_CPU, CudaGraphWatch
 from workbench.engine.events import RunEnded, RunStarted, StepStats
-from workbench.engine.session import inactive_setting_notes
+from workbench.engine.setting_notes import inactive_setting_notes
 from workbench.engine.train_step import build_optimizer
 from workbench.history.schema import MIGRATIONS, SCHEMA_VERSION
 from workbench.history.store import HistoryStore
