@@ -107,7 +107,7 @@ def test_a_probe_started_after_a_stop_waits_for_the_stopped_ones_step_in_flight(
 
     def say(message: str) -> None:
         said.append(message)
-        if message.startswith("waiting for a stopped probe"):
+        if message.startswith("waiting for a stopped ceiling probe's last step to end"):
             waiting.set()
 
     def measure_again() -> None:

@@ -200,3 +200,53 @@ def test_a_join_only_other_processes_end_is_not_waited_for():
         released.set()
     assert not any(isinstance(event, StatusChanged) and event.message.startswith("Waiting") for event in events)
     assert events[-1].status == "finished", events[-1]
+
+
+def test_a_probe_started_after_a_stop_mid_phase_takes_its_first_step_once_that_phase_has_ended(monkeypatch):
+    """Measure ceiling, clicked right after stopping a compiling run: the probe timed its chunks against the
+    abandoned compile on the same cores or GPU, and could cache a ceiling too low. Now it waits, saying so."""
+    from stopped_probe import counting_steps
+
+    from workbench.engine import probe_device
+    from workbench.engine.ceiling import measure_ceiling
+
+    phase, words = stop_a_run_in(monkeypatch, "torch.compile")
+    ended_at_the_first_step: list[bool] = []
+    counting_steps(monkeypatch, before_each=lambda steps: steps == [1] and ended_at_the_first_step.append(
+        phase.ended.is_set()))
+    said: list[str] = []
+    waiting = threading.Event()
+
+    def say(message: str) -> None:
+        said.append(message)
+        if message.startswith("waiting for"):
+            waiting.set()
+
+    measured: list = []
+    probe = threading.Thread(target=lambda: measured.append(measure_ceiling(
+        tiny_config(batch_size=8), probe_device("cpu"), budget_seconds=0.2, progress=say)))
+    probe.start()
+    try:
+        assert waiting.wait(HELD_AT_MOST_S), said
+        assert not ended_at_the_first_step  # no step while the compile runs on
+    finally:
+        phase.released.set()
+        probe.join(60.0)
+    assert said[0] == f"waiting for {words} to end (it would share the device with the probe's timed steps)…"
+    assert ended_at_the_first_step == [True] and measured and measured[0].images_per_sec > 0
+
+
+def test_a_stop_lands_while_a_probe_waits_for_a_stopped_runs_phase(monkeypatch):
+    from workbench.engine import probe_device
+    from workbench.engine.ceiling import measure_ceiling
+    from workbench.engine.ceiling_cache import ProbeStopped
+
+    phase, words = stop_a_run_in(monkeypatch, "build")
+    stop = StopRequest()
+    try:
+        with pytest.raises(ProbeStopped, match=f"^stopped while waiting for {words} to end$"):
+            measure_ceiling(tiny_config(batch_size=8), probe_device("cpu"), budget_seconds=0.2, stop=stop,
+                            progress=lambda message: stop.set())  # stopped as it says it waits
+        assert not phase.ended.is_set()  # it did not wait for the build
+    finally:
+        phase.released.set()

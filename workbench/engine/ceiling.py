@@ -15,8 +15,9 @@ A stop lands within ``interruptible.POLL_SECONDS``: the probe runs on a helper t
 of a large model on a CPU (or the first, compiling, one) takes many seconds inside calls that never look at the stop
 flag. The step in flight is abandoned: it runs to its end in the background, where the probe sees the stop before
 its next step and frees its model; a stopped probe gives no figure. Until then it holds the device: a probe started
-meanwhile waits for it before it builds anything, and so does a run (trainer.run waits for every abandoned phase),
-so neither times its steps on a device the abandoned step shares.
+meanwhile waits for it before it builds anything, and so does a run (trainer.run); and a probe waits, as a run does,
+for whatever else a stop left running (a stopped run's torch.compile or model build: phases.left_running), so none
+times its steps on a device that abandoned work shares.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from workbench.config import RunConfig
 from workbench.device_info import DeviceInfo
 from workbench.engine.ceiling_cache import Ceiling, ProbeStopped, ceiling_key, num_classes_of, steady_chunks
 from workbench.engine.garbage import collect_garbage
-from workbench.engine.interruptible import HelperCall, Stopped
+from workbench.engine.interruptible import HelperCall, Stopped, wait_for_abandoned
+from workbench.engine.phases import CEILING_PROBE, left_running, waiting_for
 from workbench.engine.requests import never
 
 WARMUP_STEPS = 5  # cuDNN picks its algorithms on the first step of a shape; compile on the first call
@@ -62,6 +64,13 @@ def measure_ceiling(
             num_classes = load_data(config).num_classes
     if stop():
         raise ProbeStopped("stopped before the model was built")
+    left = left_running()  # a stopped run's compile or build, a stopped probe's step: their time would be the probe's
+    if left:
+        waiting = waiting_for(left)
+        (progress or (lambda message: None))(f"{waiting} ({'it' if len(left) == 1 else 'they'} would share the "
+                                              "device with the probe's timed steps)…")
+        if not wait_for_abandoned(stop=stop):
+            raise ProbeStopped(f"stopped while {waiting}")
     probe = _Probe(config, device, num_classes, budget_seconds, stop, progress or (lambda message: None))
     try:
         return HelperCall(probe.measure, PHASE).wait(stop)
@@ -71,7 +80,7 @@ def measure_ceiling(
         probe.ended.set()  # abandoned, the probe stops before its next step
 
 
-PHASE = "ceiling probe"  # the helper thread's name (interruptible.abandoned_phases)
+PHASE = CEILING_PROBE  # the helper thread's name (interruptible.abandoned_phases)
 # One probe measures at a time: a probe started right after a stop waits for the stopped one's step in flight,
 # which would otherwise share the device (or the CPU's cores) with its timed chunks. (A run waits for it as for any
 # abandoned phase: trainer.run.)

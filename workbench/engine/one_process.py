@@ -30,6 +30,7 @@ from workbench.engine.datasets import TrainingData, load_data
 from workbench.engine.device import on_device, probe_device, resolve
 from workbench.engine.events import Event, RunEnded, StatusChanged
 from workbench.engine.failures import Failure, describe_failure, user_exit_words
+from workbench.engine import phases
 from workbench.engine.interruptible import Stopped, call_interruptibly
 from workbench.engine.memory import free_device_memory
 from workbench.engine.requests import ProfileRequests, never, stopped_by
@@ -38,14 +39,6 @@ from workbench.engine.session import TrainingSession
 from workbench.engine.summary import SummaryBuilder
 from workbench.regular_file import write_error_words
 
-# What the run was doing when a stop ended a phase it had to wait on (Stopped's argument).
-_PHASE_WORDS = {
-    "load data": "while loading the data",
-    "build": "while building the model",
-    "worker start-up": "while the DataLoader workers started",
-    "torch.compile": "while torch.compile compiled the model",
-    "evaluation": "during evaluation",
-}
 
 
 def run_one(
@@ -83,12 +76,12 @@ def run_one(
         phase_stop = stop if world is None else never
         try:
             yield StatusChanged(message=f"Loading {config.dataset} data…")
-            data = call_interruptibly(lambda: load_data(config), phase_stop, "load data")
+            data = call_interruptibly(lambda: load_data(config), phase_stop, phases.LOAD_DATA)
             _check_data(config, data, world.world_size if world is not None else 1)
             yield StatusChanged(message=f"Building {config.model} on {device_info.type}…")
             if world is None:
                 session = call_interruptibly(
-                    lambda: _build_session(config, device_info, data, profile_requests), stop, "build",
+                    lambda: _build_session(config, device_info, data, profile_requests), stop, phases.BUILD,
                     on_abandoned=_close_quietly,
                 )
             else:  # a rank builds in its own thread: DDP's set-up is a collective on this thread's device
@@ -99,7 +92,7 @@ def run_one(
                     summary.add(event)
                     yield event
         except Stopped as phase:
-            stopped_phase = _PHASE_WORDS.get(str(phase), str(phase))
+            stopped_phase = phases.WHILE.get(str(phase), str(phase))
         except Exception as error:
             failure = describe_failure(error, config)  # text only: no frame of the failed step survives
         except SystemExit as leaving:
@@ -131,7 +124,7 @@ def run_one(
             session = None
             closing.close()
             del closing
-        compiling_abandoned = stopped_phase == _PHASE_WORDS["torch.compile"]
+        compiling_abandoned = stopped_phase == phases.WHILE[phases.COMPILE]
         if config.compile != "off" and not compiling_abandoned:
             # Compiled code and its CUDA-graph pool outlive the model (pytorch #104095): drop them before
             # freeing, or the next run in this process starts short of memory. (A compilation a stop abandoned

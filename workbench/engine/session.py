@@ -30,6 +30,7 @@ from workbench.engine.events import (
     DeviceInfo, EpochStats, Event, RunStarted, StatusChanged, StepStats, per_clock_second,
 )
 from workbench.engine.divergence import DivergenceWatch
+from workbench.engine import phases
 from workbench.engine.interruptible import HelperCall, Stopped, call_interruptibly
 from workbench.engine.memory import MemoryProbe, reset_peaks_for_a_new_run
 from workbench.engine.models import check_batch_logits, main_output, parameter_count
@@ -159,7 +160,7 @@ class TrainingSession:
             yield self._epoch_stats(epoch, totals, train_seconds)
             if self.evaluation_stopped and epoch == self.epochs:
                 # The other ranks have taken their last step: nothing is left to agree on, and the run ends here.
-                raise Stopped("evaluation")
+                raise Stopped(phases.EVALUATION)
 
     def _train_epoch(self, epoch: int, totals: _EpochTotals, stop: Callable[[], bool]) -> Iterator[Event]:
         """Steps until the epoch's batches or the run's steps run out, or ``stop()``; a StepStats per window
@@ -199,7 +200,7 @@ class TrainingSession:
                 self.batches.prepare_worker_start()
                 return next(batches, None)
 
-        start = HelperCall(start_workers, "worker start-up", on_abandoned=self._close_batches)
+        start = HelperCall(start_workers, phases.WORKER_START_UP, on_abandoned=self._close_batches)
         try:
             return start.wait(self._stop_phases())
         finally:
@@ -233,7 +234,7 @@ class TrainingSession:
                 self._compile_report = (time.perf_counter() - began, watch.report())
                 return result
 
-        return call_interruptibly(first_step, self._stop_phases(), "torch.compile")
+        return call_interruptibly(first_step, self._stop_phases(), phases.COMPILE)
 
     def _stop_phases(self) -> Callable[[], bool]:
         """What ends the phases that block: phase_stop, else the run's stop (events() sets it)."""
@@ -367,7 +368,7 @@ class TrainingSession:
         stop = self._evaluation_stop or self._stop_phases()
         for batch in self.test_set.batches(batch_size):
             if stop():
-                raise Stopped("evaluation")
+                raise Stopped(phases.EVALUATION)
             images, labels = self.prepare(*batch, train=False)
             with self.train_step.autocast():
                 logits = main_output(self.eval_forward(images))

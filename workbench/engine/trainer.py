@@ -15,12 +15,12 @@ from __future__ import annotations
 from typing import Callable, Iterator, Optional
 
 from workbench.config import RunConfig
-from workbench.engine import ceiling
 from workbench.engine.distributed.launcher import run_distributed
 from workbench.engine.distributed.world import launched_world
 from workbench.engine.events import Event, RunEnded, StatusChanged
-from workbench.engine.interruptible import abandoned_phases, wait_for_abandoned
+from workbench.engine.interruptible import wait_for_abandoned
 from workbench.engine.one_process import run_one
+from workbench.engine.phases import left_running, waiting_for
 from workbench.engine.requests import ProfileRequests, never, stopped_by
 from workbench.engine.summary import SummaryBuilder
 
@@ -36,11 +36,11 @@ def run(
     "config"/"data", anything else raised in training a failure with its reason. With devices ≠ 1,
     or under torchrun, the same events come from all processes together (workbench.engine.distributed).
     """
-    left_running = abandoned_phases()
-    if left_running:
-        waiting = f"waiting for {' and '.join(map(_stopped_work, left_running))} to end"
-        yield StatusChanged(message=f"W{waiting[1:]} ({'it' if len(left_running) == 1 else 'they'} would share "
-                                    "the device with this run's first steps)…")
+    left = left_running()
+    if left:
+        waiting = waiting_for(left)
+        yield StatusChanged(message=f"W{waiting[1:]} ({'it' if len(left) == 1 else 'they'} would share the device "
+                                    "with this run's first steps)…")
         if not wait_for_abandoned(stop=stop):
             reason = f"stopped by {stopped_by(stop)} while {waiting}"
             yield RunEnded(status="stopped", summary=SummaryBuilder().build("stopped", reason), reason=reason)
@@ -50,16 +50,3 @@ def run(
         return
     yield from run_one(config, stop, profile_requests)
 
-
-# What a stop left running, by its phase's name (interruptible.abandoned_phases), as the run's wait for it says it.
-_STOPPED_WORK = {
-    "load data": "a stopped run's data loading",
-    "build": "a stopped run's model build",
-    "worker start-up": "a stopped run's DataLoader worker start-up",
-    "torch.compile": "a stopped run's torch.compile",
-    ceiling.PHASE: "a stopped ceiling probe's last step",
-}
-
-
-def _stopped_work(phase: str) -> str:
-    return _STOPPED_WORK.get(phase, f"a stopped {phase}")
