@@ -284,6 +284,25 @@ def test_kernels_are_not_compared_with_a_trace_without_gpu_figures():
     assert compare(cpu_only, rank_report(top_kernels=(NamedSeconds("gemm", 0.3),))).kernels == ()
 
 
+def test_names_not_compared_are_null_in_json_and_said_in_text_never_an_empty_list():
+    """A CPU-only trace beside a GPU one (or a trace without steps beside one with) sets no kernels side by side:
+    --json wrote "kernels": [] (no kernel changed) and the text said nothing of them."""
+    cpu_only = rank_report(cpu_only=True, top_kernels=(), kernels=0, compute_share=None, communication_share=None,
+                           memory_share=None, idle_share=None, gpu_span=None)
+    data = comparison_json(compare(cpu_only, rank_report()))
+    assert data["kernels"] is None and data["kernels_not_compared"].startswith("a trace without GPU figures has no kernels read")
+    assert data["host_ops"] is not None and data["host_ops_not_compared"] is None
+    text = "\n".join(comparison_lines("a.json", "b.json", compare(cpu_only, rank_report())))
+    assert "kernels: not set side by side (a trace without GPU figures has no kernels read" in text
+    no_steps = rank_report(steps=0, step_seconds=(), step_seconds_median=None, step_seconds_low=None,
+                           step_seconds_high=None)
+    data = comparison_json(compare(no_steps, rank_report()))
+    assert data["kernels"] is None and data["host_ops"] is None
+    assert "ProfilerStep#N" in data["host_ops_not_compared"]
+    compared = comparison_json(compare(rank_report(), rank_report()))
+    assert compared["kernels"] == [] and compared["kernels_not_compared"] is None  # compared: none moved
+
+
 def test_kernels_that_changed_whose_names_share_a_long_head_read_apart():
     """Five multi_tensor_apply_kernel instances read alike, cut at 69 characters (h100-launch-graphs against its
     fused AdamW): the one change the pair is about could not be told from the others."""

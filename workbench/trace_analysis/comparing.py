@@ -172,8 +172,8 @@ def compare(before: RankReport, after: RankReport,
     host_ops: tuple[NamedChange, ...] = ()
     if names_compared_per_step(before, after):
         host_ops = _changed_most(before, after, before.top_host_ops, after.top_host_ops)
-        if not (before.cpu_only or after.cpu_only):  # no kernel read is not no kernel run
-            kernels = _changed_most(before, after, before.top_kernels, after.top_kernels)
+    if kernels_not_compared(before, after) is None:
+        kernels = _changed_most(before, after, before.top_kernels, after.top_kernels)
     return RankComparison(before=before, after=after, step_time=step_time, categories=categories, kernels=kernels,
                           host_ops=host_ops, samples_per_step=samples_per_step, throughput=throughput)
 
@@ -182,6 +182,25 @@ def names_compared_per_step(before: RankReport, after: RankReport) -> bool:
     """Kernels and host ops are set side by side per step only where both traces have steps: a trace without them
     has totals over its window, which beside another's per-step figures read as a change of the same run."""
     return before.steps > 0 and after.steps > 0
+
+
+# Why kernels and host ops are not set side by side, in words (the text report's line, and --json's
+# kernels_not_compared / host_ops_not_compared beside their null lists).
+NO_STEPS_TO_COMPARE_BY = "a trace without ProfilerStep#N has totals over its window, not steps"
+NO_KERNELS_READ = "a trace without GPU figures has no kernels read, which is not to say none ran"
+
+
+def host_ops_not_compared(before: RankReport, after: RankReport) -> Optional[str]:
+    """Why the host ops are not compared per step; None where they are."""
+    return None if names_compared_per_step(before, after) else NO_STEPS_TO_COMPARE_BY
+
+
+def kernels_not_compared(before: RankReport, after: RankReport) -> Optional[str]:
+    """Why the kernels are not compared per step (no steps in a trace, or no GPU figures: no kernel read is not no
+    kernel run); None where they are."""
+    if not names_compared_per_step(before, after):
+        return NO_STEPS_TO_COMPARE_BY
+    return NO_KERNELS_READ if before.cpu_only or after.cpu_only else None
 
 
 def _steps_per_second(rank: RankReport) -> list[float]:

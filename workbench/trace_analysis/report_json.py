@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
-from workbench.trace_analysis.comparing import NamedChange, RankComparison
+from workbench.trace_analysis.comparing import (NamedChange, RankComparison, host_ops_not_compared,
+                                                kernels_not_compared)
 from workbench.trace_analysis.model import Finding, RankReport, TraceReport
 from workbench.trace_analysis.wording import why_unavailable
 
@@ -73,6 +74,8 @@ def comparison_json(comparison: RankComparison) -> dict[str, Any]:
     and verdict, the categories, and the kernels and host ops that changed most, in seconds per step)."""
     step = comparison.step_time
     ratio = comparison.step_time_ratio
+    kernels_why = kernels_not_compared(comparison.before, comparison.after)
+    host_ops_why = host_ops_not_compared(comparison.before, comparison.after)
     return {
         "rank": comparison.before.rank,
         "after_rank": comparison.after.rank,
@@ -89,8 +92,11 @@ def comparison_json(comparison: RankComparison) -> dict[str, Any]:
                                         "before_seconds_per_step": _number(category.before_seconds_per_step),
                                         "after_seconds_per_step": _number(category.after_seconds_per_step)}
                        for category in comparison.categories},
-        "kernels": [_named_change(change) for change in comparison.kernels],
-        "host_ops": [_named_change(change) for change in comparison.host_ops],
+        # null, with why, where the names were not set side by side: an empty list says none of them moved
+        "kernels": None if kernels_why else [_named_change(change) for change in comparison.kernels],
+        "kernels_not_compared": kernels_why,
+        "host_ops": None if host_ops_why else [_named_change(change) for change in comparison.host_ops],
+        "host_ops_not_compared": host_ops_why,
     }
 
 

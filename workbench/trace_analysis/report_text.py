@@ -9,9 +9,10 @@ import os
 from typing import Optional, Sequence
 
 from workbench.formatting import format_step_seconds
-from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, NamedChange, RankComparison,
-                                                names_compared_per_step, other_gpu, per_step, run_to_run_caveat,
-                                                step_verdict_text, straggler, work_moved)
+from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, NO_STEPS_TO_COMPARE_BY, NamedChange,
+                                                RankComparison, kernels_not_compared, names_compared_per_step,
+                                                other_gpu, per_step, run_to_run_caveat, step_verdict_text,
+                                                straggler, work_moved)
 from workbench.trace_analysis.model import EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
 from workbench.trace_analysis.wording import (
     ZERO_WINDOW,
@@ -136,8 +137,11 @@ def comparison_lines(before_path: str, after_path: str, comparison: RankComparis
                  f"  {_share_and_seconds(after.dataloader_share, None)}".rstrip())
     lines.append(f"findings: before: {_kinds(before)}; after: {_kinds(after)}")
     if not names_compared_per_step(before, after):
-        lines.append("kernels and host ops: not set side by side per step (a trace without ProfilerStep#N has "
-                     "totals over its window, not steps)")
+        lines.append(f"kernels and host ops: not set side by side per step ({NO_STEPS_TO_COMPARE_BY})")
+    else:
+        kernels_why = kernels_not_compared(before, after)
+        if kernels_why:
+            lines.append(f"kernels: not set side by side ({kernels_why})")
     for title, changes in (("kernels", comparison.kernels), ("host ops", comparison.host_ops)):
         if changes:
             lines.append(f"{title} that changed most (seconds per step):")
