@@ -206,3 +206,31 @@ def test_a_trace_without_steps_beside_one_with_says_which_window_each_share_is_o
     other = TraceRecord(path="/after.json.gz", size_bytes=1, sha256="ef" * 32, ranks=(rank(0, 0.75, 0.05),))
     rows = {row.key: row for row in compare_runs([with_steps, store.get_run(store.add_trace(other)[0])])}
     assert rows["trace.rank0.compute_share"].texts == ("50.0 %", "75.0 %") and rows["trace.rank0.compute_share"].differs
+
+
+def test_a_figure_a_trace_could_not_read_says_n_a_and_why_and_is_no_difference(store):
+    """A CPU-only trace beside a GPU one in the Runs tab's comparison: its GPU shares read blank, as a cell a record
+    does not hold, with no word why, and every one was flagged as differing from the GPU trace's."""
+    gpu = store.get_run(store.add_trace(trace(ranks=[rank(0, 0.17, 0.64)]))[0])
+    unread = dict.fromkeys(("compute_share", "communication_share", "memory_share", "idle_share",
+                            "idle_for_data_share", "idle_for_host_share", "idle_kernel_wait_share",
+                            "idle_other_share"))
+    cpu_only = dict(rank(0, 0.0, 0.0), device="unknown", gpu_span=dict.fromkeys(("idle_share", "compute_share",
+                                                                                 "non_compute_share")),
+                    cpu_only=True, **unread)
+    cpu = store.get_run(store.add_trace(trace(sha256="c0" * 32, ranks=[cpu_only]))[0])
+    rows = {row.key: row for row in compare_runs([gpu, cpu]) if row.section == "Trace"}
+    for key in ("compute_share", "idle_share", "idle_for_host_share", "gpu_span.idle_share"):
+        row = rows[f"trace.rank0.{key}"]
+        assert row.texts[1] == "n/a (no GPU work read from this trace)", key
+        assert not row.differs, key  # unread is not a difference
+    assert rows["trace.rank0.steps"].texts == ("5", "5")
+    # a record kept before the workbench kept cpu_only: n/a all the same, with what it knows
+    older = dict(cpu_only)
+    del older["cpu_only"]
+    kept = store.get_run(store.add_trace(trace(sha256="c1" * 32, ranks=[older]))[0])
+    rows = {row.key: row for row in compare_runs([gpu, kept]) if row.section == "Trace"}
+    assert rows["trace.rank0.compute_share"].texts[1] == "n/a (not read from this trace)"
+    # a rank the other record lacks stays a blank: that record holds no such rank
+    folder = store.get_run(store.add_trace(trace(sha256="c2" * 32, ranks=[rank(0, 0.2, 0.5), rank(1, 0.2, 0.5)]))[0])
+    assert {row.key: row for row in compare_runs([gpu, folder])}["trace.rank1.compute_share"].texts == ("", "20.0 %")

@@ -213,14 +213,22 @@ def _trace_rows(records: Sequence[RunRecord]) -> list[ComparisonRow]:
         # A rank with steps has its shares over them; one without, over its traced window (first to last event):
         # set side by side, each says which, and they are not flagged as a difference.
         mixed = len({bool(count) for count in steps if count is not None}) > 1
+        # the rank's figures as each record keeps them; None where the record has no such rank
+        kept = tuple(trace.ranks[found[rank]] if trace is not None and rank in found else None
+                     for trace, found in zip(traces, positions))
         for label, key, text in _TRACE_RANK_ROWS:
             values = tuple(trace.rank_values(key)[found[rank]] if trace is not None and rank in found else None
                            for trace, found in zip(traces, positions))
             if all(value is None for value in values):
                 continue  # read on no trace shown (a CPU-only trace's GPU shares): nothing to set side by side
-            texts = tuple(_over_its_window(text(value), value, count, key, mixed) for value, count in zip(values, steps))
+            texts = tuple(_unread(key, figures) if figures is not None and value is None
+                          else _over_its_window(text(value), value, count, key, mixed)
+                          for value, count, figures in zip(values, steps, kept))
+            # a figure its trace could not read is no difference from another's
+            read = tuple(holds and not (figures is not None and value is None)
+                         for holds, figures, value in zip(held, kept, values))
             rows.append(ComparisonRow("Trace", f"trace.{key_part}.{key}", f"{rank_label}: {label}", values, texts,
-                                      compared=not (mixed and key in _OVER_THE_WINDOW), held=held))
+                                      compared=not (mixed and key in _OVER_THE_WINDOW), held=read))
     return rows
 
 
@@ -232,11 +240,27 @@ _STEP_TIMES = frozenset({"step_seconds_median", "step_seconds_low", "step_second
 NO_STEPS = "n/a (no ProfilerStep#N in the trace)"
 
 
-def _over_its_window(text: str, value: Any, steps: Optional[int], key: str, mixed: bool) -> str:
-    """A trace's cell: said n/a where its trace has no steps to time, and, where some of the traces set side by
-    side have steps and some not, which window a share is over."""
-    if key in _STEP_TIMES and value is None and steps == 0:
+# A rank's figures that are GPU time: on a rank whose trace holds no GPU work (a CPU-only trace) they were not read.
+_GPU_FIGURES = frozenset({"compute_share", "communication_share", "memory_share", "idle_share",
+                          "idle_for_data_share", "idle_for_host_share", "idle_kernel_wait_share", "idle_other_share",
+                          "gpu_span.idle_share", "gpu_span.compute_share", "gpu_span.non_compute_share"})
+NO_GPU_WORK_READ = "n/a (no GPU work read from this trace)"
+NOT_READ = "n/a (not read from this trace)"
+
+
+def _unread(key: str, figures: dict[str, Any]) -> str:
+    """A figure the trace could not read (None in its record), in words: never a blank, which reads as a figure the
+    record does not hold (a run's, or a rank the trace lacks)."""
+    if key in _STEP_TIMES and figures.get("steps") == 0:
         return NO_STEPS
+    if key in _GPU_FIGURES and figures.get("cpu_only") is True:  # kept since the record says so; older ones do not
+        return NO_GPU_WORK_READ
+    return NOT_READ
+
+
+def _over_its_window(text: str, value: Any, steps: Optional[int], key: str, mixed: bool) -> str:
+    """A trace's cell: where some of the traces set side by side have steps and some not, which window a share is
+    over."""
     if mixed and key in _OVER_THE_WINDOW and value is not None:
         return f"{text} ({'over the steps' if steps else 'no steps: over the traced window'})"
     return text
