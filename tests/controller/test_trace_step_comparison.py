@@ -113,3 +113,14 @@ def test_a_ranks_cycles_in_two_folders_compare_cycle_with_cycle(store):
     first, second, third = speed_lines([before, after])
     assert "within the steps' own spread: not a gain" in first and "within the steps' own spread" in second
     assert third == "#2 against #1, rank 0: not compared (#1 has rank 0 in fewer files)"
+
+
+def test_a_trace_without_gpu_work_against_a_gpus_says_the_steps_ran_on_other_devices(store):
+    """A CPU-only trace (device unknown) against an A100's: "shorter steps: a gain" with no word that one of them
+    ran no GPU work, where two GPUs of two kinds are said."""
+    gpu = trace("a", [0.216, 0.210, 0.216, 0.215, 0.217], device="NVIDIA A100-SXM4-80GB")
+    cpu = trace("b", [0.060, 0.059, 0.061, 0.060, 0.062], device="unknown", compute_share=None)
+    cpu = TraceRecord(path=cpu.path, size_bytes=1, sha256=cpu.sha256, ranks=(dict(cpu.ranks[0], cpu_only=True),))
+    (line,) = speed_lines(records(store, gpu, cpu))
+    assert ("the after trace holds no GPU work read (a CPU-only run, or its GPU's events left out or unreadable), "
+            "the before trace ran on NVIDIA A100-SXM4-80GB: the steps may have run on different devices") in line

@@ -155,6 +155,19 @@ def test_traces_from_gpus_of_two_kinds_say_the_change_is_the_gpus_as_much_as_the
     assert "different GPUs" not in same
 
 
+def test_a_trace_without_gpu_work_against_a_gpus_says_the_steps_ran_on_other_devices():
+    """A torch.profiler CPU trace against the A100's: "longer steps in these two traces: a loss" with no word that one
+    ran no GPU work, where two GPUs of two kinds are said."""
+    cpu_only = rank_report(device="unknown", cpu_only=True, top_kernels=(), kernels=0, compute_share=None,
+                           communication_share=None, memory_share=None, idle_share=None, gpu_span=None)
+    text = "\n".join(comparison_lines("a.json", "b.json", compare(cpu_only, rank_report())))
+    assert ("the before trace holds no GPU work read (a CPU-only run, or its GPU's events left out or unreadable), "
+            "the after trace ran on NVIDIA A100-SXM4-80GB: the steps may have run on different devices, and what "
+            "changed is theirs as much as the script's") in text
+    both = "\n".join(comparison_lines("a.json", "b.json", compare(cpu_only, cpu_only)))
+    assert "different devices" not in both
+
+
 @pytest.mark.parametrize("steps_before", [2, 5])
 def test_two_steps_in_either_trace_give_no_verdict(steps_before):
     """The statistic alone would give 5+2 steps a 90 % interval (and 3+2 none): the rule is MIN_STEPS a trace."""
@@ -290,7 +303,8 @@ def test_names_not_compared_are_null_in_json_and_said_in_text_never_an_empty_lis
     cpu_only = rank_report(cpu_only=True, top_kernels=(), kernels=0, compute_share=None, communication_share=None,
                            memory_share=None, idle_share=None, gpu_span=None)
     data = comparison_json(compare(cpu_only, rank_report()))
-    assert data["kernels"] is None and data["kernels_not_compared"].startswith("a trace without GPU figures has no kernels read")
+    assert data["kernels"] is None
+    assert data["kernels_not_compared"].startswith("a trace without GPU figures has no kernels read")
     assert data["host_ops"] is not None and data["host_ops_not_compared"] is None
     text = "\n".join(comparison_lines("a.json", "b.json", compare(cpu_only, rank_report())))
     assert "kernels: not set side by side (a trace without GPU figures has no kernels read" in text

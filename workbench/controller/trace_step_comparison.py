@@ -12,7 +12,7 @@ from typing import Any, Optional, Sequence
 
 from workbench.formatting import format_step_seconds
 from workbench.history.records import RunRecord
-from workbench.trace_analysis.comparing import (by_rank_and_entry, compare_steps, other_gpu, per_step,
+from workbench.trace_analysis.comparing import (by_rank_and_entry, compare_steps, other_device, per_step,
                                                 step_verdict_text, work_moved)
 
 
@@ -37,7 +37,8 @@ def trace_step_lines(records: Sequence[RunRecord]) -> list[str]:
                 lines.append(f"#{other_id} against #{first_id}, rank {_rank(after)}: not compared (#{first_id} has "
                              f"{why})")
                 continue
-            gpus = other_gpu(str(before.get("device", "")), str(after.get("device", "")))
+            gpus = other_device(str(before.get("device", "")), str(after.get("device", "")),
+                                before.get("cpu_only") is True, after.get("cpu_only") is True)
             lines.append(f"#{other_id} against #{first_id}, rank {_rank(after)}: {_spread(before)} → {_spread(after)}; "
                          f"{_verdict(before, after)}{_work_hint(before, after)}{f'; {gpus}' if gpus else ''}")
     return lines

@@ -73,6 +73,20 @@ def other_gpu(before_device: str, after_device: str) -> str:
             "as much as the script's")
 
 
+def other_device(before_device: str, after_device: str, before_cpu_only: bool = False,
+                 after_cpu_only: bool = False) -> str:
+    """other_gpu's caveat, and where one trace holds no GPU work and the other does (a CPU-only trace beside a GPU's),
+    that the steps may have run on different devices; "" otherwise."""
+    if before_cpu_only == after_cpu_only:
+        return other_gpu(before_device, after_device)
+    without, with_gpu, device = (("before", "after", after_device) if before_cpu_only
+                                 else ("after", "before", before_device))
+    where = "a GPU" if device in (UNKNOWN_DEVICE, "") else device
+    return (f"the {without} trace holds no GPU work read (a CPU-only run, or its GPU's events left out or "
+            f"unreadable), the {with_gpu} trace ran on {where}: the steps may have run on different devices, and what "
+            "changed is theirs as much as the script's")
+
+
 def per_step(share: Optional[float], window_seconds: Optional[float], steps: int) -> Optional[float]:
     """A share of the steps' GPU time as seconds per step: share × the steps' window ÷ the steps (the share is of
     the whole window, so the mean step, never the median: skewed steps would make equal work read as a change)."""

@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 from workbench.formatting import format_step_seconds
 from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, NO_STEPS_TO_COMPARE_BY, NamedChange,
                                                 RankComparison, kernels_not_compared, names_compared_per_step,
-                                                other_gpu, per_step, run_to_run_caveat, step_verdict_text,
+                                                other_device, per_step, run_to_run_caveat, step_verdict_text,
                                                 straggler, work_moved)
 from workbench.trace_analysis.model import EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
 from workbench.trace_analysis.wording import (
@@ -123,7 +123,7 @@ def comparison_lines(before_path: str, after_path: str, comparison: RankComparis
              f"step time: {_step_summary(before)} → {_step_summary(after)}"]
     lines.append("  " + _step_verdict(comparison))
     lines += ["  " + line for line in _throughput_lines(comparison)]
-    gpus = other_gpu(before.device, after.device)
+    gpus = other_device(before.device, after.device, before.cpu_only, after.cpu_only)
     if gpus:
         lines.append("  " + gpus)
     if bool(before.steps) != bool(after.steps):  # shares over two windows: said, not read as a change
