@@ -217,7 +217,8 @@ def test_a_figure_a_trace_could_not_read_says_n_a_and_why_and_is_no_difference(s
                             "idle_other_share"))
     cpu_only = dict(rank(0, 0.0, 0.0), device="unknown", gpu_span=dict.fromkeys(("idle_share", "compute_share",
                                                                                  "non_compute_share")),
-                    cpu_only=True, **unread)
+                    cpu_only=True, **unread,  # and why, as its --json entry says it (report_json)
+                    unavailable_reasons=dict.fromkeys([*unread, "gpu_span"], "no GPU work read from this trace"))
     cpu = store.get_run(store.add_trace(trace(sha256="c0" * 32, ranks=[cpu_only]))[0])
     rows = {row.key: row for row in compare_runs([gpu, cpu]) if row.section == "Trace"}
     for key in ("compute_share", "idle_share", "idle_for_host_share", "gpu_span.idle_share"):
@@ -225,9 +226,9 @@ def test_a_figure_a_trace_could_not_read_says_n_a_and_why_and_is_no_difference(s
         assert row.texts[1] == "n/a (no GPU work read from this trace)", key
         assert not row.differs, key  # unread is not a difference
     assert rows["trace.rank0.steps"].texts == ("5", "5")
-    # a record kept before the workbench kept cpu_only: n/a all the same, with what it knows
+    # a record kept before the workbench kept the reasons: n/a all the same, with what it knows
     older = dict(cpu_only)
-    del older["cpu_only"]
+    del older["unavailable_reasons"]
     kept = store.get_run(store.add_trace(trace(sha256="c1" * 32, ranks=[older]))[0])
     rows = {row.key: row for row in compare_runs([gpu, kept]) if row.section == "Trace"}
     assert rows["trace.rank0.compute_share"].texts[1] == "n/a (not read from this trace)"

@@ -64,7 +64,7 @@ def test_json_says_why_each_null_figure_is_null():
     reasons = cpu_only["ranks"][0]["unavailable_reasons"]
     assert reasons["step_seconds_median"] == reasons["step_seconds_high"] == "no ProfilerStep#N spans in this trace"
     assert {reasons[key] for key in ("compute_share", "idle_share", "idle_other_share", "gpu_span")} == {
-        "no GPU work read from this trace (the notes say why)"}
+        "no GPU work read from this trace"}
     assert "dataloader_share" not in reasons  # read (0.01): a figure, so no reason
     assert set(reasons) == null_figures(cpu_only["ranks"][0])
 

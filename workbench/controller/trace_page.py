@@ -123,7 +123,7 @@ def _rank_section(rank: RankReport, name_file: bool = False) -> RankSection:
     idle = () if cpu_only or not rank.idle_share else _shares(rank, IDLE_PARTS)
     facts = []
     if cpu_only:
-        facts.append(f"{NO_GPU_WORK[0].upper()}{NO_GPU_WORK[1:]}: only the host's figures below")
+        facts.append(f"{NO_GPU_WORK[0].upper()}{NO_GPU_WORK[1:]} (the notes say why): only the host's figures below")
     else:
         span = rank.gpu_span or {}
         parts = (("idle", "idle_share"), ("compute", "compute_share"), ("non-compute", "non_compute_share"))

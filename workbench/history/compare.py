@@ -240,21 +240,20 @@ _STEP_TIMES = frozenset({"step_seconds_median", "step_seconds_low", "step_second
 NO_STEPS = "n/a (no ProfilerStep#N in the trace)"
 
 
-# A rank's figures that are GPU time: on a rank whose trace holds no GPU work (a CPU-only trace) they were not read.
-_GPU_FIGURES = frozenset({"compute_share", "communication_share", "memory_share", "idle_share",
-                          "idle_for_data_share", "idle_for_host_share", "idle_kernel_wait_share", "idle_other_share",
-                          "gpu_span.idle_share", "gpu_span.compute_share", "gpu_span.non_compute_share"})
-NO_GPU_WORK_READ = "n/a (no GPU work read from this trace)"
 NOT_READ = "n/a (not read from this trace)"
 
 
 def _unread(key: str, figures: dict[str, Any]) -> str:
     """A figure the trace could not read (None in its record), in words: never a blank, which reads as a figure the
-    record does not hold (a run's, or a rank the trace lacks)."""
+    record does not hold (a run's, or a rank the trace lacks). Why is the reason its `--json` entry gave, which the
+    record keeps (``unavailable_reasons``: a gpu_span share by ``gpu_span``); a record kept before it did says what
+    it can."""
+    reasons = figures.get("unavailable_reasons")
+    reason = reasons.get(key.split(".")[0]) if isinstance(reasons, dict) else None
+    if isinstance(reason, str):
+        return f"n/a ({reason})"
     if key in _STEP_TIMES and figures.get("steps") == 0:
         return NO_STEPS
-    if key in _GPU_FIGURES and figures.get("cpu_only") is True:  # kept since the record says so; older ones do not
-        return NO_GPU_WORK_READ
     return NOT_READ
 
 

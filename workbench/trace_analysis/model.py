@@ -69,7 +69,7 @@ class ScriptTraits:
 
 
 UNKNOWN_DEVICE = "unknown"  # a rank's device where the trace names none
-NO_GPU_WORK = "no GPU work read from this trace (the notes say why)"  # a rank without GPU figures, in words
+NO_GPU_WORK = "no GPU work read from this trace"  # a rank without GPU figures, in words (its notes say why)
 # RankReport.exposed_copies in words, as the CLI's text and the window's page say it
 EXPOSED_COPIES = "copies and fills not hidden behind compute, by where the bytes go"
 

@@ -43,7 +43,7 @@ def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
     lines = [f"rank {rank.rank} · {rank.device}" + (f" · {os.path.basename(rank.file)}" if name_file else "")]
     lines.append("  " + _steps_line(rank))
     if rank.cpu_only:
-        lines.append(f"  GPU time: {NO_GPU_WORK}: only the host's figures below")
+        lines.append(f"  GPU time: {NO_GPU_WORK} (the notes say why): only the host's figures below")
     else:
         over = "the steps" if rank.steps > 0 else "the first to the last GPU event"
         lines.append(f"  GPU time over {over}: compute {_pct(rank.compute_share)} · communication "

@@ -17,7 +17,7 @@ NO_DATALOADER_SPANS = "no DataLoader spans in this trace"
 NO_STEPS = "no ProfilerStep#N spans in this trace"
 NEVER_IDLE = "the GPU was never idle: a split of no idle time is no figure"
 # A figure left unread for a reason none of the others names (a note of the report says what could not be read).
-NOT_READ = "not read from this trace (its notes say why)"
+NOT_READ = "not read from this trace"
 IDLE_SPLIT = ("idle_for_data_share", "idle_for_host_share", "idle_kernel_wait_share", "idle_other_share")
 GPU_SHARES = ("compute_share", "communication_share", "memory_share", "idle_share")
 
