@@ -147,6 +147,48 @@ def test_a_trace_is_kept_with_its_sha256_and_size_and_once_only(trace_file, tmp_
     assert "Opened before" in history_line(again.record_id, again.kept_before, again.history_note)
 
 
+def test_a_trace_analysed_otherwise_now_brings_its_record_up_to_date_and_says_so(trace_file, tmp_path):
+    """Opened again by a workbench whose analysis gives other figures (a rule fixed, a figure added), the Trace tab
+    showed the new figures while the Runs tab, its comparisons and the CSV kept the first opening's, and the status
+    line said "kept once, since its figures are the same". The record now holds what the Trace tab shows."""
+    first = TraceOpening(trace_file, tmp_path / "home",
+                         read=fake_read(TraceReport(str(trace_file), (rank_report(),)))).run()
+    with HistoryStore.open(tmp_path / "home") as store:
+        store.rename(first.record_id, "the baseline")
+        store.set_tags(first.record_id, ["input-bound"])
+    now = TraceReport(str(trace_file), (rank_report(compute_share=0.625, idle_share=0.125),))
+    again = TraceOpening(trace_file, tmp_path / "home", read=fake_read(now)).run()
+    assert (again.record_id, again.kept_before) == (first.record_id, True)
+    line = history_line(again.record_id, again.kept_before, again.history_note)
+    assert line.startswith(f"Opened before: the Runs tab lists it as #{first.record_id}")
+    assert "its figures there were brought up to date with this analysis: those kept by workbench" in line
+    with HistoryStore.open_for_reading(tmp_path / "home") as store:
+        record = store.get_run(first.record_id)
+    (kept,) = record.trace.ranks
+    assert (kept["compute_share"], kept["idle_share"]) == (0.625, 0.125) == (now.ranks[0].compute_share,
+                                                                             now.ranks[0].idle_share)
+    assert (record.name, record.tags) == ("the baseline", ("input-bound",))
+    same = TraceOpening(trace_file, tmp_path / "home", read=fake_read(now)).run()
+    assert same.history_note is None and "with these figures" in history_line(same.record_id, True, None)
+
+
+def test_a_record_of_other_figures_that_takes_no_write_now_is_said_to_hold_them(trace_file, tmp_path, monkeypatch):
+    """The disk full, the record cannot be brought up to date: the status line says its figures are not these."""
+    first = TraceOpening(trace_file, tmp_path / "home",
+                         read=fake_read(TraceReport(str(trace_file), (rank_report(),)))).run()
+
+    def disk_full(self, trace, source="gui"):
+        raise HistoryError("cannot write the run history: the disk is full")
+
+    monkeypatch.setattr(HistoryStore, "add_trace", disk_full)
+    now = TraceReport(str(trace_file), (rank_report(compute_share=0.625),))
+    again = TraceOpening(trace_file, tmp_path / "home", read=fake_read(now)).run()
+    assert (again.record_id, again.kept_before) == (first.record_id, True)
+    assert again.history_note.startswith("the figures kept there by workbench ")
+    assert again.history_note.endswith("are an earlier analysis's, not these, and could not be brought up to date: "
+                                       "cannot write the run history: the disk is full")
+
+
 def test_a_trace_kept_before_is_said_kept_though_the_disk_takes_no_write_now(trace_file, tmp_path, monkeypatch):
     """Opened again once the disk filled up: "not kept in the history: … the disk is full", though it was kept as
     #1 (the lookup ran inside a write). The record kept is read without writing."""

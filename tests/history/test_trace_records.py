@@ -14,8 +14,8 @@ from workbench.history.database import DATABASE_NAME
 from workbench.history.export import RUNS_CSV_COLUMNS, export_runs_csv
 from workbench.history.schema import MIGRATIONS, SCHEMA_VERSION
 from workbench.history.records import records_count_text
-from workbench.history.store import HistoryStore
-from workbench.history.trace_records import TraceRecord
+from workbench.history.store import HistoryStore, _app_version
+from workbench.history.trace_records import KeptBefore, TraceRecord
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def store(tmp_path):
 
 def test_a_trace_is_kept_as_a_record_of_its_own_kind_with_its_file_and_figures(store):
     run_id, kept_before = store.add_trace(trace())
-    assert not kept_before
+    assert kept_before is None
     record = store.get_run(run_id)
     assert record.is_trace and record.record_kind == "trace"
     assert record.name == "rank0.json.gz"
@@ -40,10 +40,37 @@ def test_a_trace_is_kept_as_a_record_of_its_own_kind_with_its_file_and_figures(s
 def test_the_same_bytes_opened_again_give_the_record_already_kept(store):
     first, _ = store.add_trace(trace())
     again, kept_before = store.add_trace(trace(path="/elsewhere/copy.json.gz"))
-    assert (again, kept_before) == (first, True)
+    assert (again, kept_before) == (first, KeptBefore(figures_replaced=False, app_version=_app_version()))
+    assert store.get_run(first).trace == trace()  # its path is the one first opened
     other, kept_before = store.add_trace(trace(sha256="cd" * 32))
-    assert other != first and not kept_before
+    assert other != first and kept_before is None
     assert len(store.list_runs()) == 2
+
+
+def test_the_same_bytes_analysed_otherwise_now_bring_the_record_up_to_date(store, tmp_path):
+    """Kept by an older workbench whose analysis gave other figures (a rule fixed since, a figure added), the
+    record kept its first figures when opened again: the Trace tab showed this analysis's, the Runs tab, its
+    comparisons and the CSV the older one's of the same bytes. The record takes the new figures and app_version;
+    its id, name, note, tags and path stay the user's."""
+    first, _ = store.add_trace(trace())
+    store.rename(first, "before the fix")
+    store.set_note(first, "the baseline")
+    store.set_tags(first, ["baseline"])
+    with store._transaction() as conn:  # as an older workbench kept it
+        conn.execute("UPDATE runs SET app_version = '0.0.1' WHERE id = ?", (first,))
+    ranks = (dict(rank(0, 0.5, 0.25), unavailable_reasons={"dataloader_share": "no DataLoader spans"}),
+             rank(1, 0.375, 0.5))
+    again, kept_before = store.add_trace(trace(path="/elsewhere/copy.json.gz", ranks=ranks))
+    assert (again, kept_before) == (first, KeptBefore(figures_replaced=True, app_version="0.0.1"))
+    record = store.get_run(first)
+    assert record.trace == trace(ranks=ranks)  # this analysis's figures, at the path first opened
+    assert (record.name, record.note, record.tags) == ("before the fix", "the baseline", ("baseline",))
+    assert record.app_version == _app_version()
+    export_runs_csv(store, tmp_path / "runs.csv")
+    with open(tmp_path / "runs.csv", encoding="utf-8", newline="") as file:
+        (row,) = list(csv.DictReader(file))
+    assert row["trace_compute_share"] == "0.5;0.375"
+    assert len(store.list_runs()) == 1
 
 
 def test_runs_kept_before_trace_records_read_as_runs(tmp_path):

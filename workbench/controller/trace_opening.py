@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 
 from workbench.history.errors import HistoryError
 from workbench.history.store import HistoryStore
-from workbench.history.trace_records import TraceRecord
+from workbench.history.trace_records import KeptBefore, TraceRecord, same_figures
 from workbench.regular_file import InvalidPath, expanded, regular_file_problem
 from workbench.trace_analysis.model import Fingerprint, RankReport, TraceCancelled, TraceError, TraceReport
 from workbench.trace_analysis.reading import read_report
@@ -73,16 +73,36 @@ class OpenedTrace:
     report: TraceReport
     record_id: Optional[int]  # its record of kind "trace" (None: not kept; history_note says why)
     kept_before: bool  # the same bytes were opened before: record_id is that record, not a new one
-    history_note: Optional[str] = None
+    history_note: Optional[str] = None  # what the history could not take, or what it held of a record kept before
 
 
-def _kept_before(home: Path, sha256: str) -> Optional[int]:
-    """The record already kept of these bytes, read without writing; None where there is none or it cannot be read."""
+def _kept_before(home: Path, report: TraceReport, record: TraceRecord, error: Exception) -> Optional[OpenedTrace]:
+    """Where the history took no write: the record already kept of these bytes, read without writing, said to hold
+    other figures where it does; None where there is none or it cannot be read."""
     try:
         with HistoryStore.open_for_reading(home) as store:
-            return store.kept_trace_id(sha256)
+            kept_id = store.kept_trace_id(record.sha256)
+            kept = store.get_run(kept_id) if kept_id is not None else None
     except (HistoryError, OSError):
         return None
+    if kept is None:
+        return None
+    note = None if same_figures(kept.trace, record) else (
+        f"the figures kept there{_by(kept.app_version)} are an earlier analysis's, not these, and could not "
+        f"be brought up to date: {error}")
+    return OpenedTrace(report, kept.id, True, note)
+
+
+def _kept_note(before: Optional[KeptBefore]) -> Optional[str]:
+    """What a status line says of a record kept before whose figures this opening replaced; None: nothing to say."""
+    if before is None or not before.figures_replaced:
+        return None
+    return (f"its figures there were brought up to date with this analysis: those kept{_by(before.app_version)} "
+            "differed")
+
+
+def _by(app_version: Optional[str]) -> str:
+    return f" by workbench {app_version}" if app_version else ""
 
 
 class TraceOpening:
@@ -130,13 +150,11 @@ class TraceOpening:
         self._progress = TraceProgress(RECORDING)
         try:
             with HistoryStore.open(self._home) as store:
-                record_id, kept_before = store.add_trace(record, source=self._source)
+                record_id, before = store.add_trace(record, source=self._source)
         except (HistoryError, OSError) as error:
-            kept = _kept_before(self._home, record.sha256)  # a full disk takes no write, but the record may be there
-            if kept is not None:
-                return OpenedTrace(report, kept, True)
-            return OpenedTrace(report, None, False, f"not kept in the history: {error}")
-        return OpenedTrace(report, record_id, kept_before)
+            kept = _kept_before(self._home, report, record, error)  # a full disk takes no write; a record may be there
+            return kept or OpenedTrace(report, None, False, f"not kept in the history: {error}")
+        return OpenedTrace(report, record_id, before is not None, _kept_note(before))
 
     def _reading(self, done_bytes: int, total_bytes: int) -> None:
         self._progress = TraceProgress(READING, done_bytes, total_bytes)

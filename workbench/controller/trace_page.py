@@ -111,9 +111,11 @@ def history_line(record_id: Optional[int], kept_before: bool, note: Optional[str
     """Where the Runs tab lists the opened trace."""
     if record_id is None:
         return note or "not kept in the history"
+    if kept_before and note:  # its figures were brought up to date, or could not be
+        return f"Opened before: the Runs tab lists it as #{record_id} (the same bytes, by sha256); {note}"
     if kept_before:
         return (f"Opened before: the Runs tab lists it as #{record_id} (the same bytes, by sha256; kept once, "
-                "since its figures are the same)")
+                "with these figures)")
     return f"Kept in the history as #{record_id}: the Runs tab lists it, to compare and export"
 
 

@@ -42,7 +42,7 @@ from workbench.history.recorder import RunRecorder
 from workbench.history.records import RunRecord, clean_tags, config_from_json
 from workbench.history.run_writes import RunWrites
 from workbench.history.schema import MIGRATIONS, SCHEMA_VERSION
-from workbench.history.trace_records import TraceRecord, insert_trace, trace_record_id
+from workbench.history.trace_records import KeptBefore, TraceRecord, bring_up_to_date, insert_trace, trace_record_id
 from workbench.history.traces import delete_traces
 
 __all__ = ["DATABASE_NAME", "HistoryDamaged", "HistoryError", "HistoryStore", "HistoryTooNew", "HistoryUnwritable",
@@ -160,16 +160,17 @@ class HistoryStore(HistoryReads):
                 conn.execute("UPDATE runs SET name = ? WHERE id = ?", (name, run_id))
         return RunRecorder(RunWrites(self._database, run_id), name=name, config=config, source=source)
 
-    def add_trace(self, trace: TraceRecord, source: str = "gui") -> tuple[int, bool]:
-        """Keep an opened trace as a record of kind "trace": (its id, whether it was kept before). The same
-        bytes (sha256) opened again give the record already kept: its figures are the same (trace_records.py)."""
+    def add_trace(self, trace: TraceRecord, source: str = "gui") -> tuple[int, Optional[KeptBefore]]:
+        """Keep an opened trace as a record of kind "trace": (its id, None where the record is new). The same bytes
+        (sha256) opened again give the record already kept, brought up to date where this workbench's analysis
+        gave other figures (trace_records.py): what it held is the KeptBefore."""
         with self._transaction() as conn:
             existing = trace_record_id(conn, trace.sha256)
             if existing is not None:
-                return existing, True
+                return existing, bring_up_to_date(conn, existing, trace, _app_version())
             name = Path(trace.path).name or trace.path
             run_id = insert_trace(conn, trace, name, source, time.time(), _app_version())
-        return run_id, False
+        return run_id, None
 
     def kept_trace_id(self, sha256: str) -> Optional[int]:
         """The record of a trace of these bytes, where one is kept (a read: it answers on a full or read-only disk)."""

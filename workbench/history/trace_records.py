@@ -1,19 +1,24 @@
 """A record of kind "trace": a torch.profiler trace opened in the window, kept in the runs table beside the runs.
 
 It lists in the Runs tab, compares side by side and exports to CSV like a run. What it holds is the file (path, size,
-sha256) and the figures per rank, the `workbench trace --json` keys as they were computed when it was opened: the
-history keeps no copy of the trace. Its settings are its script's, unknown to the workbench, so a trace record has
-none (config_json "{}"; the views show "–"), and a run's figures (images/sec, steps, loss) are not its figures.
+sha256) and the figures per rank, the `workbench trace --json` keys as the latest analysis that opened it computed
+them: the history keeps no copy of the trace. Its settings are its script's, unknown to the workbench, so a trace
+record has none (config_json "{}"; the views show "–"), and a run's figures (images/sec, steps, loss) are not its
+figures.
 
-Opening the same file again (the same sha256) shows the record already kept, not a second one: the figures are a
-function of the file's bytes, and a duplicate would count twice in every comparison and export. No Qt, no torch.
+Opening the same file again (the same sha256) shows the record already kept, not a second one: a duplicate would
+count twice in every comparison and export. The figures are a function of the file's bytes and of the analysis that
+read them: where this workbench's analysis gives other figures than those kept (a newer workbench, a rule fixed, a
+figure added), the record takes this analysis's figures and app_version, keeping its id, name, note, tags and path,
+and the caller says so: the Runs tab, its comparisons and the CSV show no other figures than the Trace tab's for the
+same bytes unsaid. No Qt, no torch.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 RECORD_KIND_RUN = "run"
@@ -100,3 +105,32 @@ def trace_record_id(conn: sqlite3.Connection, sha256: str) -> Optional[int]:
     row = conn.execute("SELECT id FROM runs WHERE record_kind = ? AND trace_sha256 = ? ORDER BY id LIMIT 1",
                        (RECORD_KIND_TRACE, sha256)).fetchone()
     return int(row[0]) if row is not None else None
+
+
+@dataclass(frozen=True)
+class KeptBefore:
+    """The record kept before of the same bytes, as an opening found it."""
+
+    figures_replaced: bool  # its figures differed from this analysis's and were replaced by them
+    app_version: Optional[str]  # the workbench whose analysis the record held (None: unknown)
+
+
+def same_figures(kept: Optional[TraceRecord], trace: TraceRecord) -> bool:
+    """Whether the record kept holds ``trace``'s figures, compared as stored (JSON's numbers and lists)."""
+    stored = TraceRecord.from_json(trace.to_json())
+    return kept is not None and stored is not None and (kept.ranks, kept.notes) == (stored.ranks, stored.notes)
+
+
+def bring_up_to_date(conn: sqlite3.Connection, record_id: int, trace: TraceRecord,
+                     app_version: Optional[str]) -> KeptBefore:
+    """The record ``record_id`` of ``trace``'s bytes given ``trace``'s figures where its own differ (or cannot be
+    read), in the caller's transaction: only its figures, device, ranks and app_version change."""
+    row = conn.execute("SELECT trace_json, app_version FROM runs WHERE id = ?", (record_id,)).fetchone()
+    kept = TraceRecord.from_json(row[0])
+    if same_figures(kept, trace):
+        return KeptBefore(False, row[1])
+    if kept is not None:  # the path it was first opened from stays its path, as its name does
+        trace = replace(trace, path=kept.path)
+    conn.execute("UPDATE runs SET trace_json = ?, device_name = ?, world_size = ?, app_version = ? WHERE id = ?",
+                 (trace.to_json(), trace.device, max(1, len(trace.ranks)), app_version, record_id))
+    return KeptBefore(True, row[1])
