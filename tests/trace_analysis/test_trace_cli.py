@@ -223,6 +223,35 @@ def test_a_file_that_is_not_a_trace_takes_no_rank_number_from_the_traces_beside_
     assert Path(rank["file"]).name == "t0.json.gz"
 
 
+def test_a_file_numbered_by_its_place_is_paired_with_a_rank_of_that_number_only_with_a_caveat(capsys, tmp_path):
+    """a.json and b.json name no rank: numbered 0 and 1 by their place, they were compared with the other folder's
+    ranks 0 and 1 as if they were those ranks. One process each (one unranked script's file or cycles each side)
+    is compared as it was, without the caveat."""
+    from trace_builders import write as write_trace
+
+    for folder, names in (("unranked", ("a.json", "b.json")), ("ranked", ("rank-0.json", "rank-1.json"))):
+        (tmp_path / folder).mkdir()
+        for name, kernel_us in zip(names, (100, 700)):
+            write_trace(tmp_path / folder / name, steady_trace(kernel_us))
+    caveat = ("the before file names no rank (no distributedInfo, no rank-N in the name): it is numbered 1 by its "
+              "place among its folder's files, so it is paired with the after trace's rank 1 by that number alone")
+    assert main(["trace", str(tmp_path / "unranked"), str(tmp_path / "ranked")]) == 0
+    assert caveat in capsys.readouterr().out
+    data = run_json(capsys, str(tmp_path / "unranked"), str(tmp_path / "ranked"))
+    assert [entry["pairing_caveat"].startswith("the before file names no rank") for entry in data["comparison"]] == [
+        True, True]
+    assert all(entry["pairing_caveat"] is None for entry in run_json(
+        capsys, str(tmp_path / "ranked"), str(tmp_path / "ranked"))["comparison"])
+    for folder in ("one-before", "one-after"):  # one tensorboard_trace_handler worker's two cycles each
+        (tmp_path / folder).mkdir()
+        for cycle in (10, 11):
+            write_trace(tmp_path / folder / f"host_5.{cycle}.pt.trace.json", steady_trace(100))
+    data = run_json(capsys, str(tmp_path / "one-before"), str(tmp_path / "one-after"))
+    assert [entry["pairing_caveat"] for entry in data["comparison"]] == [None, None]
+    data = run_json(capsys, str(tmp_path / "unranked" / "a.json"), str(tmp_path / "ranked" / "rank-1.json"))
+    assert [entry["pairing_caveat"] for entry in data["comparison"]] == [None]
+
+
 def test_files_numbered_by_place_take_the_numbers_no_named_rank_takes(capsys, tmp_path):
     """a.json beside rank-1.json was numbered 1 by its place (second) too: "rank 1 in more than one file"."""
     from trace_builders import write as write_trace

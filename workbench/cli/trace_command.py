@@ -86,18 +86,21 @@ def _one(report: Any, as_json: bool) -> int:
 
 
 def _two(before: Any, after: Any, as_json: bool, samples_per_step: Optional[tuple[int, int]] = None) -> int:
-    from workbench.trace_analysis.comparing import compare
+    from workbench.trace_analysis.comparing import compare, pairing_caveat
     from workbench.trace_analysis.report_json import comparison_json, to_json
     from workbench.trace_analysis.report_text import comparison_lines
 
-    pairs = _paired_ranks(before, after)
+    # one process each (one rank number each side): paired whatever the numbers, named by a file or not
+    one_process_each = len({rank.rank for rank in before.ranks}) == 1 == len({rank.rank for rank in after.ranks})
+    comparisons = [compare(b, a, samples_per_step, pairing_caveat(b, a, one_process_each))
+                   for b, a in _paired_ranks(before, after)]
     if as_json:
         print(json.dumps({"before": to_json(before), "after": to_json(after),
-                          "comparison": [comparison_json(compare(b, a, samples_per_step)) for b, a in pairs]},
+                          "comparison": [comparison_json(comparison) for comparison in comparisons]},
                          allow_nan=False))
         return 0
-    for position, (b, a) in enumerate(pairs):
-        _lines(([""] if position else []) + comparison_lines(before.path, after.path, compare(b, a, samples_per_step)))
+    for position, comparison in enumerate(comparisons):
+        _lines(([""] if position else []) + comparison_lines(before.path, after.path, comparison))
     return 0
 
 

@@ -130,6 +130,7 @@ class RankComparison:
     host_ops: tuple[NamedChange, ...]
     samples_per_step: Optional[tuple[int, int]] = None  # (before, after), where the user gave them
     throughput: Optional[ABResult] = None  # samples per second, compared: only with samples_per_step
+    pairing_caveat: str = ""  # where the two are paired by a number a folder's file did not name (pairing_caveat)
 
     @property
     def step_time_ratio(self) -> Optional[float]:
@@ -171,8 +172,8 @@ def step_verdict_text(result: ABResult) -> str:
             f"{STEP_VERDICT_WORDS[result.verdict]}{run_to_run_caveat(result)}")
 
 
-def compare(before: RankReport, after: RankReport,
-            samples_per_step: Optional[tuple[int, int]] = None) -> RankComparison:
+def compare(before: RankReport, after: RankReport, samples_per_step: Optional[tuple[int, int]] = None,
+            pairing_caveat: str = "") -> RankComparison:
     step_time = compare_steps(_steps_per_second(before), _steps_per_second(after))
     throughput = None
     if samples_per_step is not None:
@@ -189,7 +190,26 @@ def compare(before: RankReport, after: RankReport,
     if kernels_not_compared(before, after) is None:
         kernels = _changed_most(before, after, before.top_kernels, after.top_kernels)
     return RankComparison(before=before, after=after, step_time=step_time, categories=categories, kernels=kernels,
-                          host_ops=host_ops, samples_per_step=samples_per_step, throughput=throughput)
+                          host_ops=host_ops, samples_per_step=samples_per_step, throughput=throughput,
+                          pairing_caveat=pairing_caveat)
+
+
+def pairing_caveat(before: RankReport, after: RankReport, one_process_each: bool) -> str:
+    """Where a pair's rank is a folder's file that names no rank (numbered by its place among the folder's files),
+    that the two are paired by that number alone; "" where both name their rank, or where each trace holds one
+    process (one number: one unranked script's file, or its profiling cycles, against the other's)."""
+    unnamed = [side for side, rank in (("before", before), ("after", after)) if not rank.rank_named]
+    if not unnamed or one_process_each:
+        return ""
+    if len(unnamed) == 2:
+        return (f"neither file names its rank (no distributedInfo, no rank-N in the name): each is numbered "
+                f"{before.rank} by its place among its folder's files, so they are paired by that place alone, not "
+                "known to be the same rank")
+    side, other = (unnamed[0], "after" if unnamed[0] == "before" else "before")
+    number = before.rank if side == "before" else after.rank
+    return (f"the {side} file names no rank (no distributedInfo, no rank-N in the name): it is numbered {number} by "
+            f"its place among its folder's files, so it is paired with the {other} trace's rank {number} by that "
+            "number alone, not known to be the same rank")
 
 
 def names_compared_per_step(before: RankReport, after: RankReport) -> bool:

@@ -81,6 +81,8 @@ def comparison_json(comparison: RankComparison) -> dict[str, Any]:
         "after_rank": comparison.after.rank,
         FILE_KEY: comparison.before.file or None,
         "after_" + FILE_KEY: comparison.after.file or None,
+        # why the two are not known to be the same rank (a folder's file that names none); null where they are
+        "pairing_caveat": comparison.pairing_caveat or None,
         "step_time_ratio": _number(ratio),
         "step_time_ratio_low": _number(1 / step.speedup_high) if step.speedup_high else None,
         "step_time_ratio_high": _number(1 / step.speedup_low) if step.speedup_low else None,

@@ -121,6 +121,8 @@ def comparison_lines(before_path: str, after_path: str, comparison: RankComparis
     lines = [f"before: {before_path} (rank {before.rank}, {before.device}{_file_in_folder(before_path, before)})",
              f"after:  {after_path} (rank {after.rank}, {after.device}{_file_in_folder(after_path, after)})",
              f"step time: {_step_summary(before)} → {_step_summary(after)}"]
+    if comparison.pairing_caveat:  # said before the verdict: the verdict is of these two files, whatever they are
+        lines.insert(2, f"  {comparison.pairing_caveat}")
     lines.append("  " + _step_verdict(comparison))
     lines += ["  " + line for line in _throughput_lines(comparison)]
     gpus = other_device(before.device, after.device, before.cpu_only, after.cpu_only)
