@@ -119,6 +119,19 @@ def test_side_by_side_a_trace_shows_its_own_figures_and_no_settings_or_run_figur
     assert not any(row.differs for row in rows.values() if row.section in ("Settings", "Results", "Trace"))
 
 
+def test_a_traces_environment_it_does_not_hold_is_no_difference_from_a_runs(store):
+    """A trace record knows its GPU's name, not the device type, torch, Python or machine it was taken on: its blank
+    cells were flagged as differing from the run's."""
+    run = store.get_run(record_complete_run(store, RunConfig(device="cpu")))
+    traced = store.get_run(store.add_trace(trace())[0])
+    rows = {(row.section, row.key): row for row in compare_runs([run, traced])}
+    assert rows["Environment", "torch_version"].texts == ("2.14.1", "")
+    assert rows["Environment", "hostname"].texts[1] == ""
+    # the devices' names are both held: a CPU's beside an A100's is a difference
+    assert [key for (section, key), row in rows.items() if section == "Environment" and row.differs] == [
+        "device_name"]
+
+
 def test_among_runs_and_traces_each_row_compares_the_records_that_hold_it(store):
     small = store.get_run(record_complete_run(store, RunConfig(device="cpu", batch_size=64)))
     large = store.get_run(record_complete_run(store, RunConfig(device="cpu", batch_size=512)))

@@ -77,9 +77,11 @@ def compare_runs(records: Sequence[RunRecord]) -> list[ComparisonRow]:
         rows.extend(_trace_rows(records))
 
     add("Environment", "device_name", "device", lambda r: r.summary.device_name, _formatter(_TEXT))
+    # A trace record knows its GPU's name from the trace, not the rest of the machine that took it: its blank
+    # cells are not held, so they are no difference from a run's (nor another record's).
     for fact in _DEVICE_FACTS:
-        add("Environment", fact.name, fact.label, _device_fact(fact.name), _formatter(fact))
-    add("Environment", "hostname", "machine", lambda r: r.hostname, _formatter(_TEXT))
+        add("Environment", fact.name, fact.label, _device_fact(fact.name), _formatter(fact), held=runs_only)
+    add("Environment", "hostname", "machine", lambda r: r.hostname, _formatter(_TEXT), held=runs_only)
     add("Environment", "app_version", "workbench", lambda r: r.app_version, _formatter(_TEXT))
     return rows
 
