@@ -83,6 +83,15 @@ def test_a_step_as_long_with_four_times_the_compute_points_at_the_batch_size(sto
     assert "--batch-size" not in speed_lines(same_work)[0]
 
 
+def test_compute_per_step_moved_on_two_gpus_says_the_device_moves_it_beside_the_batch_hint(store):
+    steps = [0.100, 0.101, 0.102, 0.103, 0.104]
+    before, after = records(store, trace("a", steps, compute_share=0.2),
+                            trace("b", steps, compute_share=0.8, device="Tesla V100"))
+    (line,) = speed_lines([before, after])
+    assert ("compute per step is 4.0× what it was: the two traces ran on different devices, and a kernel's time "
+            "moves with its device as much as with its batch; if the batch size changed") in line
+
+
 def test_two_single_rank_traces_are_compared_whatever_their_rank_numbers(store):
     steps = [0.100, 0.101, 0.102, 0.103, 0.104]
     before, after = records(store, trace("a", steps, rank=1), trace("b", [s / 2 for s in steps], rank=0))

@@ -155,6 +155,18 @@ def test_traces_from_gpus_of_two_kinds_say_the_change_is_the_gpus_as_much_as_the
     assert "different GPUs" not in same
 
 
+def test_compute_per_step_moved_on_two_gpus_says_the_device_moves_it_beside_the_batch_hint():
+    """Four times the compute per step, an A100 then a V100: the hint pointed at the batch size alone."""
+    before = rank_report(device="NVIDIA A100-PG509-200", compute_share=0.2, window_seconds=0.5)
+    after = rank_report(device="Tesla V100-SXM2-16GB", compute_share=0.8, window_seconds=0.5)
+    text = "\n".join(comparison_lines("a.json", "b.json", compare(before, after)))
+    assert ("the GPU's compute per step is 4.0× what it was: the two traces ran on different devices, and a kernel's "
+            "time moves with its device as much as with its batch; if the batch size changed") in text
+    same = "\n".join(comparison_lines("a.json", "b.json", compare(before, dataclasses.replace(
+        after, device=before.device))))
+    assert "the GPU's compute per step is 4.0× what it was: if the batch size changed" in same
+
+
 def test_a_trace_without_gpu_work_against_a_gpus_says_the_steps_ran_on_other_devices():
     """A torch.profiler CPU trace against the A100's: "longer steps in these two traces: a loss" with no word that one
     ran no GPU work, where two GPUs of two kinds are said."""

@@ -13,7 +13,7 @@ from typing import Any, Optional, Sequence
 from workbench.formatting import format_step_seconds
 from workbench.history.records import RunRecord
 from workbench.trace_analysis.comparing import (by_rank_and_entry, compare_steps, other_device, per_step,
-                                                step_verdict_text, work_moved)
+                                                step_verdict_text, work_moved, work_moved_text)
 
 
 def trace_step_lines(records: Sequence[RunRecord]) -> list[str]:
@@ -40,7 +40,8 @@ def trace_step_lines(records: Sequence[RunRecord]) -> list[str]:
             gpus = other_device(str(before.get("device", "")), str(after.get("device", "")),
                                 before.get("cpu_only") is True, after.get("cpu_only") is True)
             lines.append(f"#{other_id} against #{first_id}, rank {_rank(after)}: {_spread(before)} → {_spread(after)}; "
-                         f"{_verdict(before, after)}{_work_hint(before, after)}{f'; {gpus}' if gpus else ''}")
+                         f"{_verdict(before, after)}{_work_hint(before, after, bool(gpus))}"
+                         f"{f'; {gpus}' if gpus else ''}")
     return lines
 
 
@@ -54,10 +55,11 @@ def _verdict(before: dict[str, Any], after: dict[str, Any]) -> str:
     return step_verdict_text(result)
 
 
-def _work_hint(before: dict[str, Any], after: dict[str, Any]) -> str:
-    """Where the GPU's compute per step moved (a batch size changed, say), step time alone does not say it all."""
+def _work_hint(before: dict[str, Any], after: dict[str, Any], devices_differ: bool) -> str:
+    """Where the GPU's compute per step moved (a batch size changed, say, or the device), step time alone does not
+    say it all."""
     moved = work_moved(_compute_per_step(before), _compute_per_step(after))
-    return "" if moved is None else f"; the GPU's compute per step is {moved:.1f}× what it was: {WINDOW_BATCH_HINT}"
+    return "" if moved is None else f"; {work_moved_text(moved, WINDOW_BATCH_HINT, devices_differ)}"
 
 
 # The window has no batch sizes to give a trace (a trace does not record its own): the command that takes them.

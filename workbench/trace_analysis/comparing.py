@@ -59,6 +59,16 @@ def work_moved(before_seconds_per_step: Optional[float], after_seconds_per_step:
     return moved if not 1 / WORK_CHANGE < moved < WORK_CHANGE else None
 
 
+def work_moved_text(moved: float, batch_hint: str, devices_differ: bool) -> str:
+    """The GPU's compute per step moved (work_moved), in words: a batch size is one cause; on two devices (other_device
+    says so), the device is as likely one, and the words say so before the batch hint."""
+    head = f"the GPU's compute per step is {moved:.1f}× what it was"
+    if devices_differ:
+        return (f"{head}: the two traces ran on different devices, and a kernel's time moves with its device as "
+                f"much as with its batch; {batch_hint}")
+    return f"{head}: {batch_hint}"
+
+
 _INDEX_ONLY = re.compile(r"cuda:\d+")  # a GPU named by its index alone says nothing of its kind
 
 

@@ -12,7 +12,7 @@ from workbench.formatting import format_step_seconds
 from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, NO_STEPS_TO_COMPARE_BY, NamedChange,
                                                 RankComparison, kernels_not_compared, names_compared_per_step,
                                                 other_device, per_step, run_to_run_caveat, step_verdict_text,
-                                                straggler, work_moved)
+                                                straggler, work_moved, work_moved_text)
 from workbench.trace_analysis.model import EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
 from workbench.trace_analysis.wording import (
     ZERO_WINDOW,
@@ -189,7 +189,10 @@ def _throughput_lines(comparison: RankComparison) -> list[str]:
     first, then = comparison.before, comparison.after
     moved = work_moved(per_step(first.compute_share, first.window_seconds, first.steps),
                        per_step(then.compute_share, then.window_seconds, then.steps))
-    return [] if moved is None else [f"the GPU's compute per step is {moved:.1f}× what it was: {BATCH_HINT}"]
+    if moved is None:
+        return []
+    return [work_moved_text(moved, BATCH_HINT, bool(other_device(first.device, then.device, first.cpu_only,
+                                                                  then.cpu_only)))]
 
 
 def _step_summary(rank: RankReport) -> str:
