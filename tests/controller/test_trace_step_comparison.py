@@ -96,7 +96,8 @@ def test_two_single_rank_traces_are_compared_whatever_their_rank_numbers(store):
     steps = [0.100, 0.101, 0.102, 0.103, 0.104]
     before, after = records(store, trace("a", steps, rank=1), trace("b", [s / 2 for s in steps], rank=0))
     (line,) = speed_lines([before, after])
-    assert line.startswith("#2 against #1, rank 0: ") and "a gain" in line
+    # each record's number, in the line's order (it named #2's rank 0 alone, as if both were rank 0)
+    assert line.startswith("#2 against #1, rank 0 against rank 1: ") and "a gain" in line
 
 
 def test_traces_from_gpus_of_two_kinds_say_the_change_is_the_gpus_too(store):

@@ -210,12 +210,18 @@ def test_side_by_side_ranks_are_paired_by_their_number_not_their_place(store):
 
 
 def test_one_rank_each_is_set_side_by_side_whatever_its_number(store):
-    """As `workbench trace BEFORE AFTER` compares two single-rank traces: a rank-1 file beside a rank-0 file."""
+    """As `workbench trace BEFORE AFTER` compares two single-rank traces: a rank-1 file beside a rank-0 file. The
+    label names their numbers in the columns' order (it said "rank 0/1" above rank 1's figures, then rank 0's)."""
     one = store.get_run(store.add_trace(trace(sha256="04" * 32, ranks=[rank(1, 0.35, 0.4)]))[0])
     zero = store.get_run(store.add_trace(trace(sha256="05" * 32, ranks=[rank(0, 0.2, 0.5)]))[0])
     rows = {row.key: row for row in compare_runs([one, zero]) if row.section == "Trace"}
-    assert rows["trace.rank0/1.compute_share"].texts == ("35.0 %", "20.0 %")
-    assert rows["trace.rank0/1.compute_share"].label == "rank 0/1: compute"
+    assert rows["trace.rank1/0.compute_share"].texts == ("35.0 %", "20.0 %")
+    assert rows["trace.rank1/0.compute_share"].label == "rank 1/0: compute"
+    rows = {row.key: row for row in compare_runs([zero, one]) if row.section == "Trace"}
+    assert rows["trace.rank0/1.compute_share"].texts == ("20.0 %", "35.0 %")
+    again = store.get_run(store.add_trace(trace(sha256="06" * 32, ranks=[rank(1, 0.3, 0.4)]))[0])
+    rows = {row.key: row for row in compare_runs([one, zero, again]) if row.section == "Trace"}
+    assert rows["trace.rank1/0.compute_share"].texts == ("35.0 %", "20.0 %", "30.0 %")  # each number once
 
 
 def test_records_are_counted_by_their_kinds_in_words(store):

@@ -39,7 +39,10 @@ def trace_step_lines(records: Sequence[RunRecord]) -> list[str]:
                 continue
             gpus = other_device(str(before.get("device", "")), str(after.get("device", "")),
                                 before.get("cpu_only") is True, after.get("cpu_only") is True)
-            lines.append(f"#{other_id} against #{first_id}, rank {_rank(after)}: {_spread(before)} → {_spread(after)}; "
+            # one rank each of two numbers: both, each beside its record, in the line's order
+            numbers = (f"{_rank(after)} against rank {_rank(before)}" if _rank(before) != _rank(after)
+                       else f"{_rank(after)}")
+            lines.append(f"#{other_id} against #{first_id}, rank {numbers}: {_spread(before)} → {_spread(after)}; "
                          f"{_verdict(before, after)}{_work_hint(before, after, bool(gpus))}"
                          f"{f'; {gpus}' if gpus else ''}")
     return lines

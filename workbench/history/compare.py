@@ -202,7 +202,8 @@ def _trace_rows(records: Sequence[RunRecord]) -> list[ComparisonRow]:
     shown = [trace for trace in traces if trace is not None]
     if len(shown) > 1 and all(len(trace.ranks) == 1 for trace in shown):
         # one rank each: set side by side whatever their numbers, as `workbench trace BEFORE AFTER` compares them
-        numbers = sorted({str(next(iter(found))[0]) for found in positions if found})
+        # their numbers in the columns' order, each once: "rank 1/0" reads as the cells beside it, rank 1's first
+        numbers = dict.fromkeys(str(next(iter(found))[0]) for found in positions if found)
         both = ("/".join(numbers), 0)
         positions = [{both: 0} if trace is not None else {} for trace in traces]
     ranks = sorted({rank for found in positions for rank in found},
