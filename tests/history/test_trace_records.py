@@ -37,6 +37,20 @@ def test_a_trace_is_kept_as_a_record_of_its_own_kind_with_its_file_and_figures(s
     assert [listed.id for listed in store.list_runs()] == [run_id]
 
 
+def test_a_folder_of_one_ranks_profiling_cycles_is_one_process_not_one_per_file(store):
+    """Three cycles of rank 0 (a file each) were kept as world_size 3; a record kept so still reads 1."""
+    cycles = trace(sha256="0c" * 32, ranks=[rank(0, 0.5, 0.25), rank(0, 0.4, 0.3), rank(0, 0.45, 0.2)])
+    run_id, _ = store.add_trace(cycles)
+    assert store.get_run(run_id).summary.world_size == 1
+    with store._transaction() as conn:
+        assert conn.execute("SELECT world_size FROM runs WHERE id = ?", (run_id,)).fetchone()[0] == 1
+        conn.execute("UPDATE runs SET world_size = 3 WHERE id = ?", (run_id,))  # as such a record was kept
+    assert store.get_run(run_id).summary.world_size == 1
+    two_ranks_twice = trace(sha256="0d" * 32, ranks=[rank(0, 0.5, 0.25), rank(0, 0.4, 0.3), rank(1, 0.45, 0.2),
+                                                     rank(1, 0.45, 0.2)])
+    assert store.get_run(store.add_trace(two_ranks_twice)[0]).summary.world_size == 2
+
+
 def test_the_same_bytes_opened_again_give_the_record_already_kept(store):
     first, _ = store.add_trace(trace())
     again, kept_before = store.add_trace(trace(path="/elsewhere/copy.json.gz"))

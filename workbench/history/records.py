@@ -11,7 +11,7 @@ import math
 import sqlite3
 import time
 import unicodedata
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Optional, Sequence, get_type_hints
 
 from workbench.config import FIELD_TYPES, ConfigError, RunConfig
@@ -162,6 +162,9 @@ def record_from_row(row: sqlite3.Row) -> RunRecord:
         **_rank_peaks(read.text(row["rank_peaks_json"])),
     )
     record_kind = read.text(row["record_kind"]) or "run"
+    trace = TraceRecord.from_json(read.text(row["trace_json"])) if record_kind == RECORD_KIND_TRACE else None
+    if trace is not None:  # a record kept before it was counted by rank stored its files' count (cycles included)
+        summary = replace(summary, world_size=trace.world_size)
     return RunRecord(
         id=row["id"],
         name=read.text(row["name"]) or "",
@@ -187,7 +190,7 @@ def record_from_row(row: sqlite3.Row) -> RunRecord:
         sequence_name=read.text(row["sequence_name"]),
         traceback=read.text(row["traceback"]),
         record_kind=record_kind,
-        trace=TraceRecord.from_json(read.text(row["trace_json"])) if record_kind == RECORD_KIND_TRACE else None,
+        trace=trace,
     )
 
 

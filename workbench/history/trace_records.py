@@ -53,6 +53,12 @@ class TraceRecord:
         devices = [str(rank.get("device")) for rank in self.ranks if rank.get("device") not in (None, "", "unknown")]
         return ", ".join(dict.fromkeys(devices)) or None
 
+    @property
+    def world_size(self) -> int:
+        """The ranks it holds, each once (at least 1): a rank in several files (one process's profiling cycles, a
+        file each) is one process, not one per file."""
+        return max(1, len({repr(rank.get("rank")) for rank in self.ranks}))
+
     def to_json(self) -> str:
         return json.dumps({"path": self.path, "size_bytes": self.size_bytes, "sha256": self.sha256,
                            "ranks": list(self.ranks), "notes": list(self.notes), "files": list(self.files)},
@@ -93,7 +99,7 @@ def insert_trace(conn: sqlite3.Connection, trace: TraceRecord, name: str, source
     cursor = conn.execute(
         "INSERT INTO runs (name, status, source, started_at, finished_at, app_version, config_json, device_name, "
         "world_size, record_kind, trace_json, trace_sha256) VALUES (?, 'finished', ?, ?, ?, ?, '{}', ?, ?, ?, ?, ?)",
-        (name, source, opened_at, opened_at, app_version, trace.device, max(1, len(trace.ranks)), RECORD_KIND_TRACE,
+        (name, source, opened_at, opened_at, app_version, trace.device, trace.world_size, RECORD_KIND_TRACE,
          trace.to_json(), trace.sha256),
     )
     assert cursor.lastrowid is not None  # set by every INSERT
