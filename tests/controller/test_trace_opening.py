@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import threading
 from pathlib import Path
@@ -293,6 +294,24 @@ def test_the_history_spreads_out_every_figure_of_the_json_contract():
 
 
 @pytest.mark.skipif(not (TRACES / "a100-nccl.json.gz").is_file(), reason="../shared/traces is not beside the checkout")
+def test_the_record_keeps_whether_each_file_named_its_rank(tmp_path):
+    """The Runs tab's step line says a rank numbered by its file's place is paired by that number alone: the record
+    keeps which are."""
+    unranked = tmp_path / "unranked"  # two files with no distributedInfo and no rank-N in their names
+    unranked.mkdir()
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 1000},
+              {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 100, "dur": 500,
+               "args": {"device": 0, "stream": 7, "correlation": 1}}]
+    for name in ("a.json", "b.json"):
+        (unranked / name).write_text(json.dumps({"traceEvents": events}))
+    kept = []
+    for folder in (TRACES / "two-ranks", unranked):
+        opened = TraceOpening(folder, tmp_path / "home").run()
+        with HistoryStore.open_for_reading(tmp_path / "home") as store:
+            kept.append([rank["rank_named"] for rank in store.get_run(opened.record_id).trace.ranks])
+    assert kept == [[True, True], [False, False]]
+
+
 def test_the_record_keeps_what_workbench_trace_json_prints(tmp_path):
     from workbench.trace_analysis.report_json import to_json
 

@@ -92,6 +92,31 @@ def test_compute_per_step_moved_on_two_gpus_says_the_device_moves_it_beside_the_
             "moves with its device as much as with its batch; if the batch size changed") in line
 
 
+def test_a_rank_numbered_by_its_files_place_is_paired_with_a_caveat(store):
+    """A folder's two files that name no rank (numbered 0 and 1 by their place) against a job's ranks 0 and 1: the
+    step line said "rank 1" as if they were the same rank. One process each, or a record kept before it was known
+    (no rank_named), is compared without it."""
+    steps = [0.100, 0.101, 0.102, 0.103, 0.104]
+
+    def two_ranks(sha, named):
+        ranks = tuple(dict(trace(sha, steps, rank=number).ranks[0], rank_named=named) for number in (0, 1))
+        return TraceRecord(path=f"/t/{sha}", size_bytes=1, sha256=sha * 32, ranks=ranks)
+
+    unranked, ranked = records(store, two_ranks("a", False), two_ranks("b", True))
+    lines = speed_lines([unranked, ranked])
+    assert lines[1].startswith("#2 against #1, rank 1: ") and lines[1].endswith(
+        "; the #1 file names no rank (no distributedInfo, no rank-N in the name): it is numbered 1 by its place among "
+        "its folder's files, so it is paired with the #2 trace's rank 1 by that number alone, not known to be the "
+        "same rank")
+    older = TraceRecord(path="/t/c", size_bytes=1, sha256="c" * 32, ranks=tuple(
+        {key: value for key, value in rank.items() if key != "rank_named"} for rank in two_ranks("c", True).ranks))
+    assert not any("names no rank" in line for line in speed_lines(records(store, older, two_ranks("d", True))))
+    cycles = [TraceRecord(path=f"/t/{sha}", size_bytes=1, sha256=sha * 32,  # one process's two cycles each
+                          ranks=(dict(trace(sha, steps).ranks[0], rank_named=False),) * 2) for sha in ("e", "f")]
+    lines = speed_lines(records(store, *cycles))
+    assert len(lines) == 2 and not any("names no rank" in line for line in lines)
+
+
 def test_two_single_rank_traces_are_compared_whatever_their_rank_numbers(store):
     steps = [0.100, 0.101, 0.102, 0.103, 0.104]
     before, after = records(store, trace("a", steps, rank=1), trace("b", [s / 2 for s in steps], rank=0))

@@ -13,7 +13,7 @@ from typing import Any, Optional, Sequence
 from workbench.formatting import format_step_seconds
 from workbench.history.records import RunRecord
 from workbench.trace_analysis.comparing import (by_rank_and_entry, compare_steps, other_device, per_step,
-                                                step_verdict_text, work_moved, work_moved_text)
+                                                step_verdict_text, unnamed_pairing_words, work_moved, work_moved_text)
 
 
 def trace_step_lines(records: Sequence[RunRecord]) -> list[str]:
@@ -28,6 +28,9 @@ def trace_step_lines(records: Sequence[RunRecord]) -> list[str]:
     lines = []
     before_ranks = by_rank_and_entry(first.ranks, _rank)
     for other_id, other in traces[1:]:
+        # one process each (one rank number each): its files are not paired by a number their place gave them
+        one_process_each = len({repr(_rank(rank)) for rank in first.ranks}) == 1 == len(
+            {repr(_rank(rank)) for rank in other.ranks})
         for key, after in by_rank_and_entry(other.ranks, _rank).items():
             # one rank each: compared whatever their numbers, as `workbench trace BEFORE AFTER` compares them
             one_each = len(first.ranks) == 1 and len(other.ranks) == 1
@@ -42,9 +45,13 @@ def trace_step_lines(records: Sequence[RunRecord]) -> list[str]:
             # one rank each of two numbers: both, each beside its record, in the line's order
             numbers = (f"{_rank(after)} against rank {_rank(before)}" if _rank(before) != _rank(after)
                        else f"{_rank(after)}")
+            # a record kept before rank_named was kept: its rank is taken as named (unknown, as it was read then)
+            unnamed = unnamed_pairing_words(_rank(after), before.get("rank_named") is not False,
+                                            after.get("rank_named") is not False, one_process_each,
+                                            (f"#{first_id}", f"#{other_id}"))
             lines.append(f"#{other_id} against #{first_id}, rank {numbers}: {_spread(before)} → {_spread(after)}; "
                          f"{_verdict(before, after)}{_work_hint(before, after, bool(gpus))}"
-                         f"{f'; {gpus}' if gpus else ''}")
+                         f"{f'; {gpus}' if gpus else ''}{f'; {unnamed}' if unnamed else ''}")
     return lines
 
 

@@ -208,18 +208,23 @@ def pairing_caveat(before: RankReport, after: RankReport, one_process_each: bool
     """Where a pair's rank is a folder's file that names no rank (numbered by its place among the folder's files),
     that the two are paired by that number alone; "" where both name their rank, or where each trace holds one
     process (one number: one unranked script's file, or its profiling cycles, against the other's)."""
-    unnamed = [side for side, rank in (("before", before), ("after", after)) if not rank.rank_named]
+    return unnamed_pairing_words(before.rank, before.rank_named, after.rank_named, one_process_each)
+
+
+def unnamed_pairing_words(number: Any, before_named: bool, after_named: bool, one_process_each: bool,
+                          sides: tuple[str, str] = ("before", "after")) -> str:
+    """pairing_caveat's words, for two ranks paired by their ``number``, ``sides`` naming the two traces."""
+    unnamed = [side for side, named in zip(sides, (before_named, after_named)) if not named]
     if not unnamed or one_process_each:
         return ""
     if len(unnamed) == 2:
         return (f"neither file names its rank (no distributedInfo, no rank-N in the name): each is numbered "
-                f"{before.rank} by its place among its folder's files, so they are paired by that place alone, not "
+                f"{number} by its place among its folder's files, so they are paired by that place alone, not "
                 "known to be the same rank")
-    side, other = (unnamed[0], "after" if unnamed[0] == "before" else "before")
-    number = before.rank if side == "before" else after.rank
-    return (f"the {side} file names no rank (no distributedInfo, no rank-N in the name): it is numbered {number} by "
-            f"its place among its folder's files, so it is paired with the {other} trace's rank {number} by that "
-            "number alone, not known to be the same rank")
+    other = sides[1] if unnamed[0] == sides[0] else sides[0]
+    return (f"the {unnamed[0]} file names no rank (no distributedInfo, no rank-N in the name): it is numbered "
+            f"{number} by its place among its folder's files, so it is paired with the {other} trace's rank {number} "
+            "by that number alone, not known to be the same rank")
 
 
 def names_compared_per_step(before: RankReport, after: RankReport) -> bool:
