@@ -138,5 +138,5 @@ def bring_up_to_date(conn: sqlite3.Connection, record_id: int, trace: TraceRecor
     if kept is not None:  # the path it was first opened from stays its path, as its name does
         trace = replace(trace, path=kept.path)
     conn.execute("UPDATE runs SET trace_json = ?, device_name = ?, world_size = ?, app_version = ? WHERE id = ?",
-                 (trace.to_json(), trace.device, max(1, len(trace.ranks)), app_version, record_id))
+                 (trace.to_json(), trace.device, trace.world_size, app_version, record_id))
     return KeptBefore(True, row[1])
