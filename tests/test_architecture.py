@@ -5,6 +5,7 @@ run, and a cycle through them is a module that needs itself half-imported), and 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "workbench"
@@ -24,23 +25,14 @@ def imports(module: str, path: Path, modules: dict[str, Path], kinds: frozenset[
             ) -> set[str]:
     """The workbench modules ``module`` imports where ``kinds`` says: "top" (module level), "lazy" (in a function),
     "types" (under ``if TYPE_CHECKING``). By default everything that runs."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    type_only = {id(node) for branch in ast.walk(tree) if isinstance(branch, ast.If)
-                 and "TYPE_CHECKING" in ast.unparse(branch.test) for node in ast.walk(branch)}
-    in_function = {id(node) for function in ast.walk(tree) if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
-                   for node in ast.walk(function)}
-
-    def kind(node: ast.AST) -> str:
-        return "types" if id(node) in type_only else "lazy" if id(node) in in_function else "top"
-
     def known(name: str) -> str | None:
         while name and name not in modules:
             name = name.rpartition(".")[0]
         return name or None
 
     found: set[str | None] = set()
-    for node in ast.walk(tree):
-        if kind(node) not in kinds:
+    for kind, node in import_statements(path.read_text(encoding="utf-8")):
+        if kind not in kinds:
             continue
         if isinstance(node, ast.Import):
             found.update(known(alias.name) for alias in node.names if alias.name.startswith("workbench"))
@@ -55,6 +47,23 @@ def imports(module: str, path: Path, modules: dict[str, Path], kinds: frozenset[
                 found.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else known(base)
                              for alias in node.names)
     return {name for name in found if name is not None and name != module}
+
+
+@functools.lru_cache(maxsize=None)
+def import_statements(source: str) -> tuple[tuple[str, ast.Import | ast.ImportFrom], ...]:
+    """Each import statement of ``source`` with its kind: "types" anywhere under an ``if TYPE_CHECKING`` (its
+    else too), else "lazy" anywhere in a function, else "top". One walk that carries where it is (a walk of each
+    function's and each branch's nodes took seconds); cached, as each check reads every module again."""
+    found = []
+    todo: list[tuple[ast.AST, bool, bool]] = [(ast.parse(source), False, False)]
+    while todo:
+        node, types, lazy = todo.pop()
+        types = types or (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test))
+        lazy = lazy or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(("types" if types else "lazy" if lazy else "top", node))
+        todo.extend((child, types, lazy) for child in ast.iter_child_nodes(node))
+    return tuple(found)
 
 
 def import_cycles(package: Path = PACKAGE) -> list[list[str]]:
