@@ -15,6 +15,7 @@ from builders import count_upgrades, older_history, record_complete_run
 from PySide6.QtCore import QCoreApplication, QTimer
 
 from workbench.gui.background import wait_for_background_calls
+from workbench.gui import runs_refresh
 from workbench.gui.runs_refresh import SAY_AGAIN_AFTER_TICKS
 from workbench.gui.runs_view import ERROR_STYLE, LOADING_TEXT, RunsView
 from workbench.history.failure_log import failure_log_path
@@ -357,8 +358,8 @@ def test_a_poll_that_keeps_failing_is_logged_once_and_said_again_once_another_me
 def test_a_poll_failing_with_another_message_each_tick_is_logged_once_per_kind_while_it_fails(
         make_view, store, tmp_path, qtbot, monkeypatch):
     """"Once" was keyed on the message: a failure whose text changed each tick (a byte offset, a time, two errors
-    taking turns) was written to failures.log on every tick, every 2 s for as long as it lasted. Now once per spell
-    of failure, and once more per other kind of failure in it; the status line shows the latest message."""
+    taking turns) was written to failures.log on every tick, every 2 s for as long as it lasted. Now once per kind
+    of failure while it keeps failing (at most 3 kinds); the status line shows the latest message."""
     record_complete_run(store, name="first")
     view = make_view()
     real = HistoryStore.read_revision
@@ -396,16 +397,74 @@ def test_a_poll_failing_with_another_message_each_tick_is_logged_once_per_kind_w
     for other in (HistoryDamaged, HistoryTooNew):  # a third kind is logged, a fourth no more
         kind[0] = other
         tick()
-    assert len(logged()) == 3  # runs_refresh.LOGGED_KINDS_PER_SPELL
+    assert len(logged()) == 3  # runs_refresh.LOGGED_KINDS_AT_ONCE
     kind[0] = HistoryError
 
     monkeypatch.setattr(HistoryStore, "read_revision", real)
-    tick()  # it reads again: the spell is over
+    tick()  # it reads again: the status line's spell is over
     assert view.status_label.text() == ""
     monkeypatch.setattr(HistoryStore, "read_revision", failing)
     for _ in range(3):
         tick()
-    assert len(logged()) == 4  # failing again is logged again, once
+    assert view.status_label.text().startswith("cannot read") and view.status_label.styleSheet() == ERROR_STYLE
+    assert len(logged()) == 3  # one read between is not the quiet that logs it again (LOG_AGAIN_AFTER_QUIET_TICKS)
+
+
+def test_a_poll_that_fails_and_reads_by_turns_is_logged_once_per_kind_until_it_stays_quiet(
+        make_view, store, tmp_path, qtbot, monkeypatch):
+    """A flaky network disk (fail, read, fail, read, …): each read ended the spell of failure, so each failure
+    began one and was written to failures.log, a line every 4 s for as long as it flapped. Now a kind of failure
+    already logged is logged again only once it has not failed for LOG_AGAIN_AFTER_QUIET_TICKS ticks; the status
+    line still says each failure in red, and a read still clears it."""
+    quiet_ticks = 4  # 300 ticks (10 minutes) in the app: the rule, not the wait, is under test
+    monkeypatch.setattr(runs_refresh, "LOG_AGAIN_AFTER_QUIET_TICKS", quiet_ticks)
+    record_complete_run(store, name="first")
+    said = []
+    real_failed = RunsView._read_failed
+    monkeypatch.setattr(RunsView, "_read_failed", lambda view, error: said.append(str(error)) or real_failed(view, error))
+    view = make_view()
+    real = HistoryStore.read_revision
+    kind = [HistoryError]
+
+    def failing(home):
+        raise kind[0]("cannot read the run history: disk I/O error")
+
+    def tick(fails: bool) -> None:
+        monkeypatch.setattr(HistoryStore, "read_revision", failing if fails else real)
+        view.refresher.poll()
+        settled(view, qtbot)
+
+    def logged() -> list[str]:
+        assert wait_for_background_calls(10_000)  # failures.log is written off the GUI thread
+        log = failure_log_path(tmp_path / "home")
+        text = log.read_text(encoding="utf-8") if log.exists() else ""
+        return [line for line in text.splitlines() if line.startswith("=== ")]
+
+    for flap in range(2 * quiet_ticks):  # a read between failures, longer than the quiet that logs it again
+        tick(fails=True)
+        assert view.status_label.styleSheet() == ERROR_STYLE  # each failure is said, as before
+        tick(fails=False)
+        assert view.status_label.text() == ""
+    assert len(said) == 2 * quiet_ticks
+    assert len(logged()) == 1
+
+    kind[0] = HistoryUnwritable  # another kind flapping in among them: once more
+    for _ in range(3):
+        tick(fails=True)
+        tick(fails=False)
+    assert len(logged()) == 2
+
+    tick(fails=True)
+    for _ in range(quiet_ticks - 1):  # not quiet long enough: the next failure is not logged
+        tick(fails=False)
+    tick(fails=True)
+    assert len(logged()) == 2
+    for _ in range(quiet_ticks):  # quiet that long: logged again, once
+        tick(fails=False)
+    tick(fails=True)
+    tick(fails=True)
+    entries = logged()
+    assert len(entries) == 3 and entries[-1].endswith("failed: cannot read the run history: disk I/O error")
 
 
 def test_a_poll_failing_with_another_message_each_tick_leaves_the_message_that_took_its_place_to_be_read(

@@ -11,8 +11,9 @@ read only has its upgraded copy's, made again when the file changes (database.ru
 why once while it fails so (in the status line, as a read that fails), not on every tick, and not never; the status
 line follows its latest message, and says it again SAY_AGAIN_AFTER_TICKS ticks after another message took the status
 line while it still fails. It is written to failures.log in the workbench home (off the GUI thread: the disk may be
-the one that hangs) once per spell of failing polls whatever its messages (a byte offset, a time in them), once more
-for each other kind of failure in that spell, up to LOGGED_KINDS_PER_SPELL kinds.
+the one that hangs) once per kind of failure (exception class) whatever its messages (a byte offset, a time in them),
+and that kind again only once it has not failed for LOG_AGAIN_AFTER_QUIET_TICKS ticks, whatever reads came between (a
+flaky disk: fail, read, fail, read…); at most LOGGED_KINDS_AT_ONCE kinds while they keep failing.
 
 At most one read is in flight. A refresh asked meanwhile is kept, one however many are asked, and starts when the
 read lands, from the revision that read brought: results land in the order they were read, so no older one is
@@ -36,9 +37,13 @@ from workbench.history.store import HistoryError
 # Failing ticks, once another message took the status line, before the poll's failure is said again (10 s at the
 # tab's 2 s poll: time to read the message that took its place).
 SAY_AGAIN_AFTER_TICKS = 5
-# Kinds of failure (exception classes) written to failures.log in one spell of failing polls (until a poll reads):
-# two errors taking turns are logged once each, and no spell logs more than this many lines.
-LOGGED_KINDS_PER_SPELL = 3
+# Ticks a kind of failure (exception class) logged to failures.log must pass without failing before it is logged
+# again (10 minutes at the tab's 2 s poll): a poll that fails and reads by turns, each read ending the status line's
+# spell of failure, wrote a line every 4 s for as long as the disk flapped.
+LOG_AGAIN_AFTER_QUIET_TICKS = 300
+# Kinds of failure logged while they keep failing (none quiet that long yet): two errors taking turns are logged once
+# each, and no more than this many lines however many kinds come.
+LOGGED_KINDS_AT_ONCE = 3
 POLL = "the Runs tab's poll of the history"  # failures.log's line: "… failed: REASON"
 
 
@@ -60,7 +65,8 @@ class RunsRefresh(QObject):
         self._then_next: list[Callable[[], None]] = []  # to call once the next read to start has landed
         self._polling = False  # a read of the revision is in flight
         self._poll_error: Optional[str] = None  # what the poll's latest failure said, while they go on
-        self._logged_kinds: set[type] = set()  # the kinds of failure logged in this spell of failing polls
+        self._ticks = 0  # polls landed, read or failed: the clock of LOG_AGAIN_AFTER_QUIET_TICKS
+        self._logged_kinds: dict[type, int] = {}  # kind of failure logged → the tick it last failed on
         self._unshown_ticks = 0  # failing ticks since another message took the status line from the poll's
         self._poll = QTimer(self)
         self._poll.setInterval(poll_ms)
@@ -121,23 +127,24 @@ class RunsRefresh(QObject):
 
     def _revision_read(self, revision: int) -> None:
         self._polling = False
+        self._ticks += 1
         failing_until_now, self._poll_error = self._poll_error is not None, None
-        self._logged_kinds.clear()  # the spell is over: the next failure is logged
         if (revision != self.revision or failing_until_now) and not self._reading:
             self.request()  # after failures, also where nothing was written: its read clears what they said
 
     def _revision_unread(self, error: Exception) -> None:
         self._polling = False
+        self._ticks += 1
         if not isinstance(error, HistoryError):
             raise error
         # The history cannot be read just now (the file went away, a busy disk): the poll skips a beat. What is
         # wrong is said once while the poll fails so (a poll that failed on every tick, unsaid, left the table as it
         # was for good), then again only to follow its message while it is shown, or if another message took its
         # place and it still fails SAY_AGAIN_AFTER_TICKS ticks on (it was never seen again). Logged once per kind of
-        # failure while it fails, not per message: one whose text changes on every tick was logged every 2 s.
+        # failure, not per message (one whose text changes on every tick was logged every 2 s), nor per spell (a
+        # flaky disk that read between failures was logged every 4 s).
         failed_before, self._poll_error = self._poll_error, str(error)
-        if type(error) not in self._logged_kinds and len(self._logged_kinds) < LOGGED_KINDS_PER_SPELL:
-            self._logged_kinds.add(type(error))
+        if self._log_due(type(error)):
             call_in_background(self, partial(log_problem, POLL, str(error), home=Path(self._history).parent),
                                _ignore, _ignore)  # log_problem never raises: nothing to report either way
         if failed_before is None:
@@ -152,6 +159,21 @@ class RunsRefresh(QObject):
             if self._unshown_ticks >= SAY_AGAIN_AFTER_TICKS:
                 self._unshown_ticks = 0
                 self._fail(error)
+
+    def _log_due(self, kind: type) -> bool:
+        """Whether this failure of ``kind`` is to be logged (noting that it failed now): not while it was logged
+        and has failed within LOG_AGAIN_AFTER_QUIET_TICKS ticks."""
+        quiet = [logged for logged, tick in self._logged_kinds.items()
+                 if self._ticks - tick > LOG_AGAIN_AFTER_QUIET_TICKS]
+        for logged in quiet:
+            del self._logged_kinds[logged]
+        if kind in self._logged_kinds:
+            self._logged_kinds[kind] = self._ticks
+            return False
+        if len(self._logged_kinds) >= LOGGED_KINDS_AT_ONCE:
+            return False
+        self._logged_kinds[kind] = self._ticks
+        return True
 
     def stop(self) -> None:
         self._poll.stop()
