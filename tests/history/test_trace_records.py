@@ -223,6 +223,28 @@ def test_side_by_side_ranks_are_paired_by_their_number_not_their_place(store):
     assert ordered == ["trace.rank0.compute_share", "trace.rank0.2.compute_share", "trace.rank1.compute_share"]
 
 
+def test_a_rank_numbered_by_its_files_place_is_marked_where_it_is_set_beside_another(store):
+    """A folder's files that name no rank (numbered 0 and 1 by their place) beside a job's ranks 0 and 1: the rows
+    read "rank 1: compute" as if they were the same rank, which the step line says they are not known to be. A rank
+    beside a blank, and one process each, are not marked; the row keys stay."""
+    def unnamed(number):
+        return dict(rank(number, 0.3, 0.4), rank_named=False)
+
+    by_place = store.get_run(store.add_trace(trace(sha256="07" * 32, ranks=[unnamed(0), unnamed(1)]))[0])
+    named = store.get_run(store.add_trace(trace(sha256="08" * 32, ranks=[rank(1, 0.2, 0.5), rank(2, 0.2, 0.5)]))[0])
+    rows = {row.key: row for row in compare_runs([by_place, named]) if row.section == "Trace"}
+    marked = rows["trace.rank1.compute_share"]
+    assert marked.label == f"rank 1 (numbered by its file's place in #{by_place.id}): compute"
+    assert marked.tooltip.startswith(f"#{by_place.id}: the file names no rank") and marked.tooltip.endswith(
+        "numbered 1 by its place among its folder's files, so it is set beside the other traces' rank 1 by that "
+        "number alone, not known to be the same rank")
+    assert marked.differs  # the figures differ: the label says whose they are
+    assert rows["trace.rank0.compute_share"].label == "rank 0: compute"  # beside nothing: paired with no rank
+    cycles = [store.get_run(store.add_trace(trace(sha256=sha * 32, ranks=[unnamed(0), unnamed(0)]))[0])
+              for sha in ("09", "0a")]  # one process's two profiling cycles each: one number each side
+    assert not any("place" in row.label for row in compare_runs(cycles))
+
+
 def test_one_rank_each_is_set_side_by_side_whatever_its_number(store):
     """As `workbench trace BEFORE AFTER` compares two single-rank traces: a rank-1 file beside a rank-0 file. The
     label names their numbers in the columns' order (it said "rank 0/1" above rank 1's figures, then rank 0's)."""

@@ -209,8 +209,16 @@ def _trace_rows(records: Sequence[RunRecord]) -> list[ComparisonRow]:
     ranks = sorted({rank for found in positions for rank in found},
                    key=lambda rank: (0, rank[0], "", rank[1]) if isinstance(rank[0], int)
                    else (1, 0, str(rank[0]), rank[1]))
+    # one process each (one rank number each): its files are not paired by a number their place gave them
+    one_process_each = len(shown) > 1 and all(len({repr(rank.get("rank")) for rank in trace.ranks}) == 1
+                                               for trace in shown)
     for rank in ranks:
         key_part, rank_label = _rank_label(rank)
+        by_place = _numbered_by_place(records, traces, positions, rank, one_process_each)
+        tooltip = ""
+        if by_place:
+            rank_label = f"{rank_label} (numbered by its file's place in {', '.join(by_place)})"
+            tooltip = unnamed_rank_words(by_place, rank[0])
         steps = tuple(trace.rank_values("steps")[found[rank]] if trace is not None and rank in found else None
                       for trace, found in zip(traces, positions))
         # A rank with steps has its shares over them; one without, over its traced window (first to last event):
@@ -231,8 +239,28 @@ def _trace_rows(records: Sequence[RunRecord]) -> list[ComparisonRow]:
             read = tuple(holds and not (figures is not None and value is None)
                          for holds, figures, value in zip(held, kept, values))
             rows.append(ComparisonRow("Trace", f"trace.{key_part}.{key}", f"{rank_label}: {label}", values, texts,
-                                      compared=not (mixed and key in _OVER_THE_WINDOW), held=read))
+                                      compared=not (mixed and key in _OVER_THE_WINDOW), tooltip=tooltip, held=read))
     return rows
+
+
+def _numbered_by_place(records: Sequence[RunRecord], traces: Sequence[Any], positions: Sequence[dict],
+                       rank: tuple[Any, int], one_process_each: bool) -> list[str]:
+    """The records ("#3") whose file of this rank named no rank (numbered by its place among its folder's files),
+    where the rank is set beside another record's of that number: paired by that number alone, as the step line
+    says (a record kept before rank_named was kept: taken as named). None where each trace holds one process."""
+    holding = [(record, trace.ranks[found[rank]]) for record, trace, found in zip(records, traces, positions)
+               if trace is not None and rank in found]
+    if one_process_each or len(holding) < 2:
+        return []
+    return [f"#{record.id}" for record, figures in holding if figures.get("rank_named") is False]
+
+
+def unnamed_rank_words(by_place: Sequence[str], number: Any) -> str:
+    """Why a rank's rows are marked "numbered by its file's place", in the step line's words."""
+    whose = by_place[0] if len(by_place) == 1 else f"{', '.join(by_place[:-1])} and {by_place[-1]}"
+    return (f"{whose}: the file names no rank (no distributedInfo, no rank-N in the name): it is numbered {number} by "
+            "its place among its folder's files, so it is set beside the other traces' rank "
+            f"{number} by that number alone, not known to be the same rank")
 
 
 # The figures over a rank's window: its steps, else the traced window (first to last GPU event, or host event)
