@@ -100,7 +100,7 @@ def test_a_rank_numbered_by_its_files_place_is_paired_with_a_caveat(store):
 
     def two_ranks(sha, named):
         ranks = tuple(dict(trace(sha, steps, rank=number).ranks[0], rank_named=named) for number in (0, 1))
-        return TraceRecord(path=f"/t/{sha}", size_bytes=1, sha256=sha * 32, ranks=ranks)
+        return TraceRecord(path=f"/t/{sha}", size_bytes=1, sha256=sha * 32, ranks=ranks, files=("a.json", "b.json"))
 
     unranked, ranked = records(store, two_ranks("a", False), two_ranks("b", True))
     lines = speed_lines([unranked, ranked])
@@ -115,6 +115,21 @@ def test_a_rank_numbered_by_its_files_place_is_paired_with_a_caveat(store):
                           ranks=(dict(trace(sha, steps).ranks[0], rank_named=False),) * 2) for sha in ("e", "f")]
     lines = speed_lines(records(store, *cycles))
     assert len(lines) == 2 and not any("names no rank" in line for line in lines)
+
+
+def test_a_lone_file_naming_no_rank_is_paired_with_a_folders_rank_0_with_a_caveat(store):
+    """One script's file that names no rank (taken as rank 0) beside a job's ranks 0 and 1: the step line set it
+    beside rank 0 with no word that it is so by number alone. One such file each is compared without it."""
+    steps = [0.100, 0.101, 0.102, 0.103, 0.104]
+    lone, other_lone = (TraceRecord(path=f"/t/{sha}.json", size_bytes=1, sha256=sha * 32,
+                                    ranks=(dict(trace(sha, steps).ranks[0], rank_named=False),)) for sha in ("a", "b"))
+    job = TraceRecord(path="/t/job", size_bytes=1, sha256="c" * 32, files=("rank-0.json", "rank-1.json"),
+                      ranks=tuple(trace("c", steps, rank=number).ranks[0] for number in (0, 1)))
+    lines = speed_lines(records(store, lone, job))
+    assert lines[0].startswith("#2 against #1, rank 0: ") and lines[0].endswith(
+        "; the #1 file names no rank (no distributedInfo, no rank-N in the name): it is numbered 0 as the only file "
+        "read, so it is paired with the #2 trace's rank 0 by that number alone, not known to be the same rank")
+    assert not any("names no rank" in line for line in speed_lines(records(store, lone, other_lone)))
 
 
 def test_two_single_rank_traces_are_compared_whatever_their_rank_numbers(store):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import sqlite3
+from dataclasses import replace
 
 import pytest
 from builders import record_complete_run, trace_rank as rank, trace_record as trace
@@ -230,19 +231,27 @@ def test_a_rank_numbered_by_its_files_place_is_marked_where_it_is_set_beside_ano
     def unnamed(number):
         return dict(rank(number, 0.3, 0.4), rank_named=False)
 
-    by_place = store.get_run(store.add_trace(trace(sha256="07" * 32, ranks=[unnamed(0), unnamed(1)]))[0])
+    folder = replace(trace(sha256="07" * 32, ranks=[unnamed(0), unnamed(1)]), files=("a.json", "b.json"))
+    by_place = store.get_run(store.add_trace(folder)[0])
     named = store.get_run(store.add_trace(trace(sha256="08" * 32, ranks=[rank(1, 0.2, 0.5), rank(2, 0.2, 0.5)]))[0])
     rows = {row.key: row for row in compare_runs([by_place, named]) if row.section == "Trace"}
     marked = rows["trace.rank1.compute_share"]
-    assert marked.label == f"rank 1 (numbered by its file's place in #{by_place.id}): compute"
-    assert marked.tooltip.startswith(f"#{by_place.id}: the file names no rank") and marked.tooltip.endswith(
-        "numbered 1 by its place among its folder's files, so it is set beside the other traces' rank 1 by that "
-        "number alone, not known to be the same rank")
+    assert marked.label == f"rank 1 (#{by_place.id}'s file names no rank): compute"
+    assert marked.tooltip == (
+        f"no distributedInfo, no rank-N in the file's name: #{by_place.id}'s is numbered 1 by its place among its "
+        "folder's files; so it is set beside the other traces' rank 1 by that number alone, not known to be the "
+        "same rank")
     assert marked.differs  # the figures differ: the label says whose they are
     assert rows["trace.rank0.compute_share"].label == "rank 0: compute"  # beside nothing: paired with no rank
     cycles = [store.get_run(store.add_trace(trace(sha256=sha * 32, ranks=[unnamed(0), unnamed(0)]))[0])
               for sha in ("09", "0a")]  # one process's two profiling cycles each: one number each side
-    assert not any("place" in row.label for row in compare_runs(cycles))
+    assert not any("no rank" in row.label for row in compare_runs(cycles))
+    lone = store.get_run(store.add_trace(trace(sha256="0b" * 32, ranks=[unnamed(0)]))[0])  # a file read alone
+    rows = {row.key: row for row in compare_runs([lone, named, by_place]) if row.section == "Trace"}
+    assert rows["trace.rank0.compute_share"].label == (
+        f"rank 0 (#{lone.id}'s and #{by_place.id}'s files name no rank): compute")
+    assert f"#{lone.id}'s is numbered 0 as the only file read; #{by_place.id}'s is numbered 0 by its place" in rows[
+        "trace.rank0.compute_share"].tooltip
 
 
 def test_one_rank_each_is_set_side_by_side_whatever_its_number(store):

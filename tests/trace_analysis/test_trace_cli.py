@@ -252,6 +252,27 @@ def test_a_file_numbered_by_its_place_is_paired_with_a_rank_of_that_number_only_
     assert [entry["pairing_caveat"] for entry in data["comparison"]] == [None]
 
 
+def test_a_lone_file_naming_no_rank_is_paired_with_a_folders_rank_0_only_with_a_caveat(capsys, tmp_path):
+    """One script's trace (no distributedInfo, no rank-N in its name) beside a job's ranks 0 and 1: it was taken as
+    rank 0 and compared with the job's rank 0 as if it were that rank. Two such files, one each side, are compared
+    as they were, without a caveat."""
+    from trace_builders import write as write_trace
+
+    (tmp_path / "ranked").mkdir()
+    for name, kernel_us in (("a.json", 100), ("b.json", 100), ("ranked/rank-0.json", 100), ("ranked/rank-1.json", 700)):
+        write_trace(tmp_path / name, steady_trace(kernel_us))
+    data = run_json(capsys, str(tmp_path / "a.json"), str(tmp_path / "ranked"))
+    assert [(entry["rank"], entry["pairing_caveat"]) for entry in data["comparison"]] == [(0, (
+        "the before file names no rank (no distributedInfo, no rank-N in the name): it is numbered 0 as the only file "
+        "read, so it is paired with the after trace's rank 0 by that number alone, not known to be the same rank"))]
+    assert main(["trace", str(tmp_path / "ranked"), str(tmp_path / "a.json")]) == 0
+    assert "the after file names no rank (no distributedInfo, no rank-N in the name): it is numbered 0 as the only" \
+        in capsys.readouterr().out
+    data = run_json(capsys, str(tmp_path / "a.json"), str(tmp_path / "b.json"))
+    assert [entry["pairing_caveat"] for entry in data["comparison"]] == [None]
+    assert "notes" not in data["before"]  # the folder's numbering note is not a lone file's
+
+
 def test_files_numbered_by_place_take_the_numbers_no_named_rank_takes(capsys, tmp_path):
     """a.json beside rank-1.json was numbered 1 by its place (second) too: "rank 1 in more than one file"."""
     from trace_builders import write as write_trace

@@ -92,7 +92,8 @@ def _two(before: Any, after: Any, as_json: bool, samples_per_step: Optional[tupl
 
     # one process each (one rank number each side): paired whatever the numbers, named by a file or not
     one_process_each = len({rank.rank for rank in before.ranks}) == 1 == len({rank.rank for rank in after.ranks})
-    comparisons = [compare(b, a, samples_per_step, pairing_caveat(b, a, one_process_each))
+    alone = (len(before.files) == 1, len(after.files) == 1)  # its one file: numbered 0 where it names no rank
+    comparisons = [compare(b, a, samples_per_step, pairing_caveat(b, a, one_process_each, alone))
                    for b, a in _paired_ranks(before, after)]
     if as_json:
         print(json.dumps({"before": to_json(before), "after": to_json(after),

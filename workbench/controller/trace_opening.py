@@ -195,7 +195,7 @@ def _kept_figures(rank: RankReport) -> dict[str, Any]:
     figures["step_seconds"] = [float(seconds) for seconds in rank.step_seconds]
     figures["window_seconds"] = float(rank.window_seconds)  # the shares' window: a share × it ÷ steps is per step
     figures["cpu_only"] = rank.cpu_only  # why its GPU figures are null: no GPU work read (the Runs tab says so)
-    figures["rank_named"] = rank.rank_named  # False: a folder's file numbered by its place (the Runs tab says so)
+    figures["rank_named"] = rank.rank_named  # False: a file naming no rank (the Runs tab says so)
     return figures
 
 

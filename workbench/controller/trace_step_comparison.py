@@ -48,7 +48,7 @@ def trace_step_lines(records: Sequence[RunRecord]) -> list[str]:
             # a record kept before rank_named was kept: its rank is taken as named (unknown, as it was read then)
             unnamed = unnamed_pairing_words(_rank(after), before.get("rank_named") is not False,
                                             after.get("rank_named") is not False, one_process_each,
-                                            (f"#{first_id}", f"#{other_id}"))
+                                            (f"#{first_id}", f"#{other_id}"), (len(first.files) <= 1, len(other.files) <= 1))
             lines.append(f"#{other_id} against #{first_id}, rank {numbers}: {_spread(before)} → {_spread(after)}; "
                          f"{_verdict(before, after)}{_work_hint(before, after, bool(gpus))}"
                          f"{f'; {gpus}' if gpus else ''}{f'; {unnamed}' if unnamed else ''}")

@@ -214,11 +214,12 @@ def _trace_rows(records: Sequence[RunRecord]) -> list[ComparisonRow]:
                                                for trace in shown)
     for rank in ranks:
         key_part, rank_label = _rank_label(rank)
-        by_place = _numbered_by_place(records, traces, positions, rank, one_process_each)
+        unnamed = _unnamed_beside_another(records, traces, positions, rank, one_process_each)
         tooltip = ""
-        if by_place:
-            rank_label = f"{rank_label} (numbered by its file's place in {', '.join(by_place)})"
-            tooltip = unnamed_rank_words(by_place, rank[0])
+        if unnamed:
+            whose = " and ".join(f"#{record.id}'s" for record in unnamed)
+            rank_label = f"{rank_label} ({whose} {'file names' if len(unnamed) == 1 else 'files name'} no rank)"
+            tooltip = unnamed_rank_words(unnamed, rank[0])
         steps = tuple(trace.rank_values("steps")[found[rank]] if trace is not None and rank in found else None
                       for trace, found in zip(traces, positions))
         # A rank with steps has its shares over them; one without, over its traced window (first to last event):
@@ -243,23 +244,26 @@ def _trace_rows(records: Sequence[RunRecord]) -> list[ComparisonRow]:
     return rows
 
 
-def _numbered_by_place(records: Sequence[RunRecord], traces: Sequence[Any], positions: Sequence[dict],
-                       rank: tuple[Any, int], one_process_each: bool) -> list[str]:
-    """The records ("#3") whose file of this rank named no rank (numbered by its place among its folder's files),
-    where the rank is set beside another record's of that number: paired by that number alone, as the step line
-    says (a record kept before rank_named was kept: taken as named). None where each trace holds one process."""
+def _unnamed_beside_another(records: Sequence[RunRecord], traces: Sequence[Any], positions: Sequence[dict],
+                            rank: tuple[Any, int], one_process_each: bool) -> list[RunRecord]:
+    """The records whose file of this rank names no rank, where the rank is set beside another record's of that
+    number: paired by that number alone, as the step line says (a record kept before rank_named was kept: taken
+    as named). None where each trace holds one process."""
     holding = [(record, trace.ranks[found[rank]]) for record, trace, found in zip(records, traces, positions)
                if trace is not None and rank in found]
     if one_process_each or len(holding) < 2:
         return []
-    return [f"#{record.id}" for record, figures in holding if figures.get("rank_named") is False]
+    return [record for record, figures in holding if figures.get("rank_named") is False]
 
 
-def unnamed_rank_words(by_place: Sequence[str], number: Any) -> str:
-    """Why a rank's rows are marked "numbered by its file's place", in the step line's words."""
-    whose = by_place[0] if len(by_place) == 1 else f"{', '.join(by_place[:-1])} and {by_place[-1]}"
-    return (f"{whose}: the file names no rank (no distributedInfo, no rank-N in the name): it is numbered {number} by "
-            "its place among its folder's files, so it is set beside the other traces' rank "
+def unnamed_rank_words(unnamed: Sequence[RunRecord], number: Any) -> str:
+    """Why a rank's rows say its file names no rank: how each such record numbered it (the step line's words)."""
+    def numbered(record: RunRecord) -> str:
+        alone = record.trace is not None and len(record.trace.files) <= 1  # a lone file's record lists none
+        return "as the only file read" if alone else "by its place among its folder's files"
+
+    how = "; ".join(f"#{record.id}'s is numbered {number} {numbered(record)}" for record in unnamed)
+    return (f"no distributedInfo, no rank-N in the file's name: {how}; so it is set beside the other traces' rank "
             f"{number} by that number alone, not known to be the same rank")
 
 

@@ -204,27 +204,41 @@ def compare(before: RankReport, after: RankReport, samples_per_step: Optional[tu
                           pairing_caveat=pairing_caveat)
 
 
-def pairing_caveat(before: RankReport, after: RankReport, one_process_each: bool) -> str:
-    """Where a pair's rank is a folder's file that names no rank (numbered by its place among the folder's files),
-    that the two are paired by that number alone; "" where both name their rank, or where each trace holds one
-    process (one number: one unranked script's file, or its profiling cycles, against the other's)."""
-    return unnamed_pairing_words(before.rank, before.rank_named, after.rank_named, one_process_each)
+def pairing_caveat(before: RankReport, after: RankReport, one_process_each: bool,
+                   alone: tuple[bool, bool] = (False, False)) -> str:
+    """Where a pair's rank is a file that names no rank (numbered by its place among its folder's files, or 0 as
+    the only file read: ``alone``, before and after), that the two are paired by that number alone; "" where both
+    name their rank, or where each trace holds one process (one number: one unranked script's file, or its
+    profiling cycles, against the other's)."""
+    return unnamed_pairing_words(before.rank, before.rank_named, after.rank_named, one_process_each, alone=alone)
 
 
 def unnamed_pairing_words(number: Any, before_named: bool, after_named: bool, one_process_each: bool,
-                          sides: tuple[str, str] = ("before", "after")) -> str:
-    """pairing_caveat's words, for two ranks paired by their ``number``, ``sides`` naming the two traces."""
-    unnamed = [side for side, named in zip(sides, (before_named, after_named)) if not named]
+                          sides: tuple[str, str] = ("before", "after"), alone: tuple[bool, bool] = (False, False)
+                          ) -> str:
+    """pairing_caveat's words, for two ranks paired by their ``number``, ``sides`` naming the two traces, ``alone``
+    where a side's trace is its one file (numbered 0 as the only file read, not by a place among others)."""
+    unnamed = [(side, lone) for side, named, lone in zip(sides, (before_named, after_named), alone) if not named]
     if not unnamed or one_process_each:
         return ""
-    if len(unnamed) == 2:
+    if len(unnamed) == 2 and not any(alone):
         return (f"neither file names its rank (no distributedInfo, no rank-N in the name): each is numbered "
                 f"{number} by its place among its folder's files, so they are paired by that place alone, not "
                 "known to be the same rank")
-    other = sides[1] if unnamed[0] == sides[0] else sides[0]
-    return (f"the {unnamed[0]} file names no rank (no distributedInfo, no rank-N in the name): it is numbered "
-            f"{number} by its place among its folder's files, so it is paired with the {other} trace's rank {number} "
-            "by that number alone, not known to be the same rank")
+    if len(unnamed) == 2:
+        how = ", ".join(f"the {side} {_numbered(number, lone)}" for side, lone in unnamed)
+        return (f"neither file names its rank (no distributedInfo, no rank-N in the name): {how}, so they are "
+                "paired by that number alone, not known to be the same rank")
+    (side, lone), = unnamed
+    other = sides[1] if side == sides[0] else sides[0]
+    return (f"the {side} file names no rank (no distributedInfo, no rank-N in the name): it is "
+            f"{_numbered(number, lone)}, so it is paired with the {other} trace's rank {number} by that number "
+            "alone, not known to be the same rank")
+
+
+def _numbered(number: Any, alone: bool) -> str:
+    return f"numbered {number} as the only file read" if alone else (
+        f"numbered {number} by its place among its folder's files")
 
 
 def names_compared_per_step(before: RankReport, after: RankReport) -> bool:

@@ -140,8 +140,9 @@ class RankReport:
     host_collective_seconds: Optional[float] = None
     file: str = ""  # the file the rank was read from (a folder's reports name it)
     compute_capability: Optional[tuple[int, int]] = None  # the GPU's (major, minor), where deviceProperties has it
-    # False where the rank is only the file's place in its folder (no distributedInfo, no rank-N in its name): such
-    # files are not known to be one job's ranks (a folder of unrelated traces), so no straggler is named among them
+    # False where the file names no rank (no distributedInfo, no rank-N in its name): its number is its place in its
+    # folder, or 0 where it is the only file read. A folder's such files are not known to be one job's ranks (a
+    # folder of unrelated traces), so no straggler is named among them
     rank_named: bool = True
 
 

@@ -105,7 +105,7 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
         if one.error is not None:
             unreadable.append(one.error)  # one bad rank file: the others are still worth reading
             continue
-        if any(not report.rank_named for report in one.reports):
+        if len(files) > 1 and any(not report.rank_named for report in one.reports):
             by_order.append(file.name)
         reports.extend(one.reports)
     if not reports:
@@ -224,14 +224,15 @@ def read_rank_file(file: Path, fallback_rank: int, several: bool, want_digest: b
         if not several:
             raise
         return RankFile(error=str(error), fingerprint=fingerprint)
-    ranked_by_place = several and _rank_from_name(file.name, -1) < 0 and not parsed.names_its_rank()
+    # numbered by its place among its folder's files, or 0 as the only file read
+    names_no_rank = _rank_from_name(file.name, -1) < 0 and not parsed.names_its_rank()
     del parsed
     reports = []
     for events in per_gpu:
         if cancelled is not None and cancelled():
             raise TraceCancelled("reading cancelled")
         reports.append(dataclasses.replace(ranks.analyse(events, cancelled), file=str(file),
-                                           rank_named=not ranked_by_place))
+                                           rank_named=not names_no_rank))
     return RankFile(tuple(reports), None, fingerprint)
 
 
