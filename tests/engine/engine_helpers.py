@@ -91,3 +91,19 @@ def user_modules_in(folder: Path, monkeypatch, sources: dict[str, str]):
     yield folder
     for name in sources:
         sys.modules.pop(name, None)
+
+
+def on_the_runs_first_step(monkeypatch, call) -> None:
+    """``call()`` as the next run's first step begins, before its timer starts (TrainingSession._train_on)."""
+    from workbench.engine import session
+
+    train_on = session.TrainingSession._train_on
+    called = []
+
+    def watched(self, *args):
+        if not called:
+            called.append(True)
+            call()
+        return train_on(self, *args)
+
+    monkeypatch.setattr(session.TrainingSession, "_train_on", watched)

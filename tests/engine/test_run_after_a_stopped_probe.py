@@ -7,10 +7,10 @@ The probe's step blocks until the test releases it (stopped_probe.py): the order
 import threading
 
 import pytest
-from engine_helpers import tiny_config
+from engine_helpers import on_the_runs_first_step, tiny_config
 from stopped_probe import STEP_BLOCKS_AT_MOST_S, stopped_in_step
 
-from workbench.engine import probe_device, run, session
+from workbench.engine import probe_device, run
 from workbench.engine.ceiling import measure_ceiling
 from workbench.engine.ceiling_cache import ProbeStopped
 from workbench.engine.events import RunEnded, RunStarted, StatusChanged, StepStats
@@ -30,20 +30,6 @@ def stop_the_probe_in_its_first_step(monkeypatch, probe_steps_ended: list[int]):
     finally:
         stopper.join()
     return steps, released
-
-
-def on_the_runs_first_step(monkeypatch, call) -> None:
-    """``call()`` as the run's first step begins, before its timer starts."""
-    train_on = session.TrainingSession._train_on
-    called = []
-
-    def watched(self, *args):
-        if not called:
-            called.append(True)
-            call()
-        return train_on(self, *args)
-
-    monkeypatch.setattr(session.TrainingSession, "_train_on", watched)
 
 
 def test_a_run_started_after_a_stopped_probe_takes_its_first_step_once_the_probes_step_has_ended(monkeypatch):

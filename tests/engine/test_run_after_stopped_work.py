@@ -11,10 +11,10 @@ import threading
 
 import pytest
 import torch
-from engine_helpers import tiny_config
+from engine_helpers import on_the_runs_first_step, tiny_config
 from torch import nn
 
-from workbench.engine import run, session
+from workbench.engine import run
 from workbench.engine import train_step as train_step_module
 from workbench.engine.events import RunEnded, RunStarted, StatusChanged, StepStats
 from workbench.engine.interruptible import HelperCall, Stopped, abandoned_phases, wait_for_abandoned
@@ -85,20 +85,6 @@ def stop_a_run_in(monkeypatch, name: str) -> tuple[HeldPhase, str]:
     assert isinstance(ended, RunEnded) and ended.status == "stopped", ended
     assert not phase.ended.is_set() and abandoned_phases() == [name]
     return phase, words
-
-
-def on_the_runs_first_step(monkeypatch, call) -> None:
-    """``call()`` as the next run's first step begins, before its timer starts."""
-    train_on = session.TrainingSession._train_on
-    called = []
-
-    def watched(self, *args):
-        if not called:
-            called.append(True)
-            call()
-        return train_on(self, *args)
-
-    monkeypatch.setattr(session.TrainingSession, "_train_on", watched)
 
 
 @pytest.fixture(autouse=True)

@@ -83,6 +83,22 @@ def names(view: RunsView) -> list[str]:
     return column(view, "Name")
 
 
+def failures_said(monkeypatch) -> list[str]:
+    """What the tab says of each read that fails (RunsView._read_failed, still called), in order."""
+    said: list[str] = []
+    real_failed = RunsView._read_failed
+    monkeypatch.setattr(RunsView, "_read_failed", lambda view, error: said.append(str(error)) or real_failed(view, error))
+    return said
+
+
+def logged(tmp_path) -> list[str]:
+    """The entries of failures.log in the test's home, once its background writes have landed."""
+    assert wait_for_background_calls(10_000)  # failures.log is written off the GUI thread
+    log = failure_log_path(tmp_path / "home")
+    text = log.read_text(encoding="utf-8") if log.exists() else ""
+    return [line for line in text.splitlines() if line.startswith("=== ")]
+
+
 def test_a_refresh_held_by_the_disk_leaves_the_gui_thread_running(make_view, store, held_reads, qtbot, monkeypatch):
     """The refresh read the history on the GUI thread: on a hung network home the window froze."""
     record_complete_run(store, name="first")
@@ -288,9 +304,7 @@ def test_a_poll_failing_tick_after_tick_says_why_once_and_the_tab_reads_when_it_
                                                                                             monkeypatch):
     """The poll's failures were swallowed: a history it could not read left the table as it was, nothing said."""
     record_complete_run(store, name="first")
-    said = []
-    real_failed = RunsView._read_failed
-    monkeypatch.setattr(RunsView, "_read_failed", lambda view, error: said.append(str(error)) or real_failed(view, error))
+    said = failures_said(monkeypatch)
     view = make_view()
     real = HistoryStore.read_revision
 
@@ -320,9 +334,7 @@ def test_a_poll_that_keeps_failing_is_logged_once_and_said_again_once_another_me
     took its place while the poll still failed, and nothing ever said again that the table no longer followed the
     history."""
     record_complete_run(store, name="first")
-    said = []
-    real_failed = RunsView._read_failed
-    monkeypatch.setattr(RunsView, "_read_failed", lambda view, error: said.append(str(error)) or real_failed(view, error))
+    said = failures_said(monkeypatch)
     view = make_view()
     reason = "cannot read the run history: disk I/O error"
 
@@ -350,8 +362,7 @@ def test_a_poll_that_keeps_failing_is_logged_once_and_said_again_once_another_me
     assert said == [reason, reason]
     assert view.status_label.text() == reason and view.status_label.styleSheet() == ERROR_STYLE
 
-    assert wait_for_background_calls(10_000)
-    entries = [line for line in log.read_text(encoding="utf-8").splitlines() if line.startswith("=== ")]
+    entries = logged(tmp_path)
     assert len(entries) == 1 and entries[0].endswith(f"the Runs tab's poll of the history failed: {reason}"), entries
 
 
@@ -373,16 +384,10 @@ def test_a_poll_failing_with_another_message_each_tick_is_logged_once_per_kind_w
         view.refresher.poll()
         settled(view, qtbot)
 
-    def logged() -> list[str]:
-        assert wait_for_background_calls(10_000)  # failures.log is written off the GUI thread
-        log = failure_log_path(tmp_path / "home")
-        text = log.read_text(encoding="utf-8") if log.exists() else ""
-        return [line for line in text.splitlines() if line.startswith("=== ")]
-
     monkeypatch.setattr(HistoryStore, "read_revision", failing)
     for _ in range(SAY_AGAIN_AFTER_TICKS + 2):
         tick()
-    entries = logged()
+    entries = logged(tmp_path)
     assert len(entries) == 1 and entries[0].endswith("disk I/O error at byte 0"), entries
     latest = f"cannot read the run history: disk I/O error at byte {(SAY_AGAIN_AFTER_TICKS + 1) * 4096}"
     assert view.status_label.text() == latest and view.status_label.styleSheet() == ERROR_STYLE
@@ -392,12 +397,12 @@ def test_a_poll_failing_with_another_message_each_tick_is_logged_once_per_kind_w
         tick()
         kind[0] = HistoryError
         tick()
-    assert len(logged()) == 2
+    assert len(logged(tmp_path)) == 2
     assert view.status_label.text().endswith(f"at byte {(SAY_AGAIN_AFTER_TICKS + 7) * 4096}")
     for other in (HistoryDamaged, HistoryTooNew):  # a third kind is logged, a fourth no more
         kind[0] = other
         tick()
-    assert len(logged()) == 3  # runs_refresh.LOGGED_KINDS_AT_ONCE
+    assert len(logged(tmp_path)) == 3  # runs_refresh.LOGGED_KINDS_AT_ONCE
     kind[0] = HistoryError
 
     monkeypatch.setattr(HistoryStore, "read_revision", real)
@@ -407,7 +412,7 @@ def test_a_poll_failing_with_another_message_each_tick_is_logged_once_per_kind_w
     for _ in range(3):
         tick()
     assert view.status_label.text().startswith("cannot read") and view.status_label.styleSheet() == ERROR_STYLE
-    assert len(logged()) == 3  # one read between is not the quiet that logs it again (LOG_AGAIN_AFTER_QUIET_TICKS)
+    assert len(logged(tmp_path)) == 3  # one read between is not the quiet that logs it again (LOG_AGAIN_AFTER_QUIET_TICKS)
 
 
 def test_a_poll_that_fails_and_reads_by_turns_is_logged_once_per_kind_until_it_stays_quiet(
@@ -419,9 +424,7 @@ def test_a_poll_that_fails_and_reads_by_turns_is_logged_once_per_kind_until_it_s
     quiet_ticks = 4  # 300 ticks (10 minutes) in the app: the rule, not the wait, is under test
     monkeypatch.setattr(runs_refresh, "LOG_AGAIN_AFTER_QUIET_TICKS", quiet_ticks)
     record_complete_run(store, name="first")
-    said = []
-    real_failed = RunsView._read_failed
-    monkeypatch.setattr(RunsView, "_read_failed", lambda view, error: said.append(str(error)) or real_failed(view, error))
+    said = failures_said(monkeypatch)
     view = make_view()
     real = HistoryStore.read_revision
     kind = [HistoryError]
@@ -434,36 +437,30 @@ def test_a_poll_that_fails_and_reads_by_turns_is_logged_once_per_kind_until_it_s
         view.refresher.poll()
         settled(view, qtbot)
 
-    def logged() -> list[str]:
-        assert wait_for_background_calls(10_000)  # failures.log is written off the GUI thread
-        log = failure_log_path(tmp_path / "home")
-        text = log.read_text(encoding="utf-8") if log.exists() else ""
-        return [line for line in text.splitlines() if line.startswith("=== ")]
-
     for flap in range(2 * quiet_ticks):  # a read between failures, longer than the quiet that logs it again
         tick(fails=True)
         assert view.status_label.styleSheet() == ERROR_STYLE  # each failure is said, as before
         tick(fails=False)
         assert view.status_label.text() == ""
     assert len(said) == 2 * quiet_ticks
-    assert len(logged()) == 1
+    assert len(logged(tmp_path)) == 1
 
     kind[0] = HistoryUnwritable  # another kind flapping in among them: once more
     for _ in range(3):
         tick(fails=True)
         tick(fails=False)
-    assert len(logged()) == 2
+    assert len(logged(tmp_path)) == 2
 
     tick(fails=True)
     for _ in range(quiet_ticks - 1):  # not quiet long enough: the next failure is not logged
         tick(fails=False)
     tick(fails=True)
-    assert len(logged()) == 2
+    assert len(logged(tmp_path)) == 2
     for _ in range(quiet_ticks):  # quiet that long: logged again, once
         tick(fails=False)
     tick(fails=True)
     tick(fails=True)
-    entries = logged()
+    entries = logged(tmp_path)
     assert len(entries) == 3 and entries[-1].endswith("failed: cannot read the run history: disk I/O error")
 
 
