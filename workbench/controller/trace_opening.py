@@ -189,12 +189,12 @@ class TraceOpening:
 def _kept_figures(rank: RankReport) -> dict[str, Any]:
     """A rank as its record keeps it: its `--json` entry, each step's time and the steps' window, so that two
     traces compare by the A/B statistic in the Runs tab (controller/trace_step_comparison.py), whether it held
-    no GPU work (why its GPU figures are null, which the Runs tab's comparison says), and whether its file named its
-    rank (one numbered by its place is paired by that number alone, which the step line says)."""
+    no GPU work (set beside a GPU's trace, the step line says the devices may differ), and whether its file named
+    its rank (one numbered by its place is paired by that number alone, which the step line says)."""
     figures = rank_json(rank)
     figures["step_seconds"] = [float(seconds) for seconds in rank.step_seconds]
     figures["window_seconds"] = float(rank.window_seconds)  # the shares' window: a share × it ÷ steps is per step
-    figures["cpu_only"] = rank.cpu_only  # why its GPU figures are null: no GPU work read (the Runs tab says so)
+    figures["cpu_only"] = rank.cpu_only  # no GPU work read (why its figures are null is in unavailable_reasons)
     figures["rank_named"] = rank.rank_named  # False: a file naming no rank (the Runs tab says so)
     return figures
 

@@ -219,7 +219,7 @@ def _trace_rows(records: Sequence[RunRecord]) -> list[ComparisonRow]:
         if unnamed:
             whose = " and ".join(f"#{record.id}'s" for record in unnamed)
             rank_label = f"{rank_label} ({whose} {'file names' if len(unnamed) == 1 else 'files name'} no rank)"
-            tooltip = unnamed_rank_words(unnamed, rank[0])
+            tooltip = _unnamed_rank_words(unnamed, rank[0])
         steps = tuple(trace.rank_values("steps")[found[rank]] if trace is not None and rank in found else None
                       for trace, found in zip(traces, positions))
         # A rank with steps has its shares over them; one without, over its traced window (first to last event):
@@ -256,7 +256,7 @@ def _unnamed_beside_another(records: Sequence[RunRecord], traces: Sequence[Any],
     return [record for record, figures in holding if figures.get("rank_named") is False]
 
 
-def unnamed_rank_words(unnamed: Sequence[RunRecord], number: Any) -> str:
+def _unnamed_rank_words(unnamed: Sequence[RunRecord], number: Any) -> str:
     """Why a rank's rows say its file names no rank: how each such record numbered it (the step line's words)."""
     def numbered(record: RunRecord) -> str:
         alone = record.trace is not None and len(record.trace.files) <= 1  # a lone file's record lists none
