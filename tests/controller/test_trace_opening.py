@@ -248,6 +248,13 @@ def test_the_page_shows_each_ranks_steps_splits_tops_and_findings():
     assert len(finding.changes) == 1 and finding.changes[0].startswith("DataLoader(num_workers=4")
     assert any(fact.startswith("DataLoader: 33.4 % of the step") for fact in first.facts)
     assert not any(fact.startswith("DataLoader") for fact in second.facts)  # not read: not said, never 0 %
+    assert page.prove == ("To see what a change did: make one, trace again, and open the new trace too and select "
+                          "both in the Runs tab: the steps are compared with their spread, and a gain is called only "
+                          "beyond it.")
+
+
+def test_a_page_without_findings_does_not_say_how_to_prove_a_change():
+    assert trace_page(TraceReport("/t.json", (rank_report(0, findings=()),)), "").prove == ""
 
 
 def test_a_figure_that_cannot_be_read_says_n_a_as_the_text_report_does():

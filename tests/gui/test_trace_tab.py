@@ -137,6 +137,8 @@ def test_open_trace_shows_the_report_and_keeps_it_in_the_runs_tab(qtbot, window,
     for words in ("GPU time over the steps", "compute", "communication", "Idle time by cause",
                   "waiting for the host", "Top kernels", "ncclKernel_AllReduce", "Top host ops by self time", "Findings"):
         assert words in text
+    # a finding says what to try; the page says how to see what it did, as the window compares traces
+    assert "trace again, and open the new trace too and select both in the Runs tab" in text
     (record,) = store.list_runs()
     assert record.is_trace and record.trace.path == str(trace)
     assert window.trace_tab.status.text() == f"Kept in the history as #{record.id}: the Runs tab lists it, to compare and export"

@@ -82,6 +82,17 @@ def test_text_names_steps_spread_split_idle_top_and_findings():
     assert "Try: DataLoader(..., num_workers=4)." in text
 
 
+def test_a_report_with_a_finding_ends_with_how_to_prove_its_change_and_one_without_does_not():
+    finding = Finding(kind="input-bound", text="Input-bound: 33% (threshold 15%).", figure=0.33, threshold=0.15,
+                      change="DataLoader(..., num_workers=4)")
+    lines = report_lines(trace_report(rank_report(findings=(finding,)), rank_report(rank=1, findings=())))
+    assert lines[-1] == ("to see what a change did: make one, trace again, and run `workbench trace BEFORE AFTER`: "
+                         "the steps are compared with their spread, and a gain is called only beyond it")
+    assert sum("to see what a change did" in line for line in lines) == 1  # once for the report, not per rank
+    assert not any("to see what a change did" in line
+                   for line in report_lines(trace_report(rank_report(findings=()))))
+
+
 def test_a_cpu_only_rank_says_so_and_no_gpu_figure_is_printed():
     rank = rank_report(kernels=0, cpu_only=True, top_kernels=(), steps=0, step_seconds=(), step_seconds_median=None,
                        step_seconds_low=None, step_seconds_high=None, dataloader_share=None)

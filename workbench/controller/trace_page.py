@@ -10,7 +10,8 @@ from typing import Optional, Sequence
 
 from workbench.formatting import format_short_seconds, format_step_seconds
 from workbench.trace_analysis.model import EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
-from workbench.trace_analysis.wording import host_wait_calls_text, queued_waits_text, short_names
+from workbench.trace_analysis.wording import (PROVE_IN_THE_WINDOW, host_wait_calls_text, prove_a_change,
+                                             queued_waits_text, short_names)
 from workbench.trace_analysis.comparing import straggler
 
 # The GPU time over the steps, and idle time by cause: (label, RankReport field, colour), in the bars' order.
@@ -78,6 +79,7 @@ class TracePage:
     ranks_header: tuple[str, ...] = ()
     ranks_rows: tuple[tuple[str, ...], ...] = ()
     slowest: str = ""
+    prove: str = ""  # how to prove a finding's change ("" where no rank has a finding)
 
 
 RANKS_HEADER = ("rank", "steps", "median step", "compute", "communication", "memory", "idle", "device")
@@ -94,13 +96,15 @@ def trace_page(report: TraceReport, history: str) -> TracePage:
     if len(report.ranks) > MAX_SECTIONS:
         notes += (f"The first {MAX_SECTIONS} of the {len(report.ranks):,} reports are drawn in full below; the table "
                   "holds them all, and `workbench trace PATH --rank N` prints any one",)
+    prove = prove_a_change(report.ranks, PROVE_IN_THE_WINDOW)
+    prove = f"{prove[0].upper()}{prove[1:]}." if prove else ""
     if len(report.ranks) < 2:
-        return TracePage(os.path.abspath(report.path), history, sections, notes)
+        return TracePage(os.path.abspath(report.path), history, sections, notes, prove=prove)
     rows = tuple((str(rank.rank), str(rank.steps), _seconds(rank.step_seconds_median), _percent(rank.compute_share),
                   _percent(rank.communication_share), _percent(rank.memory_share), _percent(rank.idle_share),
                   rank.device) for rank in report.ranks)
     return TracePage(os.path.abspath(report.path), history, sections, notes, RANKS_HEADER, rows,
-                     f"Slowest rank: {straggler(report.ranks)}")
+                     f"Slowest rank: {straggler(report.ranks)}", prove)
 
 
 def _seconds(seconds: Optional[float]) -> str:

@@ -200,6 +200,8 @@ class TraceTab(QWidget):
 def page_html(page: TracePage) -> str:
     parts = [f"<h3 style='margin:0'>{_text(page.title)}</h3>",
              f"<p style='color:#505050;margin-top:2px'>{_text(page.history)}</p>"]
+    if page.prove:
+        parts.append(f"<p style='color:#505050;margin-top:0'>{_text(page.prove)}</p>")
     parts += [f"<p style='color:#8a6d00'>{_text(note)}</p>" for note in page.notes]
     if page.ranks_rows:
         cell = "style='padding-right:14px'"

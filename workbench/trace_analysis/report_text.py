@@ -15,9 +15,11 @@ from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, NO_STEPS_
                                                 straggler, work_moved, work_moved_text)
 from workbench.trace_analysis.model import EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
 from workbench.trace_analysis.wording import (
+    PROVE_AT_THE_CLI,
     ZERO_WINDOW,
     dataloader_unknown,
     host_wait_calls_text,
+    prove_a_change,
     queued_waits_text,
     short_names,
     why_unavailable,
@@ -36,6 +38,9 @@ def report_lines(report: TraceReport) -> list[str]:
     several_files = len({rank.file for rank in report.ranks}) > 1  # a folder: each rank names its file
     for rank in report.ranks:
         lines += [""] + rank_lines(rank, several_files)
+    prove = prove_a_change(report.ranks, PROVE_AT_THE_CLI)
+    if prove:
+        lines += ["", prove]
     return lines
 
 

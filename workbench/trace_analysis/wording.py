@@ -21,6 +21,19 @@ NOT_READ = "not read from this trace"
 IDLE_SPLIT = ("idle_for_data_share", "idle_for_host_share", "idle_kernel_wait_share", "idle_other_share")
 GPU_SHARES = ("compute_share", "communication_share", "memory_share", "idle_share")
 
+# How a finding's change is proven on the user's own machine (a finding says what to try, not what it wins): the
+# second trace and the comparison, which calls a gain only beyond the steps' own spread. The CLI and the Trace tab
+# each name their own way to compare.
+PROVE_A_CHANGE = "to see what a change did: make one, trace again, and {compare}: the steps are compared with " \
+                 "their spread, and a gain is called only beyond it"
+PROVE_AT_THE_CLI = "run `workbench trace BEFORE AFTER`"
+PROVE_IN_THE_WINDOW = "open the new trace too and select both in the Runs tab"
+
+
+def prove_a_change(ranks: Sequence[RankReport], compare: str) -> Optional[str]:
+    """The line that says how to prove a finding's change, where any rank has a finding (None: nothing to try)."""
+    return PROVE_A_CHANGE.format(compare=compare) if any(rank.findings for rank in ranks) else None
+
 
 def dataloader_unknown(rank: RankReport) -> str:
     """Why RankReport.dataloader_share is None, in words."""
