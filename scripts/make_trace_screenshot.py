@@ -51,7 +51,9 @@ def main() -> int:
             app.processEvents()
             time.sleep(0.02)
         print(window.trace_tab.status.text())
-    app.processEvents()
+    for _ in range(25):  # the layout settles over a few passes (one pass grabbed the device panel's text clipped)
+        app.processEvents()
+        time.sleep(0.02)
     if not args.compare_only:
         window.grab().save(str(args.out))
         print(f"wrote {args.out}")
