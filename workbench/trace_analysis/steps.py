@@ -23,9 +23,11 @@ def step_spans(host_steps: Sequence[Activity], gpu_steps: Sequence[Activity],
     """The steps' spans by start, and the notes on what was left out. ``gpu_steps`` (the steps' spans on the GPU's
     timeline) are read only where the host has none; ``holds_work(start, end)``: whether the rank has work there."""
     notes: list[str] = []
-    steps, empty, apart = _one_per_number(host_steps)
+    outer, nested = _not_nested(host_steps)
+    steps, empty, apart = _one_per_number(outer)
     if not steps and not empty and gpu_steps:  # ProfilerStep#N only on the GPU's timeline: those spans
-        steps, empty, apart = _one_per_number(gpu_steps)
+        outer, nested = _not_nested(gpu_steps)
+        steps, empty, apart = _one_per_number(outer)
         notes.append("ProfilerStep#N appears only on the GPU's timeline: the steps are its spans there")
     if apart:
         notes.append(f"{apart:,} ProfilerStep number{'s' if apart != 1 else ''} appear{'s' if apart == 1 else ''} "
@@ -33,7 +35,6 @@ def step_spans(host_steps: Sequence[Activity], gpu_steps: Sequence[Activity],
                      "longest span of each number is the step read, the others are left out")
     if empty:
         notes.append(f"{empty:,} ProfilerStep spans of zero length: left out (a step time of 0 is no step time)")
-    steps, nested = _not_nested(steps)
     if nested:
         notes.append(f"{nested:,} ProfilerStep span{'s' if nested != 1 else ''} wholly inside another step: left out "
                      "(a record_function named like a step, not a step of the loop)")
@@ -63,16 +64,21 @@ def _one_per_number(steps: Sequence[Activity]) -> tuple[list[Span], int, int]:
     return timed, len(by_name) - len(timed), len(apart)
 
 
-def _not_nested(steps: list[Span]) -> tuple[list[Span], int]:
-    """The step spans without those wholly inside another (a record_function named like a step, inside one: a step
-    of the loop is never within another); and how many were left out. ``steps`` by start."""
-    kept: list[Span] = []
-    reach = None  # the latest end of a step kept so far
-    for start, end in steps:
-        if reach is not None and end <= reach and kept and start >= kept[-1][0]:
+def _not_nested(steps: Sequence[Activity]) -> tuple[list[Activity], int]:
+    """The step spans without those wholly inside a step of another number (a record_function named like a step,
+    inside one: a step of the loop is never within another), and how many were left out. Read before the spans of
+    one number are made one: a record_function named like a step in each step is one number seen in every step, not
+    a step written twice, and each of its spans is one left out. A span of zero length is left to ``_one_per_number``
+    (counted there as no step time)."""
+    kept: list[Activity] = []
+    reach, reach_name = None, None  # the latest end of a span kept so far, and its name
+    for span in sorted(steps, key=lambda a: (a.start_ns, -a.end_ns)):
+        if (reach is not None and span.end_ns > span.start_ns and span.start_ns < reach and span.end_ns <= reach
+                and span.name != reach_name):
             continue
-        kept.append((start, end))
-        reach = end if reach is None or end > reach else reach
+        kept.append(span)
+        if reach is None or span.end_ns > reach:
+            reach, reach_name = span.end_ns, span.name
     return kept, len(steps) - len(kept)
 
 
