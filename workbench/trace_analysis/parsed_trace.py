@@ -296,8 +296,10 @@ def process_rank(meta: dict[str, Any]) -> Optional[int]:
     return int_field(info.get("rank")) if isinstance(info, dict) else None
 
 
+# The torch.profiler options that record more per host op, as Kineto writes them beside the events ("with_stack": 1)
+COSTLY_PROFILER_OPTIONS = ("with_stack", "record_shapes", "profile_memory", "with_flops")
 # The top-level keys beside the events that the reader uses.
-META_KEYS = frozenset({"distributedInfo", "deviceProperties"})
+META_KEYS = frozenset({"distributedInfo", "deviceProperties", *COSTLY_PROFILER_OPTIONS})
 
 
 def int_field(value: Any) -> Optional[int]:
