@@ -10,6 +10,8 @@ One tiny CNN, a few real steps over a DataLoader, profiled once per variant:
 - ``compiled``: the model wrapped in torch.compile (inductor on the CPU); left out where it cannot compile;
 - ``annotations``: nested record_function spans in each step, one named like a step ("ProfilerStep#999"), and one
   user annotation opened in the first recorded step and closed in the last;
+- ``step-named-over-steps``: record_function("ProfilerStep#1000") opened in the first recorded step and closed
+  in the last (which span is the loop's step cannot be told: the report says the spans overlap);
 - ``no-step-calls``: no schedule and no profiler.step(): one ``with profile(...)`` around three iterations;
 - ``export-chrome-trace``: prof.export_chrome_trace() at the end instead of an on_trace_ready handler;
 - ``gzip-handler``: tensorboard_trace_handler(dir, use_gzip=True);
@@ -161,6 +163,20 @@ def annotations(out: Path) -> None:
         train_steps(model, iter(loader), WAIT + WARMUP + ACTIVE + 1, on_step=on_step, step_body=_Annotated)
 
 
+def step_named_over_steps(out: Path) -> None:
+    model, loader = tiny_cnn(), DataLoader(Samples(), batch_size=BATCH)
+    over_steps = record_function("ProfilerStep#1000")  # as annotations' epoch_over_steps, named like a step
+    with scheduled(out) as profiler:
+        def on_step(step: int) -> None:
+            if step == WAIT + WARMUP + ACTIVE - 1:
+                over_steps.__exit__(None, None, None)
+            profiler.step()
+            if step == WAIT + WARMUP - 1:
+                over_steps.__enter__()
+
+        train_steps(model, iter(loader), WAIT + WARMUP + ACTIVE + 1, on_step=on_step)
+
+
 def no_step_calls(out: Path) -> None:
     model, loader = tiny_cnn(), DataLoader(Samples(), batch_size=BATCH)
     with profile(activities=[ProfilerActivity.CPU]) as profiler:
@@ -209,8 +225,9 @@ def acc_events(out: Path) -> None:
 
 VARIANTS: dict[str, Callable[[Path], None]] = {
     "all-options": all_options, "loader-workers": loader_workers, "compiled": compiled, "annotations": annotations,
-    "no-step-calls": no_step_calls, "export-chrome-trace": export_chrome_trace, "gzip-handler": gzip_handler,
-    "repeat-2": repeat_2, "two-threads": two_threads, "acc-events": acc_events}
+    "step-named-over-steps": step_named_over_steps, "no-step-calls": no_step_calls,
+    "export-chrome-trace": export_chrome_trace, "gzip-handler": gzip_handler, "repeat-2": repeat_2,
+    "two-threads": two_threads, "acc-events": acc_events}
 
 
 def load(path: Path) -> dict:

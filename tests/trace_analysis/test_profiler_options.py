@@ -1,9 +1,9 @@
 """Traces torch.profiler wrote on a CPU with the options a user may leave on (scripts/make_profiler_option_traces.py:
 record_shapes/with_stack/profile_memory/with_flops, DataLoader workers, torch.compile, nested and step-named
-record_functions, no profiler.step(), export_chrome_trace, a gzip handler, repeat=2, two threads, acc_events),
-read back: the steps found are the profiler's, the DataLoader's share is its spans over the steps, nothing is
-dropped unsaid. Step times depend on the machine that wrote them: they are checked against the file's own
-ProfilerStep spans, not against numbers."""
+record_functions (inside a step, and over several), no profiler.step(), export_chrome_trace, a gzip handler,
+repeat=2, two threads, acc_events), read back: the steps found are the profiler's, the DataLoader's share is its
+spans over the steps, nothing is dropped unsaid. Step times depend on the machine that wrote them: they are
+checked against the file's own ProfilerStep spans, not against numbers."""
 
 from __future__ import annotations
 
@@ -108,6 +108,19 @@ def test_a_record_function_named_like_a_step_in_every_step_is_left_out_once_each
             "step of the loop)") in rank.notes
     assert not [note for note in rank.notes if "apart in time" in note]
     assert rank.steps == 3
+
+
+def test_a_record_function_named_like_a_step_over_several_steps_is_said_to_make_the_step_times_doubtful():
+    """record_function("ProfilerStep#1000") opened in step #2 and closed in step #4: it covers the three steps and
+    the 30 µs between them, so neither the time covered nor the nesting tells it from the steps. The step times
+    then hold it and step #3 is left out as a span inside it; the note said only "ProfilerStep spans overlap"."""
+    (rank,) = read_report(DATA / "cpu-step-named-over-steps.pt.trace.json.gz").ranks
+    assert rank.steps == 3
+    (note,) = [note for note in rank.notes if note.startswith("ProfilerStep spans overlap")]
+    assert "a record_function named like a step and over more than one step is then read as a step" in note
+    assert "the step times may not be the loop's" in note
+    (rank,) = read_report(DATA / "cpu-annotations.pt.trace.json.gz").ranks  # nested alone: no overlap
+    assert not [note for note in rank.notes if "overlap" in note]
 
 
 def test_the_loader_with_workers_is_read_as_one():

@@ -17,6 +17,15 @@ Span = tuple[int, int]
 # HTA's own MI250 trace). Shorter than this share of the other steps' median, and holding no work, it is no step.
 EXIT_STEP_SHARE = 0.1
 
+OVERLAP = "ProfilerStep spans overlap: the steps' window runs from the first one's start to the last end"
+# The loop's steps follow one another on the host; where spans cross, one is a record_function named like a step
+# over several steps, and which one cannot be told from the spans (a real trace: its span covered the steps and the
+# 30 µs between them, 35 µs more than the three steps it crossed).
+OVERLAP_ON_THE_HOST = ("ProfilerStep spans overlap, which the loop's steps never do on the host: a record_function "
+                       "named like a step and over more than one step is then read as a step, and a step wholly "
+                       "inside it is left out, so the step times may not be the loop's; the steps' window runs from "
+                       "the first one's start to the last end")
+
 
 def step_spans(host_steps: Sequence[Activity], gpu_steps: Sequence[Activity],
                holds_work: Callable[[int, int], bool]) -> tuple[list[Span], list[str]]:
@@ -43,7 +52,7 @@ def step_spans(host_steps: Sequence[Activity], gpu_steps: Sequence[Activity],
         notes.append("the last ProfilerStep span holds no work and is a fraction of the others (the profiler opened "
                      "it at the loop's last step() and closed it on exit): left out")
     if any(start < previous_end for (_, previous_end), (start, _) in zip(steps, steps[1:])):
-        notes.append("ProfilerStep spans overlap: the steps' window runs from the first one's start to the last end")
+        notes.append(OVERLAP_ON_THE_HOST if host_steps else OVERLAP)
     return steps, notes
 
 
