@@ -76,6 +76,11 @@ def test_without_profiler_step_the_figures_are_over_the_traced_window():
     assert rank.data_spans == 3 and rank.dataloader_share is not None  # three iterations, three batches
     assert rank.dataloader_share == pytest.approx(rank.data_wait_seconds / rank.window_seconds)
     assert rank.window_seconds > rank.data_wait_seconds > 0
+    with gzip.open(DATA / "cpu-no-step-calls.pt.trace.json.gz", "rt", encoding="utf-8") as file:
+        host = [event for event in json.load(file)["traceEvents"]
+                if event.get("ph") == "X" and event.get("cat") in ("cpu_op", "user_annotation")]
+    first, last = min(event["ts"] for event in host), max(event["ts"] + event["dur"] for event in host)
+    assert rank.window_seconds == pytest.approx((last - first) / 1e6, rel=1e-6)  # first to last host event
 
 
 def test_the_options_that_lengthen_the_hosts_time_are_said():
