@@ -93,6 +93,21 @@ def test_the_options_that_lengthen_the_hosts_time_are_said():
                            "file says so): the profiler records more for every op, which lengthens the host's time")
 
 
+def test_two_traces_taken_with_different_options_are_said_to_differ_by_the_profiler_too(capsys):
+    """The loop without the options beside the same loop with all four on read "the median step is 1.73× as long
+    ...: a loss", with no word that the profiler made the difference."""
+    from workbench.cli import main
+
+    plain, costly = DATA / "cpu-gzip-handler.pt.trace.json.gz", DATA / "cpu-all-options.pt.trace.json.gz"
+    assert main(["trace", str(plain), str(costly)]) == 0
+    out = capsys.readouterr().out
+    assert ("the two traces were taken with different profiler options (before: none; after: with_stack=True, "
+            "record_shapes=True, profile_memory=True, with_flops=True): they lengthen the host's time, so what "
+            "changed is the profiler's as much as the script's") in out, out
+    assert main(["trace", str(plain), str(DATA / "cpu-export-chrome-trace.pt.trace.json.gz")]) == 0
+    assert "profiler options" not in capsys.readouterr().out
+
+
 def test_an_option_is_noted_only_where_the_file_says_it_was_on(tmp_path):
     events = [step(1, 0, 1000), op("aten::mm", 10, 500)]
     for top, noted in (({"with_stack": 1, "record_shapes": 0}, "taken with with_stack=True (the file says so)"),

@@ -97,6 +97,20 @@ def other_device(before_device: str, after_device: str, before_cpu_only: bool = 
             "changed is theirs as much as the script's")
 
 
+def other_profiler_options(before: RankReport, after: RankReport) -> str:
+    """Where the two traces were taken with different options that lengthen the host's time, a caveat that the change
+    is the profiler's as much as the script's; "" where they were the same."""
+    if set(before.profiler_options) == set(after.profiler_options):
+        return ""
+    return (f"the two traces were taken with different profiler options (before: {_options(before)}; after: "
+            f"{_options(after)}): they lengthen the host's time, so what changed is the profiler's as much as the "
+            "script's")
+
+
+def _options(rank: RankReport) -> str:
+    return ", ".join(f"{option}=True" for option in rank.profiler_options) or "none"
+
+
 def per_step(share: Optional[float], window_seconds: Optional[float], steps: int) -> Optional[float]:
     """A share of the steps' GPU time as seconds per step: share × the steps' window ÷ the steps (the share is of
     the whole window, so the mean step, never the median: skewed steps would make equal work read as a change)."""

@@ -144,7 +144,7 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int, cancelled: Optional[Cal
             fractional_timestamps=parsed.fractional_timestamps, traits=traits,
             events_skipped=sum(skipped.values()),
             device_events_unreadable=device_unreadable, device_events_in_file=device_in_file,
-            gpus_in_file=len(indices), unread_categories=parsed.unread_categories)
+            gpus_in_file=len(indices), unread_categories=parsed.unread_categories, profiler_options=tuple(options))
 
     if not indices:
         return [one_gpu(base_rank, None, [], [])]

@@ -144,6 +144,8 @@ class RankReport:
     # folder, or 0 where it is the only file read. A folder's such files are not known to be one job's ranks (a
     # folder of unrelated traces), so no straggler is named among them
     rank_named: bool = True
+    # The torch.profiler options that lengthen the host's time the file says were on (with_stack, record_shapes, …)
+    profiler_options: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

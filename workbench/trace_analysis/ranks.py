@@ -60,6 +60,7 @@ class RankEvents:
     gpus_in_file: int = 1
     # spans of categories the reader does not read, other than the host's own (python_function, …): category → count
     unread_categories: dict[str, int] = field(default_factory=dict)
+    profiler_options: tuple[str, ...] = ()  # the options that lengthen the host's time the file says were on
 
     @property
     def launches_and_steps(self) -> list[Activity]:
@@ -173,6 +174,7 @@ def analyse(events: RankEvents, cancelled: Optional[Callable[[], bool]] = None) 
         per_stream_idle_split=hta_idle_split,
         gpu_span_as_hta=hta_span,
         traits=events.traits,
+        profiler_options=events.profiler_options,
         top_copies=_top_copies(device, window),
         exposed_copies=_exposed_copies(device, window),
         host_wait_calls=_host_wait_calls(events.runtime, breakdown.host_wait_spans),

@@ -11,8 +11,8 @@ from typing import Optional, Sequence
 from workbench.formatting import format_step_seconds
 from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, NO_STEPS_TO_COMPARE_BY, NamedChange,
                                                 RankComparison, kernels_not_compared, names_compared_per_step,
-                                                other_device, per_step, run_to_run_caveat, step_verdict_text,
-                                                straggler, work_moved, work_moved_text)
+                                                other_device, other_profiler_options, per_step, run_to_run_caveat,
+                                                step_verdict_text, straggler, work_moved, work_moved_text)
 from workbench.trace_analysis.model import EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
 from workbench.trace_analysis.wording import (
     PROVE_AT_THE_CLI,
@@ -133,6 +133,9 @@ def comparison_lines(before_path: str, after_path: str, comparison: RankComparis
     gpus = other_device(before.device, after.device, before.cpu_only, after.cpu_only)
     if gpus:
         lines.append("  " + gpus)
+    options = other_profiler_options(before, after)
+    if options:
+        lines.append("  " + options)
     if bool(before.steps) != bool(after.steps):  # shares over two windows: said, not read as a change
         lines.append(f"  the shares below are over each trace's own window: {_window_words(before, 'before')}, "
                      f"{_window_words(after, 'after')}")
