@@ -121,6 +121,14 @@ def test_the_record_holds_the_digest_of_the_bytes_its_figures_came_from(tmp_path
     assert kept.ranks[0]["steps"] == opened.report.ranks[0].steps == 3  # a100-nccl's figures, with its digest
 
 
+def test_a_trace_keeps_the_profiler_options_it_was_taken_with(trace_file, tmp_path):
+    report = TraceReport(str(trace_file), (rank_report(profiler_options=("with_stack", "profile_memory")),))
+    opened = TraceOpening(trace_file, tmp_path / "home", read=fake_read(report)).run()
+    with HistoryStore.open_for_reading(tmp_path / "home") as store:
+        (kept,) = store.get_run(opened.record_id).trace.ranks
+    assert kept["profiler_options"] == ["with_stack", "profile_memory"]
+
+
 def test_a_trace_that_cannot_be_read_says_why_and_keeps_nothing(tmp_path):
     bad = tmp_path / "not-a-trace.json"
     bad.write_text("this is not JSON")
@@ -143,6 +151,7 @@ def test_a_trace_is_kept_with_its_sha256_and_size_and_once_only(trace_file, tmp_
     (kept,) = record.trace.ranks
     assert kept["compute_share"] == 0.5 and kept["dataloader_share"] == 0.334 and kept["gpu_span"]["idle_share"] == 0.25
     assert kept["findings"][0]["kind"] == "input_bound" and kept["findings"][0]["threshold"] == 0.1
+    assert kept["profiler_options"] == []  # none on: known, not unknown (a record kept before them has no key)
     again = TraceOpening(trace_file, tmp_path / "home", read=fake_read(report)).run()
     assert (again.record_id, again.kept_before) == (first.record_id, True)
     assert "Opened before" in history_line(again.record_id, again.kept_before, again.history_note)

@@ -151,6 +151,27 @@ def test_traces_from_gpus_of_two_kinds_say_the_change_is_the_gpus_too(store):
     assert "different GPUs" not in line
 
 
+def test_traces_taken_with_other_profiler_options_say_the_change_is_the_profilers_too(store):
+    steps = [0.200, 0.201, 0.202, 0.203, 0.204, 0.205]
+
+    def taken_with(sha, options, times):
+        kept = trace(sha, times)
+        figures = dict(kept.ranks[0]) if options is None else dict(kept.ranks[0], profiler_options=options)
+        return TraceRecord(path=kept.path, size_bytes=1, sha256=kept.sha256, ranks=(figures,))
+
+    plain, costly, same, unknown = records(store, taken_with("a", [], steps),
+                                           taken_with("b", ["with_stack", "record_shapes"], [2 * t for t in steps]),
+                                           taken_with("c", [], steps), taken_with("d", None, steps))
+    (line,) = speed_lines([plain, costly])
+    assert line.endswith("the two traces were taken with different profiler options (before: none; after: "
+                         "with_stack=True, record_shapes=True): they lengthen the host's time, so what changed is the "
+                         "profiler's as much as the script's")
+    (line,) = speed_lines([plain, same])
+    assert "profiler options" not in line
+    (line,) = speed_lines([unknown, costly])  # a record kept before its options were: not known to differ
+    assert "profiler options" not in line
+
+
 def test_a_ranks_cycles_in_two_folders_compare_cycle_with_cycle(store):
     """A folder of one process's cycles holds rank 0 twice (or three times): the n-th with the other's n-th, not
     each with the other folder's last (cycle 1 held against cycle 2 read "3.00× as long")."""

@@ -108,6 +108,23 @@ def test_two_traces_taken_with_different_options_are_said_to_differ_by_the_profi
     assert "profiler options" not in capsys.readouterr().out
 
 
+def test_the_json_comparison_holds_the_caveats_the_text_says(capsys):
+    """A tool reading `--json` saw no sign that the profiler (or the device) changed beside the script."""
+    import json
+
+    from workbench.cli import main
+
+    plain, costly = DATA / "cpu-gzip-handler.pt.trace.json.gz", DATA / "cpu-all-options.pt.trace.json.gz"
+    assert main(["trace", str(plain), str(costly), "--json"]) == 0
+    (comparison,) = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["comparison"]
+    (caveat,) = comparison["caveats"]
+    assert caveat.startswith("the two traces were taken with different profiler options (before: none; after: "
+                             "with_stack=True")
+    assert main(["trace", str(plain), str(DATA / "cpu-export-chrome-trace.pt.trace.json.gz"), "--json"]) == 0
+    (comparison,) = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["comparison"]
+    assert comparison["caveats"] == []
+
+
 def test_an_option_is_noted_only_where_the_file_says_it_was_on(tmp_path):
     events = [step(1, 0, 1000), op("aten::mm", 10, 500)]
     for top, noted in (({"with_stack": 1, "record_shapes": 0}, "taken with with_stack=True (the file says so)"),

@@ -86,7 +86,8 @@ def _one(report: Any, as_json: bool) -> int:
 
 
 def _two(before: Any, after: Any, as_json: bool, samples_per_step: Optional[tuple[int, int]] = None) -> int:
-    from workbench.trace_analysis.comparing import compare, pairing_caveat
+    from workbench.trace_analysis.comparing import compare
+    from workbench.trace_analysis.comparison_caveats import pairing_caveat
     from workbench.trace_analysis.report_json import comparison_json, to_json
     from workbench.trace_analysis.report_text import comparison_lines
 

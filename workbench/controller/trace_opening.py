@@ -190,12 +190,15 @@ def _kept_figures(rank: RankReport) -> dict[str, Any]:
     """A rank as its record keeps it: its `--json` entry, each step's time and the steps' window, so that two
     traces compare by the A/B statistic in the Runs tab (controller/trace_step_comparison.py), whether it held
     no GPU work (set beside a GPU's trace, the step line says the devices may differ), and whether its file named
-    its rank (one numbered by its place is paired by that number alone, which the step line says)."""
+    its rank (one numbered by its place is paired by that number alone, which the step line says), and the
+    profiler's options it was taken with."""
     figures = rank_json(rank)
     figures["step_seconds"] = [float(seconds) for seconds in rank.step_seconds]
     figures["window_seconds"] = float(rank.window_seconds)  # the shares' window: a share × it ÷ steps is per step
     figures["cpu_only"] = rank.cpu_only  # no GPU work read (why its figures are null is in unavailable_reasons)
     figures["rank_named"] = rank.rank_named  # False: a file naming no rank (the Runs tab says so)
+    # the profiler's options that lengthen the host's time: two traces taken with different ones, the step line says
+    figures["profiler_options"] = list(rank.profiler_options)
     return figures
 
 

@@ -12,8 +12,9 @@ from typing import Any, Optional, Sequence
 
 from workbench.formatting import format_step_seconds
 from workbench.history.records import RunRecord
-from workbench.trace_analysis.comparing import (by_rank_and_entry, compare_steps, other_device, per_step,
-                                                step_verdict_text, unnamed_pairing_words, work_moved, work_moved_text)
+from workbench.trace_analysis.comparing import (by_rank_and_entry, compare_steps, per_step, step_verdict_text,
+                                                work_moved, work_moved_text)
+from workbench.trace_analysis.comparison_caveats import other_device, other_profiler_options, unnamed_pairing_words
 
 
 def trace_step_lines(records: Sequence[RunRecord]) -> list[str]:
@@ -49,10 +50,17 @@ def trace_step_lines(records: Sequence[RunRecord]) -> list[str]:
             unnamed = unnamed_pairing_words(_rank(after), before.get("rank_named") is not False,
                                             after.get("rank_named") is not False, one_process_each,
                                             (f"#{first_id}", f"#{other_id}"), (len(first.files) <= 1, len(other.files) <= 1))
+            options = other_profiler_options(_options(before), _options(after))
             lines.append(f"#{other_id} against #{first_id}, rank {numbers}: {_spread(before)} → {_spread(after)}; "
                          f"{_verdict(before, after)}{_work_hint(before, after, bool(gpus))}"
-                         f"{f'; {gpus}' if gpus else ''}{f'; {unnamed}' if unnamed else ''}")
+                         + "".join(f"; {caveat}" for caveat in (gpus, options, unnamed) if caveat))
     return lines
+
+
+def _options(rank: dict[str, Any]) -> Optional[list[str]]:
+    """The profiler's options a record's rank was taken with; None where it was kept before they were (unknown)."""
+    options = rank.get("profiler_options")
+    return [str(option) for option in options] if isinstance(options, list) else None
 
 
 def _verdict(before: dict[str, Any], after: dict[str, Any]) -> str:

@@ -13,7 +13,6 @@ No torch, no Qt.
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -21,7 +20,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence, TypeVar
 
 from workbench.experiments.ab import MIN_TRIALS, ABResult, compare_rates
 from workbench.formatting import format_short_seconds
-from workbench.trace_analysis.model import UNKNOWN_DEVICE, NamedSeconds, RankReport
+from workbench.trace_analysis.model import NamedSeconds, RankReport
 from workbench.trace_analysis.wording import ranks_in_several_files
 from workbench.trace_analysis.ranks import TOP_COUNT
 
@@ -67,48 +66,6 @@ def work_moved_text(moved: float, batch_hint: str, devices_differ: bool) -> str:
         return (f"{head}: the two traces ran on different devices, and a kernel's time moves with its device as "
                 f"much as with its batch; {batch_hint}")
     return f"{head}: {batch_hint}"
-
-
-_INDEX_ONLY = re.compile(r"cuda:\d+")  # a GPU named by its index alone says nothing of its kind
-
-
-def other_gpu(before_device: str, after_device: str) -> str:
-    """Where the two traces name GPUs of two kinds, a caveat that the change is the GPU's as much as the script's;
-    "" where the names are the same, or either names no kind (an index alone, or nothing)."""
-    kinds = [name for name in (before_device, after_device)
-             if name != UNKNOWN_DEVICE and not _INDEX_ONLY.fullmatch(name)]
-    if len(kinds) < 2 or before_device == after_device:
-        return ""
-    return (f"the two traces ran on different GPUs ({before_device}, then {after_device}): what changed is the GPU's "
-            "as much as the script's")
-
-
-def other_device(before_device: str, after_device: str, before_cpu_only: bool = False,
-                 after_cpu_only: bool = False) -> str:
-    """other_gpu's caveat, and where one trace holds no GPU work and the other does (a CPU-only trace beside a GPU's),
-    that the steps may have run on different devices; "" otherwise."""
-    if before_cpu_only == after_cpu_only:
-        return other_gpu(before_device, after_device)
-    without, with_gpu, device = (("before", "after", after_device) if before_cpu_only
-                                 else ("after", "before", before_device))
-    where = "a GPU" if device in (UNKNOWN_DEVICE, "") else device
-    return (f"the {without} trace holds no GPU work read (a CPU-only run, or its GPU's events left out or "
-            f"unreadable), the {with_gpu} trace ran on {where}: the steps may have run on different devices, and what "
-            "changed is theirs as much as the script's")
-
-
-def other_profiler_options(before: RankReport, after: RankReport) -> str:
-    """Where the two traces were taken with different options that lengthen the host's time, a caveat that the change
-    is the profiler's as much as the script's; "" where they were the same."""
-    if set(before.profiler_options) == set(after.profiler_options):
-        return ""
-    return (f"the two traces were taken with different profiler options (before: {_options(before)}; after: "
-            f"{_options(after)}): they lengthen the host's time, so what changed is the profiler's as much as the "
-            "script's")
-
-
-def _options(rank: RankReport) -> str:
-    return ", ".join(f"{option}=True" for option in rank.profiler_options) or "none"
 
 
 def per_step(share: Optional[float], window_seconds: Optional[float], steps: int) -> Optional[float]:
@@ -216,43 +173,6 @@ def compare(before: RankReport, after: RankReport, samples_per_step: Optional[tu
     return RankComparison(before=before, after=after, step_time=step_time, categories=categories, kernels=kernels,
                           host_ops=host_ops, samples_per_step=samples_per_step, throughput=throughput,
                           pairing_caveat=pairing_caveat)
-
-
-def pairing_caveat(before: RankReport, after: RankReport, one_process_each: bool,
-                   alone: tuple[bool, bool] = (False, False)) -> str:
-    """Where a pair's rank is a file that names no rank (numbered by its place among its folder's files, or 0 as
-    the only file read: ``alone``, before and after), that the two are paired by that number alone; "" where both
-    name their rank, or where each trace holds one process (one number: one unranked script's file, or its
-    profiling cycles, against the other's)."""
-    return unnamed_pairing_words(before.rank, before.rank_named, after.rank_named, one_process_each, alone=alone)
-
-
-def unnamed_pairing_words(number: Any, before_named: bool, after_named: bool, one_process_each: bool,
-                          sides: tuple[str, str] = ("before", "after"), alone: tuple[bool, bool] = (False, False)
-                          ) -> str:
-    """pairing_caveat's words, for two ranks paired by their ``number``, ``sides`` naming the two traces, ``alone``
-    where a side's trace is its one file (numbered 0 as the only file read, not by a place among others)."""
-    unnamed = [(side, lone) for side, named, lone in zip(sides, (before_named, after_named), alone) if not named]
-    if not unnamed or one_process_each:
-        return ""
-    if len(unnamed) == 2 and not any(alone):
-        return (f"neither file names its rank (no distributedInfo, no rank-N in the name): each is numbered "
-                f"{number} by its place among its folder's files, so they are paired by that place alone, not "
-                "known to be the same rank")
-    if len(unnamed) == 2:
-        how = ", ".join(f"the {side} {_numbered(number, lone)}" for side, lone in unnamed)
-        return (f"neither file names its rank (no distributedInfo, no rank-N in the name): {how}, so they are "
-                "paired by that number alone, not known to be the same rank")
-    (side, lone), = unnamed
-    other = sides[1] if side == sides[0] else sides[0]
-    return (f"the {side} file names no rank (no distributedInfo, no rank-N in the name): it is "
-            f"{_numbered(number, lone)}, so it is paired with the {other} trace's rank {number} by that number "
-            "alone, not known to be the same rank")
-
-
-def _numbered(number: Any, alone: bool) -> str:
-    return f"numbered {number} as the only file read" if alone else (
-        f"numbered {number} by its place among its folder's files")
 
 
 def names_compared_per_step(before: RankReport, after: RankReport) -> bool:

@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from workbench.trace_analysis.comparing import (NamedChange, RankComparison, host_ops_not_compared,
                                                 kernels_not_compared)
+from workbench.trace_analysis.comparison_caveats import comparison_caveats
 from workbench.trace_analysis.model import Finding, RankReport, TraceReport
 from workbench.trace_analysis.wording import why_unavailable
 
@@ -83,6 +84,8 @@ def comparison_json(comparison: RankComparison) -> dict[str, Any]:
         "after_" + FILE_KEY: comparison.after.file or None,
         # why the two are not known to be the same rank (a folder's file that names none); null where they are
         "pairing_caveat": comparison.pairing_caveat or None,
+        # what besides the script may have changed (another GPU or device, other profiler options); [] where nothing
+        "caveats": comparison_caveats(comparison.before, comparison.after),
         "step_time_ratio": _number(ratio),
         "step_time_ratio_low": _number(1 / step.speedup_high) if step.speedup_high else None,
         "step_time_ratio_high": _number(1 / step.speedup_low) if step.speedup_low else None,

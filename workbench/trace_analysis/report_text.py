@@ -11,8 +11,9 @@ from typing import Optional, Sequence
 from workbench.formatting import format_step_seconds
 from workbench.trace_analysis.comparing import (BATCH_HINT, MIN_STEPS, NO_STEPS_TO_COMPARE_BY, NamedChange,
                                                 RankComparison, kernels_not_compared, names_compared_per_step,
-                                                other_device, other_profiler_options, per_step, run_to_run_caveat,
-                                                step_verdict_text, straggler, work_moved, work_moved_text)
+                                                per_step, run_to_run_caveat, step_verdict_text, straggler, work_moved,
+                                                work_moved_text)
+from workbench.trace_analysis.comparison_caveats import comparison_caveats, other_device
 from workbench.trace_analysis.model import EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
 from workbench.trace_analysis.wording import (
     PROVE_AT_THE_CLI,
@@ -130,12 +131,7 @@ def comparison_lines(before_path: str, after_path: str, comparison: RankComparis
         lines.insert(2, f"  {comparison.pairing_caveat}")
     lines.append("  " + _step_verdict(comparison))
     lines += ["  " + line for line in _throughput_lines(comparison)]
-    gpus = other_device(before.device, after.device, before.cpu_only, after.cpu_only)
-    if gpus:
-        lines.append("  " + gpus)
-    options = other_profiler_options(before, after)
-    if options:
-        lines.append("  " + options)
+    lines += ["  " + caveat for caveat in comparison_caveats(before, after)]
     if bool(before.steps) != bool(after.steps):  # shares over two windows: said, not read as a change
         lines.append(f"  the shares below are over each trace's own window: {_window_words(before, 'before')}, "
                      f"{_window_words(after, 'after')}")
