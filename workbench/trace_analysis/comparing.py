@@ -13,13 +13,13 @@ No torch, no Qt.
 
 from __future__ import annotations
 
-import statistics
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Optional, Sequence, TypeVar
 
 from workbench.experiments.ab import MIN_TRIALS, ABResult, compare_rates
 from workbench.formatting import format_short_seconds
+from workbench.trace_analysis import communication_wait
 from workbench.trace_analysis.model import NamedSeconds, RankReport
 from workbench.trace_analysis.wording import ranks_in_several_files
 from workbench.trace_analysis.ranks import TOP_COUNT
@@ -263,7 +263,8 @@ def by_rank_and_entry(ranks: Iterable[T], rank_of: Callable[[T], Any]) -> dict[t
 def straggler(ranks: Sequence[RankReport]) -> str:
     """The ranks' slowest, named only where a slower rank is what the figures show: ranks of one job (no rank in
     two files: a folder of traces from several jobs repeats ranks) whose slowest and fastest step times differ
-    beyond the steps' own spread (compare_steps, each rank's steps its measurements); else why none is named."""
+    beyond the steps' own spread (compare_steps, each rank's steps its measurements), or whose steps take alike
+    while the others wait for it in communication (communication_wait); else why none is named."""
     timed = sorted((rank for rank in ranks if rank.step_seconds_median is not None),
                    key=lambda rank: rank.step_seconds_median or 0.0)
     if len(timed) < 2:
@@ -285,48 +286,10 @@ def straggler(ranks: Sequence[RankReport]) -> str:
     if result.verdict == "slower":
         return (f"rank {slow.rank}, its median step {difference}; in a data-parallel job every other rank waits for "
                 "it in communication")
-    waited_for = _waited_for(timed)
+    waited_for = communication_wait.waited_for(timed)
     if waited_for is not None:
         return waited_for
     if result.speedup_low is None:
         return (f"none named: rank {slow.rank}'s median step is {difference}; fewer than {MIN_STEPS} steps a rank "
                 "give no interval")
     return f"none stands out: rank {slow.rank}'s median step is {difference}, within the steps' own spread"
-
-
-# A rank the others wait for in communication this much longer a step (a share of the median step) is named.
-STRAGGLER_WAIT_SHARE = 0.10
-
-
-def _waited_for(ranks: Sequence[RankReport]) -> Optional[str]:
-    """The straggler of a data-parallel job whose steps take alike: every rank's step ends in the same all-reduce,
-    which waits for the slowest, so the step times match and the wait shows in communication. The rank that spends
-    least there is the one the others wait for, named where the others wait STRAGGLER_WAIT_SHARE of a step longer;
-    None otherwise, or where a rank's communication cannot be read."""
-    per_step = [(rank, _communication_per_step(rank)) for rank in ranks]
-    if len(per_step) < 2 or any(seconds is None for _, seconds in per_step):
-        return None
-    (least, least_seconds), (most, most_seconds) = (min(per_step, key=lambda item: item[1] or 0.0),
-                                                    max(per_step, key=lambda item: item[1] or 0.0))
-    assert least_seconds is not None and most_seconds is not None
-    step = statistics.median(rank.step_seconds_median or 0.0 for rank, _ in per_step)
-    wait = most_seconds - least_seconds
-    if step <= 0 or wait < STRAGGLER_WAIT_SHARE * step:
-        return None
-    where = "in communication" if least.communication_share is not None else "in collectives (gloo's ops on the host)"
-    return (f"rank {least.rank}, by the others' wait: every rank's step ends in the same all-reduce, so the step "
-            f"times match, but rank {least.rank} spends {format_short_seconds(least_seconds)} a step {where} where "
-            f"rank {most.rank} spends {format_short_seconds(most_seconds)}, waiting {format_short_seconds(wait)} a "
-            f"step for it ({wait / step:.0%} of the step; threshold {STRAGGLER_WAIT_SHARE:.0%})")
-
-
-def _communication_per_step(rank: RankReport) -> Optional[float]:
-    """A rank's seconds a step in communication: its NCCL/RCCL kernels' time (GPU figures), or on a CPU-only trace the
-    host's time in its collectives' ops (gloo's); None where neither reads."""
-    if not rank.steps or not rank.step_seconds_median:
-        return None
-    if rank.communication_share is not None:
-        return rank.communication_share * rank.window_seconds / rank.steps
-    if not rank.cpu_only:
-        return None
-    return rank.host_collective_seconds / rank.steps if rank.host_collective_seconds is not None else None

@@ -17,7 +17,7 @@ from typing import Callable, Optional, Sequence
 
 from workbench.engine import intervals, kineto, timeline
 from workbench.engine.timeline import MEMCPY, MEMSET, Activity
-from workbench.trace_analysis import hta_rules
+from workbench.trace_analysis import communication_wait, hta_rules
 from workbench.trace_analysis.steps import step_spans
 from workbench.trace_analysis.model import (UNKNOWN_DEVICE, NamedSeconds, QueuedWait, RankReport, ScriptTraits,
                                             TraceCancelled)
@@ -181,23 +181,8 @@ def analyse(events: RankEvents, cancelled: Optional[Callable[[], bool]] = None) 
         host_wait_seconds=breakdown.idle_waiting_for_host_seconds,
         queued_waits=queued_waits, queued_wait_seconds=queued_seconds,
         blocked_launches=blocked_launches, blocked_launch_seconds=blocked_seconds,
-        host_collective_seconds=_host_collective_seconds(events.host_by_thread, window) if cpu_only else None,
+        communication_by_step=communication_wait.by_step(device, events.host_by_thread, steps),
     )
-
-
-# Host ops of a collective, which wait on the host until it completes: gloo's (CPU tensors; a GPU's NCCL collective
-# returns at once on the host, and its wait is in its kernels) and the dispatcher's around them.
-COLLECTIVE_HOST_OPS = ("gloo:", "c10d::")
-
-
-def _host_collective_seconds(host_by_thread: dict[int, list[Activity]], window: tuple[int, int]
-                             ) -> Optional[float]:
-    """The time some collective was under way on the host within the window: its ops and gloo's annotations on any
-    thread (gloo runs them on threads of its own), merged, as communication kernels are on a GPU; None where the
-    rank's trace holds none."""
-    spans = [(a.start_ns, a.end_ns) for activities in host_by_thread.values() for a in activities
-             if a.name.startswith(COLLECTIVE_HOST_OPS)]
-    return intervals.total(intervals.clip(intervals.union(spans), *window)) / 1e9 if spans else None
 
 
 def _no_gpu_work_note(events: RankEvents) -> str:

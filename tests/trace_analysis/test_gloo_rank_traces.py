@@ -1,0 +1,114 @@
+"""Real two-rank DDP jobs over gloo on a CPU (tests/trace_analysis/data/gloo, scripts/make_gloo_rank_traces.py),
+read as a folder of ranks: each rank numbered by its distributedInfo or its file's name, the collectives read on the
+host (no GPU figures: null with the reason, never 0), the rank the other waits for named only beyond the steps'
+jitter, and a cut rank file left out with a note."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from trace_builders import op, step, trace, write
+from workbench.cli import main
+from workbench.trace_analysis import read_report
+from workbench.trace_analysis.comparing import straggler
+from workbench.trace_analysis.report_text import report_lines
+
+GLOO = Path(__file__).resolve().parent / "data" / "gloo"
+JOBS = ("gloo-balanced", "gloo-straggler", "gloo-unnamed")
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_each_jobs_two_ranks_are_read_numbered_and_without_gpu_figures(job):
+    report = read_report(GLOO / job)
+    assert [rank.rank for rank in report.ranks] == [0, 1] and not report.notes
+    for rank in report.ranks:
+        assert rank.rank_named and rank.steps == 3 and rank.cpu_only
+        assert rank.compute_share is None and rank.communication_share is None and rank.idle_share is None
+        assert any(note.startswith("a CPU-only trace") for note in rank.notes)
+        # gloo's collectives are the host's: DDP's all-reduce on gloo's threads, a wait in every step
+        assert rank.communication_by_step is not None and len(rank.communication_by_step) == 3
+        assert all(seconds > 0 for seconds in rank.communication_by_step)
+        assert "gloo:all_reduce" in [item.name for item in rank.top_host_ops]
+
+
+def test_files_under_the_handlers_default_names_take_their_ranks_from_distributedinfo():
+    """<host>_<pid>.<time>.pt.trace.json.gz names no rank: only Kineto's distributedInfo does."""
+    report = read_report(GLOO / "gloo-unnamed")
+    assert all("rank" not in Path(rank.file).name for rank in report.ranks)
+    assert all(rank.rank_named for rank in report.ranks)
+    assert not straggler(report.ranks).startswith("none named:")  # one job's ranks, so held against each other
+
+
+def test_the_straggler_is_named_by_the_wait_of_the_rank_that_waited_for_it():
+    """Rank 1 sorts a million floats before each backward: rank 0 waits for it in DDP's all-reduce most of each
+    step, while the step times match."""
+    report = read_report(GLOO / "gloo-straggler")
+    verdict = straggler(report.ranks)
+    assert verdict.startswith("rank 1, by the others' wait:") and "in 3 of the 3 steps" in verdict
+    rank0, rank1 = report.ranks
+    assert rank0.top_host_ops[0].name == "gloo:all_reduce"  # where rank 0's time went, in its own report
+    assert rank1.top_host_ops[0].name == "aten::sort"  # and what rank 1 did instead
+    assert all(waited - waiting > 0.5 * step for waited, waiting, step in
+               zip(rank0.communication_by_step or (), rank1.communication_by_step or (), rank0.step_seconds))
+
+
+def test_a_balanced_jobs_jitter_names_no_straggler():
+    """Both ranks do the same work; on a loaded 2-core machine rank 0 still waited 4.4 ms a step (20 % of the step)
+    longer than rank 1, by 2.2 ms in one step of steps 3 ms apart. Named by that total alone (10 % of the step),
+    it read "rank 1, by the others' wait"."""
+    verdict = straggler(read_report(GLOO / "gloo-balanced").ranks)
+    assert verdict.startswith("none stands out: rank 1 spends"), verdict
+    assert "in only 2 of the 3 steps: within the steps' jitter" in verdict
+
+
+def test_a_wait_that_comes_and_goes_between_steps_names_no_straggler(tmp_path):
+    """Rank 0 waits 8 ms in two steps of five and 1 ms in the others: its total is longer by far more than a tenth
+    of the step, but in three steps of five it waits as long as rank 1."""
+    (tmp_path / "job").mkdir()
+    for rank, waits in enumerate([(8000, 1000, 8000, 1000, 1000), (1000,) * 5]):
+        events = []
+        for number, wait_us in enumerate(waits):
+            begin = number * 10_000
+            events += [step(number + 1, begin, 10_000), op("aten::mm", begin + 10, 500),
+                       op("gloo:all_reduce", begin + 600, wait_us, tid=7, cat="user_annotation")]
+        write(tmp_path / "job" / f"rank-{rank}.json", trace(events))
+    verdict = straggler(read_report(tmp_path / "job").ranks)
+    assert verdict.startswith("none stands out: rank 1 spends 1 ms a step in collectives"), verdict
+    assert "in only 2 of the 5 steps" in verdict
+
+
+def test_a_cut_rank_file_is_left_out_with_a_note_and_the_other_rank_read(capsys):
+    report = read_report(GLOO / "gloo-cut")
+    (rank,) = report.ranks
+    assert rank.rank == 0 and rank.steps == 3
+    (note,) = report.notes
+    assert note.startswith("left out:") and "rank1." in note and "truncated" in note
+    assert "note: left out:" in "\n".join(report_lines(report))
+    assert main(["trace", str(GLOO / "gloo-cut"), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert [entry["rank"] for entry in json.loads(out.splitlines()[-1])["ranks"]] == [0]
+    assert "left out:" in err and "truncated" in err
+
+
+@pytest.mark.parametrize("job", [*JOBS, "gloo-cut"])
+def test_the_cli_reads_each_folder_in_text_and_json_with_no_figure_made_up(capsys, job):
+    assert main(["trace", str(GLOO / job)]) == 0
+    text = capsys.readouterr().out
+    assert "GPU time: no GPU work read from this trace" in text
+    assert main(["trace", str(GLOO / job), "--json"]) == 0
+    for entry in json.loads(capsys.readouterr().out.splitlines()[-1])["ranks"]:
+        assert entry["compute_share"] is None and entry["communication_share"] is None
+        assert entry["unavailable_reasons"]["communication_share"] == "no GPU work read from this trace"
+
+
+def test_a_folder_missing_one_ranks_file_reads_the_other(tmp_path):
+    """A crashed job may leave one rank's file and not the other's."""
+    (kept,) = (GLOO / "gloo-balanced").glob("rank1.*")
+    shutil.copy(kept, tmp_path / kept.name)
+    report = read_report(tmp_path)
+    assert [rank.rank for rank in report.ranks] == [1]
+    assert straggler(report.ranks) == "n/a (fewer than two ranks with steps)"
