@@ -85,8 +85,10 @@ def test_a_cut_rank_file_is_left_out_with_a_note_and_the_other_rank_read(capsys)
     report = read_report(GLOO / "gloo-cut")
     (rank,) = report.ranks
     assert rank.rank == 0 and rank.steps == 3
-    (note,) = report.notes
-    assert note.startswith("left out:") and "rank1." in note and "truncated" in note
+    left_out, lacking = report.notes
+    assert left_out.startswith("left out:") and "rank1." in left_out and "truncated" in left_out
+    assert lacking == ("the files' distributedInfo names a job of 2 ranks (world_size); rank 1 has no file read here "
+                       "(not written, or left out above)")
     assert "note: left out:" in "\n".join(report_lines(report))
     assert main(["trace", str(GLOO / "gloo-cut"), "--json"]) == 0
     out, err = capsys.readouterr()
@@ -112,3 +114,41 @@ def test_a_folder_missing_one_ranks_file_reads_the_other(tmp_path):
     report = read_report(tmp_path)
     assert [rank.rank for rank in report.ranks] == [1]
     assert straggler(report.ranks) == "n/a (fewer than two ranks with steps)"
+    # the job's other rank is said to be lacking: "1 rank" alone read as the whole job
+    assert report.notes == ("the files' distributedInfo names a job of 2 ranks (world_size); rank 0 has no file read "
+                            "here (not written, or not in this folder)",)
+
+
+def job_folder(folder: Path, named: dict[int, dict]) -> Path:
+    """Rank files of three steps each, their heads' distributedInfo as given, by rank."""
+    folder.mkdir()
+    for rank, info in named.items():
+        events = [step(number + 1, number * 1000, 1000) for number in range(3)]
+        write(folder / f"rank-{rank}.json", trace(events, distributedInfo=info))
+    return folder
+
+
+def test_a_job_lacking_a_ranks_file_names_the_rank_and_that_the_slowest_is_among_those_read(tmp_path):
+    report = read_report(job_folder(tmp_path / "job", {rank: {"backend": "nccl", "rank": rank, "world_size": 4}
+                                                       for rank in (0, 1, 3)}))
+    assert report.notes == ("the files' distributedInfo names a job of 4 ranks (world_size); rank 2 has no file read "
+                            "here (not written, or not in this folder): the slowest rank is named among the 3 read "
+                            "only",)
+    # one rank asked for: the others are not missed
+    assert not any("world_size" in note for note in read_report(tmp_path / "job", rank=1).notes)
+
+
+@pytest.mark.parametrize("infos, words", [
+    ({0: {"rank": 0, "world_size": 10**12}}, "ranks 1, 2, 3, 4, 5, 6, 7, 8 and 999,999,999,991 more have"),
+    ({0: {"rank": 0, "world_size": 2}, 1: {"rank": 1, "world_size": 4}}, None),  # two jobs' files: none known
+    ({0: {"rank": 0, "world_size": 3}, 1: {"rank": 1}}, None),  # a file names no world: its job is not known
+    ({0: {"rank": 0, "world_size": 2}, 1: {"rank": 1, "world_size": 2}}, None),  # every rank there
+    ({0: {"rank": 5, "world_size": 2}}, None),  # a rank outside its world: no job read from it
+], ids=["a-world-of-a-trillion", "two-world-sizes", "no-world-size", "all-there", "rank-outside-the-world"])
+def test_ranks_lacking_are_named_only_for_one_job_known_and_never_listed_one_by_one(tmp_path, infos, words):
+    notes = [note for note in read_report(job_folder(tmp_path / "job", infos)).notes if "world_size" in note]
+    if words is None:
+        assert not notes
+    else:
+        (note,) = notes
+        assert words in note

@@ -25,7 +25,7 @@ from typing import Any, Callable, Optional, Union
 
 from workbench.formatting import format_step_seconds
 from workbench.regular_file import InvalidPath, expanded, folder_problem, regular_file_problem
-from workbench.trace_analysis import file_ranks, json_stream, rank_pool, ranks
+from workbench.trace_analysis import file_ranks, job_ranks, json_stream, rank_pool, ranks
 from workbench.trace_analysis.comparing import CATEGORIES
 from workbench.trace_analysis.model import Fingerprint, RankReport, TraceCancelled, TraceError, TraceReport
 from workbench.trace_analysis.wording import ranks_in_several_files
@@ -116,6 +116,11 @@ def _read_report(path: Path, rank: Optional[int], progress: Optional[Progress], 
                      "distributedInfo, no rank-N in the name): numbered by their place among the folder's files, in "
                      "name order with numbers as numbers; one tensorboard_trace_handler worker's files "
                      "(<worker>.<time>.pt.trace.json) share one number")
+    if rank is None and files != [path]:  # a folder read whole: does it hold every rank of its job?
+        lacking = job_ranks.ranks_not_read_note((one.job for one in read_in_order if one.error is None),
+                                                bool(unreadable))
+        if lacking:
+            notes.append(lacking)
     cycles_notes, ranks_of_cycles = _cycles(files_read, read_in_order)
     notes.extend(cycles_notes)
     if len(files) > 1:
@@ -200,6 +205,7 @@ class RankFile:
     reports: tuple[RankReport, ...] = ()
     error: Optional[str] = None  # one line: the file is left out of its folder
     fingerprint: Optional[Fingerprint] = None  # of the bytes read, where asked for
+    job: Optional[tuple[int, int]] = None  # (its process's rank, the job's world_size), as its distributedInfo says
 
 
 def read_rank_file(file: Path, fallback_rank: int, several: bool, want_digest: bool,
@@ -226,6 +232,7 @@ def read_rank_file(file: Path, fallback_rank: int, several: bool, want_digest: b
         return RankFile(error=str(error), fingerprint=fingerprint)
     # numbered by its place among its folder's files, or 0 as the only file read
     names_no_rank = _rank_from_name(file.name, -1) < 0 and not parsed.names_its_rank()
+    job = job_ranks.process_and_world(parsed.meta)
     del parsed
     reports = []
     for events in per_gpu:
@@ -233,7 +240,7 @@ def read_rank_file(file: Path, fallback_rank: int, several: bool, want_digest: b
             raise TraceCancelled("reading cancelled")
         reports.append(dataclasses.replace(ranks.analyse(events, cancelled), file=str(file),
                                            rank_named=not names_no_rank))
-    return RankFile(tuple(reports), None, fingerprint)
+    return RankFile(tuple(reports), None, fingerprint, job)
 
 
 def trace_files(path: Path) -> tuple[list[Path], list[str]]:
