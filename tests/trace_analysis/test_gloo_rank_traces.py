@@ -152,3 +152,21 @@ def test_ranks_lacking_are_named_only_for_one_job_known_and_never_listed_one_by_
     else:
         (note,) = notes
         assert words in note
+
+
+def test_a_collective_on_several_threads_at_once_is_said_to_be_summed_over_them():
+    """DDP's two buckets all-reduce at once on gloo's two threads: rank 0's gloo:all_reduce reads 780 ms of self
+    time over 472 ms of steps, which without a word read as more time than was traced."""
+    from workbench.controller.trace_page import trace_page
+
+    report = read_report(GLOO / "gloo-straggler")
+    rank0, rank1 = report.ranks
+    assert rank0.top_host_ops[0].seconds > rank0.window_seconds
+    words = ("host op time is summed over the threads each ran on: longer than the 471.6 ms of the steps, "
+             "gloo:all_reduce (780.0 ms) ran on several threads at once")
+    lines = report_lines(report)
+    top = lines.index(next(line for line in lines if line.startswith("  top host ops by self time: gloo:")))
+    assert lines[top + 1] == f"  {words}"  # said under the figure it is of
+    assert sum(words in line for line in lines) == 1  # rank 1's collectives fit within its steps: nothing said
+    first, second = trace_page(report, "").sections
+    assert words[0].upper() + words[1:] in first.facts and not any("summed" in fact for fact in second.facts)

@@ -10,8 +10,9 @@ from typing import Optional, Sequence
 
 from workbench.formatting import format_short_seconds, format_step_seconds
 from workbench.trace_analysis.model import EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
-from workbench.trace_analysis.wording import (PROVE_IN_THE_WINDOW, host_wait_calls_text, prove_a_change,
-                                             queued_waits_text, short_names)
+from workbench.trace_analysis.wording import (PROVE_IN_THE_WINDOW, host_wait_calls_text,
+                                             ops_on_threads_at_once_text, prove_a_change, queued_waits_text,
+                                             short_names)
 from workbench.trace_analysis.comparing import straggler
 
 # The GPU time over the steps, and idle time by cause: (label, RankReport field, colour), in the bars' order.
@@ -152,6 +153,9 @@ def _rank_section(rank: RankReport, name_file: bool = False) -> RankSection:
     if waited_in:
         facts.append(f"{waited_in[0].upper()}{waited_in[1:]}")
     facts += [f"{line[0].upper()}{line[1:]}" for line in queued_waits_text(rank, NAME_CHARACTERS)]
+    at_once = ops_on_threads_at_once_text(rank, NAME_CHARACTERS)
+    if at_once:
+        facts.append(f"{at_once[0].upper()}{at_once[1:]}")
     if not cpu_only:  # without GPU figures no kernel was read, which is not to say none ran
         facts.append(f"{rank.kernels:,} kernel{'' if rank.kernels == 1 else 's'}")
     return RankSection(

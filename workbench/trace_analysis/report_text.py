@@ -20,6 +20,7 @@ from workbench.trace_analysis.wording import (
     ZERO_WINDOW,
     dataloader_unknown,
     host_wait_calls_text,
+    ops_on_threads_at_once_text,
     prove_a_change,
     queued_waits_text,
     short_names,
@@ -79,6 +80,9 @@ def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
         lines.append("  top kernels: " + _named(rank.top_kernels))
     if rank.top_host_ops:
         lines.append("  top host ops by self time: " + _named(rank.top_host_ops))
+        at_once = ops_on_threads_at_once_text(rank, NAME_CHARACTERS)
+        if at_once:
+            lines.append(f"  {at_once}")
     if rank.top_copies:
         lines.append("  copies and fills: " + _named(rank.top_copies))
     if rank.exposed_copies:  # what the copy-bound finding's change is chosen by

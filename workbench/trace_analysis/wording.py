@@ -71,6 +71,18 @@ def host_wait_calls_text(rank: RankReport, shown: int = 4) -> Optional[str]:
     return f"while the GPU waited for the host ({format_step_seconds(wait)}), the host was in: {calls} of that wait"
 
 
+def ops_on_threads_at_once_text(rank: RankReport, characters: int = 60) -> Optional[str]:
+    """Where a top host op's self time is longer than the time it was read over (its spans on several threads at
+    once, as gloo runs a bucket's collective on each of its threads), that it is summed over them; None otherwise."""
+    over = [op for op in rank.top_host_ops if rank.window_seconds > 0 and op.seconds > rank.window_seconds]
+    if not over:
+        return None
+    names = ", ".join(f"{short_name(op.name, characters)} ({format_step_seconds(op.seconds)})" for op in over)
+    return (f"host op time is summed over the threads each ran on: longer than the "
+            f"{format_step_seconds(rank.window_seconds)} {'of the steps' if rank.steps else 'traced'}, {names} ran on "
+            "several threads at once")
+
+
 def queued_waits_text(rank: RankReport, characters: int = 60, shown: int = 3) -> list[str]:
     """RankReport.queued_waits and blocked_launches in words (CLI text and the window's page), each where its time
     is QUEUED_WAITS_SHOWN of the window or more (below, it is not what bounds the step)."""
