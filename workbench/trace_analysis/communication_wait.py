@@ -46,9 +46,16 @@ def by_step(device: list[Activity], host_by_thread: dict[int, list[Activity]],
 
 # A rank the others wait for in communication this much longer a step (a share of the median step) may be named.
 STRAGGLER_WAIT_SHARE = 0.10
-# ... where the others wait longer by more than the steps' own spread (and that share) in this share of the steps
-# at least, paired in order (every step, up to 9 steps): jitter gives one rank a longer total now and then.
+# ... where the others wait longer by more than the steps' own spread (steps_spread) and that share in this share of
+# the steps at least, paired in order (every step, up to 9 steps): jitter gives one rank a longer total now and then.
 STEPS_CLEAR_SHARE = 0.9
+
+
+def steps_spread(step_seconds: Sequence[float]) -> float:
+    """The steps' own spread: their 90th less their 10th percentile (the steps' jitter; a checkpoint's one long step
+    in a thousand does not make every wait look small beside it)."""
+    deciles = statistics.quantiles(step_seconds, n=10, method="inclusive")
+    return deciles[-1] - deciles[0]
 
 
 def waited_for(ranks: Sequence[RankReport]) -> Optional[str]:
@@ -72,12 +79,11 @@ def waited_for(ranks: Sequence[RankReport]) -> Optional[str]:
     paired = list(zip(most.communication_by_step or (), least.communication_by_step or ()))
     if len(paired) < MIN_STEPS:
         return f"none named: {seen}); fewer than {MIN_STEPS} steps a rank give no spread to hold it against"
-    low = min(min(most.step_seconds), min(least.step_seconds))
-    high = max(max(most.step_seconds), max(least.step_seconds))
-    bar = max(high - low, STRAGGLER_WAIT_SHARE * step)
+    spread_seconds = steps_spread([*most.step_seconds, *least.step_seconds])
+    bar = max(spread_seconds, STRAGGLER_WAIT_SHARE * step)
     clear = sum(1 for longer, shorter in paired if longer - shorter >= bar)
     needed = math.ceil(STEPS_CLEAR_SHARE * len(paired))
-    spread = f"the steps' own spread ({format_step_seconds(high - low)})"
+    spread = f"the steps' own spread ({format_step_seconds(spread_seconds)})"
     if clear < needed:
         return (f"none stands out: {seen}), but by more than {spread} and {STRAGGLER_WAIT_SHARE:.0%} of the step in only "
                 f"{clear} of the {len(paired)} steps: within the steps' jitter")
