@@ -86,6 +86,8 @@ class TimelineBreakdown:
     idle_kernel_wait_seconds: Optional[float] = None  # gaps under ``kernel_wait_ns`` (HTA's kernel wait); 0 unless asked
     # The idle spans counted as waiting for the host (what the host was doing then is read from them), in order
     host_wait_spans: tuple[Interval, ...] = ()
+    # The communication not hidden behind compute (communication_seconds' spans), in order: its time step by step
+    communication_spans: tuple[Interval, ...] = ()
     # The idle gaps ended by work launched before they began ("other": queued work that started late), in order:
     # (gap start, the gap's ns counted as other: its wait for data apart, the work the gap was judged by)
     other_idle_gaps: tuple[tuple[int, int, Activity], ...] = ()
@@ -204,6 +206,7 @@ def analyse_sorted(activities: SortedActivities, window: Interval, steps: int, g
         top_kernels=_top_by_name(((a.name, a.end_ns - a.start_ns) for a in kernel_records), top),
         host_wait_spans=tuple(subtract(host_wait_spans, host_data_wait) if host_data_wait else host_wait_spans),
         other_idle_gaps=tuple(other_idle_gaps),
+        communication_spans=tuple(visible_communication),
     )
 
 

@@ -13,7 +13,8 @@ import math
 import statistics
 from typing import Optional, Sequence
 
-from workbench.engine import intervals, timeline
+from workbench.engine import intervals
+from workbench.engine.intervals import Interval
 from workbench.engine.timeline import Activity
 from workbench.experiments.ab import MIN_TRIALS as MIN_STEPS  # as a rank named by its step time needs
 from workbench.formatting import format_short_seconds, format_step_seconds
@@ -24,18 +25,16 @@ from workbench.trace_analysis.model import RankReport
 COLLECTIVE_HOST_OPS = ("gloo:", "c10d::")
 
 
-def by_step(device: list[Activity], host_by_thread: dict[int, list[Activity]],
-           steps: Sequence[tuple[int, int]]) -> Optional[tuple[float, ...]]:
-    """The seconds of each step in communication: with GPU figures, its NCCL/RCCL kernels not hidden behind compute;
-    without, some collective's ops and gloo's annotations under way on any thread (gloo runs them on threads of its
-    own), merged, as communication kernels are on a GPU. None without steps, or without GPU figures where the
-    rank's trace holds no collective."""
+def by_step(communication: Optional[Sequence[Interval]], host_by_thread: dict[int, list[Activity]],
+            steps: Sequence[tuple[int, int]]) -> Optional[tuple[float, ...]]:
+    """The seconds of each step in communication: with GPU figures, ``communication`` (its NCCL/RCCL kernels not
+    hidden behind compute, the timeline's communication_spans); without (None), some collective's ops and gloo's
+    annotations under way on any thread (gloo runs them on threads of its own), merged, as communication kernels are
+    on a GPU. None without steps, or without GPU figures where the rank's trace holds no collective."""
     if not steps:
         return None
-    if device:
-        kernels = intervals.union((a.start_ns, a.end_ns) for a in device if a.kind == timeline.KERNEL)
-        spans = intervals.subtract(intervals.union(
-            (a.start_ns, a.end_ns) for a in device if a.kind == timeline.COMMUNICATION), kernels)
+    if communication is not None:
+        spans: Sequence[Interval] = communication
     else:
         spans = intervals.union((a.start_ns, a.end_ns) for activities in host_by_thread.values() for a in activities
                                 if a.name.startswith(COLLECTIVE_HOST_OPS))

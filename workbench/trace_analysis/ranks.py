@@ -181,7 +181,8 @@ def analyse(events: RankEvents, cancelled: Optional[Callable[[], bool]] = None) 
         host_wait_seconds=breakdown.idle_waiting_for_host_seconds,
         queued_waits=queued_waits, queued_wait_seconds=queued_seconds,
         blocked_launches=blocked_launches, blocked_launch_seconds=blocked_seconds,
-        communication_by_step=communication_wait.by_step(device, events.host_by_thread, steps),
+        communication_by_step=communication_wait.by_step(None if cpu_only else breakdown.communication_spans,
+                                                    events.host_by_thread, steps),
     )
 
 
