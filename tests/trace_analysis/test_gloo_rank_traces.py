@@ -92,8 +92,18 @@ def test_a_cut_rank_file_is_left_out_with_a_note_and_the_other_rank_read(capsys)
     assert "note: left out:" in "\n".join(report_lines(report))
     assert main(["trace", str(GLOO / "gloo-cut"), "--json"]) == 0
     out, err = capsys.readouterr()
-    assert [entry["rank"] for entry in json.loads(out.splitlines()[-1])["ranks"]] == [0]
+    data = json.loads(out.splitlines()[-1])
+    assert [entry["rank"] for entry in data["ranks"]] == [0]
     assert "left out:" in err and "truncated" in err
+    # a tool reading the JSON alone is told of the rank left out, not shown one rank and no word
+    assert data["notes"] == list(report.notes) and data["slowest"] is None
+
+
+def test_the_json_of_a_folder_names_its_slowest_rank_as_the_text_does(capsys):
+    assert main(["trace", str(GLOO / "gloo-straggler"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert data["slowest"].startswith("rank 1, by the others' wait")
+    assert data["slowest"] == straggler(read_report(GLOO / "gloo-straggler").ranks)
 
 
 @pytest.mark.parametrize("job", [*JOBS, "gloo-cut"])

@@ -270,7 +270,7 @@ def test_a_lone_file_naming_no_rank_is_paired_with_a_folders_rank_0_only_with_a_
         in capsys.readouterr().out
     data = run_json(capsys, str(tmp_path / "a.json"), str(tmp_path / "b.json"))
     assert [entry["pairing_caveat"] for entry in data["comparison"]] == [None]
-    assert "notes" not in data["before"]  # the folder's numbering note is not a lone file's
+    assert data["before"]["notes"] == []  # the folder's numbering note is not a lone file's
 
 
 def test_files_numbered_by_place_take_the_numbers_no_named_rank_takes(capsys, tmp_path):
@@ -533,7 +533,9 @@ def test_a_folders_note_is_said_once_inline_in_text_and_on_stderr_with_json(caps
     assert out.count(note) == 1 and note not in err
     assert main(["trace", str(folder), "--json"]) == 0
     out, err = capsys.readouterr()
-    assert note not in out and err.count(note) == 1
+    *before_json, last = out.splitlines()
+    assert note not in "\n".join(before_json) and err.count(note) == 1
+    assert json.loads(last)["notes"] == [note]  # and in the object, for a tool that reads stdout alone
 
 
 def test_a_trace_named_like_a_home_folder_of_no_user_is_read_as_the_file_it_is(capsys, tmp_path, monkeypatch):

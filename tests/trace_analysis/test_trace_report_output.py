@@ -20,7 +20,8 @@ from workbench.trace_analysis.report_text import comparison_lines, rank_lines, r
 def test_json_has_exactly_the_contracts_keys():
     finding = Finding(kind="input-bound", text="Input-bound: …", figure=0.33, threshold=0.15, change="DataLoader(…)")
     data = to_json(trace_report(rank_report(findings=(finding,))))
-    assert set(data) == {"path", "ranks"}
+    assert set(data) == {"path", "ranks", "notes", "slowest"}  # the contract's two, and the report's own beside them
+    assert data["notes"] == [] and data["slowest"] is None  # one rank: no slowest among ranks
     (rank,) = data["ranks"]
     assert set(rank) == CONTRACT_RANK_KEYS
     assert set(rank["gpu_span"]) == {"idle_share", "compute_share", "non_compute_share"}

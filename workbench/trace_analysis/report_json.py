@@ -2,7 +2,8 @@
 and the comparison of two traces.
 
 ``path`` and ``ranks``, one entry per rank with exactly ``RANK_KEYS``, ``file``, ``unavailable_reasons`` and
-``notes``; a figure that could not be read is null, and ``unavailable_reasons`` says why.
+``notes``; a figure that could not be read is null, and ``unavailable_reasons`` says why. Beside them, the report's
+own ``notes`` (a folder's files left out, its job's ranks without a file) and, for several ranks, ``slowest``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import math
 from typing import Any, Optional
 
 from workbench.trace_analysis.comparing import (NamedChange, RankComparison, host_ops_not_compared,
-                                                kernels_not_compared)
+                                                kernels_not_compared, straggler)
 from workbench.trace_analysis.comparison_caveats import comparison_caveats
 from workbench.trace_analysis.model import Finding, RankReport, TraceReport
 from workbench.trace_analysis.wording import why_unavailable
@@ -34,8 +35,17 @@ GPU_SPAN_KEYS = ("idle_share", "compute_share", "non_compute_share")
 FINDING_KEYS = ("kind", "text", "figure", "threshold", "change")
 
 
+# Beside the contract's path and ranks: the report's own notes, and the slowest rank (the text's "slowest:" line):
+# without them a tool reading a folder whose rank file was cut saw the ranks read and no word of the one left out.
+REPORT_NOTES_KEY = "notes"
+SLOWEST_KEY = "slowest"
+
+
 def to_json(report: TraceReport) -> dict[str, Any]:
-    return {"path": report.path, "ranks": [rank_json(rank) for rank in report.ranks]}
+    return {"path": report.path, "ranks": [rank_json(rank) for rank in report.ranks],
+            REPORT_NOTES_KEY: list(report.notes),
+            # the slowest rank named, or why none is, in the text report's words; null for one rank
+            SLOWEST_KEY: straggler(report.ranks) if len(report.ranks) > 1 else None}
 
 
 def rank_json(rank: RankReport) -> dict[str, Any]:
