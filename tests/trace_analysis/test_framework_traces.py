@@ -1,0 +1,54 @@
+"""`workbench trace` on the traces PyTorch Lightning's PyTorchProfiler and Hugging Face's Trainer write for their
+users: real CPU-only traces of a small model trained a few steps with each (scripts/make_framework_traces.py; how
+each was taken in data/frameworks/README.md). The frameworks are not needed here: the traces are read as data.
+
+Each framework calls profiler.step() itself (Lightning at the end of training_step, HF Trainer's users from a
+callback's on_step_end) and wraps its own hooks in record_functions; the report must find the steps, count the wait
+for data wherever the framework's spans hold it, and keep its wrapper spans out of the host ops' self time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from workbench.trace_analysis import read_report
+from workbench.trace_analysis.script_findings import findings_for
+
+FRAMEWORKS = Path(__file__).resolve().parent / "data" / "frameworks"
+_read: dict[str, object] = {}
+
+
+def rank(case: str):
+    if case not in _read:
+        (_read[case],) = read_report(FRAMEWORKS / f"{case}.pt.trace.json.gz").ranks
+    return _read[case]
+
+
+def findings(case: str) -> dict:
+    return {finding.kind: finding for finding in findings_for(rank(case))}
+
+
+def test_each_frameworks_schedule_gives_three_steps_and_a_cpu_only_rank():
+    """schedule(wait=1, warmup=1, active=3): three ProfilerStep#N, whichever calls profiler.step()."""
+    for case in ("lightning-input-heavy", "lightning-loader-keeps-up", "lightning-iterable-input-heavy",
+                 "hf-trainer-input-heavy", "hf-trainer-loader-keeps-up"):
+        report = rank(case)
+        assert report.steps == 3, case
+        assert report.cpu_only and report.idle_share is None, case
+
+
+def test_a_costly_getitem_with_num_workers_0_is_input_bound_under_either_framework():
+    for case in ("lightning-input-heavy", "hf-trainer-input-heavy"):
+        report = rank(case)
+        assert report.dataloader_share is not None and report.dataloader_share > 0.5, case
+        assert report.traits.loader_workers is False, case  # _SingleProcessDataLoaderIter: num_workers=0
+        finding = findings(case)["input-bound"]
+        assert "DataLoader's __next__" in finding.text
+        assert "num_workers=4" in finding.change, case
+
+
+def test_a_loader_that_keeps_up_gives_no_finding_under_either_framework():
+    for case in ("lightning-loader-keeps-up", "hf-trainer-loader-keeps-up"):
+        report = rank(case)
+        assert report.dataloader_share is not None and report.dataloader_share < 0.15, case
+        assert findings(case) == {}, case
