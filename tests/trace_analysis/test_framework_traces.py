@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from workbench.trace_analysis import read_report
+from workbench.trace_analysis.report_text import rank_lines
 from workbench.trace_analysis.script_findings import findings_for
 
 FRAMEWORKS = Path(__file__).resolve().parent / "data" / "frameworks"
@@ -52,3 +53,25 @@ def test_a_loader_that_keeps_up_gives_no_finding_under_either_framework():
         report = rank(case)
         assert report.dataloader_share is not None and report.dataloader_share < 0.15, case
         assert findings(case) == {}, case
+
+
+def test_lightnings_fetch_span_is_the_wait_for_data_where_no_dataloader_runs():
+    """Batches from a plain iterable (DALI's, a stream's): no enumerate(DataLoader) span, only Lightning's
+    [pl][profile][_TrainingEpochLoop].train_dataloader_next around the wait. Read as no data wait at all, the steps'
+    time in it went unsaid and the input-bound rule did not fire."""
+    report = rank("lightning-iterable-input-heavy")
+    assert report.dataloader_share is not None and report.dataloader_share > 0.5
+    assert report.traits.lightning_fetch_only and report.traits.loader_workers is None
+    finding = findings("lightning-iterable-input-heavy")["input-bound"]
+    assert "Lightning's [pl][profile]…_next" in finding.text and "DataLoader's __next__" not in finding.text
+    assert finding.change.startswith("the batches come from an iterable of your own, not a torch DataLoader")
+    assert any("DataLoader (host in Lightning's [pl][profile]…_next" in line for line in rank_lines(report))
+
+
+def test_lightnings_fetch_span_around_a_dataloader_counts_its_wait_once():
+    """Around a DataLoader, Lightning's span holds the DataLoader's own: the wait is their union, and the report
+    names the DataLoader (its iterator says whether it has workers)."""
+    report = rank("lightning-input-heavy")
+    assert report.data_wait_seconds <= report.window_seconds
+    assert not report.traits.lightning_fetch_only
+    assert any("DataLoader (host in enumerate(DataLoader)#…__next__)" in line for line in rank_lines(report))

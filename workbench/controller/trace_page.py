@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 
 from workbench.formatting import format_short_seconds, format_step_seconds
 from workbench.trace_analysis.model import EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
-from workbench.trace_analysis.wording import (PROVE_IN_THE_WINDOW, host_wait_calls_text,
+from workbench.trace_analysis.wording import (PROVE_IN_THE_WINDOW, data_wait_spans, host_wait_calls_text,
                                              ops_on_threads_at_once_text, prove_a_change, queued_waits_text,
                                              short_names)
 from workbench.trace_analysis.comparing import straggler
@@ -145,7 +145,7 @@ def _rank_section(rank: RankReport, name_file: bool = False) -> RankSection:
     if rank.dataloader_share is not None:
         facts.append(f"DataLoader: {_percent(rank.dataloader_share)} of "
                      f"{'the step' if rank.steps else 'the traced window (no steps)'} "
-                     "(host time in enumerate(DataLoader)#…__next__, as TensorBoard's plugin counted it)")
+                     f"(host time in {data_wait_spans(rank)}, as TensorBoard's plugin counted it)")
     if rank.exposed_copies:  # what the copy-bound finding's change is chosen by
         facts.append(f"{EXPOSED_COPIES[0].upper()}{EXPOSED_COPIES[1:]}: " + ", ".join(
             f"{copy.name} {format_step_seconds(copy.seconds)}" for copy in rank.exposed_copies))

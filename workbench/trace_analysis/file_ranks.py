@@ -16,7 +16,7 @@ from workbench.trace_analysis import duplicates
 from workbench.trace_analysis.model import UNKNOWN_DEVICE, ScriptTraits, TraceCancelled, TraceError
 from workbench.trace_analysis.parsed_trace import COSTLY_PROFILER_OPTIONS, ParsedTrace, int_field, process_rank
 from workbench.trace_analysis.ranks import RankEvents
-from workbench.trace_analysis.trace_events import DATALOADER_NEXT
+from workbench.trace_analysis.trace_events import DATALOADER_NEXT, LIGHTNING_FETCH
 from workbench.trace_analysis.wording import counted
 
 OPTIMIZER_STEP = re.compile(r"Optimizer\.step#(\w+)\.step")  # torch.optim's annotation of each step
@@ -183,6 +183,7 @@ def _script_traits(host_names: Iterable[str]) -> ScriptTraits:
     """What the script already does, from its host ops' names (each name once: a trace has few)."""
     compiled, optimizer, fused = False, None, False
     iterators: set[bool] = set()  # whether each DataLoader iterator named runs worker processes
+    dataloader, lightning_fetch = False, False
     for name in host_names:
         if name.startswith(kineto.COMPILED_CODE_OPS):
             compiled = True
@@ -190,13 +191,17 @@ def _script_traits(host_names: Iterable[str]) -> ScriptTraits:
             fused = True
         elif optimizer is None and (match := OPTIMIZER_STEP.match(name)):
             optimizer = match.group(1)
+        elif LIGHTNING_FETCH.fullmatch(name):
+            lightning_fetch = True
         elif DATALOADER_NEXT.match(name):
+            dataloader = True
             if MULTI_PROCESS_ITERATOR in name:
                 iterators.add(True)
             elif SINGLE_PROCESS_ITERATOR in name:
                 iterators.add(False)
     return ScriptTraits(compiled=compiled, optimizer=optimizer, fused_optimizer=fused,
-                        loader_workers=iterators.pop() if len(iterators) == 1 else None)
+                        loader_workers=iterators.pop() if len(iterators) == 1 else None,
+                        lightning_fetch_only=lightning_fetch and not dataloader)
 
 
 def _device_name(gpus: ListedGpus, index: Optional[int]) -> str:

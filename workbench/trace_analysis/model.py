@@ -66,6 +66,9 @@ class ScriptTraits:
     # _MultiProcessingDataLoaderIter (num_workers > 0), False where every one is _SingleProcessDataLoaderIter
     # (num_workers=0); None without DataLoader spans, or with both (two loaders)
     loader_workers: Optional[bool] = None
+    # The waits for data are PyTorch Lightning's fetch spans ([pl][profile]…_next) with no DataLoader span anywhere:
+    # its batches come from an iterable of the script's own, where DataLoader's num_workers is not the knob
+    lightning_fetch_only: bool = False
 
 
 UNKNOWN_DEVICE = "unknown"  # a rank's device where the trace names none

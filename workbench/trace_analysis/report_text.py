@@ -18,6 +18,7 @@ from workbench.trace_analysis.model import EXPOSED_COPIES, NO_GPU_WORK, NamedSec
 from workbench.trace_analysis.wording import (
     PROVE_AT_THE_CLI,
     ZERO_WINDOW,
+    data_wait_spans,
     dataloader_unknown,
     host_wait_calls_text,
     ops_on_threads_at_once_text,
@@ -73,7 +74,7 @@ def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
                   if as_hta else "")
         lines.append(f"  first to last GPU event (HTA's window): idle {_pct(span.get('idle_share'))} · compute "
                      f"{_pct(span.get('compute_share'))} · non-compute {_pct(span.get('non_compute_share'))}{by_hta}")
-    lines.append("  DataLoader (host in enumerate(DataLoader)#…__next__): "
+    lines.append(f"  DataLoader (host in {data_wait_spans(rank)}): "
                  + (f"{_pct(rank.dataloader_share)} of {'the step time' if rank.steps else 'the traced window'}"
                     if rank.dataloader_share is not None else f"n/a ({dataloader_unknown(rank)})"))
     if rank.top_kernels:

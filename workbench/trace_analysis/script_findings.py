@@ -20,6 +20,7 @@ from workbench.engine.kineto import (ALLOCATOR_CALLS, EITHER_WAY, ON_GPU, TO_GPU
                                     TO_GPU_PINNED, TO_HOST, copy_direction)
 from workbench.formatting import format_step_seconds
 from workbench.trace_analysis.model import Finding, NamedSeconds, RankReport, TraceReport
+from workbench.trace_analysis.wording import LIGHTNING_FETCH_WORDS
 
 # Communication kernels (NCCL/RCCL) not hidden behind compute, and copies or fills not hidden behind it, as a
 # share of the steps' GPU time: worth fixing from the same share as a wait for data.
@@ -67,7 +68,8 @@ def _input_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
     if loading is None:  # without DataLoader spans nothing says the host waited for data
         return None
     where = "the steps" if rank.steps else "the traced window (no steps)"
-    loader = f"the host spent {_pct(loading)} of {where} inside the DataLoader's __next__"
+    inside = LIGHTNING_FETCH_WORDS if rank.traits.lightning_fetch_only else "the DataLoader's __next__"
+    loader = f"the host spent {_pct(loading)} of {where} inside {inside}"
     idle = _gpu_share(rank, rank.idle_share)
     # a GPU never idle never waited for data (its idle split is None then: no idle time to split)
     gpu_wait = None if idle is None else idle * (rank.idle_for_data_share or 0.0)
@@ -77,14 +79,19 @@ def _input_bound(rank: RankReport) -> Optional[tuple[float, list[Finding]]]:
         said = f"the GPU sat idle waiting for data {_pct(gpu_wait)} of {_window(rank)} {threshold}; {loader}"
     else:
         figure = loading
-        said = (f"the steps spent {_pct(loading)} of their time inside the DataLoader's __next__" if rank.steps
+        said = (f"the steps spent {_pct(loading)} of their time inside {inside}" if rank.steps
                 else loader) + f" {threshold}" + (": no GPU figures in this trace" if rank.cpu_only else "")
     if figure < INPUT_BOUND_WAIT:
         return None
     head = f"Input-bound: {said}."
     # pinned pages only speed copies to a GPU, and batches copied from pinned memory alone are pinned already
     pinned = ", pin_memory=True" if not rank.cpu_only and not _copies_all_pinned(rank) else ""
-    if rank.traits.loader_workers:  # workers already, and they do not keep up: more of them, not "num_workers=4"
+    if rank.traits.lightning_fetch_only:  # no DataLoader: its num_workers is not there to raise
+        change = (f"the batches come from an iterable of your own, not a torch DataLoader: prepare the next batches "
+                  f"while the step runs, by DataLoader(dataset, ..., num_workers=4{pinned}, persistent_workers=True) "
+                  f"over the samples, or the iterator's own workers and prefetch (DALI: num_threads, "
+                  f"prefetch_queue_depth)")
+    elif rank.traits.loader_workers:  # workers already, and they do not keep up: more of them, not "num_workers=4"
         on_the_gpu = "" if rank.cpu_only else " (decode and augment on the GPU)"
         change = (f"DataLoader(..., num_workers=<more than now>{pinned}, persistent_workers=True): the DataLoader "
                   f"already runs worker processes (its spans name _MultiProcessingDataLoaderIter) and they do not "

@@ -56,13 +56,17 @@ MAX_SPAN_US = 24 * 3600 * 10**6
 # The TensorBoard plugin's data-loading span: enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ (or
 # _MultiProcessingDataLoaderIter): the host blocked on the next batch.
 DATALOADER_NEXT = re.compile(r"enumerate\(DataLoader\)#.*__next__")
+# PyTorch Lightning's span around its fetch of the next batch ([pl][profile][_TrainingEpochLoop].train_dataloader_next;
+# val_next, test_next, predict_next in its evaluation loops): only the next(iterator) call. Around a DataLoader it
+# holds the DataLoader's own span; around any other iterable (DALI's, a stream's) it is the only sign of the wait.
+LIGHTNING_FETCH = re.compile(r"\[pl\]\[profile\]\[\w+\]\.(train_dataloader|val|test|predict)_next")
 
 
 def host_op_kind(name: str) -> Optional[str]:
     """A host op's or annotation's kind by its name (None: the profiler's own record, left out)."""
     if name.startswith(kineto.STEP_PREFIX):
         return STEP
-    if name == kineto.DATA_WAIT_ANNOTATION or DATALOADER_NEXT.match(name):
+    if name == kineto.DATA_WAIT_ANNOTATION or DATALOADER_NEXT.match(name) or LIGHTNING_FETCH.fullmatch(name):
         return DATA_WAIT
     if name in kineto.PROFILER_RECORDS:
         return None

@@ -35,6 +35,15 @@ def prove_a_change(ranks: Sequence[RankReport], compare: str) -> Optional[str]:
     return PROVE_A_CHANGE.format(compare=compare) if any(rank.findings for rank in ranks) else None
 
 
+# Where a rank's host waited for data, when PyTorch Lightning's fetch spans are the only sign of it (trace_events)
+LIGHTNING_FETCH_WORDS = "Lightning's [pl][profile]…_next spans, its fetch of the next batch from no DataLoader"
+
+
+def data_wait_spans(rank: RankReport) -> str:
+    """The spans RankReport.dataloader_share is read from, in words."""
+    return LIGHTNING_FETCH_WORDS if rank.traits.lightning_fetch_only else "enumerate(DataLoader)#…__next__"
+
+
 def dataloader_unknown(rank: RankReport) -> str:
     """Why RankReport.dataloader_share is None, in words."""
     return ZERO_WINDOW if rank.data_spans else NO_DATALOADER_SPANS
