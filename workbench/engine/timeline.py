@@ -315,7 +315,7 @@ def _top_ops(host_by_thread: dict[int, list[Activity]], begin: int, end: int, to
     ops."""
     sums: dict[str, int] = defaultdict(int)
     counts: dict[str, int] = defaultdict(int)
-    not_ops = (DATA_WAIT, STEP)
+    not_ops = (DATA_WAIT,)
     credited: dict[str, Optional[str]] = {}  # name → the name credited (None: an annotation, not an op)
     for events in host_by_thread.values():
         # [name credited, clipped duration, children's time, end]; at the bottom, one that never ends (no test of
@@ -324,8 +324,12 @@ def _top_ops(host_by_thread: dict[int, list[Activity]], begin: int, end: int, to
         push, pop = stack.append, stack.pop
         parent = stack[-1]
         for a_start, a_end, a_kind, _, a_name, _ in events[:bisect.bisect_left(events, end, key=_START)]:
-            if a_end <= begin:
-                continue  # outside the window: not an op of it, nor anyone's child
+            if a_end <= begin or a_kind == STEP:
+                # outside the window: not an op of it, nor anyone's child. A step is no span of the program's:
+                # profiler.step() may run inside its record_functions (Lightning calls it at training_step's end,
+                # within its optimizer_step), so a step crosses them; nested among them, it hid its successors from
+                # the span around them all, whose self time then held theirs ([pl][profile]run_training_epoch).
+                continue
             while parent[3] <= a_start:
                 name, duration, children, _ = pop()
                 if name is not None:
