@@ -90,6 +90,13 @@ def test_lightnings_wrapper_spans_do_not_take_the_ops_self_time():
     assert not any(name.startswith("[pl][profile]") for name in names)
 
 
+def test_lightnings_validation_steps_numbered_apart_are_said_to_be_so():
+    """Validation inside the profiled window: Lightning numbers its validation steps from 1 beside the training
+    steps, so one number appears twice; the note names that cause, not only two threads or two profilers."""
+    report = rank("lightning-validation-input-heavy")
+    assert report.steps == 4  # 5 ProfilerStep spans, #2 twice: the longer kept
+    assert any("Lightning's validation steps" in note for note in report.notes)
+
 
 def test_a_step_that_crosses_the_programs_spans_leaves_their_self_time_alone(tmp_path):
     """Hand-made: "batch" runs across the step boundary (profiler.step() called inside it); "epoch" holds it and

@@ -40,7 +40,8 @@ def step_spans(host_steps: Sequence[Activity], gpu_steps: Sequence[Activity],
         notes.append("ProfilerStep#N appears only on the GPU's timeline: the steps are its spans there")
     if apart:
         notes.append(f"{apart:,} ProfilerStep number{'s' if apart != 1 else ''} appear{'s' if apart == 1 else ''} "
-                     "more than once apart in time (steps of two threads, or of two profilers, in one file): the "
+                     "more than once apart in time (steps of two threads or of two profilers in one file, or PyTorch "
+                     "Lightning's validation steps, which it numbers apart from its training steps): the "
                      "longest span of each number is the step read, the others are left out")
     if empty:
         notes.append(f"{empty:,} ProfilerStep spans of zero length: left out (a step time of 0 is no step time)")
