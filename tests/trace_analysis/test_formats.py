@@ -581,7 +581,8 @@ def test_the_rank_the_others_wait_for_in_communication_is_named_though_the_steps
         write(tmp_path / "job" / f"rank-{rank}.json", trace(events))
     ranks = read_report(tmp_path / "job").ranks
     assert straggler(ranks) == (
-        "rank 1, by the others' wait: every rank's step ends in the same all-reduce, so the step times match, but "
+        "rank 1, by the others' wait: every rank's step meets the others' in the same collectives, so the step "
+        "times match, but "
         "rank 1 spends 1.5 ms a step in communication where rank 0 spends 7.5 ms, waiting 6 ms a step for it (60% "
         "of the step; threshold 10%), in 5 of the 5 steps by more than the steps' own spread (0 µs)")
 
@@ -611,7 +612,8 @@ def test_on_cpu_ranks_the_straggler_is_named_by_the_others_wait_in_gloos_collect
     ranks = read_report(tmp_path / "job").ranks
     assert all(op.name != "gloo:all_reduce" for op in ranks[1].top_host_ops)
     assert straggler(ranks) == (
-        "rank 1, by the others' wait: every rank's step ends in the same all-reduce, so the step times match, but "
-        "rank 1 spends 500 µs a step in collectives (gloo's ops on the host) where rank 0 spends 8 ms, waiting "
-        "7.5 ms a step for it (75% of the step; threshold 10%), in 5 of the 5 steps by more than the steps' own "
-        "spread (0 µs)")
+        "rank 1, by the others' wait: every rank's step meets the others' in the same collectives, so the step "
+        "times match, but "
+        "rank 1 spends 500 µs a step in collectives (gloo's ops on the host) where rank 0 spends 8 ms (the most in "
+        "gloo:all_reduce), waiting 7.5 ms a step for it (75% of the step; threshold 10%), in 5 of the 5 steps by "
+        "more than the steps' own spread (0 µs)")

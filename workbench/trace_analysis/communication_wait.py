@@ -1,8 +1,9 @@
 """The ranks' time in communication step by step, and the rank a data-parallel job's others wait for there.
 
-Every rank's step ends in the same all-reduce, which waits for the slowest: the step times match, and a straggler
-shows as the others' longer communication (NCCL/RCCL kernels on a GPU; gloo's collectives on the host of a CPU
-job). Ranks of one job are also jittered by their machine (a loaded host schedules one process late in a step or
+Every rank's step meets the others' in the same collectives (DDP's all-reduce, FSDP's all-gathers and
+reduce-scatters, a user's own all-reduce or barrier), each waiting for the slowest: the step times match, and a
+straggler shows as the others' longer communication (NCCL/RCCL kernels on a GPU; gloo's collectives on the host of
+a CPU job). Ranks of one job are also jittered by their machine (a loaded host schedules one process late in a step or
 two), so one rank's longer total is no straggler by itself: the others must wait longer in nearly every step, by
 more than the steps' own spread. No torch, no Qt.
 """
@@ -21,8 +22,17 @@ from workbench.formatting import format_short_seconds, format_step_seconds
 from workbench.trace_analysis.model import RankReport
 
 # Host ops of a collective, which wait on the host until it completes: gloo's (CPU tensors; a GPU's NCCL collective
-# returns at once on the host, and its wait is in its kernels) and the dispatcher's around them.
+# returns at once on the host, and its wait is in its kernels) and the dispatcher's around them. Not FSDP's own
+# annotations (FSDP::all_gather (N), FSDP::post_backward_reduce (N), …): they hold its copies in and out as well,
+# which are compute, and gloo's ops within them give the collective's time.
 COLLECTIVE_HOST_OPS = ("gloo:", "c10d::")
+
+
+def longest_collective(rank: RankReport) -> Optional[str]:
+    """The collective host op of the rank's top host ops with the most self time (where a CPU job's rank waits:
+    gloo:all_reduce in DDP, gloo:all_gather in FSDP, gloo:barrier at a barrier); None where none is among them."""
+    collectives = [op for op in rank.top_host_ops if op.name.startswith(COLLECTIVE_HOST_OPS)]
+    return max(collectives, key=lambda op: op.seconds).name if collectives else None
 
 
 def by_step(communication: Optional[Sequence[Interval]], host_by_thread: dict[int, list[Activity]],
@@ -71,9 +81,12 @@ def waited_for(ranks: Sequence[RankReport]) -> Optional[str]:
     wait = most_seconds - least_seconds
     if step <= 0 or wait < STRAGGLER_WAIT_SHARE * step:
         return None
-    where = "in communication" if least.communication_share is not None else "in collectives (gloo's ops on the host)"
+    on_host = least.communication_share is None
+    where = "in collectives (gloo's ops on the host)" if on_host else "in communication"
+    longest = longest_collective(most) if on_host else None
+    most_in = f" (the most in {longest})" if longest else ""
     seen = (f"rank {least.rank} spends {format_short_seconds(least_seconds)} a step {where} where rank {most.rank} "
-            f"spends {format_short_seconds(most_seconds)}, waiting {format_short_seconds(wait)} a step for it "
+            f"spends {format_short_seconds(most_seconds)}{most_in}, waiting {format_short_seconds(wait)} a step for it "
             f"({wait / step:.0%} of the step")
     paired = list(zip(most.communication_by_step or (), least.communication_by_step or ()))
     if len(paired) < MIN_STEPS:
@@ -86,6 +99,6 @@ def waited_for(ranks: Sequence[RankReport]) -> Optional[str]:
     if clear < needed:
         return (f"none stands out: {seen}), but by more than {spread} and {STRAGGLER_WAIT_SHARE:.0%} of the step in only "
                 f"{clear} of the {len(paired)} steps: within the steps' jitter")
-    return (f"rank {least.rank}, by the others' wait: every rank's step ends in the same all-reduce, so the step "
-            f"times match, but {seen}; threshold {STRAGGLER_WAIT_SHARE:.0%}), in {clear} of the {len(paired)} steps "
-            f"by more than {spread}")
+    return (f"rank {least.rank}, by the others' wait: every rank's step meets the others' in the same collectives, "
+            f"so the step times match, but {seen}; threshold {STRAGGLER_WAIT_SHARE:.0%}), in {clear} of the "
+            f"{len(paired)} steps by more than {spread}")
