@@ -139,8 +139,8 @@ class RankReport:
     blocked_launch_seconds: float = 0.0
     # The time in communication in each step, in the steps' order: a GPU's NCCL/RCCL kernels not hidden behind compute
     # (as communication_share), or on a CPU-only rank the time some collective was under way on the host (gloo's and
-    # c10d's ops on any thread, merged: ranks.COLLECTIVE_HOST_OPS). The ranks' wait for one another, step by step
-    # (communication_wait). None without steps, and on a CPU-only rank whose trace holds no collective
+    # c10d's ops on any thread, merged: communication_wait.COLLECTIVE_HOST_OPS). The ranks' wait for one another,
+    # step by step (communication_wait). None without steps, and on a CPU-only rank whose trace holds no collective
     communication_by_step: Optional[tuple[float, ...]] = None
     file: str = ""  # the file the rank was read from (a folder's reports name it)
     compute_capability: Optional[tuple[int, int]] = None  # the GPU's (major, minor), where deviceProperties has it
