@@ -16,6 +16,7 @@ import pytest
 
 from workbench.engine import intervals
 from workbench.trace_analysis import read_report
+from workbench.trace_analysis.comparing import straggler
 from workbench.trace_analysis.model import RankReport
 from workbench.trace_analysis.report_json import to_json
 from workbench.trace_analysis.script_findings import findings_for
@@ -129,3 +130,25 @@ def test_the_json_report_has_the_same_fields_as_for_a_trace_of_the_projects_own_
     old = to_json(read_report(path("gzip-handler")))
     new = to_json(read_report(DATA / "profiler-options" / "cpu-gzip-handler.pt.trace.json.gz"))
     assert shape(old) == shape(new)
+
+
+@pytest.mark.parametrize("job", ("gloo-straggler", "gloo-unnamed"))
+def test_a_two_rank_gloo_jobs_ranks_are_read_from_torch_2_4s_distributedinfo(job):
+    """scripts/make_gloo_rank_traces.py under torch 2.4.1: its distributedInfo (backend, rank, world_size, pg_count,
+    pg_config, as torch 2.14 writes it) numbers the ranks; gloo's collectives are on the host in every step."""
+    report = read_report(OLD / job)
+    assert [rank.rank for rank in report.ranks] == [0, 1] and report.notes == ()
+    for rank in report.ranks:
+        assert rank.rank_named and rank.steps == 3 and rank.notes == (CPU_ONLY_NOTE,)
+        assert rank.communication_by_step is not None and all(seconds > 0 for seconds in rank.communication_by_step)
+        assert "gloo:all_reduce" in [item.name for item in rank.top_host_ops]
+    if job == "gloo-unnamed":  # the handler's default names (<host>_<pid>.<time>…): distributedInfo alone says
+        assert all("rank" not in Path(rank.file).name for rank in report.ranks)
+
+
+def test_the_rank_the_other_waits_for_in_a_torch_2_4_job_is_named():
+    """Rank 1 sorts a million floats before each backward; rank 0 waits for it in DDP's all-reduce."""
+    report = read_report(OLD / "gloo-straggler")
+    verdict = straggler(report.ranks)
+    assert verdict.startswith("rank 1, by the others' wait:") and "in 3 of the 3 steps" in verdict
+    assert [rank.top_host_ops[0].name for rank in report.ranks] == ["gloo:all_reduce", "aten::sort"]
