@@ -1,15 +1,17 @@
 """Make the CPU-only torch.profiler traces that pin how ``workbench trace`` reads the traces the oldest torch the
-project supports writes (tests/trace_analysis/data/torch-2.4/, read by tests/trace_analysis/test_old_torch_traces.py).
+project supports writes (tests/trace_analysis/data/torch-2.4/ and torch-2.6/, read by
+tests/trace_analysis/test_old_torch_traces.py).
 
 It needs that old torch, which the project's own environment does not hold (the tests read the traces as data and
 need no torch at all): in a virtual environment of its own,
 
-    python3 -m venv /tmp/old-torch && /tmp/old-torch/bin/pip install torch==2.4.1 numpy
+    python3 -m venv /tmp/old-torch && /tmp/old-torch/bin/pip install torch==2.4.1 "numpy<2"
     /tmp/old-torch/bin/python scripts/make_old_torch_traces.py tests/trace_analysis/data/torch-2.4
 
-(PyPI's Linux wheel of 2.4.1 is the CUDA build, 2.5 GB with its NVIDIA libraries; it runs on a machine without a
-GPU, and ``ProfilerActivity.CPU`` alone is asked for.) Any torch runs it: the same loop under the project's torch is
-the comparison that tells the format's differences from the machine's speed.
+(torch==2.6.0 the same way made data/torch-2.6. PyPI's Linux wheels of these are the CUDA builds, 2.5 GB with
+their NVIDIA libraries; they run on a machine without a GPU, and ``ProfilerActivity.CPU`` alone is asked for.) Any
+torch runs it: the same loop under the project's torch is the comparison that tells the format's differences from
+the machine's speed.
 
 One tiny CNN (a convolution, ReLU, max-pool and a linear layer, batch 8, 16×16 images, SGD) trained over a
 DataLoader, profiled as docs/own-script.md's snippet does (``schedule(wait=1, warmup=1, active=3)``,

@@ -1,6 +1,6 @@
 """`workbench trace` on the traces the oldest torch the project supports writes (pyproject: torch>=2.4): real CPU
-traces of a tiny training loop taken with torch 2.4.1 (scripts/make_old_torch_traces.py; how in
-data/torch-2.4/README.md), read as data (no torch 2.4 is needed here). The loop is profiled as docs/own-script.md's
+traces of a tiny training loop taken with torch 2.4.1 and 2.6.0 (scripts/make_old_torch_traces.py; how in
+data/torch-2.4/README.md and data/torch-2.6/README.md), read as data (no old torch is needed here). The loop is profiled as docs/own-script.md's
 snippet does; the report must find the profiler's three steps, read the DataLoader's share from its spans, give the
 input-bound finding (naming num_workers) where the loader holds the steps up and none where it keeps up, and say
 nothing but that the trace is CPU-only. Step times depend on the machine that wrote them: they are checked against
@@ -24,26 +24,28 @@ from workbench.trace_analysis.trace_events import DATALOADER_NEXT
 
 DATA = Path(__file__).resolve().parent / "data"
 OLD = DATA / "torch-2.4"
-INPUT_BOUND = ("input-bound", "export-chrome-trace", "loader-workers")
-LOADER_KEEPS_UP = ("loader-keeps-up", "gzip-handler", "compiled")
+VERSIONS = {"2.4.1": OLD, "2.6.0": DATA / "torch-2.6"}
+INPUT_BOUND = [(version, case) for version in VERSIONS
+               for case in ("input-bound", "export-chrome-trace", "loader-workers")]
+LOADER_KEEPS_UP = [(version, case) for version in VERSIONS for case in ("loader-keeps-up", "gzip-handler", "compiled")]
 CPU_ONLY_NOTE = "a CPU-only trace: it holds no kernel, copy or fill events, so the GPU figures cannot be read"
-_read: dict[str, RankReport] = {}
+_read: dict[tuple[str, str], RankReport] = {}
 
 
-def path(case: str) -> Path:
-    return OLD / f"torch-2.4.1-{case}.pt.trace.json.gz"
+def path(version: str, case: str) -> Path:
+    return VERSIONS[version] / f"torch-{version}-{case}.pt.trace.json.gz"
 
 
-def rank(case: str) -> RankReport:
-    if case not in _read:
-        report = read_report(path(case))
+def rank(version: str, case: str) -> RankReport:
+    if (version, case) not in _read:
+        report = read_report(path(version, case))
         assert report.notes == ()
-        (_read[case],) = report.ranks
-    return _read[case]
+        (_read[version, case],) = report.ranks
+    return _read[version, case]
 
 
-def load(case: str) -> dict:
-    with gzip.open(path(case), "rt", encoding="utf-8") as file:
+def load(version: str, case: str) -> dict:
+    with gzip.open(path(version, case), "rt", encoding="utf-8") as file:
         return json.load(file)
 
 
@@ -53,17 +55,18 @@ def spans_ns(trace: dict, keep) -> list[tuple[int, int]]:
 
 
 def test_every_fixture_is_listed_here():
-    assert sorted(OLD.glob("*.json.gz")) == sorted(path(case) for case in INPUT_BOUND + LOADER_KEEPS_UP)
+    assert sorted(file for folder in VERSIONS.values() for file in folder.glob("*.json.gz")) == sorted(
+        path(*case) for case in INPUT_BOUND + LOADER_KEEPS_UP)
 
 
-@pytest.mark.parametrize("case", INPUT_BOUND + LOADER_KEEPS_UP)
-def test_the_profilers_three_steps_are_read_and_the_notes_say_only_cpu_only(case):
+@pytest.mark.parametrize("version, case", INPUT_BOUND + LOADER_KEEPS_UP)
+def test_the_profilers_three_steps_are_read_and_the_notes_say_only_cpu_only(version, case):
     """schedule(wait=1, warmup=1, active=3): ProfilerStep#2-#4, each as long as its span in the file."""
-    trace = load(case)
+    trace = load(version, case)
     steps = {event["name"]: event["dur"] / 1e6 for event in trace["traceEvents"]
              if event.get("ph") == "X" and str(event.get("name")).startswith("ProfilerStep#")}
     assert sorted(steps) == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
-    report = rank(case)
+    report = rank(version, case)
     assert report.steps == 3
     assert sorted(report.step_seconds) == pytest.approx(sorted(steps.values()))
     assert report.cpu_only and report.compute_share is None and report.idle_share is None
@@ -73,20 +76,20 @@ def test_the_profilers_three_steps_are_read_and_the_notes_say_only_cpu_only(case
     assert report.top_host_ops and all(op.seconds > 0 for op in report.top_host_ops)
 
 
-@pytest.mark.parametrize("case", INPUT_BOUND + LOADER_KEEPS_UP)
-def test_the_dataloaders_share_is_its_spans_over_the_steps(case):
-    trace = load(case)
+@pytest.mark.parametrize("version, case", INPUT_BOUND + LOADER_KEEPS_UP)
+def test_the_dataloaders_share_is_its_spans_over_the_steps(version, case):
+    trace = load(version, case)
     steps = spans_ns(trace, lambda name: name.startswith("ProfilerStep#"))
     loader = spans_ns(trace, lambda name: bool(DATALOADER_NEXT.match(name)))
     begin, end = min(start for start, _ in steps), max(stop for _, stop in steps)
     share = intervals.total(intervals.clip(intervals.union(loader), begin, end)) / (end - begin)
-    assert rank(case).data_spans == len(loader) >= 3
-    assert rank(case).dataloader_share == pytest.approx(share, abs=1e-4)
+    assert rank(version, case).data_spans == len(loader) >= 3
+    assert rank(version, case).dataloader_share == pytest.approx(share, abs=1e-4)
 
 
-@pytest.mark.parametrize("case", INPUT_BOUND)
-def test_a_loader_that_holds_the_steps_up_gives_the_input_bound_finding_naming_num_workers(case):
-    report = rank(case)
+@pytest.mark.parametrize("version, case", INPUT_BOUND)
+def test_a_loader_that_holds_the_steps_up_gives_the_input_bound_finding_naming_num_workers(version, case):
+    report = rank(version, case)
     assert report.dataloader_share is not None and report.dataloader_share > 0.5
     (finding,) = findings_for(report)
     assert finding.kind == "input-bound" and "DataLoader's __next__" in finding.text
@@ -98,27 +101,31 @@ def test_a_loader_that_holds_the_steps_up_gives_the_input_bound_finding_naming_n
         assert "num_workers=4" in finding.change
 
 
-@pytest.mark.parametrize("case", LOADER_KEEPS_UP)
-def test_a_loader_that_keeps_up_gives_no_finding(case):
-    report = rank(case)
+@pytest.mark.parametrize("version, case", LOADER_KEEPS_UP)
+def test_a_loader_that_keeps_up_gives_no_finding(version, case):
+    report = rank(version, case)
     assert report.dataloader_share is not None and report.dataloader_share < 0.15
     assert report.traits.loader_workers is False
     assert findings_for(report) == ()
 
 
-def test_torch_2_4s_compiled_code_is_read_as_compiled():
-    """torch 2.4 names Dynamo's region "Torch-Compiled Region" (2.14: "Torch-Compiled Region: 0/0") and writes no
-    "## Call CompiledFxGraph … ##" span: the graphs' time is CompiledFunction's and CompiledFunctionBackward's own."""
-    names = {str(event.get("name")) for event in load("compiled")["traceEvents"]}
-    assert "Torch-Compiled Region" in names and not any(name.startswith("## Call CompiledFxGraph") for name in names)
-    report = rank("compiled")
+@pytest.mark.parametrize("version, region", [("2.4.1", "Torch-Compiled Region"),
+                                             ("2.6.0", "Torch-Compiled Region: 0/0")])
+def test_old_torchs_compiled_code_is_read_as_compiled(version, region):
+    """torch 2.4 names Dynamo's region "Torch-Compiled Region" (2.6 and 2.14: "Torch-Compiled Region: 0/0"); neither
+    2.4 nor 2.6 writes a "## Call CompiledFxGraph … ##" span (2.14 does): the graphs' time is CompiledFunction's and
+    CompiledFunctionBackward's own."""
+    names = {str(event.get("name")) for event in load(version, "compiled")["traceEvents"]}
+    assert region in names and not any(name.startswith("## Call CompiledFxGraph") for name in names)
+    report = rank(version, "compiled")
     assert report.traits.compiled
     assert {"CompiledFunction", "CompiledFunctionBackward"} <= {op.name for op in report.top_host_ops}
 
 
 def test_the_json_report_has_the_same_fields_as_for_a_trace_of_the_projects_own_torch():
-    """The file's top level lacks trace_id and host_name (torch 2.14 writes both): nothing read from it is lost."""
-    assert not {"trace_id", "host_name"} & set(load("gzip-handler"))
+    """torch 2.4's file lacks trace_id and host_name at its top level, torch 2.6's host_name (torch 2.14 writes
+    both): nothing read from them is lost."""
+    assert not {"trace_id", "host_name"} & set(load("2.4.1", "gzip-handler"))
 
     def shape(value):
         if isinstance(value, dict):
@@ -127,9 +134,19 @@ def test_the_json_report_has_the_same_fields_as_for_a_trace_of_the_projects_own_
             return [shape(value[0])] if value else []
         return type(value).__name__
 
-    old = to_json(read_report(path("gzip-handler")))
     new = to_json(read_report(DATA / "profiler-options" / "cpu-gzip-handler.pt.trace.json.gz"))
-    assert shape(old) == shape(new)
+    for version in VERSIONS:
+        assert shape(to_json(read_report(path(version, "gzip-handler")))) == shape(new), version
+
+
+def test_kinetos_log_lines_at_the_top_level_are_passed_over():
+    """torch 2.6 (as torches before mid-2026's Kineto) writes the log lines Kineto raised during the trace after
+    the events, as top-level "ERROR"/"WARNING"/"INFO" lists (here a CUDA build on a machine without a GPU:
+    "gpuGetDeviceCount failed with code 35"): read past, no note, the figures as without them."""
+    trace = load("2.6.0", "loader-keeps-up")
+    keys = list(trace)
+    assert "gpuGetDeviceCount failed" in trace["ERROR"][0] and keys.index("ERROR") > keys.index("traceEvents")
+    assert rank("2.6.0", "loader-keeps-up").notes == (CPU_ONLY_NOTE,)
 
 
 @pytest.mark.parametrize("job", ("gloo-straggler", "gloo-unnamed"))
