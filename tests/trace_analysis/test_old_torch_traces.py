@@ -1,10 +1,11 @@
 """`workbench trace` on the traces the oldest torch the project supports writes (pyproject: torch>=2.4): real CPU
 traces of a tiny training loop taken with torch 2.4.1 and 2.6.0 (scripts/make_old_torch_traces.py; how in
-data/torch-2.4/README.md and data/torch-2.6/README.md), read as data (no old torch is needed here). The loop is profiled as docs/own-script.md's
-snippet does; the report must find the profiler's three steps, read the DataLoader's share from its spans, give the
-input-bound finding (naming num_workers) where the loader holds the steps up and none where it keeps up, and say
-nothing but that the trace is CPU-only. Step times depend on the machine that wrote them: they are checked against
-each file's own spans, never against numbers."""
+data/torch-2.4/README.md and data/torch-2.6/README.md), read as data (no old torch is needed here). The loop is
+profiled as docs/own-script.md's snippet does; the report must find the profiler's three steps, read the
+DataLoader's share from its spans, give the input-bound finding (naming num_workers) where the loader holds the
+steps up and none where it keeps up, and say nothing but that the trace is CPU-only. Step times depend on the
+machine that wrote them: they are checked against each file's own spans, never against numbers. Kineto's log lines,
+written after the events by these torches and unescaped, are passed over where they are not JSON."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from workbench.engine import intervals
-from workbench.trace_analysis import read_report
+from workbench.trace_analysis import json_stream, read_report
 from workbench.trace_analysis.comparing import straggler
-from workbench.trace_analysis.model import RankReport
+from workbench.trace_analysis.model import RankReport, TraceError
 from workbench.trace_analysis.report_json import to_json
 from workbench.trace_analysis.script_findings import findings_for
 from workbench.trace_analysis.trace_events import DATALOADER_NEXT
@@ -169,3 +170,53 @@ def test_the_rank_the_other_waits_for_in_a_torch_2_4_job_is_named():
     verdict = straggler(report.ranks)
     assert verdict.startswith("rank 1, by the others' wait:") and "in 3 of the 3 steps" in verdict
     assert [rank.top_host_ops[0].name for rank in report.ranks] == ["gloo:all_reduce", "aten::sort"]
+
+
+def _with_error_line(tmp_path: Path, message: str, name: str = "trace.json") -> Path:
+    """torch 2.6.0's real trace, its Kineto ERROR line replaced by ``message`` as Kineto wrote it: unescaped."""
+    with gzip.open(path("2.6.0", "loader-keeps-up"), "rt", encoding="utf-8") as file:
+        text = file.read()
+    logged = "gpuGetDeviceCount failed with code 35"
+    assert text.count(logged) == 1
+    target = tmp_path / name
+    target.write_text(text.replace(logged, message), encoding="utf-8")
+    return target
+
+
+@pytest.mark.parametrize("message", ['cuptiActivityEnable failed for "kernel": CUPTI_ERROR_NOT_INITIALIZED',
+                                     "Failed to apply config (\tbad value)"])
+@pytest.mark.parametrize("chunk_chars", [None, 64])
+def test_kinetos_log_line_that_is_not_json_is_passed_over_and_every_event_read(tmp_path, monkeypatch, message,
+                                                                              chunk_chars):
+    """Kineto (until mid-2026) wrote its log lines after the events unescaped: a quote or a tab in one made the whole
+    trace "not valid JSON" and it was refused, every event read. That line alone is passed over, with a note; the
+    figures are the file's as without it (read in 1 MB chunks, and in chunks of 64 characters that cut the line)."""
+    if chunk_chars is not None:
+        monkeypatch.setattr(json_stream, "CHUNK_CHARS", chunk_chars)
+    broken = _with_error_line(tmp_path, message)
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(broken.read_text(encoding="utf-8"))
+    (report,) = read_report(broken).ranks
+    original = rank("2.6.0", "loader-keeps-up")
+    assert report.step_seconds == original.step_seconds and report.dataloader_share == original.dataloader_share
+    assert report.top_host_ops == original.top_host_ops
+    assert report.notes == ("Kineto's ERROR log lines after the events are not valid JSON (a quote or tab in a "
+                            "message, written unescaped by torch's Kineto until mid-2026): passed over; every event "
+                            "was read", CPU_ONLY_NOTE)
+
+
+def test_text_that_is_not_json_elsewhere_beside_the_events_is_still_refused(tmp_path):
+    """Only Kineto's log lines are passed over: a broken traceName (or any other value) is still one line."""
+    broken = _with_error_line(tmp_path, "fine")
+    text = broken.read_text(encoding="utf-8").replace('"traceName": "', '"traceName": "a "quoted" name ')
+    broken.write_text(text, encoding="utf-8")
+    with pytest.raises(TraceError, match="is not valid JSON"):
+        read_report(broken)
+
+
+def test_a_trace_cut_inside_kinetos_log_line_is_still_a_truncated_trace(tmp_path):
+    broken = _with_error_line(tmp_path, 'a "quoted" word')
+    text = broken.read_text(encoding="utf-8")
+    broken.write_text(text[:text.index('a "quoted"') + 3], encoding="utf-8")
+    with pytest.raises(TraceError, match="ends early"):
+        read_report(broken)

@@ -109,6 +109,10 @@ def rank_events(parsed: ParsedTrace, fallback_rank: int, cancelled: Optional[Cal
                      "times and a GPU's wait for the host read longer than with them off (with all four on, a small "
                      "CNN's steps on a CPU took 1.3–1.7× as long, its optimizer step's own time 2×)")
     notes += [counted(count, reason) for reason, count in sorted(parsed.partly_read.items())]
+    if parsed.unreadable_logs:
+        notes.append(f"Kineto's {' and '.join(parsed.unreadable_logs)} log lines after the events are not valid JSON "
+                     "(a quote or tab in a message, written unescaped by torch's Kineto until mid-2026): passed over; "
+                     "every event was read")
     if copies:
         notes.append(f"{counted(copies, duplicates.COPIES)}: left out, each event counted once")
     if None in work or None in markers:  # device events without a device index

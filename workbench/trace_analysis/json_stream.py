@@ -13,6 +13,8 @@ compressed bytes), a file past ``MAX_TRACE_BYTES`` (by its size before reading, 
 ``MAX_EVENT_CHARS`` or a value beside the events past ``MAX_META_CHARS``, ``traceEvents`` twice, a number past
 Python's 4,300 digits, nesting too deep for the decoder; ``cancelled()`` is asked before each chunk. Where a
 ``FileDigest`` is given, every byte read is hashed into it (the record of an opened trace is of these bytes).
+One exception: Kineto's own log lines (``KINETO_LOG_KEYS``), which it wrote beside the events unescaped, are passed
+over line by line where they are not JSON (``UNREADABLE_LOG``), the rest of the file read as usual.
 """
 
 from __future__ import annotations
@@ -48,6 +50,18 @@ CHUNK_CHARS = 1024**2
 
 # PyTorch's execution trace (torch.profiler.ExecutionTraceObserver) holds its ops under this key, and no events.
 EXECUTION_TRACE_KEY = "nodes"
+# Kineto's log lines, by level: until mid-2026 (its non-glog builds, PyPI's torch among them) it wrote the ones
+# logged while tracing after the events, one level a line, "ERROR": ["…", …], dropping only newlines: a quote or a
+# tab in a message made the file invalid JSON after every event (kineto #1453). No figure reads them.
+KINETO_LOG_KEYS = frozenset({"VERBOSE", "INFO", "WARNING", "STAGE", "ERROR"})
+
+
+class _UnreadableLog:
+    def __repr__(self) -> str:
+        return "UNREADABLE_LOG"
+
+
+UNREADABLE_LOG = _UnreadableLog()  # the value given for a KINETO_LOG_KEYS line that is not JSON (passed over)
 _TAIL_CHARS = 65536  # the end of the buffer searched for the last event boundary
 _EVENT_BOUNDARY = re.compile(r"\}\s*,\s*(?=\{)")
 _SPACE = re.compile(r"[ \t\r\n]*")
@@ -178,6 +192,8 @@ def _top_level(text: io.TextIOWrapper, raw: _CountingReader, progress: Optional[
         elif key == EXECUTION_TRACE_KEY and not events_read:
             raise TraceError("is a PyTorch execution trace (ExecutionTraceObserver's graph of ops), not a profiler "
                              "trace: it holds no timeline; open the torch.profiler trace taken beside it")
+        elif key in KINETO_LOG_KEYS:
+            yield key, reader.log_lines()
         else:
             yield key, reader.value(MAX_META_CHARS, f"a top-level {_quoted(key)}")
     if reader.peek_nonspace() != "":
@@ -272,6 +288,27 @@ class _Buffer:
                 raise TraceError(_TOO_LONG_NUMBER) from None
             self.pos = end
             return value
+
+    def log_lines(self) -> Any:
+        """The value of one of Kineto's log keys at ``pos``; where it is not JSON (a quote or tab in a message, written
+        unescaped), the rest of its line is passed over (Kineto writes one level on one line) and UNREADABLE_LOG
+        given. The value's error stands where its line does not end within MAX_META_CHARS."""
+        self.peek_nonspace()
+        start = self.chars_before + self.pos
+        try:
+            return self.value(MAX_META_CHARS, "a top-level log list")
+        except TraceError as error:
+            # Only a value that is not JSON is passed over (not one cut short, too large, or a cancelled read)
+            if type(error) is not TraceError or not str(error).startswith("is not valid JSON") or (
+                    self.chars_before + self.pos != start):
+                raise
+            while True:
+                end = self.buf.find("\n", self.pos)
+                if end >= 0:
+                    self.pos = end + 1
+                    return UNREADABLE_LOG
+                if len(self.buf) - self.pos > MAX_META_CHARS or not self.fill():
+                    raise
 
     def array_batches(self) -> Iterator[list[Any]]:
         """The items of the array whose '[' was just passed, a batch at a time where the text allows."""

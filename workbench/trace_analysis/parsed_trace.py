@@ -66,6 +66,7 @@ class ParsedTrace:
     device_events_partly_read: Counter = field(default_factory=Counter)
     partly_read: Counter = field(default_factory=Counter)  # reason → events read without some of their fields
     fractional_timestamps: bool = False
+    unreadable_logs: list[str] = field(default_factory=list)  # Kineto's log levels whose line is not JSON
     # name → (one copy of it, its kind), host ops and device events apart (a name may be both)
     host_names: dict[str, tuple[str, Optional[str]]] = field(default_factory=dict)
     _device_names: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -261,6 +262,8 @@ def read_trace(path: Path, *, progress: Optional[Callable[[int], None]] = None,
                 add_batch(value)
             elif key in META_KEYS:  # the rest are dropped at once: a hostile file's are never all held
                 parsed.meta[key] = value
+            elif value is json_stream.UNREADABLE_LOG:
+                parsed.unreadable_logs.append(key)
     except TraceError as error:
         if isinstance(error, TraceCancelled) or str(error).startswith(str(path)):
             raise
