@@ -288,8 +288,11 @@ def test_one_step_and_one_kernel_read_in_the_singular():
 
 def test_a_cpu_only_trace_has_no_gpu_bars_and_says_so():
     rank = rank_report(cpu_only=True, compute_share=None, communication_share=None, memory_share=None,
-                       idle_share=None, gpu_span={}, steps=0, step_seconds_median=None, kernels=0)
-    (section,) = trace_page(TraceReport("/t.json", (rank,)), "").sections
+                       idle_share=None, gpu_span={}, steps=0, step_seconds_median=None, kernels=0, device="unknown")
+    page = trace_page(TraceReport("/t.json", (rank, dataclasses.replace(rank, rank=1))), "")
+    section = page.sections[0]
+    assert section.title == "Rank 0 · no GPU work read"  # not "unknown": no GPU was read at all
+    assert page.ranks_rows[0][-1] == "no GPU work read"
     assert section.gpu_time == () and section.idle == ()
     assert section.facts[0].startswith("No GPU work read from this trace")
     assert not any("kernel" in fact for fact in section.facts)  # none read is not none run (a range profiler's)

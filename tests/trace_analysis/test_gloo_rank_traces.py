@@ -111,10 +111,13 @@ def test_the_cli_reads_each_folder_in_text_and_json_with_no_figure_made_up(capsy
     assert main(["trace", str(GLOO / job)]) == 0
     text = capsys.readouterr().out
     assert "GPU time: no GPU work read from this trace" in text
+    # a rank with no GPU work is not titled "unknown" (a GPU that could not be named): none was read
+    assert "rank 0 · no GPU work read" in text and "unknown" not in text
     assert main(["trace", str(GLOO / job), "--json"]) == 0
     for entry in json.loads(capsys.readouterr().out.splitlines()[-1])["ranks"]:
         assert entry["compute_share"] is None and entry["communication_share"] is None
         assert entry["unavailable_reasons"]["communication_share"] == "no GPU work read from this trace"
+        assert entry["device"] == "unknown"  # the contract's value where the trace names no device
 
 
 def test_a_folder_missing_one_ranks_file_reads_the_other(tmp_path):

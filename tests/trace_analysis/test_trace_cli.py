@@ -123,7 +123,7 @@ def test_folders_of_one_processs_cycles_compare_cycle_with_cycle(capsys, tmp_pat
     assert [Path(entry["file"]).name for entry in data["after"]["ranks"]] == [*cycle_files, "host_5.12.pt.trace.json"]
     assert main(["trace", str(tmp_path / "before"), str(tmp_path / "after")]) == 0
     captured = capsys.readouterr()
-    assert f"before: {tmp_path / 'before'} (rank 0, unknown, host_5.11.pt.trace.json)" in captured.out
+    assert f"before: {tmp_path / 'before'} (rank 0, no GPU work read, host_5.11.pt.trace.json)" in captured.out
     assert "rank 0 is in more files than in the other trace: its files are compared in name order" in captured.err
 
 

@@ -10,9 +10,9 @@ from typing import Optional, Sequence
 
 from workbench.formatting import format_short_seconds, format_step_seconds
 from workbench.trace_analysis.model import EXPOSED_COPIES, NO_GPU_WORK, NamedSeconds, RankReport, TraceReport
-from workbench.trace_analysis.wording import (PROVE_IN_THE_WINDOW, data_wait_spans, host_wait_calls_text,
-                                             ops_on_threads_at_once_text, prove_a_change, queued_waits_text,
-                                             short_names)
+from workbench.trace_analysis.wording import (PROVE_IN_THE_WINDOW, data_wait_spans, device_words,
+                                             host_wait_calls_text, ops_on_threads_at_once_text, prove_a_change,
+                                             queued_waits_text, short_names)
 from workbench.trace_analysis.comparing import straggler
 
 # The GPU time over the steps, and idle time by cause: (label, RankReport field, colour), in the bars' order.
@@ -103,7 +103,7 @@ def trace_page(report: TraceReport, history: str) -> TracePage:
         return TracePage(os.path.abspath(report.path), history, sections, notes, prove=prove)
     rows = tuple((str(rank.rank), str(rank.steps), _seconds(rank.step_seconds_median), _percent(rank.compute_share),
                   _percent(rank.communication_share), _percent(rank.memory_share), _percent(rank.idle_share),
-                  rank.device) for rank in report.ranks)
+                  device_words(rank)) for rank in report.ranks)
     return TracePage(os.path.abspath(report.path), history, sections, notes, RANKS_HEADER, rows,
                      f"Slowest rank: {straggler(report.ranks)}", prove)
 
@@ -159,7 +159,7 @@ def _rank_section(rank: RankReport, name_file: bool = False) -> RankSection:
     if not cpu_only:  # without GPU figures no kernel was read, which is not to say none ran
         facts.append(f"{rank.kernels:,} kernel{'' if rank.kernels == 1 else 's'}")
     return RankSection(
-        title=f"Rank {rank.rank} · {rank.device}" + (f" · {os.path.basename(rank.file)}" if name_file else ""),
+        title=f"Rank {rank.rank} · {device_words(rank)}" + (f" · {os.path.basename(rank.file)}" if name_file else ""),
         steps=_steps_text(rank),
         gpu_time=gpu_time,
         idle=idle,

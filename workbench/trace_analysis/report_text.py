@@ -20,6 +20,7 @@ from workbench.trace_analysis.wording import (
     ZERO_WINDOW,
     data_wait_spans,
     dataloader_unknown,
+    device_words,
     host_wait_calls_text,
     ops_on_threads_at_once_text,
     prove_a_change,
@@ -48,7 +49,7 @@ def report_lines(report: TraceReport) -> list[str]:
 
 
 def rank_lines(rank: RankReport, name_file: bool = False) -> list[str]:
-    lines = [f"rank {rank.rank} · {rank.device}" + (f" · {os.path.basename(rank.file)}" if name_file else "")]
+    lines = [f"rank {rank.rank} · {device_words(rank)}" + (f" · {os.path.basename(rank.file)}" if name_file else "")]
     lines.append("  " + _steps_line(rank))
     if rank.cpu_only:
         lines.append(f"  GPU time: {NO_GPU_WORK} (the notes say why): only the host's figures below")
@@ -115,7 +116,7 @@ def ranks_side_by_side(ranks: Sequence[RankReport]) -> list[str]:
     for rank in ranks:
         lines.append(f"  {rank.rank:>4}  {rank.steps:>5}  {format_step_seconds(rank.step_seconds_median):>11}  "
                      f"{_pct(rank.compute_share):>7}  {_pct(rank.communication_share):>6}  "
-                     f"{_pct(rank.memory_share):>6}  {_pct(rank.idle_share):>6}  {rank.device}")
+                     f"{_pct(rank.memory_share):>6}  {_pct(rank.idle_share):>6}  {device_words(rank)}")
     lines.append(f"  slowest: {straggler(ranks)}")
     return lines
 
@@ -129,8 +130,8 @@ def _file_in_folder(path: str, rank: RankReport) -> str:
 
 def comparison_lines(before_path: str, after_path: str, comparison: RankComparison) -> list[str]:
     before, after = comparison.before, comparison.after
-    lines = [f"before: {before_path} (rank {before.rank}, {before.device}{_file_in_folder(before_path, before)})",
-             f"after:  {after_path} (rank {after.rank}, {after.device}{_file_in_folder(after_path, after)})",
+    lines = [f"before: {before_path} (rank {before.rank}, {device_words(before)}{_file_in_folder(before_path, before)})",
+             f"after:  {after_path} (rank {after.rank}, {device_words(after)}{_file_in_folder(after_path, after)})",
              f"step time: {_step_summary(before)} → {_step_summary(after)}"]
     if comparison.pairing_caveat:  # said before the verdict: the verdict is of these two files, whatever they are
         lines.insert(2, f"  {comparison.pairing_caveat}")

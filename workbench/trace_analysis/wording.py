@@ -7,7 +7,7 @@ import os
 from typing import Optional, Sequence
 
 from workbench.formatting import format_step_seconds
-from workbench.trace_analysis.model import NO_GPU_WORK, RankReport
+from workbench.trace_analysis.model import NO_GPU_WORK, UNKNOWN_DEVICE, RankReport
 
 # Where the steps (or the first to the last GPU event) span no time: every share of that time is unknown.
 ZERO_WINDOW = "the time the figures are over has no length"
@@ -42,6 +42,16 @@ LIGHTNING_FETCH_WORDS = "Lightning's [pl][profile]…_next spans, its fetch of t
 def data_wait_spans(rank: RankReport) -> str:
     """The spans RankReport.dataloader_share is read from, in words."""
     return LIGHTNING_FETCH_WORDS if rank.traits.lightning_fetch_only else "enumerate(DataLoader)#…__next__"
+
+
+# A rank's device where the trace names none and holds no GPU work: "unknown" (the --json value) read as a GPU that
+# could not be named, where none was read at all (a CPU-only run, or ProfilerActivity.CUDA left out)
+NO_GPU_READ = "no GPU work read"
+
+
+def device_words(rank: RankReport) -> str:
+    """The rank's device as the text report and the Trace tab name it."""
+    return NO_GPU_READ if rank.cpu_only and rank.device == UNKNOWN_DEVICE else rank.device
 
 
 def dataloader_unknown(rank: RankReport) -> str:
