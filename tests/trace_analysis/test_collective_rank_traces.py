@@ -107,3 +107,23 @@ def test_a_barrier_is_counted_as_a_wait_for_the_others_not_as_compute():
     assert ops["gloo:barrier"].count == 3
     assert sum(rank0.communication_by_step or ()) >= ops["gloo:barrier"].seconds
     assert rank0.compute_share is None  # a CPU-only trace: no compute figure for the barrier to swell
+
+
+def test_top_host_ops_adding_up_past_the_steps_say_one_wait_may_show_twice():
+    """FSDP2's straggler job: rank 0's top host ops listed gloo:all_gather (on gloo's thread) and FSDP::all_gather
+    (around it on the main thread), one wait twice, adding up past the steps with no word of it."""
+    from workbench.trace_analysis.wording import ops_on_threads_at_once_text
+
+    first = read_report(COLLECTIVES / "fsdp-straggler").ranks[0]
+    assert sum(op.seconds for op in first.top_host_ops) > first.window_seconds
+    text = ops_on_threads_at_once_text(first)
+    assert text is not None and text.startswith("the top host ops' self times add up to ")
+    assert "ops ran on several threads at once (a self time is one thread's)" in text
+
+
+def test_one_threads_top_host_ops_never_add_up_past_the_steps_and_say_nothing():
+    from workbench.trace_analysis.wording import ops_on_threads_at_once_text
+
+    one_thread = Path(__file__).resolve().parent / "data" / "profiler-options" / "cpu-gzip-handler.pt.trace.json.gz"
+    (rank,) = read_report(one_thread).ranks
+    assert ops_on_threads_at_once_text(rank) is None

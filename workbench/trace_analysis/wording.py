@@ -93,13 +93,22 @@ def host_wait_calls_text(rank: RankReport, shown: int = 4) -> Optional[str]:
 def ops_on_threads_at_once_text(rank: RankReport, characters: int = 60) -> Optional[str]:
     """Where a top host op's self time is longer than the time it was read over (its spans on several threads at
     once, as gloo runs a bucket's collective on each of its threads), that it is summed over them; None otherwise."""
-    over = [op for op in rank.top_host_ops if rank.window_seconds > 0 and op.seconds > rank.window_seconds]
-    if not over:
+    if rank.window_seconds <= 0:
         return None
-    names = ", ".join(f"{short_name(op.name, characters)} ({format_step_seconds(op.seconds)})" for op in over)
-    return (f"host op time is summed over the threads each ran on: longer than the "
-            f"{format_step_seconds(rank.window_seconds)} {'of the steps' if rank.steps else 'traced'}, {names} ran on "
-            "several threads at once")
+    window = f"{format_step_seconds(rank.window_seconds)} {'of the steps' if rank.steps else 'traced'}"
+    over = [op for op in rank.top_host_ops if op.seconds > rank.window_seconds]
+    if over:
+        names = ", ".join(f"{short_name(op.name, characters)} ({format_step_seconds(op.seconds)})" for op in over)
+        return (f"host op time is summed over the threads each ran on: longer than the {window}, {names} ran on "
+                "several threads at once")
+    # One thread's self times never overlap, so top ops adding up past the window ran on several threads at once:
+    # one wait can then show twice (FSDP2 on gloo: gloo:all_gather on gloo's thread, FSDP::all_gather around it)
+    total = sum(op.seconds for op in rank.top_host_ops)
+    if total > rank.window_seconds:
+        return (f"the top host ops' self times add up to {format_step_seconds(total)}, more than the {window}: ops ran "
+                "on several threads at once (a self time is one thread's), so one wait may show in more than one of "
+                "them")
+    return None
 
 
 def queued_waits_text(rank: RankReport, characters: int = 60, shown: int = 3) -> list[str]:
