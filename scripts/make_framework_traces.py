@@ -40,38 +40,13 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-SAMPLES = 256
-BATCH = 16
-FEATURES = 256
+# The same costly and in-memory samples as make_input_bound_traces.py (run as scripts/…: this folder is on sys.path)
+from make_input_bound_traces import BATCH, FEATURES, SAMPLES, HeavySamples, LightSamples  # noqa: E402
+
 STEPS = 8  # wait 1, warmup 1, active 3, then a few more so the window closes inside the run
 
 
-def heavy_sample(index: int) -> torch.Tensor:
-    """Real CPU time per sample, as decoding and augmenting an image costs."""
-    generator = torch.Generator().manual_seed(index)
-    work = torch.randn(64, 4096, generator=generator).sort(dim=1).values.cumsum(dim=1)
-    return work[:, :FEATURES].mean(dim=0)
-
-
-class HeavySamples(Dataset):
-    def __len__(self) -> int:
-        return SAMPLES
-
-    def __getitem__(self, index: int):
-        return heavy_sample(index), index % 10
-
-
-class LightSamples(Dataset):
-    """Samples already in memory: the loader only indexes them."""
-
-    def __init__(self) -> None:
-        self.features = torch.randn(SAMPLES, FEATURES, generator=torch.Generator().manual_seed(0))
-
-    def __len__(self) -> int:
-        return SAMPLES
-
-    def __getitem__(self, index: int):
-        return self.features[index], index % 10
+SAMPLE_COST = HeavySamples()  # indexed for one costly sample at a time
 
 
 class HeavyBatches:
@@ -83,7 +58,7 @@ class HeavyBatches:
     def __iter__(self):
         for batch in range(len(self)):
             indices = range(batch * BATCH, (batch + 1) * BATCH)
-            yield torch.stack([heavy_sample(i) for i in indices]), torch.tensor([i % 10 for i in indices])
+            yield torch.stack([SAMPLE_COST[i][0] for i in indices]), torch.tensor([i % 10 for i in indices])
 
 
 def mlp() -> torch.nn.Module:

@@ -44,36 +44,10 @@ from typing import Any, Callable, Iterator
 
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
-SAMPLES = 96
-BATCH = 8
-WAIT, WARMUP, ACTIVE = 1, 1, 3
-
-
-class Samples(Dataset):
-    """Small images; ``work`` adds CPU time per sample, as decoding and augmenting one does."""
-
-    def __init__(self, work: bool = False) -> None:
-        self.work = work
-        self.images = torch.randn(SAMPLES, 3, 16, 16, generator=torch.Generator().manual_seed(0))
-
-    def __len__(self) -> int:
-        return SAMPLES
-
-    def __getitem__(self, index: int):
-        image = self.images[index]
-        if self.work:
-            generator = torch.Generator().manual_seed(index)
-            noise = torch.randn(64, 4096, generator=generator).sort(dim=1).values.cumsum(dim=1)
-            image = image + noise.mean() * 0
-        return image, index % 10
-
-
-def tiny_cnn() -> torch.nn.Module:
-    return torch.nn.Sequential(
-        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Flatten(), torch.nn.Linear(8 * 8 * 8, 10))
+# The same small images and CNN as the traces of today's torch (run as scripts/…: this folder is on sys.path)
+from make_profiler_option_traces import ACTIVE, BATCH, WAIT, WARMUP, Samples, tiny_cnn  # noqa: E402
 
 
 def train_steps(batches: Iterator, steps: int, on_step: Callable[[], None], model: Any = None) -> None:

@@ -147,11 +147,11 @@ class _Annotated:
             span.__exit__(*exc)
 
 
-def annotations(out: Path) -> None:
+def _span_over_steps(out: Path, name: str, step_body: Callable[[int], Any] | None = None) -> None:
+    """The loop with a record_function ``name`` opened at the first recorded step and closed inside the last (a span
+    open when the profiler starts or writes its trace is not recorded): it crosses the steps' bounds."""
     model, loader = tiny_cnn(), DataLoader(Samples(), batch_size=BATCH)
-    # Opened at the first recorded step and closed inside the last (a span open when the profiler starts or
-    # writes its trace is not recorded): it crosses the steps' bounds.
-    over_steps = record_function("epoch_over_steps")
+    over_steps = record_function(name)
     with scheduled(out) as profiler:
         def on_step(step: int) -> None:
             if step == WAIT + WARMUP + ACTIVE - 1:
@@ -160,21 +160,15 @@ def annotations(out: Path) -> None:
             if step == WAIT + WARMUP - 1:
                 over_steps.__enter__()
 
-        train_steps(model, iter(loader), WAIT + WARMUP + ACTIVE + 1, on_step=on_step, step_body=_Annotated)
+        train_steps(model, iter(loader), WAIT + WARMUP + ACTIVE + 1, on_step=on_step, step_body=step_body)
+
+
+def annotations(out: Path) -> None:
+    _span_over_steps(out, "epoch_over_steps", step_body=_Annotated)
 
 
 def step_named_over_steps(out: Path) -> None:
-    model, loader = tiny_cnn(), DataLoader(Samples(), batch_size=BATCH)
-    over_steps = record_function("ProfilerStep#1000")  # as annotations' epoch_over_steps, named like a step
-    with scheduled(out) as profiler:
-        def on_step(step: int) -> None:
-            if step == WAIT + WARMUP + ACTIVE - 1:
-                over_steps.__exit__(None, None, None)
-            profiler.step()
-            if step == WAIT + WARMUP - 1:
-                over_steps.__enter__()
-
-        train_steps(model, iter(loader), WAIT + WARMUP + ACTIVE + 1, on_step=on_step)
+    _span_over_steps(out, "ProfilerStep#1000")  # as annotations' epoch_over_steps, named like a step
 
 
 def no_step_calls(out: Path) -> None:

@@ -6,13 +6,15 @@ import pickle
 import sys
 import tarfile
 import textwrap
+import threading
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
 from workbench.config import RunConfig
 from workbench.engine import run
-from workbench.engine.events import Event, RunEnded
+from workbench.engine.events import Event, RunEnded, StatusChanged
 
 
 def tiny_config(**changes) -> RunConfig:
@@ -107,3 +109,37 @@ def on_the_runs_first_step(monkeypatch, call) -> None:
         return train_on(self, *args)
 
     monkeypatch.setattr(session.TrainingSession, "_train_on", watched)
+
+
+class NextRun:
+    """The next run (tiny_config), on a thread of its own once ``starts_waiting`` is called: its events, whether it
+    said it waits (a status starting with ``waiting_words``), and what ``observe()`` gave as its first step began
+    (the hook is set here, as the object is made)."""
+
+    def __init__(self, monkeypatch, waiting_words: str, observe: Callable[[], Any]) -> None:
+        self.events: list[Event] = []
+        self.observed: list[Any] = []
+        self.waiting, self.stepped, self.answered = threading.Event(), threading.Event(), threading.Event()
+        self._waiting_words, self._observe = waiting_words, observe
+        on_the_runs_first_step(monkeypatch, self._first_step)
+        self.thread = threading.Thread(target=self._consume)
+
+    def _first_step(self) -> None:
+        self.observed.append(self._observe())
+        self.stepped.set()
+        self.answered.set()
+
+    def _consume(self) -> None:
+        for event in run(tiny_config()):
+            self.events.append(event)
+            if isinstance(event, StatusChanged) and event.message.startswith(self._waiting_words):
+                self.waiting.set()
+                self.answered.set()
+
+    def starts_waiting(self, at_most_s: float, in_flight: str) -> None:
+        """Start the run and check it says it waits before its first step (``in_flight``: what it must not step
+        beside). Bounded: without the wait the held work gives up after ``at_most_s``, and this fails, not hangs."""
+        self.thread.start()
+        self.answered.wait(at_most_s)  # the run says it waits, or (unfixed) takes its first step
+        assert not self.stepped.is_set(), f"the run stepped while {in_flight} was in flight"
+        assert self.waiting.is_set(), self.events

@@ -7,7 +7,7 @@ The probe's step blocks until the test releases it (stopped_probe.py): the order
 import threading
 
 import pytest
-from engine_helpers import on_the_runs_first_step, tiny_config
+from engine_helpers import NextRun, tiny_config
 from stopped_probe import STEP_BLOCKS_AT_MOST_S, stopped_in_step
 
 from workbench.engine import probe_device, run
@@ -36,36 +36,16 @@ def test_a_run_started_after_a_stopped_probe_takes_its_first_step_once_the_probe
     """The run's first windows (images/s, step times) were timed on a device the abandoned probe step still
     shared. Now the run says it waits, and its first step begins only after that step has ended."""
     probe_steps_ended: list[int] = []
-    ended_at_the_runs_first_step: list[list[int]] = []
-    waiting, stepped, answered = threading.Event(), threading.Event(), threading.Event()
-
-    def first_step() -> None:
-        ended_at_the_runs_first_step.append(list(probe_steps_ended))
-        stepped.set()
-        answered.set()
-
-    on_the_runs_first_step(monkeypatch, first_step)
-    events: list = []
-
-    def consume() -> None:
-        for event in run(tiny_config()):
-            events.append(event)
-            if isinstance(event, StatusChanged) and event.message.startswith(WAITING):
-                waiting.set()
-                answered.set()
-
+    next_run = NextRun(monkeypatch, WAITING, lambda: list(probe_steps_ended))
     steps, released = stop_the_probe_in_its_first_step(monkeypatch, probe_steps_ended)
-    runner = threading.Thread(target=consume)
     try:
-        runner.start()
-        answered.wait(STEP_BLOCKS_AT_MOST_S)  # the run says it waits, or (unfixed) takes its first step
-        assert not stepped.is_set(), "the run stepped while the stopped probe's step was in flight"
-        assert waiting.is_set(), events
+        next_run.starts_waiting(STEP_BLOCKS_AT_MOST_S, "the stopped probe's step")
     finally:
         released.set()
-    runner.join(60.0)
-    assert ended_at_the_runs_first_step == [[1]]  # the probe's one step had ended, and it started no other
+    next_run.thread.join(60.0)
+    assert next_run.observed == [[1]]  # the probe's one step had ended, and it started no other
     assert steps == [1]
+    events = next_run.events
     assert isinstance(events[-1], RunEnded) and events[-1].status == "finished", events[-1]
     assert wait_for_abandoned(30.0)
 

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 import torch
-from engine_helpers import on_the_runs_first_step, tiny_config
+from engine_helpers import NextRun, tiny_config
 from torch import nn
 
 from workbench.engine import run
@@ -98,34 +98,14 @@ def test_a_run_started_after_a_stop_mid_phase_takes_its_first_step_once_that_pha
     """The run's first windows (images/s, step times) were timed while the abandoned phase still ran beside them.
     Now the run says what it waits for, and its first step begins only after that phase has ended."""
     phase, words = stop_a_run_in(monkeypatch, name)
-    ended_at_the_first_step: list[bool] = []
-    waiting, stepped, answered = threading.Event(), threading.Event(), threading.Event()
-
-    def first_step() -> None:
-        ended_at_the_first_step.append(phase.ended.is_set())
-        stepped.set()
-        answered.set()
-
-    on_the_runs_first_step(monkeypatch, first_step)
-    events: list = []
-
-    def consume() -> None:
-        for event in run(tiny_config()):
-            events.append(event)
-            if isinstance(event, StatusChanged) and event.message.startswith("Waiting for"):
-                waiting.set()
-                answered.set()
-
-    runner = threading.Thread(target=consume)
+    next_run = NextRun(monkeypatch, "Waiting for", phase.ended.is_set)
     try:
-        runner.start()
-        answered.wait(HELD_AT_MOST_S)  # the run says it waits, or (unfixed) takes its first step
-        assert not stepped.is_set(), "the run stepped while the stopped run's phase was in flight"
-        assert waiting.is_set(), events
+        next_run.starts_waiting(HELD_AT_MOST_S, "the stopped run's phase")
     finally:
         phase.released.set()
-    runner.join(60.0)
-    assert ended_at_the_first_step == [True]
+    next_run.thread.join(60.0)
+    assert next_run.observed == [True]
+    events = next_run.events
     said = [event.message for event in events if isinstance(event, StatusChanged)][0]
     assert said == f"Waiting for {words} to end (it would share the device with this run's first steps)…"
     assert isinstance(events[-1], RunEnded) and events[-1].status == "finished", events[-1]
