@@ -55,13 +55,7 @@ EXECUTION_TRACE_KEY = "nodes"
 # tab in a message made the file invalid JSON after every event (kineto #1453). No figure reads them.
 KINETO_LOG_KEYS = frozenset({"VERBOSE", "INFO", "WARNING", "STAGE", "ERROR"})
 
-
-class _UnreadableLog:
-    def __repr__(self) -> str:
-        return "UNREADABLE_LOG"
-
-
-UNREADABLE_LOG = _UnreadableLog()  # the value given for a KINETO_LOG_KEYS line that is not JSON (passed over)
+UNREADABLE_LOG = object()  # the value given for a KINETO_LOG_KEYS line that is not JSON (passed over)
 _TAIL_CHARS = 65536  # the end of the buffer searched for the last event boundary
 _EVENT_BOUNDARY = re.compile(r"\}\s*,\s*(?=\{)")
 _SPACE = re.compile(r"[ \t\r\n]*")

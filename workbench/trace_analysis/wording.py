@@ -91,8 +91,9 @@ def host_wait_calls_text(rank: RankReport, shown: int = 4) -> Optional[str]:
 
 
 def ops_on_threads_at_once_text(rank: RankReport, characters: int = 60) -> Optional[str]:
-    """Where a top host op's self time is longer than the time it was read over (its spans on several threads at
-    once, as gloo runs a bucket's collective on each of its threads), that it is summed over them; None otherwise."""
+    """Where the top host ops ran on several threads at once, seen as one op's self time longer than the time read
+    over (gloo runs a bucket's collective on each of its threads), or as their self times adding up past it: that a
+    self time is summed per thread; None otherwise."""
     if rank.window_seconds <= 0:
         return None
     window = f"{format_step_seconds(rank.window_seconds)} {'of the steps' if rank.steps else 'traced'}"
